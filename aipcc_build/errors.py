@@ -1,0 +1,61 @@
+"""The error family. The CLI maps each type to an exit code and prints one line."""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+
+class AipccError(Exception):
+    """Base of every error the CLI reports without a traceback."""
+
+    exit_code = 2
+
+
+class InputError(AipccError):
+    """Bad input: a malformed matrix, an unknown name, a wrong argument (exit 2)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: Optional[str] = None,
+        line: Optional[int] = None,
+        column: Optional[int] = None,
+        field: Optional[str] = None,
+    ) -> None:
+        self.message = message
+        self.file = file
+        self.line = line
+        self.column = column
+        self.field = field
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        where = ""
+        if self.file:
+            where = self.file
+            if self.line is not None:
+                where += f":{self.line}"
+                if self.column is not None:
+                    where += f":{self.column}"
+            where += ": "
+        field = f"{self.field}: " if self.field else ""
+        return f"{where}{field}{self.message}"
+
+
+class CheckFailed(AipccError):
+    """A check found problems (drift, violations, EOL): exit 1."""
+
+    exit_code = 1
+
+
+class ToolError(AipccError):
+    """An outside program (buildah, skopeo, git) failed; carries its command and stderr."""
+
+    def __init__(self, command: Sequence[str], returncode: int, stderr: str) -> None:
+        self.command = list(command)
+        self.returncode = returncode
+        self.stderr = stderr
+        tail = "\n".join(stderr.strip().splitlines()[-5:])
+        super().__init__(f"{command[0]} exited {returncode}: {tail}" if tail else
+                         f"{command[0]} exited {returncode}")

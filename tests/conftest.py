@@ -1,0 +1,107 @@
+"""Shared fixtures. Integration fixtures use the real buildah, skopeo and docker-registry."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+BASE_IMAGE = "localhost/aipcc-demo/busybox:latest"
+
+# RUN steps fail under the default OCI isolation on these machines' cgroups.
+os.environ.setdefault("BUILDAH_ISOLATION", "chroot")
+
+
+def _need(program: str) -> None:
+    if shutil.which(program) is None:
+        pytest.fail(f"{program} is not installed: run the README's test command to set up")
+
+
+@pytest.fixture(scope="session")
+def wheelhouse() -> Path:
+    """The real NVIDIA wheels of matrix/demo-wheels.txt, downloaded once and cached."""
+    out = subprocess.run(
+        [str(REPO / "scripts" / "fetch-wheels")], check=True, capture_output=True, text=True
+    )
+    return Path(out.stdout.strip().splitlines()[-1])
+
+
+def wheel(wheelhouse: Path, project: str, version: str) -> Path:
+    """The wheel file of PROJECT==VERSION in the wheelhouse."""
+    stem = project.replace("-", "_")
+    found = sorted(wheelhouse.glob(f"{stem}-{version}-*.whl"))
+    if not found:
+        raise FileNotFoundError(f"{project}=={version} is not in {wheelhouse}")
+    return found[0]
+
+
+@pytest.fixture(scope="session")
+def base_image() -> str:
+    """A local busybox image standing in for a base OS (no registry needed)."""
+    _need("buildah")
+    subprocess.run([str(REPO / "scripts" / "base-image"), BASE_IMAGE], check=True,
+                   capture_output=True)
+    return BASE_IMAGE
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Registry:
+    """A docker-registry (distribution) process on 127.0.0.1, storage in a temp dir."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.port = _free_port()
+        self.host = f"127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        config = self.root / "config.yml"
+        config.write_text(
+            "version: 0.1\n"
+            "log: {level: error}\n"
+            f"storage: {{filesystem: {{rootdirectory: {self.root / 'data'}}}, delete: {{enabled: true}}}}\n"
+            f"http: {{addr: '{self.host}'}}\n"
+        )
+        self.proc = subprocess.Popen(
+            [shutil.which("docker-registry") or "registry", "serve", str(config)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                urllib.request.urlopen(f"http://{self.host}/v2/", timeout=1).close()
+                return
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError("docker-registry did not start")
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+            self.proc = None
+
+
+@pytest.fixture
+def registry(tmp_path: Path) -> Iterator[Registry]:
+    _need("docker-registry")
+    reg = Registry(tmp_path / "registry")
+    reg.root.mkdir()
+    reg.start()
+    try:
+        yield reg
+    finally:
+        reg.stop()
