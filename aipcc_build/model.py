@@ -1,0 +1,141 @@
+"""The typed matrix: frozen dataclasses produced by `matrix.load`, consumed downstream.
+
+Nothing here re-validates: `matrix.load` guarantees every invariant before it builds these.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Mapping, Optional, Tuple
+
+
+@dataclass(frozen=True)
+class Where:
+    """A position in the matrix file, for messages."""
+
+    file: str
+    line: int
+    column: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.column}"
+
+
+@dataclass(frozen=True)
+class AllowRule:
+    """A deliberate exception for the validator; every field given must match a finding."""
+
+    reason: str
+    toolkit: Optional[str] = None  # "cuda", "rocm", or None for the image's own family
+    component: Optional[str] = None  # e.g. "nccl", "cuda-compat"
+    versions: Tuple[str, ...] = ()  # version prefixes ("12.9", "2.27.3+cuda12.9")
+    path: Optional[str] = None  # fnmatch glob on the path inside the image
+    where: Optional[Where] = None
+
+
+@dataclass(frozen=True)
+class Product:
+    name: str
+    version: str
+
+
+@dataclass(frozen=True)
+class OsSpec:
+    name: str
+    from_ref: str
+
+
+@dataclass(frozen=True)
+class ToolkitVersion:
+    version: str  # "12.8.1" or "6.4"
+    min_driver: Optional[str] = None
+    eol: Optional[dt.date] = None
+    gpu_archs: Tuple[str, ...] = ()
+    vars: Mapping[str, object] = field(default_factory=dict)
+    allow: Tuple[AllowRule, ...] = ()
+    where: Optional[Where] = None
+
+    @property
+    def parts(self) -> Tuple[int, ...]:
+        return tuple(int(p) for p in self.version.split("."))
+
+    @property
+    def major_minor(self) -> str:
+        return ".".join(self.version.split(".")[:2])
+
+
+@dataclass(frozen=True)
+class Accelerator:
+    name: str
+    variant: str  # pattern, "{accelerator}-{os}" by default
+    versions: Tuple[ToolkitVersion, ...]  # empty for an accelerator without versions (cpu)
+    allow: Tuple[AllowRule, ...] = ()
+
+
+@dataclass(frozen=True)
+class ImageKind:
+    name: str
+    template: str
+    repository: str  # pattern, "{registry}/{kind}/{name}" by default
+    os: Tuple[str, ...]
+    from_image: Optional[str] = None
+    resources: Mapping[str, float] = field(default_factory=dict)
+    allow: Tuple[AllowRule, ...] = ()
+
+
+@dataclass(frozen=True)
+class Exclude:
+    accelerator: Optional[str] = None
+    version: Optional[str] = None  # prefix: "12.8" matches 12.8.1
+    os: Optional[str] = None
+    kind: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class Matrix:
+    path: str
+    schema: int
+    product: Product
+    registry: str
+    templates: str  # absolute directory
+    output: str  # absolute directory
+    os: Mapping[str, OsSpec]
+    accelerators: Mapping[str, Accelerator]
+    images: Mapping[str, ImageKind]
+    exclude: Tuple[Exclude, ...] = ()
+
+
+@dataclass(frozen=True)
+class ImageSpec:
+    """One image of the matrix: a cell (accelerator, version, os) of one image kind."""
+
+    name: str  # "cuda-12.8-ubi9"
+    kind: str  # "builder"
+    accelerator: str  # "cuda"
+    version: Optional[str]  # "12.8.1"; None for an accelerator without versions
+    os: str
+    os_from: str
+    variant: str  # generic FROMAGER_VARIANT: "cuda-ubi9"
+    repository: str  # "quay.io/aipcc/builder/cuda-12.8-ubi9"
+    tag: str  # "3.0-175"
+    template: str  # template file name, relative to the templates directory
+    containerfile: str  # absolute path of the rendered Containerfile
+    from_kind: Optional[str] = None  # kind this image is built FROM (same cell)
+    resources: Mapping[str, float] = field(default_factory=dict)
+    toolkit: Optional[ToolkitVersion] = None
+    allow: Tuple[AllowRule, ...] = ()  # accelerator, version and kind rules together
+
+    @property
+    def key(self) -> str:
+        """Unique id within a matrix: "kind/name"."""
+        return f"{self.kind}/{self.name}"
+
+    @property
+    def reference(self) -> str:
+        return f"{self.repository}:{self.tag}"
+
+    @property
+    def depends_on(self) -> Optional[str]:
+        # A from_image dependency is the same cell of another kind, hence the same name.
+        return f"{self.from_kind}/{self.name}" if self.from_kind else None
