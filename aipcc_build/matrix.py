@@ -520,7 +520,7 @@ def _image(matrix: Matrix, kind: ImageKind, accelerator: Accelerator,
         version=version.version if version else None, os=os_name,
         os_from=matrix.os[os_name].from_ref, variant=variant, repository=repository, tag=tag,
         template=kind.template,
-        containerfile=str(Path(matrix.output) / kind.name / name / "Containerfile"),
+        containerfile=os.path.join(matrix.output, kind.name, name, "Containerfile"),
         from_kind=kind.from_image, resources=kind.resources, toolkit=version, allow=allow,
     )
 

@@ -7,7 +7,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, Optional, TextIO
 
 if TYPE_CHECKING:  # keep jinja2 out of commands that only print
     from .model import ImageSpec
@@ -17,14 +17,13 @@ if TYPE_CHECKING:  # keep jinja2 out of commands that only print
 JSON_SCHEMA = 1
 
 
-def interactive(stream: TextIO = sys.stdout) -> bool:
+def interactive(stream: Optional[TextIO] = None) -> bool:
     """rich live views only on a terminal outside CI; rich does not detect CI by itself."""
-    return stream.isatty() and not os.environ.get("CI")
+    return (stream or sys.stdout).isatty() and not os.environ.get("CI")
 
 
-def emit_json(payload: dict[str, Any], stream: TextIO = sys.stdout) -> None:
-    stream.write(json.dumps({"schema": JSON_SCHEMA, **payload}, indent=2, sort_keys=False))
-    stream.write("\n")
+def emit_json(payload: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps({"schema": JSON_SCHEMA, **payload}, indent=2) + "\n")
 
 
 def error(message: str) -> None:
