@@ -97,7 +97,7 @@ def requirements(image: ImageSpec, facts: ToolkitFacts) -> Requirements:
             missing.append(f"architectures of CUDA {toolkit.major_minor}")
         min_driver = own_driver or (major.min_driver if major else None)
         native = release.driver if release else None
-        if min_driver is not None and (native is None or native < min_driver):
+        if min_driver is not None and native is not None and native < min_driver:
             # A matrix floor above the shipped driver leaves no minor-compatibility window.
             native = min_driver
         fact_archs = tuple(f"sm_{cc.replace('.', '')}" for cc in archs_fact.compute_capabilities) \
