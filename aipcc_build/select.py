@@ -347,8 +347,8 @@ def _compute_capability_terms(archs: Iterable[str]) -> list[list[dict[str, Any]]
         if not arch.startswith("sm_"):
             continue
         major, minor, suffix = sm_to_compute_capability(arch)
-        minors = {minor} if suffix == "a" else set(range(minor, 10))
-        allowed.setdefault(major, set()).update(minors)
+        runs_on = {minor} if suffix == "a" else set(range(minor, 10))
+        allowed.setdefault(major, set()).update(runs_on)
     # Majors with the same minor constraint share one term: "major In [8, 9, 10, 12]".
     by_constraint: dict[tuple[int, ...], list[int]] = {}
     for major in sorted(allowed):
