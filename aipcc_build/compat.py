@@ -30,6 +30,7 @@ DEFAULT_WARN_DAYS = 90
 class Requirements:
     """What one image needs from a node, after matrix overrides."""
 
+    vendor: Optional[str]  # GPU vendor the image needs: "nvidia", "amd", or None (CPU)
     min_driver: Optional[DriverVersion]  # below this the image does not start
     native_driver: Optional[DriverVersion]  # at or above: no minor-version compatibility limits
     archs: tuple[str, ...]  # "sm_90" / "gfx942"; empty for CPU images
@@ -81,7 +82,7 @@ def eol_status(image: ImageSpec, today: dt.date, warn_days: int = DEFAULT_WARN_D
 def requirements(image: ImageSpec, facts: ToolkitFacts) -> Requirements:
     toolkit = image.toolkit
     if toolkit is None:
-        return Requirements(None, None, (), False, False, ())
+        return Requirements(None, None, None, (), False, False, ())
     missing = []
     own_driver = DriverVersion.parse(toolkit.min_driver) if toolkit.min_driver else None
     own_archs = tuple(normalise_arch(a) for a in toolkit.gpu_archs)
@@ -102,7 +103,7 @@ def requirements(image: ImageSpec, facts: ToolkitFacts) -> Requirements:
             native = min_driver
         fact_archs = tuple(f"sm_{cc.replace('.', '')}" for cc in archs_fact.compute_capabilities) \
             if archs_fact else ()
-        return Requirements(min_driver, native, own_archs or fact_archs, bool(own_archs),
+        return Requirements("nvidia", min_driver, native, own_archs or fact_archs, bool(own_archs),
                             own_driver is not None, tuple(missing))
     if image.accelerator == "rocm":
         rocm = facts.rocm_release(toolkit.version)
@@ -111,9 +112,9 @@ def requirements(image: ImageSpec, facts: ToolkitFacts) -> Requirements:
         if rocm is None:
             missing.append(f"supported OS releases of ROCm {toolkit.major_minor}")
         archs = own_archs or (rocm.gfx_targets if rocm else ())
-        return Requirements(own_driver, own_driver, archs, bool(own_archs),
+        return Requirements("amd", own_driver, own_driver, archs, bool(own_archs),
                             own_driver is not None, tuple(missing))
-    return Requirements(own_driver, own_driver, own_archs, bool(own_archs),
+    return Requirements(None, own_driver, own_driver, own_archs, bool(own_archs),
                         own_driver is not None, ())
 
 

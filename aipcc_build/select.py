@@ -44,7 +44,6 @@ ARCH_UNKNOWN = "architectures unknown"
 NO_MATCHING_GPU = "no matching GPU"
 PAST_EOL = "eol"
 
-_VENDOR_OF_ACCELERATOR = {"cuda": "nvidia", "rocm": "amd"}
 _VENDOR_NAME = {"nvidia": "NVIDIA", "amd": "AMD"}
 _CC_RE = re.compile(r"^(\d{1,2})\.(\d)$")
 
@@ -275,7 +274,7 @@ def select_images(
 
 
 def _fit(image: ImageSpec, req: Requirements, node: Node) -> tuple[str, list[Reason]]:
-    vendor = _VENDOR_OF_ACCELERATOR.get(image.accelerator)
+    vendor = req.vendor
     if vendor is None:
         return CPU_ONLY, []
     if vendor != node.vendor:
@@ -308,7 +307,7 @@ def scheduling_constraints(image: ImageSpec, facts: ToolkitFacts) -> dict[str, A
     cross product of the driver terms and the architecture terms.
     """
     req = requirements(image, facts)
-    vendor = _VENDOR_OF_ACCELERATOR.get(image.accelerator)
+    vendor = req.vendor
     if vendor == "nvidia":
         driver_terms = _driver_terms(req.min_driver) if req.min_driver else [[]]
         arch_terms = _compute_capability_terms(req.archs)

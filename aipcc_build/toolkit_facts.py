@@ -121,6 +121,19 @@ class ToolkitFacts:
     def rocm_release(self, version: str) -> Optional[RocmRelease]:
         return self.rocm_releases.get(_minor(version))
 
+    def sources(self) -> list[tuple[str, str]]:
+        """(what, source) for every fact, in data-file order, for generated docs."""
+        found = [(f"CUDA {m.major}.x minimum driver", m.source) for m in self.cuda_majors.values()]
+        found += [(f"CUDA {r.version} driver", r.source) for r in self.cuda_releases.values()]
+        found += [(f"CUDA {a.minor} architectures", a.source) for a in self.cuda_architectures]
+        found += [(f"ROCm {r.minor} GPUs and OS releases", r.source)
+                  for r in self.rocm_releases.values()]
+        for vendor in ("nvidia", "amd"):
+            gpu_sources = {g.source for g in self.gpus if g.vendor == vendor}
+            found += [(f"{vendor.upper() if vendor == 'amd' else 'NVIDIA'} GPU architectures", s)
+                      for s in sorted(gpu_sources)]
+        return found
+
     def gpu_names(self) -> tuple[str, ...]:
         return tuple(gpu.name for gpu in self.gpus)
 
