@@ -210,7 +210,7 @@ def build_compat_table(
     return CompatTable(tuple(rows), today, warn_days, tuple(warnings), facts.path)
 
 
-_RHEL_RE = re.compile(r"^(?:rhel|ubi)(\d+)(?:\.(\d+))?")
+_RHEL_RE = re.compile(r"^(?:rhel|ubi|el)(\d+)(?:\.(\d+))?")
 
 
 def os_warnings(image: ImageSpec, facts: ToolkitFacts) -> Sequence[str]:

@@ -43,19 +43,23 @@ def _eol(row: CompatRow, with_status: bool) -> list[str]:
     return [date, row.eol_status] if with_status else [date]
 
 
-def _columns(table: CompatTable, with_status: bool) -> tuple[list[str], list[list[str]]]:
+def table_columns(table: CompatTable, *, stable: bool = False
+                  ) -> tuple[list[str], list[list[str]]]:
+    """Header and cells; `stable` drops what changes with the date or the build id."""
+    with_status = not stable
     with_digest = any(row.digest for row in table.rows)
     header = ["image", "kind", "accelerator", "version", "OS", "FROMAGER_VARIANT",
               "driver", "architectures", "EOL"]
     if with_status:
         header.append("status")
-    header.append("reference")
+    header.append("repository" if stable else "reference")
     if with_digest:
         header.append("digest")
     rows = []
     for row in table.rows:
         cells = [row.name, row.kind, row.accelerator, row.version or "-", row.os, row.variant,
-                 _driver(row), _archs(row), *_eol(row, with_status), row.reference]
+                 _driver(row), _archs(row), *_eol(row, with_status),
+                 row.reference.rsplit(":", 1)[0] if stable else row.reference]
         if with_digest:
             cells.append(row.digest or "-")
         rows.append(cells)
@@ -64,7 +68,7 @@ def _columns(table: CompatTable, with_status: bool) -> tuple[list[str], list[lis
 
 def render_text(table: CompatTable) -> str:
     """An aligned plain-text table for terminals and CI logs."""
-    header, rows = _columns(table, with_status=True)
+    header, rows = table_columns(table)
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip()
              for r in [header, *rows]]
@@ -78,7 +82,7 @@ def render_text(table: CompatTable) -> str:
 def render_markdown(table: CompatTable, facts_sources: Iterable[tuple[str, str]] = (),
                     *, stable: bool = False) -> str:
     """Markdown; `stable` leaves out what changes with the date (status) for a committed doc."""
-    header, rows = _columns(table, with_status=not stable)
+    header, rows = table_columns(table, stable=stable)
     out = []
     if stable:
         out += [GENERATED_BANNER, "", "# Compatibility matrix", "",

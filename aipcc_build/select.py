@@ -248,17 +248,12 @@ def select_images(
     node: Node,
     *,
     today: dt.date,
-    accelerator: Optional[str] = None,
-    os: Optional[str] = None,
     warn_days: int = DEFAULT_WARN_DAYS,
 ) -> Selection:
+    """Split `images` (already narrowed by the matrix filters) into runnable and excluded."""
     runnable = []
     excluded = []
     for image in images:
-        if accelerator is not None and image.accelerator != accelerator:
-            continue
-        if os is not None and image.os != os:
-            continue
         req = requirements(image, facts)
         mode, reasons = _fit(image, req, node)
         status = eol_status(image, today, warn_days)
