@@ -85,7 +85,13 @@ def requirements(image: ImageSpec, facts: ToolkitFacts) -> Requirements:
         return Requirements(None, None, None, (), False, False, ())
     missing = []
     own_driver = DriverVersion.parse(toolkit.min_driver) if toolkit.min_driver else None
-    own_archs = tuple(normalise_arch(a) for a in toolkit.gpu_archs)
+    try:
+        own_archs = tuple(normalise_arch(a) for a in toolkit.gpu_archs)
+    except ValueError as err:
+        where = toolkit.where
+        raise InputError(str(err), file=where.file if where else None,
+                         line=where.line if where else None,
+                         field=f"accelerators.{image.accelerator}.versions.gpu_archs") from err
     if image.accelerator == "cuda":
         major = facts.cuda_major(toolkit.version)
         release = facts.cuda_release(toolkit.version)
@@ -133,8 +139,7 @@ def normalise_arch(arch: str) -> str:
     sm = _SM_RE.match(text)
     if sm:
         return f"sm_{sm.group(1)}{sm.group(2)}"
-    raise InputError(f"{arch!r} is not a GPU architecture (e.g. sm_90, 9.0 or gfx942)",
-                     field="gpu_archs")
+    raise ValueError(f"{arch!r} is not a GPU architecture (e.g. sm_90, 9.0 or gfx942)")
 
 
 def sm_to_compute_capability(arch: str) -> tuple[int, int, str]:

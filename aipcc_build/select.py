@@ -95,10 +95,15 @@ class Selection:
 
 
 def parse_driver(text: str) -> DriverVersion:
+    """A node's driver: a bare branch ("550") is not enough to compare with 550.54.15."""
     try:
-        return DriverVersion.parse(text)
+        driver = DriverVersion.parse(text)
     except ValueError as err:
         raise InputError(str(err), field="driver") from err
+    if len(driver.parts) < 2:
+        raise InputError(f"{text!r} is not a driver version (expected e.g. 550.54.15)",
+                         field="driver")
+    return driver
 
 
 def node_from_flags(
@@ -201,9 +206,9 @@ def _nvidia_node(facts: ToolkitFacts, labels: Mapping[str, str], source: str, fi
         raise InputError("no driver labels (nvidia.com/cuda.driver.major/minor/rev)",
                          file=file, field="metadata.labels")
     try:
-        driver = DriverVersion.parse(driver_text)
-    except ValueError as err:
-        raise InputError(str(err), file=file, field="metadata.labels") from err
+        driver = parse_driver(driver_text)
+    except InputError as err:
+        raise InputError(err.message, file=file, field="metadata.labels") from err
     return Node("nvidia", arch, gpu, driver, source)
 
 
