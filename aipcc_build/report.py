@@ -34,6 +34,10 @@ def warning(message: str) -> None:
     sys.stderr.write(f"aipcc-build: warning: {message}\n")
 
 
+def wrote(path: str) -> None:
+    sys.stderr.write(f"wrote {shown_path(path)}\n")
+
+
 def image_record(image: ImageSpec) -> dict[str, Any]:
     return {
         "name": image.name,
