@@ -35,7 +35,7 @@ class Requirements:
     native_driver: Optional[DriverVersion]  # at or above: no minor-version compatibility limits
     archs: tuple[str, ...]  # "sm_90" / "gfx942"; empty for CPU images
     archs_from_matrix: bool  # the matrix entry's gpu_archs replaced the toolkit's list
-    min_driver_from_matrix: bool
+    native_driver_from_matrix: bool
     missing_facts: tuple[str, ...]  # what the data file does not know about this toolkit
 
 
@@ -96,17 +96,20 @@ def requirements(image: ImageSpec, facts: ToolkitFacts) -> Requirements:
         major = facts.cuda_major(toolkit.version)
         release = facts.cuda_release(toolkit.version)
         archs_fact = facts.cuda_architectures_for(toolkit.version)
-        if major is None and own_driver is None:
+        if major is None:
             missing.append(f"minimum driver of CUDA {Version(toolkit.version).major}.x")
-        if release is None:
+        if release is None and own_driver is None:
             missing.append(f"driver shipped with CUDA {toolkit.version}")
         if archs_fact is None and not own_archs:
             missing.append(f"architectures of CUDA {toolkit.major_minor}")
-        min_driver = own_driver or (major.min_driver if major else None)
-        native = release.driver if release else None
-        if min_driver is not None and native is not None and native < min_driver:
-            # A matrix floor above the shipped driver leaves no minor-compatibility window.
-            native = min_driver
+        # The matrix's min_driver is NVIDIA's "minimum required driver" of the release: what
+        # it needs natively. Below it, down to the major's floor, minor-version compatibility
+        # still starts the image (without PTX JIT of newer PTX).
+        native = own_driver or (release.driver if release else None)
+        floor = major.min_driver if major else None
+        min_driver = floor if floor is not None else native
+        if native is not None and min_driver is not None and native < min_driver:
+            min_driver = native
         fact_archs = tuple(f"sm_{cc.replace('.', '')}" for cc in archs_fact.compute_capabilities) \
             if archs_fact else ()
         return Requirements("nvidia", min_driver, native, own_archs or fact_archs, bool(own_archs),

@@ -33,9 +33,9 @@ def _driver(row: CompatRow) -> str:
     req = row.requirements
     if row.accelerator != "cuda" or req.min_driver is None:
         return str(req.min_driver) if req.min_driver else "-"
-    own = " (matrix)" if req.min_driver_from_matrix else ""
+    own = " (matrix)" if req.native_driver_from_matrix else ""
     if req.native_driver is not None and req.native_driver != req.min_driver:
-        return f">= {req.min_driver}{own}, native >= {req.native_driver}"
+        return f">= {req.min_driver}, native >= {req.native_driver}{own}"
     return f">= {req.min_driver}{own}"
 
 
@@ -124,7 +124,7 @@ def _row_json(row: CompatRow) -> dict[str, Any]:
         "fromager_variant": row.variant,
         "min_driver": str(req.min_driver) if req.min_driver else None,
         "native_driver": str(req.native_driver) if req.native_driver else None,
-        "min_driver_from_matrix": req.min_driver_from_matrix,
+        "native_driver_from_matrix": req.native_driver_from_matrix,
         "architectures": list(req.archs), "architectures_from_matrix": req.archs_from_matrix,
         "eol": row.eol.isoformat() if row.eol else None, "eol_status": row.eol_status,
         "days_to_eol": row.days_to_eol, "digest": row.digest,

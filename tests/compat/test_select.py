@@ -228,3 +228,17 @@ def test_k8s_fragment_for_rocm_uses_device_ids(facts: ToolkitFacts) -> None:
     assert _schedulable(fragment, {**amd, "amd.com/gpu.device-id": "74a1"})  # MI300X
     assert not _schedulable(fragment, {**amd, "amd.com/gpu.device-id": "1234"})
     assert scheduling_constraints(image("cpu", None), facts) == {}
+
+
+def test_shipped_matrix_min_driver_is_the_native_requirement(facts: ToolkitFacts) -> None:
+    # matrix/aipcc.yaml sets min_driver to NVIDIA's minimum required driver of each release;
+    # an older 5xx driver still runs it under minor-version compatibility.
+    from aipcc_build.matrix import expand, load
+
+    shipped = expand(load(Path(__file__).resolve().parents[2] / "matrix" / "aipcc.yaml"))
+    cuda = [i for i in shipped if i.accelerator == "cuda" and i.kind == "base"]
+    selection = run(cuda, facts, gpu="H100", driver="550.54.15")
+    assert runnable(selection) == [("12.9.1", MINOR_VERSION_COMPAT),
+                                   ("12.8.1", MINOR_VERSION_COMPAT)]
+    selection = run(cuda, facts, gpu="H100", driver="575.57.08")
+    assert runnable(selection) == [("12.9.1", NATIVE), ("12.8.1", NATIVE)]
