@@ -23,8 +23,8 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-back
 def chromium() -> str:
     found = shutil.which("chromium") or shutil.which("chromium-browser")
     if found is None:
-        pytest.fail("chromium is not installed: run the README's test command, which installs it (apt-get install "
-                    "chromium)")
+        pytest.fail("chromium is not installed: the README's test command installs it "
+                    "(apt-get install chromium)")
     return found
 
 
