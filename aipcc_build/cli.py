@@ -49,14 +49,19 @@ def matrix_filters(command: Callable[..., Any]) -> Callable[..., Any]:
                      help="Only this OS (repeatable)."),
         click.option("--kind", "kinds", multiple=True, metavar="KIND",
                      help="Only this image kind (repeatable)."),
+        click.option("--only", "names", multiple=True, metavar="NAME|KEY",
+                     help="Only this image: a name (cuda-12.8-ubi9, every kind) or a key "
+                          "(builder/cuda-12.8-ubi9, one image) (repeatable)."),
     ]
 
     @functools.wraps(command)
     def wrapper(*args: Any, accelerators: tuple[str, ...], versions: tuple[str, ...],
-                oses: tuple[str, ...], kinds: tuple[str, ...], **kwargs: Any) -> Any:
+                oses: tuple[str, ...], kinds: tuple[str, ...], names: tuple[str, ...],
+                **kwargs: Any) -> Any:
         from .matrix import Filters
 
-        filters = Filters(accelerators=accelerators, versions=versions, oses=oses, kinds=kinds)
+        filters = Filters(accelerators=accelerators, versions=versions, oses=oses, kinds=kinds,
+                          names=names)
         return command(*args, filters=filters, **kwargs)
 
     for option in reversed(options):
@@ -137,12 +142,113 @@ def matrix(context: Context, filters: Filters, dry_run: bool, as_json: bool,
     raise click.UsageError("building needs --dry-run until the scheduler lands")
 
 
+def _variables(ctx: click.Context, param: click.Parameter,
+               values: tuple[str, ...]) -> dict[str, str]:
+    variables = {}
+    for value in values:
+        name, sep, text = value.partition("=")
+        if not sep or not name:
+            raise click.BadParameter(f"'{value}' is not NAME=VALUE", ctx=ctx, param=param)
+        variables[name] = text
+    return variables
+
+
+DATE = click.DateTime(formats=["%Y-%m-%d"])
+
+
+@cli.command(name="add-version")
+@click.argument("accelerator")
+@click.argument("version")
+@click.option("--min-driver", metavar="X.Y.Z", help="Oldest driver the toolkit supports.")
+@click.option("--eol", type=DATE, metavar="YYYY-MM-DD", help="End-of-life date.")
+@click.option("--var", "variables", multiple=True, metavar="NAME=VALUE", callback=_variables,
+              help="A template variable of this version, such as cudart=12.9.79-1 "
+                   "(repeatable).")
+@pass_context
+def add_version(context: Context, accelerator: str, version: str, min_driver: Optional[str],
+                eol: Optional[dt.datetime], variables: dict[str, str]) -> int:
+    """Add toolkit VERSION (X.Y.Z) of ACCELERATOR to the matrix and render its images.
+
+    The matrix file keeps its comments and formatting; it is validated before it is
+    replaced. Prints the new images and a request for their registry repositories.
+    """
+    from . import report
+    from .edit import NewVersion, add_version
+
+    result = add_version(context.matrix_path, NewVersion(
+        accelerator=accelerator, version=version, min_driver=min_driver,
+        eol=eol.date() if eol else None, vars=variables))
+    report.added_version(result)
+    return 0
+
+
+@cli.command()
+@click.argument("accelerator")
+@click.argument("version")
+@click.option("--eol", type=DATE, metavar="YYYY-MM-DD",
+              help="End-of-life date to record (required unless --remove).")
+@click.option("--remove", is_flag=True,
+              help="Delete the version from the matrix and its generated Containerfiles.")
+@pass_context
+def retire(context: Context, accelerator: str, version: str, eol: Optional[dt.datetime],
+           remove: bool) -> int:
+    """Mark VERSION of ACCELERATOR end-of-life, or remove it with --remove."""
+    from . import report
+    from .edit import Retirement, retire
+
+    if not remove and eol is None:
+        raise click.UsageError("give --eol YYYY-MM-DD (or --remove to delete the version)")
+    if remove and eol is not None:
+        raise click.UsageError("--remove deletes the version's entry: there is no --eol to mark")
+    result = retire(context.matrix_path, Retirement(
+        accelerator=accelerator, version=version, eol=eol.date() if eol else None,
+        remove=remove))
+    report.retired(result)
+    return 0
+
+
+PLAN_FORMATS = ("json", "github", "gitlab", "tekton")
+
+
+@cli.command()
+@click.option("--format", "output_format", type=click.Choice(PLAN_FORMATS), default="json",
+              show_default=True, help="json: every image with all fields; github, gitlab, "
+                                      "tekton: a CI document fanning builds out (docs/ci).")
+@click.option("--changed-since", metavar="GIT_REV",
+              help="Only images whose inputs changed since GIT_REV, and their dependents.")
+@click.option("--build-id", metavar="ID", help="Build id in the tag (default: from CI, or dev).")
+@click.option("--registry", metavar="HOST/NAMESPACE", help="Replace the matrix's registry.")
+@matrix_filters
+@pass_context
+def plan(context: Context, filters: Filters, output_format: str, changed_since: Optional[str],
+         build_id: Optional[str], registry: Optional[str]) -> int:
+    """The build plan as data for people or CI engines."""
+    from . import ci, git, report
+    from .changes import select
+    from .matrix import resolve_build_id
+    from .plan import make_plan, project_path
+
+    matrix = context.load()
+    build = resolve_build_id(build_id, os.environ)
+    build_plan = make_plan(select(matrix, build_id=build, registry=registry, filters=filters,
+                                  changed_since=changed_since))
+    command = ci.JobCommand(matrix_path=project_path(matrix, matrix.path), build_id=build,
+                            registry=registry)
+    if output_format == "json":
+        report.plan_json(matrix, build_plan, changed_since)
+    elif output_format == "github":
+        report.ci_document(ci.github(build_plan), build_plan)
+    elif output_format == "gitlab":
+        report.ci_document(ci.gitlab(build_plan, command), build_plan)
+    else:
+        directory = os.path.dirname(os.path.abspath(matrix.path))
+        source = ci.GitSource(url=git.remote_url(directory), revision=git.head_commit(directory))
+        report.ci_document(ci.tekton(matrix, build_plan, command, source), build_plan)
+    return 0
+
 
 def _today(value: Optional[dt.datetime]) -> dt.date:
     return value.date() if value is not None else dt.date.today()
-
-
-_DATE = click.DateTime(formats=["%Y-%m-%d"])
 
 
 @cli.command()
@@ -154,7 +260,7 @@ _DATE = click.DateTime(formats=["%Y-%m-%d"])
               help="Write to FILE (atomically) instead of stdout.")
 @click.option("--warn-days", type=click.IntRange(min=0), default=90, show_default=True,
               help="EOL within this many days counts as eol-soon.")
-@click.option("--today", type=_DATE, metavar="YYYY-MM-DD", help="Date to judge EOL against.")
+@click.option("--today", type=DATE, metavar="YYYY-MM-DD", help="Date to judge EOL against.")
 @click.option("--check", is_flag=True,
               help="Only list images past EOL or within --warn-days of it; exit 1 if any.")
 @click.option("--stable", is_flag=True,
@@ -234,7 +340,7 @@ def compat(context: Context, filters: Filters, output_format: str, build_report:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (schema 1).")
 @click.option("--warn-days", type=click.IntRange(min=0), default=90, show_default=True,
               help="EOL within this many days is flagged eol-soon.")
-@click.option("--today", type=_DATE, metavar="YYYY-MM-DD", help="Date to judge EOL against.")
+@click.option("--today", type=DATE, metavar="YYYY-MM-DD", help="Date to judge EOL against.")
 @click.option("--build-id", metavar="ID", help="Build id in the tag (default: from CI, or dev).")
 @click.option("--registry", metavar="HOST/NAMESPACE", help="Replace the matrix's registry.")
 @matrix_filters

@@ -181,11 +181,19 @@ def _pattern(reader: _Reader, node: yaml.Node, field: str, allowed: Iterable[str
 def load(path: str | os.PathLike[str]) -> Matrix:
     """Parse and validate a matrix file; raise InputError at the first problem."""
     file = str(path)
-    reader = _Reader(file)
     try:
         text = Path(file).read_text()
     except OSError as exc:
         raise InputError(f"cannot read the matrix file: {exc.strerror}", file=file) from None
+    return parse(text, file)
+
+
+def parse(text: str, file: str) -> Matrix:
+    """Validate matrix TEXT as if it were the file FILE (paths resolve from its directory).
+
+    `add-version` and `retire` check an edited matrix with this before they replace the file.
+    """
+    reader = _Reader(file)
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as exc:
