@@ -16,7 +16,7 @@ from typing import Optional
 import yaml
 
 from . import git
-from .matrix import Filters, expand
+from .matrix import Filters, check_filters, expand
 from .model import ImageSpec, Matrix
 from .plan import build_context
 
@@ -30,6 +30,7 @@ def select(matrix: Matrix, *, build_id: str, registry: Optional[str], filters: F
            changed_since: Optional[str]) -> list[ImageSpec]:
     """The images a plan builds: those matching FILTERS and, with CHANGED_SINCE, changed."""
     images = expand(matrix, build_id=build_id, registry=registry)
+    check_filters(matrix, images, filters)
     if changed_since is not None:
         # Dependents are found over the whole matrix, before the filters narrow it.
         changed = changed_images(matrix, images, changed_since)

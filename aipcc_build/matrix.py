@@ -459,8 +459,31 @@ def image_name(accelerator: str, version: Optional[ToolkitVersion], os_name: str
 def expand(matrix: Matrix, *, build_id: str = "dev", registry: Optional[str] = None,
            filters: Filters = EVERYTHING) -> list[ImageSpec]:
     """Every image of the matrix (minus excludes) in matrix order, then filtered."""
-    return [image for image in _expand(matrix, build_id=build_id, registry=registry)
-            if filters.matches(image)]
+    images = _expand(matrix, build_id=build_id, registry=registry)
+    check_filters(matrix, images, filters)
+    return [image for image in images if filters.matches(image)]
+
+
+def check_filters(matrix: Matrix, images: list[ImageSpec], filters: Filters) -> None:
+    """A filter value that names nothing is a typo: a CI job must fail, not build nothing."""
+    known = (
+        ("--accelerator", filters.accelerators, list(matrix.accelerators)),
+        ("--os", filters.oses, list(matrix.os)),
+        ("--kind", filters.kinds, list(matrix.images)),
+        ("--only", filters.names, [i.name for i in images] + [i.key for i in images]),
+    )
+    for option, values, names in known:
+        for value in values:
+            if value not in names:
+                hint = difflib.get_close_matches(value, names, n=1)
+                extra = f" (did you mean '{hint[0]}'?)" if hint else ""
+                raise InputError(f"'{value}' matches nothing in the matrix{extra}",
+                                 file=matrix.path, field=option)
+    for prefix in filters.versions:
+        if not any(version_matches(image.version, prefix) for image in images):
+            versions = sorted({i.version for i in images if i.version})
+            raise InputError(f"no version starts with '{prefix}' (the matrix has "
+                             f"{', '.join(versions)})", file=matrix.path, field="--version")
 
 
 def _expand(matrix: Matrix, *, build_id: str, registry: Optional[str],
