@@ -33,6 +33,10 @@ BUILDAH_WORKSPACES = {"source"}
 GIT_CLONE_PARAMS = {"url": str, "revision": str}
 
 
+# Every filter names something, but the matrix excludes rocm on el9.6: nothing is left.
+EMPTY_SELECTION = ("--accelerator", "rocm", "--os", "el9.6")
+
+
 def plan(run, matrix: Path, *args: str):
     result = run("--matrix", str(matrix), "plan", *args)
     assert result.code == 0, result.err
@@ -110,7 +114,7 @@ def test_github_schema_of_our_own_rejects_an_empty_or_oversized_matrix(tmp_path)
 
 
 def test_github_empty_plan_emits_no_matrix_and_says_so(project, run, tmp_path):
-    result = plan(run, project / "matrix/aipcc.yaml", "--format", "github", "--only", "none")
+    result = plan(run, project / "matrix/aipcc.yaml", "--format", "github", *EMPTY_SELECTION)
     assert json.loads(result.out) == {"images": 0, "waves": 0}
     assert "nothing to build" in result.err
     (tmp_path / "plan.json").write_text(result.out)
@@ -169,7 +173,7 @@ def test_gitlab_child_pipeline_validates_and_mirrors_the_dag(project, run, tmp_p
 
 
 def test_gitlab_empty_plan_is_a_valid_pipeline(project, run, tmp_path):
-    result = plan(run, project / "matrix/aipcc.yaml", "--format", "gitlab", "--only", "none")
+    result = plan(run, project / "matrix/aipcc.yaml", "--format", "gitlab", *EMPTY_SELECTION)
     assert "nothing to build" in result.err
     (tmp_path / "child.yml").write_text(result.out)
     assert check_jsonschema("--builtin-schema", "vendor.gitlab-ci",
@@ -267,7 +271,7 @@ def test_tekton_names_stay_valid_and_unique_when_long(tmp_path, run):
 
 
 def test_tekton_empty_plan_emits_nothing(tekton_repo, run):
-    result = plan(run, tekton_repo / "matrix/aipcc.yaml", "--format", "tekton", "--only", "x")
+    result = plan(run, tekton_repo / "matrix/aipcc.yaml", "--format", "tekton", *EMPTY_SELECTION)
     assert result.out == "" and "nothing to build" in result.err
 
 
