@@ -233,7 +233,7 @@ def load(path: str | os.PathLike[str]) -> Matrix:
 
     images: dict[str, ImageKind] = {}
     for kind, key_node, value in reader.entries(top["images"][1], "images"):
-        images[kind] = _image_kind(reader, kind, key_node, value, oses, templates)
+        images[kind] = _image_kind(reader, kind, key_node, value, oses, templates, base)
     _check_from_images(reader, top["images"][1], images)
 
     excludes: tuple[Exclude, ...] = ()
@@ -354,11 +354,12 @@ def _allow_rules(reader: _Reader, fields: Mapping[str, tuple[yaml.Node, yaml.Nod
 
 
 def _image_kind(reader: _Reader, kind: str, key_node: yaml.Node, value: yaml.Node,
-                oses: Mapping[str, OsSpec], templates: Path) -> ImageKind:
+                oses: Mapping[str, OsSpec], templates: Path, matrix_dir: Path) -> ImageKind:
     field = f"images.{kind}"
     reader.name(key_node, field)
     fields = reader.mapping(value, field,
-                            ("template", "repository", "os", "from_image", "resources", "allow"),
+                            ("template", "repository", "os", "from_image", "resources", "allow",
+                             "context"),
                             ("template", "os"))
     template_node = fields["template"][1]
     template = reader.scalar(template_node, f"{field}.template")
@@ -391,9 +392,16 @@ def _image_kind(reader: _Reader, kind: str, key_node: yaml.Node, value: yaml.Nod
                                                       f"{field}.resources"):
             reader.name(slot_node, f"{field}.resources.{slot}")
             resources[slot] = reader.number(amount, f"{field}.resources.{slot}")
+    context = None
+    if "context" in fields:
+        # Relative to the matrix file, like templates and output. It need not exist yet:
+        # build inputs (the demo's wheelhouse) are often fetched after `render --check`.
+        context = str((matrix_dir / reader.scalar(fields["context"][1], f"{field}.context"))
+                      .resolve())
     return ImageKind(
         name=kind, template=template, repository=repository, os=tuple(os_names),
         from_image=from_image, resources=resources, allow=_allow_rules(reader, fields, field),
+        context=context,
     )
 
 
@@ -515,13 +523,15 @@ def _image(matrix: Matrix, kind: ImageKind, accelerator: Accelerator,
             raise _located(matrix, reader, root, field,
                            f"'{value}' holds characters outside [A-Za-z0-9._-/:]", path)
     allow = accelerator.allow + (version.allow if version else ()) + kind.allow
+    containerfile = Path(matrix.output) / kind.name / name / "Containerfile"
     return ImageSpec(
         name=name, kind=kind.name, accelerator=accelerator.name,
         version=version.version if version else None, os=os_name,
         os_from=matrix.os[os_name].from_ref, variant=variant, repository=repository, tag=tag,
         template=kind.template,
-        containerfile=str(Path(matrix.output) / kind.name / name / "Containerfile"),
+        containerfile=str(containerfile),
         from_kind=kind.from_image, resources=kind.resources, toolkit=version, allow=allow,
+        context=kind.context or str(containerfile.parent),
     )
 
 

@@ -191,11 +191,13 @@ def apply(matrix: Matrix, rendered: list[RenderedFile], *, check: bool,
 
 
 def _generated_files(output: Path) -> list[Path]:
-    """Files under OUTPUT that carry our header: only those may be removed."""
+    """Files at OUTPUT/<kind>/<name>/Containerfile that carry our header: only those may be
+    removed. Deeper files belong to another matrix whose output lies inside this one's (the
+    demo renders into containerfiles/demo/)."""
     found: list[Path] = []
     if not output.is_dir():
         return found
-    for path in sorted(output.rglob("Containerfile")):
+    for path in sorted(output.glob("*/*/Containerfile")):
         with path.open(errors="replace") as handle:
             if handle.readline().startswith(HEADER_PREFIX):
                 found.append(path)
