@@ -84,10 +84,16 @@ class BuildRequest:
     platform: Optional[str] = None
 
 
-def build_command(request: BuildRequest) -> list[str]:
-    command = [PROGRAM, "build", "--force-rm", "--retry", "0", "--iidfile", request.iidfile]
+def build_command(request: BuildRequest, environ: Mapping[str, str]) -> list[str]:
+    command = [PROGRAM, "build", "--retry", "0", "--iidfile", request.iidfile]
     if request.layers is not None:
         command.append(f"--layers={'true' if request.layers else 'false'}")
+    layers = request.layers if request.layers is not None else \
+        environ.get("BUILDAH_LAYERS", "").lower() in ("1", "true")
+    if layers:
+        # Intermediate containers of a failed layered build stay unless asked (buildah
+        # accepts the flag only together with --layers).
+        command.append("--force-rm")
     if request.pull is not None:
         command.append(f"--pull={request.pull}")
     if request.platform is not None:
@@ -211,7 +217,7 @@ class BuildahRunner:
                 del tail[:-STDERR_TAIL_LINES]
                 on_line(text)
 
-            code, stopped = self._run(build_command(request), line)
+            code, stopped = self._run(build_command(request, self.environ), line)
             if code == 0:
                 return BuildOutcome(ok=True, image_id=Path(iidfile).read_text().strip())
             text = "\n".join(tail)

@@ -43,6 +43,11 @@ UNITS = {
     "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50,
 }
 CI_BUILD_ID_VARIABLES = ("BUILD_ID", "CI_PIPELINE_IID", "GITHUB_RUN_NUMBER")
+# Where the CI says which commit it builds: (revision variable, source URL variables).
+CI_PROVENANCE = (
+    ("GITHUB_SHA", ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY")),
+    ("CI_COMMIT_SHA", ("CI_PROJECT_URL",)),
+)
 
 
 @dataclass(frozen=True)
@@ -84,6 +89,19 @@ def resolve_build_id(explicit: Optional[str], environ: Mapping[str, str]) -> str
         if environ.get(variable):
             return environ[variable]
     return "dev"
+
+
+def provenance_labels(environ: Mapping[str, str]) -> dict[str, str]:
+    """The OCI source and revision labels, when the CI tells them (rendered files cannot
+    carry them: they are committed before the commit they belong to exists)."""
+    for revision, source_parts in CI_PROVENANCE:
+        if environ.get(revision):
+            labels = {"org.opencontainers.image.revision": environ[revision]}
+            if all(environ.get(part) for part in source_parts):
+                labels["org.opencontainers.image.source"] = "/".join(
+                    environ[part] for part in source_parts)
+            return labels
+    return {}
 
 
 class _Reader:
