@@ -230,6 +230,10 @@ def _iso(epoch: Optional[float]) -> Optional[str]:
     return dt.datetime.fromtimestamp(epoch, dt.timezone.utc).isoformat(timespec="milliseconds")
 
 
+def _seconds(value: Optional[float]) -> Optional[float]:
+    return round(value, 3) if value is not None else None
+
+
 def build_report_data(result: RunResult, build_id: str) -> dict[str, Any]:
     """The --report document (schema 1, documented in docs/commands/matrix.md)."""
     return {
@@ -251,7 +255,8 @@ def build_report_data(result: RunResult, build_id: str) -> dict[str, Any]:
                 "digest": item.digest or None,
                 "start": _iso(item.start),
                 "end": _iso(item.end),
-                "duration": round(item.duration, 3) if item.duration is not None else None,
+                "duration": _seconds(item.duration),
+                "build_duration": _seconds(item.build_duration),
                 "log": item.log,
                 "retries": item.retries,
                 "toolkits": {name: list(versions) for name, versions in item.toolkits.items()}

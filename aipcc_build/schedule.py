@@ -162,7 +162,8 @@ class ImageResult:
     image_id: str = ""
     digest: str = ""
     start: Optional[float] = None  # epoch seconds
-    end: Optional[float] = None
+    built: Optional[float] = None  # built and validated: dependents could start
+    end: Optional[float] = None  # after the push, if any
     retries: int = 0
     message: str = ""
     toolkits: Optional[Mapping[str, Sequence[str]]] = None  # None: not validated
@@ -173,6 +174,12 @@ class ImageResult:
         if self.start is None or self.end is None:
             return None
         return self.end - self.start
+
+    @property
+    def build_duration(self) -> Optional[float]:
+        if self.start is None or self.built is None:
+            return None
+        return self.built - self.start
 
 
 @dataclass(frozen=True)
@@ -223,11 +230,13 @@ def read_history(path: str) -> dict[str, float]:
     if not isinstance(data, dict) or data.get("schema") != 1 or \
             not isinstance(data.get("images"), list):
         raise InputError("not a build report of schema 1", file=path, field="--history")
+    # The build time, not the push: it is what holds a job slot and delays dependents.
     return {
-        entry["key"]: float(entry["duration"])
+        entry["key"]: float(entry["build_duration"])
         for entry in data["images"]
         if isinstance(entry, dict) and entry.get("status") == Status.OK.value
-        and isinstance(entry.get("key"), str) and isinstance(entry.get("duration"), (int, float))
+        and isinstance(entry.get("key"), str)
+        and isinstance(entry.get("build_duration"), (int, float))
     }
 
 
@@ -466,11 +475,14 @@ class _Scheduler:
             def status(new: Status) -> None:
                 self.messages.put(_Message(key, event=StatusChanged(key, new)))
 
+            built_at: list[float] = []
+
             def done(status: Status, message: str = "", *, retries: int, image_id: str = "",
                      digest: str = "",
                      toolkits: Optional[Mapping[str, Sequence[str]]] = None) -> None:
                 failed = status in (Status.FAILED, Status.PUSH_FAILED)
                 final = replace(result, status=status, message=message, end=time.time(),
+                                built=built_at[0] if built_at else None,
                                 log_tail=tuple(tail) if failed else (), retries=retries,
                                 image_id=image_id, digest=digest, toolkits=toolkits)
                 self.messages.put(_Message(key, result=final))
@@ -493,6 +505,7 @@ class _Scheduler:
                     line(f"validation failed: {checked.message}")
                     return done(Status.FAILED, f"validation failed: {checked.message}",
                                 image_id=built.image_id, retries=retries, toolkits=toolkits)
+            built_at.append(time.time())
             self.messages.put(_Message(key, built_id=built.image_id))
             if not self.options.push:
                 return done(Status.OK, image_id=built.image_id, retries=retries,

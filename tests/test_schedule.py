@@ -198,8 +198,8 @@ def test_history_durations_order_the_builds(tmp_path: Path) -> None:
 def test_read_history_keeps_successful_durations(tmp_path: Path) -> None:
     report = tmp_path / "build-report.json"
     report.write_text(json.dumps({"schema": 1, "images": [
-        {"key": "base/a", "status": "ok", "duration": 12.5},
-        {"key": "base/b", "status": "failed", "duration": 1.0},
+        {"key": "base/a", "status": "ok", "duration": 20.0, "build_duration": 12.5},
+        {"key": "base/b", "status": "failed", "duration": 1.0, "build_duration": 1.0},
     ]}))
     assert read_history(str(report)) == {"base/a": 12.5}
     report.write_text("{}")
