@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from .errors import ToolError
+from .plan import build_context
 from .schedule import BuildJob, BuildOutcome, PushOutcome
 
 PROGRAM = "buildah"
@@ -202,7 +203,7 @@ class BuildahRunner:
         with tempfile.TemporaryDirectory(prefix="aipcc-build-") as scratch:
             iidfile = str(Path(scratch) / "iid")
             request = BuildRequest(
-                containerfile=job.image.containerfile, context=job.image.context,
+                containerfile=job.image.containerfile, context=build_context(job.image),
                 tag=job.image.reference, iidfile=iidfile, build_args=job.build_args,
                 labels=job.labels, from_image=job.from_image_id, layers=job.layers,
                 pull=job.pull, platform=job.platform,

@@ -199,11 +199,19 @@ def _pattern(reader: _Reader, node: yaml.Node, field: str, allowed: Iterable[str
 def load(path: str | os.PathLike[str]) -> Matrix:
     """Parse and validate a matrix file; raise InputError at the first problem."""
     file = str(path)
-    reader = _Reader(file)
     try:
         text = Path(file).read_text()
     except OSError as exc:
         raise InputError(f"cannot read the matrix file: {exc.strerror}", file=file) from None
+    return parse(text, file)
+
+
+def parse(text: str, file: str) -> Matrix:
+    """Validate matrix TEXT as if it were the file FILE (paths resolve from its directory).
+
+    `add-version` and `retire` check an edited matrix with this before they replace the file.
+    """
+    reader = _Reader(file)
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as exc:
@@ -541,15 +549,15 @@ def _image(matrix: Matrix, kind: ImageKind, accelerator: Accelerator,
             raise _located(matrix, reader, root, field,
                            f"'{value}' holds characters outside [A-Za-z0-9._-/:]", path)
     allow = accelerator.allow + (version.allow if version else ()) + kind.allow
-    containerfile = Path(matrix.output) / kind.name / name / "Containerfile"
+    containerfile = os.path.join(matrix.output, kind.name, name, "Containerfile")
     return ImageSpec(
         name=name, kind=kind.name, accelerator=accelerator.name,
         version=version.version if version else None, os=os_name,
         os_from=matrix.os[os_name].from_ref, variant=variant, repository=repository, tag=tag,
         template=kind.template,
-        containerfile=str(containerfile),
+        containerfile=containerfile,
         from_kind=kind.from_image, resources=kind.resources, toolkit=version, allow=allow,
-        context=kind.context or str(containerfile.parent),
+        context=kind.context or "",
     )
 
 

@@ -127,7 +127,7 @@ class ImageSpec:
     resources: Mapping[str, float] = field(default_factory=dict)
     toolkit: Optional[ToolkitVersion] = None
     allow: tuple[AllowRule, ...] = ()  # accelerator, version and kind rules together
-    context: str = ""  # absolute build-context directory (the Containerfile's by default)
+    context: str = ""  # the kind's build-context directory; read it with plan.build_context
 
     @property
     def key(self) -> str:

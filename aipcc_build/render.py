@@ -67,6 +67,8 @@ def render_all(matrix: Matrix, filters: Filters = EVERYTHING) -> list[RenderedFi
     everything = expand(matrix)
     by_key = {image.key: image for image in everything}
     tag = tag_expression(matrix)
+    headers = {t: HEADER.format(template=_display_path(matrix, t))
+               for t in {image.template for image in everything}}
     rendered = []
     for image in everything:
         if not filters.matches(image):
@@ -77,7 +79,7 @@ def render_all(matrix: Matrix, filters: Filters = EVERYTHING) -> list[RenderedFi
         # Conditional blocks leave runs of blank lines behind; one is enough.
         body = re.sub(r"\n{3,}", "\n\n", _render_one(env, matrix, image, tag, from_ref))
         text = "\n".join([
-            HEADER.format(template=_display_path(matrix, image.template)),
+            headers[image.template],
             f"ARG {BUILD_ID_ARG}=dev",
             body.rstrip("\n"),
             "",

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any, Optional, TextIO
 from .fsutil import write_atomic
 
 if TYPE_CHECKING:  # keep jinja2 out of commands that only print
-    from .model import ImageSpec
+    from .edit import AddVersionResult, RetireResult
+    from .model import ImageSpec, Matrix
     from .plan import BuildPlan
     from .render import RenderResult
     from .schedule import Event, RunResult
@@ -23,14 +24,13 @@ if TYPE_CHECKING:  # keep jinja2 out of commands that only print
 JSON_SCHEMA = 1
 
 
-def interactive(stream: TextIO = sys.stdout) -> bool:
+def interactive(stream: Optional[TextIO] = None) -> bool:
     """rich live views only on a terminal outside CI; rich does not detect CI by itself."""
-    return stream.isatty() and not os.environ.get("CI")
+    return (stream or sys.stdout).isatty() and not os.environ.get("CI")
 
 
-def emit_json(payload: dict[str, Any], stream: TextIO = sys.stdout) -> None:
-    stream.write(json.dumps({"schema": JSON_SCHEMA, **payload}, indent=2, sort_keys=False))
-    stream.write("\n")
+def emit_json(payload: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps({"schema": JSON_SCHEMA, **payload}, indent=2) + "\n")
 
 
 def error(message: str) -> None:
@@ -39,6 +39,10 @@ def error(message: str) -> None:
 
 def warning(message: str) -> None:
     sys.stderr.write(f"aipcc-build: warning: {message}\n")
+
+
+def wrote(path: str) -> None:
+    sys.stderr.write(f"wrote {shown_path(path)}\n")
 
 
 def image_record(image: ImageSpec) -> dict[str, Any]:
@@ -119,6 +123,68 @@ def plan(build_plan: BuildPlan, as_json: bool) -> None:
         for build in wave:
             after = f"  after {', '.join(build.needs)}" if build.needs else ""
             sys.stdout.write(f"  {build.image.key}  {build.image.reference}{after}\n")
+
+
+def _render_changes(result: RenderResult) -> None:
+    words = {"changed": "updated", "missing": "created", "stale": "removed"}
+    for change in result.changes:
+        sys.stdout.write(f"{words[change.state]}: {shown_path(change.path)}\n")
+
+
+def added_version(result: AddVersionResult) -> None:
+    """The new images, their files, and a registry request ready to paste into a ticket."""
+    sys.stdout.write(f"New images for {result.accelerator} {result.version}:\n")
+    for image in result.images:
+        sys.stdout.write(f"  {image.key}  {image.reference}\n")
+    _render_changes(result.rendered)
+    sys.stdout.write(
+        "\nRegistry repositories to request (paste into a ticket):\n\n"
+        f"Please create the following {len(result.repositories)} container image "
+        f"repositories. They hold the {result.accelerator} {result.version} images of "
+        f"{result.product.name} {result.product.version} and must exist before CI pushes "
+        "to them for the first time.\n\n")
+    for image in result.images:
+        sys.stdout.write(f"- {image.repository}  ({image.kind} image, {result.accelerator} "
+                         f"{result.version} on {image.os})\n")
+    sys.stderr.write(f"{shown_path(result.matrix_path)}: added {result.accelerator} "
+                     f"{result.version}; commit it with the new Containerfiles\n")
+
+
+def retired(result: RetireResult) -> None:
+    verb = "Removed" if result.removed else f"End of life {result.eol} for"
+    sys.stdout.write(f"{verb} {result.accelerator} {result.version}: "
+                     f"{len(result.images)} image(s)\n")
+    for image in result.images:
+        sys.stdout.write(f"  {image.key}  {image.repository}\n")
+    if result.rendered is not None:
+        _render_changes(result.rendered)
+    sys.stderr.write(f"{shown_path(result.matrix_path)}: updated; commit it"
+                     f"{' with containerfiles/' if result.removed else ''}\n")
+
+
+def plan_json(matrix: Matrix, build_plan: BuildPlan, changed_since: str | None) -> None:
+    from .plan import build_context, project_path
+
+    emit_json({
+        "changed_since": changed_since,
+        "images": [
+            dict(image_record(b.image),
+                 containerfile=project_path(matrix, b.image.containerfile),
+                 context=project_path(matrix, build_context(b.image)),
+                 needs=list(b.needs), wave=b.wave + 1)
+            for b in build_plan.builds
+        ],
+    })
+    if not build_plan.builds:
+        sys.stderr.write("the plan selects no image: nothing to build\n")
+
+
+def ci_document(text: str, build_plan: BuildPlan) -> None:
+    """A CI engine's document on stdout; an empty plan is said out loud on stderr."""
+    if text:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    if not build_plan.builds:
+        sys.stderr.write("the plan selects no image: nothing to build\n")
 
 
 # ---- aipcc-build matrix -----------------------------------------------------------------

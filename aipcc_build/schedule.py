@@ -28,7 +28,7 @@ from typing import Callable, Optional, Protocol, TypeVar, Union
 from .errors import CheckFailed, InputError
 from .matrix import QUANTITY, UNITS
 from .model import ImageSpec
-from .plan import BuildPlan
+from .plan import BuildPlan, build_context
 
 LOG_TAIL_LINES = 30
 
@@ -260,9 +260,10 @@ def check_eol(images: Sequence[ImageSpec], today: dt.date, allow_eol: bool) -> l
 
 def check_contexts(images: Sequence[ImageSpec]) -> None:
     for image in images:
-        if not Path(image.context).is_dir():
-            raise InputError(f"the build context of {image.key} does not exist: "
-                             f"{image.context}", field="context")
+        context = build_context(image)
+        if not Path(context).is_dir():
+            raise InputError(f"the build context of {image.key} does not exist: {context}",
+                             field=f"images.{image.kind}.context")
 
 
 def log_path(log_dir: str, image: ImageSpec) -> str:

@@ -42,7 +42,7 @@ def image(name: str, kind: str = "base", from_kind: Optional[str] = None,
         variant="cuda-ubi9", repository=f"reg.example/{kind}/{name}", tag="1.0-dev",
         template="t.j2", containerfile=f"/nowhere/{kind}/{name}/Containerfile",
         from_kind=from_kind, resources=resources or {},
-        toolkit=ToolkitVersion("12.8.1", eol=eol), context="/nowhere",
+        toolkit=ToolkitVersion("12.8.1", eol=eol),
     )
 
 
