@@ -119,27 +119,120 @@ def list_images(context: Context, filters: Filters, as_json: bool, build_id: Opt
     return 0
 
 
+def _default_jobs() -> int:
+    return min(os.cpu_count() or 1, 4)
+
+
+def _build_arg(ctx: click.Context, param: click.Parameter,
+               values: tuple[str, ...]) -> dict[str, str]:
+    args = {}
+    for value in values:
+        name, sep, text = value.partition("=")
+        if not sep or not name:
+            raise click.BadParameter(f"'{value}' is not NAME=VALUE", ctx, param)
+        args[name] = text
+    return args
+
+
 @cli.command()
 @click.option("--dry-run", is_flag=True, help="Print the build plan; build nothing.")
 @click.option("--json", "as_json", is_flag=True, help="With --dry-run: print JSON (schema 1).")
 @click.option("--build-id", metavar="ID", help="Build id in the tag (default: from CI, or dev).")
 @click.option("--registry", metavar="HOST/NAMESPACE", help="Replace the matrix's registry.")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=_default_jobs,
+              show_default="CPUs, at most 4", help="Builds at most at once.")
+@click.option("--capacity", metavar="SLOT=N,...", default="",
+              help="Override or add resource slots: cpu=8,memory=32Gi,gpu=0 "
+                   "(default: this host's CPUs and memory).")
+@click.option("--history", metavar="REPORT",
+              help="Order builds by the durations in an earlier run's build report.")
+@click.option("--fail-fast", is_flag=True, help="Stop everything at the first failure.")
+@click.option("--retries", type=click.IntRange(min=0), default=1, show_default=True,
+              help="Retries of a pull/network failure or a push, with backoff.")
+@click.option("--render", "rerender", is_flag=True,
+              help="Render the Containerfiles first instead of refusing stale ones.")
+@click.option("--allow-eol", is_flag=True, help="Build toolkit versions past their eol date.")
+@click.option("--push", is_flag=True, help="Push every image that built to its repository.")
+@click.option("--tls-verify", type=click.BOOL, default=True, show_default=True,
+              metavar="true|false", help="Verify the registry's TLS certificate.")
+@click.option("--log-dir", default="logs", show_default=True, metavar="DIR",
+              help="One log file per image: DIR/<kind>/<name>.log.")
+@click.option("--report", "report_path", default="build-report.json", show_default=True,
+              metavar="PATH", help="The JSON build report (schema 1).")
+@click.option("--junit", "junit_path", metavar="PATH", help="Also write a JUnit XML report.")
+@click.option("--pull", type=click.Choice(["always", "missing", "never"]),
+              help="buildah's pull policy for base images (default: buildah's).")
+@click.option("--layers/--no-layers", default=None,
+              help="Cache intermediate layers (default: buildah's, BUILDAH_LAYERS).")
+@click.option("--platform", metavar="OS/ARCH", help="Passed to buildah build.")
+@click.option("--build-arg", "build_args", multiple=True, metavar="NAME=VALUE",
+              callback=_build_arg, help="Passed to buildah build (repeatable).")
 @matrix_filters
 @pass_context
 def matrix(context: Context, filters: Filters, dry_run: bool, as_json: bool,
-           build_id: Optional[str], registry: Optional[str]) -> int:
+           build_id: Optional[str], registry: Optional[str], jobs: int, capacity: str,
+           history: Optional[str], fail_fast: bool, retries: int, rerender: bool,
+           allow_eol: bool, push: bool, tls_verify: bool, log_dir: str, report_path: str,
+           junit_path: Optional[str], pull: Optional[str], layers: Optional[bool],
+           platform: Optional[str], build_args: dict[str, str]) -> int:
     """Build every image of the matrix, concurrently and in dependency order."""
-    from . import report
-    from .matrix import expand, resolve_build_id
-    from .plan import make_plan
+    import datetime as dt
+    import signal
+    import threading
 
-    images = expand(context.load(), build_id=resolve_build_id(build_id, os.environ),
-                    registry=registry, filters=filters)
+    from . import buildah, report, schedule
+    from .errors import InputError
+    from .matrix import expand, provenance_labels, resolve_build_id
+    from .plan import make_plan
+    from .render import BUILD_ID_ARG, ensure_current
+
+    loaded = context.load()
+    build_id = resolve_build_id(build_id, os.environ)
+    images = expand(loaded, build_id=build_id, registry=registry, filters=filters)
     plan = make_plan(images)
     if dry_run:
         report.plan(plan, as_json)
         return 0
-    raise click.UsageError("building needs --dry-run until the scheduler lands")
+    if BUILD_ID_ARG in build_args:
+        raise InputError(f"{BUILD_ID_ARG} comes from --build-id (it is part of every tag)",
+                         field="--build-arg")
+    options = schedule.ScheduleOptions(
+        log_dir=log_dir, jobs=jobs,
+        capacity={**schedule.detect_capacity(), **schedule.parse_capacity(capacity)},
+        retries=retries, fail_fast=fail_fast, push=push, tls_verify=tls_verify,
+        build_args={**build_args, BUILD_ID_ARG: build_id},
+        labels=provenance_labels(os.environ), layers=layers, pull=pull, platform=platform,
+        history=schedule.read_history(history) if history else {},
+    )
+    ensure_current(loaded, filters, rerender=rerender)
+    for message in schedule.check_eol(images, dt.date.today(), allow_eol):
+        report.warning(f"{message}: building it because of --allow-eol")
+    schedule.check_contexts(images)
+    buildah.check_version(os.environ)
+    runner = buildah.BuildahRunner(os.environ)
+
+    # Ctrl-C and SIGTERM stop the builds; the scheduler cleans up and returns what finished.
+    stop = threading.Event()
+    received: list[int] = []
+
+    def interrupted(signum: int, frame: object) -> None:
+        received.append(signum)
+        stop.set()
+
+    previous = {sig: signal.signal(sig, interrupted) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        with report.MatrixView(plan) as view:
+            result = schedule.run(plan, options, runner, view, stop)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    report.write_build_report(result, build_id, report_path)
+    if junit_path:
+        report.write_junit(result, junit_path)
+    report.matrix_summary(result, report_path)
+    if received:
+        return 128 + received[0]
+    return 0 if result.ok else 1
 
 
 def _variables(ctx: click.Context, param: click.Parameter,

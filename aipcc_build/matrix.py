@@ -43,6 +43,11 @@ UNITS = {
     "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50,
 }
 CI_BUILD_ID_VARIABLES = ("BUILD_ID", "CI_PIPELINE_IID", "GITHUB_RUN_NUMBER")
+# Where the CI says which commit it builds: (revision variable, source URL variables).
+CI_PROVENANCE = (
+    ("GITHUB_SHA", ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY")),
+    ("CI_COMMIT_SHA", ("CI_PROJECT_URL",)),
+)
 
 
 @dataclass(frozen=True)
@@ -84,6 +89,19 @@ def resolve_build_id(explicit: Optional[str], environ: Mapping[str, str]) -> str
         if environ.get(variable):
             return environ[variable]
     return "dev"
+
+
+def provenance_labels(environ: Mapping[str, str]) -> dict[str, str]:
+    """The OCI source and revision labels, when the CI tells them (rendered files cannot
+    carry them: they are committed before the commit they belong to exists)."""
+    for revision, source_parts in CI_PROVENANCE:
+        if environ.get(revision):
+            labels = {"org.opencontainers.image.revision": environ[revision]}
+            if all(environ.get(part) for part in source_parts):
+                labels["org.opencontainers.image.source"] = "/".join(
+                    environ[part] for part in source_parts)
+            return labels
+    return {}
 
 
 class _Reader:
@@ -241,7 +259,7 @@ def parse(text: str, file: str) -> Matrix:
 
     images: dict[str, ImageKind] = {}
     for kind, key_node, value in reader.entries(top["images"][1], "images"):
-        images[kind] = _image_kind(reader, kind, key_node, value, oses, templates)
+        images[kind] = _image_kind(reader, kind, key_node, value, oses, templates, base)
     _check_from_images(reader, top["images"][1], images)
 
     excludes: tuple[Exclude, ...] = ()
@@ -362,11 +380,12 @@ def _allow_rules(reader: _Reader, fields: Mapping[str, tuple[yaml.Node, yaml.Nod
 
 
 def _image_kind(reader: _Reader, kind: str, key_node: yaml.Node, value: yaml.Node,
-                oses: Mapping[str, OsSpec], templates: Path) -> ImageKind:
+                oses: Mapping[str, OsSpec], templates: Path, matrix_dir: Path) -> ImageKind:
     field = f"images.{kind}"
     reader.name(key_node, field)
     fields = reader.mapping(value, field,
-                            ("template", "repository", "os", "from_image", "resources", "allow"),
+                            ("template", "repository", "os", "from_image", "resources", "allow",
+                             "context"),
                             ("template", "os"))
     template_node = fields["template"][1]
     template = reader.scalar(template_node, f"{field}.template")
@@ -399,9 +418,16 @@ def _image_kind(reader: _Reader, kind: str, key_node: yaml.Node, value: yaml.Nod
                                                       f"{field}.resources"):
             reader.name(slot_node, f"{field}.resources.{slot}")
             resources[slot] = reader.number(amount, f"{field}.resources.{slot}")
+    context = None
+    if "context" in fields:
+        # Relative to the matrix file, like templates and output. It need not exist yet:
+        # build inputs (the demo's wheelhouse) are often fetched after `render --check`.
+        context = str((matrix_dir / reader.scalar(fields["context"][1], f"{field}.context"))
+                      .resolve())
     return ImageKind(
         name=kind, template=template, repository=repository, os=tuple(os_names),
         from_image=from_image, resources=resources, allow=_allow_rules(reader, fields, field),
+        context=context,
     )
 
 
@@ -546,13 +572,15 @@ def _image(matrix: Matrix, kind: ImageKind, accelerator: Accelerator,
             raise _located(matrix, reader, root, field,
                            f"'{value}' holds characters outside [A-Za-z0-9._-/:]", path)
     allow = accelerator.allow + (version.allow if version else ()) + kind.allow
+    containerfile = os.path.join(matrix.output, kind.name, name, "Containerfile")
     return ImageSpec(
         name=name, kind=kind.name, accelerator=accelerator.name,
         version=version.version if version else None, os=os_name,
         os_from=matrix.os[os_name].from_ref, variant=variant, repository=repository, tag=tag,
         template=kind.template,
-        containerfile=os.path.join(matrix.output, kind.name, name, "Containerfile"),
+        containerfile=containerfile,
         from_kind=kind.from_image, resources=kind.resources, toolkit=version, allow=allow,
+        context=kind.context or "",
     )
 
 

@@ -35,8 +35,9 @@ class BuildPlan:
 
 
 def build_context(image: ImageSpec) -> str:
-    """The directory a build gets as its context: the rendered Containerfile's own."""
-    return os.path.dirname(image.containerfile)
+    """The directory a build gets as its context: the image kind's `context`, else the
+    rendered Containerfile's own."""
+    return image.context or os.path.dirname(image.containerfile)
 
 
 def project_path(matrix: Matrix, path: str) -> str:
