@@ -1,0 +1,16 @@
+"""The validator: do the images mix accelerator toolkit versions? (issue 4)
+
+The core never prints: it returns typed verdicts that `report` formats.
+"""
+
+from .pipeline import expectation_from_spec, validate_image
+from .results import Evidence, Expectation, Finding, ImageVerdict
+
+__all__ = [
+    "Evidence",
+    "Expectation",
+    "Finding",
+    "ImageVerdict",
+    "expectation_from_spec",
+    "validate_image",
+]

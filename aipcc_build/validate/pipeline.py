@@ -1,0 +1,99 @@
+"""validate_image: open an image, scan its layers (cached, in parallel), judge each platform."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import threading
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Optional
+
+from ..model import AllowRule, ImageSpec
+from ..skopeo import Skopeo
+from .cache import LayerCache, default_cache_dir
+from .image import open_image
+from .layers import LayerJob, scan_layer
+from .results import Expectation, ImageVerdict, LayerScan
+from .verdict import judge
+
+
+def expectation_from_spec(spec: ImageSpec) -> tuple[Expectation, tuple[AllowRule, ...]]:
+    """What a matrix image must contain, and the allow rules of its accelerator, version, kind."""
+    return (Expectation(spec.accelerator, spec.version, spec.variant, source="matrix"),
+            spec.allow)
+
+
+def _blob_size(job: LayerJob) -> int:
+    if job.location.length is not None:
+        return job.location.length
+    try:
+        return os.path.getsize(job.location.path)
+    except OSError:
+        return 0
+
+
+def _pool_context() -> multiprocessing.context.BaseContext:
+    # fork starts workers in milliseconds, but forking a process that runs other threads
+    # can deadlock the child; callers with threads get the slower, safe forkserver.
+    methods = multiprocessing.get_all_start_methods()
+    if "fork" in methods and threading.active_count() == 1:
+        return multiprocessing.get_context("fork")
+    return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+
+
+def scan_layers(jobs: Iterable[LayerJob], cache: LayerCache
+                ) -> tuple[dict[str, LayerScan], set[str]]:
+    """Scans by digest, and the digests served from the cache.
+
+    Inflating gzip is single-threaded per stream, so layers are scanned in parallel
+    processes, the largest first so that the last one to finish is a small one.
+    """
+    scans: dict[str, LayerScan] = {}
+    cached: set[str] = set()
+    todo = []
+    for job in jobs:
+        hit = cache.get(job.digest)
+        if hit is not None:
+            scans[job.digest] = hit
+            cached.add(job.digest)
+        else:
+            todo.append(job)
+    todo.sort(key=_blob_size, reverse=True)
+    workers = min(len(todo), os.cpu_count() or 1)
+    if workers > 1:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context()) as pool:
+            results = list(pool.map(scan_layer, todo))
+    else:
+        results = [scan_layer(job) for job in todo]
+    for scan in results:
+        cache.put(scan)
+        scans[scan.digest] = scan
+    return scans, cached
+
+
+def validate_image(
+    ref: str,
+    *,
+    expect: Optional[Expectation] = None,
+    allow: Sequence[AllowRule] = (),
+    strict_layers: bool = False,
+    platform: Optional[str] = None,
+    cache_dir: Optional[Path] = None,
+    skopeo: Optional[Skopeo] = None,
+) -> list[ImageVerdict]:
+    """One verdict per platform of REF. Raises InputError (or ToolError) when REF is unreadable."""
+    cache = LayerCache(cache_dir or default_cache_dir())
+    with open_image(ref, platform, skopeo) as opened:
+        jobs: dict[str, LayerJob] = {}
+        for image in opened.images:
+            for layer in image.layers:
+                jobs.setdefault(layer.digest,
+                                LayerJob(layer.digest, layer.media_type, layer.location))
+        scans, cached = scan_layers(jobs.values(), cache)
+        return [
+            judge(ref, image, [scans[layer.digest] for layer in image.layers], expect, allow,
+                  strict_layers, sum(1 for layer in image.layers if layer.digest in cached))
+            for image in opened.images
+        ]
