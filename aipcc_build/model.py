@@ -6,8 +6,9 @@ Nothing here re-validates: `matrix.load` guarantees every invariant before it bu
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping, Optional, Tuple
+from typing import Optional
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,7 @@ class AllowRule:
     reason: str
     toolkit: Optional[str] = None  # "cuda", "rocm", or None for the image's own family
     component: Optional[str] = None  # e.g. "nccl", "cuda-compat"
-    versions: Tuple[str, ...] = ()  # version prefixes ("12.9", "2.27.3+cuda12.9")
+    versions: tuple[str, ...] = ()  # version prefixes ("12.9", "2.27.3+cuda12.9")
     path: Optional[str] = None  # fnmatch glob on the path inside the image
     where: Optional[Where] = None
 
@@ -51,13 +52,13 @@ class ToolkitVersion:
     version: str  # "12.8.1" or "6.4"
     min_driver: Optional[str] = None
     eol: Optional[dt.date] = None
-    gpu_archs: Tuple[str, ...] = ()
+    gpu_archs: tuple[str, ...] = ()
     vars: Mapping[str, object] = field(default_factory=dict)
-    allow: Tuple[AllowRule, ...] = ()
+    allow: tuple[AllowRule, ...] = ()
     where: Optional[Where] = None
 
     @property
-    def parts(self) -> Tuple[int, ...]:
+    def parts(self) -> tuple[int, ...]:
         return tuple(int(p) for p in self.version.split("."))
 
     @property
@@ -69,8 +70,8 @@ class ToolkitVersion:
 class Accelerator:
     name: str
     variant: str  # pattern, "{accelerator}-{os}" by default
-    versions: Tuple[ToolkitVersion, ...]  # empty for an accelerator without versions (cpu)
-    allow: Tuple[AllowRule, ...] = ()
+    versions: tuple[ToolkitVersion, ...]  # empty for an accelerator without versions (cpu)
+    allow: tuple[AllowRule, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -78,10 +79,10 @@ class ImageKind:
     name: str
     template: str
     repository: str  # pattern, "{registry}/{kind}/{name}" by default
-    os: Tuple[str, ...]
+    os: tuple[str, ...]
     from_image: Optional[str] = None
     resources: Mapping[str, float] = field(default_factory=dict)
-    allow: Tuple[AllowRule, ...] = ()
+    allow: tuple[AllowRule, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -103,7 +104,7 @@ class Matrix:
     os: Mapping[str, OsSpec]
     accelerators: Mapping[str, Accelerator]
     images: Mapping[str, ImageKind]
-    exclude: Tuple[Exclude, ...] = ()
+    exclude: tuple[Exclude, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -124,7 +125,7 @@ class ImageSpec:
     from_kind: Optional[str] = None  # kind this image is built FROM (same cell)
     resources: Mapping[str, float] = field(default_factory=dict)
     toolkit: Optional[ToolkitVersion] = None
-    allow: Tuple[AllowRule, ...] = ()  # accelerator, version and kind rules together
+    allow: tuple[AllowRule, ...] = ()  # accelerator, version and kind rules together
 
     @property
     def key(self) -> str:

@@ -8,8 +8,8 @@ import socket
 import subprocess
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -72,7 +72,8 @@ class Registry:
         config.write_text(
             "version: 0.1\n"
             "log: {level: error}\n"
-            f"storage: {{filesystem: {{rootdirectory: {self.root / 'data'}}}, delete: {{enabled: true}}}}\n"
+            f"storage: {{filesystem: {{rootdirectory: {self.root / 'data'}}}, "
+            "delete: {enabled: true}}\n"
             f"http: {{addr: '{self.host}'}}\n"
         )
         self.proc = subprocess.Popen(

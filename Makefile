@@ -1,0 +1,34 @@
+# The README's two commands: `make demo` and `make test`. Each sets up what a fresh
+# Debian or Fedora machine lacks, then runs. Nothing else is done by hand.
+VENV ?= .venv
+PYTHON ?= python3
+SYSTEM_PACKAGES_DEB := buildah skopeo docker-registry busybox-static zstd chromium git
+SYSTEM_PACKAGES_RPM := buildah skopeo docker-distribution busybox zstd chromium git
+# RUN steps need chroot isolation where the OCI runtime cannot use the host's cgroups.
+export BUILDAH_ISOLATION ?= chroot
+
+.PHONY: demo test system venv
+
+demo: system venv
+	scripts/demo
+
+test: system venv
+	$(VENV)/bin/tox -e py,lint,type
+
+system:
+	@if command -v apt-get >/dev/null; then \
+	  missing=$$(for p in $(SYSTEM_PACKAGES_DEB); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	  if [ -n "$$missing" ]; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	  fi; \
+	elif command -v dnf >/dev/null; then \
+	  dnf install -y -q $(SYSTEM_PACKAGES_RPM); \
+	fi
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --upgrade pip
+	$(VENV)/bin/pip install --quiet -e '.[test]' tox
+	touch $@

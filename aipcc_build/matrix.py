@@ -1,0 +1,553 @@
+"""Load a matrix file into the typed model and expand it into image specs.
+
+Every error names the file, line, column and field, so the loader walks PyYAML's node
+tree (which keeps positions) instead of the plain objects `yaml.safe_load` returns.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import difflib
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import yaml
+
+from .errors import InputError
+from .model import (
+    Accelerator,
+    AllowRule,
+    Exclude,
+    ImageKind,
+    ImageSpec,
+    Matrix,
+    OsSpec,
+    Product,
+    ToolkitVersion,
+    Where,
+)
+
+SCHEMA = 1
+SAFE_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
+# Registries and repositories also need ':' (port) and '/' (path); still no whitespace or quotes.
+SAFE_REFERENCE = re.compile(r"^[A-Za-z0-9._:/-]+$")
+VERSION = re.compile(r"^[0-9]+\.[0-9]+(\.[0-9]+)?$")
+DRIVER = re.compile(r"^[0-9]+(\.[0-9]+){1,2}$")
+QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)\s*([KMGTP]i?)?$")
+UNITS = {
+    None: 1, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15,
+    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50,
+}
+CI_BUILD_ID_VARIABLES = ("BUILD_ID", "CI_PIPELINE_IID", "GITHUB_RUN_NUMBER")
+
+
+@dataclass(frozen=True)
+class Filters:
+    """Repeatable command-line filters; an empty tuple matches everything."""
+
+    accelerators: tuple[str, ...] = ()
+    versions: tuple[str, ...] = ()
+    oses: tuple[str, ...] = ()
+    kinds: tuple[str, ...] = ()
+    names: tuple[str, ...] = ()
+
+    def matches(self, image: ImageSpec) -> bool:
+        return (
+            (not self.accelerators or image.accelerator in self.accelerators)
+            and (not self.versions or any(version_matches(image.version, v)
+                                          for v in self.versions))
+            and (not self.oses or image.os in self.oses)
+            and (not self.kinds or image.kind in self.kinds)
+            and (not self.names or image.name in self.names or image.key in self.names)
+        )
+
+
+EVERYTHING = Filters()
+
+
+def version_matches(version: Optional[str], prefix: str) -> bool:
+    """Component-wise prefix: "12.8" matches 12.8.1, "12.1" does not match 12.10.0."""
+    if version is None:
+        return False
+    want = prefix.split(".")
+    return version.split(".")[: len(want)] == want
+
+
+def resolve_build_id(explicit: Optional[str], environ: Mapping[str, str]) -> str:
+    if explicit:
+        return explicit
+    for variable in CI_BUILD_ID_VARIABLES:
+        if environ.get(variable):
+            return environ[variable]
+    return "dev"
+
+
+class _Reader:
+    """Walks YAML nodes of one file, raising InputError that point at the node."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def error(self, node: Optional[yaml.Node], field: str, message: str) -> InputError:
+        if node is None:
+            return InputError(message, file=self.path, field=field)
+        mark = node.start_mark
+        return InputError(message, file=self.path, line=mark.line + 1,
+                          column=mark.column + 1, field=field)
+
+    def where(self, node: yaml.Node) -> Where:
+        return Where(self.path, node.start_mark.line + 1, node.start_mark.column + 1)
+
+    def mapping(self, node: yaml.Node, field: str, allowed: Sequence[str],
+                required: Sequence[str] = ()) -> dict[str, tuple[yaml.Node, yaml.Node]]:
+        """Key -> (key node, value node); rejects unknown and duplicate keys."""
+        if not isinstance(node, yaml.MappingNode):
+            raise self.error(node, field, "expected a mapping")
+        found: dict[str, tuple[yaml.Node, yaml.Node]] = {}
+        for key_node, value_node in node.value:
+            key = str(key_node.value)
+            sub = f"{field}.{key}" if field else key
+            if allowed and key not in allowed:
+                hint = difflib.get_close_matches(key, allowed, n=1)
+                extra = f" (did you mean '{hint[0]}'?)" if hint else \
+                    f" (expected one of: {', '.join(allowed)})"
+                raise self.error(key_node, sub, f"unknown key '{key}'{extra}")
+            if key in found:
+                raise self.error(key_node, sub, f"duplicate key '{key}'")
+            found[key] = (key_node, value_node)
+        for key in required:
+            if key not in found:
+                raise self.error(node, f"{field}.{key}" if field else key,
+                                 f"required key '{key}' is missing")
+        return found
+
+    def entries(self, node: yaml.Node, field: str) -> list[tuple[str, yaml.Node, yaml.Node]]:
+        """A mapping whose keys are names chosen by the user (os, accelerators, kinds)."""
+        return [(key, k, v) for key, (k, v) in self.mapping(node, field, allowed=()).items()]
+
+    def sequence(self, node: yaml.Node, field: str) -> list[yaml.Node]:
+        if not isinstance(node, yaml.SequenceNode):
+            raise self.error(node, field, "expected a list")
+        return list(node.value)
+
+    def scalar(self, node: yaml.Node, field: str,
+               pattern: Optional[re.Pattern[str]] = None, what: str = "") -> str:
+        # The raw text, not the resolved value: `12.10` must not become the float 12.1.
+        if not isinstance(node, yaml.ScalarNode) or node.value == "" and node.tag.endswith("null"):
+            raise self.error(node, field, "expected a single value")
+        text = str(node.value)
+        if pattern is not None and not pattern.match(text):
+            raise self.error(node, field, f"'{text}' is not {what}")
+        return text
+
+    def name(self, node: yaml.Node, field: str) -> str:
+        return self.scalar(node, field, SAFE_NAME,
+                           "a valid name (letters, digits, '.', '_', '-' only)")
+
+    def number(self, node: yaml.Node, field: str) -> float:
+        text = self.scalar(node, field)
+        match = QUANTITY.match(text)
+        if not match:
+            raise self.error(node, field, f"'{text}' is not a quantity (like 2, 0.5 or 4Gi)")
+        return float(match.group(1)) * UNITS[match.group(2)]
+
+    def date(self, node: yaml.Node, field: str) -> dt.date:
+        text = self.scalar(node, field)
+        try:
+            return dt.date.fromisoformat(text)
+        except ValueError:
+            raise self.error(node, field, f"'{text}' is not a date (YYYY-MM-DD)") from None
+
+    def plain(self, node: yaml.Node) -> object:
+        return yaml.SafeLoader("").construct_object(node, deep=True)
+
+
+def _pattern(reader: _Reader, node: yaml.Node, field: str, allowed: Iterable[str]) -> str:
+    """A str.format pattern that may only use the given placeholders."""
+    text = reader.scalar(node, field)
+    names = set(allowed)
+    used = {m.group(1) for m in re.finditer(r"{([^{}]*)}", text)}
+    unknown = sorted(used - names)
+    if unknown:
+        raise reader.error(node, field, f"unknown placeholder '{{{unknown[0]}}}' "
+                           f"(allowed: {', '.join('{' + n + '}' for n in sorted(names))})")
+    return text
+
+
+def load(path: str | os.PathLike[str]) -> Matrix:
+    """Parse and validate a matrix file; raise InputError at the first problem."""
+    file = str(path)
+    reader = _Reader(file)
+    try:
+        text = Path(file).read_text()
+    except OSError as exc:
+        raise InputError(f"cannot read the matrix file: {exc.strerror}", file=file) from None
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        raise InputError(f"YAML syntax error: {exc.problem or exc.context}", file=file,
+                         line=mark.line + 1 if mark else None,
+                         column=mark.column + 1 if mark else None) from None
+    if root is None:
+        raise InputError("the matrix file is empty", file=file)
+
+    top = reader.mapping(
+        root, "",
+        allowed=("schema", "product", "registry", "templates", "output", "os",
+                 "accelerators", "images", "exclude"),
+        required=("schema", "product", "registry", "os", "accelerators", "images"),
+    )
+    schema_node = top["schema"][1]
+    if reader.scalar(schema_node, "schema") != str(SCHEMA):
+        raise reader.error(schema_node, "schema", f"unsupported schema (this tool reads {SCHEMA})")
+
+    product_fields = reader.mapping(top["product"][1], "product", ("name", "version"),
+                                    ("name", "version"))
+    product = Product(
+        name=reader.name(product_fields["name"][1], "product.name"),
+        version=reader.name(product_fields["version"][1], "product.version"),
+    )
+    registry = reader.scalar(top["registry"][1], "registry", SAFE_REFERENCE,
+                             "a registry reference (host[:port]/namespace)")
+
+    base = Path(file).resolve().parent
+    templates = _directory(reader, top, "templates", base, "../templates")
+    output = _directory(reader, top, "output", base, "../containerfiles")
+
+    oses: dict[str, OsSpec] = {}
+    for name, key_node, value in reader.entries(top["os"][1], "os"):
+        reader.name(key_node, f"os.{name}")
+        os_fields = reader.mapping(value, f"os.{name}", ("from",), ("from",))
+        oses[name] = OsSpec(name, reader.scalar(os_fields["from"][1], f"os.{name}.from",
+                                                SAFE_REFERENCE, "an image reference"))
+
+    accelerators = {
+        name: _accelerator(reader, name, key_node, value)
+        for name, key_node, value in reader.entries(top["accelerators"][1], "accelerators")
+    }
+
+    images: dict[str, ImageKind] = {}
+    for kind, key_node, value in reader.entries(top["images"][1], "images"):
+        images[kind] = _image_kind(reader, kind, key_node, value, oses, templates)
+    _check_from_images(reader, top["images"][1], images)
+
+    excludes: tuple[Exclude, ...] = ()
+    if "exclude" in top:
+        excludes = tuple(
+            _exclude(reader, node, f"exclude[{i}]")
+            for i, node in enumerate(reader.sequence(top["exclude"][1], "exclude"))
+        )
+
+    matrix = Matrix(
+        path=file, schema=SCHEMA, product=product, registry=registry,
+        templates=str(templates), output=str(output), os=oses,
+        accelerators=accelerators, images=images, exclude=excludes,
+    )
+    # Expanding once here surfaces name clashes and bad patterns as load errors.
+    _expand(matrix, build_id="dev", registry=None, reader=reader, root=root)
+    return matrix
+
+
+def _directory(reader: _Reader, top: Mapping[str, tuple[yaml.Node, yaml.Node]], key: str,
+               base: Path, default: str) -> Path:
+    if key not in top:
+        return (base / default).resolve()
+    text = reader.scalar(top[key][1], key)
+    return (base / text).resolve()
+
+
+def _accelerator(reader: _Reader, name: str, key_node: yaml.Node,
+                 value: yaml.Node) -> Accelerator:
+    field = f"accelerators.{name}"
+    reader.name(key_node, field)
+    if isinstance(value, yaml.ScalarNode) and value.tag.endswith("null"):
+        return Accelerator(name=name, variant="{accelerator}-{os}", versions=())
+    fields = reader.mapping(value, field, ("variant", "versions", "allow"))
+    variant = "{accelerator}-{os}"
+    if "variant" in fields:
+        variant = _pattern(reader, fields["variant"][1], f"{field}.variant",
+                           ("accelerator", "os"))
+    versions: list[ToolkitVersion] = []
+    seen: dict[str, yaml.Node] = {}
+    if "versions" in fields:
+        for i, node in enumerate(reader.sequence(fields["versions"][1], f"{field}.versions")):
+            entry = _toolkit_version(reader, node, f"{field}.versions[{i}]")
+            if entry.version in seen:
+                first = seen[entry.version].start_mark.line + 1
+                raise reader.error(node, f"{field}.versions[{i}].version",
+                                   f"version {entry.version} is listed twice "
+                                   f"(first on line {first})")
+            seen[entry.version] = node
+            versions.append(entry)
+    allow = _allow_rules(reader, fields, field)
+    return Accelerator(name=name, variant=variant, versions=tuple(versions), allow=allow)
+
+
+def _toolkit_version(reader: _Reader, node: yaml.Node, field: str) -> ToolkitVersion:
+    fields = reader.mapping(node, field,
+                            ("version", "min_driver", "eol", "gpu_archs", "vars", "allow"),
+                            ("version",))
+    version = reader.scalar(fields["version"][1], f"{field}.version", VERSION,
+                            "a version of the form X.Y or X.Y.Z")
+    min_driver = None
+    if "min_driver" in fields:
+        min_driver = reader.scalar(fields["min_driver"][1], f"{field}.min_driver", DRIVER,
+                                   "a driver version (like 570.124.06)")
+    eol = reader.date(fields["eol"][1], f"{field}.eol") if "eol" in fields else None
+    gpu_archs: tuple[str, ...] = ()
+    if "gpu_archs" in fields:
+        gpu_archs = tuple(
+            reader.name(n, f"{field}.gpu_archs[{i}]")
+            for i, n in enumerate(reader.sequence(fields["gpu_archs"][1], f"{field}.gpu_archs"))
+        )
+    variables: dict[str, object] = {}
+    if "vars" in fields:
+        for key, key_node, value in reader.entries(fields["vars"][1], f"{field}.vars"):
+            if not key.isidentifier():
+                raise reader.error(key_node, f"{field}.vars.{key}",
+                                   "a template variable name must be an identifier")
+            variables[key] = reader.plain(value)
+    return ToolkitVersion(
+        version=version, min_driver=min_driver, eol=eol, gpu_archs=gpu_archs,
+        vars=variables, allow=_allow_rules(reader, fields, field),
+        where=reader.where(fields["version"][1]),
+    )
+
+
+def _allow_rules(reader: _Reader, fields: Mapping[str, tuple[yaml.Node, yaml.Node]],
+                 field: str) -> tuple[AllowRule, ...]:
+    if "allow" not in fields:
+        return ()
+    rules = []
+    for i, node in enumerate(reader.sequence(fields["allow"][1], f"{field}.allow")):
+        sub = f"{field}.allow[{i}]"
+        rule = reader.mapping(node, sub, ("reason", "toolkit", "component", "versions", "path"),
+                              ("reason",))
+        reason = reader.scalar(rule["reason"][1], f"{sub}.reason").strip()
+        if not reason:
+            raise reader.error(rule["reason"][1], f"{sub}.reason", "a reason must be given")
+        if not {"toolkit", "component", "versions", "path"} & set(rule):
+            raise reader.error(node, sub, "an allow rule needs at least one of toolkit, "
+                               "component, versions, path (it would allow everything)")
+        versions: tuple[str, ...] = ()
+        if "versions" in rule:
+            versions = tuple(
+                reader.scalar(n, f"{sub}.versions[{j}]")
+                for j, n in enumerate(reader.sequence(rule["versions"][1], f"{sub}.versions"))
+            )
+        rules.append(AllowRule(
+            reason=reason,
+            toolkit=reader.name(rule["toolkit"][1], f"{sub}.toolkit")
+            if "toolkit" in rule else None,
+            component=reader.name(rule["component"][1], f"{sub}.component")
+            if "component" in rule else None,
+            versions=versions,
+            path=reader.scalar(rule["path"][1], f"{sub}.path") if "path" in rule else None,
+            where=reader.where(node),
+        ))
+    return tuple(rules)
+
+
+def _image_kind(reader: _Reader, kind: str, key_node: yaml.Node, value: yaml.Node,
+                oses: Mapping[str, OsSpec], templates: Path) -> ImageKind:
+    field = f"images.{kind}"
+    reader.name(key_node, field)
+    fields = reader.mapping(value, field,
+                            ("template", "repository", "os", "from_image", "resources", "allow"),
+                            ("template", "os"))
+    template_node = fields["template"][1]
+    template = reader.scalar(template_node, f"{field}.template")
+    template_path = (templates / template).resolve()
+    if templates not in template_path.parents:
+        raise reader.error(template_node, f"{field}.template",
+                           "a template must lie inside the templates directory")
+    if not template_path.is_file():
+        raise reader.error(template_node, f"{field}.template",
+                           f"template '{template}' not found in {templates}")
+    repository = "{registry}/{kind}/{name}"
+    if "repository" in fields:
+        repository = _pattern(reader, fields["repository"][1], f"{field}.repository",
+                              ("registry", "kind", "name", "accelerator", "os", "product"))
+    os_names = []
+    for i, node in enumerate(reader.sequence(fields["os"][1], f"{field}.os")):
+        os_name = reader.name(node, f"{field}.os[{i}]")
+        if os_name not in oses:
+            hint = difflib.get_close_matches(os_name, list(oses), n=1)
+            extra = f" (did you mean '{hint[0]}'?)" if hint else ""
+            raise reader.error(node, f"{field}.os[{i}]",
+                               f"OS '{os_name}' is not declared under 'os'{extra}")
+        os_names.append(os_name)
+    from_image = None
+    if "from_image" in fields:
+        from_image = reader.name(fields["from_image"][1], f"{field}.from_image")
+    resources: dict[str, float] = {}
+    if "resources" in fields:
+        for slot, slot_node, amount in reader.entries(fields["resources"][1],
+                                                      f"{field}.resources"):
+            reader.name(slot_node, f"{field}.resources.{slot}")
+            resources[slot] = reader.number(amount, f"{field}.resources.{slot}")
+    return ImageKind(
+        name=kind, template=template, repository=repository, os=tuple(os_names),
+        from_image=from_image, resources=resources, allow=_allow_rules(reader, fields, field),
+    )
+
+
+def _check_from_images(reader: _Reader, images_node: yaml.Node,
+                       images: Mapping[str, ImageKind]) -> None:
+    nodes = {str(k.value): v for k, v in images_node.value}
+
+    def from_node(kind: str) -> yaml.Node:
+        return next(v for k, v in nodes[kind].value if k.value == "from_image")
+
+    for kind, spec in images.items():
+        if spec.from_image is not None and spec.from_image not in images:
+            hint = difflib.get_close_matches(spec.from_image, list(images), n=1)
+            extra = f" (did you mean '{hint[0]}'?)" if hint else ""
+            raise reader.error(from_node(kind), f"images.{kind}.from_image",
+                               f"unknown image kind '{spec.from_image}'{extra}")
+    for kind in images:
+        chain = [kind]
+        current = images[kind].from_image
+        while current is not None:
+            if current in chain:
+                cycle = " -> ".join(chain[chain.index(current):] + [current])
+                raise reader.error(from_node(kind), f"images.{kind}.from_image",
+                                   f"from_image cycle: {cycle}")
+            chain.append(current)
+            current = images[current].from_image
+
+
+def _exclude(reader: _Reader, node: yaml.Node, field: str) -> Exclude:
+    fields = reader.mapping(node, field, ("accelerator", "version", "os", "kind"))
+    if not fields:
+        raise reader.error(node, field, "an empty exclude would remove every image")
+    values = {key: reader.scalar(v, f"{field}.{key}") for key, (_, v) in fields.items()}
+    return Exclude(**values)
+
+
+def _excluded(matrix: Matrix, kind: str, accelerator: str, version: Optional[str],
+              os_name: str) -> bool:
+    return any(
+        (rule.accelerator is None or rule.accelerator == accelerator)
+        and (rule.version is None or version_matches(version, rule.version))
+        and (rule.os is None or rule.os == os_name)
+        and (rule.kind is None or rule.kind == kind)
+        for rule in matrix.exclude
+    )
+
+
+def image_name(accelerator: str, version: Optional[ToolkitVersion], os_name: str) -> str:
+    """`cuda-12.8-ubi9`: the toolkit's major.minor goes into the name, not the tag."""
+    if version is None:
+        return f"{accelerator}-{os_name}"
+    return f"{accelerator}-{version.major_minor}-{os_name}"
+
+
+def expand(matrix: Matrix, *, build_id: str = "dev", registry: Optional[str] = None,
+           filters: Filters = EVERYTHING) -> list[ImageSpec]:
+    """Every image of the matrix (minus excludes) in matrix order, then filtered."""
+    return [image for image in _expand(matrix, build_id=build_id, registry=registry)
+            if filters.matches(image)]
+
+
+def _expand(matrix: Matrix, *, build_id: str, registry: Optional[str],
+            reader: Optional[_Reader] = None, root: Optional[yaml.Node] = None,
+            ) -> list[ImageSpec]:
+    if not SAFE_NAME.match(build_id):
+        raise InputError(f"build id '{build_id}' may hold only letters, digits, '.', '_', '-'",
+                         field="--build-id")
+    if registry is not None and not SAFE_REFERENCE.match(registry):
+        raise InputError(f"'{registry}' is not a registry reference", field="--registry")
+    tag = f"{matrix.product.version}-{build_id}"
+    images: list[ImageSpec] = []
+    seen: dict[str, ImageSpec] = {}
+    cells: dict[tuple[str, str, Optional[str], str], ImageSpec] = {}
+    for kind in matrix.images.values():
+        for accelerator in matrix.accelerators.values():
+            versions: Sequence[Optional[ToolkitVersion]] = accelerator.versions or (None,)
+            for version in versions:
+                for os_name in kind.os:
+                    full = version.version if version else None
+                    if _excluded(matrix, kind.name, accelerator.name, full, os_name):
+                        continue
+                    image = _image(matrix, kind, accelerator, version, os_name,
+                                   registry or matrix.registry, tag, reader, root)
+                    for clash_key in (image.key, image.repository):
+                        if clash_key in seen:
+                            other = seen[clash_key]
+                            raise _clash(matrix, reader, root, image, other)
+                        seen[clash_key] = image
+                    cells[(kind.name, accelerator.name, full, os_name)] = image
+                    images.append(image)
+    for image in images:
+        if image.from_kind is None:
+            continue
+        parent = (image.from_kind, image.accelerator, image.version, image.os)
+        if parent not in cells:
+            message = (f"{image.key} is built from the '{image.from_kind}' image of the same "
+                       f"accelerator, version and OS, which the matrix does not build "
+                       f"(add {image.os} to images.{image.from_kind}.os or exclude this cell)")
+            raise _located(matrix, reader, root, f"images.{image.kind}.from_image", message,
+                           ("images", image.kind, "from_image"))
+    return images
+
+
+def _image(matrix: Matrix, kind: ImageKind, accelerator: Accelerator,
+           version: Optional[ToolkitVersion], os_name: str, registry: str, tag: str,
+           reader: Optional[_Reader], root: Optional[yaml.Node]) -> ImageSpec:
+    name = image_name(accelerator.name, version, os_name)
+    # Placeholders were checked at load time, so format() cannot fail here.
+    variant = accelerator.variant.format(accelerator=accelerator.name, os=os_name)
+    repository = kind.repository.format(registry=registry, kind=kind.name, name=name,
+                                        accelerator=accelerator.name, os=os_name,
+                                        product=matrix.product.name)
+    for value, field, path in (
+        (variant, f"accelerators.{accelerator.name}.variant",
+         ("accelerators", accelerator.name, "variant")),
+        (repository, f"images.{kind.name}.repository", ("images", kind.name, "repository")),
+    ):
+        if not (SAFE_NAME if path[-1] == "variant" else SAFE_REFERENCE).match(value):
+            raise _located(matrix, reader, root, field,
+                           f"'{value}' holds characters outside [A-Za-z0-9._-/:]", path)
+    allow = accelerator.allow + (version.allow if version else ()) + kind.allow
+    return ImageSpec(
+        name=name, kind=kind.name, accelerator=accelerator.name,
+        version=version.version if version else None, os=os_name,
+        os_from=matrix.os[os_name].from_ref, variant=variant, repository=repository, tag=tag,
+        template=kind.template,
+        containerfile=os.path.join(matrix.output, kind.name, name, "Containerfile"),
+        from_kind=kind.from_image, resources=kind.resources, toolkit=version, allow=allow,
+    )
+
+
+def _clash(matrix: Matrix, reader: Optional[_Reader], root: Optional[yaml.Node],
+           image: ImageSpec, other: ImageSpec) -> InputError:
+    message = (f"two cells produce the same image {image.reference.rsplit(':', 1)[0]} "
+               f"({other.accelerator} {other.version or '-'} {other.os} {other.kind} and "
+               f"{image.accelerator} {image.version or '-'} {image.os} {image.kind})")
+    if image.toolkit is not None and image.toolkit.where is not None:
+        where = image.toolkit.where
+        return InputError(message, file=where.file, line=where.line, column=where.column,
+                          field=f"accelerators.{image.accelerator}.versions")
+    return _located(matrix, reader, root, f"images.{image.kind}", message,
+                    ("images", image.kind))
+
+
+def _located(matrix: Matrix, reader: Optional[_Reader], root: Optional[yaml.Node], field: str,
+             message: str, path: tuple[str, ...]) -> InputError:
+    """An error at the node under PATH in the file, or at the file when that is gone."""
+    node = root
+    for key in path:
+        if not isinstance(node, yaml.MappingNode):
+            node = None
+            break
+        node = next((v for k, v in node.value if k.value == key), None)
+    if reader is not None and node is not None:
+        return reader.error(node, field, message)
+    return InputError(message, file=matrix.path, field=field)
+

@@ -1,0 +1,42 @@
+"""Issue 2 target: `aipcc-build --version` takes at most 1.5x `python -c "import click"`.
+
+Run: python bench/startup.py   (uses the aipcc-build on PATH next to this python)
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+
+def wall(command: list[str], repeat: int = 21) -> float:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main() -> int:
+    script = shutil.which("aipcc-build", path=os.path.dirname(sys.executable)) or \
+        shutil.which("aipcc-build")
+    if script is None:
+        print("aipcc-build is not installed", file=sys.stderr)
+        return 2
+    wall([sys.executable, "-c", "import click"], repeat=3)  # warm the page cache
+    click_time = wall([sys.executable, "-c", "import click"])
+    version_time = wall([script, "--version"])
+    ratio = version_time / click_time
+    print(f"python -c 'import click': {click_time * 1000:.1f} ms; "
+          f"aipcc-build --version: {version_time * 1000:.1f} ms")
+    print(f"ratio: {ratio:.2f} (target <= 1.5)")
+    return 0 if ratio <= 1.5 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,159 @@
+"""Every kind of bad matrix names file, line and field, exits 2 and writes nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+from .conftest import Project
+
+
+def line_of(project: Project, text: str) -> int:
+    """The line of the matrix file on which TEXT first appears."""
+    for number, line in enumerate(project.matrix.read_text().splitlines(), start=1):
+        if text in line:
+            return number
+    raise AssertionError(f"{text!r} is not in the matrix")
+
+
+def assert_input_error(project: Project, cli, *fragments: str, at: str | None = None) -> str:
+    line = line_of(project, at) if at is not None else None
+    result = cli("--matrix", str(project.matrix), "render")
+    assert result.code == 2, result
+    assert "Traceback" not in result.err
+    message = result.err.strip()
+    assert message.startswith("aipcc-build: error: ")
+    assert str(project.root) in message, "the message names the file"
+    if line is not None:
+        assert f"{project.matrix}:{line}:" in message, message
+    for fragment in fragments:
+        assert fragment in message, message
+    assert not project.output.exists(), "nothing may be written on bad input"
+    return message
+
+
+def test_yaml_syntax_error(project: Project, cli) -> None:
+    project.edit("registry: quay.io/aipcc", "registry: [quay.io/aipcc")
+    assert_input_error(project, cli, "YAML syntax error")
+
+
+def test_unknown_key_suggests_the_closest(project: Project, cli) -> None:
+    project.edit("    resources: {cpu: 2", "    resource: {cpu: 2")
+    assert_input_error(project, cli, "images.devel.resource", "did you mean 'resources'",
+                       at="resource:")
+
+
+def test_unknown_top_level_key(project: Project, cli) -> None:
+    project.edit("registry:", "registy:")
+    assert_input_error(project, cli, "did you mean 'registry'", at="registy:")
+
+
+@pytest.mark.parametrize("bad", ["12", "12.8.1.4", "12.x", "v12.8", "12.8.1 ; rm -rf /"])
+def test_version_must_be_x_y_or_x_y_z(project: Project, cli, bad: str) -> None:
+    project.edit("{version: 12.9.1,", f"{{version: '{bad}',")
+    assert_input_error(project, cli, "accelerators.cuda.versions[0].version",
+                       "is not a version of the form X.Y or X.Y.Z", at=bad)
+
+
+def test_duplicated_version(project: Project, cli) -> None:
+    project.edit("{version: 6.3.4}", "{version: 6.4.1, min_driver: 1.2}")
+    assert_input_error(project, cli, "accelerators.rocm.versions[1].version",
+                       "version 6.4.1 is listed twice (first on line 15)",
+                       at="min_driver: 1.2")
+
+
+def test_os_not_declared(project: Project, cli) -> None:
+    project.edit("    os: [ubi9]", "    os: [ubi10]")
+    assert_input_error(project, cli, "images.builder.os[0]", "OS 'ubi10' is not declared",
+                       "did you mean 'ubi9'", at="ubi10")
+
+
+def test_missing_template(project: Project, cli) -> None:
+    project.edit("template: base.Containerfile.j2", "template: bsae.Containerfile.j2")
+    assert_input_error(project, cli, "images.base.template", "not found", at="bsae")
+
+
+def test_template_outside_the_templates_directory(project: Project, cli) -> None:
+    project.edit("template: base.Containerfile.j2", "template: ../matrix/aipcc.yaml")
+    assert_input_error(project, cli, "inside the templates directory", at="../matrix")
+
+
+def test_undefined_template_variable_names_template_and_line(project: Project, cli) -> None:
+    project.template("devel.Containerfile.j2",
+                     "FROM {{ from_ref }}\n\nRUN echo {{ vars.nccl }}\n")
+    message = assert_input_error(project, cli, "devel.Containerfile.j2:3:", "nccl")
+    assert "devel/cuda-12.9-el9.6" in message
+
+
+def test_template_syntax_error(project: Project, cli) -> None:
+    project.template("builder.Containerfile.j2", "FROM {{ os_from }}\n{% if %}\n")
+    assert_input_error(project, cli, "builder.Containerfile.j2:2", "template syntax error")
+
+
+def test_two_cells_with_one_name(project: Project, cli) -> None:
+    # 12.8.0 and 12.8.1 would both be named cuda-12.8-*.
+    project.edit("{version: 12.9.1,", "{version: 12.8.0,")
+    assert_input_error(project, cli, "two cells produce the same image",
+                       "quay.io/aipcc/builder/cuda-12.8-ubi9")
+
+
+@pytest.mark.parametrize("bad_os", ["ubi 9", "../etc", "ubi9;rm", "ubi9$(id)", "a/b"])
+def test_os_name_characters(project: Project, cli, bad_os: str) -> None:
+    project.edit("  ubi9:  {from:", f"  '{bad_os}':  {{from:")
+    assert_input_error(project, cli, "is not a valid name", at=bad_os)
+
+
+def test_from_reference_with_shell_characters(project: Project, cli) -> None:
+    project.edit("ubi9/ubi:9.6}", "ubi9/ubi:9.6 && curl evil}")
+    assert_input_error(project, cli, "os.ubi9.from", "is not an image reference", at="evil")
+
+
+def test_unknown_from_image_kind(project: Project, cli) -> None:
+    project.edit("from_image: base", "from_image: bsae")
+    assert_input_error(project, cli, "images.devel.from_image", "unknown image kind 'bsae'",
+                       "did you mean 'base'", at="bsae")
+
+
+def test_from_image_cycle(project: Project, cli) -> None:
+    project.edit("    repository: \"{registry}/base-images/{name}\"",
+                 "    repository: \"{registry}/base-images/{name}\"\n    from_image: devel")
+    assert_input_error(project, cli, "from_image cycle", "base -> devel -> base")
+
+
+def test_eol_not_a_date(project: Project, cli) -> None:
+    project.edit("eol: 2027-06-30", "eol: next-summer")
+    assert_input_error(project, cli, "accelerators.cuda.versions[0].eol", "is not a date",
+                       at="next-summer")
+
+
+def test_unknown_placeholder_in_repository(project: Project, cli) -> None:
+    project.edit('"{registry}/builder/{name}"', '"{registry}/builder/{nmae}"')
+    assert_input_error(project, cli, "unknown placeholder '{nmae}'", at="nmae")
+
+
+def test_from_image_parent_missing_for_an_os(project: Project, cli) -> None:
+    project.edit("    from_image: base\n    os: [el9.6]", "    from_image: base\n    os: [ubi9]")
+    assert_input_error(project, cli, "which the matrix does not build")
+
+
+def test_bad_resource_quantity(project: Project, cli) -> None:
+    project.edit("memory: 4Gi", "memory: lots")
+    assert_input_error(project, cli, "images.devel.resources.memory", "is not a quantity")
+
+
+def test_allow_rule_needs_a_reason(project: Project, cli) -> None:
+    project.edit("  cpu: {}", "  cpu: {allow: [{component: nccl, reason: ' '}]}")
+    assert_input_error(project, cli, "reason", "a reason must be given")
+
+
+def test_missing_matrix_file(tmp_path, cli) -> None:
+    result = cli("--matrix", str(tmp_path / "nope.yaml"), "list")
+    assert result.code == 2
+    assert "cannot read the matrix file" in result.err
+    assert "Traceback" not in result.err
+
+
+def test_bad_build_id_and_registry(project: Project, cli) -> None:
+    result = cli("--matrix", str(project.matrix), "list", "--build-id", "1;rm")
+    assert result.code == 2 and "build id" in result.err
+    result = cli("--matrix", str(project.matrix), "list", "--registry", "bad registry")
+    assert result.code == 2 and "--registry" in result.err
