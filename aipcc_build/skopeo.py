@@ -72,6 +72,14 @@ class Skopeo:
         """The image configuration (Env, Labels, rootfs.diff_ids)."""
         return _json(self._call(["inspect", "--config", "--raw", ref], ref), ref)
 
+    def exists(self, ref: str) -> bool:
+        """Whether REF names an image (False when it does not exist; other errors raise)."""
+        try:
+            self.inspect_raw(ref)
+        except InputError:
+            return False
+        return True
+
     def copy(self, source: str, dest: str, extra: Sequence[str] = ()) -> None:
         """Copy an image; EXTRA are further `skopeo copy` options."""
         self._call(["copy", "--quiet", *extra, source, dest], source)

@@ -3,7 +3,7 @@
 The core never prints: it returns typed verdicts that `report` formats.
 """
 
-from .pipeline import expectation_from_spec, validate_image
+from .pipeline import Outcome, Target, expectation_from_spec, validate_image, validate_targets
 from .results import Evidence, Expectation, Finding, ImageVerdict
 
 __all__ = [
@@ -11,6 +11,9 @@ __all__ = [
     "Expectation",
     "Finding",
     "ImageVerdict",
+    "Outcome",
+    "Target",
     "expectation_from_spec",
     "validate_image",
+    "validate_targets",
 ]

@@ -29,6 +29,10 @@ EVIDENCE_KINDS = (
     "torch-version", "conda", "env", "symlink",
 )
 
+# The tar walker's first filter, on raw name bytes (which lack the leading "/").
+CANDIDATE_BYTES = re.compile(
+    rb"usr/local/cuda|opt/rocm|\.dist-info|\.so\.\d|torch/version\.py$|conda-meta/"
+    rb"|var/lib/rpm/|usr/lib/sysimage/rpm/|var/lib/dpkg/status$")
 _CANDIDATE = re.compile(
     r"/usr/local/cuda|/opt/rocm|\.dist-info|\.so\.\d|/torch/version\.py$|/conda-meta/"
     r"|/var/lib/rpm/|/usr/lib/sysimage/rpm/|/var/lib/dpkg/status$")

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import BinaryIO, Optional
 
 import zstandard
-from isal import igzip
+from isal import igzip_threaded
 
-from .detect import WANT_FILE, WANT_MEMORY, LayerDetector
+from .detect import CANDIDATE_BYTES, WANT_FILE, WANT_MEMORY, LayerDetector
 from .results import Hazard, LayerScan
 from .symlinks import TOOLKIT_PREFIXES, resolve_link
 
@@ -39,6 +39,8 @@ CHARDEV = "3"
 BLOCKDEV = "4"
 DIRECTORY = "5"
 FIFO = "6"
+_NO_DATA = (HARDLINK, SYMLINK, CHARDEV, BLOCKDEV, DIRECTORY, FIFO)
+_PLAIN_KINDS = (REGULAR, DIRECTORY, FIFO)
 
 
 class TarError(Exception):
@@ -98,8 +100,9 @@ def open_layer(raw: _RangeFile) -> BinaryIO:
     magic = raw.read(4) or b""
     raw.rewind()
     if magic[:2] == GZIP_MAGIC:
-        # IGzipFile reads every member: eStargz layers are multi-member gzip.
-        return igzip.IGzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
+        # isal reads every member (eStargz layers are multi-member gzip) and, threaded,
+        # inflates in a thread without the GIL while this one walks the headers.
+        return igzip_threaded.open(raw, "rb", threads=1)
     if magic == ZSTD_MAGIC:
         # zstd:chunked is many frames plus skippable ones: keep reading across frames.
         reader = zstandard.ZstdDecompressor().stream_reader(
@@ -109,14 +112,16 @@ def open_layer(raw: _RangeFile) -> BinaryIO:
 
 
 class TarEntry:
-    __slots__ = ("name", "kind", "size", "link", "offset")
+    """A member as the header says. `name` and `link` stay bytes: most entries are
+    rejected by a bytes check, and decoding every name would cost more than inflating."""
 
-    def __init__(self, name: str, kind: str, size: int, link: str, offset: int) -> None:
+    __slots__ = ("name", "kind", "size", "link")
+
+    def __init__(self, name: bytes, kind: str, size: int, link: bytes) -> None:
         self.name = name
         self.kind = kind
         self.size = size
         self.link = link
-        self.offset = offset
 
 
 def _number(field: bytes) -> int:
@@ -131,12 +136,13 @@ def _number(field: bytes) -> int:
         raise TarError(f"bad number {text!r} in a tar header") from exc
 
 
-def _text(raw: bytes) -> str:
-    return raw.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
+def _cstring(raw: bytes) -> bytes:
+    end = raw.find(b"\0")
+    return raw if end < 0 else raw[:end]
 
 
-def _pax_records(data: bytes) -> dict[str, str]:
-    records: dict[str, str] = {}
+def _pax_records(data: bytes) -> dict[str, bytes]:
+    records: dict[str, bytes] = {}
     pos = 0
     while pos < len(data):
         space = data.find(b" ", pos)
@@ -149,7 +155,7 @@ def _pax_records(data: bytes) -> dict[str, str]:
         if length <= 0:
             raise TarError("bad PAX record length")
         key, _, value = data[space + 1:pos + length - 1].partition(b"=")
-        records[key.decode("utf-8", "replace")] = value.decode("utf-8", "surrogateescape")
+        records[key.decode("utf-8", "replace")] = value
         pos += length
     return records
 
@@ -218,63 +224,71 @@ class TarWalker:
         return data
 
     def __iter__(self) -> Iterator[TarEntry]:
-        long_name: Optional[str] = None
-        long_link: Optional[str] = None
-        pax: dict[str, str] = {}
+        long_name: Optional[bytes] = None
+        long_link: Optional[bytes] = None
+        pax: dict[str, bytes] = {}
         while True:
             if self._pending:
                 self._skip(self._pending)
                 self._pending = self._unread = 0
-            if len(self._buf) - self._pos < BLOCK and not self._fill():
-                if len(self._buf) - self._pos:
-                    raise TarError(f"truncated tar header at byte {self._offset}")
+            # The hot path, once per member: plain slicing, no per-field helper calls.
+            if len(self._buf) - self._pos >= BLOCK:
+                header = self._buf[self._pos:self._pos + BLOCK]
+                self._pos += BLOCK
+                self._offset += BLOCK
+            elif self._fill() or len(self._buf) - self._pos:
+                header = self._take(BLOCK)
+            else:
                 return  # no end-of-archive blocks: tolerated, the data is complete
-            offset = self._offset
-            header = self._take(BLOCK)
             if header == ZERO_BLOCK:
                 return
-            stored = _number(header[148:156])
-            if stored != sum(header) - sum(header[148:156]) + 256:
-                raise TarError(f"bad tar header checksum at byte {offset}")
-            kind = chr(header[156]) if header[156] else REGULAR
-            size = _number(header[124:136])
+            ustar = header[257:262] == b"ustar"
+            if not ustar and _number(header[148:156]) != (
+                    sum(header) - sum(header[148:156]) + 256):
+                # Without a ustar magic, only the checksum tells a header from garbage.
+                raise TarError(f"bad tar header at byte {self._offset - BLOCK}")
+            flag = header[156]
+            kind = chr(flag) if flag else REGULAR
+            try:
+                size = int(header[124:135], 8)
+            except ValueError:
+                size = _number(header[124:136])
             if kind in "xgLK":
                 if size > MAX_MEMBER_SIZE // 1024:
-                    raise TarError(f"oversized {kind!r} extension header at byte {offset}")
+                    raise TarError(f"oversized {kind!r} extension header at byte {self._offset}")
                 data = self._member_data(size)
                 if kind == "x":
                     pax = _pax_records(data)
                 elif kind == "L":
-                    long_name = _text(data)
+                    long_name = _cstring(data)
                 elif kind == "K":
-                    long_link = _text(data)
+                    long_link = _cstring(data)
                 continue  # global PAX headers ("g") carry nothing a path check needs
-            name = _text(header[0:100])
-            if header[257:262] == b"ustar":
-                prefix = _text(header[345:500])
-                if prefix and kind != "S":
-                    name = f"{prefix}/{name}"
-            link = _text(header[157:257])
-            name = pax.get("path", long_name or name)
-            link = pax.get("linkpath", long_link or link)
-            if "size" in pax:
-                try:
-                    size = int(pax["size"])
-                except ValueError as exc:
-                    raise TarError(f"bad PAX size at byte {offset}") from exc
-            long_name = long_link = None
-            pax = {}
-            if kind in (HARDLINK, SYMLINK, CHARDEV, BLOCKDEV, DIRECTORY, FIFO):
+            name = _cstring(header[0:100])
+            if ustar and header[345] and kind != "S":
+                name = _cstring(header[345:500]) + b"/" + name
+            link = _cstring(header[157:257]) if header[157] else b""
+            if long_name is not None or long_link is not None or pax:
+                name = pax.get("path", long_name or name)
+                link = pax.get("linkpath", long_link or link)
+                if "size" in pax:
+                    try:
+                        size = int(pax["size"])
+                    except ValueError as exc:
+                        raise TarError(f"bad PAX size at byte {self._offset}") from exc
+                long_name = long_link = None
+                pax = {}
+            if kind in _NO_DATA:
                 size = 0  # these carry no data blocks, whatever the header says
-            if kind == "7":
+            elif kind == "7":
                 kind = REGULAR  # contiguous files are regular files to every reader
             if size > MAX_MEMBER_SIZE:
                 # Skipping is impossible and every later header would be misaligned.
-                yield TarEntry(name, kind, size, link, offset)
+                yield TarEntry(name, kind, size, link)
                 return
             self._unread = size
             self._pending = size + (-size % BLOCK)
-            yield TarEntry(name, kind, size, link, offset)
+            yield TarEntry(name, kind, size, link)
 
 
 def normalize(name: str) -> tuple[Optional[str], Optional[str]]:
@@ -302,19 +316,33 @@ def escapes_root(path: str, target: str) -> bool:
     return False
 
 
+def _decode(raw: bytes) -> str:
+    return raw.decode("utf-8", "surrogateescape")
+
+
 def _walk(stream: BinaryIO, detector: LayerDetector, workdir: Path,
           hazards: list[Hazard], whiteouts: list[str], opaque: list[str],
           symlinks: dict[str, str]) -> int:
     entries = 0
     walker = TarWalker(stream)
+    looks_interesting = CANDIDATE_BYTES.search
     for entry in walker:
         entries += 1
-        path, hazard = normalize(entry.name)
+        kind = entry.kind
+        raw = entry.name
+        # Most members are ordinary files no detector cares about: a few bytes checks and
+        # one regex decide that before any decoding.
+        if (kind in _PLAIN_KINDS and raw[:1] != b"/" and b".." not in raw
+                and b".wh." not in raw and entry.size <= MAX_MEMBER_SIZE
+                and not looks_interesting(raw)):
+            continue
+        name = _decode(raw)
+        path, hazard = normalize(name)
         if hazard:
-            hazards.append(Hazard(hazard, entry.name, f"tar member name {entry.name!r}",
+            hazards.append(Hazard(hazard, name, f"tar member name {name!r}",
                                   severe=hazard == "path-traversal"))
         if entry.size > MAX_MEMBER_SIZE:
-            hazards.append(Hazard("absurd-size", path or entry.name,
+            hazards.append(Hazard("absurd-size", path or name,
                                   f"header claims {entry.size} bytes; rest of layer unread",
                                   severe=True))
             break
@@ -327,18 +355,18 @@ def _walk(stream: BinaryIO, detector: LayerDetector, workdir: Path,
             elif not base.startswith(".wh..wh."):  # other ".wh..wh." names are aufs metadata
                 whiteouts.append(f"{parent}/{base[4:]}")
             continue
-        kind = entry.kind
         if kind in (CHARDEV, BLOCKDEV):
             hazards.append(Hazard("device-file", path, "device node in a layer", severe=True))
             continue
+        link = _decode(entry.link)
         if kind == SYMLINK:
-            symlinks[path] = entry.link
-            if escapes_root(path, entry.link):
+            symlinks[path] = link
+            if escapes_root(path, link):
                 hazards.append(Hazard("symlink-escape", path,
-                                      f"points outside the image: {entry.link}", severe=False))
-        elif kind == HARDLINK and normalize(entry.link)[1] == "path-traversal":
-            hazards.append(Hazard("path-traversal", path,
-                                  f"hard link to {entry.link!r}", severe=True))
+                                      f"points outside the image: {link}", severe=False))
+        elif kind == HARDLINK and normalize(link)[1] == "path-traversal":
+            hazards.append(Hazard("path-traversal", path, f"hard link to {link!r}",
+                                  severe=True))
             continue
         want = detector.visit(path, kind, entry.size)
         if want == WANT_MEMORY:

@@ -7,9 +7,11 @@ import os
 import threading
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from ..errors import AipccError
 from ..model import AllowRule, ImageSpec
 from ..skopeo import Skopeo
 from .cache import LayerCache, default_cache_dir
@@ -97,3 +99,49 @@ def validate_image(
                   strict_layers, sum(1 for layer in image.layers if layer.digest in cached))
             for image in opened.images
         ]
+
+
+@dataclass(frozen=True)
+class Target:
+    """One image to validate, with what it must contain."""
+
+    ref: str
+    expect: Optional[Expectation] = None
+    allow: tuple[AllowRule, ...] = ()
+    name: Optional[str] = None  # the matrix image key, in matrix mode
+    only_if_present: bool = False  # matrix mode: images not built locally are skipped
+
+
+@dataclass(frozen=True)
+class Outcome:
+    target: Target
+    verdicts: tuple[ImageVerdict, ...] = ()
+    error: Optional[str] = None  # the image could not be read
+    skipped: bool = False  # not present in local storage (matrix mode)
+
+    @property
+    def exit_code(self) -> int:
+        if self.error:
+            return 2
+        return 0 if all(v.ok for v in self.verdicts) else 1
+
+
+def validate_targets(targets: Sequence[Target], *, strict_layers: bool = False,
+                     platform: Optional[str] = None, cache_dir: Optional[Path] = None,
+                     skopeo: Optional[Skopeo] = None) -> list[Outcome]:
+    """Validate each target; an unreadable one is an outcome with an error, not a crash."""
+    tool = skopeo or Skopeo()
+    outcomes = []
+    for target in targets:
+        if target.only_if_present and not tool.exists(target.ref):
+            outcomes.append(Outcome(target, skipped=True))
+            continue
+        try:
+            verdicts = validate_image(target.ref, expect=target.expect, allow=target.allow,
+                                      strict_layers=strict_layers, platform=platform,
+                                      cache_dir=cache_dir, skopeo=tool)
+        except AipccError as exc:
+            outcomes.append(Outcome(target, error=str(exc)))
+            continue
+        outcomes.append(Outcome(target, tuple(verdicts)))
+    return outcomes
