@@ -39,18 +39,20 @@ class Context:
 pass_context = click.make_pass_decorator(Context)
 
 
+FILTER_OPTIONS = (
+    click.option("--accelerator", "accelerators", multiple=True, metavar="NAME",
+                 help="Only this accelerator (repeatable)."),
+    click.option("--version", "versions", multiple=True, metavar="PREFIX",
+                 help="Only versions starting with PREFIX: 12.8 matches 12.8.1 (repeatable)."),
+    click.option("--os", "oses", multiple=True, metavar="OS",
+                 help="Only this OS (repeatable)."),
+    click.option("--kind", "kinds", multiple=True, metavar="KIND",
+                 help="Only this image kind (repeatable)."),
+)
+
+
 def matrix_filters(command: Callable[..., Any]) -> Callable[..., Any]:
     """The repeatable filters every command that reads the matrix takes."""
-    options = [
-        click.option("--accelerator", "accelerators", multiple=True, metavar="NAME",
-                     help="Only this accelerator (repeatable)."),
-        click.option("--version", "versions", multiple=True, metavar="PREFIX",
-                     help="Only versions starting with PREFIX: 12.8 matches 12.8.1 (repeatable)."),
-        click.option("--os", "oses", multiple=True, metavar="OS",
-                     help="Only this OS (repeatable)."),
-        click.option("--kind", "kinds", multiple=True, metavar="KIND",
-                     help="Only this image kind (repeatable)."),
-    ]
 
     @functools.wraps(command)
     def wrapper(*args: Any, accelerators: tuple[str, ...], versions: tuple[str, ...],
@@ -60,9 +62,17 @@ def matrix_filters(command: Callable[..., Any]) -> Callable[..., Any]:
         filters = Filters(accelerators=accelerators, versions=versions, oses=oses, kinds=kinds)
         return command(*args, filters=filters, **kwargs)
 
-    for option in reversed(options):
+    for option in reversed(FILTER_OPTIONS):
         wrapper = option(wrapper)
     return wrapper
+
+
+def raw_filters(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The same filters, left as tuples: `validate` REF... must not import the matrix loader
+    (and yaml) just to ignore them, or a warm-cache run would be mostly imports."""
+    for option in reversed(FILTER_OPTIONS):
+        command = option(command)
+    return command
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -166,9 +176,11 @@ def parse_expect(value: Optional[str]) -> Optional[Expectation]:
               help="Validate every image of this matrix present in local storage.")
 @click.option("--build-id", metavar="ID", help="With --matrix: build id in the tag.")
 @click.option("--registry", metavar="HOST/NAMESPACE", help="With --matrix: replace the registry.")
-@matrix_filters
+@raw_filters
 @pass_context
-def validate(context: Context, filters: Filters, refs: tuple[str, ...], expect: Optional[str],
+def validate(context: Context, accelerators: tuple[str, ...], versions: tuple[str, ...],
+             oses: tuple[str, ...], kinds: tuple[str, ...], refs: tuple[str, ...],
+             expect: Optional[str],
              as_json: bool, strict_layers: bool, platform: Optional[str],
              cache_dir: Optional[Path], matrix_file: Optional[str], build_id: Optional[str],
              registry: Optional[str]) -> int:
@@ -186,9 +198,10 @@ def validate(context: Context, filters: Filters, refs: tuple[str, ...], expect: 
         raise click.UsageError("give REFs or --matrix, not both")
     expectation = parse_expect(expect)
     if matrix_file is not None:
-        from .matrix import expand, load, resolve_build_id
+        from .matrix import Filters, expand, load, resolve_build_id
         from .validate import expectation_from_spec
 
+        filters = Filters(accelerators=accelerators, versions=versions, oses=oses, kinds=kinds)
         images = expand(load(matrix_file), build_id=resolve_build_id(build_id, os.environ),
                         registry=registry, filters=filters)
         targets = []

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tarfile
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ from typing import Any, Optional
 
 from ..errors import InputError
 from ..skopeo import Skopeo, split_transport
-from .layers import BlobLocation
+from .blobs import BlobLocation
 
 INDEX_TYPES = (
     "application/vnd.oci.image.index.v1+json",
@@ -95,6 +94,8 @@ class _ArchiveStore(_Store):
 
     def __init__(self, archive: Path) -> None:
         self.archive = archive
+        import tarfile  # only archives need it; keep it off the warm-cache path
+
         self.members: dict[str, tuple[int, int]] = {}
         try:
             with tarfile.open(archive, "r:") as tar:  # few members: tarfile is fine here

@@ -11,13 +11,13 @@ import io
 import os
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Optional
 
 import zstandard
 from isal import igzip_threaded
 
+from .blobs import BlobLocation, LayerJob
 from .detect import CANDIDATE_BYTES, WANT_FILE, WANT_MEMORY, LayerDetector
 from .results import Hazard, LayerScan
 from .symlinks import TOOLKIT_PREFIXES, resolve_link
@@ -45,22 +45,6 @@ _PLAIN_KINDS = (REGULAR, DIRECTORY, FIFO)
 
 class TarError(Exception):
     """The layer is not a readable tar stream."""
-
-
-@dataclass(frozen=True)
-class BlobLocation:
-    """Where a blob's bytes are: a byte range of a local file (picklable for workers)."""
-
-    path: str
-    offset: int = 0
-    length: Optional[int] = None  # None: to the end of the file
-
-
-@dataclass(frozen=True)
-class LayerJob:
-    digest: str
-    media_type: str
-    location: BlobLocation
 
 
 class _RangeFile(io.RawIOBase):

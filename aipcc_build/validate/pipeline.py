@@ -2,23 +2,23 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import os
-import threading
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from ..errors import AipccError
 from ..model import AllowRule, ImageSpec
 from ..skopeo import Skopeo
+from .blobs import LayerJob
 from .cache import LayerCache, default_cache_dir
 from .image import open_image
-from .layers import LayerJob, scan_layer
 from .results import Expectation, ImageVerdict, LayerScan
 from .verdict import judge
+
+if TYPE_CHECKING:
+    from multiprocessing.context import BaseContext
 
 
 def expectation_from_spec(spec: ImageSpec) -> tuple[Expectation, tuple[AllowRule, ...]]:
@@ -36,7 +36,10 @@ def _blob_size(job: LayerJob) -> int:
         return 0
 
 
-def _pool_context() -> multiprocessing.context.BaseContext:
+def _pool_context() -> BaseContext:
+    import multiprocessing
+    import threading
+
     # fork starts workers in milliseconds, but forking a process that runs other threads
     # can deadlock the child; callers with threads get the slower, safe forkserver.
     methods = multiprocessing.get_all_start_methods()
@@ -62,9 +65,16 @@ def scan_layers(jobs: Iterable[LayerJob], cache: LayerCache
             cached.add(job.digest)
         else:
             todo.append(job)
+    if not todo:
+        return scans, cached
+    # Imported here: a fully cached run needs neither the inflaters nor a process pool.
+    from .layers import scan_layer
+
     todo.sort(key=_blob_size, reverse=True)
     workers = min(len(todo), os.cpu_count() or 1)
     if workers > 1:
+        from concurrent.futures import ProcessPoolExecutor
+
         with ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context()) as pool:
             results = list(pool.map(scan_layer, todo))
     else:
