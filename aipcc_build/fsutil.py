@@ -23,3 +23,11 @@ def write_atomic(path: Union[str, Path], data: Union[str, bytes]) -> None:
     except BaseException:
         os.unlink(tmp)
         raise
+
+
+def same_content(path: Union[str, Path], text: str) -> bool:
+    """Whether the file at PATH holds exactly TEXT (a missing file does not): drift checks."""
+    try:
+        return Path(path).read_text(encoding="utf-8") == text
+    except FileNotFoundError:
+        return False

@@ -43,6 +43,11 @@ UNITS = {
     "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50,
 }
 CI_BUILD_ID_VARIABLES = ("BUILD_ID", "CI_PIPELINE_IID", "GITHUB_RUN_NUMBER")
+# Where the CI says which commit it builds: (revision variable, source URL variables).
+CI_PROVENANCE = (
+    ("GITHUB_SHA", ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY")),
+    ("CI_COMMIT_SHA", ("CI_PROJECT_URL",)),
+)
 
 
 @dataclass(frozen=True)
@@ -84,6 +89,19 @@ def resolve_build_id(explicit: Optional[str], environ: Mapping[str, str]) -> str
         if environ.get(variable):
             return environ[variable]
     return "dev"
+
+
+def provenance_labels(environ: Mapping[str, str]) -> dict[str, str]:
+    """The OCI source and revision labels, when the CI tells them (rendered files cannot
+    carry them: they are committed before the commit they belong to exists)."""
+    for revision, source_parts in CI_PROVENANCE:
+        if environ.get(revision):
+            labels = {"org.opencontainers.image.revision": environ[revision]}
+            if all(environ.get(part) for part in source_parts):
+                labels["org.opencontainers.image.source"] = "/".join(
+                    environ[part] for part in source_parts)
+            return labels
+    return {}
 
 
 class _Reader:
@@ -181,11 +199,19 @@ def _pattern(reader: _Reader, node: yaml.Node, field: str, allowed: Iterable[str
 def load(path: str | os.PathLike[str]) -> Matrix:
     """Parse and validate a matrix file; raise InputError at the first problem."""
     file = str(path)
-    reader = _Reader(file)
     try:
         text = Path(file).read_text()
     except OSError as exc:
         raise InputError(f"cannot read the matrix file: {exc.strerror}", file=file) from None
+    return parse(text, file)
+
+
+def parse(text: str, file: str) -> Matrix:
+    """Validate matrix TEXT as if it were the file FILE (paths resolve from its directory).
+
+    `add-version` and `retire` check an edited matrix with this before they replace the file.
+    """
+    reader = _Reader(file)
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as exc:
@@ -233,7 +259,7 @@ def load(path: str | os.PathLike[str]) -> Matrix:
 
     images: dict[str, ImageKind] = {}
     for kind, key_node, value in reader.entries(top["images"][1], "images"):
-        images[kind] = _image_kind(reader, kind, key_node, value, oses, templates)
+        images[kind] = _image_kind(reader, kind, key_node, value, oses, templates, base)
     _check_from_images(reader, top["images"][1], images)
 
     excludes: tuple[Exclude, ...] = ()
@@ -354,11 +380,12 @@ def _allow_rules(reader: _Reader, fields: Mapping[str, tuple[yaml.Node, yaml.Nod
 
 
 def _image_kind(reader: _Reader, kind: str, key_node: yaml.Node, value: yaml.Node,
-                oses: Mapping[str, OsSpec], templates: Path) -> ImageKind:
+                oses: Mapping[str, OsSpec], templates: Path, matrix_dir: Path) -> ImageKind:
     field = f"images.{kind}"
     reader.name(key_node, field)
     fields = reader.mapping(value, field,
-                            ("template", "repository", "os", "from_image", "resources", "allow"),
+                            ("template", "repository", "os", "from_image", "resources", "allow",
+                             "context"),
                             ("template", "os"))
     template_node = fields["template"][1]
     template = reader.scalar(template_node, f"{field}.template")
@@ -391,9 +418,16 @@ def _image_kind(reader: _Reader, kind: str, key_node: yaml.Node, value: yaml.Nod
                                                       f"{field}.resources"):
             reader.name(slot_node, f"{field}.resources.{slot}")
             resources[slot] = reader.number(amount, f"{field}.resources.{slot}")
+    context = None
+    if "context" in fields:
+        # Relative to the matrix file, like templates and output. It need not exist yet:
+        # build inputs (the demo's wheelhouse) are often fetched after `render --check`.
+        context = str((matrix_dir / reader.scalar(fields["context"][1], f"{field}.context"))
+                      .resolve())
     return ImageKind(
         name=kind, template=template, repository=repository, os=tuple(os_names),
         from_image=from_image, resources=resources, allow=_allow_rules(reader, fields, field),
+        context=context,
     )
 
 
@@ -451,8 +485,31 @@ def image_name(accelerator: str, version: Optional[ToolkitVersion], os_name: str
 def expand(matrix: Matrix, *, build_id: str = "dev", registry: Optional[str] = None,
            filters: Filters = EVERYTHING) -> list[ImageSpec]:
     """Every image of the matrix (minus excludes) in matrix order, then filtered."""
-    return [image for image in _expand(matrix, build_id=build_id, registry=registry)
-            if filters.matches(image)]
+    images = _expand(matrix, build_id=build_id, registry=registry)
+    check_filters(matrix, images, filters)
+    return [image for image in images if filters.matches(image)]
+
+
+def check_filters(matrix: Matrix, images: list[ImageSpec], filters: Filters) -> None:
+    """A filter value that names nothing is a typo: a CI job must fail, not build nothing."""
+    known = (
+        ("--accelerator", filters.accelerators, list(matrix.accelerators)),
+        ("--os", filters.oses, list(matrix.os)),
+        ("--kind", filters.kinds, list(matrix.images)),
+        ("--only", filters.names, [i.name for i in images] + [i.key for i in images]),
+    )
+    for option, values, names in known:
+        for value in values:
+            if value not in names:
+                hint = difflib.get_close_matches(value, names, n=1)
+                extra = f" (did you mean '{hint[0]}'?)" if hint else ""
+                raise InputError(f"'{value}' matches nothing in the matrix{extra}",
+                                 file=matrix.path, field=option)
+    for prefix in filters.versions:
+        if not any(version_matches(image.version, prefix) for image in images):
+            versions = sorted({i.version for i in images if i.version})
+            raise InputError(f"no version starts with '{prefix}' (the matrix has "
+                             f"{', '.join(versions)})", file=matrix.path, field="--version")
 
 
 def _expand(matrix: Matrix, *, build_id: str, registry: Optional[str],
@@ -515,13 +572,15 @@ def _image(matrix: Matrix, kind: ImageKind, accelerator: Accelerator,
             raise _located(matrix, reader, root, field,
                            f"'{value}' holds characters outside [A-Za-z0-9._-/:]", path)
     allow = accelerator.allow + (version.allow if version else ()) + kind.allow
+    containerfile = os.path.join(matrix.output, kind.name, name, "Containerfile")
     return ImageSpec(
         name=name, kind=kind.name, accelerator=accelerator.name,
         version=version.version if version else None, os=os_name,
         os_from=matrix.os[os_name].from_ref, variant=variant, repository=repository, tag=tag,
         template=kind.template,
-        containerfile=os.path.join(matrix.output, kind.name, name, "Containerfile"),
+        containerfile=containerfile,
         from_kind=kind.from_image, resources=kind.resources, toolkit=version, allow=allow,
+        context=kind.context or "",
     )
 
 

@@ -83,6 +83,7 @@ class ImageKind:
     from_image: Optional[str] = None
     resources: Mapping[str, float] = field(default_factory=dict)
     allow: tuple[AllowRule, ...] = ()
+    context: Optional[str] = None  # absolute build-context directory; None: the Containerfile's
 
 
 @dataclass(frozen=True)
@@ -126,6 +127,7 @@ class ImageSpec:
     resources: Mapping[str, float] = field(default_factory=dict)
     toolkit: Optional[ToolkitVersion] = None
     allow: tuple[AllowRule, ...] = ()  # accelerator, version and kind rules together
+    context: str = ""  # the kind's build-context directory; read it with plan.build_context
 
     @property
     def key(self) -> str:

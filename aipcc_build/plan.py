@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from pathlib import Path
 
-from .model import ImageSpec
+from .model import ImageSpec, Matrix
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,18 @@ class BuildPlan:
             for need in build.needs:
                 result[need].append(build.image.key)
         return {key: tuple(value) for key, value in result.items()}
+
+
+def build_context(image: ImageSpec) -> str:
+    """The directory a build gets as its context: the image kind's `context`, else the
+    rendered Containerfile's own."""
+    return image.context or os.path.dirname(image.containerfile)
+
+
+def project_path(matrix: Matrix, path: str) -> str:
+    """PATH relative to the project root (the matrix directory's parent), where CI runs."""
+    project = Path(matrix.path).resolve().parent.parent
+    return Path(path).resolve().relative_to(project).as_posix()
 
 
 def make_plan(images: list[ImageSpec]) -> BuildPlan:

@@ -16,7 +16,7 @@ from typing import Optional
 
 import jinja2
 
-from .errors import InputError
+from .errors import CheckFailed, InputError
 from .fsutil import write_atomic
 from .matrix import EVERYTHING, Filters, expand
 from .model import ImageSpec, Matrix
@@ -192,12 +192,27 @@ def apply(matrix: Matrix, rendered: list[RenderedFile], *, check: bool,
     return RenderResult(checked=check, changes=tuple(changes), unchanged=unchanged)
 
 
+def ensure_current(matrix: Matrix, filters: Filters, *, rerender: bool) -> RenderResult:
+    """Before a build: refuse Containerfiles that differ from their templates, or, with
+    RERENDER, bring them up to date first. Files of other cells do not matter here."""
+    result = apply(matrix, render_all(matrix, filters), check=not rerender,
+                   remove_stale=False)
+    if result.checked and result.changes:
+        files = ", ".join(os.path.relpath(change.path) for change in result.changes)
+        raise CheckFailed(f"{len(result.changes)} Containerfile(s) differ from the matrix and "
+                          f"templates ({files}): run 'aipcc-build render' and commit, or "
+                          f"pass --render")
+    return result
+
+
 def _generated_files(output: Path) -> list[Path]:
-    """Files under OUTPUT that carry our header: only those may be removed."""
+    """Files at OUTPUT/<kind>/<name>/Containerfile that carry our header: only those may be
+    removed. Deeper files belong to another matrix whose output lies inside this one's (the
+    demo renders into containerfiles/demo/)."""
     found: list[Path] = []
     if not output.is_dir():
         return found
-    for path in sorted(output.rglob("Containerfile")):
+    for path in sorted(output.glob("*/*/Containerfile")):
         with path.open(errors="replace") as handle:
             if handle.readline().startswith(HEADER_PREFIX):
                 found.append(path)

@@ -3,16 +3,23 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
+import re
 import sys
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Optional, TextIO
 
+from .fsutil import write_atomic
+
 if TYPE_CHECKING:  # keep jinja2 out of commands that only print
-    from .model import AllowRule, ImageSpec
+    from .edit import AddVersionResult, RetireResult
+    from .model import AllowRule, ImageSpec, Matrix
     from .plan import BuildPlan
     from .render import RenderResult
+    from .schedule import Event, RunResult
     from .validate import Finding, ImageVerdict, Outcome
 
 JSON_SCHEMA = 1
@@ -33,6 +40,10 @@ def error(message: str) -> None:
 
 def warning(message: str) -> None:
     sys.stderr.write(f"aipcc-build: warning: {message}\n")
+
+
+def wrote(path: str) -> None:
+    sys.stderr.write(f"wrote {shown_path(path)}\n")
 
 
 def image_record(image: ImageSpec) -> dict[str, Any]:
@@ -221,3 +232,270 @@ def validation(outcomes: Sequence[Outcome], as_json: bool) -> None:
                 where = f" ({rule.where})" if rule.where else ""
                 sys.stdout.write(f"  {verdict.ref} {verdict.platform}: stale allow rule{where}: "
                                  f"{rule.reason}\n")
+
+
+def _render_changes(result: RenderResult) -> None:
+    words = {"changed": "updated", "missing": "created", "stale": "removed"}
+    for change in result.changes:
+        sys.stdout.write(f"{words[change.state]}: {shown_path(change.path)}\n")
+
+
+def added_version(result: AddVersionResult) -> None:
+    """The new images, their files, and a registry request ready to paste into a ticket."""
+    sys.stdout.write(f"New images for {result.accelerator} {result.version}:\n")
+    for image in result.images:
+        sys.stdout.write(f"  {image.key}  {image.reference}\n")
+    _render_changes(result.rendered)
+    sys.stdout.write(
+        "\nRegistry repositories to request (paste into a ticket):\n\n"
+        f"Please create the following {len(result.repositories)} container image "
+        f"repositories. They hold the {result.accelerator} {result.version} images of "
+        f"{result.product.name} {result.product.version} and must exist before CI pushes "
+        "to them for the first time.\n\n")
+    for image in result.images:
+        sys.stdout.write(f"- {image.repository}  ({image.kind} image, {result.accelerator} "
+                         f"{result.version} on {image.os})\n")
+    sys.stderr.write(f"{shown_path(result.matrix_path)}: added {result.accelerator} "
+                     f"{result.version}; commit it with the new Containerfiles\n")
+
+
+def retired(result: RetireResult) -> None:
+    verb = "Removed" if result.removed else f"End of life {result.eol} for"
+    sys.stdout.write(f"{verb} {result.accelerator} {result.version}: "
+                     f"{len(result.images)} image(s)\n")
+    for image in result.images:
+        sys.stdout.write(f"  {image.key}  {image.repository}\n")
+    if result.rendered is not None:
+        _render_changes(result.rendered)
+    sys.stderr.write(f"{shown_path(result.matrix_path)}: updated; commit it"
+                     f"{' with containerfiles/' if result.removed else ''}\n")
+
+
+def plan_json(matrix: Matrix, build_plan: BuildPlan, changed_since: str | None) -> None:
+    from .plan import build_context, project_path
+
+    emit_json({
+        "changed_since": changed_since,
+        "images": [
+            dict(image_record(b.image),
+                 containerfile=project_path(matrix, b.image.containerfile),
+                 context=project_path(matrix, build_context(b.image)),
+                 needs=list(b.needs), wave=b.wave + 1)
+            for b in build_plan.builds
+        ],
+    })
+    if not build_plan.builds:
+        sys.stderr.write("the plan selects no image: nothing to build\n")
+
+
+def ci_document(text: str, build_plan: BuildPlan) -> None:
+    """A CI engine's document on stdout; an empty plan is said out loud on stderr."""
+    if text:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    if not build_plan.builds:
+        sys.stderr.write("the plan selects no image: nothing to build\n")
+
+
+# ---- aipcc-build matrix -----------------------------------------------------------------
+
+STEP_LINE = re.compile(r"^(?:\[\d+/\d+\] )?STEP \d+/\d+: ")
+REPORT_SCHEMA = 1
+
+
+class MatrixView:
+    """Progress of `aipcc-build matrix` on stderr, fed the scheduler's events.
+
+    On a terminal (outside CI) a rich live table, one row per image; otherwise plain lines
+    prefixed by the image key. Failures show the last lines of their log either way.
+    """
+
+    def __init__(self, build_plan: BuildPlan, stream: TextIO = sys.stderr) -> None:
+        self.stream = stream
+        self.keys = [build.image.key for build in build_plan.builds]
+        self.status = {key: "queued" for key in self.keys}
+        self.step = {key: "" for key in self.keys}
+        self.started: dict[str, float] = {}
+        self.ended: dict[str, float] = {}
+        self.github = bool(os.environ.get("GITHUB_ACTIONS"))
+        self.live: Any = None
+        if interactive(stream):
+            from rich.console import Console
+            from rich.live import Live
+
+            self.live = Live(self, console=Console(file=stream), refresh_per_second=4,
+                             transient=False)
+
+    def __enter__(self) -> MatrixView:
+        if self.live is not None:
+            self.live.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.live is not None:
+            self.live.stop()
+
+    def __call__(self, event: Event) -> None:
+        from .schedule import LogLine, Retrying, Status
+
+        key = event.key
+        if isinstance(event, LogLine):
+            if STEP_LINE.match(event.line):
+                self.step[key] = event.line
+                self._line(key, event.line)
+        elif isinstance(event, Retrying):
+            self._line(key, f"{event.action} failed ({event.error}); attempt {event.attempt} "
+                            f"in {event.delay:g} s")
+        else:
+            self.status[key] = event.status.value
+            if event.status is Status.BUILDING:
+                self.started[key] = time.monotonic()
+            elif event.status.final:
+                self.ended[key] = time.monotonic()
+            message = f": {event.message}" if event.message else ""
+            self._line(key, f"{event.status.value}{message}")
+            if event.log_tail:
+                self._tail(key, event.message, event.log_tail)
+
+    def _line(self, key: str, text: str) -> None:
+        if self.live is None:
+            self.stream.write(f"[{key}] {text}\n")
+            self.stream.flush()
+
+    def _tail(self, key: str, message: str, lines: Sequence[str]) -> None:
+        header = f"[{key}] last {len(lines)} line(s) of its log:"
+        if self.live is not None:
+            from rich.markup import escape
+
+            self.live.console.print(f"[bold red]{escape(header)}[/]")
+            for text in lines:
+                self.live.console.print(f"  {escape(text)}", highlight=False)
+            return
+        if self.github:
+            self.stream.write(f"::error title={key} failed::{message}\n::group::{header}\n")
+        else:
+            self.stream.write(header + "\n")
+        for text in lines:
+            self.stream.write(f"[{key}] | {text}\n")
+        if self.github:
+            self.stream.write("::endgroup::\n")
+        self.stream.flush()
+
+    def __rich__(self) -> Any:
+        from rich.table import Table
+        from rich.text import Text
+
+        colours = {"ok": "green", "failed": "red", "push-failed": "red", "skipped": "yellow",
+                   "cancelled": "yellow", "queued": "dim"}
+        grid = Table("IMAGE", "STATUS", "ELAPSED", "STEP", expand=False)
+        now = time.monotonic()
+        for key in self.keys:
+            status = self.status[key]
+            elapsed = ""
+            if key in self.started:
+                elapsed = f"{self.ended.get(key, now) - self.started[key]:5.0f}s"
+            # Text, not markup: "[1/2] STEP" would read as a style.
+            grid.add_row(Text(key), Text(status, style=colours.get(status, "cyan")), elapsed,
+                         Text(self.step[key][:70] if status != "ok" else ""))
+        return grid
+
+
+def _iso(epoch: Optional[float]) -> Optional[str]:
+    if epoch is None:
+        return None
+    return dt.datetime.fromtimestamp(epoch, dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _seconds(value: Optional[float]) -> Optional[float]:
+    return round(value, 3) if value is not None else None
+
+
+def build_report_data(result: RunResult, build_id: str) -> dict[str, Any]:
+    """The --report document (schema 1, documented in docs/commands/matrix.md)."""
+    return {
+        "schema": REPORT_SCHEMA,
+        "build_id": build_id,
+        "start": _iso(result.start),
+        "end": _iso(result.end),
+        "duration": round(result.end - result.start, 3),
+        "stopped_by": result.stopped_by,
+        "images": [
+            {
+                "name": item.image.name,
+                "key": item.image.key,
+                "kind": item.image.kind,
+                "reference": item.image.reference,
+                "status": item.status.value,
+                "message": item.message,
+                "image_id": item.image_id or None,
+                "digest": item.digest or None,
+                "start": _iso(item.start),
+                "end": _iso(item.end),
+                "duration": _seconds(item.duration),
+                "build_duration": _seconds(item.build_duration),
+                "log": item.log,
+                "retries": item.retries,
+                "toolkits": {name: list(versions) for name, versions in item.toolkits.items()}
+                if item.toolkits is not None else None,
+            }
+            for item in result.images
+        ],
+    }
+
+
+def write_build_report(result: RunResult, build_id: str, path: str) -> None:
+    text = json.dumps(build_report_data(result, build_id), indent=2) + "\n"
+    write_atomic(path, text)
+
+
+def write_junit(result: RunResult, path: str) -> None:
+    """One testcase per image, failures with the tail of their log, for CI dashboards."""
+    from xml.etree import ElementTree as ET
+
+    from .schedule import Status
+
+    failed = {Status.FAILED, Status.PUSH_FAILED}
+    suite = ET.Element("testsuite", {
+        "name": "aipcc-build matrix",
+        "tests": str(len(result.images)),
+        "failures": str(sum(item.status in failed for item in result.images)),
+        "errors": "0",
+        "skipped": str(sum(item.status in (Status.SKIPPED, Status.CANCELLED)
+                           for item in result.images)),
+        "time": f"{result.end - result.start:.3f}",
+        "timestamp": _iso(result.start) or "",
+    })
+    for item in result.images:
+        case = ET.SubElement(suite, "testcase", {
+            "classname": f"aipcc-build.{item.image.kind}",
+            "name": item.image.name,
+            "time": f"{item.duration or 0:.3f}",
+        })
+        if item.status in failed:
+            failure = ET.SubElement(case, "failure", {"message": item.message,
+                                                      "type": item.status.value})
+            failure.text = "\n".join(item.log_tail)
+        elif item.status is not Status.OK:
+            ET.SubElement(case, "skipped", {"message": f"{item.status.value}: {item.message}"})
+        ET.SubElement(case, "system-out").text = f"log: {item.log}"
+    root = ET.Element("testsuites")
+    root.append(suite)
+    ET.indent(root)
+    write_atomic(path, ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n")
+
+
+def matrix_summary(result: RunResult, report_path: Optional[str]) -> None:
+    """The outcome on stdout, one line per image; the verdict on stderr."""
+    table(("IMAGE", "STATUS", "TIME", "REFERENCE"), [
+        (item.image.key, item.status.value,
+         f"{item.duration:.1f}s" if item.duration is not None else "-",
+         item.image.reference + (f"@{item.digest}" if item.digest else ""))
+        for item in result.images
+    ])
+    counts: dict[str, int] = {}
+    for item in result.images:
+        counts[item.status.value] = counts.get(item.status.value, 0) + 1
+    summary = ", ".join(f"{n} {status}" for status, n in counts.items())
+    stopped = f" (stopped: {result.stopped_by})" if result.stopped_by else ""
+    where = f"; report: {shown_path(report_path)}" if report_path else ""
+    sys.stderr.write(f"{len(result.images)} image(s) in {result.end - result.start:.1f}s: "
+                     f"{summary}{stopped}{where}\n")

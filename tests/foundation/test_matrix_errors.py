@@ -157,3 +157,17 @@ def test_bad_build_id_and_registry(project: Project, cli) -> None:
     assert result.code == 2 and "build id" in result.err
     result = cli("--matrix", str(project.matrix), "list", "--registry", "bad registry")
     assert result.code == 2 and "--registry" in result.err
+
+
+@pytest.mark.parametrize(("option", "value", "hint"), [
+    ("--accelerator", "cdua", "did you mean 'cuda'"),
+    ("--os", "ubi8", "did you mean 'ubi9'"),
+    ("--kind", "builders", "did you mean 'builder'"),
+    ("--only", "cuda-12.8-ubi", "did you mean 'cuda-12.8-ubi9'"),
+    ("--version", "12.7", "the matrix has 12.8.1, 12.9.1, 6.3.4, 6.4.1"),
+])
+def test_filter_that_matches_nothing_is_an_error(project: Project, cli, option: str, value: str,
+                                                 hint: str) -> None:
+    result = cli("--matrix", str(project.matrix), "list", option, value)
+    assert result.code == 2, result
+    assert option in result.err and hint in result.err

@@ -1,0 +1,243 @@
+"""The compatibility matrix: per image, the driver it needs, the GPUs it runs on, its EOL.
+
+Facts come from `toolkit_facts`; a matrix entry's own `min_driver` and `gpu_archs` override
+them. Nothing here prints: results are frozen dataclasses for `compat_report` to format.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Union
+
+from packaging.version import Version
+
+from .errors import InputError
+from .model import ImageSpec
+from .toolkit_facts import DriverVersion, ToolkitFacts
+
+SUPPORTED = "supported"
+EOL_SOON = "eol-soon"
+EOL = "eol"
+DEFAULT_WARN_DAYS = 90
+
+
+@dataclass(frozen=True)
+class Requirements:
+    """What one image needs from a node, after matrix overrides."""
+
+    vendor: Optional[str]  # GPU vendor the image needs: "nvidia", "amd", or None (CPU)
+    min_driver: Optional[DriverVersion]  # below this the image does not start
+    native_driver: Optional[DriverVersion]  # at or above: no minor-version compatibility limits
+    archs: tuple[str, ...]  # "sm_90" / "gfx942"; empty for CPU images
+    archs_from_matrix: bool  # the matrix entry's gpu_archs replaced the toolkit's list
+    native_driver_from_matrix: bool
+    missing_facts: tuple[str, ...]  # what the data file does not know about this toolkit
+
+
+@dataclass(frozen=True)
+class CompatRow:
+    name: str
+    kind: str
+    reference: str
+    accelerator: str
+    version: Optional[str]
+    os: str
+    variant: str  # FROMAGER_VARIANT
+    requirements: Requirements
+    eol: Optional[dt.date]
+    eol_status: str  # SUPPORTED, EOL_SOON or EOL
+    days_to_eol: Optional[int]  # negative once past
+    digest: Optional[str]  # from the build report, when one was given
+
+
+@dataclass(frozen=True)
+class CompatTable:
+    rows: tuple[CompatRow, ...]  # grouped by accelerator, newest version first
+    today: dt.date
+    warn_days: int
+    warnings: tuple[str, ...]
+    facts_path: str
+
+
+def eol_status(image: ImageSpec, today: dt.date, warn_days: int = DEFAULT_WARN_DAYS) -> str:
+    """SUPPORTED, EOL_SOON (EOL within `warn_days`) or EOL (on or after the EOL date).
+
+    An image without an EOL date (CPU images, or a version with no date yet) is supported.
+    """
+    eol = image.toolkit.eol if image.toolkit else None
+    if eol is None:
+        return SUPPORTED
+    if today >= eol:
+        return EOL
+    if (eol - today).days <= warn_days:
+        return EOL_SOON
+    return SUPPORTED
+
+
+def requirements(image: ImageSpec, facts: ToolkitFacts) -> Requirements:
+    toolkit = image.toolkit
+    if toolkit is None:
+        return Requirements(None, None, None, (), False, False, ())
+    missing = []
+    own_driver = DriverVersion.parse(toolkit.min_driver) if toolkit.min_driver else None
+    try:
+        own_archs = tuple(normalise_arch(a) for a in toolkit.gpu_archs)
+    except ValueError as err:
+        where = toolkit.where
+        raise InputError(str(err), file=where.file if where else None,
+                         line=where.line if where else None,
+                         field=f"accelerators.{image.accelerator}.versions.gpu_archs") from err
+    if image.accelerator == "cuda":
+        major = facts.cuda_major(toolkit.version)
+        release = facts.cuda_release(toolkit.version)
+        archs_fact = facts.cuda_architectures_for(toolkit.version)
+        if major is None:
+            missing.append(f"minimum driver of CUDA {Version(toolkit.version).major}.x")
+        if release is None and own_driver is None:
+            missing.append(f"driver shipped with CUDA {toolkit.version}")
+        if archs_fact is None and not own_archs:
+            missing.append(f"architectures of CUDA {toolkit.major_minor}")
+        # The matrix's min_driver is NVIDIA's "minimum required driver" of the release: what
+        # it needs natively. Below it, down to the major's floor, minor-version compatibility
+        # still starts the image (without PTX JIT of newer PTX).
+        native = own_driver or (release.driver if release else None)
+        floor = major.min_driver if major else None
+        min_driver = floor if floor is not None else native
+        if native is not None and min_driver is not None and native < min_driver:
+            min_driver = native
+        fact_archs = tuple(f"sm_{cc.replace('.', '')}" for cc in archs_fact.compute_capabilities) \
+            if archs_fact else ()
+        return Requirements("nvidia", min_driver, native, own_archs or fact_archs, bool(own_archs),
+                            own_driver is not None, tuple(missing))
+    if image.accelerator == "rocm":
+        rocm = facts.rocm_release(toolkit.version)
+        if rocm is None and not own_archs:
+            missing.append(f"gfx targets of ROCm {toolkit.major_minor}")
+        if rocm is None:
+            missing.append(f"supported OS releases of ROCm {toolkit.major_minor}")
+        archs = own_archs or (rocm.gfx_targets if rocm else ())
+        return Requirements("amd", own_driver, own_driver, archs, bool(own_archs),
+                            own_driver is not None, tuple(missing))
+    return Requirements(None, own_driver, own_driver, own_archs, bool(own_archs),
+                        own_driver is not None, ())
+
+
+_SM_RE = re.compile(r"^(?:sm_|compute_)?(\d{2,3})([af]?)$")
+_CC_RE = re.compile(r"^(\d{1,2})\.(\d)([af]?)$")
+
+
+def normalise_arch(arch: str) -> str:
+    """ "9.0", "90", "sm_90", "compute_90" -> "sm_90"; gfx targets pass through."""
+    text = str(arch).strip().lower()
+    if text.startswith("gfx"):
+        return text
+    cc = _CC_RE.match(text)
+    if cc:
+        return f"sm_{cc.group(1)}{cc.group(2)}{cc.group(3)}"
+    sm = _SM_RE.match(text)
+    if sm:
+        return f"sm_{sm.group(1)}{sm.group(2)}"
+    raise ValueError(f"{arch!r} is not a GPU architecture (e.g. sm_90, 9.0 or gfx942)")
+
+
+def sm_to_compute_capability(arch: str) -> tuple[int, int, str]:
+    """ "sm_100a" -> (10, 0, "a"): the last digit is the minor, a suffix is kept."""
+    match = _SM_RE.match(arch)
+    if not match:
+        raise ValueError(arch)
+    digits = match.group(1)
+    return int(digits[:-1]), int(digits[-1]), match.group(2)
+
+
+def version_sort_key(image: ImageSpec) -> tuple[object, ...]:
+    """Accelerators with versions first, each newest first (numerically: 12.10 > 12.9)."""
+    release = Version(image.version).release if image.version else ()
+    newest_first = tuple(-part for part in release + (0,) * (3 - len(release)))
+    return (image.version is None, image.accelerator, newest_first, image.os, image.kind,
+            image.name)
+
+
+def load_build_report(path: Union[str, Path]) -> dict[tuple[str, str], str]:
+    """Digests by (kind, name) from a build report: {"images": [{name, kind, digest}, ...]}."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise InputError(f"cannot read build report: {err}", file=str(path)) from err
+    images = data.get("images") if isinstance(data, dict) else None
+    if not isinstance(images, list):
+        raise InputError("expected an object with an \"images\" list", file=str(path),
+                         field="images")
+    digests = {}
+    for index, entry in enumerate(images):
+        if not isinstance(entry, dict) or not {"name", "kind"} <= entry.keys():
+            raise InputError("each image needs \"name\" and \"kind\"", file=str(path),
+                             field=f"images[{index}]")
+        if entry.get("digest"):
+            digests[(str(entry["kind"]), str(entry["name"]))] = str(entry["digest"])
+    return digests
+
+
+def build_compat_table(
+    images: Iterable[ImageSpec],
+    facts: ToolkitFacts,
+    *,
+    today: dt.date,
+    warn_days: int = DEFAULT_WARN_DAYS,
+    digests: Optional[Mapping[tuple[str, str], str]] = None,
+) -> CompatTable:
+    rows = []
+    warnings = []
+    for image in sorted(images, key=version_sort_key):
+        req = requirements(image, facts)
+        for fact in req.missing_facts:
+            warning = f"{image.accelerator} {image.version}: the data file does not know the {fact}"
+            if warning not in warnings:
+                warnings.append(warning)
+        warnings.extend(w for w in os_warnings(image, facts) if w not in warnings)
+        eol = image.toolkit.eol if image.toolkit else None
+        rows.append(CompatRow(
+            name=image.name,
+            kind=image.kind,
+            reference=image.reference,
+            accelerator=image.accelerator,
+            version=image.version,
+            os=image.os,
+            variant=image.variant,
+            requirements=req,
+            eol=eol,
+            eol_status=eol_status(image, today, warn_days),
+            days_to_eol=(eol - today).days if eol else None,
+            digest=(digests or {}).get((image.kind, image.name)),
+        ))
+    return CompatTable(tuple(rows), today, warn_days, tuple(warnings), facts.path)
+
+
+_RHEL_RE = re.compile(r"^(?:rhel|ubi|el)(\d+)(?:\.(\d+))?")
+
+
+def os_warnings(image: ImageSpec, facts: ToolkitFacts) -> Sequence[str]:
+    """A ROCm image on a RHEL release AMD does not list for that ROCm version."""
+    if image.accelerator != "rocm" or not image.version:
+        return ()
+    rocm = facts.rocm_release(image.version)
+    match = _RHEL_RE.match(image.os)
+    if rocm is None or match is None:
+        return ()
+    major, minor = match.groups()
+    wanted = f"RHEL {major}.{minor}" if minor is not None else f"RHEL {major}"
+    same_major = [r for r in rocm.os_releases if r.startswith(f"RHEL {major}.")]
+    if wanted in rocm.os_releases or (minor is None and same_major):
+        return ()
+    return (f"rocm {image.version} on {image.os}: AMD does not list {wanted} for ROCm "
+            f"{rocm.release} (listed: {', '.join(rocm.os_releases)})",)
+
+
+def eol_findings(table: CompatTable) -> tuple[CompatRow, ...]:
+    """Rows past EOL or within the warning window: what `compat --check` fails on."""
+    return tuple(row for row in table.rows if row.eol_status != SUPPORTED)

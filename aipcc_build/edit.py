@@ -1,0 +1,288 @@
+"""Edit the matrix file in place: add a toolkit version, mark one end-of-life, remove one.
+
+ruamel.yaml's round trip keeps comments and key order, but it re-spaces some text it parsed
+(`ubi9:  {from: ...}` comes back as `ubi9: {from: ...}`). So the edit is made on ruamel's
+text and then carried over to the original text line by line: every line the edit did not
+touch stays byte-identical. The edited text is validated (`matrix.parse`) and its new
+Containerfiles rendered in memory before the file is replaced atomically, so the file on
+disk is never left invalid or half-written.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import difflib
+import io
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from .errors import InputError
+from .fsutil import write_atomic
+from .matrix import DRIVER, Filters, expand, load, parse
+from .model import Accelerator, ImageSpec, Matrix, Product, ToolkitVersion
+from .render import RenderedFile, RenderResult, apply, render_all
+
+# add-version takes full releases only: "12.9" would not say which patch the images pin.
+FULL_VERSION = re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+$")
+
+
+@dataclass(frozen=True)
+class NewVersion:
+    accelerator: str
+    version: str
+    min_driver: Optional[str] = None
+    eol: Optional[dt.date] = None
+    vars: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Retirement:
+    accelerator: str
+    version: str
+    eol: Optional[dt.date]  # None only with remove
+    remove: bool = False
+
+
+@dataclass(frozen=True)
+class AddVersionResult:
+    matrix_path: str
+    accelerator: str
+    version: str
+    product: Product
+    images: tuple[ImageSpec, ...]  # the images the new version adds, in matrix order
+    rendered: RenderResult
+
+    @property
+    def repositories(self) -> tuple[str, ...]:
+        """One per new image name: each must exist in the registry before the first push."""
+        return tuple(dict.fromkeys(image.repository for image in self.images))
+
+
+@dataclass(frozen=True)
+class RetireResult:
+    matrix_path: str
+    accelerator: str
+    version: str
+    eol: Optional[dt.date]
+    removed: bool
+    images: tuple[ImageSpec, ...]  # the version's images (gone from the matrix when removed)
+    rendered: Optional[RenderResult]  # the render after a removal; None otherwise
+
+
+def add_version(path: str, new: NewVersion) -> AddVersionResult:
+    """Add NEW to its accelerator's versions, write the matrix, render the new images."""
+    current = load(path)
+    accelerator = _accelerator(current, new.accelerator)
+    what = f"adding {new.accelerator} {new.version}"
+    if not FULL_VERSION.match(new.version):
+        raise InputError(f"'{new.version}' is not a version of the form X.Y.Z", field="VERSION")
+    if new.min_driver is not None and not DRIVER.match(new.min_driver):
+        raise InputError(f"'{new.min_driver}' is not a driver version (like 570.124.06)",
+                         field="--min-driver")
+    for name in new.vars:
+        if not name.isidentifier():
+            raise InputError(f"'{name}' is not a template variable name (an identifier)",
+                             field="--var")
+    if not accelerator.versions:
+        raise InputError(f"accelerator '{accelerator.name}' is declared without versions, so "
+                         f"its images carry no version ({accelerator.name}-<os>); give it a "
+                         f"versions list by hand if it should have some", file=current.path,
+                         field=f"accelerators.{accelerator.name}")
+    major_minor = ".".join(new.version.split(".")[:2])
+    for existing in accelerator.versions:
+        if existing.version == new.version:
+            raise _at(existing, f"{accelerator.name} {new.version} is already in the matrix")
+        if existing.major_minor == major_minor:
+            raise _at(existing, f"{accelerator.name} {existing.version} already makes the images "
+                      f"{accelerator.name}-{major_minor}-<os> (names carry major.minor only): "
+                      f"change that entry's version to {new.version} instead")
+
+    original = Path(path).read_text()
+    document = _RoundTrip(original)
+    versions = document.data["accelerators"][accelerator.name]["versions"]
+    versions.insert(_insertion_index(accelerator.versions, new.version),
+                    _version_entry(new, flow=_is_flow(versions[0])))
+    text = document.carried_over()
+    edited = _validated(path, text, what)
+
+    before = {image.key for image in expand(current)}
+    images = tuple(image for image in expand(edited) if image.key not in before)
+    rendered = _rendered(edited, Filters(names=tuple(image.key for image in images)), what)
+    write_atomic(path, text)
+    return AddVersionResult(
+        matrix_path=path, accelerator=accelerator.name, version=new.version,
+        product=edited.product, images=images,
+        rendered=apply(edited, rendered, check=False, remove_stale=False),
+    )
+
+
+def retire(path: str, retirement: Retirement) -> RetireResult:
+    """Set the version's `eol`, or remove it and its generated Containerfiles."""
+    current = load(path)
+    accelerator = _accelerator(current, retirement.accelerator)
+    known = [v.version for v in accelerator.versions]
+    if retirement.version not in known:
+        listed = ", ".join(known) if known else "none"
+        raise InputError(f"{accelerator.name} has no version {retirement.version} "
+                         f"(versions: {listed})", file=current.path, field="VERSION")
+    index = known.index(retirement.version)
+    if retirement.remove and len(known) == 1:
+        raise _at(accelerator.versions[0],
+                  f"{retirement.version} is the last version of {accelerator.name}: without "
+                  f"versions its images would be renamed {accelerator.name}-<os>; remove the "
+                  f"accelerator by hand instead")
+    what = f"retiring {accelerator.name} {retirement.version}"
+    images = tuple(image for image in expand(current)
+                   if image.accelerator == accelerator.name
+                   and image.version == retirement.version)
+
+    original = Path(path).read_text()
+    document = _RoundTrip(original)
+    versions = document.data["accelerators"][accelerator.name]["versions"]
+    if retirement.remove:
+        del versions[index]
+    else:
+        versions[index]["eol"] = retirement.eol
+    text = document.carried_over()
+    edited = _validated(path, text, what)
+    rendered = _rendered(edited, Filters(), what) if retirement.remove else None
+    write_atomic(path, text)
+    return RetireResult(
+        matrix_path=path, accelerator=accelerator.name, version=retirement.version,
+        eol=retirement.eol, removed=retirement.remove, images=images,
+        # Removal is render's own stale-file removal: the version's files left the matrix.
+        rendered=apply(edited, rendered, check=False, remove_stale=True)
+        if rendered is not None else None,
+    )
+
+
+def _accelerator(matrix: Matrix, name: str) -> Accelerator:
+    if name not in matrix.accelerators:
+        hint = difflib.get_close_matches(name, list(matrix.accelerators), n=1)
+        extra = f" (did you mean '{hint[0]}'?)" if hint else \
+            f" (accelerators: {', '.join(matrix.accelerators)})"
+        raise InputError(f"unknown accelerator '{name}'{extra}", file=matrix.path,
+                         field="ACCELERATOR")
+    return matrix.accelerators[name]
+
+
+def _at(version: ToolkitVersion, message: str) -> InputError:
+    where = version.where
+    if where is None:
+        return InputError(message, field="VERSION")
+    return InputError(message, file=where.file, line=where.line, column=where.column,
+                      field="VERSION")
+
+
+def _validated(path: str, text: str, what: str) -> Matrix:
+    try:
+        return parse(text, path)
+    except InputError as exc:
+        raise InputError(f"{what} would make the matrix invalid (line numbers of the edited "
+                         f"text; the file is unchanged): {exc.message}", file=exc.file,
+                         line=exc.line, column=exc.column, field=exc.field) from None
+
+
+def _rendered(matrix: Matrix, filters: Filters, what: str) -> list[RenderedFile]:
+    try:
+        return render_all(matrix, filters)
+    except InputError as exc:
+        raise InputError(f"{exc.message} ({what}; the matrix is unchanged: give the variables "
+                         f"the templates need with --var NAME=VALUE)", file=exc.file,
+                         line=exc.line, column=exc.column, field=exc.field) from None
+
+
+def _insertion_index(versions: tuple[ToolkitVersion, ...], version: str) -> int:
+    """Keep the list's order: newest first unless the file lists oldest first."""
+    parts = tuple(int(p) for p in version.split("."))
+    existing = [v.parts for v in versions]
+    if len(existing) > 1 and existing == sorted(existing):
+        return sum(1 for p in existing if p < parts)
+    return sum(1 for p in existing if p > parts)
+
+
+def _version_entry(new: NewVersion, *, flow: bool) -> Any:
+    from ruamel.yaml.comments import CommentedMap
+
+    entry = CommentedMap()
+    entry["version"] = new.version
+    if new.min_driver is not None:
+        entry["min_driver"] = new.min_driver
+    if new.eol is not None:
+        entry["eol"] = new.eol
+    if new.vars:
+        variables = CommentedMap(new.vars)
+        variables.fa.set_flow_style()  # the shipped matrix writes vars on one line
+        entry["vars"] = variables
+    if flow:
+        entry.fa.set_flow_style()
+    return entry
+
+
+def _is_flow(node: Any) -> bool:
+    return bool(getattr(node, "fa", None) and node.fa.flow_style())
+
+
+class _RoundTrip:
+    """A matrix text loaded with ruamel.yaml, dumped back with the file's own indentation."""
+
+    # (mapping indent, dash offset) pairs people write; the sequence content follows the dash.
+    STYLES = ((2, 2), (2, 0), (4, 2), (4, 0), (4, 4))
+
+    def __init__(self, text: str) -> None:
+        from ruamel.yaml import YAML
+
+        self.original = text
+        self.yaml = YAML()
+        self.yaml.preserve_quotes = True
+        self.yaml.width = 4096  # never re-wrap a long line
+        self.data = self.yaml.load(text)
+        # ruamel's guess_indent mixes mapping and sequence indents up: try each style and
+        # keep the one that reproduces most lines, so inserted lines match their neighbours.
+        original = set(text.splitlines())
+        best = -1
+        for mapping, offset in self.STYLES:
+            self.yaml.indent(mapping=mapping, sequence=offset + 2, offset=offset)
+            dumped = self._dump()
+            score = sum(1 for line in dumped.splitlines() if line in original)
+            if score > best:
+                best, self.normalized, style = score, dumped, (mapping, offset)
+        self.yaml.indent(mapping=style[0], sequence=style[1] + 2, offset=style[1])
+
+    def _dump(self) -> str:
+        stream = io.StringIO()
+        self.yaml.dump(self.data, stream)
+        return stream.getvalue()
+
+    def carried_over(self) -> str:
+        """The original text with the edit (ruamel's unedited -> edited text) applied to it."""
+        original = self.original.splitlines(keepends=True)
+        normalized = self.normalized.splitlines(keepends=True)
+        edited = self._dump().splitlines(keepends=True)
+        # Line i of ruamel's text is line to_original[i] of the file where both align 1:1.
+        to_original: dict[int, int] = {}
+        matcher = difflib.SequenceMatcher(None, normalized, original, autojunk=False)
+        for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+            if tag == "equal" or (tag == "replace" and i2 - i1 == j2 - j1):
+                to_original.update((i1 + k, j1 + k) for k in range(i2 - i1))
+        to_original[len(normalized)] = len(original)
+
+        result: list[str] = []
+        copied = 0  # original lines before this index are in result already
+        matcher = difflib.SequenceMatcher(None, normalized, edited, autojunk=False)
+        for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+            if tag == "equal":
+                continue
+            if i1 not in to_original or (i2 > i1 and i2 - 1 not in to_original):
+                # The edit touches lines ruamel reshaped beyond recognition: keep its text.
+                return "".join(edited)
+            start = to_original[i1]
+            end = to_original[i2 - 1] + 1 if i2 > i1 else start
+            result.extend(original[copied:start])
+            result.extend(edited[j1:j2])
+            copied = end
+        result.extend(original[copied:])
+        return "".join(result)

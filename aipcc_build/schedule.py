@@ -1,0 +1,556 @@
+"""Run a build plan: concurrent builds in dependency order, within job and resource limits.
+
+The core of `aipcc-build matrix`. It never prints: it reports typed events through a
+callback (rendered by `report`) and returns a `RunResult`. The outside world comes in
+through a `Runner` (the real one is `buildah.BuildahRunner`; unit tests use a fake) and an
+optional validation step called between a successful build and its push.
+
+Threads: the main loop (the caller's thread) owns all state and emits every event; one
+worker thread per running image builds, validates and pushes it, and talks to the main
+loop through a queue.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import enum
+import json
+import os
+import queue
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable, Optional, Protocol, TypeVar, Union
+
+from .errors import CheckFailed, InputError
+from .matrix import QUANTITY, UNITS
+from .model import ImageSpec
+from .plan import BuildPlan, build_context
+
+LOG_TAIL_LINES = 30
+
+
+class Status(str, enum.Enum):
+    QUEUED = "queued"
+    BUILDING = "building"
+    VALIDATING = "validating"
+    PUSHING = "pushing"
+    OK = "ok"
+    FAILED = "failed"  # build or validation failed
+    SKIPPED = "skipped"  # an image it is built FROM failed
+    PUSH_FAILED = "push-failed"  # built (and validated) but not pushed
+    CANCELLED = "cancelled"  # stopped or never started: --fail-fast or an interruption
+
+    @property
+    def final(self) -> bool:
+        return self in FINAL
+
+
+FINAL = {Status.OK, Status.FAILED, Status.SKIPPED, Status.PUSH_FAILED, Status.CANCELLED}
+
+
+# ---- what goes in and out of a runner ---------------------------------------------------
+
+@dataclass(frozen=True)
+class BuildJob:
+    image: ImageSpec
+    from_image_id: Optional[str]  # the parent's freshly built local image ID
+    build_args: Mapping[str, str]
+    labels: Mapping[str, str]
+    layers: Optional[bool]
+    pull: Optional[str]
+    platform: Optional[str]
+
+
+@dataclass(frozen=True)
+class BuildOutcome:
+    ok: bool
+    image_id: str = ""
+    error: str = ""
+    transient: bool = False  # a pull or network error worth retrying
+    stopped: bool = False  # ended by Runner.stop
+
+
+@dataclass(frozen=True)
+class PushOutcome:
+    ok: bool
+    digest: str = ""
+    error: str = ""
+    stopped: bool = False
+
+
+@dataclass(frozen=True)
+class ValidationOutcome:
+    ok: bool
+    message: str = ""
+    toolkits: Mapping[str, Sequence[str]] = field(default_factory=dict)  # "cuda": ["12.8.90"]
+
+
+# The validation step: (image, local image ID) -> outcome. The validator lands separately.
+Validate = Callable[[ImageSpec, str], ValidationOutcome]
+
+
+class Runner(Protocol):
+    def build(self, job: BuildJob, on_line: Callable[[str], None]) -> BuildOutcome: ...
+
+    def push(self, job: BuildJob, image_id: str, tls_verify: bool,
+             on_line: Callable[[str], None]) -> PushOutcome: ...
+
+    def stop(self) -> None:
+        """Stop every running child (terminate, then kill after a grace time); the calls
+        in progress return `stopped` outcomes and later calls start nothing."""
+
+    def remove_leftovers(self) -> list[str]:
+        """Remove what stopped children left behind (working containers)."""
+
+
+# ---- options, events, results -----------------------------------------------------------
+
+@dataclass(frozen=True)
+class ScheduleOptions:
+    log_dir: str
+    jobs: int = 1
+    capacity: Mapping[str, float] = field(default_factory=dict)
+    retries: int = 1
+    retry_delay: float = 2.0  # seconds before the first retry; doubles after each
+    fail_fast: bool = False
+    push: bool = False
+    tls_verify: bool = True
+    build_args: Mapping[str, str] = field(default_factory=dict)
+    labels: Mapping[str, str] = field(default_factory=dict)
+    layers: Optional[bool] = None
+    pull: Optional[str] = None
+    platform: Optional[str] = None
+    history: Mapping[str, float] = field(default_factory=dict)  # key -> seconds
+
+
+@dataclass(frozen=True)
+class StatusChanged:
+    key: str
+    status: Status
+    message: str = ""
+    log_tail: tuple[str, ...] = ()  # set on failures
+
+
+@dataclass(frozen=True)
+class LogLine:
+    key: str
+    line: str
+
+
+@dataclass(frozen=True)
+class Retrying:
+    key: str
+    action: str  # "build" or "push"
+    attempt: int  # the attempt about to start, from 2
+    delay: float
+    error: str
+
+
+Event = Union[StatusChanged, LogLine, Retrying]
+_Outcome = TypeVar("_Outcome", BuildOutcome, PushOutcome)
+
+
+@dataclass(frozen=True)
+class ImageResult:
+    image: ImageSpec
+    status: Status
+    log: str
+    image_id: str = ""
+    digest: str = ""
+    start: Optional[float] = None  # epoch seconds
+    built: Optional[float] = None  # built and validated: dependents could start
+    end: Optional[float] = None  # after the push, if any
+    retries: int = 0
+    message: str = ""
+    toolkits: Optional[Mapping[str, Sequence[str]]] = None  # None: not validated
+    log_tail: tuple[str, ...] = ()
+
+    @property
+    def duration(self) -> Optional[float]:
+        if self.start is None or self.end is None:
+            return None
+        return self.end - self.start
+
+    @property
+    def build_duration(self) -> Optional[float]:
+        if self.start is None or self.built is None:
+            return None
+        return self.built - self.start
+
+
+@dataclass(frozen=True)
+class RunResult:
+    images: tuple[ImageResult, ...]  # plan order
+    start: float
+    end: float
+    stopped_by: Optional[str] = None  # "interrupt" or "fail-fast"
+
+    @property
+    def ok(self) -> bool:
+        return all(result.status is Status.OK for result in self.images)
+
+
+# ---- inputs the CLI prepares ------------------------------------------------------------
+
+def parse_capacity(text: str) -> dict[str, float]:
+    """`cpu=8,memory=32Gi,gpu=0` -> {"cpu": 8, "memory": 34359738368, "gpu": 0}."""
+    capacity: dict[str, float] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, sep, amount = item.partition("=")
+        match = QUANTITY.match(amount.strip())
+        if not sep or not name.strip() or not match:
+            raise InputError(f"'{item}' is not SLOT=AMOUNT (like cpu=8 or memory=32Gi)",
+                             field="--capacity")
+        capacity[name.strip()] = float(match.group(1)) * UNITS[match.group(2)]
+    return capacity
+
+
+def detect_capacity() -> dict[str, float]:
+    """This host's CPUs and memory; named slots (gpu...) only exist when given."""
+    capacity: dict[str, float] = {"cpu": float(os.cpu_count() or 1)}
+    with contextlib.suppress(ValueError, OSError, AttributeError):
+        capacity["memory"] = float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    return capacity
+
+
+def read_history(path: str) -> dict[str, float]:
+    """Durations of the images that built fine in an earlier run's report."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except OSError as exc:
+        raise InputError(f"cannot read the history: {exc.strerror}", file=path,
+                         field="--history") from None
+    except ValueError as exc:
+        raise InputError(f"not a JSON build report: {exc}", file=path, field="--history") \
+            from None
+    if not isinstance(data, dict) or data.get("schema") != 1 or \
+            not isinstance(data.get("images"), list):
+        raise InputError("not a build report of schema 1", file=path, field="--history")
+    # The build time, not the push: it is what holds a job slot and delays dependents.
+    return {
+        entry["key"]: float(entry["build_duration"])
+        for entry in data["images"]
+        if isinstance(entry, dict) and entry.get("status") == Status.OK.value
+        and isinstance(entry.get("key"), str)
+        and isinstance(entry.get("build_duration"), (int, float))
+    }
+
+
+def check_eol(images: Sequence[ImageSpec], today: dt.date, allow_eol: bool) -> list[str]:
+    """Refuse toolkit versions past their `eol` date unless allowed; return the messages
+    (for a warning when allowed)."""
+    past: dict[tuple[str, str], str] = {}
+    for image in images:
+        toolkit = image.toolkit
+        if toolkit is not None and toolkit.eol is not None and toolkit.eol < today:
+            past[(image.accelerator, toolkit.version)] = (
+                f"{image.accelerator} {toolkit.version} reached end of life on "
+                f"{toolkit.eol.isoformat()}"
+            )
+    messages = list(past.values())
+    if messages and not allow_eol:
+        raise CheckFailed("; ".join(messages) + " (drop it from the matrix, or pass "
+                          "--allow-eol to build it anyway)")
+    return messages
+
+
+def check_contexts(images: Sequence[ImageSpec]) -> None:
+    for image in images:
+        context = build_context(image)
+        if not Path(context).is_dir():
+            raise InputError(f"the build context of {image.key} does not exist: {context}",
+                             field=f"images.{image.kind}.context")
+
+
+def log_path(log_dir: str, image: ImageSpec) -> str:
+    return str(Path(log_dir) / image.kind / f"{image.name}.log")
+
+
+# ---- the scheduler ----------------------------------------------------------------------
+
+def priorities(plan: BuildPlan, history: Mapping[str, float]) -> dict[str, float]:
+    """Length of the longest dependency path from each build to the end of the plan,
+    counting the build itself: recorded durations when known (their mean for new images),
+    else one unit per build."""
+    default = sum(history.values()) / len(history) if history else 1.0
+    dependents = plan.dependents()
+    result: dict[str, float] = {}
+    for build in reversed(plan.builds):  # dependents come later in the plan
+        key = build.image.key
+        result[key] = history.get(key, default) + max(
+            (result[child] for child in dependents[key]), default=0.0)
+    return result
+
+
+def run(plan: BuildPlan, options: ScheduleOptions, runner: Runner,
+        on_event: Callable[[Event], None], stop: threading.Event,
+        validate: Optional[Validate] = None) -> RunResult:
+    """Build (validate, push) every image of PLAN. Setting STOP (from a signal handler)
+    stops the children, removes what they left and returns what finished."""
+    return _Scheduler(plan, options, runner, on_event, stop, validate).run()
+
+
+@dataclass(frozen=True)
+class _Message:
+    """Worker -> main loop."""
+
+    key: str
+    event: Optional[Event] = None  # to pass on
+    built_id: Optional[str] = None  # built and validated: dependents may start
+    result: Optional[ImageResult] = None  # the worker is done
+
+
+class _Scheduler:
+    def __init__(self, plan: BuildPlan, options: ScheduleOptions, runner: Runner,
+                 on_event: Callable[[Event], None], stop: threading.Event,
+                 validate: Optional[Validate]) -> None:
+        self.plan = plan
+        self.options = options
+        self.runner = runner
+        self.on_event = on_event
+        self.stop = stop
+        self.validate = validate
+        self.builds = {build.image.key: build for build in plan.builds}
+        self.dependents = plan.dependents()
+        self.priority = priorities(plan, options.history)
+        self.results: dict[str, ImageResult] = {
+            key: ImageResult(image=build.image, status=Status.QUEUED,
+                             log=log_path(options.log_dir, build.image))
+            for key, build in self.builds.items()
+        }
+        self.built_ids: dict[str, str] = {}
+        self.holding: dict[str, Mapping[str, float]] = {}  # key -> resources held
+        self.workers: dict[str, threading.Thread] = {}
+        self.messages: queue.Queue[_Message] = queue.Queue()
+        self.cancelled = threading.Event()  # workers: start nothing new
+        self.push_slots = threading.Semaphore(max(1, options.jobs))
+        self.stopped_by: Optional[str] = None
+
+    # -- main loop --
+
+    def run(self) -> RunResult:
+        start = time.time()
+        self._fail_unsatisfiable()
+        while True:
+            if self.stop.is_set() and self.stopped_by is None:
+                self._cancel("interrupt")
+            if self.stopped_by is None:
+                self._start_ready()
+            if not self.workers:
+                break
+            try:
+                message = self.messages.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            self._handle(message)
+        if self.stopped_by is not None:
+            self.runner.remove_leftovers()
+        for key, result in self.results.items():
+            if not result.status.final:  # never started
+                self._finish(key, Status.CANCELLED, f"not started ({self.stopped_by})")
+        return RunResult(images=tuple(self.results[b.image.key] for b in self.plan.builds),
+                         start=start, end=time.time(), stopped_by=self.stopped_by)
+
+    def _fail_unsatisfiable(self) -> None:
+        """A build needing more of a slot than the capacity has would wait forever."""
+        capacity = self.options.capacity
+        for key, build in self.builds.items():
+            for slot, amount in sorted(build.image.resources.items()):
+                have = capacity.get(slot, 0.0)
+                if amount <= have or self.results[key].status.final:
+                    continue
+                if have <= 0:
+                    why = (f"needs {slot}={_amount(amount)} but no capacity provides "
+                           f"'{slot}' (add it with --capacity {slot}=N)")
+                else:
+                    why = (f"needs {slot}={_amount(amount)} but the capacity is "
+                           f"{slot}={_amount(have)} (raise it with --capacity)")
+                self._write_log(key, [why])
+                self._finish(key, Status.FAILED, why, log_tail=(why,))
+                self._skip_dependents(key)
+
+    def _ready(self) -> list[str]:
+        ready = [
+            key for key, build in self.builds.items()
+            if self.results[key].status is Status.QUEUED and key not in self.workers
+            and all(need in self.built_ids for need in build.needs)
+        ]
+        # Longest remaining path first; plan order breaks ties.
+        return sorted(ready, key=lambda key: -self.priority[key])
+
+    def _start_ready(self) -> None:
+        for key in self._ready():
+            if len(self.holding) >= self.options.jobs:
+                return
+            needs = self.builds[key].image.resources
+            if not self._fits(needs):
+                continue  # a smaller build may fit meanwhile
+            self.holding[key] = needs
+            build = self.builds[key]
+            parent = build.needs[0] if build.needs else None
+            job = BuildJob(
+                image=build.image,
+                from_image_id=self.built_ids[parent] if parent else None,
+                build_args=self.options.build_args, labels=self.options.labels,
+                layers=self.options.layers, pull=self.options.pull,
+                platform=self.options.platform,
+            )
+            self.results[key] = replace(self.results[key], status=Status.BUILDING,
+                                        start=time.time())
+            self.on_event(StatusChanged(key, Status.BUILDING))
+            worker = threading.Thread(target=self._work, args=(job,), name=f"build {key}",
+                                      daemon=True)
+            self.workers[key] = worker
+            worker.start()
+
+    def _fits(self, needs: Mapping[str, float]) -> bool:
+        for slot, amount in needs.items():
+            used = sum(held.get(slot, 0.0) for held in self.holding.values())
+            if used + amount > self.options.capacity.get(slot, 0.0):
+                return False
+        return True
+
+    def _handle(self, message: _Message) -> None:
+        key = message.key
+        if message.event is not None:
+            if isinstance(message.event, StatusChanged):
+                self.results[key] = replace(self.results[key], status=message.event.status)
+            self.on_event(message.event)
+        if message.built_id is not None:
+            self.built_ids[key] = message.built_id
+            self.holding.pop(key, None)
+        if message.result is not None:
+            self.workers.pop(key).join()
+            self.holding.pop(key, None)
+            result = message.result
+            self.results[key] = result
+            if result.status is Status.FAILED:
+                self._skip_dependents(key)
+            self.on_event(StatusChanged(key, result.status, result.message, result.log_tail))
+            if result.status in (Status.FAILED, Status.PUSH_FAILED) and self.options.fail_fast:
+                self._cancel("fail-fast")
+
+    def _cancel(self, reason: str) -> None:
+        self.stopped_by = reason
+        self.cancelled.set()
+        self.runner.stop()
+
+    def _skip_dependents(self, key: str) -> None:
+        for child in self.dependents[key]:
+            if not self.results[child].status.final:
+                self._finish(child, Status.SKIPPED, f"{key} failed")
+                self._skip_dependents(child)
+
+    def _finish(self, key: str, status: Status, message: str,
+                log_tail: tuple[str, ...] = ()) -> None:
+        self.results[key] = replace(self.results[key], status=status, message=message,
+                                    log_tail=log_tail)
+        self.on_event(StatusChanged(key, status, message, log_tail))
+
+    def _write_log(self, key: str, lines: Sequence[str]) -> None:
+        path = Path(self.results[key].log)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(line + "\n" for line in lines))
+
+    # -- worker (one thread per running image) --
+
+    def _work(self, job: BuildJob) -> None:
+        key = job.image.key
+        result = self.results[key]  # read once: the main loop replaces it
+        tail: list[str] = []
+        path = Path(result.log)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("w", encoding="utf-8", errors="replace") as log:
+
+            def line(text: str) -> None:
+                log.write(text + "\n")
+                log.flush()
+                tail.append(text)
+                del tail[:-LOG_TAIL_LINES]
+                self.messages.put(_Message(key, event=LogLine(key, text)))
+
+            def status(new: Status) -> None:
+                self.messages.put(_Message(key, event=StatusChanged(key, new)))
+
+            built_at: list[float] = []
+
+            def done(status: Status, message: str = "", *, retries: int, image_id: str = "",
+                     digest: str = "",
+                     toolkits: Optional[Mapping[str, Sequence[str]]] = None) -> None:
+                failed = status in (Status.FAILED, Status.PUSH_FAILED)
+                final = replace(result, status=status, message=message, end=time.time(),
+                                built=built_at[0] if built_at else None,
+                                log_tail=tuple(tail) if failed else (), retries=retries,
+                                image_id=image_id, digest=digest, toolkits=toolkits)
+                self.messages.put(_Message(key, result=final))
+
+            built, retries = self._attempt("build", key, line,
+                                           lambda: self.runner.build(job, line))
+            if built.stopped or (not built.ok and self.cancelled.is_set()):
+                return done(Status.CANCELLED, "stopped", retries=retries)
+            if not built.ok:
+                return done(Status.FAILED, built.error, retries=retries)
+            toolkits: Optional[Mapping[str, Sequence[str]]] = None
+            if self.validate is not None:
+                status(Status.VALIDATING)
+                try:
+                    checked = self.validate(job.image, built.image_id)
+                except Exception as exc:  # a validator bug must not take the run down
+                    checked = ValidationOutcome(ok=False, message=f"validator error: {exc}")
+                toolkits = checked.toolkits
+                if not checked.ok:
+                    line(f"validation failed: {checked.message}")
+                    return done(Status.FAILED, f"validation failed: {checked.message}",
+                                image_id=built.image_id, retries=retries, toolkits=toolkits)
+            built_at.append(time.time())
+            self.messages.put(_Message(key, built_id=built.image_id))
+            if not self.options.push:
+                return done(Status.OK, image_id=built.image_id, retries=retries,
+                            toolkits=toolkits)
+            if self.cancelled.is_set():
+                return done(Status.CANCELLED, "built, not pushed (stopped)",
+                            image_id=built.image_id, retries=retries, toolkits=toolkits)
+            status(Status.PUSHING)
+            with self.push_slots:
+                pushed, push_retries = self._attempt(
+                    "push", key, line,
+                    lambda: self.runner.push(job, built.image_id, self.options.tls_verify,
+                                             line))
+            retries += push_retries
+            if pushed.ok:
+                return done(Status.OK, image_id=built.image_id, digest=pushed.digest,
+                            retries=retries, toolkits=toolkits)
+            if pushed.stopped or self.cancelled.is_set():
+                return done(Status.CANCELLED, "built, push stopped", image_id=built.image_id,
+                            retries=retries, toolkits=toolkits)
+            return done(Status.PUSH_FAILED,
+                        f"push to {job.image.reference} failed after {push_retries + 1} "
+                        f"attempt(s): {pushed.error}",
+                        image_id=built.image_id, retries=retries, toolkits=toolkits)
+
+    def _attempt(self, action: str, key: str, line: Callable[[str], None],
+                 call: Callable[[], _Outcome]) -> tuple[_Outcome, int]:
+        """Call, retrying with backoff: builds on transient errors, pushes on any error
+        (a push has no template step that could fail for good)."""
+        retries = 0
+        while True:
+            outcome = call()
+            retryable = outcome.transient if isinstance(outcome, BuildOutcome) else True
+            if outcome.ok or outcome.stopped or not retryable \
+                    or retries >= self.options.retries or self.cancelled.is_set():
+                return outcome, retries
+            delay = self.options.retry_delay * 2 ** retries
+            retries += 1
+            line(f"{action} failed ({outcome.error}); attempt {retries + 1} in {delay:g} s")
+            self.messages.put(_Message(key, event=Retrying(key, action, retries + 1, delay,
+                                                           outcome.error)))
+            if self.cancelled.wait(delay):
+                return outcome, retries
+
+
+def _amount(value: float) -> str:
+    return f"{value:g}"

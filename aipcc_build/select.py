@@ -1,0 +1,374 @@
+"""Which images run on a node: by GPU (or compute capability), driver, and EOL.
+
+A node is described by flags or read from a Kubernetes node object, using the labels NVIDIA's
+GPU feature discovery, Node Feature Discovery and AMD's node labeller put there. Nothing here
+prints: `select_images` returns a frozen `Selection` for the reporting module.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import itertools
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional, Union
+
+import yaml
+
+from .compat import (
+    DEFAULT_WARN_DAYS,
+    EOL,
+    Requirements,
+    eol_status,
+    requirements,
+    sm_to_compute_capability,
+    version_sort_key,
+)
+from .errors import InputError
+from .model import ImageSpec
+from .toolkit_facts import DriverVersion, ToolkitFacts
+
+# How an image runs on a node, best first.
+NATIVE = "native"
+MINOR_VERSION_COMPAT = "minor-version-compatibility"
+CPU_ONLY = "cpu-only"
+_MODE_RANK = {NATIVE: 0, MINOR_VERSION_COMPAT: 1, CPU_ONLY: 2}
+
+# Why an image does not run on a node.
+DRIVER_TOO_OLD = "driver too old"
+ARCH_NOT_SUPPORTED = "architecture not supported"
+ARCH_UNKNOWN = "architectures unknown"
+NO_MATCHING_GPU = "no matching GPU"
+PAST_EOL = "eol"
+
+_VENDOR_NAME = {"nvidia": "NVIDIA", "amd": "AMD"}
+_CC_RE = re.compile(r"^(\d{1,2})\.(\d)$")
+
+
+@dataclass(frozen=True)
+class Node:
+    vendor: str  # "nvidia" or "amd"
+    arch: str  # compute capability "9.0" or gfx target "gfx942"
+    gpu: Optional[str]  # product name when known
+    driver: Optional[DriverVersion]  # NVIDIA driver; None for AMD
+    source: str  # "flags" or the node's name and file
+
+    def describe(self) -> str:
+        what = f"{self.gpu} " if self.gpu else ""
+        arch = f"compute capability {self.arch}" if self.vendor == "nvidia" else self.arch
+        driver = f", driver {self.driver}" if self.driver else ""
+        return f"{what}({arch}){driver}"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    image: ImageSpec
+    requirements: Requirements
+    mode: str  # NATIVE, MINOR_VERSION_COMPAT or CPU_ONLY
+    eol_status: str
+
+
+@dataclass(frozen=True)
+class Reason:
+    code: str  # DRIVER_TOO_OLD, ARCH_NOT_SUPPORTED, ...
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.detail}"
+
+
+@dataclass(frozen=True)
+class Exclusion:
+    image: ImageSpec
+    reasons: tuple[Reason, ...]
+
+
+@dataclass(frozen=True)
+class Selection:
+    node: Node
+    runnable: tuple[Candidate, ...]  # best first
+    excluded: tuple[Exclusion, ...]
+    today: dt.date
+
+
+def parse_driver(text: str) -> DriverVersion:
+    """A node's driver: a bare branch ("550") is not enough to compare with 550.54.15."""
+    try:
+        driver = DriverVersion.parse(text)
+    except ValueError as err:
+        raise InputError(str(err), field="driver") from err
+    if len(driver.parts) < 2:
+        raise InputError(f"{text!r} is not a driver version (expected e.g. 550.54.15)",
+                         field="driver")
+    return driver
+
+
+def node_from_flags(
+    facts: ToolkitFacts,
+    *,
+    gpu: Optional[str] = None,
+    compute_capability: Optional[str] = None,
+    driver: Optional[str] = None,
+) -> Node:
+    if (gpu is None) == (compute_capability is None):
+        raise InputError("give exactly one of --gpu and --compute-capability")
+    if gpu is not None:
+        found = facts.find_gpu(gpu)
+        vendor, arch, name = found.vendor, found.arch, found.name
+    else:
+        arch = str(compute_capability).strip()
+        if not _CC_RE.match(arch):
+            raise InputError(f"{compute_capability!r} is not a compute capability (e.g. 9.0)",
+                             field="compute-capability")
+        vendor, name = "nvidia", None
+    parsed = parse_driver(driver) if driver is not None else None
+    if vendor == "nvidia" and parsed is None:
+        raise InputError("an NVIDIA GPU needs --driver (e.g. --driver 550.54.15)", field="driver")
+    return Node(vendor, arch, name, parsed, "flags")
+
+
+# Labels, newest name first where GPU feature discovery renamed them.
+_NVIDIA_PRODUCT = "nvidia.com/gpu.product"
+_NVIDIA_COMPUTE = ("nvidia.com/gpu.compute.major", "nvidia.com/gpu.compute.minor")
+_NVIDIA_DRIVER_FULL = "nvidia.com/cuda.driver-version.full"
+_NVIDIA_DRIVER_PARTS = (
+    ("nvidia.com/cuda.driver-version.major", "nvidia.com/cuda.driver-version.minor",
+     "nvidia.com/cuda.driver-version.revision"),
+    ("nvidia.com/cuda.driver.major", "nvidia.com/cuda.driver.minor", "nvidia.com/cuda.driver.rev"),
+)
+_NVIDIA_PRESENT = ("feature.node.kubernetes.io/pci-10de.present", "nvidia.com/gpu.present")
+_AMD_PRODUCT = ("amd.com/gpu.product-name", "beta.amd.com/gpu.product-name")
+_AMD_DEVICE_ID = ("amd.com/gpu.device-id", "beta.amd.com/gpu.device-id")
+_AMD_PRESENT = ("amd.com/gpu.family", "beta.amd.com/gpu.family",
+                "feature.node.kubernetes.io/pci-1002.present")
+
+
+def node_from_k8s(facts: ToolkitFacts, path: Union[str, Path]) -> Node:
+    """Read a node object (`kubectl get node NAME -o json`, or YAML) and describe its GPU."""
+    path = Path(path)
+    try:
+        obj = yaml.safe_load(path.read_text())  # JSON is YAML
+    except (OSError, yaml.YAMLError) as err:
+        raise InputError(f"cannot read node: {err}", file=str(path)) from err
+    metadata = obj.get("metadata") if isinstance(obj, dict) else None
+    if not isinstance(metadata, dict):
+        raise InputError("not a Kubernetes node object (no metadata)", file=str(path))
+    labels = {str(k): str(v) for k, v in (metadata.get("labels") or {}).items()}
+    source = f"node {metadata.get('name', '?')} ({path})"
+    if any(key.startswith("nvidia.com/") for key in labels) or _present(labels, _NVIDIA_PRESENT):
+        return _nvidia_node(facts, labels, source, str(path))
+    if any(_amd_label(key) for key in labels):
+        return _amd_node(facts, labels, source, str(path))
+    raise InputError(
+        "no GPU labels found; looked for NVIDIA GPU feature discovery (nvidia.com/gpu.product, "
+        "nvidia.com/gpu.compute.major/minor, nvidia.com/cuda.driver.major/minor/rev), Node Feature "
+        "Discovery (feature.node.kubernetes.io/pci-10de.present) and AMD (amd.com/gpu.family)",
+        file=str(path), field="metadata.labels",
+    )
+
+
+def _present(labels: Mapping[str, str], keys: Iterable[str]) -> bool:
+    return any(labels.get(key, "").lower() == "true" for key in keys)
+
+
+def _amd_label(key: str) -> bool:
+    return key.startswith(("amd.com/gpu.", "beta.amd.com/gpu.")) or key in _AMD_PRESENT
+
+
+def _first(labels: Mapping[str, str], keys: Iterable[str]) -> Optional[str]:
+    return next((labels[key] for key in keys if labels.get(key)), None)
+
+
+def _nvidia_node(facts: ToolkitFacts, labels: Mapping[str, str], source: str, file: str) -> Node:
+    product = labels.get(_NVIDIA_PRODUCT)
+    major, minor = (labels.get(key) for key in _NVIDIA_COMPUTE)
+    if major is not None and minor is not None:
+        arch = f"{major}.{minor}"
+        gpu = product
+    elif product:
+        found = facts.find_gpu(product)
+        arch, gpu = found.arch, found.name
+    else:
+        raise InputError("NVIDIA GPU present but neither nvidia.com/gpu.compute.major/minor nor "
+                         "nvidia.com/gpu.product is set: is GPU feature discovery running?",
+                         file=file, field="metadata.labels")
+    driver_text = labels.get(_NVIDIA_DRIVER_FULL)
+    if not driver_text:
+        for keys in _NVIDIA_DRIVER_PARTS:
+            parts = [labels.get(key) for key in keys]
+            if parts[0] and parts[1]:
+                driver_text = ".".join(p for p in parts if p)
+                break
+    if not driver_text:
+        raise InputError("no driver labels (nvidia.com/cuda.driver.major/minor/rev)",
+                         file=file, field="metadata.labels")
+    try:
+        driver = parse_driver(driver_text)
+    except InputError as err:
+        raise InputError(err.message, file=file, field="metadata.labels") from err
+    return Node("nvidia", arch, gpu, driver, source)
+
+
+def _amd_node(facts: ToolkitFacts, labels: Mapping[str, str], source: str, file: str) -> Node:
+    product = _first(labels, _AMD_PRODUCT)
+    if product:
+        found = facts.find_gpu(product)
+        return Node("amd", found.arch, found.name, None, source)
+    device_id = _first(labels, _AMD_DEVICE_ID)
+    by_id = facts.find_gpu_by_pci_id(device_id) if device_id else None
+    if by_id is not None:
+        return Node("amd", by_id.arch, by_id.name, None, source)
+    family = _first(labels, _AMD_PRESENT[:2])
+    raise InputError(
+        f"AMD GPU present (family {family or '?'}) but no known amd.com/gpu.product-name or "
+        f"amd.com/gpu.device-id{f' ({device_id})' if device_id else ''} tells its gfx target",
+        file=file, field="metadata.labels",
+    )
+
+
+def arch_runs_on(archs: Iterable[str], node_arch: str) -> bool:
+    """Whether code for `archs` runs on a GPU of `node_arch`.
+
+    gfx targets must match exactly. CUDA SASS for sm_XY runs on compute capability X.Z with
+    Z >= Y (binary compatibility within a major); arch-specific "a" targets only on X.Y.
+    """
+    if node_arch.startswith("gfx"):
+        return node_arch in archs
+    major, minor = (int(p) for p in node_arch.split("."))
+    for arch in archs:
+        if not arch.startswith("sm_"):
+            continue
+        arch_major, arch_minor, suffix = sm_to_compute_capability(arch)
+        if arch_major == major and (arch_minor == minor or (suffix != "a" and arch_minor < minor)):
+            return True
+    return False
+
+
+def select_images(
+    images: Iterable[ImageSpec],
+    facts: ToolkitFacts,
+    node: Node,
+    *,
+    today: dt.date,
+    warn_days: int = DEFAULT_WARN_DAYS,
+) -> Selection:
+    """Split `images` (already narrowed by the matrix filters) into runnable and excluded."""
+    runnable = []
+    excluded = []
+    for image in images:
+        req = requirements(image, facts)
+        mode, reasons = _fit(image, req, node)
+        status = eol_status(image, today, warn_days)
+        if status == EOL and image.toolkit and image.toolkit.eol:
+            reasons.append(Reason(PAST_EOL, f"end of life since {image.toolkit.eol.isoformat()}"))
+        if reasons:
+            excluded.append(Exclusion(image, tuple(reasons)))
+        else:
+            runnable.append(Candidate(image, req, mode, status))
+    runnable.sort(key=lambda c: (_MODE_RANK[c.mode], version_sort_key(c.image)))
+    excluded.sort(key=lambda e: version_sort_key(e.image))
+    return Selection(node, tuple(runnable), tuple(excluded), today)
+
+
+def _fit(image: ImageSpec, req: Requirements, node: Node) -> tuple[str, list[Reason]]:
+    vendor = req.vendor
+    if vendor is None:
+        return CPU_ONLY, []
+    if vendor != node.vendor:
+        return NATIVE, [Reason(NO_MATCHING_GPU, f"{image.accelerator} needs an "
+                                                f"{_VENDOR_NAME[vendor]} GPU, the node has "
+                                                f"{_VENDOR_NAME[node.vendor]}")]
+    reasons = []
+    mode = NATIVE
+    if vendor == "nvidia" and node.driver is not None and req.min_driver is not None:
+        if node.driver < req.min_driver:
+            reasons.append(Reason(DRIVER_TOO_OLD, f"needs >= {req.min_driver}, "
+                                                  f"node has {node.driver}"))
+        elif req.native_driver is None or node.driver < req.native_driver:
+            # Without the shipped driver in the data file, only the floor is certain.
+            mode = MINOR_VERSION_COMPAT
+    if not req.archs:
+        reasons.append(Reason(ARCH_UNKNOWN, f"the data file does not know which GPUs "
+                                            f"{image.accelerator} {image.version} supports"))
+    elif not arch_runs_on(req.archs, node.arch):
+        shown = f"sm_{node.arch.replace('.', '')}" if vendor == "nvidia" else node.arch
+        reasons.append(Reason(ARCH_NOT_SUPPORTED, f"{shown} not in {' '.join(req.archs)}"))
+    return mode, reasons
+
+
+def scheduling_constraints(image: ImageSpec, facts: ToolkitFacts) -> dict[str, Any]:
+    """A pod-spec fragment (nodeSelector + nodeAffinity) keeping `image` on nodes able to run it.
+
+    Uses the labels GPU feature discovery sets; Kubernetes ORs nodeSelectorTerms and ANDs the
+    expressions inside one, so "driver >= floor and compute capability supported" becomes the
+    cross product of the driver terms and the architecture terms.
+    """
+    req = requirements(image, facts)
+    vendor = req.vendor
+    if vendor == "nvidia":
+        driver_terms = _driver_terms(req.min_driver) if req.min_driver else [[]]
+        arch_terms = _compute_capability_terms(req.archs)
+        # Fresh dicts per term: shared objects would serialise as YAML anchors.
+        terms = [copy.deepcopy(d + a) for d, a in itertools.product(driver_terms, arch_terms)]
+        return _pod_fragment({"nvidia.com/gpu.present": "true"}, terms)
+    if vendor == "amd":
+        ids = sorted({i for gpu in facts.gpus if gpu.vendor == "amd" and gpu.arch in req.archs
+                      for i in gpu.pci_device_ids})
+        terms = [[_expr("amd.com/gpu.device-id", "In", ids)]] if ids else []
+        return _pod_fragment({"feature.node.kubernetes.io/pci-1002.present": "true"}, terms)
+    return {}
+
+
+def _expr(key: str, operator: str, values: list[str]) -> dict[str, Any]:
+    return {"key": key, "operator": operator, "values": values}
+
+
+def _driver_terms(floor: DriverVersion) -> list[list[dict[str, Any]]]:
+    # driver >= a.b.c  ==  major > a  or  (major == a and minor > b)  or  (... and rev >= c).
+    # Equality uses the label's own spelling ("06"), Gt compares integers.
+    keys = _NVIDIA_DRIVER_PARTS[1]
+    texts = floor.text.split(".")
+    terms = []
+    for i, part in enumerate(floor.parts):
+        threshold = part - 1 if i == len(floor.parts) - 1 else part
+        term = [_expr(keys[j], "In", [texts[j]]) for j in range(i)]
+        term.append(_expr(keys[i], "Gt", [str(threshold)]))
+        terms.append(term)
+    return terms
+
+
+def _compute_capability_terms(archs: Iterable[str]) -> list[list[dict[str, Any]]]:
+    allowed: dict[int, set[int]] = {}
+    for arch in archs:
+        if not arch.startswith("sm_"):
+            continue
+        major, minor, suffix = sm_to_compute_capability(arch)
+        runs_on = {minor} if suffix == "a" else set(range(minor, 10))
+        allowed.setdefault(major, set()).update(runs_on)
+    # Majors with the same minor constraint share one term: "major In [8, 9, 10, 12]".
+    by_constraint: dict[tuple[int, ...], list[int]] = {}
+    for major in sorted(allowed):
+        by_constraint.setdefault(tuple(sorted(allowed[major])), []).append(major)
+    major_key, minor_key = _NVIDIA_COMPUTE
+    terms = []
+    for minors, majors in by_constraint.items():
+        term = [_expr(major_key, "In", [str(m) for m in majors])]
+        if minors == tuple(range(minors[0], 10)):
+            if minors[0] > 0:
+                term.append(_expr(minor_key, "Gt", [str(minors[0] - 1)]))
+        else:
+            term.append(_expr(minor_key, "In", [str(m) for m in minors]))
+        terms.append(term)
+    return terms
+
+
+def _pod_fragment(node_selector: dict[str, str],
+                  terms: list[list[dict[str, Any]]]) -> dict[str, Any]:
+    fragment: dict[str, Any] = {"nodeSelector": node_selector}
+    if terms:
+        fragment["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": term} for term in terms]}}}
+    return fragment

@@ -1,0 +1,52 @@
+"""Shared set-up of the `aipcc-build matrix` benchmarks: a generated matrix in a temp dir,
+the CLI from this checkout, and removal of every image a benchmark tagged."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+os.environ.setdefault("BUILDAH_ISOLATION", "chroot")  # RUN steps need it on these hosts
+
+
+def write_matrix(root: Path, text: str, templates: dict[str, str]) -> Path:
+    """Write the matrix and its templates under ROOT and render it."""
+    sys.path.insert(0, str(REPO))
+    from aipcc_build.matrix import load
+    from aipcc_build.render import apply, render_all
+
+    (root / "templates").mkdir(parents=True)
+    for name, body in templates.items():
+        (root / "templates" / name).write_text(body)
+    (root / "matrix").mkdir()
+    path = root / "matrix" / "bench.yaml"
+    path.write_text(text)
+    matrix = load(path)
+    apply(matrix, render_all(matrix), check=False, remove_stale=False)
+    return path
+
+
+def aipcc_build(cwd: Path, *args: str) -> float:
+    """Wall time of one `aipcc-build` run (which must succeed)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "CI": "1"}
+    start = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "aipcc_build", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True)
+    elapsed = time.monotonic() - start
+    if done.returncode != 0:
+        sys.exit(f"aipcc-build failed:\n{done.stderr}")
+    return elapsed
+
+
+def remove_images(prefix: str) -> None:
+    listed = json.loads(subprocess.run(["buildah", "images", "--json"], check=True,
+                                       capture_output=True, text=True).stdout or "[]") or []
+    ours = [image["id"] for image in listed
+            if any(name.startswith(prefix) for name in image.get("names") or [])]
+    if ours:
+        subprocess.run(["buildah", "rmi", "-f", *ours], capture_output=True, check=True)

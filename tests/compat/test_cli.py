@@ -1,0 +1,130 @@
+"""`aipcc-build compat` and `aipcc-build select` end to end, through `main` (exit codes)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from aipcc_build.cli import main
+
+DATA = Path(__file__).parent / "data"
+MATRIX = str(DATA / "matrix-13.yaml")
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exit_:
+        main(["--matrix", MATRIX, *args])
+    out, err = capsys.readouterr()
+    return int(exit_.value.code or 0), out, err
+
+
+def test_compat_json(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "compat", "--format", "json", "--today", "2025-09-01")
+    assert code == 0
+    data = json.loads(out)
+    assert data["schema"] == 1
+    rows = {r["version"]: r for r in data["images"]}
+    assert [r["version"] for r in data["images"]] == ["13.0.2", "12.9.1", "12.8.1", "12.6.3",
+                                                      "6.4.1", None]
+    assert rows["12.8.1"]["eol_status"] == "eol-soon"
+    assert rows["12.6.3"]["eol_status"] == "eol"
+    assert rows["13.0.2"]["min_driver"] == "580"
+    assert rows["13.0.2"]["native_driver"] == "580.95.05"
+    assert rows["12.9.1"]["fromager_variant"] == "cuda-ubi9"
+
+
+def test_compat_check_lists_images_near_or_past_eol(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "compat", "--check", "--today", "2025-09-01")
+    assert code == 1
+    assert "cuda-12.8-ubi9: cuda 12.8.1 reaches end of life on 2025-10-15 (in 44 days)" in out
+    assert "cuda-12.6-ubi9: cuda 12.6.3 reached end of life on 2025-06-30 (63 days ago)" in out
+    assert "2 past EOL or within 90 days" in err
+    code, out, _ = run(capsys, "compat", "--check", "--today", "2025-01-01",
+                       "--warn-days", "30")
+    assert (code, out) == (0, "")
+
+
+def test_compat_with_build_report_digests(capsys: pytest.CaptureFixture[str],
+                                          tmp_path: Path) -> None:
+    report = tmp_path / "build-report.json"
+    report.write_text(json.dumps({"images": [{"name": "cuda-13.0-ubi9", "kind": "builder",
+                                              "reference": "r", "digest": "sha256:0123"}]}))
+    code, out, _ = run(capsys, "compat", "--format", "markdown", "--report", str(report))
+    assert code == 0
+    assert "| digest |" in out and "sha256:0123" in out
+
+
+def test_compat_html_written_atomically(capsys: pytest.CaptureFixture[str],
+                                        tmp_path: Path) -> None:
+    page = tmp_path / "compat.html"
+    code, _, err = run(capsys, "compat", "--format", "html", "-o", str(page),
+                       "--today", "2025-09-01")
+    assert code == 0 and "wrote" in err
+    text = page.read_text()
+    assert text.startswith("<!DOCTYPE html>")
+    assert "http://" not in text and "https://" not in text and "<script" not in text
+    assert text.count('data-status="eol"') == 1 and text.count('data-status="eol-soon"') == 1
+
+
+def test_select_flags_and_node_file_agree(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ("--json", "--today", "2025-09-01")
+    code, by_flags, _ = run(capsys, "select", "--gpu", "H100", "--driver", "550.54.15", *args)
+    assert code == 0
+    code, by_node, _ = run(capsys, "select", "--node", str(DATA / "node-h100-gfd.json"), *args)
+    assert code == 0
+    flags, node = json.loads(by_flags), json.loads(by_node)
+    assert flags["runnable"] == node["runnable"] and flags["excluded"] == node["excluded"]
+    assert [(r["version"], r["mode"]) for r in flags["runnable"]] == [
+        ("12.9.1", "minor-version-compatibility"), ("12.8.1", "minor-version-compatibility"),
+        (None, "cpu-only")]
+
+
+def test_select_text_marks_minor_version_compatibility(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "select", "--gpu", "H100", "--driver", "550.54.15",
+                       "--accelerator", "cuda", "--today", "2025-09-01")
+    assert code == 0
+    assert "cuda-12.9-ubi9:3.0-dev  (builder, cuda 12.9.1, ubi9)  [minor-version " \
+           "compatibility only]" in out
+    assert "driver too old: needs >= 580, node has 550.54.15" in out
+    assert "rocm" not in out  # filtered out, not excluded
+
+
+def test_select_emit_k8s(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "select", "--gpu", "A100", "--driver", "580.95.05",
+                       "--emit", "k8s", "--today", "2025-09-01")
+    assert code == 0
+    assert "image: quay.io/aipcc/builder/cuda-13.0-ubi9:3.0-dev" in out
+    assert "nvidia.com/cuda.driver.major" in out and "nodeSelectorTerms" in out
+
+
+def test_select_with_nothing_runnable_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "select", "--gpu", "H100", "--driver", "520.61.05",
+                       "--accelerator", "cuda")
+    assert code == 1 and "no image of the matrix runs on H100" in err
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("--gpu", "H1000", "--driver", "550.54.15"), "did you mean H100?"),
+    (("--gpu", "H100", "--driver", "latest"), "'latest' is not a driver version"),
+    (("--node", str(DATA / "node-cpu.json")), "no GPU labels"),
+    (("--compute-capability", "9", "--driver", "550.54.15"), "not a compute capability"),
+])
+def test_select_bad_input_exits_2(capsys: pytest.CaptureFixture[str], args: tuple[str, ...],
+                                  message: str) -> None:
+    code, _, err = run(capsys, "select", *args)
+    assert code == 2 and message in err
+
+
+def test_committed_compatibility_doc_is_up_to_date(capsys: pytest.CaptureFixture[str],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/compatibility.md is generated; CI runs the same command as this test."""
+    monkeypatch.chdir(REPO)
+    with pytest.raises(SystemExit) as exit_:
+        main(["compat", "--format", "markdown", "--stable", "-o", "docs/compatibility.md",
+              "--check-drift"])
+    _, err = capsys.readouterr()
+    assert exit_.value.code == 0, err

@@ -1,0 +1,317 @@
+"""`aipcc-build matrix` end to end: real buildah builds, a real registry on 127.0.0.1.
+
+Every test builds FROM its own base image (busybox plus a unique label, hence a unique
+image ID) and tags into its own registry namespace, so it can tell its images, processes
+and containers from those of anyone else using buildah on this machine.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aipcc_build.matrix import load
+from aipcc_build.render import apply, render_all
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+Registry = Any  # tests/conftest.py's Registry: .host, .stop()
+
+CUDA_VERSIONS = ("12.9.1", "12.8.1")
+
+
+def buildah_json(*args: str) -> Any:
+    out = subprocess.run(["buildah", *args, "--json"], check=True, capture_output=True,
+                         text=True).stdout
+    return json.loads(out or "[]") or []
+
+
+@pytest.fixture
+def unique_base(base_image: str) -> Iterator[tuple[str, str]]:
+    """(name, image ID) of a base image only this test uses."""
+    tag = uuid.uuid4().hex[:10]
+    name = f"localhost/aipcc-test-sched/base-{tag}"
+    subprocess.run(["buildah", "build", "-q", "-t", name, "-f", "-", "."],
+                   input=f"FROM {base_image}\nLABEL aipcc-test-sched={tag}\n", text=True,
+                   check=True, capture_output=True)
+    image_id = subprocess.run(["buildah", "inspect", "--type", "image", "--format",
+                               "{{.FromImageID}}", name],
+                              check=True, capture_output=True, text=True).stdout.strip()
+    yield name, image_id
+    subprocess.run(["buildah", "rmi", "-f", name], capture_output=True)
+
+
+@pytest.fixture
+def namespace(registry: Registry) -> Iterator[str]:
+    """HOST/NAMESPACE for --registry; the images tagged under it are removed afterwards."""
+    prefix = f"{registry.host}/t{uuid.uuid4().hex[:10]}"
+    yield prefix
+    ours = [image["id"] for image in buildah_json("images")
+            if any(name.startswith(prefix + "/") for name in image.get("names") or [])]
+    if ours:
+        subprocess.run(["buildah", "rmi", "-f", *ours], capture_output=True)
+
+
+def write_matrix(root: Path, base: str, versions: dict[str, dict[str, object]],
+                 extra_kinds: str = "", child: bool = True) -> Path:
+    """A matrix of cuda VERSIONS (with per-version vars: sleep, fail) on BASE: kind `base`
+    (sleeps, may fail) and, with CHILD, kind `child` FROM it. Rendered, ready to build."""
+    (root / "templates").mkdir(parents=True)
+    (root / "templates" / "base.j2").write_text(
+        "FROM {{ os_from }}\n"
+        "RUN echo start; sleep {{ vars.sleep }}"
+        "{% if vars.get('fail') %}; echo boom; false{% endif %}\n"
+        "RUN echo {{ name }} > /base\n")
+    (root / "templates" / "child.j2").write_text(
+        "FROM {{ from_ref }}\nRUN cat /base > /child\n")
+    (root / "templates" / "gpu.j2").write_text("FROM {{ os_from }}\nRUN true\n")
+    entries = "\n".join(f"      - {{version: {v}, vars: {json.dumps(values)}}}"
+                        for v, values in versions.items())
+    child_kind = "  child: {template: child.j2, os: [bb], from_image: base}\n" if child else ""
+    (root / "matrix").mkdir()
+    path = root / "matrix" / "test.yaml"
+    path.write_text(
+        "schema: 1\n"
+        "product: {name: t, version: '1'}\n"
+        "registry: localhost/aipcc-test-sched/unused\n"
+        f"os:\n  bb: {{from: {base}}}\n"
+        f"accelerators:\n  cuda:\n    versions:\n{entries}\n"
+        "images:\n"
+        "  base: {template: base.j2, os: [bb]}\n"
+        f"{child_kind}{extra_kinds}")
+    matrix = load(path)
+    apply(matrix, render_all(matrix), check=False, remove_stale=False)
+    return path
+
+
+def aipcc_build(cwd: Path, *args: str, env: dict[str, str] | None = None,
+                timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "aipcc_build", *args], cwd=cwd, capture_output=True,
+        text=True, timeout=timeout, env=_env(env),
+    )
+
+
+def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(REPO), **(extra or {})}
+
+
+def report(cwd: Path) -> dict[str, Any]:
+    return json.loads((cwd / "build-report.json").read_text())
+
+
+def by_key(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {image["key"]: image for image in data["images"]}
+
+
+def when(text: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(text)
+
+
+def our_containers(image_id: str) -> list[str]:
+    """Working containers started from our unique base (a killed build would leave one)."""
+    return [c["id"] for c in buildah_json("containers")
+            if c.get("imageid") == image_id.replace("sha256:", "")]
+
+
+def skopeo_inspect(reference: str, *extra: str) -> dict[str, Any]:
+    out = subprocess.run(["skopeo", "inspect", "--tls-verify=false", *extra,
+                          f"docker://{reference}"], check=True, capture_output=True, text=True)
+    return json.loads(out.stdout)
+
+
+def test_concurrent_dag_build_pushed_with_tags_and_labels(
+        tmp_path: Path, unique_base: tuple[str, str], namespace: str) -> None:
+    write_matrix(tmp_path, unique_base[0], {v: {"sleep": 2} for v in CUDA_VERSIONS})
+    done = aipcc_build(tmp_path, "--matrix", "matrix/test.yaml", "matrix", "--jobs", "4",
+                       "--push", "--registry", namespace, "--tls-verify=false",
+                       "--build-id", "42", "--junit", "junit.xml")
+    assert done.returncode == 0, done.stderr
+    images = by_key(report(tmp_path))
+    assert {i["status"] for i in images.values()} == {"ok"}
+
+    # Concurrency happened: the two base builds overlap in time.
+    first, second = (images[f"base/cuda-{v[:4]}-bb"] for v in CUDA_VERSIONS)
+    assert when(first["start"]) < when(second["end"])
+    assert when(second["start"]) < when(first["end"])
+    # DAG order: each child starts after its parent ended, FROM the parent's local image.
+    for version in CUDA_VERSIONS:
+        name = f"cuda-{version[:4]}-bb"
+        parent, child = images[f"base/{name}"], images[f"child/{name}"]
+        built = when(parent["start"]) + dt.timedelta(seconds=parent["build_duration"])
+        assert when(child["start"]) >= built - dt.timedelta(milliseconds=2)
+        assert f"FROM {parent['image_id']}" in Path(tmp_path / child["log"]).read_text()
+
+    # Pushed: pullable with skopeo, with the tag scheme and the identity labels.
+    for key, image in images.items():
+        kind, name = key.split("/")
+        reference = f"{namespace}/{kind}/{name}:1-42"
+        assert image["reference"] == reference
+        assert image["digest"].startswith("sha256:")
+        inspected = skopeo_inspect(reference)
+        assert inspected["Digest"] == image["digest"]
+        labels = inspected["Labels"]
+        assert labels["ai.aipcc.image.kind"] == kind
+        assert labels["ai.aipcc.accelerator"] == "cuda"
+        assert labels["ai.aipcc.accelerator.version"] in CUDA_VERSIONS
+        assert labels["org.opencontainers.image.version"] == "1-42"
+        assert "FROMAGER_VARIANT=cuda-bb" in inspected["Env"]
+    tags = skopeo_inspect(f"{namespace}/base/cuda-12.8-bb:1-42")["RepoTags"]
+    assert tags == ["1-42"]
+
+    junit = ET.parse(tmp_path / "junit.xml").getroot().find("testsuite")
+    assert junit is not None and junit.get("tests") == "4" and junit.get("failures") == "0"
+
+
+def test_failing_step_fails_the_image_and_skips_its_dependents(
+        tmp_path: Path, unique_base: tuple[str, str], namespace: str) -> None:
+    write_matrix(tmp_path, unique_base[0], {"12.9.1": {"sleep": 1},
+                                            "12.8.1": {"sleep": 0, "fail": True}})
+    done = aipcc_build(tmp_path, "--matrix", "matrix/test.yaml", "matrix", "--jobs", "2",
+                       "--registry", namespace, "--junit", "junit.xml")
+    assert done.returncode == 1
+    statuses = {k: v["status"] for k, v in by_key(report(tmp_path)).items()}
+    assert statuses == {"base/cuda-12.9-bb": "ok", "child/cuda-12.9-bb": "ok",
+                        "base/cuda-12.8-bb": "failed", "child/cuda-12.8-bb": "skipped"}
+    # The failure shows the end of the build's log, prefixed by the image.
+    assert "[base/cuda-12.8-bb] | boom" in done.stderr
+    assert "[child/cuda-12.8-bb] skipped: base/cuda-12.8-bb failed" in done.stderr
+    failure = ET.parse(tmp_path / "junit.xml").getroot().find(".//testcase[@name='cuda-12.8-bb']"
+                                                               "/failure")
+    assert failure is not None and "boom" in (failure.text or "")
+    assert 'building at STEP "RUN' in failure.get("message", "")
+    assert by_key(report(tmp_path))["base/cuda-12.8-bb"]["retries"] == 0  # RUN: no retry
+
+
+def test_fail_fast_cancels_the_rest(tmp_path: Path, unique_base: tuple[str, str],
+                                    namespace: str) -> None:
+    write_matrix(tmp_path, unique_base[0], {"12.9.1": {"sleep": 60},
+                                            "12.8.1": {"sleep": 0, "fail": True}})
+    started = time.monotonic()
+    done = aipcc_build(tmp_path, "--matrix", "matrix/test.yaml", "matrix", "--jobs", "2",
+                       "--registry", namespace, "--fail-fast")
+    assert time.monotonic() - started < 30
+    assert done.returncode == 1
+    data = report(tmp_path)
+    assert data["stopped_by"] == "fail-fast"
+    statuses = {k: v["status"] for k, v in by_key(data).items()}
+    assert statuses == {"base/cuda-12.8-bb": "failed", "child/cuda-12.8-bb": "skipped",
+                        "base/cuda-12.9-bb": "cancelled", "child/cuda-12.9-bb": "cancelled"}
+    assert our_containers(unique_base[1]) == []
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_interrupting_a_four_way_build_leaves_nothing_behind(
+        tmp_path: Path, unique_base: tuple[str, str], namespace: str, signum: int) -> None:
+    versions = {f"12.{minor}.0": {"sleep": 120} for minor in range(4)}
+    write_matrix(tmp_path, unique_base[0], versions, child=False)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "aipcc_build", "--matrix", "matrix/test.yaml", "matrix",
+         "--jobs", "4", "--registry", namespace],
+        cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    logs = [tmp_path / "logs" / "base" / f"cuda-12.{minor}-bb.log" for minor in range(4)]
+    deadline = time.monotonic() + 60
+    # Wait until all four builds are inside their RUN step.
+    while not all(log.exists() and "start" in log.read_text().split("RUN echo start")[-1]
+                  for log in logs):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.2)
+    assert len(our_containers(unique_base[1])) == 4
+    proc.send_signal(signum)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signum, stderr
+    data = report(tmp_path)
+    assert data["stopped_by"] == "interrupt"
+    assert {image["status"] for image in data["images"]} == {"cancelled"}
+    # No buildah process and no working container of ours is left.
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert namespace not in ps and unique_base[0] not in ps
+    assert our_containers(unique_base[1]) == []
+
+
+def test_a_slot_nobody_provides_fails_at_once(tmp_path: Path, unique_base: tuple[str, str],
+                                              namespace: str) -> None:
+    write_matrix(tmp_path, unique_base[0], {"12.9.1": {"sleep": 0}}, child=False,
+                 extra_kinds="  gpu: {template: gpu.j2, os: [bb], resources: {gpu: 1}}\n")
+    done = aipcc_build(tmp_path, "--matrix", "matrix/test.yaml", "matrix",
+                       "--registry", namespace, "--capacity", "cpu=2")
+    assert done.returncode == 1
+    images = by_key(report(tmp_path))
+    assert images["base/cuda-12.9-bb"]["status"] == "ok"
+    gpu = images["gpu/cuda-12.9-bb"]
+    assert gpu["status"] == "failed" and gpu["image_id"] is None
+    assert "no capacity provides 'gpu'" in gpu["message"]
+    assert gpu["duration"] is None  # never started
+    assert "[gpu/cuda-12.9-bb] failed: needs gpu=1" in done.stderr
+
+
+def test_push_to_a_stopped_registry_ends_push_failed(
+        tmp_path: Path, unique_base: tuple[str, str], namespace: str,
+        registry: Registry) -> None:
+    write_matrix(tmp_path, unique_base[0], {"12.9.1": {"sleep": 0}}, child=False)
+    registry.stop()
+    done = aipcc_build(tmp_path, "--matrix", "matrix/test.yaml", "matrix", "--push",
+                       "--registry", namespace, "--tls-verify=false", "--retries", "1")
+    assert done.returncode == 1
+    image = report(tmp_path)["images"][0]
+    assert image["status"] == "push-failed"
+    assert image["retries"] == 1 and image["image_id"] and image["digest"] is None
+    assert image["message"].startswith(f"push to {namespace}/base/cuda-12.9-bb:1-dev "
+                                       "failed after 2 attempt(s):")
+    assert "connection refused" in image["message"]
+    assert "push failed (" in done.stderr and "attempt 2 in 2 s" in done.stderr
+
+
+def test_credentials_from_an_auth_file_never_show(
+        tmp_path: Path, unique_base: tuple[str, str], namespace: str,
+        registry: Registry) -> None:
+    write_matrix(tmp_path, unique_base[0], {"12.9.1": {"sleep": 0}}, child=False)
+    token = "s3cr3t-" + uuid.uuid4().hex
+    auth = base64.b64encode(f"robot:{token}".encode()).decode()
+    auth_file = tmp_path / "auth.json"
+    auth_file.write_text(json.dumps({"auths": {registry.host: {"auth": auth}}}))
+    done = aipcc_build(tmp_path, "--matrix", "matrix/test.yaml", "matrix", "--push",
+                       "--registry", namespace, "--tls-verify=false", "--junit", "junit.xml",
+                       env={"REGISTRY_AUTH_FILE": str(auth_file)})
+    assert done.returncode == 0, done.stderr
+    log = (tmp_path / "logs" / "base" / "cuda-12.9-bb.log").read_text()
+    assert f"--authfile {auth_file}" in log  # the file's path, never its content
+    outputs = [done.stdout, done.stderr, log, (tmp_path / "build-report.json").read_text(),
+               (tmp_path / "junit.xml").read_text()]
+    for text in outputs:
+        assert token not in text and auth not in text
+
+
+def test_the_demo_builds_real_cuda_wheels(wheelhouse: Path, base_image: str,
+                                          namespace: str, tmp_path: Path) -> None:
+    context = REPO / "demo-wheelhouse"
+    context.mkdir(exist_ok=True)
+    for line in (REPO / "matrix" / "demo-wheels.txt").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            project, version = line.strip().split("==")
+            for wheel in wheelhouse.glob(f"{project.replace('-', '_')}-{version}-*.whl"):
+                shutil.copy2(wheel, context)
+    done = aipcc_build(tmp_path, "--matrix", str(REPO / "matrix" / "demo.yaml"), "matrix",
+                       "--push", "--registry", namespace, "--tls-verify=false")
+    assert done.returncode == 0, done.stderr
+    images = by_key(report(tmp_path))
+    assert len(images) == 6 and {i["status"] for i in images.values()} == {"ok"}
+    config = skopeo_inspect(f"{namespace}/runtime/cuda-12.8-busybox:1.0-dev", "--config")
+    assert "CUDA_VERSION=12.8.1" in config["config"]["Env"]
+    log = (tmp_path / "logs" / "runtime" / "cuda-12.8-busybox.log").read_text()
+    assert "nvidia_nvtx_cu12-12.8.90-*.whl" in log

@@ -1,0 +1,317 @@
+"""The scheduling logic with a recording fake runner: no buildah, no sleeps beyond ~0.1 s."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+import pytest
+
+from aipcc_build.errors import CheckFailed, InputError
+from aipcc_build.model import ImageSpec, ToolkitVersion
+from aipcc_build.plan import make_plan
+from aipcc_build.schedule import (
+    BuildJob,
+    BuildOutcome,
+    Event,
+    PushOutcome,
+    Retrying,
+    RunResult,
+    ScheduleOptions,
+    Status,
+    StatusChanged,
+    ValidationOutcome,
+    check_eol,
+    parse_capacity,
+    priorities,
+    read_history,
+    run,
+)
+
+
+def image(name: str, kind: str = "base", from_kind: Optional[str] = None,
+          resources: Optional[dict[str, float]] = None, eol: Optional[dt.date] = None,
+          ) -> ImageSpec:
+    return ImageSpec(
+        name=name, kind=kind, accelerator="cuda", version="12.8.1", os="ubi9", os_from="x",
+        variant="cuda-ubi9", repository=f"reg.example/{kind}/{name}", tag="1.0-dev",
+        template="t.j2", containerfile=f"/nowhere/{kind}/{name}/Containerfile",
+        from_kind=from_kind, resources=resources or {},
+        toolkit=ToolkitVersion("12.8.1", eol=eol),
+    )
+
+
+@dataclass
+class FakeRunner:
+    """Sleeps DURATIONS[key] (0.05 s by default); fails as told; records what happened."""
+
+    durations: dict[str, float] = field(default_factory=dict)
+    fail: set[str] = field(default_factory=set)
+    transient_failures: dict[str, int] = field(default_factory=dict)  # key -> times
+    push_failures: dict[str, int] = field(default_factory=dict)
+    intervals: dict[str, tuple[float, float]] = field(default_factory=dict)
+    jobs: dict[str, BuildJob] = field(default_factory=dict)
+    pushed: list[str] = field(default_factory=list)
+    build_calls: dict[str, int] = field(default_factory=dict)
+    running: int = 0
+    max_running: int = 0
+    stopped: threading.Event = field(default_factory=threading.Event)
+    leftovers_removed: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def build(self, job: BuildJob, on_line: Callable[[str], None]) -> BuildOutcome:
+        key = job.image.key
+        with self.lock:
+            self.build_calls[key] = self.build_calls.get(key, 0) + 1
+            self.jobs[key] = job
+            self.running += 1
+            self.max_running = max(self.max_running, self.running)
+        start = time.monotonic()
+        on_line("STEP 1/1: RUN make")
+        interrupted = self.stopped.wait(self.durations.get(key, 0.05))
+        with self.lock:
+            self.running -= 1
+            self.intervals[key] = (start, time.monotonic())
+        if interrupted:
+            return BuildOutcome(ok=False, stopped=True, error="terminated")
+        if self.transient_failures.get(key, 0) > 0:
+            self.transient_failures[key] -= 1
+            return BuildOutcome(ok=False, transient=True, error="connection refused")
+        if key in self.fail:
+            return BuildOutcome(ok=False, error='building at STEP "RUN false": exit 1')
+        return BuildOutcome(ok=True, image_id=f"id-{key}")
+
+    def push(self, job: BuildJob, image_id: str, tls_verify: bool,
+             on_line: Callable[[str], None]) -> PushOutcome:
+        key = job.image.key
+        if self.push_failures.get(key, 0) > 0:
+            self.push_failures[key] -= 1
+            return PushOutcome(ok=False, error="connection refused")
+        self.pushed.append(key)
+        return PushOutcome(ok=True, digest=f"sha256:{key}")
+
+    def stop(self) -> None:
+        self.stopped.set()
+
+    def remove_leftovers(self) -> list[str]:
+        self.leftovers_removed = True
+        return []
+
+
+def schedule(images: list[ImageSpec], runner: FakeRunner, tmp_path: Path,
+             stop: Optional[threading.Event] = None, validate=None,
+             **options: object) -> tuple[RunResult, list[Event]]:
+    events: list[Event] = []
+    defaults: dict[str, object] = {"jobs": 4, "retry_delay": 0.01}
+    opts = ScheduleOptions(log_dir=str(tmp_path / "logs"), **{**defaults, **options})
+    result = run(make_plan(images), opts, runner, events.append, stop or threading.Event(),
+                 validate=validate)
+    return result, events
+
+
+def statuses(result: RunResult) -> dict[str, str]:
+    return {r.image.key: r.status.value for r in result.images}
+
+
+def test_independent_builds_overlap_up_to_jobs(tmp_path: Path) -> None:
+    runner = FakeRunner(durations={f"base/i{n}": 0.1 for n in range(6)})
+    result, _ = schedule([image(f"i{n}") for n in range(6)], runner, tmp_path, jobs=3)
+    assert result.ok
+    assert runner.max_running == 3
+
+
+def test_child_starts_after_parent_from_its_image_id(tmp_path: Path) -> None:
+    runner = FakeRunner()
+    result, _ = schedule([image("a", "devel", from_kind="base"), image("a")], runner,
+                         tmp_path)
+    assert result.ok
+    assert runner.intervals["base/a"][1] <= runner.intervals["devel/a"][0]
+    assert runner.jobs["devel/a"].from_image_id == "id-base/a"
+    assert runner.jobs["base/a"].from_image_id is None
+
+
+def test_failure_skips_dependents_and_others_go_on(tmp_path: Path) -> None:
+    runner = FakeRunner(fail={"base/a"})
+    images = [image("a"), image("a", "devel", "base"), image("a", "app", "devel"), image("b")]
+    result, events = schedule(images, runner, tmp_path)
+    assert statuses(result) == {"base/a": "failed", "devel/a": "skipped",
+                                "app/a": "skipped", "base/b": "ok"}
+    failed = next(r for r in result.images if r.image.key == "base/a")
+    assert failed.log_tail[-1] == "STEP 1/1: RUN make"
+    assert "STEP 1/1: RUN make" in Path(failed.log).read_text()
+    assert not result.ok
+    assert any(isinstance(e, StatusChanged) and e.status is Status.SKIPPED
+               and e.message == "base/a failed" for e in events)
+
+
+def test_fail_fast_cancels_running_and_queued(tmp_path: Path) -> None:
+    runner = FakeRunner(fail={"base/a"}, durations={"base/a": 0.01, "base/b": 5,
+                                                    "base/c": 5})
+    images = [image("a"), image("b"), image("c")]
+    started = time.monotonic()
+    result, _ = schedule(images, runner, tmp_path, jobs=2, fail_fast=True)
+    assert time.monotonic() - started < 2
+    assert statuses(result) == {"base/a": "failed", "base/b": "cancelled",
+                                "base/c": "cancelled"}
+    assert result.stopped_by == "fail-fast"
+    assert runner.leftovers_removed
+    assert "base/c" not in runner.build_calls  # never started
+
+
+def test_interrupt_stops_everything_and_reports(tmp_path: Path) -> None:
+    runner = FakeRunner(durations={"base/a": 5, "base/b": 5})
+    stop = threading.Event()
+    threading.Timer(0.2, stop.set).start()
+    result, _ = schedule([image("a"), image("b"), image("c")], runner, tmp_path, jobs=2,
+                         stop=stop)
+    assert result.stopped_by == "interrupt"
+    assert set(statuses(result).values()) == {"cancelled"}
+    assert runner.leftovers_removed
+
+
+def test_priority_is_the_longest_remaining_path(tmp_path: Path) -> None:
+    images = [image("short"), image("long"), image("long", "devel", "base"),
+              image("long", "app", "devel")]
+    plan = make_plan(images)
+    assert priorities(plan, {}) == {"base/short": 1, "base/long": 3, "devel/long": 2,
+                                    "app/long": 1}
+    runner = FakeRunner()
+    schedule(images, runner, tmp_path, jobs=1)
+    assert min(runner.intervals, key=lambda k: runner.intervals[k][0]) == "base/long"
+
+
+def test_history_durations_order_the_builds(tmp_path: Path) -> None:
+    images = [image("a"), image("b"), image("c")]
+    assert priorities(make_plan(images), {"base/b": 30, "base/c": 10}) == {
+        "base/a": 20, "base/b": 30, "base/c": 10}  # a new image counts as the mean
+    runner = FakeRunner()
+    schedule(images, runner, tmp_path, jobs=1, history={"base/b": 30, "base/c": 10})
+    assert sorted(runner.intervals, key=lambda k: runner.intervals[k][0]) == \
+        ["base/b", "base/a", "base/c"]
+
+
+def test_read_history_keeps_successful_durations(tmp_path: Path) -> None:
+    report = tmp_path / "build-report.json"
+    report.write_text(json.dumps({"schema": 1, "images": [
+        {"key": "base/a", "status": "ok", "duration": 20.0, "build_duration": 12.5},
+        {"key": "base/b", "status": "failed", "duration": 1.0, "build_duration": 1.0},
+    ]}))
+    assert read_history(str(report)) == {"base/a": 12.5}
+    report.write_text("{}")
+    with pytest.raises(InputError, match="schema 1"):
+        read_history(str(report))
+
+
+def test_resource_slots_limit_concurrency(tmp_path: Path) -> None:
+    images = [image(f"i{n}", resources={"cpu": 2, "memory": 4 * 2**30}) for n in range(4)]
+    runner = FakeRunner(durations={i.key: 0.1 for i in images})
+    result, _ = schedule(images, runner, tmp_path, jobs=4,
+                         capacity={"cpu": 4, "memory": 32 * 2**30})
+    assert result.ok
+    assert runner.max_running == 2
+
+
+def test_builds_without_resources_still_run_beside_heavy_ones(tmp_path: Path) -> None:
+    images = [image("heavy", resources={"gpu": 1}), image("heavy2", resources={"gpu": 1}),
+              image("light")]
+    runner = FakeRunner(durations={i.key: 0.1 for i in images})
+    result, _ = schedule(images, runner, tmp_path, jobs=4, capacity={"gpu": 1})
+    assert result.ok
+    assert runner.max_running == 2  # one gpu build and the light one
+
+
+def test_a_slot_nobody_provides_fails_at_once(tmp_path: Path) -> None:
+    images = [image("a", resources={"gpu": 1}), image("a", "devel", "base"), image("b")]
+    runner = FakeRunner()
+    result, _ = schedule(images, runner, tmp_path, capacity={"cpu": 2, "gpu": 0})
+    assert statuses(result) == {"base/a": "failed", "devel/a": "skipped", "base/b": "ok"}
+    failed = result.images[0]
+    assert "gpu" in failed.message and "--capacity gpu=N" in failed.message
+    assert "base/a" not in runner.build_calls
+    assert "needs gpu=1" in Path(failed.log).read_text()
+
+
+def test_more_than_the_capacity_fails_at_once(tmp_path: Path) -> None:
+    result, _ = schedule([image("a", resources={"cpu": 16})], FakeRunner(), tmp_path,
+                         capacity={"cpu": 8})
+    assert result.images[0].status is Status.FAILED
+    assert "needs cpu=16 but the capacity is cpu=8" in result.images[0].message
+
+
+def test_transient_errors_are_retried_with_backoff(tmp_path: Path) -> None:
+    runner = FakeRunner(transient_failures={"base/a": 1})
+    result, events = schedule([image("a")], runner, tmp_path, retries=1)
+    assert result.ok
+    assert result.images[0].retries == 1
+    assert [e.attempt for e in events if isinstance(e, Retrying)] == [2]
+
+
+def test_retries_run_out(tmp_path: Path) -> None:
+    runner = FakeRunner(transient_failures={"base/a": 5})
+    result, _ = schedule([image("a")], runner, tmp_path, retries=2)
+    assert result.images[0].status is Status.FAILED
+    assert runner.build_calls["base/a"] == 3
+
+
+def test_a_failing_run_step_is_not_retried(tmp_path: Path) -> None:
+    runner = FakeRunner(fail={"base/a"})
+    result, _ = schedule([image("a")], runner, tmp_path, retries=3)
+    assert runner.build_calls["base/a"] == 1
+    assert result.images[0].retries == 0
+
+
+def test_push_retries_then_push_failed_while_the_rest_go_on(tmp_path: Path) -> None:
+    runner = FakeRunner(push_failures={"base/a": 9, "base/b": 1})
+    result, _ = schedule([image("a"), image("b"), image("c")], runner, tmp_path, push=True,
+                         retries=1)
+    assert statuses(result) == {"base/a": "push-failed", "base/b": "ok", "base/c": "ok"}
+    failed = result.images[0]
+    assert failed.message.startswith("push to reg.example/base/a:1.0-dev failed after 2")
+    assert failed.image_id == "id-base/a" and failed.digest == ""
+    assert result.images[1].digest == "sha256:base/b" and result.images[1].retries == 1
+
+
+def test_validation_runs_before_push_and_its_failure_blocks_it(tmp_path: Path) -> None:
+    seen: list[tuple[str, str]] = []
+
+    def validate(spec: ImageSpec, image_id: str) -> ValidationOutcome:
+        seen.append((spec.key, image_id))
+        if spec.name == "bad":
+            return ValidationOutcome(ok=False, message="found cuda 12.9",
+                                     toolkits={"cuda": ["12.9.79"]})
+        return ValidationOutcome(ok=True, toolkits={"cuda": ["12.8.90"]})
+
+    runner = FakeRunner()
+    images = [image("bad"), image("bad", "devel", "base"), image("good")]
+    result, events = schedule(images, runner, tmp_path, push=True, validate=validate)
+    assert statuses(result) == {"base/bad": "failed", "devel/bad": "skipped",
+                                "base/good": "ok"}
+    assert runner.pushed == ["base/good"]
+    by_key = {r.image.key: r for r in result.images}
+    assert by_key["base/bad"].toolkits == {"cuda": ["12.9.79"]}
+    assert by_key["base/good"].toolkits == {"cuda": ["12.8.90"]}
+    assert by_key["base/bad"].message == "validation failed: found cuda 12.9"
+    assert sorted(seen) == [("base/bad", "id-base/bad"), ("base/good", "id-base/good")]
+    order = [e.status for e in events if isinstance(e, StatusChanged)
+             and e.key == "base/good"]
+    assert order == [Status.BUILDING, Status.VALIDATING, Status.PUSHING, Status.OK]
+
+
+def test_parse_capacity() -> None:
+    assert parse_capacity("cpu=8,memory=32Gi,gpu=0") == {"cpu": 8, "memory": 32 * 2**30,
+                                                          "gpu": 0}
+    with pytest.raises(InputError, match="SLOT=AMOUNT"):
+        parse_capacity("cpu")
+
+
+def test_eol_is_refused_unless_allowed() -> None:
+    old = image("a", eol=dt.date(2024, 1, 31))
+    with pytest.raises(CheckFailed, match=r"cuda 12\.8\.1 reached end of life on 2024-01-31"):
+        check_eol([old], dt.date(2025, 1, 1), allow_eol=False)
+    assert check_eol([old], dt.date(2025, 1, 1), allow_eol=True)
+    assert check_eol([old], dt.date(2024, 1, 31), allow_eol=False) == []

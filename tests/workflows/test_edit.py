@@ -1,0 +1,174 @@
+"""add-version and retire edit the matrix in place: comments and unrelated lines survive,
+a refused edit leaves the file byte-identical, new Containerfiles are rendered."""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+
+import pytest
+
+from aipcc_build.matrix import load
+
+CUDA_VARS = ("--var", "cudart=12.10.37-1", "--var", "cuda_libraries=12.10.1-1")
+
+
+def matrix_file(project: Path) -> Path:
+    return project / "matrix" / "aipcc.yaml"
+
+
+def changed_lines(before: str, after: str) -> tuple[list[str], list[str]]:
+    diff = list(difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0))
+    removed = [line[1:] for line in diff if line.startswith("-") and not line.startswith("---")]
+    added = [line[1:] for line in diff if line.startswith("+") and not line.startswith("+++")]
+    return removed, added
+
+
+@pytest.fixture
+def commented(project: Path) -> Path:
+    """The shipped matrix plus comments in the awkward places: inline, between entries."""
+    path = matrix_file(project)
+    text = path.read_text()
+    text = text.replace("      - {version: 6.4.1}\n",
+                        "      - {version: 6.4.1}   # newest ROCm: MI300 support\n"
+                        "      # 6.3 stays for one more release\n")
+    text = text.replace("  cpu: {}", "  cpu: {}   # no toolkit")
+    path.write_text(text)
+    return path
+
+
+def test_add_version_keeps_every_comment_and_unrelated_line(project, commented, run):
+    before = commented.read_text()
+    first = run("--matrix", str(commented), "add-version", "rocm", "6.5.0")
+    second = run("--matrix", str(commented), "add-version", "cuda", "12.10.1",
+                 "--min-driver", "580.65.06", "--eol", "2028-06-30", *CUDA_VARS)
+    assert first.code == 0 and second.code == 0, first.err + second.err
+    after = commented.read_text()
+
+    removed, added = changed_lines(before, after)
+    assert removed == []  # nothing else touched: every comment and line is still there
+    assert added == [
+        "      - version: 12.10.1",
+        "        min_driver: 580.65.06",
+        "        eol: 2028-06-30",
+        "        vars: {cudart: 12.10.37-1, cuda_libraries: 12.10.1-1}",
+        "      - {version: 6.5.0}",
+    ]
+    # Newest first, as the file lists them; the flow style of the rocm list is kept.
+    assert after.index("12.10.1") < after.index("12.9.1")
+    assert after.index("{version: 6.5.0}") < after.index("{version: 6.4.1}")
+
+    matrix = load(commented)
+    assert [v.version for v in matrix.accelerators["rocm"].versions] == ["6.5.0", "6.4.1",
+                                                                        "6.3.4"]
+    for kind, name in (("builder", "cuda-12.10-ubi9"), ("base", "cuda-12.10-el9.6"),
+                       ("devel", "cuda-12.10-el9.6"), ("builder", "rocm-6.5-ubi9")):
+        containerfile = project / "containerfiles" / kind / name / "Containerfile"
+        assert containerfile.is_file(), containerfile
+    assert "cuda-cudart-12-10-12.10.37-1" in \
+        (project / "containerfiles/builder/cuda-12.10-ubi9/Containerfile").read_text()
+    assert run("--matrix", str(commented), "render", "--check").code == 0
+
+
+def test_add_version_prints_images_and_registry_request(project, run):
+    result = run("--matrix", str(matrix_file(project)), "add-version", "cuda", "12.10.1",
+                 *CUDA_VARS)
+    assert result.code == 0, result.err
+    for reference in ("quay.io/aipcc/builder/cuda-12.10-ubi9:3.0-dev",
+                      "quay.io/aipcc/base-images/cuda-12.10-el9.6:3.0-dev",
+                      "quay.io/aipcc/devel/cuda-12.10-el9.6:3.0-dev"):
+        assert reference in result.out
+    request = result.out.split("paste into a ticket):", 1)[1]
+    assert "Please create the following 3 container image repositories" in request
+    repositories = [line.split()[1] for line in request.splitlines() if line.startswith("- ")]
+    assert repositories == ["quay.io/aipcc/builder/cuda-12.10-ubi9",
+                            "quay.io/aipcc/base-images/cuda-12.10-el9.6",
+                            "quay.io/aipcc/devel/cuda-12.10-el9.6"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (("cuda", "12.9.1"), "cuda 12.9.1 is already in the matrix"),
+    (("cuda", "12.9.4", *CUDA_VARS), "names carry major.minor only"),
+    (("cuda", "12.10", *CUDA_VARS), "'12.10' is not a version of the form X.Y.Z"),
+    (("cuda", "12.10.1-rc1", *CUDA_VARS), "is not a version of the form X.Y.Z"),
+    (("nvidia", "12.10.1"), "unknown accelerator 'nvidia'"),
+    (("cpu", "1.0.0"), "declared without versions"),
+    (("cuda", "12.10.1", "--min-driver", "latest", *CUDA_VARS), "is not a driver version"),
+    # The CUDA templates need cudart and cuda_libraries: the render fails before any write.
+    (("cuda", "12.10.1"), "--var NAME=VALUE"),
+    (("cuda", "12.10.1", "--var", "no-equals"), "is not NAME=VALUE"),
+])
+def test_refused_add_version_leaves_everything_byte_identical(project, run, args, message):
+    path = matrix_file(project)
+    before = path.read_bytes()
+    files_before = sorted((project / "containerfiles").rglob("*"))
+    result = run("--matrix", str(path), "add-version", *args)
+    assert result.code == 2
+    assert message in result.err
+    assert "Traceback" not in result.err
+    assert path.read_bytes() == before
+    assert sorted((project / "containerfiles").rglob("*")) == files_before
+    assert not [p for p in path.parent.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_retire_sets_eol_on_one_line(project, run):
+    path = matrix_file(project)
+    before = path.read_text()
+    assert run("--matrix", str(path), "retire", "cuda", "12.8.1", "--eol", "2026-12-31").code == 0
+    assert run("--matrix", str(path), "retire", "rocm", "6.3.4", "--eol", "2026-03-31").code == 0
+    removed, added = changed_lines(before, path.read_text())
+    assert removed == ["        eol: 2027-01-31", "      - {version: 6.3.4}"]
+    assert added == ["        eol: 2026-12-31", "      - {version: 6.3.4, eol: 2026-03-31}"]
+    assert str(load(path).accelerators["rocm"].versions[1].eol) == "2026-03-31"
+
+
+def test_retire_remove_deletes_the_entry_and_its_containerfiles(project, run):
+    path = matrix_file(project)
+    before = path.read_text()
+    result = run("--matrix", str(path), "retire", "cuda", "12.8.1", "--remove")
+    assert result.code == 0, result.err
+    removed, added = changed_lines(before, path.read_text())
+    assert added == []
+    assert removed == ["      - version: 12.8.1", "        min_driver: 570.124.06",
+                       "        eol: 2027-01-31",
+                       "        vars: {cudart: 12.8.90-1, cuda_libraries: 12.8.1-1, "
+                       "cudnn: 9.8.0.87}"]
+    for kind, name in (("builder", "cuda-12.8-ubi9"), ("base", "cuda-12.8-el9.6"),
+                       ("devel", "cuda-12.8-el9.6")):
+        assert not (project / "containerfiles" / kind / name).exists()
+        assert f"removed: {project}/containerfiles/{kind}/{name}/Containerfile" in result.out
+    assert (project / "containerfiles/builder/cuda-12.9-ubi9/Containerfile").is_file()
+    assert run("--matrix", str(path), "render", "--check").code == 0
+
+
+@pytest.mark.parametrize("args, message", [
+    (("cuda", "12.7.0", "--eol", "2026-01-01"), "cuda has no version 12.7.0"),
+    (("cuda", "12.8.1"), "give --eol"),
+    (("cuda", "12.8.1", "--eol", "2026-02-30"), "--eol"),
+    (("cuda", "12.8.1", "--eol", "2026-01-01", "--remove"), "--remove deletes"),
+    (("rocmm", "6.3.4", "--remove"), "did you mean 'rocm'"),
+])
+def test_refused_retire_leaves_the_file_byte_identical(project, run, args, message):
+    path = matrix_file(project)
+    before = path.read_bytes()
+    result = run("--matrix", str(path), "retire", *args)
+    assert result.code == 2
+    assert message in result.err
+    assert path.read_bytes() == before
+
+
+def test_retire_refuses_to_remove_the_last_version(project, run):
+    path = matrix_file(project)
+    assert run("--matrix", str(path), "retire", "rocm", "6.3.4", "--remove").code == 0
+    before = path.read_bytes()
+    result = run("--matrix", str(path), "retire", "rocm", "6.4.1", "--remove")
+    assert result.code == 2 and "last version of rocm" in result.err
+    assert path.read_bytes() == before
+
+
+def test_only_selects_by_name_or_key(project, run):
+    path = str(matrix_file(project))
+    by_key = run("--matrix", path, "list", "--json", "--only", "base/cuda-12.8-el9.6")
+    by_name = run("--matrix", path, "list", "--json", "--only", "cuda-12.8-el9.6")
+    assert by_key.out.count('"key"') == 1 and '"base/cuda-12.8-el9.6"' in by_key.out
+    assert by_name.out.count('"key"') == 2  # the base and the devel image of that cell
