@@ -95,7 +95,10 @@ class Images:
 
     def remove_all(self) -> None:
         for image in reversed(self.created):
-            subprocess.run(["buildah", "rmi", image], capture_output=True)
+            # A manifest list is removed with `manifest rm`; `rmi` refuses it.
+            if subprocess.run(["buildah", "manifest", "rm", image],
+                              capture_output=True).returncode != 0:
+                subprocess.run(["buildah", "rmi", image], capture_output=True)
 
 
 @pytest.fixture(scope="session")
