@@ -131,7 +131,7 @@ class Outcome:
 
     @property
     def exit_code(self) -> int:
-        if self.error:
+        if self.error or any(v.verdict == "unreadable" for v in self.verdicts):
             return 2
         return 0 if all(v.ok for v in self.verdicts) else 1
 
