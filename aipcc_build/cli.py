@@ -8,6 +8,7 @@ import datetime as dt
 import functools
 import os
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import click
@@ -18,6 +19,7 @@ from .errors import AipccError
 if TYPE_CHECKING:
     from .matrix import Filters
     from .model import Matrix
+    from .validate import Expectation
 
 DEFAULT_MATRIX = "matrix/aipcc.yaml"
 
@@ -38,21 +40,23 @@ class Context:
 pass_context = click.make_pass_decorator(Context)
 
 
+FILTER_OPTIONS = (
+    click.option("--accelerator", "accelerators", multiple=True, metavar="NAME",
+                 help="Only this accelerator (repeatable)."),
+    click.option("--version", "versions", multiple=True, metavar="PREFIX",
+                 help="Only versions starting with PREFIX: 12.8 matches 12.8.1 (repeatable)."),
+    click.option("--os", "oses", multiple=True, metavar="OS",
+                 help="Only this OS (repeatable)."),
+    click.option("--kind", "kinds", multiple=True, metavar="KIND",
+                 help="Only this image kind (repeatable)."),
+    click.option("--only", "names", multiple=True, metavar="NAME|KEY",
+                 help="Only this image: a name (cuda-12.8-ubi9, every kind) or a key "
+                      "(builder/cuda-12.8-ubi9, one image) (repeatable)."),
+)
+
+
 def matrix_filters(command: Callable[..., Any]) -> Callable[..., Any]:
     """The repeatable filters every command that reads the matrix takes."""
-    options = [
-        click.option("--accelerator", "accelerators", multiple=True, metavar="NAME",
-                     help="Only this accelerator (repeatable)."),
-        click.option("--version", "versions", multiple=True, metavar="PREFIX",
-                     help="Only versions starting with PREFIX: 12.8 matches 12.8.1 (repeatable)."),
-        click.option("--os", "oses", multiple=True, metavar="OS",
-                     help="Only this OS (repeatable)."),
-        click.option("--kind", "kinds", multiple=True, metavar="KIND",
-                     help="Only this image kind (repeatable)."),
-        click.option("--only", "names", multiple=True, metavar="NAME|KEY",
-                     help="Only this image: a name (cuda-12.8-ubi9, every kind) or a key "
-                          "(builder/cuda-12.8-ubi9, one image) (repeatable)."),
-    ]
 
     @functools.wraps(command)
     def wrapper(*args: Any, accelerators: tuple[str, ...], versions: tuple[str, ...],
@@ -64,9 +68,17 @@ def matrix_filters(command: Callable[..., Any]) -> Callable[..., Any]:
                           names=names)
         return command(*args, filters=filters, **kwargs)
 
-    for option in reversed(options):
+    for option in reversed(FILTER_OPTIONS):
         wrapper = option(wrapper)
     return wrapper
+
+
+def raw_filters(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The same filters, left as tuples: `validate` REF... must not import the matrix loader
+    (and yaml) just to ignore them, or a warm-cache run would be mostly imports."""
+    for option in reversed(FILTER_OPTIONS):
+        command = option(command)
+    return command
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -473,6 +485,78 @@ def select(context: Context, filters: Filters, gpu: Optional[str],
         report.error(f"no image of the matrix runs on {node.describe()}")
         return 1
     return 0
+
+def parse_expect(value: Optional[str]) -> Optional[Expectation]:
+    """--expect cuda=12.8 | rocm=6.4 | cpu"""
+    if value is None:
+        return None
+    from .validate import Expectation
+
+    accelerator, _, version = value.partition("=")
+    if not accelerator or (accelerator != "cpu" and not version):
+        raise click.BadParameter("expected ACCELERATOR=VERSION (cuda=12.8) or cpu",
+                                 param_hint="--expect")
+    return Expectation(accelerator, version or None, source="argument")
+
+
+@cli.command()
+@click.argument("refs", nargs=-1, metavar="REF...")
+@click.option("--expect", metavar="ACCELERATOR=VERSION",
+              help="What the images must hold (cuda=12.8, rocm=6.4, cpu); default: their "
+                   "ai.aipcc.* labels, else inferred.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (schema 1).")
+@click.option("--strict-layers", is_flag=True,
+              help="Evidence deleted by a later layer is a violation, not a warning.")
+@click.option("--platform", metavar="OS/ARCH", help="Only this platform of an image index.")
+@click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), metavar="DIR",
+              help="Layer scan cache (env AIPCC_BUILD_CACHE, default ~/.cache/aipcc-build).")
+@click.option("--matrix", "matrix_file", metavar="PATH",
+              help="Validate every image of this matrix present in local storage.")
+@click.option("--build-id", metavar="ID", help="With --matrix: build id in the tag.")
+@click.option("--registry", metavar="HOST/NAMESPACE", help="With --matrix: replace the registry.")
+@raw_filters
+@pass_context
+def validate(context: Context, accelerators: tuple[str, ...], versions: tuple[str, ...],
+             oses: tuple[str, ...], kinds: tuple[str, ...], names: tuple[str, ...],
+             refs: tuple[str, ...],
+             expect: Optional[str],
+             as_json: bool, strict_layers: bool, platform: Optional[str],
+             cache_dir: Optional[Path], matrix_file: Optional[str], build_id: Optional[str],
+             registry: Optional[str]) -> int:
+    """Check that images do not mix accelerator toolkit versions.
+
+    REF is any skopeo transport: oci:DIR[:TAG], oci-archive:FILE, docker-archive:FILE,
+    docker://REF, containers-storage:REF. Exit 0 clean, 1 violations, 2 unreadable.
+    """
+    from . import report
+    from .validate import Target, validate_targets
+
+    if matrix_file is None and not refs:
+        raise click.UsageError("give at least one REF, or --matrix FILE")
+    if matrix_file is not None and refs:
+        raise click.UsageError("give REFs or --matrix, not both")
+    expectation = parse_expect(expect)
+    if matrix_file is not None:
+        from .matrix import Filters, expand, load, resolve_build_id
+        from .validate import expectation_from_spec
+
+        filters = Filters(accelerators=accelerators, versions=versions, oses=oses, kinds=kinds,
+                          names=names)
+        images = expand(load(matrix_file), build_id=resolve_build_id(build_id, os.environ),
+                        registry=registry, filters=filters)
+        targets = []
+        for image in images:
+            spec_expect, allow = expectation_from_spec(image)
+            targets.append(Target(f"containers-storage:{image.reference}",
+                                  expectation or spec_expect, allow, name=image.key,
+                                  only_if_present=True))
+    else:
+        targets = [Target(ref, expectation) for ref in refs]
+    outcomes = validate_targets(targets, strict_layers=strict_layers, platform=platform,
+                                cache_dir=cache_dir)
+    report.validation(outcomes, as_json)
+    return max([o.exit_code for o in outcomes] + [0])
+
 
 def main(argv: Optional[list[str]] = None) -> None:
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])

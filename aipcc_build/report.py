@@ -16,10 +16,11 @@ from .fsutil import write_atomic
 
 if TYPE_CHECKING:  # keep jinja2 out of commands that only print
     from .edit import AddVersionResult, RetireResult
-    from .model import ImageSpec, Matrix
+    from .model import AllowRule, ImageSpec, Matrix
     from .plan import BuildPlan
     from .render import RenderResult
     from .schedule import Event, RunResult
+    from .validate import Finding, ImageVerdict, Outcome
 
 JSON_SCHEMA = 1
 
@@ -123,6 +124,114 @@ def plan(build_plan: BuildPlan, as_json: bool) -> None:
         for build in wave:
             after = f"  after {', '.join(build.needs)}" if build.needs else ""
             sys.stdout.write(f"  {build.image.key}  {build.image.reference}{after}\n")
+
+
+def _rule_record(rule: AllowRule) -> dict[str, Any]:
+    return {"reason": rule.reason, "toolkit": rule.toolkit, "component": rule.component,
+            "versions": list(rule.versions), "path": rule.path,
+            "where": str(rule.where) if rule.where else None}
+
+
+def _finding_record(finding: Finding) -> dict[str, Any]:
+    return {"status": finding.status, "toolkit": finding.toolkit, "version": finding.version,
+            "component": finding.component, "component_version": finding.component_version,
+            "evidence": finding.evidence, "path": finding.path,
+            "layer_digest": finding.layer_digest, "reason": finding.reason}
+
+
+def _verdict_record(outcome: Outcome, verdict: ImageVerdict) -> dict[str, Any]:
+    expected = verdict.expected
+    return {
+        "ref": verdict.ref,
+        "name": outcome.target.name,
+        "platform": verdict.platform,
+        "digest": verdict.digest,
+        "verdict": verdict.verdict,
+        "expected": {"accelerator": expected.accelerator, "version": expected.version,
+                     "variant": expected.variant, "source": expected.source}
+        if expected else None,
+        "toolkits": {k: list(v) for k, v in verdict.toolkits.items()},
+        "layers": verdict.layers,
+        "cached_layers": verdict.cached_layers,
+        "error": verdict.error,
+        "counts": {s: verdict.count(s)
+                   for s in ("violation", "unmapped", "warning", "allowed", "ok")},
+        "findings": [_finding_record(f) for f in verdict.findings],
+        "stale_rules": [_rule_record(r) for r in verdict.stale_rules],
+    }
+
+
+def _found(verdict: ImageVerdict) -> str:
+    return "; ".join(f"{k} {', '.join(v)}" for k, v in verdict.toolkits.items()) or "none"
+
+
+def _finding_line(finding: Finding) -> str:
+    what = " ".join(x for x in (finding.toolkit, finding.version) if x)
+    component = " ".join(x for x in (finding.component, finding.component_version) if x)
+    layer = f" [layer {finding.layer_digest[:19]}]" if finding.layer_digest else ""
+    head = f"{what}: " if what else ""
+    return f"{finding.status}: {head}{component} ({finding.evidence}) at {finding.path}" \
+           f"{layer}: {finding.reason}"
+
+
+def _annotate(outcome: Outcome) -> None:
+    """GitHub Actions annotations, one per problem, so they show on the run's summary."""
+    def line(level: str, message: str) -> None:
+        clean = message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+        sys.stdout.write(f"::{level} title=aipcc-build validate::{clean}\n")
+
+    if outcome.error:
+        line("error", f"{outcome.target.ref}: {outcome.error}")
+    for verdict in outcome.verdicts:
+        where = f"{verdict.ref} ({verdict.platform})"
+        for finding in verdict.findings:
+            if finding.status in ("violation", "unmapped"):
+                line("error", f"{where}: {_finding_line(finding)}")
+            elif finding.status == "warning":
+                line("warning", f"{where}: {_finding_line(finding)}")
+        for rule in verdict.stale_rules:
+            line("warning", f"{where}: allow rule matched nothing (stale): {rule.reason}")
+
+
+def validation(outcomes: Sequence[Outcome], as_json: bool) -> None:
+    """Verdicts of `validate`: JSON, a rich table on a terminal, or plain lines."""
+    if as_json:
+        emit_json({
+            "images": [_verdict_record(o, v) for o in outcomes for v in o.verdicts],
+            "unreadable": [{"ref": o.target.ref, "name": o.target.name, "error": o.error}
+                           for o in outcomes if o.error],
+            "skipped": [{"ref": o.target.ref, "name": o.target.name}
+                        for o in outcomes if o.skipped],
+        })
+        return
+    if os.environ.get("GITHUB_ACTIONS") == "true":
+        for outcome in outcomes:
+            _annotate(outcome)
+    rows = []
+    for outcome in outcomes:
+        if outcome.error:
+            error(f"{outcome.target.ref}: {outcome.error}")
+        if outcome.skipped:
+            warning(f"{outcome.target.name or outcome.target.ref}: not in local storage, skipped")
+        for verdict in outcome.verdicts:
+            rows.append((verdict.ref, verdict.platform, str(verdict.expected or "-"),
+                         _found(verdict), str(len(verdict.findings)), verdict.verdict))
+    if interactive():
+        table(("IMAGE", "PLATFORM", "EXPECTED", "FOUND", "EVIDENCE", "VERDICT"), rows,
+              title="aipcc-build validate")
+    else:
+        for ref, platform, expected, found, evidence, result in rows:
+            sys.stdout.write(f"{ref} {platform}: {result} (expected {expected}; found {found}; "
+                             f"{evidence} evidence)\n")
+    for outcome in outcomes:
+        for verdict in outcome.verdicts:
+            shown = [f for f in verdict.findings if f.status != "ok"]
+            for finding in shown:
+                sys.stdout.write(f"  {verdict.ref} {verdict.platform}: {_finding_line(finding)}\n")
+            for rule in verdict.stale_rules:
+                where = f" ({rule.where})" if rule.where else ""
+                sys.stdout.write(f"  {verdict.ref} {verdict.platform}: stale allow rule{where}: "
+                                 f"{rule.reason}\n")
 
 
 def _render_changes(result: RenderResult) -> None:

@@ -1,0 +1,104 @@
+"""Every call to skopeo: argument lists in, parsed results out, `ToolError` on failure.
+
+The runner is injectable so unit tests can record the commands instead of running them.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from collections.abc import Sequence
+from typing import Any, Callable, Optional
+
+from .errors import InputError, ToolError
+
+Runner = Callable[[Sequence[str]], "subprocess.CompletedProcess[bytes]"]
+
+# Phrases skopeo and containers/image print when the image itself does not exist: a bad
+# reference is the user's input (exit 2 with a clear message), not a tool breakdown.
+_NOT_FOUND = (
+    "does not exist",
+    "manifest unknown",
+    "not found",
+    "no such file or directory",
+    "identifier is not an image",
+    "no such image",
+    "name unknown",
+)
+
+
+def _run_process(argv: Sequence[str]) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(list(argv), capture_output=True, check=False)
+
+
+class Skopeo:
+    """A thin wrapper over the skopeo executable."""
+
+    def __init__(self, runner: Optional[Runner] = None, executable: str = "skopeo",
+                 registries_conf: Optional[str] = None) -> None:
+        self._runner = runner
+        self._executable = executable
+        # skopeo 1.9 ignores CONTAINERS_REGISTRIES_CONF: a private registry's settings
+        # (an insecure test registry, a mirror) must be passed as a global option.
+        self._global = ["--registries-conf", registries_conf] if registries_conf else []
+        self._checked = runner is not None  # a fake runner stands in for the tool
+
+    def require(self) -> None:
+        """Fail early, once, with a clear message when skopeo is not installed."""
+        if self._checked:
+            return
+        if shutil.which(self._executable) is None:
+            raise InputError(f"{self._executable} is not installed (needed to read images)")
+        self._checked = True
+
+    def _call(self, args: Sequence[str], ref: Optional[str] = None) -> bytes:
+        self.require()
+        argv = [self._executable, *self._global, *args]
+        result = (self._runner or _run_process)(argv)
+        if result.returncode != 0:
+            stderr = result.stderr.decode("utf-8", "replace")
+            if ref is not None and any(p in stderr.lower() for p in _NOT_FOUND):
+                tail = stderr.strip().splitlines()[-1] if stderr.strip() else ""
+                raise InputError(f"cannot read image {ref}: {tail}")
+            raise ToolError(argv, result.returncode, stderr)
+        return result.stdout
+
+    def inspect_raw(self, ref: str) -> dict[str, Any]:
+        """The manifest or image index exactly as stored."""
+        return _json(self._call(["inspect", "--raw", ref], ref), ref)
+
+    def inspect_config(self, ref: str) -> dict[str, Any]:
+        """The image configuration (Env, Labels, rootfs.diff_ids)."""
+        return _json(self._call(["inspect", "--config", "--raw", ref], ref), ref)
+
+    def exists(self, ref: str) -> bool:
+        """Whether REF names an image (False when it does not exist; other errors raise)."""
+        try:
+            self.inspect_raw(ref)
+        except InputError:
+            return False
+        return True
+
+    def copy(self, source: str, dest: str, extra: Sequence[str] = ()) -> None:
+        """Copy an image; EXTRA are further `skopeo copy` options."""
+        self._call(["copy", "--quiet", *extra, source, dest], source)
+
+
+def _json(data: bytes, ref: str) -> dict[str, Any]:
+    try:
+        value = json.loads(data)
+    except ValueError as exc:
+        raise InputError(f"{ref}: skopeo returned invalid JSON ({exc})") from exc
+    if not isinstance(value, dict):
+        raise InputError(f"{ref}: skopeo returned JSON that is not an object")
+    return value
+
+
+def split_transport(ref: str) -> list[str]:
+    """`oci:dir:tag` -> ["oci", "dir:tag"]; raises InputError without a transport."""
+    transport, sep, rest = ref.partition(":")
+    if not sep or not rest:
+        raise InputError(f"{ref}: expected TRANSPORT:REFERENCE (oci:, oci-archive:, "
+                         "docker-archive:, docker://, containers-storage:)")
+    return [transport, rest]

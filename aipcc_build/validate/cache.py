@@ -1,0 +1,84 @@
+"""Layer scans cached by layer digest, shared by every image that holds the layer.
+
+A layer's bytes never change under its digest, so a scan is valid for as long as the
+scanner is the same: `SCAN_FORMAT` is part of the directory name and must be bumped
+whenever detection changes. Entries are written to a temporary file and renamed, so
+concurrent processes see a whole entry or none.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any, Optional
+
+from ..fsutil import write_atomic
+from .results import Evidence, Hazard, LayerScan
+
+SCAN_FORMAT = 1
+_DIGEST = re.compile(r"^([a-z0-9]+):([a-f0-9]{32,128})$")
+
+
+def default_cache_dir() -> Path:
+    configured = os.environ.get("AIPCC_BUILD_CACHE")
+    return Path(configured) if configured else Path.home() / ".cache" / "aipcc-build"
+
+
+def _to_json(scan: LayerScan) -> dict[str, Any]:
+    return {
+        "format": SCAN_FORMAT,
+        "digest": scan.digest,
+        "entries": scan.entries,
+        "evidence": [[e.kind, e.path, e.toolkit, e.component, e.version, e.release]
+                     for e in scan.evidence],
+        "whiteouts": list(scan.whiteouts),
+        "opaque_dirs": list(scan.opaque_dirs),
+        "content_paths": list(scan.content_paths),
+        "symlinks": [list(s) for s in scan.symlinks],
+        "hazards": [[h.kind, h.path, h.detail, h.severe] for h in scan.hazards],
+    }
+
+
+def _from_json(data: dict[str, Any]) -> LayerScan:
+    return LayerScan(
+        digest=data["digest"],
+        entries=int(data["entries"]),
+        evidence=tuple(Evidence(*e) for e in data["evidence"]),
+        whiteouts=tuple(data["whiteouts"]),
+        opaque_dirs=tuple(data["opaque_dirs"]),
+        content_paths=tuple(data["content_paths"]),
+        symlinks=tuple((s[0], s[1]) for s in data["symlinks"]),
+        hazards=tuple(Hazard(*h) for h in data["hazards"]),
+    )
+
+
+class LayerCache:
+    def __init__(self, root: Path) -> None:
+        self.dir = root / "validate" / f"layers-v{SCAN_FORMAT}"
+
+    def _path(self, digest: str) -> Optional[Path]:
+        match = _DIGEST.match(digest)
+        return self.dir / match.group(1) / f"{match.group(2)}.json" if match else None
+
+    def get(self, digest: str) -> Optional[LayerScan]:
+        path = self._path(digest)
+        if path is None:
+            return None
+        try:
+            data = json.loads(path.read_text())
+            scan = _from_json(data)
+        except (OSError, ValueError, KeyError, TypeError):
+            return None  # missing or damaged: scan again and overwrite
+        return scan if data.get("format") == SCAN_FORMAT and scan.digest == digest else None
+
+    def put(self, scan: LayerScan) -> None:
+        """Store a complete scan; scans that hit read errors are not kept."""
+        path = self._path(scan.digest)
+        if path is None or scan.error:
+            return
+        # A read-only or full cache only costs speed.
+        with contextlib.suppress(OSError):
+            write_atomic(path, json.dumps(_to_json(scan), separators=(",", ":")))

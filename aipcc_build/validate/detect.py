@@ -1,0 +1,324 @@
+"""Where CUDA and ROCm versions hide inside a layer, and in the image config.
+
+`LayerDetector` sees every tar entry's path; most are rejected by one regex search. Names
+alone give most evidence (trees, versioned libraries, dist-info directories, conda-meta
+records); the content of a few small files is read (version.json, torch/version.py, dpkg
+status) and the rpmdb goes to a temporary file for sqlite.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Optional
+
+from .components import is_cuda_component
+from .results import Evidence, Hazard
+from .rpmdb import RpmdbError, read_packages
+
+WANT_NONE, WANT_MEMORY, WANT_FILE = 0, 1, 2
+SMALL_FILE_LIMIT = 1 << 20  # version.json, version.py and friends are a few hundred bytes
+DPKG_STATUS_LIMIT = 64 << 20
+RPMDB_LIMIT = 1 << 30
+
+# Evidence kinds, as reported.
+EVIDENCE_KINDS = (
+    "cuda-tree", "rocm-tree", "version-file", "library", "rpm", "dpkg", "dist-info",
+    "torch-version", "conda", "env", "symlink",
+)
+
+# The tar walker's first filter, on raw name bytes (which lack the leading "/").
+CANDIDATE_BYTES = re.compile(
+    rb"usr/local/cuda|opt/rocm|\.dist-info|\.so\.\d|torch/version\.py$|conda-meta/"
+    rb"|var/lib/rpm/|usr/lib/sysimage/rpm/|var/lib/dpkg/status$")
+_CANDIDATE = re.compile(
+    r"/usr/local/cuda|/opt/rocm|\.dist-info|\.so\.\d|/torch/version\.py$|/conda-meta/"
+    r"|/var/lib/rpm/|/usr/lib/sysimage/rpm/|/var/lib/dpkg/status$")
+_CUDA_TREE = re.compile(r"^/usr/local/cuda-(\d+\.\d+)(?:/|$)")
+_CUDA_VERSION_FILE = re.compile(r"^/usr/local/cuda(?:-\d+\.\d+)?/version\.(json|txt)$")
+_ROCM_TREE = re.compile(r"^/opt/rocm-(\d+\.\d+\.\d+)(?:/|$)|^/opt/rocm/core-(\d+\.\d+)(?:/|$)")
+_ROCM_VERSION_FILE = re.compile(r"^/opt/rocm(?:-[\d.]+)?/\.info/version$")
+_LIBRARY = re.compile(r"/lib([A-Za-z0-9_+-]+?)\.so\.(\d+(?:\.\d+)+)$")
+_DIST_INFO = re.compile(r"^(.*/([^/]+)-([^/-]+)\.dist-info)(?:/|$)")
+_RPMDB = re.compile(r"^/(?:var/lib/rpm|usr/lib/sysimage/rpm)/rpmdb\.sqlite(-wal)?$")
+_CONDA_META = re.compile(r"/conda-meta/([^/]+)\.json$")
+_TORCH_CUDA = re.compile(r"^cuda\s*(?::[^=\n]*)?=\s*['\"](\d+\.\d+)", re.M)
+_TORCH_HIP = re.compile(r"^hip\s*(?::[^=\n]*)?=\s*['\"](\d+\.\d+)", re.M)
+_CUDA_TXT = re.compile(r"CUDA Version (\d+\.\d+[\d.]*)")
+_LOCAL_CUDA = re.compile(r"^cu(\d+)(\d)$")  # "+cu129" -> 12.9, "+cu118" -> 11.8
+_LOCAL_ROCM = re.compile(r"^rocm(\d+\.\d+)")
+_NVIDIA_WHEEL = re.compile(r"^nvidia-(.+?)(?:-cu(\d+))?$")
+# Package names that carry the CUDA release: cuda-cudart-12-9, libcublas-12-9, cuda-12-8.
+_CUDA_PACKAGE = re.compile(
+    r"^(cuda|cuda-[a-z0-9_-]+?|lib(?:cu|npp|nv)[a-z0-9_-]*?)-(\d{2})-(\d{1,2})$")
+_CUDNN_PACKAGE = re.compile(r"^libcudnn\d+(?:-[a-z]+)*-cuda-(\d+)$")
+_NCCL_PACKAGE = re.compile(r"^(?:lib)?nccl\d*(?:-devel|-dev)?$")
+_NCCL_CUDA = re.compile(r"\+cuda(\d+\.\d+)")
+_ROCM_PACKAGE = re.compile(
+    r"^(rocm-core|hip-runtime-amd|rocm-hip-runtime|hip-devel|rocm-dev|rocm-libs)"
+    r"(\d+\.\d+\.\d+)?$")
+_ROCM_CODE = re.compile(r"(?<![\d])(\d)(\d\d)(\d\d)(?![\d])")  # 60401 -> 6.4.1
+
+# Library file stems and the component each belongs to.
+_CUDA_LIBRARIES = {
+    "cudart": "cuda-runtime", "cublas": "cublas", "cublasLt": "cublas", "cufft": "cufft",
+    "cufftw": "cufft", "curand": "curand", "cusolver": "cusolver", "cusolverMg": "cusolver",
+    "cusparse": "cusparse", "nvrtc": "cuda-nvrtc", "nvrtc-builtins": "cuda-nvrtc",
+    "cupti": "cuda-cupti", "nvToolsExt": "nvtx", "nvJitLink": "nvjitlink", "cufile": "cufile",
+    "nvjpeg": "nvjpeg", "cudnn": "cudnn", "nccl": "nccl", "cusparseLt": "cusparselt",
+}
+# conda package names and their component; their versions are the component's own.
+_CONDA_CUDA = {
+    "cuda-cudart": "cuda-runtime", "cuda-nvrtc": "cuda-nvrtc", "cuda-cupti": "cuda-cupti",
+    "cuda-nvtx": "nvtx", "libcublas": "cublas", "libcufft": "cufft", "libcurand": "curand",
+    "libcusolver": "cusolver", "libcusparse": "cusparse", "libnvjitlink": "nvjitlink",
+    "libcufile": "cufile", "libnpp": "npp", "nccl": "nccl", "cudnn": "cudnn",
+}
+
+
+def major_minor(version: str) -> Optional[str]:
+    match = re.match(r"(\d+)\.(\d+)", version)
+    return f"{match.group(1)}.{match.group(2)}" if match else None
+
+
+def rocm_release(version: str) -> Optional[str]:
+    """ROCm release of a package version: AMD appends a code like 60401 for 6.4.1."""
+    codes = _ROCM_CODE.findall(version)
+    if codes:
+        major, minor, _ = codes[-1]
+        return f"{int(major)}.{int(minor)}"
+    return major_minor(version)
+
+
+def package_evidence(kind: str, path: str, name: str, version: str) -> Optional[Evidence]:
+    """Evidence from an installed package (rpm, dpkg): its name or version names a release."""
+    match = _CUDA_PACKAGE.match(name)
+    if match:
+        return Evidence(kind, path, "cuda", name, version, f"{match.group(2)}.{match.group(3)}")
+    match = _CUDNN_PACKAGE.match(name)
+    if match:
+        return Evidence(kind, path, "cuda", name, version, match.group(1))
+    if _NCCL_PACKAGE.match(name):
+        built_for = _NCCL_CUDA.search(version)
+        return Evidence(kind, path, "cuda", "nccl", version,
+                        built_for.group(1) if built_for else None)
+    match = _ROCM_PACKAGE.match(name)
+    if match:
+        return Evidence(kind, path, "rocm", match.group(1), version,
+                        major_minor(match.group(2)) if match.group(2) else rocm_release(version))
+    return None
+
+
+def _interesting_package(name: str) -> bool:
+    return bool(_CUDA_PACKAGE.match(name) or _CUDNN_PACKAGE.match(name)
+                or _NCCL_PACKAGE.match(name) or _ROCM_PACKAGE.match(name))
+
+
+def wheel_evidence(path: str, name: str, version: str) -> Optional[Evidence]:
+    """Evidence from a dist-info directory name: NVIDIA wheels, or a +cu/+rocm local version."""
+    project = name.lower().replace("_", "-").replace(".", "-")
+    local = version.partition("+")[2]
+    match = _NVIDIA_WHEEL.match(project)
+    if match and not local:
+        # CUDA 13 wheels drop the -cuNN suffix: a known component name is enough. The
+        # release comes from the component table at verdict time.
+        # The component keeps its -cuNN suffix: it pins the CUDA major.
+        component = project[len("nvidia-"):]
+        if match.group(2) or is_cuda_component(component):
+            return Evidence("dist-info", path, "cuda", component, version)
+        return None
+    cuda = _LOCAL_CUDA.match(local)
+    if cuda:
+        return Evidence("dist-info", path, "cuda", project, version,
+                        f"{int(cuda.group(1))}.{cuda.group(2)}")
+    rocm = _LOCAL_ROCM.match(local)
+    if rocm:
+        return Evidence("dist-info", path, "rocm", project, version, rocm.group(1))
+    return None
+
+
+def conda_evidence(path: str, record: str) -> Optional[Evidence]:
+    """Evidence from a conda-meta record name: NAME-VERSION-BUILD.json."""
+    parts = record.rsplit("-", 2)
+    if len(parts) != 3:
+        return None
+    name, version, build = parts
+    if name == "cuda-version":
+        return Evidence("conda", path, "cuda", "toolkit", version, major_minor(version))
+    if name in _CONDA_CUDA:
+        return Evidence("conda", path, "cuda", _CONDA_CUDA[name], version)
+    built = re.search(r"cuda(\d+\.\d+)", build) or re.search(r"rocm(\d+\.\d+)", build)
+    if built:
+        toolkit = "cuda" if built.group(0).startswith("cuda") else "rocm"
+        return Evidence("conda", path, toolkit, name, f"{version}-{build}", built.group(1))
+    return None
+
+
+def config_evidence(env: Mapping[str, str]) -> list[Evidence]:
+    """Evidence from the image config's environment."""
+    found = []
+    for key in ("CUDA_VERSION", "NV_CUDA_LIB_VERSION"):
+        if env.get(key):
+            found.append(Evidence("env", f"config:Env/{key}", "cuda", "toolkit", env[key],
+                                  major_minor(env[key])))
+    if env.get("NV_CUDA_CUDART_VERSION"):
+        value = env["NV_CUDA_CUDART_VERSION"]
+        found.append(Evidence("env", "config:Env/NV_CUDA_CUDART_VERSION", "cuda",
+                              "cuda-runtime", value, major_minor(value)))
+    require = env.get("NVIDIA_REQUIRE_CUDA", "")
+    match = re.search(r"cuda>=(\d+\.\d+)", require)
+    if match:
+        found.append(Evidence("env", "config:Env/NVIDIA_REQUIRE_CUDA", "cuda", "driver-requirement",
+                              require, match.group(1)))
+    if env.get("ROCM_VERSION"):
+        found.append(Evidence("env", "config:Env/ROCM_VERSION", "rocm", "toolkit",
+                              env["ROCM_VERSION"], major_minor(env["ROCM_VERSION"])))
+    return found
+
+
+class LayerDetector:
+    """Collects the evidence of one layer from the entries the tar walker shows it."""
+
+    def __init__(self) -> None:
+        self.evidence: list[Evidence] = []
+        self.hazards: list[Hazard] = []
+        self.content_paths: list[str] = []
+        self._seen: set[str] = set()
+        self._rpm_files: dict[str, Path] = {}
+
+    def _once(self, key: str) -> bool:
+        if key in self._seen:
+            return False
+        self._seen.add(key)
+        return True
+
+    def _limit(self, path: str, size: int, limit: int) -> bool:
+        if size <= limit:
+            self.content_paths.append(path)
+            return True
+        self.hazards.append(Hazard("oversized-file", path,
+                                   f"{size} bytes, more than {limit}: not read", severe=False))
+        return False
+
+    def visit(self, path: str, kind: str, size: int) -> int:
+        if not _CANDIDATE.search(path):
+            return WANT_NONE
+        regular = kind == "0"
+        tree = _CUDA_TREE.match(path)
+        if tree and self._once(f"cuda-tree:{tree.group(1)}"):
+            root = f"/usr/local/cuda-{tree.group(1)}"
+            self.evidence.append(Evidence("cuda-tree", root, "cuda", "toolkit", tree.group(1),
+                                          tree.group(1)))
+        rocm = _ROCM_TREE.match(path)
+        if rocm:
+            version = rocm.group(1) or rocm.group(2)
+            root = f"/opt/rocm-{version}" if rocm.group(1) else f"/opt/rocm/core-{version}"
+            if self._once(f"rocm-tree:{root}"):
+                self.evidence.append(Evidence("rocm-tree", root, "rocm", "toolkit", version,
+                                              major_minor(version)))
+        if ".dist-info" in path:
+            dist = _DIST_INFO.match(path)
+            if dist and self._once(dist.group(1)):
+                found = wheel_evidence(dist.group(1), dist.group(2), dist.group(3))
+                if found:
+                    self.evidence.append(found)
+            return WANT_NONE
+        if not regular:
+            return WANT_NONE
+        if _CUDA_VERSION_FILE.match(path) or _ROCM_VERSION_FILE.match(path) \
+                or path.endswith("/torch/version.py"):
+            return WANT_MEMORY if self._limit(path, size, SMALL_FILE_LIMIT) else WANT_NONE
+        if path == "/var/lib/dpkg/status":
+            return WANT_MEMORY if self._limit(path, size, DPKG_STATUS_LIMIT) else WANT_NONE
+        if _RPMDB.match(path):
+            return WANT_FILE if self._limit(path, size, RPMDB_LIMIT) else WANT_NONE
+        library = _LIBRARY.search(path)
+        if library:
+            self._library(path, library.group(1), library.group(2))
+            return WANT_NONE
+        conda = _CONDA_META.search(path)
+        if conda:
+            found = conda_evidence(path, conda.group(1))
+            if found:
+                self.evidence.append(found)
+        return WANT_NONE
+
+    def _library(self, path: str, stem: str, version: str) -> None:
+        if stem == "amdhip64":
+            self.evidence.append(Evidence("library", path, "rocm", "hip", version,
+                                          major_minor(version)))
+            return
+        component = _CUDA_LIBRARIES.get(stem) or ("npp" if stem.startswith("npp") else None)
+        if component:
+            self.evidence.append(Evidence("library", path, "cuda", component, version))
+
+    def content(self, path: str, data: bytes) -> None:
+        text = data.decode("utf-8", "replace")
+        if path.endswith("/version.json"):
+            try:
+                version = str(json.loads(text)["cuda"]["version"])
+            except (ValueError, KeyError, TypeError):
+                self.hazards.append(Hazard("unparsable-file", path, "no cuda.version",
+                                           severe=False))
+                return
+            self.evidence.append(Evidence("version-file", path, "cuda", "toolkit", version,
+                                          major_minor(version)))
+        elif path.endswith("/version.txt"):
+            match = _CUDA_TXT.search(text)
+            if match:
+                self.evidence.append(Evidence("version-file", path, "cuda", "toolkit",
+                                              match.group(1), major_minor(match.group(1))))
+        elif path.endswith("/.info/version"):
+            version = text.strip().split("-")[0]
+            self.evidence.append(Evidence("version-file", path, "rocm", "toolkit", version,
+                                          major_minor(version)))
+        elif path.endswith("/torch/version.py"):
+            for pattern, toolkit in ((_TORCH_CUDA, "cuda"), (_TORCH_HIP, "rocm")):
+                match = pattern.search(text)
+                if match:
+                    self.evidence.append(Evidence("torch-version", path, toolkit, "torch",
+                                                  match.group(1), match.group(1)))
+        elif path == "/var/lib/dpkg/status":
+            self._dpkg(path, text)
+
+    def _dpkg(self, path: str, text: str) -> None:
+        for paragraph in text.split("\n\n"):
+            fields = dict(re.findall(r"^(Package|Version|Status): *(.*)$", paragraph, re.M))
+            if "installed" not in fields.get("Status", "").split():
+                continue
+            found = package_evidence("dpkg", path, fields.get("Package", ""),
+                                     fields.get("Version", ""))
+            if found:
+                self.evidence.append(found)
+
+    def content_file(self, path: str, file: Path) -> None:
+        self._rpm_files[path] = file
+
+    def _rpm(self) -> None:
+        for path, file in self._rpm_files.items():
+            if path.endswith("-wal"):
+                continue
+            wal = self._rpm_files.get(f"{path}-wal")
+            if wal is not None and wal.stat().st_size:
+                # sqlite finds the log by name: put both side by side under their own names.
+                home = file.parent / f"{file.name}.db"
+                home.mkdir()
+                db = file.rename(home / "rpmdb.sqlite")
+                wal = wal.rename(home / "rpmdb.sqlite-wal")
+            else:
+                db, wal = file, None
+            try:
+                packages = read_packages(db, _interesting_package, wal)
+            except RpmdbError as exc:
+                self.hazards.append(Hazard("unreadable-rpmdb", path, str(exc), severe=False))
+                continue
+            for name, version, release in packages:
+                found = package_evidence("rpm", path, name, f"{version}-{release}")
+                if found:
+                    self.evidence.append(found)
+
+    def finish(self) -> tuple[list[Evidence], list[str], list[Hazard]]:
+        self._rpm()
+        return self.evidence, self.content_paths, self.hazards

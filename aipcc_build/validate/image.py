@@ -1,0 +1,339 @@
+"""Open an image reference: manifests, configs and where each layer blob's bytes are.
+
+Local layouts (`oci:`, `oci-archive:`, `docker-archive:`, `dir:`) are read in place: an
+archive's blobs are byte ranges of the archive file. Remote and local-storage images
+(`docker://`, `containers-storage:`) are first copied by skopeo to a temporary `dir:`
+layout, which keeps the layers as the source has them (containers-storage gives them
+uncompressed): nothing is recompressed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+from ..errors import InputError
+from ..skopeo import Skopeo, split_transport
+from .blobs import BlobLocation
+
+INDEX_TYPES = (
+    "application/vnd.oci.image.index.v1+json",
+    "application/vnd.docker.distribution.manifest.list.v2+json",
+)
+OCI_REF_NAME = "org.opencontainers.image.ref.name"
+
+
+@dataclass(frozen=True)
+class LayerRef:
+    digest: str
+    media_type: str
+    size: int
+    location: BlobLocation
+
+
+@dataclass(frozen=True)
+class PlatformImage:
+    """One platform's image: its config (parsed JSON) and its layers, bottom first."""
+
+    platform: str
+    digest: Optional[str]
+    config: Mapping[str, Any]
+    layers: tuple[LayerRef, ...]
+
+    @property
+    def env(self) -> dict[str, str]:
+        pairs = (self.config.get("config") or {}).get("Env") or []
+        return dict(p.split("=", 1) for p in pairs if "=" in p)
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return dict((self.config.get("config") or {}).get("Labels") or {})
+
+
+class _Store:
+    """Blobs by digest in some local layout."""
+
+    def location(self, digest: str) -> BlobLocation:
+        raise NotImplementedError
+
+    def read(self, digest: str) -> bytes:
+        loc = self.location(digest)
+        with open(loc.path, "rb") as handle:
+            handle.seek(loc.offset)
+            return handle.read(-1 if loc.length is None else loc.length)
+
+    def json(self, digest: str) -> dict[str, Any]:
+        return _parse_json(self.read(digest), digest)
+
+
+class _DirStore(_Store):
+    """An OCI layout directory (blobs/ALG/HEX) or a skopeo `dir:` (HEX at the top)."""
+
+    def __init__(self, root: Path, flat: bool) -> None:
+        self.root = root
+        self.flat = flat
+
+    def location(self, digest: str) -> BlobLocation:
+        algorithm, _, hexdigest = digest.partition(":")
+        if not hexdigest or "/" in digest or ".." in digest:
+            raise InputError(f"{self.root}: malformed digest {digest!r}")
+        path = self.root / hexdigest if self.flat else self.root / "blobs" / algorithm / hexdigest
+        if not path.is_file():
+            raise InputError(f"{self.root}: blob {digest} is missing")
+        return BlobLocation(str(path))
+
+
+class _ArchiveStore(_Store):
+    """A tar archive holding a layout; members are located once, then read in place."""
+
+    def __init__(self, archive: Path) -> None:
+        self.archive = archive
+        import tarfile  # only archives need it; keep it off the warm-cache path
+
+        self.members: dict[str, tuple[int, int]] = {}
+        try:
+            with tarfile.open(archive, "r:") as tar:  # few members: tarfile is fine here
+                for member in tar:
+                    if member.isfile():
+                        name = member.name.lstrip("./")
+                        self.members[name] = (member.offset_data, member.size)
+        except (tarfile.TarError, OSError) as exc:
+            raise InputError(f"{archive}: not a readable tar archive ({exc})") from exc
+
+    def member(self, name: str) -> BlobLocation:
+        if name.lstrip("./") not in self.members:
+            raise InputError(f"{self.archive}: no {name} in the archive")
+        offset, size = self.members[name.lstrip("./")]
+        return BlobLocation(str(self.archive), offset, size)
+
+    def location(self, digest: str) -> BlobLocation:
+        algorithm, _, hexdigest = digest.partition(":")
+        return self.member(f"blobs/{algorithm}/{hexdigest}")
+
+    def read_member(self, name: str) -> bytes:
+        loc = self.member(name)
+        with open(loc.path, "rb") as handle:
+            handle.seek(loc.offset)
+            return handle.read(loc.length)
+
+
+def _parse_json(data: bytes, what: str) -> dict[str, Any]:
+    try:
+        value = json.loads(data)
+    except ValueError as exc:
+        raise InputError(f"{what}: invalid JSON ({exc})") from exc
+    if not isinstance(value, dict):
+        raise InputError(f"{what}: expected a JSON object")
+    return value
+
+
+def _platform_of(config: Mapping[str, Any], descriptor: Optional[Mapping[str, Any]]) -> str:
+    source = (descriptor or {}).get("platform") or config
+    parts = [source.get("os") or "unknown", source.get("architecture") or "unknown"]
+    if source.get("variant"):
+        parts.append(source["variant"])
+    return "/".join(parts)
+
+
+def _matches(platform: str, wanted: Optional[str]) -> bool:
+    if wanted is None:
+        return True
+    # "linux/arm64" matches "linux/arm64/v8": a missing variant means any variant.
+    return platform == wanted or platform.startswith(wanted + "/")
+
+
+def _image(store: _Store, manifest: Mapping[str, Any], digest: Optional[str],
+           descriptor: Optional[Mapping[str, Any]]) -> PlatformImage:
+    if manifest.get("schemaVersion") != 2 or "config" not in manifest:
+        raise InputError(f"unsupported manifest (schema {manifest.get('schemaVersion')}): "
+                         "only Docker v2s2 and OCI manifests can be validated")
+    config = store.json(manifest["config"]["digest"])
+    layers = tuple(
+        LayerRef(layer["digest"], layer.get("mediaType", ""), int(layer.get("size", 0)),
+                 store.location(layer["digest"]))
+        for layer in manifest.get("layers") or [])
+    return PlatformImage(_platform_of(config, descriptor), digest, config, layers)
+
+
+def _from_index(store: _Store, top: Mapping[str, Any], top_digest: Optional[str],
+                platform: Optional[str], what: str) -> list[PlatformImage]:
+    if top.get("mediaType") not in INDEX_TYPES and "manifests" not in top:
+        images = [_image(store, top, top_digest, None)]
+    else:
+        images = []
+        for descriptor in top.get("manifests") or []:
+            declared = descriptor.get("platform") or {}
+            if declared.get("os") == "unknown":
+                continue  # attestation manifests, not runnable images
+            if declared and not _matches(_platform_of({}, descriptor), platform):
+                continue
+            manifest = store.json(descriptor["digest"])
+            images.extend(_from_index(store, manifest, descriptor["digest"], platform, what)
+                          if manifest.get("manifests") else
+                          [_image(store, manifest, descriptor["digest"], descriptor)])
+    images = [i for i in images if _matches(i.platform, platform)]
+    if not images:
+        raise InputError(f"{what}: no image for platform {platform}" if platform
+                         else f"{what}: the index lists no image")
+    return images
+
+
+def _split_path(rest: str) -> tuple[str, Optional[str]]:
+    """PATH[:REFERENCE] where PATH itself may contain colons: the longest existing prefix."""
+    if os.path.exists(rest):
+        return rest, None
+    cut = rest.rfind(":")
+    while cut > 0:
+        if os.path.exists(rest[:cut]):
+            return rest[:cut], rest[cut + 1:]
+        cut = rest.rfind(":", 0, cut)
+    raise InputError(f"{rest.split(':')[0]}: no such file or directory")
+
+
+def _oci_top(index: Mapping[str, Any], tag: Optional[str], what: str) -> Mapping[str, Any]:
+    manifests = index.get("manifests") or []
+    if tag is not None:
+        chosen = [m for m in manifests if (m.get("annotations") or {}).get(OCI_REF_NAME) == tag]
+        if not chosen:
+            raise InputError(f"{what}: no image tagged {tag!r}")
+        return chosen[0]
+    if len(manifests) != 1:
+        tags = sorted((m.get("annotations") or {}).get(OCI_REF_NAME, "?") for m in manifests)
+        raise InputError(f"{what}: holds {len(manifests)} images, name one of: {', '.join(tags)}")
+    return manifests[0]
+
+
+def _oci(store: _Store, index: Mapping[str, Any], tag: Optional[str], platform: Optional[str],
+         what: str) -> list[PlatformImage]:
+    chosen = _oci_top(index, tag, what)
+    top = store.json(chosen["digest"])
+    return _from_index(store, top, chosen["digest"], platform, what)
+
+
+def _docker_archive(path: Path, name: Optional[str], platform: Optional[str], what: str
+                    ) -> list[PlatformImage]:
+    store = _ArchiveStore(path)
+    entries = json.loads(store.read_member("manifest.json"))
+    if name is not None:
+        entries = [e for e in entries if name in (e.get("RepoTags") or [])
+                   or name.lstrip("@") == str(entries.index(e))]
+    if len(entries) != 1:
+        raise InputError(f"{what}: holds {len(entries)} images matching; name one "
+                         "(docker-archive:FILE:NAME:TAG)")
+    entry = entries[0]
+    config = _parse_json(store.read_member(entry["Config"]), f"{what} config")
+    diff_ids = (config.get("rootfs") or {}).get("diff_ids") or []
+    if len(diff_ids) != len(entry["Layers"]):
+        raise InputError(f"{what}: {len(entry['Layers'])} layers but "
+                         f"{len(diff_ids)} diff_ids in the config")
+    # docker-archive layers are uncompressed tars: their diffID is their digest.
+    layers = tuple(
+        LayerRef(diff_id, "application/vnd.docker.image.rootfs.diff.tar", 0,
+                 store.member(member))
+        for diff_id, member in zip(diff_ids, entry["Layers"]))
+    image = PlatformImage(_platform_of(config, None), None, config, layers)
+    if not _matches(image.platform, platform):
+        raise InputError(f"{what}: image is {image.platform}, not {platform}")
+    return [image]
+
+
+class OpenedImage:
+    """The platform images of one reference; `close()` removes any temporary copy."""
+
+    def __init__(self, ref: str, images: list[PlatformImage], tempdir: Optional[str]) -> None:
+        self.ref = ref
+        self.images = images
+        self._tempdir = tempdir
+
+    def close(self) -> None:
+        if self._tempdir:
+            shutil.rmtree(self._tempdir, ignore_errors=True)
+            self._tempdir = None
+
+    def __enter__(self) -> OpenedImage:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _copy_with_skopeo(ref: str, transport: str, rest: str, platform: Optional[str],
+                      skopeo: Skopeo) -> OpenedImage:
+    top = skopeo.inspect_raw(ref)
+    sources: list[tuple[str, Optional[Mapping[str, Any]]]] = []
+    if top.get("mediaType") in INDEX_TYPES or "manifests" in top:
+        if transport != "docker":
+            raise InputError(f"{ref}: is an image index; validate its images one by one")
+        repository = rest.lstrip("/").split("@")[0]
+        if ":" in repository.rsplit("/", 1)[-1]:
+            repository = repository.rsplit(":", 1)[0]
+        for descriptor in top.get("manifests") or []:
+            declared = descriptor.get("platform") or {}
+            if declared.get("os") == "unknown" or not _matches(
+                    _platform_of({}, descriptor), platform):
+                continue
+            sources.append((f"docker://{repository}@{descriptor['digest']}", descriptor))
+        if not sources:
+            raise InputError(f"{ref}: no image for platform {platform}")
+    else:
+        sources.append((ref, None))
+    tempdir = tempfile.mkdtemp(prefix="aipcc-validate-copy-")
+    try:
+        images = []
+        for number, (source, descriptor) in enumerate(sources):
+            target = Path(tempdir) / str(number)
+            skopeo.copy(source, f"dir:{target}")
+            store = _DirStore(target, flat=True)
+            manifest = _parse_json((target / "manifest.json").read_bytes(), source)
+            digest = descriptor["digest"] if descriptor else None
+            images.append(_image(store, manifest, digest, descriptor))
+        images = [i for i in images if _matches(i.platform, platform)]
+        if not images:
+            raise InputError(f"{ref}: image is not for platform {platform}")
+        return OpenedImage(ref, images, tempdir)
+    except BaseException:
+        shutil.rmtree(tempdir, ignore_errors=True)
+        raise
+
+
+def open_image(ref: str, platform: Optional[str] = None,
+               skopeo: Optional[Skopeo] = None) -> OpenedImage:
+    """Open REF (any skopeo transport); raises InputError when it cannot be read."""
+    transport, rest = split_transport(ref)
+    try:
+        if transport == "oci":
+            path, tag = _split_path(rest)
+            root = Path(path)
+            store: _Store = _DirStore(root, flat=False)
+            index = _parse_json((root / "index.json").read_bytes(), f"{root}/index.json")
+            return OpenedImage(ref, _oci(store, index, tag, platform, ref), None)
+        if transport == "oci-archive":
+            path, tag = _split_path(rest)
+            archive = _ArchiveStore(Path(path))
+            index = _parse_json(archive.read_member("index.json"), f"{path}:index.json")
+            return OpenedImage(ref, _oci(archive, index, tag, platform, ref), None)
+        if transport == "docker-archive":
+            path, name = _split_path(rest)
+            return OpenedImage(ref, _docker_archive(Path(path), name, platform, ref), None)
+        if transport == "dir":
+            root = Path(rest)
+            manifest = _parse_json((root / "manifest.json").read_bytes(), f"{root}/manifest.json")
+            image = _image(_DirStore(root, flat=True), manifest, None, None)
+            if not _matches(image.platform, platform):
+                raise InputError(f"{ref}: image is {image.platform}, not {platform}")
+            return OpenedImage(ref, [image], None)
+    except OSError as exc:
+        raise InputError(f"{ref}: {exc.strerror or exc}") from exc
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InputError(f"{ref}: malformed image metadata ({exc!r})") from exc
+    if transport in ("docker", "containers-storage"):
+        tool = skopeo or Skopeo()
+        return _copy_with_skopeo(ref, transport, rest, platform, tool)
+    raise InputError(f"{ref}: unsupported transport {transport!r} (use oci:, oci-archive:, "
+                     "docker-archive:, dir:, docker://, containers-storage:)")

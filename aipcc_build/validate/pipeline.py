@@ -1,0 +1,157 @@
+"""validate_image: open an image, scan its layers (cached, in parallel), judge each platform."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Optional
+
+from ..errors import AipccError
+from ..model import AllowRule, ImageSpec
+from ..skopeo import Skopeo
+from .blobs import LayerJob
+from .cache import LayerCache, default_cache_dir
+from .image import open_image
+from .results import Expectation, ImageVerdict, LayerScan
+from .verdict import judge
+
+if TYPE_CHECKING:
+    from multiprocessing.context import BaseContext
+
+
+def expectation_from_spec(spec: ImageSpec) -> tuple[Expectation, tuple[AllowRule, ...]]:
+    """What a matrix image must contain, and the allow rules of its accelerator, version, kind."""
+    return (Expectation(spec.accelerator, spec.version, spec.variant, source="matrix"),
+            spec.allow)
+
+
+def _blob_size(job: LayerJob) -> int:
+    if job.location.length is not None:
+        return job.location.length
+    try:
+        return os.path.getsize(job.location.path)
+    except OSError:
+        return 0
+
+
+def _pool_context() -> BaseContext:
+    import multiprocessing
+    import threading
+
+    # fork starts workers in milliseconds, but forking a process that runs other threads
+    # can deadlock the child; callers with threads get the slower, safe forkserver.
+    methods = multiprocessing.get_all_start_methods()
+    if "fork" in methods and threading.active_count() == 1:
+        return multiprocessing.get_context("fork")
+    return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+
+
+def scan_layers(jobs: Iterable[LayerJob], cache: LayerCache
+                ) -> tuple[dict[str, LayerScan], set[str]]:
+    """Scans by digest, and the digests served from the cache.
+
+    Inflating gzip is single-threaded per stream, so layers are scanned in parallel
+    processes, the largest first so that the last one to finish is a small one.
+    """
+    scans: dict[str, LayerScan] = {}
+    cached: set[str] = set()
+    todo = []
+    for job in jobs:
+        hit = cache.get(job.digest)
+        if hit is not None:
+            scans[job.digest] = hit
+            cached.add(job.digest)
+        else:
+            todo.append(job)
+    if not todo:
+        return scans, cached
+    # Imported here: a fully cached run needs neither the inflaters nor a process pool.
+    from .layers import scan_layer
+
+    todo.sort(key=_blob_size, reverse=True)
+    workers = min(len(todo), os.cpu_count() or 1)
+    if workers > 1:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context()) as pool:
+            results = list(pool.map(scan_layer, todo))
+    else:
+        results = [scan_layer(job) for job in todo]
+    for scan in results:
+        cache.put(scan)
+        scans[scan.digest] = scan
+    return scans, cached
+
+
+def validate_image(
+    ref: str,
+    *,
+    expect: Optional[Expectation] = None,
+    allow: Sequence[AllowRule] = (),
+    strict_layers: bool = False,
+    platform: Optional[str] = None,
+    cache_dir: Optional[Path] = None,
+    skopeo: Optional[Skopeo] = None,
+) -> list[ImageVerdict]:
+    """One verdict per platform of REF. Raises InputError (or ToolError) when REF is unreadable."""
+    cache = LayerCache(cache_dir or default_cache_dir())
+    with open_image(ref, platform, skopeo) as opened:
+        jobs: dict[str, LayerJob] = {}
+        for image in opened.images:
+            for layer in image.layers:
+                jobs.setdefault(layer.digest,
+                                LayerJob(layer.digest, layer.media_type, layer.location))
+        scans, cached = scan_layers(jobs.values(), cache)
+        return [
+            judge(ref, image, [scans[layer.digest] for layer in image.layers], expect, allow,
+                  strict_layers, sum(1 for layer in image.layers if layer.digest in cached))
+            for image in opened.images
+        ]
+
+
+@dataclass(frozen=True)
+class Target:
+    """One image to validate, with what it must contain."""
+
+    ref: str
+    expect: Optional[Expectation] = None
+    allow: tuple[AllowRule, ...] = ()
+    name: Optional[str] = None  # the matrix image key, in matrix mode
+    only_if_present: bool = False  # matrix mode: images not built locally are skipped
+
+
+@dataclass(frozen=True)
+class Outcome:
+    target: Target
+    verdicts: tuple[ImageVerdict, ...] = ()
+    error: Optional[str] = None  # the image could not be read
+    skipped: bool = False  # not present in local storage (matrix mode)
+
+    @property
+    def exit_code(self) -> int:
+        if self.error or any(v.verdict == "unreadable" for v in self.verdicts):
+            return 2
+        return 0 if all(v.ok for v in self.verdicts) else 1
+
+
+def validate_targets(targets: Sequence[Target], *, strict_layers: bool = False,
+                     platform: Optional[str] = None, cache_dir: Optional[Path] = None,
+                     skopeo: Optional[Skopeo] = None) -> list[Outcome]:
+    """Validate each target; an unreadable one is an outcome with an error, not a crash."""
+    tool = skopeo or Skopeo()
+    outcomes = []
+    for target in targets:
+        if target.only_if_present and not tool.exists(target.ref):
+            outcomes.append(Outcome(target, skipped=True))
+            continue
+        try:
+            verdicts = validate_image(target.ref, expect=target.expect, allow=target.allow,
+                                      strict_layers=strict_layers, platform=platform,
+                                      cache_dir=cache_dir, skopeo=tool)
+        except AipccError as exc:
+            outcomes.append(Outcome(target, error=str(exc)))
+            continue
+        outcomes.append(Outcome(target, tuple(verdicts)))
+    return outcomes

@@ -1,0 +1,118 @@
+"""The validator's typed results: what a layer says, and what the validator concludes.
+
+`Evidence` and `LayerScan` are per layer and cached by layer digest; `Finding` and
+`ImageVerdict` are per image and computed afresh each run (the component table and the
+expectation may change between runs, the layer's bytes cannot).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Optional
+
+from ..model import AllowRule
+
+# Finding statuses. Only violations and unmapped versions fail an image.
+OK = "ok"
+ALLOWED = "allowed"
+WARNING = "warning"
+UNMAPPED = "unmapped"
+VIOLATION = "violation"
+FAILING = (VIOLATION, UNMAPPED)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One thing inside a layer (or the image config) that names a toolkit version."""
+
+    kind: str  # see detect.EVIDENCE_KINDS
+    path: str  # "/usr/local/cuda-12.9", "/var/lib/rpm/rpmdb.sqlite", "config:Env/CUDA_VERSION"
+    toolkit: str  # "cuda" or "rocm"
+    component: str  # "cuda-runtime", "cufft", "cuda-cudart-12-9", "torch", "toolkit"
+    version: str  # the version as found: "12.9.79", "2.8.0+cu129", "2.27.3-1+cuda12.9"
+    release: Optional[str] = None  # "12.9" when the evidence names its release itself
+
+
+@dataclass(frozen=True)
+class Hazard:
+    """A hostile or broken tar entry: reported, never followed or written."""
+
+    kind: str  # "path-traversal", "absolute-path", "device-file", "absurd-size", ...
+    path: str
+    detail: str
+    severe: bool  # severe hazards fail the image
+
+
+@dataclass(frozen=True)
+class LayerScan:
+    """Everything the verdict needs from one layer, small enough to cache as JSON."""
+
+    digest: str
+    entries: int
+    evidence: tuple[Evidence, ...] = ()
+    whiteouts: tuple[str, ...] = ()  # paths this layer deletes from lower layers
+    opaque_dirs: tuple[str, ...] = ()  # directories whose lower content this layer hides
+    content_paths: tuple[str, ...] = ()  # version files read here; they replace lower copies
+    symlinks: tuple[tuple[str, str], ...] = ()  # (path, target)
+    hazards: tuple[Hazard, ...] = ()
+    error: Optional[str] = None  # set when the layer could not be read to its end
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """What an image should contain. `version` may be "12.8" or "12.8.1"; major.minor counts."""
+
+    accelerator: str  # "cuda", "rocm", "cpu"
+    version: Optional[str] = None
+    variant: Optional[str] = None  # expected FROMAGER_VARIANT
+    source: str = "argument"  # "argument", "matrix", "labels", "inferred"
+
+    @property
+    def release(self) -> Optional[str]:
+        return ".".join(self.version.split(".")[:2]) if self.version else None
+
+    def __str__(self) -> str:
+        return f"{self.accelerator} {self.release}" if self.release else self.accelerator
+
+
+@dataclass(frozen=True)
+class Finding:
+    status: str  # ok | allowed | warning | unmapped | violation
+    evidence: str  # kind of evidence, or "config"/"layer" for checks and hazards
+    path: str
+    reason: str
+    toolkit: Optional[str] = None
+    version: Optional[str] = None  # the toolkit release the evidence belongs to ("12.9")
+    component: Optional[str] = None
+    component_version: Optional[str] = None
+    layer_digest: Optional[str] = None  # None for the image config
+
+
+@dataclass(frozen=True)
+class ImageVerdict:
+    ref: str
+    platform: str  # "linux/amd64"
+    digest: Optional[str] = None  # manifest digest when known
+    expected: Optional[Expectation] = None
+    toolkits: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # present releases
+    findings: tuple[Finding, ...] = ()
+    stale_rules: tuple[AllowRule, ...] = ()  # allow rules that matched nothing
+    layers: int = 0
+    cached_layers: int = 0
+    error: Optional[str] = None  # the image could not be read completely
+
+    @property
+    def verdict(self) -> str:
+        if self.error:
+            return "unreadable"
+        if any(f.status in FAILING for f in self.findings):
+            return "failed"
+        return "ok"
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict == "ok"
+
+    def count(self, status: str) -> int:
+        return sum(1 for f in self.findings if f.status == status)

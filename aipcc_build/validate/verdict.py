@@ -1,0 +1,240 @@
+"""From layer scans to an image verdict: only the final filesystem decides.
+
+Whiteouts are applied in layer order: evidence a later layer deletes (or a later copy of
+the same version file replaces) is still shipped bytes, so it becomes a warning, or a
+violation with `strict_layers`. Then every piece of evidence is compared with the
+expectation, and the allowlist turns deliberate exceptions into visible `allowed` findings.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Optional
+
+from ..model import AllowRule
+from .components import fits, resolve
+from .detect import config_evidence, major_minor
+from .image import PlatformImage
+from .results import (
+    ALLOWED,
+    OK,
+    UNMAPPED,
+    VIOLATION,
+    WARNING,
+    Evidence,
+    Expectation,
+    Finding,
+    ImageVerdict,
+    LayerScan,
+)
+from .symlinks import resolve_link
+
+LABEL_ACCELERATOR = "ai.aipcc.accelerator"
+LABEL_VERSION = "ai.aipcc.accelerator.version"
+FAMILIES = ("cuda", "rocm")
+# Symlinks whose target names the toolkit the image runs with.
+TOOLKIT_LINKS = {"/usr/local/cuda": ("cuda", re.compile(r"^/usr/local/cuda-(\d+\.\d+)$")),
+                 "/opt/rocm": ("rocm", re.compile(r"^/opt/rocm-(\d+\.\d+)\.\d+$"))}
+_NAME_TOOLKIT = re.compile(r"(?:^|[-_/.])(cuda|rocm)-?(\d+\.\d+)(?:$|[-_/.:])")
+
+
+def _ancestors(path: str) -> list[str]:
+    parts = path.split("/")
+    return ["/".join(parts[:i]) or "/" for i in range(1, len(parts))]
+
+
+class _Removals:
+    """Answers "which later layer removed PATH from layer I?" from the layers' whiteouts."""
+
+    def __init__(self, scans: Sequence[LayerScan]) -> None:
+        self.whiteouts = [set(s.whiteouts) for s in scans]
+        self.opaque = [set(s.opaque_dirs) for s in scans]
+        self.contents = [set(s.content_paths) for s in scans]
+
+    def removed_by(self, layer: int, path: str, content: bool) -> Optional[int]:
+        ancestors = _ancestors(path)
+        for later in range(layer + 1, len(self.whiteouts)):
+            whiteouts, opaque = self.whiteouts[later], self.opaque[later]
+            if path in whiteouts or any(a in whiteouts or a in opaque for a in ancestors):
+                return later
+            if content and path in self.contents[later]:
+                return later  # a newer copy of the same version file replaced it
+        return None
+
+
+def _expectation_from_labels(labels: Mapping[str, str]) -> Optional[Expectation]:
+    accelerator = labels.get(LABEL_ACCELERATOR)
+    if not accelerator:
+        return None
+    return Expectation(accelerator, labels.get(LABEL_VERSION) or None, source="labels")
+
+
+def _infer(present: Sequence[tuple[Evidence, Optional[tuple[str, ...]]]],
+           env: Mapping[str, str], family: Optional[str] = None) -> Expectation:
+    """At most one family and one major.minor: the config's toolkit, else the commonest."""
+    for key, toolkit in (("CUDA_VERSION", "cuda"), ("ROCM_VERSION", "rocm")):
+        if env.get(key) and family in (None, toolkit):
+            return Expectation(toolkit, major_minor(env[key]), source="inferred")
+    counts: Counter[tuple[str, str]] = Counter(
+        (e.toolkit, r) for e, releases in present if releases
+        for r in releases if "." in r and family in (None, e.toolkit))
+    if not counts:
+        return Expectation(family or "cpu", source="inferred")
+    (toolkit, release), _ = max(
+        counts.items(), key=lambda kv: (kv[1], [int(x) for x in kv[0][1].split(".")]))
+    return Expectation(toolkit, release, source="inferred")
+
+
+def _judge_evidence(evidence: Evidence, releases: Optional[tuple[str, ...]],
+                    expected: Expectation) -> tuple[str, str]:
+    found = f"{evidence.toolkit} {', '.join(releases)}" if releases else evidence.toolkit
+    if expected.accelerator not in FAMILIES:
+        return VIOLATION, f"{found} evidence in a {expected.accelerator} image"
+    if evidence.toolkit != expected.accelerator:
+        return VIOLATION, f"second accelerator family: {found} in a {expected} image"
+    if not releases:
+        return UNMAPPED, (f"{evidence.component} {evidence.version} is not in the component "
+                          "table: its CUDA release is unknown")
+    if expected.release is None or fits(releases, expected.release):
+        return OK, f"{found} matches the expected {expected}"
+    return VIOLATION, f"{found} in a {expected} image"
+
+
+def _rule_matches(rule: AllowRule, finding: Finding) -> bool:
+    if rule.toolkit and rule.toolkit != finding.toolkit:
+        return False
+    if rule.component:
+        component = finding.component or ""
+        if rule.component != component and rule.component != re.sub(r"-cu\d+$", "", component):
+            return False
+    if rule.versions:
+        values = [v for v in (finding.version, finding.component_version) if v]
+        if not any(v.startswith(prefix) for v in values for prefix in rule.versions):
+            return False
+    return not (rule.path and not fnmatch.fnmatchcase(finding.path, rule.path))
+
+
+def _apply_allowlist(findings: list[Finding], rules: Sequence[AllowRule]
+                     ) -> tuple[list[Finding], tuple[AllowRule, ...]]:
+    used: set[int] = set()
+    result = []
+    for finding in findings:
+        if finding.status in (VIOLATION, UNMAPPED, WARNING):
+            for number, rule in enumerate(rules):
+                if _rule_matches(rule, finding):
+                    used.add(number)
+                    finding = replace(finding, status=ALLOWED,
+                                      reason=f"{rule.reason} (was {finding.status}: "
+                                             f"{finding.reason})")
+                    break
+        result.append(finding)
+    return result, tuple(r for n, r in enumerate(rules) if n not in used)
+
+
+def _config_checks(image: PlatformImage, ref: str, expected: Expectation) -> list[Finding]:
+    findings = []
+    env, labels = image.env, image.labels
+    if expected.variant is not None:
+        actual = env.get("FROMAGER_VARIANT")
+        if actual != expected.variant:
+            findings.append(Finding(
+                VIOLATION, "config", "config:Env/FROMAGER_VARIANT",
+                f"FROMAGER_VARIANT is {actual!r}, expected the generic {expected.variant!r}"
+                if actual is not None else
+                f"FROMAGER_VARIANT is not set, expected {expected.variant!r}",
+                component="FROMAGER_VARIANT", component_version=actual))
+    label_accel, label_version = labels.get(LABEL_ACCELERATOR), labels.get(LABEL_VERSION)
+    if label_accel and expected.source != "labels":
+        label_release = major_minor(label_version) if label_version else None
+        if label_accel != expected.accelerator or (
+                label_release and expected.release and label_release != expected.release):
+            findings.append(Finding(
+                VIOLATION, "config", f"config:Labels/{LABEL_ACCELERATOR}",
+                f"labels say {label_accel} {label_version or ''}".rstrip()
+                + f", expected {expected}", component="labels",
+                component_version=f"{label_accel} {label_version or ''}".rstrip()))
+    named = _NAME_TOOLKIT.search(ref.rsplit("/", 1)[-1])
+    if named and label_accel and label_version and (
+            (named.group(1), named.group(2)) != (label_accel, major_minor(label_version))):
+        findings.append(Finding(
+            VIOLATION, "config", f"config:Labels/{LABEL_VERSION}",
+            f"image name says {named.group(1)} {named.group(2)}, labels say "
+            f"{label_accel} {label_version}", component="labels",
+            component_version=label_version))
+    return findings
+
+
+def _final_links(scans: Sequence[LayerScan], removals: _Removals) -> dict[str, str]:
+    links: dict[str, str] = {}
+    for number, scan in enumerate(scans):
+        for path, target in scan.symlinks:
+            if removals.removed_by(number, path, content=False) is None:
+                links[path] = target
+    return links
+
+
+def judge(ref: str, image: PlatformImage, scans: Sequence[LayerScan],
+          expect: Optional[Expectation], allow: Sequence[AllowRule], strict_layers: bool,
+          cached_layers: int) -> ImageVerdict:
+    removals = _Removals(scans)
+    # (evidence, releases, layer digest, removed by layer number)
+    items: list[tuple[Evidence, Optional[tuple[str, ...]], Optional[str], Optional[int]]] = []
+    for number, scan in enumerate(scans):
+        contents = set(scan.content_paths)
+        for evidence in scan.evidence:
+            gone = removals.removed_by(number, evidence.path, evidence.path in contents)
+            items.append((evidence, resolve(evidence), scan.digest, gone))
+    links = _final_links(scans, removals)
+    for link, (toolkit, pattern) in TOOLKIT_LINKS.items():
+        if link in links:
+            target = resolve_link(link, links)
+            match = pattern.match(target or "")
+            if match:
+                evidence = Evidence("symlink", link, toolkit, "toolkit", target or "",
+                                    match.group(1))
+                items.append((evidence, (match.group(1),), None, None))
+    for evidence in config_evidence(image.env):
+        items.append((evidence, resolve(evidence), None, None))
+
+    present = [(e, r) for e, r, _, gone in items if gone is None]
+    expected = expect or _expectation_from_labels(image.labels) or _infer(present, image.env)
+    if expected.accelerator in FAMILIES and expected.release is None:
+        inferred = _infer(present, image.env, expected.accelerator)
+        expected = replace(expected, version=inferred.version)
+
+    findings: list[Finding] = []
+    for evidence, releases, digest, gone in items:
+        status, reason = _judge_evidence(evidence, releases, expected)
+        if gone is not None:
+            reason += f"; removed by layer {gone + 1} ({scans[gone].digest[:19]}) " \
+                      "but its bytes still ship in a lower layer"
+            if status != OK:
+                status = VIOLATION if strict_layers else WARNING
+        findings.append(Finding(
+            status, evidence.kind, evidence.path, reason, toolkit=evidence.toolkit,
+            version=", ".join(releases) if releases else None, component=evidence.component,
+            component_version=evidence.version, layer_digest=digest))
+    for scan in scans:
+        for hazard in scan.hazards:
+            findings.append(Finding(VIOLATION if hazard.severe else WARNING, "layer", hazard.path,
+                                    f"{hazard.kind}: {hazard.detail}", component=hazard.kind,
+                                    layer_digest=scan.digest))
+    findings.extend(_config_checks(image, ref, expected))
+    findings, stale = _apply_allowlist(findings, allow)
+
+    toolkits: dict[str, set[str]] = {}
+    for evidence, releases in present:
+        for release in releases or ():
+            if "." in release:
+                toolkits.setdefault(evidence.toolkit, set()).add(release)
+    errors = [s.error for s in scans if s.error]
+    return ImageVerdict(
+        ref=ref, platform=image.platform, digest=image.digest, expected=expected,
+        toolkits={k: tuple(sorted(v, key=lambda r: [int(x) for x in r.split(".")]))
+                  for k, v in sorted(toolkits.items())},
+        findings=tuple(findings), stale_rules=stale, layers=len(scans),
+        cached_layers=cached_layers, error="; ".join(errors) if errors else None)

@@ -1,0 +1,304 @@
+"""Fast unit tests on synthetic tars, databases and scans (no buildah, no skopeo)."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import multiprocessing
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+import zstandard
+
+from aipcc_build.errors import InputError
+from aipcc_build.model import AllowRule
+from aipcc_build.skopeo import Skopeo
+from aipcc_build.validate.blobs import BlobLocation, LayerJob
+from aipcc_build.validate.cache import LayerCache
+from aipcc_build.validate.components import fits, resolve
+from aipcc_build.validate.detect import config_evidence, package_evidence, rocm_release
+from aipcc_build.validate.image import PlatformImage
+from aipcc_build.validate.layers import TarWalker, escapes_root, normalize, scan_layer
+from aipcc_build.validate.results import Evidence, Expectation, LayerScan
+from aipcc_build.validate.rpmdb import read_packages
+from aipcc_build.validate.symlinks import resolve_link
+from aipcc_build.validate.verdict import judge
+
+from .conftest import member, rpmdb, tar_bytes
+
+
+def scan(tmp_path: Path, data: bytes, name: str = "layer") -> LayerScan:
+    blob = tmp_path / name
+    blob.write_bytes(data)
+    return scan_layer(LayerJob(f"sha256:{name:0<64}"[:71], "", BlobLocation(str(blob))))
+
+
+def image(env: dict[str, str] | None = None, labels: dict[str, str] | None = None
+          ) -> PlatformImage:
+    config = {"os": "linux", "architecture": "amd64",
+              "config": {"Env": [f"{k}={v}" for k, v in (env or {}).items()],
+                         "Labels": labels or {}}}
+    return PlatformImage("linux/amd64", None, config, ())
+
+
+def test_walker_reads_pax_and_gnu_long_names_and_links() -> None:
+    long = "usr/lib/python3.9/site-packages/" + "x" * 150 + "/nvidia_cublas_cu12-12.8.4.1.dist-info"
+    for fmt in (tarfile.PAX_FORMAT, tarfile.GNU_FORMAT):
+        data = tar_bytes([member(f"{long}/METADATA", b"Name: x\n"),
+                          member("a/link", kind=tarfile.SYMTYPE, link="../" + "y" * 120),
+                          member("a/hard", kind=tarfile.LNKTYPE, link="a/file")], fmt)
+        entries = [(e.name.decode(), e.kind, e.link.decode()) for e in TarWalker(io.BytesIO(data))]
+        assert entries == [(f"{long}/METADATA", "0", ""), ("a/link", "2", "../" + "y" * 120),
+                           ("a/hard", "1", "a/file")]
+
+
+def test_names_and_symlinks_are_judged_lexically() -> None:
+    assert normalize("./usr/lib/x") == ("/usr/lib/x", None)
+    assert normalize("/etc/passwd") == ("/etc/passwd", "absolute-path")
+    assert normalize("a/../../etc") == (None, "path-traversal")
+    assert escapes_root("/usr/lib/x", "../../../etc/shadow")
+    assert not escapes_root("/usr/lib/x", "../../etc/shadow")
+    assert not escapes_root("/usr/lib/x", "/etc/shadow")
+    links = {"/usr/local/cuda": "/etc/alternatives/cuda",
+             "/etc/alternatives/cuda": "/usr/local/cuda-12.9", "/a": "b", "/b": "a"}
+    assert resolve_link("/usr/local/cuda", links) == "/usr/local/cuda-12.9"
+    assert resolve_link("/a", links) is None
+
+
+@pytest.mark.parametrize("compress", ["plain", "gzip-members", "zstd-frames"])
+def test_layer_compressions_are_sniffed(tmp_path: Path, compress: str) -> None:
+    whole = tar_bytes([member("usr/local/cuda-12.8/version.json",
+                              b'{"cuda": {"version": "12.8.1"}}'),
+                       member("opt/rocm-6.4.1/.info/version", b"6.4.1-83\n")])
+    first, second = whole[:1024], whole[1024:]  # the second member starts a new frame
+    if compress == "gzip-members":  # multi-member gzip, as eStargz writes
+        data = gzip.compress(first) + gzip.compress(second)
+    elif compress == "zstd-frames":  # several frames and a skippable one, as zstd:chunked
+        skippable = b"\x50\x2a\x4d\x18" + (4).to_bytes(4, "little") + b"toc!"
+        cctx = zstandard.ZstdCompressor()
+        data = cctx.compress(first) + skippable + cctx.compress(second)
+    else:
+        data = first + second
+    result = scan(tmp_path, data)
+    assert result.error is None
+    assert {(e.kind, e.toolkit, e.release) for e in result.evidence} == {
+        ("cuda-tree", "cuda", "12.8"), ("version-file", "cuda", "12.8"),
+        ("rocm-tree", "rocm", "6.4"), ("version-file", "rocm", "6.4")}
+
+
+def test_truncated_and_garbage_layers_are_errors_not_crashes(tmp_path: Path) -> None:
+    data = tar_bytes([member("usr/bin/tool", b"x" * 5000)])
+    assert "truncated" in (scan(tmp_path, data[:1500], "cut").error or "")
+    assert "unreadable" in (scan(tmp_path, b"\x01" * 2048, "junk").error or "")
+
+
+def test_evidence_from_names(tmp_path: Path) -> None:
+    site = "usr/lib64/python3.9/site-packages"
+    result = scan(tmp_path, tar_bytes([
+        member(f"{site}/nvidia_cuda_runtime_cu12-12.8.90.dist-info/METADATA", b"x"),
+        member(f"{site}/nvidia_cuda_runtime-13.0.96.dist-info/METADATA", b"x"),
+        member(f"{site}/nvidia_ml_py-12.560.30.dist-info/METADATA", b"x"),
+        member(f"{site}/torch-2.8.0+rocm6.4.dist-info/METADATA", b"x"),
+        member("usr/local/cuda-12.8/lib64/libcublas.so.12.8.4.1", b"x"),
+        member("usr/lib64/libcudart.so.12", b"x"),
+        member("opt/conda/conda-meta/cuda-version-12.9-3.json", b"{}"),
+        member("opt/conda/conda-meta/libcufft-11.3.3.83-h5888daf_0.json", b"{}"),
+    ]))
+    found = {(e.kind, e.component, e.version, e.release) for e in result.evidence}
+    assert found == {
+        ("dist-info", "cuda-runtime-cu12", "12.8.90", None),
+        ("dist-info", "cuda-runtime", "13.0.96", None),
+        ("dist-info", "torch", "2.8.0+rocm6.4", "6.4"),
+        ("cuda-tree", "toolkit", "12.8", "12.8"),
+        ("library", "cublas", "12.8.4.1", None),
+        ("conda", "toolkit", "12.9", "12.9"),
+        ("conda", "cufft", "11.3.3.83", None),
+    }
+
+
+def test_component_table_maps_own_numbering_and_leaves_unknowns_unmapped() -> None:
+    def releases(component: str, version: str) -> tuple[str, ...] | None:
+        return resolve(Evidence("dist-info", "/x", "cuda", component, version))
+
+    assert releases("cusparse-cu12", "12.5.8.93") == ("12.8",)
+    assert releases("cusparse-cu12", "12.5.10.65") == ("12.9",)
+    assert releases("cufft", "12.0.0.61") == ("13.0",)
+    assert releases("cublas", "13.1.0.3") == ("13.0",)  # exact entry beats the prefix rule
+    assert releases("cuda-runtime-cu12", "12.9.79") == ("12.9",)
+    assert releases("cudnn-cu12", "9.10.2.21") == ("12",)
+    assert releases("cudnn-cu13", "9.10.2.21") is None  # that pin exists only for CUDA 12
+    assert releases("cusparse-cu12", "12.5.99.1") is None
+    assert releases("cuda-runtime-cu12", "12.7.1") is None  # there is no CUDA 12.7
+    assert fits(("12",), "12.8") and not fits(("12.9",), "12.8")
+
+
+def test_package_names_and_rocm_release_codes() -> None:
+    def release(name: str, version: str) -> str | None:
+        found = package_evidence("rpm", "/db", name, version)
+        return found.release if found else None
+
+    assert release("cuda-cudart-12-9", "12.9.79-1") == "12.9"
+    assert release("cuda-12-8", "12.8.1-1") == "12.8"
+    assert release("libcudnn9-cuda-12", "9.10.2.21-1") == "12"
+    assert release("libnccl", "2.27.3-1+cuda12.9") == "12.9"
+    assert release("hip-runtime-amd", "6.2.41134.60204-1") == "6.2"
+    assert release("rocm-core", "6.4.1.60401-83.el9") == "6.4"
+    assert release("bash", "5.1") is None
+    assert rocm_release("6.3.42134.60304") == "6.3"
+
+
+def test_rpmdb_index_and_driver_requirement(tmp_path: Path) -> None:
+    db = rpmdb(tmp_path / "rpmdb.sqlite", [("libcublas-12-9", "12.9.1.4", "1"),
+                                            ("bash", "5.1.8", "9.el9")])
+    assert read_packages(db, lambda n: n.startswith("lib")) == [
+        ("libcublas-12-9", "12.9.1.4", "1")]
+    config = config_evidence({"NVIDIA_REQUIRE_CUDA": "cuda>=12.9 brand=tesla,driver>=535"})
+    assert [(e.component, e.release) for e in config] == [("driver-requirement", "12.9")]
+
+
+def test_whiteouts_decide_the_final_filesystem(tmp_path: Path) -> None:
+    lower = scan(tmp_path, tar_bytes([
+        member("usr/local/cuda-12.9/lib64/libcudart.so.12.9.79", b"x"),
+        member("usr/local/cuda-12.8/lib64/libcudart.so.12.8.90", b"x"),
+        member("var/lib/dpkg/status",
+               b"Package: cuda-cudart-12-9\nStatus: install ok installed\nVersion: 12.9.79-1\n"),
+    ]), "lower")
+    upper = scan(tmp_path, tar_bytes([
+        member("usr/local/.wh.cuda-12.9"),
+        member("var/lib/dpkg/status", b"Package: bash\nStatus: install ok installed\n"),
+    ]), "upper")
+    expect = Expectation("cuda", "12.8")
+    verdict = judge("ref", image(), [lower, upper], expect, (), False, 0)
+    assert verdict.verdict == "ok"
+    assert {f.path for f in verdict.findings if f.status == "warning"} == {
+        "/usr/local/cuda-12.9", "/usr/local/cuda-12.9/lib64/libcudart.so.12.9.79",
+        "/var/lib/dpkg/status"}
+    strict = judge("ref", image(), [lower, upper], expect, (), True, 0)
+    assert strict.count("violation") == 3
+    opaque = scan(tmp_path, tar_bytes([member("usr/local/.wh..wh..opq")]), "opaque")
+    hidden = judge("ref", image(), [lower, opaque], expect, (), False, 0)
+    assert hidden.toolkits == {"cuda": ("12.9",)}  # only the dpkg record outside /usr/local
+
+
+def test_expectation_sources_and_config_checks(tmp_path: Path) -> None:
+    layer = scan(tmp_path, tar_bytes([member("usr/local/cuda-12.8/x", b"x")]))
+    env = {"CUDA_VERSION": "12.8.1", "FROMAGER_VARIANT": "cuda-ubi9"}
+    labels = {"ai.aipcc.accelerator": "cuda", "ai.aipcc.accelerator.version": "12.9"}
+    inferred = judge("oci:x", image(env), [layer], None, (), False, 0)
+    assert inferred.expected == Expectation("cuda", "12.8", source="inferred")
+    assert inferred.verdict == "ok"
+    from_labels = judge("oci:x", image(env, labels), [layer], None, (), False, 0)
+    assert from_labels.expected is not None and from_labels.expected.source == "labels"
+    assert from_labels.verdict == "failed"
+    named = judge("containers-storage:quay.io/aipcc/builder/cuda-12.8-ubi9:1", image(env, labels),
+                  [layer], Expectation("cuda", "12.8", variant="cuda-rhel9"), (), False, 0)
+    assert {f.component for f in named.findings if f.status == "violation"} == {
+        "FROMAGER_VARIANT", "labels"}
+
+
+def test_allow_rules_match_every_given_field(tmp_path: Path) -> None:
+    layer = scan(tmp_path, tar_bytes([
+        member("usr/local/cuda-12.9/compat/libcuda.so.575.57.08", b"x"),
+        member("usr/local/cuda-12.8/x", b"x")]))
+    compat = AllowRule("forward compatibility", toolkit="cuda", versions=("12.9",),
+                       path="/usr/local/cuda-*")
+    wrong_path = AllowRule("never", path="/opt/*")
+    verdict = judge("r", image(), [layer], Expectation("cuda", "12.8"), [wrong_path, compat],
+                    False, 0)
+    assert verdict.verdict == "ok"
+    assert [f.reason.split(" (")[0] for f in verdict.findings if f.status == "allowed"] == [
+        "forward compatibility"]
+    assert verdict.stale_rules == (wrong_path,)
+
+
+def _cache_writer(root: str, digest: str) -> None:
+    scan_result = LayerScan(digest, 7, (Evidence("cuda-tree", "/usr/local/cuda-12.8", "cuda",
+                                                  "toolkit", "12.8", "12.8"),))
+    for _ in range(50):
+        LayerCache(Path(root)).put(scan_result)
+
+
+def test_cache_round_trip_and_concurrent_writers(tmp_path: Path) -> None:
+    digest = "sha256:" + "ab" * 32
+    workers = [multiprocessing.Process(target=_cache_writer, args=(str(tmp_path), digest))
+               for _ in range(3)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    cached = LayerCache(tmp_path).get(digest)
+    assert cached is not None and cached.entries == 7 and cached.evidence[0].release == "12.8"
+    leftovers = [p for p in tmp_path.rglob("*") if p.is_file() and not p.name.endswith(".json")]
+    assert leftovers == []
+    (LayerCache(tmp_path).dir / "sha256" / f"{'ab' * 32}.json").write_text("{broken")
+    assert LayerCache(tmp_path).get(digest) is None
+
+
+def test_skopeo_commands_are_argument_lists_and_failures_typed() -> None:
+    calls: list[list[str]] = []
+
+    def fake(argv):  # type: ignore[no-untyped-def]
+        calls.append(list(argv))
+        if "missing" in argv[-1]:
+            return subprocess.CompletedProcess(argv, 1, b"", b"manifest unknown")
+        if "broken" in argv[-1]:
+            return subprocess.CompletedProcess(argv, 1, b"", b"boom\nx509: certificate")
+        return subprocess.CompletedProcess(argv, 0, json.dumps({"schemaVersion": 2}).encode(), b"")
+
+    tool = Skopeo(runner=fake, registries_conf="/etc/r.conf")
+    assert tool.inspect_raw("docker://q/x:1") == {"schemaVersion": 2}
+    assert calls[0] == ["skopeo", "--registries-conf", "/etc/r.conf", "inspect", "--raw",
+                        "docker://q/x:1"]
+    assert not tool.exists("docker://q/missing:1")
+    from aipcc_build.errors import ToolError
+    with pytest.raises(ToolError) as failure:
+        tool.inspect_raw("docker://q/broken:1")
+    assert failure.value.command[-1] == "docker://q/broken:1" and "x509" in str(failure.value)
+    with pytest.raises(InputError):
+        tool.inspect_raw("docker://q/missing:1")
+
+
+def test_cli_exit_codes_and_json(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from aipcc_build.cli import main
+
+    layout = tmp_path / "layout"
+    blobs = layout / "blobs" / "sha256"
+    blobs.mkdir(parents=True)
+
+    def put(data: bytes) -> str:
+        import hashlib
+        digest = hashlib.sha256(data).hexdigest()
+        (blobs / digest).write_bytes(data)
+        return f"sha256:{digest}"
+
+    layer = tar_bytes([member("usr/local/cuda-12.9/x", b"x"), member("usr/local/cuda-12.8/y")])
+    config = json.dumps({"os": "linux", "architecture": "amd64", "config": {},
+                         "rootfs": {"type": "layers", "diff_ids": [put(layer)]}}).encode()
+    manifest = json.dumps({"schemaVersion": 2, "config": {"digest": put(config)},
+                           "layers": [{"digest": put(layer), "size": len(layer)}]}).encode()
+    (layout / "index.json").write_text(json.dumps(
+        {"schemaVersion": 2, "manifests": [{"digest": put(manifest)}]}))
+
+    def run(*args: str) -> tuple[int, str, str]:
+        with pytest.raises(SystemExit) as code:
+            main(["validate", *args, "--cache-dir", str(tmp_path / "cache")])
+        out, err = capsys.readouterr()
+        return int(code.value.code or 0), out, err
+
+    monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
+    code, out, _ = run(f"oci:{layout}", "--expect", "cuda=12.8")
+    assert code == 1 and "violation: cuda 12.9" in out
+    code, out, _ = run(f"oci:{layout}", "--expect", "cuda=12.8", "--json")
+    payload = json.loads(out)
+    assert payload["schema"] == 1 and payload["images"][0]["verdict"] == "failed"
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    code, out, _ = run(f"oci:{layout}", "--expect", "cuda=12.8")
+    assert "::error title=aipcc-build validate::" in out
+    code, _, err = run(f"oci:{tmp_path}/nope")
+    assert code == 2 and "no such file or directory" in err and "Traceback" not in err
+    code, _, err = run(f"oci:{layout}", "--expect", "cuda")
+    assert code == 2 and "--expect" in err
