@@ -18,7 +18,8 @@ from .errors import AipccError
 
 if TYPE_CHECKING:
     from .matrix import Filters
-    from .model import Matrix
+    from .model import ImageSpec, Matrix
+    from .schedule import ValidationOutcome
     from .validate import Expectation
 
 DEFAULT_MATRIX = "matrix/aipcc.yaml"
@@ -234,7 +235,7 @@ def matrix(context: Context, filters: Filters, dry_run: bool, as_json: bool,
     previous = {sig: signal.signal(sig, interrupted) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         with report.MatrixView(plan) as view:
-            result = schedule.run(plan, options, runner, view, stop)
+            result = schedule.run(plan, options, runner, view, stop, validate=_validate_built)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -245,6 +246,22 @@ def matrix(context: Context, filters: Filters, dry_run: bool, as_json: bool,
     if received:
         return 128 + received[0]
     return 0 if result.ok else 1
+
+
+def _validate_built(image: ImageSpec, image_id: str) -> ValidationOutcome:
+    """The validator as the scheduler's step between build and push."""
+    from . import report
+    from .schedule import ValidationOutcome
+    from .validate import validate_built
+
+    outcome = validate_built(image, image_id)
+    toolkits: dict[str, set[str]] = {}
+    for verdict in outcome.verdicts:
+        for toolkit, versions in verdict.toolkits.items():
+            toolkits.setdefault(toolkit, set()).update(versions)
+    return ValidationOutcome(ok=outcome.exit_code == 0,
+                             message=report.validation_problems(outcome),
+                             toolkits={k: sorted(v) for k, v in toolkits.items()})
 
 
 def _variables(ctx: click.Context, param: click.Parameter,

@@ -174,6 +174,14 @@ def _finding_line(finding: Finding) -> str:
            f"{layer}: {finding.reason}"
 
 
+def validation_problems(outcome: Outcome) -> str:
+    """Why an image failed validation, one finding per line, for its build log and report."""
+    if outcome.error:
+        return outcome.error
+    return "\n".join(_finding_line(finding) for verdict in outcome.verdicts
+                     for finding in verdict.findings if finding.status in ("violation", "unmapped"))
+
+
 def _annotate(outcome: Outcome) -> None:
     """GitHub Actions annotations, one per problem, so they show on the run's summary."""
     def line(level: str, message: str) -> None:

@@ -34,15 +34,6 @@ def wheelhouse() -> Path:
     return Path(out.stdout.strip().splitlines()[-1])
 
 
-def wheel(wheelhouse: Path, project: str, version: str) -> Path:
-    """The wheel file of PROJECT==VERSION in the wheelhouse."""
-    stem = project.replace("-", "_")
-    found = sorted(wheelhouse.glob(f"{stem}-{version}-*.whl"))
-    if not found:
-        raise FileNotFoundError(f"{project}=={version} is not in {wheelhouse}")
-    return found[0]
-
-
 @pytest.fixture(scope="session")
 def base_image() -> str:
     """A local busybox image standing in for a base OS (no registry needed)."""

@@ -3,7 +3,14 @@
 The core never prints: it returns typed verdicts that `report` formats.
 """
 
-from .pipeline import Outcome, Target, expectation_from_spec, validate_image, validate_targets
+from .pipeline import (
+    Outcome,
+    Target,
+    expectation_from_spec,
+    validate_built,
+    validate_image,
+    validate_targets,
+)
 from .results import Evidence, Expectation, Finding, ImageVerdict
 
 __all__ = [
@@ -14,6 +21,7 @@ __all__ = [
     "Outcome",
     "Target",
     "expectation_from_spec",
+    "validate_built",
     "validate_image",
     "validate_targets",
 ]

@@ -155,3 +155,15 @@ def validate_targets(targets: Sequence[Target], *, strict_layers: bool = False,
             continue
         outcomes.append(Outcome(target, tuple(verdicts)))
     return outcomes
+
+
+def validate_built(spec: ImageSpec, image_id: str, *, cache_dir: Optional[Path] = None,
+                   skopeo: Optional[Skopeo] = None) -> Outcome:
+    """Validate an image just built into local storage (by ID: its tag may be reused)
+    against its matrix cell; layers are read uncompressed, never recompressed."""
+    expect, allow = expectation_from_spec(spec)
+    # containers-storage takes a bare image ID; buildah's --iidfile writes "sha256:<hex>".
+    bare_id = image_id.split(":", 1)[-1]
+    target = Target(f"containers-storage:{bare_id}", expect, allow, name=spec.key)
+    return validate_targets([target], cache_dir=cache_dir, skopeo=skopeo)[0]
+

@@ -18,7 +18,6 @@ import sys
 import time
 import uuid
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,44 +26,14 @@ import pytest
 from aipcc_build.matrix import load
 from aipcc_build.render import apply, render_all
 
+from .conftest import buildah_json
+
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
 Registry = Any  # tests/conftest.py's Registry: .host, .stop()
 
 CUDA_VERSIONS = ("12.9.1", "12.8.1")
-
-
-def buildah_json(*args: str) -> Any:
-    out = subprocess.run(["buildah", *args, "--json"], check=True, capture_output=True,
-                         text=True).stdout
-    return json.loads(out or "[]") or []
-
-
-@pytest.fixture
-def unique_base(base_image: str) -> Iterator[tuple[str, str]]:
-    """(name, image ID) of a base image only this test uses."""
-    tag = uuid.uuid4().hex[:10]
-    name = f"localhost/aipcc-test-sched/base-{tag}"
-    subprocess.run(["buildah", "build", "-q", "-t", name, "-f", "-", "."],
-                   input=f"FROM {base_image}\nLABEL aipcc-test-sched={tag}\n", text=True,
-                   check=True, capture_output=True)
-    image_id = subprocess.run(["buildah", "inspect", "--type", "image", "--format",
-                               "{{.FromImageID}}", name],
-                              check=True, capture_output=True, text=True).stdout.strip()
-    yield name, image_id
-    subprocess.run(["buildah", "rmi", "-f", name], capture_output=True)
-
-
-@pytest.fixture
-def namespace(registry: Registry) -> Iterator[str]:
-    """HOST/NAMESPACE for --registry; the images tagged under it are removed afterwards."""
-    prefix = f"{registry.host}/t{uuid.uuid4().hex[:10]}"
-    yield prefix
-    ours = [image["id"] for image in buildah_json("images")
-            if any(name.startswith(prefix + "/") for name in image.get("names") or [])]
-    if ours:
-        subprocess.run(["buildah", "rmi", "-f", *ours], capture_output=True)
 
 
 def write_matrix(root: Path, base: str, versions: dict[str, dict[str, object]],

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from artifacts import wheel  # noqa: F401  (used by the tests through this module)
 
 PREFIX = "localhost/aipcc-test-validate"
 SITE = "/usr/lib/python3.9/site-packages"
@@ -33,15 +34,6 @@ CUDA128_ENV = {
     "FROMAGER_VARIANT": "cuda-ubi9",
 }
 CUDA128_LABELS = {"ai.aipcc.accelerator": "cuda", "ai.aipcc.accelerator.version": "12.8.1"}
-
-
-def wheel(wheelhouse: Path, project: str, version: str) -> Path:
-    """The wheel file of PROJECT==VERSION (as tests/conftest.py's helper; several test
-    directories have a conftest module, so that one cannot be imported by name)."""
-    found = sorted(wheelhouse.glob(f"{project.replace('-', '_')}-{version}-*.whl"))
-    if not found:
-        raise FileNotFoundError(f"{project}=={version} is not in {wheelhouse}")
-    return found[0]
 
 
 def run(*argv: str) -> str:
