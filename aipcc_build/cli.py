@@ -82,6 +82,14 @@ def raw_filters(command: Callable[..., Any]) -> Callable[..., Any]:
     return command
 
 
+def reference_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """--build-id and --registry: what turns a matrix image into a full reference."""
+    command = click.option("--registry", metavar="HOST/NAMESPACE",
+                           help="Replace the matrix's registry.")(command)
+    return click.option("--build-id", metavar="ID",
+                        help="Build id in the tag (default: from CI, or dev).")(command)
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="aipcc-build")
 @click.option("--matrix", "matrix_path", envvar="AIPCC_BUILD_MATRIX", default=DEFAULT_MATRIX,
@@ -116,8 +124,7 @@ def render(context: Context, filters: Filters, check: bool) -> int:
 
 @cli.command(name="list")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (schema 1).")
-@click.option("--build-id", metavar="ID", help="Build id in the tag (default: from CI, or dev).")
-@click.option("--registry", metavar="HOST/NAMESPACE", help="Replace the matrix's registry.")
+@reference_options
 @matrix_filters
 @pass_context
 def list_images(context: Context, filters: Filters, as_json: bool, build_id: Optional[str],
@@ -136,22 +143,22 @@ def _default_jobs() -> int:
     return min(os.cpu_count() or 1, 4)
 
 
-def _build_arg(ctx: click.Context, param: click.Parameter,
-               values: tuple[str, ...]) -> dict[str, str]:
-    args = {}
+def _name_values(ctx: click.Context, param: click.Parameter,
+                 values: tuple[str, ...]) -> dict[str, str]:
+    """Repeated NAME=VALUE options as a dict."""
+    pairs = {}
     for value in values:
         name, sep, text = value.partition("=")
         if not sep or not name:
             raise click.BadParameter(f"'{value}' is not NAME=VALUE", ctx, param)
-        args[name] = text
-    return args
+        pairs[name] = text
+    return pairs
 
 
 @cli.command()
 @click.option("--dry-run", is_flag=True, help="Print the build plan; build nothing.")
 @click.option("--json", "as_json", is_flag=True, help="With --dry-run: print JSON (schema 1).")
-@click.option("--build-id", metavar="ID", help="Build id in the tag (default: from CI, or dev).")
-@click.option("--registry", metavar="HOST/NAMESPACE", help="Replace the matrix's registry.")
+@reference_options
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=_default_jobs,
               show_default="CPUs, at most 4", help="Builds at most at once.")
 @click.option("--capacity", metavar="SLOT=N,...", default="",
@@ -179,7 +186,7 @@ def _build_arg(ctx: click.Context, param: click.Parameter,
               help="Cache intermediate layers (default: buildah's, BUILDAH_LAYERS).")
 @click.option("--platform", metavar="OS/ARCH", help="Passed to buildah build.")
 @click.option("--build-arg", "build_args", multiple=True, metavar="NAME=VALUE",
-              callback=_build_arg, help="Passed to buildah build (repeatable).")
+              callback=_name_values, help="Passed to buildah build (repeatable).")
 @matrix_filters
 @pass_context
 def matrix(context: Context, filters: Filters, dry_run: bool, as_json: bool,
@@ -264,17 +271,6 @@ def _validate_built(image: ImageSpec, image_id: str) -> ValidationOutcome:
                              toolkits={k: sorted(v) for k, v in toolkits.items()})
 
 
-def _variables(ctx: click.Context, param: click.Parameter,
-               values: tuple[str, ...]) -> dict[str, str]:
-    variables = {}
-    for value in values:
-        name, sep, text = value.partition("=")
-        if not sep or not name:
-            raise click.BadParameter(f"'{value}' is not NAME=VALUE", ctx=ctx, param=param)
-        variables[name] = text
-    return variables
-
-
 DATE = click.DateTime(formats=["%Y-%m-%d"])
 
 
@@ -283,7 +279,7 @@ DATE = click.DateTime(formats=["%Y-%m-%d"])
 @click.argument("version")
 @click.option("--min-driver", metavar="X.Y.Z", help="Oldest driver the toolkit supports.")
 @click.option("--eol", type=DATE, metavar="YYYY-MM-DD", help="End-of-life date.")
-@click.option("--var", "variables", multiple=True, metavar="NAME=VALUE", callback=_variables,
+@click.option("--var", "variables", multiple=True, metavar="NAME=VALUE", callback=_name_values,
               help="A template variable of this version, such as cudart=12.9.79-1 "
                    "(repeatable).")
 @pass_context
@@ -338,8 +334,7 @@ PLAN_FORMATS = ("json", "github", "gitlab", "tekton")
                                       "tekton: a CI document fanning builds out (docs/ci).")
 @click.option("--changed-since", metavar="GIT_REV",
               help="Only images whose inputs changed since GIT_REV, and their dependents.")
-@click.option("--build-id", metavar="ID", help="Build id in the tag (default: from CI, or dev).")
-@click.option("--registry", metavar="HOST/NAMESPACE", help="Replace the matrix's registry.")
+@reference_options
 @matrix_filters
 @pass_context
 def plan(context: Context, filters: Filters, output_format: str, changed_since: Optional[str],
@@ -390,8 +385,7 @@ def _today(value: Optional[dt.datetime]) -> dt.date:
                    "for committed docs.")
 @click.option("--check-drift", is_flag=True,
               help="Write nothing; exit 1 if -o FILE differs from what would be written.")
-@click.option("--build-id", metavar="ID", help="Build id in the tag (default: from CI, or dev).")
-@click.option("--registry", metavar="HOST/NAMESPACE", help="Replace the matrix's registry.")
+@reference_options
 @matrix_filters
 @pass_context
 def compat(context: Context, filters: Filters, output_format: str, build_report: Optional[str],
@@ -463,8 +457,7 @@ def compat(context: Context, filters: Filters, output_format: str, build_report:
 @click.option("--warn-days", type=click.IntRange(min=0), default=90, show_default=True,
               help="EOL within this many days is flagged eol-soon.")
 @click.option("--today", type=DATE, metavar="YYYY-MM-DD", help="Date to judge EOL against.")
-@click.option("--build-id", metavar="ID", help="Build id in the tag (default: from CI, or dev).")
-@click.option("--registry", metavar="HOST/NAMESPACE", help="Replace the matrix's registry.")
+@reference_options
 @matrix_filters
 @pass_context
 def select(context: Context, filters: Filters, gpu: Optional[str],
@@ -529,8 +522,7 @@ def parse_expect(value: Optional[str]) -> Optional[Expectation]:
               help="Layer scan cache (env AIPCC_BUILD_CACHE, default ~/.cache/aipcc-build).")
 @click.option("--matrix", "matrix_file", metavar="PATH",
               help="Validate every image of this matrix present in local storage.")
-@click.option("--build-id", metavar="ID", help="With --matrix: build id in the tag.")
-@click.option("--registry", metavar="HOST/NAMESPACE", help="With --matrix: replace the registry.")
+@reference_options
 @raw_filters
 @pass_context
 def validate(context: Context, accelerators: tuple[str, ...], versions: tuple[str, ...],

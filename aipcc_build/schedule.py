@@ -300,6 +300,7 @@ class _Message:
 
     key: str
     event: Optional[Event] = None  # to pass on
+    released: bool = False  # built: the build's job and resource slots are free
     built_id: Optional[str] = None  # built and validated: dependents may start
     result: Optional[ImageResult] = None  # the worker is done
 
@@ -327,6 +328,9 @@ class _Scheduler:
         self.workers: dict[str, threading.Thread] = {}
         self.messages: queue.Queue[_Message] = queue.Queue()
         self.cancelled = threading.Event()  # workers: start nothing new
+        # Validating and pushing hold no build slot (the next build starts meanwhile), but
+        # at most --jobs of each run at once.
+        self.check_slots = threading.Semaphore(max(1, options.jobs))
         self.push_slots = threading.Semaphore(max(1, options.jobs))
         self.stopped_by: Optional[str] = None
 
@@ -420,6 +424,8 @@ class _Scheduler:
             if isinstance(message.event, StatusChanged):
                 self.results[key] = replace(self.results[key], status=message.event.status)
             self.on_event(message.event)
+        if message.released:
+            self.holding.pop(key, None)
         if message.built_id is not None:
             self.built_ids[key] = message.built_id
             self.holding.pop(key, None)
@@ -496,9 +502,11 @@ class _Scheduler:
                 return done(Status.FAILED, built.error, retries=retries)
             toolkits: Optional[Mapping[str, Sequence[str]]] = None
             if self.validate is not None:
+                self.messages.put(_Message(key, released=True))
                 status(Status.VALIDATING)
                 try:
-                    checked = self.validate(job.image, built.image_id)
+                    with self.check_slots:
+                        checked = self.validate(job.image, built.image_id)
                 except Exception as exc:  # a validator bug must not take the run down
                     checked = ValidationOutcome(ok=False, message=f"validator error: {exc}")
                 toolkits = checked.toolkits

@@ -315,3 +315,21 @@ def test_eol_is_refused_unless_allowed() -> None:
         check_eol([old], dt.date(2025, 1, 1), allow_eol=False)
     assert check_eol([old], dt.date(2025, 1, 1), allow_eol=True)
     assert check_eol([old], dt.date(2024, 1, 31), allow_eol=False) == []
+
+
+def test_validation_frees_the_build_slot_but_dependents_wait_for_it(tmp_path: Path) -> None:
+    validated: dict[str, float] = {}
+
+    def validate(spec: ImageSpec, image_id: str) -> ValidationOutcome:
+        time.sleep(0.3)
+        validated[spec.key] = time.monotonic()
+        return ValidationOutcome(ok=True)
+
+    runner = FakeRunner()
+    images = [image("a"), image("a", "devel", "base"), image("b")]
+    result, _ = schedule(images, runner, tmp_path, jobs=1, validate=validate)
+    assert all(r.status is Status.OK for r in result.images)
+    # With one job, b builds while a is being validated...
+    assert runner.intervals["base/b"][0] < validated["base/a"]
+    # ...but a's child starts only once a passed validation.
+    assert runner.intervals["devel/a"][0] >= validated["base/a"]

@@ -4,6 +4,7 @@ dependents are skipped, while the clean images are pushed."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -83,3 +84,14 @@ def test_mixed_image_fails_validation_and_is_not_pushed(
         ["skopeo", "inspect", "--tls-verify=false",
          f"docker://{namespace}/base/cuda-12.8-bb:1-dev"], capture_output=True, text=True)
     assert missing.returncode != 0, "a failed validation must not be pushed"
+
+    # `validate --matrix` checks what local storage holds of the matrix: the mixed image
+    # (built and tagged, never pushed) fails again, the skipped child is not there.
+    checked = aipcc_build(tmp_path, "validate", "--matrix", "matrix/test.yaml", "--json",
+                          "--registry", namespace)
+    assert checked.returncode == 1, checked.stdout + checked.stderr
+    payload = json.loads(checked.stdout)
+    verdicts = {image["name"]: image["verdict"] for image in payload["images"]}
+    assert verdicts == {"base/cuda-12.8-bb": "failed", "base/cpu-bb": "ok",
+                        "child/cpu-bb": "ok"}
+    assert [s["name"] for s in payload["skipped"]] == ["child/cuda-12.8-bb"]
