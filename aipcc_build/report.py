@@ -97,13 +97,17 @@ def shown_path(path: str) -> str:
     return path if relative.startswith("..") else relative
 
 
-def render_result(result: RenderResult) -> None:
+def _render_changes(result: RenderResult) -> None:
     if result.checked:
         words = {"changed": "drifted", "missing": "missing", "stale": "stale"}
     else:
         words = {"changed": "updated", "missing": "created", "stale": "removed"}
     for change in result.changes:
         sys.stdout.write(f"{words[change.state]}: {shown_path(change.path)}\n")
+
+
+def render_result(result: RenderResult) -> None:
+    _render_changes(result)
     total = len(result.changes) + result.unchanged
     if result.checked:
         verdict = "up to date" if not result.changes else \
@@ -240,12 +244,6 @@ def validation(outcomes: Sequence[Outcome], as_json: bool) -> None:
                 where = f" ({rule.where})" if rule.where else ""
                 sys.stdout.write(f"  {verdict.ref} {verdict.platform}: stale allow rule{where}: "
                                  f"{rule.reason}\n")
-
-
-def _render_changes(result: RenderResult) -> None:
-    words = {"changed": "updated", "missing": "created", "stale": "removed"}
-    for change in result.changes:
-        sys.stdout.write(f"{words[change.state]}: {shown_path(change.path)}\n")
 
 
 def added_version(result: AddVersionResult) -> None:
