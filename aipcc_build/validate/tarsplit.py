@@ -18,7 +18,7 @@ import json
 import os
 import stat
 from collections.abc import Iterator
-from typing import Optional, Union
+from typing import Optional
 
 from isal import igzip, isal_zlib
 
@@ -27,6 +27,12 @@ from .blobs import TarSplitLayer
 SEGMENT = 2
 FILE = 1
 CHUNK = 1 << 20
+# How Go's encoding/json writes tar-split entries: {"type":2,"payload":"BASE64",...} and
+# {"type":1,"name":"NAME","size":N,...}, "size" left out when 0.
+_SEGMENT_START = b'{"type":2,"payload":"'
+_FILE_START = b'{"type":1,"name":"'
+_SIZE = b'","size":'
+_NO_SIZE = b'","payload":'
 _DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # O_NONBLOCK: opening a FIFO planted where a file should be must not hang the scan.
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -45,28 +51,6 @@ class _Member:
     def __init__(self, name: bytes, size: int) -> None:
         self.name = name
         self.size = size
-
-
-def _regions(entries: list[dict[str, object]]) -> Iterator[Union[bytes, _Member]]:
-    """Raw tar bytes, and the members whose content comes from a file; members without
-    content (directories, links, empty files) add no bytes and are left out."""
-    for entry in entries:
-        kind = entry["type"]
-        if kind == SEGMENT:
-            payload = entry.get("payload")
-            if payload:
-                yield binascii.a2b_base64(payload)  # type: ignore[arg-type]
-        elif kind == FILE:
-            size = entry.get("size") or 0
-            if not isinstance(size, int) or size < 0:
-                raise TarSplitError(f"bad size {size!r} in a tar-split file entry")
-            if size:
-                raw = entry.get("name_raw")  # set by tar-split when the name is not UTF-8
-                name = (binascii.a2b_base64(raw) if raw  # type: ignore[arg-type]
-                        else str(entry.get("name") or "").encode("utf-8"))
-                yield _Member(name, size)
-        else:
-            raise TarSplitError(f"unknown tar-split entry type {kind!r}")
 
 
 def _safe_parts(name: bytes) -> Optional[list[bytes]]:
@@ -93,17 +77,21 @@ class TarSplitStream:
         except BaseException:
             os.close(self._root)
             raise
-        self._source = self._read_regions()
+        self._batches = self._read_batches()
+        self._pairs: list[tuple[bytes, Optional[_Member]]] = []
+        self._next_pair = 0
+        # The tar is a run of (tar bytes, then a member's content) pairs; the position is
+        # in the current pair's bytes, else in its member.
         self._segment = b""
         self._segment_pos = 0
-        self._member: Optional[_Member] = None  # file content at the current position
+        self._member: Optional[_Member] = None
         self._member_pos = 0
         self._member_fd: Optional[int] = None  # opened on the first read of the member
         self._member_refused = False
+        self._segments_since_member: list[bytes] = []
         self.refused: list[tuple[str, str]] = []
 
-    def _read_regions(self) -> Iterator[Union[bytes, _Member]]:
-        # One json.loads per megabyte of lines, not per line: entries come two per member.
+    def _read_batches(self) -> Iterator[list[tuple[bytes, Optional[_Member]]]]:
         rest = b""
         while True:
             try:
@@ -112,55 +100,116 @@ class TarSplitStream:
                 raise TarSplitError(f"corrupt tar-split: {exc}") from exc
             lines = (rest + chunk).split(b"\n")
             rest = lines.pop() if chunk else b""
-            batch = b",".join(line for line in lines if line.strip())
-            if batch:
-                try:
-                    yield from _regions(json.loads(b"[" + batch + b"]"))
-                except (ValueError, TypeError, KeyError) as exc:
-                    raise TarSplitError(f"malformed tar-split: {exc}") from exc
+            try:
+                pairs = self._parse(lines)
+            except ValueError as exc:  # base64 that does not decode
+                raise TarSplitError(f"malformed tar-split entry: {exc}") from exc
+            yield pairs
             if not chunk:
+                yield [(b"".join(self._segments_since_member), None)]
                 return
 
+    def _parse(self, lines: list[bytes]) -> list[tuple[bytes, Optional[_Member]]]:
+        """Pairs of (tar bytes, the member whose content follows them) from LINES.
+
+        Lines are sliced as Go's encoding/json writes tar-split entries (fields in a fixed
+        order, base64 never escaped); any other line goes through json.loads. A layer has
+        two entries per member, and slicing is several times faster than decoding JSON."""
+        pairs: list[tuple[bytes, Optional[_Member]]] = []
+        segments = self._segments_since_member
+        for line in lines:
+            if line.startswith(_SEGMENT_START):
+                end = line.find(b'"', len(_SEGMENT_START))
+                payload = line[len(_SEGMENT_START):end]
+                if end > 0 and b"\\" not in payload:
+                    if payload:
+                        segments.append(binascii.a2b_base64(payload))
+                    continue
+            elif line.startswith(_FILE_START):
+                end = line.find(b'"', len(_FILE_START))
+                name = line[len(_FILE_START):end]
+                if end > 0 and b"\\" not in name:
+                    if line.startswith(_NO_SIZE, end):
+                        continue  # no content: a directory, a link, an empty file
+                    digits_end = line.find(b",", end + len(_SIZE))
+                    digits = line[end + len(_SIZE):digits_end]
+                    if line.startswith(_SIZE, end) and digits.isdigit() and int(digits):
+                        pairs.append((b"".join(segments), _Member(name, int(digits))))
+                        segments.clear()
+                        continue
+            elif not line.strip():
+                continue
+            member = self._decode_entry(line, segments)
+            if member is not None:
+                pairs.append((b"".join(segments), member))
+                segments.clear()
+        return pairs
+
+    @staticmethod
+    def _decode_entry(line: bytes, segments: list[bytes]) -> Optional[_Member]:
+        """One entry through json.loads: its tar bytes go to SEGMENTS; a file entry with
+        content is returned."""
+        try:
+            entry = json.loads(line)
+            kind = entry["type"]
+            if kind == SEGMENT:
+                if entry.get("payload"):
+                    segments.append(binascii.a2b_base64(entry["payload"]))
+                return None
+            if kind != FILE:
+                raise TarSplitError(f"unknown tar-split entry type {kind!r}")
+            size = entry.get("size") or 0
+            if not isinstance(size, int) or size < 0:
+                raise TarSplitError(f"bad size {size!r} in a tar-split file entry")
+            if not size:
+                return None
+            raw = entry.get("name_raw")  # set by tar-split when the name is not UTF-8
+            name = binascii.a2b_base64(raw) if raw else str(entry["name"]).encode("utf-8")
+            return _Member(name, size)
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise TarSplitError(f"malformed tar-split entry: {exc}") from exc
+
     def _advance(self) -> bool:
-        """Move to the next region; False at the end of the tar."""
-        self._close_member()
-        region = next(self._source, None)
-        if region is None:
-            return False
-        if isinstance(region, bytes):
-            self._segment, self._segment_pos = region, 0
-        else:
-            self._member, self._member_pos = region, 0
+        """Move to the next pair; False at the end of the tar."""
+        while self._next_pair >= len(self._pairs):
+            batch = next(self._batches, None)
+            if batch is None:
+                return False
+            self._pairs, self._next_pair = batch, 0
+        self._segment, self._member = self._pairs[self._next_pair]
+        self._next_pair += 1
+        self._segment_pos = self._member_pos = 0
         return True
 
     def read(self, size: int) -> bytes:
         parts: list[bytes] = []
         while size > 0:
-            if self._member is not None:
-                if parts:
-                    break  # the caller decides whether to read this content or skip it
-                return self._read_member(size)
             if self._segment_pos < len(self._segment):
                 piece = self._segment[self._segment_pos:self._segment_pos + size]
                 self._segment_pos += len(piece)
                 size -= len(piece)
                 parts.append(piece)
+            elif self._member is not None:
+                if parts:
+                    break  # the caller decides whether to read this content or skip it
+                return self._read_member(size)
             elif not self._advance():
                 break
-        return b"".join(parts)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
 
     def skip(self, size: int) -> int:
         """Pass over SIZE bytes without reading them; returns how many there were."""
         skipped = 0
         while skipped < size:
-            if self._member is not None:
+            left = len(self._segment) - self._segment_pos
+            if left > 0:
+                step = min(left, size - skipped)
+                self._segment_pos += step
+            elif self._member is not None:
                 step = min(self._member.size - self._member_pos, size - skipped)
                 self._member_pos += step
                 if self._member_pos == self._member.size:
                     self._close_member()
-            elif self._segment_pos < len(self._segment):
-                step = min(len(self._segment) - self._segment_pos, size - skipped)
-                self._segment_pos += step
             elif self._advance():
                 continue
             else:
