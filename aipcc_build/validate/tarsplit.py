@@ -20,7 +20,7 @@ import stat
 from collections.abc import Iterator
 from typing import Optional
 
-from isal import igzip, isal_zlib
+from isal import igzip_threaded, isal_zlib
 
 from .blobs import TarSplitLayer
 
@@ -73,7 +73,8 @@ class TarSplitStream:
     def __init__(self, layer: TarSplitLayer) -> None:
         self._root = os.open(layer.files, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
-            self._tar_split = igzip.open(layer.tar_split, "rb")
+            # Inflated in a thread without the GIL while this one parses and walks.
+            self._tar_split = igzip_threaded.open(layer.tar_split, "rb", threads=1)
         except BaseException:
             os.close(self._root)
             raise
@@ -117,13 +118,13 @@ class TarSplitStream:
         two entries per member, and slicing is several times faster than decoding JSON."""
         pairs: list[tuple[bytes, Optional[_Member]]] = []
         segments = self._segments_since_member
+        a2b_base64 = binascii.a2b_base64
         for line in lines:
             if line.startswith(_SEGMENT_START):
                 end = line.find(b'"', len(_SEGMENT_START))
-                payload = line[len(_SEGMENT_START):end]
-                if end > 0 and b"\\" not in payload:
-                    if payload:
-                        segments.append(binascii.a2b_base64(payload))
+                if end > 0 and line.find(b"\\", len(_SEGMENT_START), end) < 0:
+                    if end > len(_SEGMENT_START):
+                        segments.append(a2b_base64(memoryview(line)[len(_SEGMENT_START):end]))
                     continue
             elif line.startswith(_FILE_START):
                 end = line.find(b'"', len(_FILE_START))

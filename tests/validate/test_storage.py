@@ -162,13 +162,16 @@ def test_broken_tar_splits_make_the_layer_unreadable(tmp_path: Path) -> None:
     Path(garbage.tar_split).write_bytes(gzip.compress(b'{"type":2,"payload":"AA=="}\n{oops\n'))
     unknown = write_tar_split(tar, tmp_path / "unknown")
     Path(unknown.tar_split).write_bytes(gzip.compress(b'{"type":7}\n'))
+    corrupt = write_tar_split(tar, tmp_path / "corrupt")
+    Path(corrupt.tar_split).write_bytes(b"\x1f\x8b\x08\x00" + b"garbage" * 50)
     missing = TarSplitLayer(str(tmp_path / "nothing.tar-split.gz"), short.files, 0)
     errors = {name: scan_layer(LayerJob("sha256:" + "3" * 64, "", layer)).error
-              for name, layer in (("short", short), ("garbage", garbage),
-                                  ("unknown", unknown), ("missing", missing))}
+              for name, layer in (("short", short), ("garbage", garbage), ("unknown", unknown),
+                                  ("corrupt", corrupt), ("missing", missing))}
     assert "shorter than its tar-split says" in str(errors["short"])
     assert "malformed tar-split" in str(errors["garbage"])
     assert "unknown tar-split entry type 7" in str(errors["unknown"])
+    assert "corrupt tar-split" in str(errors["corrupt"])
     assert "No such file" in str(errors["missing"])
 
 
