@@ -54,10 +54,11 @@ class _Member:
 
 
 def _safe_parts(name: bytes) -> Optional[list[bytes]]:
-    """The path components of NAME under the layer's directory; None when it climbs out.
-    A leading "/" is dropped: containers/storage applied "/x" at "x" too."""
+    """The path components of NAME under the layer's directory; None when it climbs out
+    or cannot be a file name. A leading "/" is dropped: containers/storage applied "/x"
+    at "x" too."""
     parts = [p for p in name.split(b"/") if p not in (b"", b".")]
-    return None if not parts or b".." in parts else parts
+    return None if not parts or b".." in parts or b"\0" in name else parts
 
 
 class TarSplitStream:
@@ -242,7 +243,8 @@ class TarSplitStream:
                                for p in name.split(b"/") if p not in (b"", b"."))
         parts = _safe_parts(name)
         if parts is None:
-            self.refused.append((shown, "'..' in the member name"))
+            self.refused.append((shown, "the member name climbs out of the layer with '..' "
+                                        "or holds a NUL byte"))
             return None
         directory = self._root
         try:

@@ -147,6 +147,16 @@ def test_hostile_names_are_findings_not_opens(tmp_path: Path) -> None:
     scan = scan_layer(LayerJob("sha256:" + "2" * 64, "", layer))
     assert scan.error is None
     assert "version-file" not in {e.kind for e in scan.evidence}
+    # A name that is not UTF-8 comes base64-encoded in name_raw; one with a NUL byte cannot
+    # be opened at all.
+    lines = [{"type": 2, "payload": base64.b64encode(b"H" * 512).decode()},
+             {"type": 1, "name_raw": base64.b64encode(b"bad\0name").decode(), "size": 3},
+             {"type": 2, "payload": base64.b64encode(b"T").decode()}]
+    Path(layer.tar_split).write_bytes(gzip.compress(
+        "\n".join(json.dumps(line) for line in lines).encode()))
+    data, refused = read_all(layer)
+    assert (data, [name for name, _ in refused]) == (b"H" * 512 + bytes(3) + b"T",
+                                                     ["/bad\0name"])
     # The refused version file reaches the detector as zeros, which it cannot parse.
     assert {(h.kind, h.path, h.severe) for h in scan.hazards} == {
         ("unsafe-content-path", "/usr/local/cuda-12.9/version.json", True),
