@@ -165,7 +165,7 @@ def read_image(store: Store, reference: str) -> StoredImage:
         raise NotInPlace("the reference names its own store")
     try:
         return _read_image(store, reference)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError, OSError) as exc:
         raise NotInPlace(f"unexpected storage metadata ({exc!r})") from exc
 
 
