@@ -23,7 +23,6 @@ from typing import Any, Optional, Union
 from ..errors import InputError
 from ..skopeo import Skopeo, split_transport
 from .blobs import BlobLocation, TarSplitLayer
-from .storage import NotInPlace, find_store, read_image
 
 INDEX_TYPES = (
     "application/vnd.oci.image.index.v1+json",
@@ -314,6 +313,8 @@ def _copy_with_skopeo(ref: str, transport: str, rest: str, platform: Optional[st
 
 def _from_storage(ref: str, reference: str, platform: Optional[str]) -> OpenedImage:
     """A containers-storage image read in place; NotInPlace when it cannot be."""
+    from .storage import find_store, read_image
+
     store = find_store()
     stored = read_image(store, reference)
     # Local storage keeps layers uncompressed: their digest is their diffID, as in a copy.
@@ -358,6 +359,9 @@ def open_image(ref: str, platform: Optional[str] = None,
         raise InputError(f"{ref}: malformed image metadata ({exc!r})") from exc
     layers_read = SKOPEO_COPY
     if transport == "containers-storage":
+        # Imported here: storage.conf's TOML parser is not needed for other transports.
+        from .storage import NotInPlace
+
         try:
             return _from_storage(ref, rest, platform)
         except NotInPlace as exc:

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from aipcc_build.validate import ImageVerdict, validate_image
-from aipcc_build.validate import image as image_module
+from aipcc_build.validate import storage as storage_module
 from aipcc_build.validate.blobs import BlobLocation, LayerJob, TarSplitLayer
 from aipcc_build.validate.layers import CHUNK, scan_layer
 from aipcc_build.validate.results import VIOLATION
@@ -274,7 +274,7 @@ def both_ways(ref: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         raise NotInPlace("compared with a copy")
 
     with monkeypatch.context() as patch:
-        patch.setattr(image_module, "find_store", not_in_place)
+        patch.setattr(storage_module, "find_store", not_in_place)
         [copied] = validate_image(ref, cache_dir=tmp_path / "copied")
     return in_place, copied
 
