@@ -96,13 +96,16 @@ def find_store(environ: Mapping[str, str] = os.environ) -> Store:
     """The root store as containers/storage would open it; NotInPlace if it cannot be read."""
     if os.geteuid() != 0:
         raise NotInPlace("rootless storage is not read in place")
-    settings: Mapping[str, Any] = {}
+    settings: Any = {}
     path = _config_file(environ)
     if path is not None and path.exists():  # containers/storage ignores a missing file too
         try:
             settings = tomllib.loads(path.read_text()).get("storage") or {}
         except (OSError, ValueError) as exc:
             raise NotInPlace(f"{path}: {exc}") from exc
+    if not isinstance(settings, dict) or not all(
+            isinstance(settings.get(key, ""), str) for key in ("graphroot", "driver")):
+        raise NotInPlace(f"{path}: [storage] graphroot and driver must be strings")
     graphroot = Path(settings.get("graphroot") or DEFAULT_GRAPHROOT)
     driver = environ.get(DRIVER_ENV) or settings.get("driver") or ""
     if not driver:

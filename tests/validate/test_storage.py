@@ -228,9 +228,10 @@ def test_store_location_follows_containers_storage(tmp_path: Path) -> None:
     (tmp_path / "g" / "overlay").mkdir()
     with pytest.raises(NotInPlace, match="cannot tell the storage driver"):
         find_store(env)
-    conf.write_text("[storage\n")
-    with pytest.raises(NotInPlace, match="storage.conf"):
-        find_store(env)
+    for broken in ("[storage\n", "storage = 5\n", "[storage]\ngraphroot = 5\n"):
+        conf.write_text(broken)
+        with pytest.raises(NotInPlace, match="storage.conf"):
+            find_store(env)
 
 
 @needs_root
