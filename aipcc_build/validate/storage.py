@@ -199,6 +199,9 @@ def _read_image(store: Store, reference: str) -> StoredImage:
             raise NotInPlace(f"layer {layer_id[:12]} has no tar-split")
         if not files.is_dir():
             raise NotInPlace(f"layer {layer_id[:12]} has no {files}")
+        if (files.parent / "composefs-data").exists():
+            # composefs stores a layer's files by digest, not under their names.
+            raise NotInPlace(f"layer {layer_id[:12]} is stored for composefs")
         layers.append((diff_id, TarSplitLayer(str(tar_split), str(files),
                                               int(layer.get("diff-size") or 0))))
     return StoredImage(image_id, config, tuple(layers))

@@ -255,6 +255,11 @@ def test_synthetic_store_is_validated_in_place(tmp_path: Path,
     for reference in ("synthetic/cuda-12.8:1", image_id[:12], f"{name}@sha256:{image_id}"):
         with pytest.raises(NotInPlace, match="not an image ID or a stored name"):
             read_image(store, reference)
+    composefs = graphroot / "overlay" / ("a" * 64) / "composefs-data"
+    composefs.mkdir()
+    with pytest.raises(NotInPlace, match="stored for composefs"):
+        read_image(store, name)
+    composefs.rmdir()
     layer = next((graphroot / "overlay-layers").glob("*.tar-split.gz"))
     layer.rename(layer.with_suffix(".moved"))
     with pytest.raises(NotInPlace, match="has no tar-split"):
