@@ -157,6 +157,7 @@ def _verdict_record(outcome: Outcome, verdict: ImageVerdict) -> dict[str, Any]:
         "toolkits": {k: list(v) for k, v in verdict.toolkits.items()},
         "layers": verdict.layers,
         "cached_layers": verdict.cached_layers,
+        "layers_read": verdict.layers_read,
         "error": verdict.error,
         "counts": {s: verdict.count(s)
                    for s in ("violation", "unmapped", "warning", "allowed", "ok")},

@@ -1,9 +1,9 @@
-"""Where a layer blob's bytes are: small and picklable, so workers can open it themselves."""
+"""Where a layer's bytes are: small and picklable, so workers can open them themselves."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Union
 
 
 @dataclass(frozen=True)
@@ -16,7 +16,17 @@ class BlobLocation:
 
 
 @dataclass(frozen=True)
+class TarSplitLayer:
+    """A layer applied in containers/storage: its tar-split (every tar byte but the file
+    contents) and the directory holding its files."""
+
+    tar_split: str  # <graphroot>/<driver>-layers/<id>.tar-split.gz
+    files: str  # overlay: <graphroot>/overlay/<id>/diff; vfs: <graphroot>/vfs/dir/<id>
+    size: int  # of the uncompressed tar
+
+
+@dataclass(frozen=True)
 class LayerJob:
     digest: str
     media_type: str
-    location: BlobLocation
+    location: Union[BlobLocation, TarSplitLayer]

@@ -1,9 +1,11 @@
 """Open an image reference: manifests, configs and where each layer blob's bytes are.
 
 Local layouts (`oci:`, `oci-archive:`, `docker-archive:`, `dir:`) are read in place: an
-archive's blobs are byte ranges of the archive file. Remote and local-storage images
-(`docker://`, `containers-storage:`) are first copied by skopeo to a temporary `dir:`
-layout, which keeps the layers as the source has them (containers-storage gives them
+archive's blobs are byte ranges of the archive file. Local-storage images
+(`containers-storage:`) are read in place too, from each layer's tar-split and files
+(see `storage`), when the store's layout is one this reads. Remote images, and local ones
+that cannot be read in place, are first copied by skopeo to a temporary `dir:` layout,
+which keeps the layers as the source has them (containers-storage gives them
 uncompressed): nothing is recompressed.
 """
 
@@ -16,17 +18,20 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 from ..errors import InputError
 from ..skopeo import Skopeo, split_transport
-from .blobs import BlobLocation
+from .blobs import BlobLocation, TarSplitLayer
 
 INDEX_TYPES = (
     "application/vnd.oci.image.index.v1+json",
     "application/vnd.docker.distribution.manifest.list.v2+json",
 )
 OCI_REF_NAME = "org.opencontainers.image.ref.name"
+# How the layers were read (ImageVerdict.layers_read).
+IN_PLACE = "in place"
+SKOPEO_COPY = "skopeo copy"
 
 
 @dataclass(frozen=True)
@@ -34,7 +39,7 @@ class LayerRef:
     digest: str
     media_type: str
     size: int
-    location: BlobLocation
+    location: Union[BlobLocation, TarSplitLayer]
 
 
 @dataclass(frozen=True)
@@ -244,11 +249,15 @@ def _docker_archive(path: Path, name: Optional[str], platform: Optional[str], wh
 
 
 class OpenedImage:
-    """The platform images of one reference; `close()` removes any temporary copy."""
+    """The platform images of one reference, and how their layers are read ("in place",
+    "skopeo copy", or a copy with the reason it was not read in place); `close()` removes
+    any temporary copy."""
 
-    def __init__(self, ref: str, images: list[PlatformImage], tempdir: Optional[str]) -> None:
+    def __init__(self, ref: str, images: list[PlatformImage], tempdir: Optional[str],
+                 layers_read: str = IN_PLACE) -> None:
         self.ref = ref
         self.images = images
+        self.layers_read = layers_read
         self._tempdir = tempdir
 
     def close(self) -> None:
@@ -264,7 +273,7 @@ class OpenedImage:
 
 
 def _copy_with_skopeo(ref: str, transport: str, rest: str, platform: Optional[str],
-                      skopeo: Skopeo) -> OpenedImage:
+                      skopeo: Skopeo, layers_read: str) -> OpenedImage:
     top = skopeo.inspect_raw(ref)
     sources: list[tuple[str, Optional[Mapping[str, Any]]]] = []
     if top.get("mediaType") in INDEX_TYPES or "manifests" in top:
@@ -296,10 +305,26 @@ def _copy_with_skopeo(ref: str, transport: str, rest: str, platform: Optional[st
         images = [i for i in images if _matches(i.platform, platform)]
         if not images:
             raise InputError(f"{ref}: image is not for platform {platform}")
-        return OpenedImage(ref, images, tempdir)
+        return OpenedImage(ref, images, tempdir, layers_read)
     except BaseException:
         shutil.rmtree(tempdir, ignore_errors=True)
         raise
+
+
+def _from_storage(ref: str, reference: str, platform: Optional[str]) -> OpenedImage:
+    """A containers-storage image read in place; NotInPlace when it cannot be."""
+    from .storage import find_store, read_image
+
+    store = find_store()
+    stored = read_image(store, reference)
+    # Local storage keeps layers uncompressed: their digest is their diffID, as in a copy.
+    layers = tuple(LayerRef(diff_id, "application/vnd.oci.image.layer.v1.tar", layer.size,
+                            layer)
+                   for diff_id, layer in stored.layers)
+    image = PlatformImage(_platform_of(stored.config, None), None, stored.config, layers)
+    if not _matches(image.platform, platform):
+        raise InputError(f"{ref}: image is not for platform {platform}")
+    return OpenedImage(ref, [image], None, f"{IN_PLACE} (containers-storage, {store.driver})")
 
 
 def open_image(ref: str, platform: Optional[str] = None,
@@ -332,8 +357,17 @@ def open_image(ref: str, platform: Optional[str] = None,
         raise InputError(f"{ref}: {exc.strerror or exc}") from exc
     except (KeyError, TypeError, ValueError) as exc:
         raise InputError(f"{ref}: malformed image metadata ({exc!r})") from exc
+    layers_read = SKOPEO_COPY
+    if transport == "containers-storage":
+        # Imported here: storage.conf's TOML parser is not needed for other transports.
+        from .storage import NotInPlace
+
+        try:
+            return _from_storage(ref, rest, platform)
+        except NotInPlace as exc:
+            layers_read = f"{SKOPEO_COPY} (not read in place: {exc})"
     if transport in ("docker", "containers-storage"):
         tool = skopeo or Skopeo()
-        return _copy_with_skopeo(ref, transport, rest, platform, tool)
+        return _copy_with_skopeo(ref, transport, rest, platform, tool, layers_read)
     raise InputError(f"{ref}: unsupported transport {transport!r} (use oci:, oci-archive:, "
                      "docker-archive:, dir:, docker://, containers-storage:)")

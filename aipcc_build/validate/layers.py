@@ -12,15 +12,16 @@ import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO, Optional
+from typing import BinaryIO, Callable, Optional, Union
 
 import zstandard
 from isal import igzip_threaded
 
-from .blobs import BlobLocation, LayerJob
+from .blobs import BlobLocation, LayerJob, TarSplitLayer
 from .detect import CANDIDATE_BYTES, WANT_FILE, WANT_MEMORY, LayerDetector
 from .results import Hazard, LayerScan
 from .symlinks import TOOLKIT_PREFIXES, resolve_link
+from .tarsplit import TarSplitError, TarSplitStream
 
 CHUNK = 1 << 20
 BLOCK = 512
@@ -145,10 +146,14 @@ def _pax_records(data: bytes) -> dict[str, bytes]:
 
 
 class TarWalker:
-    """Iterate tar entries of a stream; unread member data is skipped when moving on."""
+    """Iterate tar entries of a stream; unread member data is skipped when moving on.
 
-    def __init__(self, stream: BinaryIO) -> None:
+    A stream with a `skip(size) -> bytes skipped` method (a layer read in place from
+    containers/storage) passes over member data without producing it."""
+
+    def __init__(self, stream: Union[BinaryIO, TarSplitStream]) -> None:
         self._stream = stream
+        self._pass_over: Optional[Callable[[int], int]] = getattr(stream, "skip", None)
         self._buf = b""
         self._pos = 0
         self._offset = 0  # bytes of the tar consumed so far
@@ -181,6 +186,12 @@ class TarWalker:
         self._offset += available
         size -= available
         self._buf, self._pos = b"", 0
+        if self._pass_over is not None:
+            skipped = self._pass_over(size)
+            self._offset += skipped
+            if skipped < size:
+                raise TarError(f"truncated tar stream at byte {self._offset}")
+            return
         while size > 0:
             chunk = self._stream.read(min(size, CHUNK))
             if not chunk:
@@ -304,7 +315,7 @@ def _decode(raw: bytes) -> str:
     return raw.decode("utf-8", "surrogateescape")
 
 
-def _walk(stream: BinaryIO, detector: LayerDetector, workdir: Path,
+def _walk(stream: Union[BinaryIO, TarSplitStream], detector: LayerDetector, workdir: Path,
           hazards: list[Hazard], whiteouts: list[str], opaque: list[str],
           symlinks: dict[str, str]) -> int:
     entries = 0
@@ -363,28 +374,46 @@ def _walk(stream: BinaryIO, detector: LayerDetector, workdir: Path,
     return entries
 
 
+def _walk_tar_split(layer: TarSplitLayer, detector: LayerDetector, workdir: Path,
+                    hazards: list[Hazard], whiteouts: list[str], opaque: list[str],
+                    symlinks: dict[str, str]) -> int:
+    with TarSplitStream(layer) as stream:
+        entries = _walk(stream, detector, workdir, hazards, whiteouts, opaque, symlinks)
+        hazards.extend(Hazard("unsafe-content-path", name, f"content not read: {why}",
+                              severe=True) for name, why in stream.refused)
+    return entries
+
+
 def scan_layer(job: LayerJob) -> LayerScan:
-    """Scan one layer blob; errors reading it end up in `LayerScan.error`, not raised."""
+    """Scan one layer; errors reading it end up in `LayerScan.error`, not raised."""
     hazards: list[Hazard] = []
     whiteouts: list[str] = []
     opaque: list[str] = []
     symlinks: dict[str, str] = {}
     error: Optional[str] = None
     entries = 0
+    location = job.location
     with tempfile.TemporaryDirectory(prefix="aipcc-validate-") as tmp:
         detector = LayerDetector()
-        try:
-            raw = _RangeFile(job.location)
-        except OSError as exc:
-            return LayerScan(job.digest, 0, error=f"cannot open layer blob: {exc}")
-        try:
-            with open_layer(raw) as stream:
-                entries = _walk(stream, detector, Path(tmp), hazards, whiteouts, opaque,
-                                symlinks)
-        except (TarError, OSError, EOFError, zstandard.ZstdError) as exc:
-            error = f"layer {job.digest} is unreadable: {exc}"
-        finally:
-            raw.close()
+        if isinstance(location, TarSplitLayer):
+            try:
+                entries = _walk_tar_split(location, detector, Path(tmp), hazards, whiteouts,
+                                          opaque, symlinks)
+            except (TarError, TarSplitError, OSError, EOFError) as exc:
+                error = f"layer {job.digest} is unreadable in local storage: {exc}"
+        else:
+            try:
+                raw = _RangeFile(location)
+            except OSError as exc:
+                return LayerScan(job.digest, 0, error=f"cannot open layer blob: {exc}")
+            try:
+                with open_layer(raw) as stream:
+                    entries = _walk(stream, detector, Path(tmp), hazards, whiteouts, opaque,
+                                    symlinks)
+            except (TarError, OSError, EOFError, zstandard.ZstdError) as exc:
+                error = f"layer {job.digest} is unreadable: {exc}"
+            finally:
+                raw.close()
         evidence, content_paths, found = detector.finish()
     for path in symlinks:
         if resolve_link(path, symlinks) is None:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from ..errors import AipccError
 from ..model import AllowRule, ImageSpec
 from ..skopeo import Skopeo
-from .blobs import LayerJob
+from .blobs import LayerJob, TarSplitLayer
 from .cache import LayerCache, default_cache_dir
 from .image import open_image
 from .results import Expectation, ImageVerdict, LayerScan
@@ -28,10 +28,13 @@ def expectation_from_spec(spec: ImageSpec) -> tuple[Expectation, tuple[AllowRule
 
 
 def _blob_size(job: LayerJob) -> int:
-    if job.location.length is not None:
-        return job.location.length
+    location = job.location
+    if isinstance(location, TarSplitLayer):
+        return location.size
+    if location.length is not None:
+        return location.length
     try:
-        return os.path.getsize(job.location.path)
+        return os.path.getsize(location.path)
     except OSError:
         return 0
 
@@ -105,8 +108,10 @@ def validate_image(
                                 LayerJob(layer.digest, layer.media_type, layer.location))
         scans, cached = scan_layers(jobs.values(), cache)
         return [
-            judge(ref, image, [scans[layer.digest] for layer in image.layers], expect, allow,
-                  strict_layers, sum(1 for layer in image.layers if layer.digest in cached))
+            replace(judge(ref, image, [scans[layer.digest] for layer in image.layers], expect,
+                          allow, strict_layers,
+                          sum(1 for layer in image.layers if layer.digest in cached)),
+                    layers_read=opened.layers_read)
             for image in opened.images
         ]
 
@@ -160,7 +165,8 @@ def validate_targets(targets: Sequence[Target], *, strict_layers: bool = False,
 def validate_built(spec: ImageSpec, image_id: str, *, cache_dir: Optional[Path] = None,
                    skopeo: Optional[Skopeo] = None) -> Outcome:
     """Validate an image just built into local storage (by ID: its tag may be reused)
-    against its matrix cell; layers are read uncompressed, never recompressed."""
+    against its matrix cell; layers are read in place (else copied uncompressed), never
+    recompressed."""
     expect, allow = expectation_from_spec(spec)
     # containers-storage takes a bare image ID; buildah's --iidfile writes "sha256:<hex>".
     bare_id = image_id.split(":", 1)[-1]

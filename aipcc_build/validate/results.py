@@ -101,6 +101,9 @@ class ImageVerdict:
     layers: int = 0
     cached_layers: int = 0
     error: Optional[str] = None  # the image could not be read completely
+    # "in place", "in place (containers-storage, overlay)", "skopeo copy", or "skopeo copy
+    # (not read in place: why)"
+    layers_read: Optional[str] = None
 
     @property
     def verdict(self) -> str:

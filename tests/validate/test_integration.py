@@ -265,5 +265,7 @@ def test_layers_are_not_recompressed_from_local_storage(cuda128: str, cache: Pat
 def test_skopeo_absence_is_reported_once(monkeypatch: pytest.MonkeyPatch, cuda128: str,
                                          tmp_path: Path) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
+    # Local storage is read in place: no skopeo needed.
+    assert one(f"containers-storage:{cuda128}", tmp_path).verdict == "ok"
     with pytest.raises(InputError, match="skopeo is not installed"):
-        validate_image(f"containers-storage:{cuda128}", cache_dir=tmp_path)
+        validate_image("docker://127.0.0.1:1/aipcc-test-validate/none:v1", cache_dir=tmp_path)

@@ -1,0 +1,207 @@
+"""Images in local containers/storage, found and read in place (no `skopeo copy`).
+
+The store is located the way containers/storage does it for root: the file named by
+`CONTAINERS_STORAGE_CONF`, else /etc/containers/storage.conf, else
+/usr/share/containers/storage.conf gives `graphroot` and `driver` (`STORAGE_DRIVER`
+overrides the driver); the defaults are /var/lib/containers/storage and the driver whose
+directory is already there. The overlay and vfs layouts are read:
+
+    <driver>-images/images.json       image records: id, names, top layer
+    <driver>-images/<id>/<key>        the image's manifest and config ("big data")
+    <driver>-layers/layers.json       layer records: id, parent, diff-digest
+    <driver>-layers/<id>.tar-split.gz the layer's tar without file contents
+    overlay/<id>/diff, vfs/dir/<id>   the layer's files
+
+Anything else (another driver, a reference only containers/image can resolve, a layer
+without a tar-split) raises `NotInPlace`, and the caller copies the image with skopeo.
+Metadata files are replaced atomically by containers/storage, so they are read without
+taking its locks; a build committing meanwhile does not wait for a validation.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import re
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+from .blobs import TarSplitLayer
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
+
+CONFIG_ENV = "CONTAINERS_STORAGE_CONF"
+DRIVER_ENV = "STORAGE_DRIVER"
+CONFIG_FILES = (Path("/etc/containers/storage.conf"),
+                Path("/usr/share/containers/storage.conf"))
+DEFAULT_GRAPHROOT = Path("/var/lib/containers/storage")
+# Directories a graph driver keeps under the graphroot: exactly one present names the
+# driver in use when none is configured ("prior driver").
+KNOWN_DRIVERS = ("overlay", "overlay2", "btrfs", "zfs", "vfs", "devicemapper", "aufs")
+READ_IN_PLACE = ("overlay", "vfs")
+INDEX_TYPES = (
+    "application/vnd.oci.image.index.v1+json",
+    "application/vnd.docker.distribution.manifest.list.v2+json",
+)
+_IMAGE_ID = re.compile(r"^[0-9a-f]{64}$")
+
+
+class NotInPlace(Exception):
+    """The image cannot be read in place; the message says why."""
+
+
+@dataclass(frozen=True)
+class Store:
+    graphroot: Path
+    driver: str
+
+    @property
+    def images(self) -> Path:
+        return self.graphroot / f"{self.driver}-images"
+
+    @property
+    def layers(self) -> Path:
+        return self.graphroot / f"{self.driver}-layers"
+
+    def files(self, layer_id: str) -> Path:
+        if self.driver == "vfs":
+            return self.graphroot / "vfs" / "dir" / layer_id
+        return self.graphroot / "overlay" / layer_id / "diff"
+
+
+@dataclass(frozen=True)
+class StoredImage:
+    """An image in the store: its config and its layers (diffID, where), bottom first."""
+
+    image_id: str
+    config: Mapping[str, Any]
+    layers: tuple[tuple[str, TarSplitLayer], ...]
+
+
+def _config_file(environ: Mapping[str, str]) -> Optional[Path]:
+    if environ.get(CONFIG_ENV):
+        return Path(environ[CONFIG_ENV])
+    return next((path for path in CONFIG_FILES if path.exists()), None)
+
+
+def find_store(environ: Mapping[str, str] = os.environ) -> Store:
+    """The root store as containers/storage would open it; NotInPlace if it cannot be read."""
+    if os.geteuid() != 0:
+        raise NotInPlace("rootless storage is not read in place")
+    settings: Any = {}
+    path = _config_file(environ)
+    if path is not None and path.exists():  # containers/storage ignores a missing file too
+        try:
+            settings = tomllib.loads(path.read_text()).get("storage") or {}
+        except (OSError, ValueError) as exc:
+            raise NotInPlace(f"{path}: {exc}") from exc
+    if not isinstance(settings, dict) or not all(
+            isinstance(settings.get(key, ""), str) for key in ("graphroot", "driver")):
+        raise NotInPlace(f"{path}: [storage] graphroot and driver must be strings")
+    graphroot = Path(settings.get("graphroot") or DEFAULT_GRAPHROOT)
+    driver = environ.get(DRIVER_ENV) or settings.get("driver") or ""
+    if not driver:
+        present = [name for name in KNOWN_DRIVERS if (graphroot / name).is_dir()]
+        if len(present) != 1:
+            raise NotInPlace(f"{graphroot}: cannot tell the storage driver "
+                             f"({', '.join(present) or 'none'} present)")
+        driver = present[0]
+    if driver not in READ_IN_PLACE:
+        raise NotInPlace(f"the {driver} storage driver is not read in place")
+    return Store(graphroot, driver)
+
+
+def _json_file(path: Path) -> Any:
+    try:
+        return json.loads(path.read_bytes())
+    except (OSError, ValueError) as exc:
+        raise NotInPlace(f"{path}: {exc}") from exc
+
+
+def _big_data(store: Store, image_id: str, key: str) -> bytes:
+    # containers/storage names the file after the key if it is all [0-9a-z.], else "=" and
+    # the key in base64.
+    plain = all(c == "." or "0" <= c <= "9" or "a" <= c <= "z" for c in key)
+    name = key if plain else "=" + base64.b64encode(key.encode()).decode()
+    try:
+        return (store.images / image_id / name).read_bytes()
+    except OSError as exc:
+        raise NotInPlace(f"image {image_id[:12]}: no {key} ({exc.strerror})") from exc
+
+
+def _image_record(store: Store, reference: str) -> Mapping[str, Any]:
+    """The image a full image ID or an exact stored name (registry/path:tag) refers to.
+    Short names, ID prefixes and digests are left to containers/image to resolve."""
+    records = _json_file(store.images / "images.json")
+    for record in records:
+        if (record.get("id") == reference if _IMAGE_ID.match(reference)
+                else reference in (record.get("names") or ())):
+            return record
+    raise NotInPlace(f"{reference} is not an image ID or a stored name")
+
+
+def _layer_chain(store: Store, top: str) -> list[Mapping[str, Any]]:
+    records = {r.get("id"): r for r in _json_file(store.layers / "layers.json")}
+    chain: list[Mapping[str, Any]] = []
+    current = top
+    while current:
+        record = records.get(current)
+        if record is None or len(chain) > len(records):
+            raise NotInPlace(f"layer {current[:12]} is not in {store.layers}/layers.json")
+        chain.append(record)
+        current = record.get("parent") or ""
+    chain.reverse()
+    return chain
+
+
+def read_image(store: Store, reference: str) -> StoredImage:
+    """The config and layers of REFERENCE in STORE, or NotInPlace."""
+    if reference.startswith("["):
+        raise NotInPlace("the reference names its own store")
+    try:
+        return _read_image(store, reference)
+    except (KeyError, TypeError, ValueError, AttributeError, OSError) as exc:
+        raise NotInPlace(f"unexpected storage metadata ({exc!r})") from exc
+
+
+def _read_image(store: Store, reference: str) -> StoredImage:
+    record = _image_record(store, reference)
+    image_id = str(record["id"])
+    manifest = json.loads(_big_data(store, image_id, "manifest"))
+    if manifest.get("mediaType") in INDEX_TYPES or "manifests" in manifest:
+        raise NotInPlace("an image index")
+    config_digest = str(manifest["config"]["digest"])
+    config_bytes = _big_data(store, image_id, config_digest)
+    algorithm, _, expected = config_digest.partition(":")
+    if hashlib.new(algorithm, config_bytes).hexdigest() != expected:
+        raise NotInPlace(f"image {image_id[:12]}: its config does not match its digest")
+    config = json.loads(config_bytes)
+    diff_ids = [str(d) for d in config["rootfs"]["diff_ids"]]
+    chain = _layer_chain(store, str(record.get("layer") or ""))
+    if [layer.get("diff-digest") for layer in chain] != diff_ids:
+        raise NotInPlace(f"image {image_id[:12]}: its layers do not match its config's diff_ids")
+    layers = []
+    for diff_id, layer in zip(diff_ids, chain):
+        layer_id = str(layer["id"])
+        tar_split = store.layers / f"{layer_id}.tar-split.gz"
+        files = store.files(layer_id)
+        if (layer.get("flags") or {}).get("incomplete"):
+            raise NotInPlace(f"layer {layer_id[:12]} is incomplete")
+        if not tar_split.is_file():
+            raise NotInPlace(f"layer {layer_id[:12]} has no tar-split")
+        if not files.is_dir():
+            raise NotInPlace(f"layer {layer_id[:12]} has no {files}")
+        if (files.parent / "composefs-data").exists():
+            # composefs stores a layer's files by digest, not under their names.
+            raise NotInPlace(f"layer {layer_id[:12]} is stored for composefs")
+        layers.append((diff_id, TarSplitLayer(str(tar_split), str(files),
+                                              int(layer.get("diff-size") or 0))))
+    return StoredImage(image_id, config, tuple(layers))
