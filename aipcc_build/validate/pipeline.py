@@ -39,6 +39,9 @@ def _blob_size(job: LayerJob) -> int:
         return 0
 
 
+POOL_THRESHOLD_BYTES = 64 << 20
+
+
 def _pool_context() -> BaseContext:
     import multiprocessing
     import threading
@@ -73,9 +76,11 @@ def scan_layers(jobs: Iterable[LayerJob], cache: LayerCache
     # Imported here: a fully cached run needs neither the inflaters nor a process pool.
     from .layers import scan_layer
 
-    todo.sort(key=_blob_size, reverse=True)
+    sizes = {job.digest: _blob_size(job) for job in todo}
+    todo.sort(key=lambda job: sizes[job.digest], reverse=True)
     workers = min(len(todo), os.cpu_count() or 1)
-    if workers > 1:
+    # Starting a pool costs ~0.2 s: more than scanning a few small layers in this process.
+    if workers > 1 and sum(sizes.values()) > POOL_THRESHOLD_BYTES:
         from concurrent.futures import ProcessPoolExecutor
 
         with ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context()) as pool:

@@ -302,3 +302,22 @@ def test_cli_exit_codes_and_json(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert code == 2 and "no such file or directory" in err and "Traceback" not in err
     code, _, err = run(f"oci:{layout}", "--expect", "cuda")
     assert code == 2 and "--expect" in err
+
+
+def test_small_layers_are_scanned_without_a_process_pool(tmp_path: Path, monkeypatch) -> None:
+    import concurrent.futures
+
+    from aipcc_build.validate.cache import LayerCache
+    from aipcc_build.validate.pipeline import scan_layers
+
+    def no_pool(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a pool was started for a few small layers")
+
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", no_pool)
+    jobs = []
+    for number in range(3):
+        blob = tmp_path / f"layer{number}"
+        blob.write_bytes(tar_bytes([member(f"etc/file{number}", b"x")]))
+        jobs.append(LayerJob(f"sha256:{number:0>64}", "", BlobLocation(str(blob))))
+    scans, cached = scan_layers(jobs, LayerCache(tmp_path / "cache"))
+    assert len(scans) == 3 and not cached
