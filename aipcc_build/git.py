@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import ToolError
+from .errors import InputError, ToolError
 
 HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@")
 # Plain `git diff` output: no pager, colours, external diff drivers or rename pairing, so
@@ -54,7 +54,12 @@ def head_commit(directory: str) -> str:
 
 
 def remote_url(directory: str, remote: str = "origin") -> str:
-    return _run(directory, ["remote", "get-url", remote]).strip()
+    try:
+        return _run(directory, ["remote", "get-url", remote]).strip()
+    except ToolError:
+        raise InputError(f"the repository has no '{remote}' remote: a Tekton PipelineRun "
+                         f"clones the repository from it (git remote add {remote} URL)",
+                         file=directory) from None
 
 
 def changed_files(directory: str, rev: str) -> list[str]:

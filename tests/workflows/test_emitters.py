@@ -296,3 +296,10 @@ def test_emitted_documents_do_not_depend_on_the_working_directory(project, run, 
     first = plan(run, project / "matrix/aipcc.yaml", "--format", "gitlab").out
     monkeypatch.chdir(project)
     assert plan(run, Path("matrix/aipcc.yaml"), "--format", "gitlab").out == first
+
+
+def test_tekton_without_an_origin_remote_is_a_clear_input_error(project, run):
+    git(project, "init", "-q")
+    result = run("--matrix", str(project / "matrix/aipcc.yaml"), "plan", "--format", "tekton")
+    assert result.code == 2
+    assert "no 'origin' remote" in result.err and "git remote add origin" in result.err
