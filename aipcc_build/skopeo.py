@@ -66,11 +66,11 @@ class Skopeo:
 
     def inspect_raw(self, ref: str) -> dict[str, Any]:
         """The manifest or image index exactly as stored."""
-        return _json(self._call(["inspect", "--raw", ref], ref), ref)
+        return json_object(self._call(["inspect", "--raw", ref], ref), ref)
 
     def inspect_config(self, ref: str) -> dict[str, Any]:
         """The image configuration (Env, Labels, rootfs.diff_ids)."""
-        return _json(self._call(["inspect", "--config", "--raw", ref], ref), ref)
+        return json_object(self._call(["inspect", "--config", "--raw", ref], ref), ref)
 
     def exists(self, ref: str) -> bool:
         """Whether REF names an image (False when it does not exist; other errors raise)."""
@@ -85,13 +85,14 @@ class Skopeo:
         self._call(["copy", "--quiet", *extra, source, dest], source)
 
 
-def _json(data: bytes, ref: str) -> dict[str, Any]:
+def json_object(data: bytes, what: str) -> dict[str, Any]:
+    """A JSON object (a manifest, an index, a config), or InputError naming WHAT."""
     try:
         value = json.loads(data)
     except ValueError as exc:
-        raise InputError(f"{ref}: skopeo returned invalid JSON ({exc})") from exc
+        raise InputError(f"{what}: invalid JSON ({exc})") from exc
     if not isinstance(value, dict):
-        raise InputError(f"{ref}: skopeo returned JSON that is not an object")
+        raise InputError(f"{what}: expected a JSON object")
     return value
 
 

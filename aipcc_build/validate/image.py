@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Optional, Union
 
 from ..errors import InputError
-from ..skopeo import Skopeo, split_transport
+from ..skopeo import Skopeo, json_object, split_transport
 from .blobs import BlobLocation, TarSplitLayer
 
 INDEX_TYPES = (
@@ -74,7 +74,7 @@ class _Store:
             return handle.read(-1 if loc.length is None else loc.length)
 
     def json(self, digest: str) -> dict[str, Any]:
-        return _parse_json(self.read(digest), digest)
+        return json_object(self.read(digest), digest)
 
 
 class _DirStore(_Store):
@@ -126,16 +126,6 @@ class _ArchiveStore(_Store):
         with open(loc.path, "rb") as handle:
             handle.seek(loc.offset)
             return handle.read(loc.length)
-
-
-def _parse_json(data: bytes, what: str) -> dict[str, Any]:
-    try:
-        value = json.loads(data)
-    except ValueError as exc:
-        raise InputError(f"{what}: invalid JSON ({exc})") from exc
-    if not isinstance(value, dict):
-        raise InputError(f"{what}: expected a JSON object")
-    return value
 
 
 def _platform_of(config: Mapping[str, Any], descriptor: Optional[Mapping[str, Any]]) -> str:
@@ -232,7 +222,7 @@ def _docker_archive(path: Path, name: Optional[str], platform: Optional[str], wh
         raise InputError(f"{what}: holds {len(entries)} images matching; name one "
                          "(docker-archive:FILE:NAME:TAG)")
     entry = entries[0]
-    config = _parse_json(store.read_member(entry["Config"]), f"{what} config")
+    config = json_object(store.read_member(entry["Config"]), f"{what} config")
     diff_ids = (config.get("rootfs") or {}).get("diff_ids") or []
     if len(diff_ids) != len(entry["Layers"]):
         raise InputError(f"{what}: {len(entry['Layers'])} layers but "
@@ -299,7 +289,7 @@ def _copy_with_skopeo(ref: str, transport: str, rest: str, platform: Optional[st
             target = Path(tempdir) / str(number)
             skopeo.copy(source, f"dir:{target}")
             store = _DirStore(target, flat=True)
-            manifest = _parse_json((target / "manifest.json").read_bytes(), source)
+            manifest = json_object((target / "manifest.json").read_bytes(), source)
             digest = descriptor["digest"] if descriptor else None
             images.append(_image(store, manifest, digest, descriptor))
         images = [i for i in images if _matches(i.platform, platform)]
@@ -336,19 +326,19 @@ def open_image(ref: str, platform: Optional[str] = None,
             path, tag = _split_path(rest)
             root = Path(path)
             store: _Store = _DirStore(root, flat=False)
-            index = _parse_json((root / "index.json").read_bytes(), f"{root}/index.json")
+            index = json_object((root / "index.json").read_bytes(), f"{root}/index.json")
             return OpenedImage(ref, _oci(store, index, tag, platform, ref), None)
         if transport == "oci-archive":
             path, tag = _split_path(rest)
             archive = _ArchiveStore(Path(path))
-            index = _parse_json(archive.read_member("index.json"), f"{path}:index.json")
+            index = json_object(archive.read_member("index.json"), f"{path}:index.json")
             return OpenedImage(ref, _oci(archive, index, tag, platform, ref), None)
         if transport == "docker-archive":
             path, name = _split_path(rest)
             return OpenedImage(ref, _docker_archive(Path(path), name, platform, ref), None)
         if transport == "dir":
             root = Path(rest)
-            manifest = _parse_json((root / "manifest.json").read_bytes(), f"{root}/manifest.json")
+            manifest = json_object((root / "manifest.json").read_bytes(), f"{root}/manifest.json")
             image = _image(_DirStore(root, flat=True), manifest, None, None)
             if not _matches(image.platform, platform):
                 raise InputError(f"{ref}: image is {image.platform}, not {platform}")
