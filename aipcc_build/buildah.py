@@ -42,6 +42,10 @@ TRANSIENT = re.compile(
 )
 # A failing RUN step is the template's fault: retrying it would only fail again.
 RUN_STEP_FAILED = re.compile(r'building at STEP "RUN ')
+# The OCI runtime cannot create containers on hosts with hybrid cgroups; chroot isolation can.
+OCI_ISOLATION_UNSUPPORTED = "cgroups in hybrid mode not supported"
+ISOLATION_HINT = ("RUN steps cannot use the OCI runtime on this host: set "
+                  "BUILDAH_ISOLATION=chroot")
 STEP_FROM = re.compile(r"^(?:\[\d+/\d+\] )?STEP \d+/\d+: FROM (\S+)")
 STEP_IMAGE = re.compile(r"^--> (?:Using cache )?([0-9a-f]{12,64})$")
 
@@ -222,9 +226,11 @@ class BuildahRunner:
             if code == 0:
                 return BuildOutcome(ok=True, image_id=Path(iidfile).read_text().strip())
             text = "\n".join(tail)
+            error = _error_line(tail) or f"buildah build exited {code}"
+            if OCI_ISOLATION_UNSUPPORTED in text:
+                error = f"{error} ({ISOLATION_HINT})"
             return BuildOutcome(
-                ok=False, stopped=stopped,
-                error=_error_line(tail) or f"buildah build exited {code}",
+                ok=False, stopped=stopped, error=error,
                 transient=bool(TRANSIENT.search(text)) and not RUN_STEP_FAILED.search(text),
             )
 

@@ -9,7 +9,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Optional, TextIO
 
 from .fsutil import write_atomic
@@ -490,11 +490,19 @@ def write_junit(result: RunResult, path: str) -> None:
     write_atomic(path, ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n")
 
 
+def _toolkits_found(toolkits: Optional[Mapping[str, Sequence[str]]]) -> str:
+    if toolkits is None:
+        return "-"  # not validated (it did not build)
+    return "; ".join(f"{name} {', '.join(versions)}" for name, versions in toolkits.items()) \
+        or "none"
+
+
 def matrix_summary(result: RunResult, report_path: Optional[str]) -> None:
     """The outcome on stdout, one line per image; the verdict on stderr."""
-    table(("IMAGE", "STATUS", "TIME", "REFERENCE"), [
+    table(("IMAGE", "STATUS", "TIME", "TOOLKITS FOUND", "REFERENCE"), [
         (item.image.key, item.status.value,
          f"{item.duration:.1f}s" if item.duration is not None else "-",
+         _toolkits_found(item.toolkits),
          item.image.reference + (f"@{item.digest}" if item.digest else ""))
         for item in result.images
     ])
