@@ -209,11 +209,13 @@ class BuildahRunner:
             request = BuildRequest(
                 containerfile=job.image.containerfile, context=build_context(job.image),
                 tag=job.image.reference, iidfile=iidfile, build_args=job.build_args,
-                labels=job.labels, from_image=job.from_image_id, layers=job.layers,
+                labels=job.labels, from_image=job.from_image, layers=job.layers,
                 pull=job.pull, platform=job.platform,
             )
-            if job.from_image_id:
-                self._remember(image_id=job.from_image_id.replace("sha256:", ""))
+            if job.from_image and job.from_image.startswith("sha256:"):
+                self._remember(image_id=job.from_image.replace("sha256:", ""))
+            elif job.from_image:
+                self._remember(reference=job.from_image)
             tail: list[str] = []
 
             def line(text: str) -> None:

@@ -172,6 +172,9 @@ def _name_values(ctx: click.Context, param: click.Parameter,
 @click.option("--render", "rerender", is_flag=True,
               help="Render the Containerfiles first instead of refusing stale ones.")
 @click.option("--allow-eol", is_flag=True, help="Build toolkit versions past their eol date.")
+@click.option("--parent-build-id", metavar="ID",
+              help="Build id of from_image parents this run does not build (a change-aware "
+                   "plan left them out): children are built FROM them.")
 @click.option("--push", is_flag=True, help="Push every image that built to its repository.")
 @click.option("--tls-verify", type=click.BOOL, default=True, show_default=True,
               metavar="true|false", help="Verify the registry's TLS certificate.")
@@ -194,7 +197,8 @@ def matrix(context: Context, filters: Filters, dry_run: bool, as_json: bool,
            history: Optional[str], fail_fast: bool, retries: int, rerender: bool,
            allow_eol: bool, push: bool, tls_verify: bool, log_dir: str, report_path: str,
            junit_path: Optional[str], pull: Optional[str], layers: Optional[bool],
-           platform: Optional[str], build_args: dict[str, str]) -> int:
+           platform: Optional[str], build_args: dict[str, str],
+           parent_build_id: Optional[str]) -> int:
     """Build every image of the matrix, concurrently and in dependency order."""
     import datetime as dt
     import signal
@@ -203,7 +207,7 @@ def matrix(context: Context, filters: Filters, dry_run: bool, as_json: bool,
     from . import buildah, report, schedule
     from .errors import InputError
     from .matrix import expand, provenance_labels, resolve_build_id
-    from .plan import make_plan
+    from .plan import make_plan, outside_parents
     from .render import BUILD_ID_ARG, ensure_current
 
     loaded = context.load()
@@ -223,6 +227,9 @@ def matrix(context: Context, filters: Filters, dry_run: bool, as_json: bool,
         build_args={**build_args, BUILD_ID_ARG: build_id},
         labels=provenance_labels(os.environ), layers=layers, pull=pull, platform=platform,
         history=schedule.read_history(history) if history else {},
+        parent_references=outside_parents(
+            plan, expand(loaded, build_id=parent_build_id, registry=registry))
+        if parent_build_id else {},
     )
     ensure_current(loaded, filters, rerender=rerender)
     for message in schedule.check_eol(images, dt.date.today(), allow_eol):

@@ -73,3 +73,16 @@ def make_plan(images: list[ImageSpec]) -> BuildPlan:
         )
         for image in ordered
     ))
+
+
+def outside_parents(plan: BuildPlan, parents: list[ImageSpec]) -> dict[str, str]:
+    """Key of each planned image whose from_image parent is not planned -> that parent's
+    reference, looked up in PARENTS (the matrix expanded at the parents' build id)."""
+    planned = {build.image.key for build in plan.builds}
+    by_key = {image.key: image for image in parents}
+    return {
+        build.image.key: by_key[build.image.depends_on].reference
+        for build in plan.builds
+        if build.image.depends_on is not None and build.image.depends_on not in planned
+    }
+

@@ -57,7 +57,9 @@ FINAL = {Status.OK, Status.FAILED, Status.SKIPPED, Status.PUSH_FAILED, Status.CA
 @dataclass(frozen=True)
 class BuildJob:
     image: ImageSpec
-    from_image_id: Optional[str]  # the parent's freshly built local image ID
+    # What `buildah build --from` names: the parent's freshly built local image ID, or the
+    # reference of a parent this run does not build (--parent-build-id); None: the FROM line.
+    from_image: Optional[str]
     build_args: Mapping[str, str]
     labels: Mapping[str, str]
     layers: Optional[bool]
@@ -125,6 +127,8 @@ class ScheduleOptions:
     pull: Optional[str] = None
     platform: Optional[str] = None
     history: Mapping[str, float] = field(default_factory=dict)  # key -> seconds
+    # key -> reference of its from_image parent, for parents outside the plan
+    parent_references: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -398,7 +402,8 @@ class _Scheduler:
             parent = build.needs[0] if build.needs else None
             job = BuildJob(
                 image=build.image,
-                from_image_id=self.built_ids[parent] if parent else None,
+                from_image=self.built_ids[parent] if parent
+                else self.options.parent_references.get(key),
                 build_args=self.options.build_args, labels=self.options.labels,
                 layers=self.options.layers, pull=self.options.pull,
                 platform=self.options.platform,

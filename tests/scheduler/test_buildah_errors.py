@@ -34,7 +34,7 @@ def test_oci_isolation_failure_names_the_setting_that_fixes_it(tmp_path: Path) -
         name="cuda-12.8-ubi9", kind="builder", accelerator="cuda", version="12.8.1",
         os="ubi9", os_from="x", variant="cuda-ubi9", repository="reg.example/b/cuda-12.8-ubi9",
         tag="1-dev", template="t.j2", containerfile=str(tmp_path / "Containerfile"))
-    job = BuildJob(image=image, from_image_id=None, build_args={}, labels={}, layers=None,
+    job = BuildJob(image=image, from_image=None, build_args={}, labels={}, layers=None,
                    pull=None, platform=None)
     outcome = BuildahRunner(environ).build(job, lambda line: None)
     assert not outcome.ok and not outcome.transient

@@ -284,3 +284,23 @@ def test_the_demo_builds_real_cuda_wheels(wheelhouse: Path, base_image: str,
     assert "CUDA_VERSION=12.8.1" in config["config"]["Env"]
     log = (tmp_path / "logs" / "runtime" / "cuda-12.8-busybox.log").read_text()
     assert "nvidia_nvtx_cu12-12.8.90-*.whl" in log
+
+
+def test_parent_outside_the_plan_is_taken_at_the_parent_build_id(
+        tmp_path: Path, unique_base: tuple[str, str], namespace: str) -> None:
+    write_matrix(tmp_path, unique_base[0], {"12.8.1": {"sleep": 0}})
+    first = aipcc_build(tmp_path, "--matrix", "matrix/test.yaml", "matrix", "--kind", "base",
+                        "--registry", namespace, "--build-id", "100")
+    assert first.returncode == 0, first.stderr
+    # A change-aware plan selected only the child (its parent did not change): it is built
+    # FROM the parent of build 100, not from a build-101 parent that nobody built.
+    again = aipcc_build(tmp_path, "--matrix", "matrix/test.yaml", "matrix",
+                        "--only", "child/cuda-12.8-bb", "--registry", namespace,
+                        "--build-id", "101", "--parent-build-id", "100",
+                        "--report", "second.json")
+    assert again.returncode == 0, again.stderr
+    child = by_key(json.loads((tmp_path / "second.json").read_text()))["child/cuda-12.8-bb"]
+    assert child["status"] == "ok"
+    assert child["reference"] == f"{namespace}/child/cuda-12.8-bb:1-101"
+    log = (tmp_path / child["log"]).read_text()
+    assert f"--from {namespace}/base/cuda-12.8-bb:1-100" in log

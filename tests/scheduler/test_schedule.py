@@ -131,8 +131,8 @@ def test_child_starts_after_parent_from_its_image_id(tmp_path: Path) -> None:
                          tmp_path)
     assert result.ok
     assert runner.intervals["base/a"][1] <= runner.intervals["devel/a"][0]
-    assert runner.jobs["devel/a"].from_image_id == "id-base/a"
-    assert runner.jobs["base/a"].from_image_id is None
+    assert runner.jobs["devel/a"].from_image == "id-base/a"
+    assert runner.jobs["base/a"].from_image is None
 
 
 def test_failure_skips_dependents_and_others_go_on(tmp_path: Path) -> None:
@@ -333,3 +333,12 @@ def test_validation_frees_the_build_slot_but_dependents_wait_for_it(tmp_path: Pa
     assert runner.intervals["base/b"][0] < validated["base/a"]
     # ...but a's child starts only once a passed validation.
     assert runner.intervals["devel/a"][0] >= validated["base/a"]
+
+
+def test_a_parent_outside_the_plan_is_named_by_reference(tmp_path: Path) -> None:
+    runner = FakeRunner()
+    parent = "reg.example/base/a:1.0-41"
+    result, _ = schedule([image("a", "devel", "base")], runner, tmp_path,
+                         parent_references={"devel/a": parent})
+    assert statuses(result) == {"devel/a": "ok"}
+    assert runner.jobs["devel/a"].from_image == parent
