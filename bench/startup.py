@@ -12,12 +12,14 @@ import subprocess
 import sys
 import time
 
+from common import as_installed
 
-def wall(command: list[str], repeat: int = 21) -> float:
+
+def wall(command: list[str], env: dict[str, str], repeat: int = 21) -> float:
     times = []
     for _ in range(repeat):
         start = time.perf_counter()
-        subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL, env=env)
         times.append(time.perf_counter() - start)
     return statistics.median(times)
 
@@ -28,9 +30,10 @@ def main() -> int:
     if script is None:
         print("aipcc-build is not installed", file=sys.stderr)
         return 2
-    wall([sys.executable, "-c", "import click"], repeat=3)  # warm the page cache
-    click_time = wall([sys.executable, "-c", "import click"])
-    version_time = wall([script, "--version"])
+    env = as_installed()
+    wall([sys.executable, "-c", "import click"], env, repeat=3)  # warm the page cache
+    click_time = wall([sys.executable, "-c", "import click"], env)
+    version_time = wall([script, "--version"], env)
     ratio = version_time / click_time
     print(f"python -c 'import click': {click_time * 1000:.1f} ms; "
           f"aipcc-build --version: {version_time * 1000:.1f} ms")

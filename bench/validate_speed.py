@@ -17,6 +17,7 @@ import argparse
 import hashlib
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -24,6 +25,8 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+from common import as_installed
 
 REPO = Path(__file__).resolve().parent.parent
 # Real files: shared libraries, executables, data and a Python installation.
@@ -118,6 +121,12 @@ def tree_rss(pid: int) -> int:
     return total
 
 
+def wall(command: list[str], env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(command, env=env, stdout=subprocess.DEVNULL, check=True)
+    return time.perf_counter() - start
+
+
 def timed(command: list[str], env: dict[str, str]) -> tuple[float, int]:
     """Wall seconds and peak RSS of the whole process tree (sampled every 5 ms)."""
     peak = 0
@@ -167,20 +176,23 @@ def main() -> int:
     baseline = time.perf_counter() - start
     print(f"{files} tar entries; gzip -dc | tar -t, layer after layer: {baseline:.2f} s")
 
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env = as_installed()
     with tempfile.TemporaryDirectory() as cache:
         command = [sys.executable, "-c", "import sys; from aipcc_build.cli import main; "
                    "main(sys.argv[1:])", "validate", f"oci:{args.layout}:bench",
                    "--cache-dir", cache, "--json"]
         cold, cold_rss = timed(command, env)
-        warm, warm_rss = timed(command, env)
+        # Warm runs are short: timed without the RSS sampler (it polls /proc every 5 ms,
+        # which on two cores slows the run it measures), median of three.
+        warm = statistics.median(wall(command, env) for _ in range(3))
     cold_ratio, warm_ratio = cold / baseline, warm / cold
-    peak_mb = max(cold_rss, warm_rss) / 2**20
+    peak_mb = cold_rss / 2**20
     print(f"aipcc-build validate, cold cache: {cold:.2f} s -> ratio {cold_ratio:.3f} "
           "(target <= 0.3)")
     print(f"aipcc-build validate, warm cache: {warm * 1000:.0f} ms -> ratio {warm_ratio:.3f} "
           "of cold (target <= 0.05)")
-    print(f"peak RSS, validator and workers together: {peak_mb:.0f} MB (target < 300)")
+    print(f"peak RSS, validator and workers together (cold run): {peak_mb:.0f} MB "
+          "(target < 300)")
     ok = cold_ratio <= 0.3 and warm_ratio <= 0.05 and peak_mb < 300
     return 0 if ok else 1
 

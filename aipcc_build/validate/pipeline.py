@@ -78,7 +78,9 @@ def scan_layers(jobs: Iterable[LayerJob], cache: LayerCache
 
     sizes = {job.digest: _blob_size(job) for job in todo}
     todo.sort(key=lambda job: sizes[job.digest], reverse=True)
-    workers = min(len(todo), os.cpu_count() or 1)
+    # More processes than cores: with few large layers, the last one would otherwise run
+    # alone on one core while the others idle.
+    workers = min(len(todo), 2 * (os.cpu_count() or 1))
     # Starting a pool costs ~0.2 s: more than scanning a few small layers in this process.
     if workers > 1 and sum(sizes.values()) > POOL_THRESHOLD_BYTES:
         from concurrent.futures import ProcessPoolExecutor
