@@ -304,3 +304,15 @@ def test_parent_outside_the_plan_is_taken_at_the_parent_build_id(
     assert child["reference"] == f"{namespace}/child/cuda-12.8-bb:1-101"
     log = (tmp_path / child["log"]).read_text()
     assert f"--from {namespace}/base/cuda-12.8-bb:1-100" in log
+
+
+def test_real_oci_isolation_failure_names_the_fix(
+        tmp_path: Path, unique_base: tuple[str, str], namespace: str) -> None:
+    write_matrix(tmp_path, unique_base[0], {"12.8.1": {"sleep": 0}}, child=False)
+    done = aipcc_build(tmp_path, "--matrix", "matrix/test.yaml", "matrix",
+                       "--registry", namespace, env={"BUILDAH_ISOLATION": "oci"})
+    if done.returncode == 0:
+        pytest.skip("this host runs RUN steps under OCI isolation: nothing to explain")
+    image = by_key(report(tmp_path))["base/cuda-12.8-bb"]
+    assert image["status"] == "failed"
+    assert "set BUILDAH_ISOLATION=chroot" in image["message"]
