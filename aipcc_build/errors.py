@@ -10,6 +10,9 @@ class AipccError(Exception):
     """Base of every error the CLI reports without a traceback."""
 
     exit_code = 2
+    # The field of the request or the matrix the error is about ("capacity",
+    # "images.devel.context"): the CLI names the option that sets it.
+    field: Optional[str] = None
 
 
 class InputError(AipccError):
@@ -49,14 +52,33 @@ class CheckFailed(AipccError):
 
     exit_code = 1
 
+    def __init__(self, message: str, *, field: Optional[str] = None) -> None:
+        self.field = field
+        super().__init__(message)
+
+
+STDERR_TAIL_LINES = 20
+
 
 class ToolError(AipccError):
-    """An outside program (buildah, skopeo, git) failed; carries its command and stderr."""
+    """An outside program (buildah, skopeo, git) failed or timed out; carries its command
+    and the tail of its stderr."""
 
-    def __init__(self, command: Sequence[str], returncode: int, stderr: str) -> None:
+    def __init__(self, command: Sequence[str], returncode: int, stderr: str,
+                 timed_out: bool = False) -> None:
         self.command = list(command)
         self.returncode = returncode
-        self.stderr = stderr
+        self.stderr = "\n".join(stderr.strip().splitlines()[-STDERR_TAIL_LINES:])
+        self.timed_out = timed_out
         tail = "\n".join(stderr.strip().splitlines()[-5:])
         super().__init__(f"{command[0]} exited {returncode}: {tail}" if tail else
                          f"{command[0]} exited {returncode}")
+
+
+class ToolMissing(InputError):
+    """An outside program is not installed: one clear error, before any work starts."""
+
+    def __init__(self, program: str) -> None:
+        self.program = program
+        super().__init__(f"{program} is not installed (install the {program} package; "
+                         "the README's first command sets everything up)")

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Optional, Union
 
 from ..errors import InputError
-from ..skopeo import Skopeo, json_object, split_transport
+from ..tools.skopeo import Skopeo, json_object, split_transport
 from .blobs import BlobLocation, TarSplitLayer
 
 INDEX_TYPES = (

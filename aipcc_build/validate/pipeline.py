@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from ..errors import AipccError
-from ..model import AllowRule, ImageSpec
-from ..skopeo import Skopeo
+from ..matrix.model import AllowRule, ImageSpec
+from ..tools.skopeo import Skopeo
 from .blobs import LayerJob, TarSplitLayer
 from .cache import LayerCache, default_cache_dir
 from .image import open_image
@@ -146,6 +146,22 @@ class Outcome:
         if self.error or any(v.verdict == "unreadable" for v in self.verdicts):
             return 2
         return 0 if all(v.ok for v in self.verdicts) else 1
+
+    def problems(self) -> str:
+        """Why the image failed, one finding per line, for its build log and report."""
+        if self.error:
+            return self.error
+        return "\n".join(finding.line() for verdict in self.verdicts
+                         for finding in verdict.findings
+                         if finding.status in ("violation", "unmapped"))
+
+    def toolkits(self) -> dict[str, list[str]]:
+        """Every toolkit release found, over all platforms: {"cuda": ["12.8"]}."""
+        found: dict[str, set[str]] = {}
+        for verdict in self.verdicts:
+            for toolkit, versions in verdict.toolkits.items():
+                found.setdefault(toolkit, set()).update(versions)
+        return {name: sorted(versions) for name, versions in found.items()}
 
 
 def validate_targets(targets: Sequence[Target], *, strict_layers: bool = False,

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Optional
 
-from ..model import AllowRule
+from ..matrix.model import AllowRule
 
 # Finding statuses. Only violations and unmapped versions fail an image.
 OK = "ok"
@@ -87,6 +87,15 @@ class Finding:
     component: Optional[str] = None
     component_version: Optional[str] = None
     layer_digest: Optional[str] = None  # None for the image config
+
+    def line(self) -> str:
+        """One line for people: build logs, the console, annotations."""
+        what = " ".join(x for x in (self.toolkit, self.version) if x)
+        component = " ".join(x for x in (self.component, self.component_version) if x)
+        layer = f" [layer {self.layer_digest[:19]}]" if self.layer_digest else ""
+        head = f"{what}: " if what else ""
+        return f"{self.status}: {head}{component} ({self.evidence}) at {self.path}" \
+               f"{layer}: {self.reason}"
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Optional
 
-from ..model import AllowRule
+from ..matrix.model import AllowRule
 from .components import fits, resolve
 from .detect import config_evidence, major_minor
 from .image import PlatformImage

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Optional
 
-from aipcc_build.model import ImageSpec, ToolkitVersion
+from aipcc_build.matrix import ImageSpec, ToolkitVersion
 
 TODAY = dt.date(2025, 9, 1)
 

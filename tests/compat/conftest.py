@@ -7,8 +7,8 @@ import datetime as dt
 import pytest
 from compat_images import image
 
-from aipcc_build.model import ImageSpec
-from aipcc_build.toolkit_facts import ToolkitFacts, load_facts
+from aipcc_build.compat.facts import ToolkitFacts, load_facts
+from aipcc_build.matrix import ImageSpec
 
 
 @pytest.fixture(scope="session")

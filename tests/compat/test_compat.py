@@ -9,19 +9,19 @@ from pathlib import Path
 import pytest
 from compat_images import TODAY, image
 
-from aipcc_build.compat import (
+from aipcc_build.compat.facts import ToolkitFacts
+from aipcc_build.compat.table import (
     EOL,
     EOL_SOON,
     SUPPORTED,
     build_compat_table,
     eol_findings,
     eol_status,
-    load_build_report,
     requirements,
 )
 from aipcc_build.errors import InputError
-from aipcc_build.model import ImageSpec
-from aipcc_build.toolkit_facts import ToolkitFacts
+from aipcc_build.matrix import ImageSpec
+from aipcc_build.report import build_report
 
 
 @pytest.mark.parametrize(("eol", "status"), [
@@ -116,3 +116,7 @@ def test_bad_build_report(tmp_path: Path, content: str) -> None:
     with pytest.raises(InputError) as err:
         load_build_report(report)
     assert err.value.file == str(report)
+
+
+def load_build_report(path: Path) -> dict[tuple[str, str], str]:
+    return build_report.digests(build_report.read(str(path)))

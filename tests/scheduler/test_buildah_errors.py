@@ -7,9 +7,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from aipcc_build.buildah import BuildahRunner
-from aipcc_build.model import ImageSpec
-from aipcc_build.schedule import BuildJob
+from aipcc_build.build.runner import BuildahRunner
+from aipcc_build.build.schedule import BuildJob
+from aipcc_build.matrix import ImageSpec
+from aipcc_build.tools.runner import ProcessRunner
 
 FAKE_BUILDAH = """#!/bin/sh
 case "$1" in
@@ -36,7 +37,7 @@ def test_oci_isolation_failure_names_the_setting_that_fixes_it(tmp_path: Path) -
         tag="1-dev", template="t.j2", containerfile=str(tmp_path / "Containerfile"))
     job = BuildJob(image=image, from_image=None, build_args={}, labels={}, layers=None,
                    pull=None, platform=None)
-    outcome = BuildahRunner(environ).build(job, lambda line: None)
+    outcome = BuildahRunner(ProcessRunner(environ)).build(job, lambda line: None)
     assert not outcome.ok and not outcome.transient
     assert outcome.error.startswith('building at STEP "RUN make"')
     assert "set BUILDAH_ISOLATION=chroot" in outcome.error

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from aipcc_build.errors import InputError
-from aipcc_build.model import AllowRule
-from aipcc_build.skopeo import Skopeo
+from aipcc_build.matrix import AllowRule
+from aipcc_build.tools.skopeo import Skopeo
 from aipcc_build.validate import Expectation, ImageVerdict, validate_image
 from aipcc_build.validate.results import ALLOWED, OK, VIOLATION, WARNING
 

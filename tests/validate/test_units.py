@@ -6,7 +6,6 @@ import gzip
 import io
 import json
 import multiprocessing
-import subprocess
 import tarfile
 from pathlib import Path
 
@@ -14,8 +13,8 @@ import pytest
 import zstandard
 
 from aipcc_build.errors import InputError
-from aipcc_build.model import AllowRule
-from aipcc_build.skopeo import Skopeo
+from aipcc_build.matrix import AllowRule
+from aipcc_build.tools.skopeo import Skopeo
 from aipcc_build.validate.blobs import BlobLocation, LayerJob
 from aipcc_build.validate.cache import LayerCache
 from aipcc_build.validate.components import fits, resolve
@@ -26,6 +25,7 @@ from aipcc_build.validate.results import Evidence, Expectation, LayerScan
 from aipcc_build.validate.rpmdb import read_packages
 from aipcc_build.validate.symlinks import resolve_link
 from aipcc_build.validate.verdict import judge
+from tests.fakes import RecordingRunner
 
 from .conftest import member, rpmdb, tar_bytes
 
@@ -238,16 +238,15 @@ def test_cache_round_trip_and_concurrent_writers(tmp_path: Path) -> None:
 
 
 def test_skopeo_commands_are_argument_lists_and_failures_typed() -> None:
-    calls: list[list[str]] = []
-
-    def fake(argv):  # type: ignore[no-untyped-def]
-        calls.append(list(argv))
+    def answer(argv: list[str]) -> tuple[int, bytes, bytes]:
         if "missing" in argv[-1]:
-            return subprocess.CompletedProcess(argv, 1, b"", b"manifest unknown")
+            return 1, b"", b"manifest unknown"
         if "broken" in argv[-1]:
-            return subprocess.CompletedProcess(argv, 1, b"", b"boom\nx509: certificate")
-        return subprocess.CompletedProcess(argv, 0, json.dumps({"schemaVersion": 2}).encode(), b"")
+            return 1, b"", b"boom\nx509: certificate"
+        return 0, json.dumps({"schemaVersion": 2}).encode(), b""
 
+    fake = RecordingRunner(answer)
+    calls = fake.calls
     tool = Skopeo(runner=fake, registries_conf="/etc/r.conf")
     assert tool.inspect_raw("docker://q/x:1") == {"schemaVersion": 2}
     assert calls[0] == ["skopeo", "--registries-conf", "/etc/r.conf", "inspect", "--raw",

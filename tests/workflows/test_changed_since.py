@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from aipcc_build import git as git_module
+from aipcc_build.tools import runner as runner_module
 
 from .conftest import git
 
@@ -117,13 +117,14 @@ def test_committed_changes_since_an_older_revision(repo, changed, run):
 
 def test_git_is_called_a_fixed_number_of_times(repo, changed, monkeypatch):
     calls: list[list[str]] = []
-    real = git_module._run
+    real = runner_module.ProcessRunner.run
 
-    def counting(directory: str, args: list[str]) -> str:
-        calls.append(list(args))
-        return real(directory, args)
+    def counting(self, argv, **options):  # type: ignore[no-untyped-def]
+        if argv[0] == "git":
+            calls.append(list(argv[3:]))  # after "git -C DIR"
+        return real(self, argv, **options)
 
-    monkeypatch.setattr(git_module, "_run", counting)
+    monkeypatch.setattr(runner_module.ProcessRunner, "run", counting)
     edit(repo / "matrix/aipcc.yaml", "cudnn: 9.8.0.87", "cudnn: 9.8.0.88")
     edit(repo / "templates/_toolkit.j2", "dnf clean all", "dnf clean all ")
     changed()

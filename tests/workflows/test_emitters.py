@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from aipcc_build.ci import GITHUB_OUTPUT_LIMIT
 from aipcc_build.matrix import expand, load
+from aipcc_build.plan.emit.github import GITHUB_OUTPUT_LIMIT
 
 from .conftest import REPO, check_jsonschema, git
 

@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .model import ImageSpec, Matrix
+from ..matrix import ImageSpec, Matrix
 
 
 @dataclass(frozen=True)

@@ -1,19 +1,16 @@
 """Every call to skopeo: argument lists in, parsed results out, `ToolError` on failure.
 
-The runner is injectable so unit tests can record the commands instead of running them.
+Calls go through the process runner, so unit tests hand in a recording fake.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 from collections.abc import Sequence
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
-from .errors import InputError, ToolError
-
-Runner = Callable[[Sequence[str]], "subprocess.CompletedProcess[bytes]"]
+from ..errors import InputError, ToolError
+from .runner import ProcessRunner, Runner
 
 # Phrases skopeo and containers/image print when the image itself does not exist: a bad
 # reference is the user's input (exit 2 with a clear message), not a tool breakdown.
@@ -26,10 +23,9 @@ _NOT_FOUND = (
     "no such image",
     "name unknown",
 )
-
-
-def _run_process(argv: Sequence[str]) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(list(argv), capture_output=True, check=False)
+# An inspect answers in seconds; a copy moves whole images.
+INSPECT_TIMEOUT = 120.0
+COPY_TIMEOUT = 3600.0
 
 
 class Skopeo:
@@ -37,27 +33,18 @@ class Skopeo:
 
     def __init__(self, runner: Optional[Runner] = None, executable: str = "skopeo",
                  registries_conf: Optional[str] = None) -> None:
-        self._runner = runner
+        self._runner = runner or ProcessRunner()
         self._executable = executable
         # skopeo 1.9 ignores CONTAINERS_REGISTRIES_CONF: a private registry's settings
         # (an insecure test registry, a mirror) must be passed as a global option.
         self._global = ["--registries-conf", registries_conf] if registries_conf else []
-        self._checked = runner is not None  # a fake runner stands in for the tool
 
-    def require(self) -> None:
-        """Fail early, once, with a clear message when skopeo is not installed."""
-        if self._checked:
-            return
-        if shutil.which(self._executable) is None:
-            raise InputError(f"{self._executable} is not installed (needed to read images)")
-        self._checked = True
-
-    def _call(self, args: Sequence[str], ref: Optional[str] = None) -> bytes:
-        self.require()
+    def _call(self, args: Sequence[str], ref: Optional[str] = None,
+              timeout: float = INSPECT_TIMEOUT) -> bytes:
         argv = [self._executable, *self._global, *args]
-        result = (self._runner or _run_process)(argv)
+        result = self._runner.run(argv, timeout=timeout, check=False)
         if result.returncode != 0:
-            stderr = result.stderr.decode("utf-8", "replace")
+            stderr = result.error_text
             if ref is not None and any(p in stderr.lower() for p in _NOT_FOUND):
                 tail = stderr.strip().splitlines()[-1] if stderr.strip() else ""
                 raise InputError(f"cannot read image {ref}: {tail}")
@@ -82,7 +69,7 @@ class Skopeo:
 
     def copy(self, source: str, dest: str, extra: Sequence[str] = ()) -> None:
         """Copy an image; EXTRA are further `skopeo copy` options."""
-        self._call(["copy", "--quiet", *extra, source, dest], source)
+        self._call(["copy", "--quiet", *extra, source, dest], source, timeout=COPY_TIMEOUT)
 
 
 def json_object(data: bytes, what: str) -> dict[str, Any]:

@@ -11,97 +11,31 @@ import difflib
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 import yaml
 
-from .errors import InputError
+from ..errors import InputError
+from .expand import expand_all
 from .model import (
+    SAFE_NAME,
+    SAFE_REFERENCE,
     Accelerator,
     AllowRule,
     Exclude,
     ImageKind,
-    ImageSpec,
     Matrix,
     OsSpec,
     Product,
     ToolkitVersion,
     Where,
+    parse_quantity,
 )
 
 SCHEMA = 1
-SAFE_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
-# Registries and repositories also need ':' (port) and '/' (path); still no whitespace or quotes.
-SAFE_REFERENCE = re.compile(r"^[A-Za-z0-9._:/-]+$")
-VERSION = re.compile(r"^[0-9]+\.[0-9]+(\.[0-9]+)?$")
-DRIVER = re.compile(r"^[0-9]+(\.[0-9]+){1,2}$")
-QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)\s*([KMGTP]i?)?$")
-UNITS = {
-    None: 1, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15,
-    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50,
-}
-CI_BUILD_ID_VARIABLES = ("BUILD_ID", "CI_PIPELINE_IID", "GITHUB_RUN_NUMBER")
-# Where the CI says which commit it builds: (revision variable, source URL variables).
-CI_PROVENANCE = (
-    ("GITHUB_SHA", ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY")),
-    ("CI_COMMIT_SHA", ("CI_PROJECT_URL",)),
-)
-
-
-@dataclass(frozen=True)
-class Filters:
-    """Repeatable command-line filters; an empty tuple matches everything."""
-
-    accelerators: tuple[str, ...] = ()
-    versions: tuple[str, ...] = ()
-    oses: tuple[str, ...] = ()
-    kinds: tuple[str, ...] = ()
-    names: tuple[str, ...] = ()
-
-    def matches(self, image: ImageSpec) -> bool:
-        return (
-            (not self.accelerators or image.accelerator in self.accelerators)
-            and (not self.versions or any(version_matches(image.version, v)
-                                          for v in self.versions))
-            and (not self.oses or image.os in self.oses)
-            and (not self.kinds or image.kind in self.kinds)
-            and (not self.names or image.name in self.names or image.key in self.names)
-        )
-
-
-EVERYTHING = Filters()
-
-
-def version_matches(version: Optional[str], prefix: str) -> bool:
-    """Component-wise prefix: "12.8" matches 12.8.1, "12.1" does not match 12.10.0."""
-    if version is None:
-        return False
-    want = prefix.split(".")
-    return version.split(".")[: len(want)] == want
-
-
-def resolve_build_id(explicit: Optional[str], environ: Mapping[str, str]) -> str:
-    if explicit:
-        return explicit
-    for variable in CI_BUILD_ID_VARIABLES:
-        if environ.get(variable):
-            return environ[variable]
-    return "dev"
-
-
-def provenance_labels(environ: Mapping[str, str]) -> dict[str, str]:
-    """The OCI source and revision labels, when the CI tells them (rendered files cannot
-    carry them: they are committed before the commit they belong to exists)."""
-    for revision, source_parts in CI_PROVENANCE:
-        if environ.get(revision):
-            labels = {"org.opencontainers.image.revision": environ[revision]}
-            if all(environ.get(part) for part in source_parts):
-                labels["org.opencontainers.image.source"] = "/".join(
-                    environ[part] for part in source_parts)
-            return labels
-    return {}
+VERSION = re.compile(r"[0-9]+\.[0-9]+(\.[0-9]+)?")
+DRIVER = re.compile(r"[0-9]+(\.[0-9]+){1,2}")
 
 
 class _Reader:
@@ -158,7 +92,7 @@ class _Reader:
         if not isinstance(node, yaml.ScalarNode) or node.value == "" and node.tag.endswith("null"):
             raise self.error(node, field, "expected a single value")
         text = str(node.value)
-        if pattern is not None and not pattern.match(text):
+        if pattern is not None and not pattern.fullmatch(text):
             raise self.error(node, field, f"'{text}' is not {what}")
         return text
 
@@ -168,10 +102,10 @@ class _Reader:
 
     def number(self, node: yaml.Node, field: str) -> float:
         text = self.scalar(node, field)
-        match = QUANTITY.match(text)
-        if not match:
+        amount = parse_quantity(text)
+        if amount is None:
             raise self.error(node, field, f"'{text}' is not a quantity (like 2, 0.5 or 4Gi)")
-        return float(match.group(1)) * UNITS[match.group(2)]
+        return amount
 
     def date(self, node: yaml.Node, field: str) -> dt.date:
         text = self.scalar(node, field)
@@ -273,10 +207,27 @@ def parse(text: str, file: str) -> Matrix:
         path=file, schema=SCHEMA, product=product, registry=registry,
         templates=str(templates), output=str(output), os=oses,
         accelerators=accelerators, images=images, exclude=excludes,
+        locations=_locations(reader, top),
     )
     # Expanding once here surfaces name clashes and bad patterns as load errors.
-    _expand(matrix, build_id="dev", registry=None, reader=reader, root=root)
+    expand_all(matrix, build_id="dev", registry=None)
     return matrix
+
+
+def _locations(reader: _Reader, top: Mapping[str, tuple[yaml.Node, yaml.Node]]
+               ) -> dict[str, Where]:
+    """Where the fields that expansion can still find fault with are written."""
+    found: dict[str, Where] = {}
+    for section, fields in (("images", ("from_image", "repository")),
+                            ("accelerators", ("variant",))):
+        for key_node, value in top[section][1].value:
+            name = f"{section}.{key_node.value}"
+            found[name] = reader.where(value)
+            if isinstance(value, yaml.MappingNode):
+                for field_key, field_value in value.value:
+                    if field_key.value in fields:
+                        found[f"{name}.{field_key.value}"] = reader.where(field_value)
+    return found
 
 
 def _directory(reader: _Reader, top: Mapping[str, tuple[yaml.Node, yaml.Node]], key: str,
@@ -464,149 +415,70 @@ def _exclude(reader: _Reader, node: yaml.Node, field: str) -> Exclude:
     return Exclude(**values)
 
 
-def _excluded(matrix: Matrix, kind: str, accelerator: str, version: Optional[str],
-              os_name: str) -> bool:
-    return any(
-        (rule.accelerator is None or rule.accelerator == accelerator)
-        and (rule.version is None or version_matches(version, rule.version))
-        and (rule.os is None or rule.os == os_name)
-        and (rule.kind is None or rule.kind == kind)
-        for rule in matrix.exclude
-    )
+# ---- which matrix entry each line of the file belongs to (plan --changed-since) ----------
+
+# What a changed part of the matrix file touches: ("all",), ("accelerator", name),
+# ("version", accelerator, version), ("os", name) or ("kind", name).
+Selector = tuple[str, ...]
+EVERY_IMAGE: Selector = ("all",)
 
 
-def image_name(accelerator: str, version: Optional[ToolkitVersion], os_name: str) -> str:
-    """`cuda-12.8-ubi9`: the toolkit's major.minor goes into the name, not the tag."""
-    if version is None:
-        return f"{accelerator}-{os_name}"
-    return f"{accelerator}-{version.major_minor}-{os_name}"
+def line_owners(text: str) -> dict[int, Selector]:
+    """Line (1-based) -> the innermost matrix entry it belongs to; lines of no entry absent."""
+    root = yaml.compose(text, Loader=yaml.SafeLoader)
+    owner: dict[int, Selector] = {}
+    if not isinstance(root, yaml.MappingNode):
+        return owner
 
+    def paint(key: yaml.Node, value: yaml.Node, selector: Selector) -> None:
+        for line in range(key.start_mark.line + 1, _last_line(value) + 1):
+            owner[line] = selector
 
-def expand(matrix: Matrix, *, build_id: str = "dev", registry: Optional[str] = None,
-           filters: Filters = EVERYTHING) -> list[ImageSpec]:
-    """Every image of the matrix (minus excludes) in matrix order, then filtered."""
-    images = _expand(matrix, build_id=build_id, registry=registry)
-    check_filters(matrix, images, filters)
-    return [image for image in images if filters.matches(image)]
-
-
-def check_filters(matrix: Matrix, images: list[ImageSpec], filters: Filters) -> None:
-    """A filter value that names nothing is a typo: a CI job must fail, not build nothing."""
-    known = (
-        ("--accelerator", filters.accelerators, list(matrix.accelerators)),
-        ("--os", filters.oses, list(matrix.os)),
-        ("--kind", filters.kinds, list(matrix.images)),
-        ("--only", filters.names, [i.name for i in images] + [i.key for i in images]),
-    )
-    for option, values, names in known:
-        for value in values:
-            if value not in names:
-                hint = difflib.get_close_matches(value, names, n=1)
-                extra = f" (did you mean '{hint[0]}'?)" if hint else ""
-                raise InputError(f"'{value}' matches nothing in the matrix{extra}",
-                                 file=matrix.path, field=option)
-    for prefix in filters.versions:
-        if not any(version_matches(image.version, prefix) for image in images):
-            versions = sorted({i.version for i in images if i.version})
-            raise InputError(f"no version starts with '{prefix}' (the matrix has "
-                             f"{', '.join(versions)})", file=matrix.path, field="--version")
-
-
-def _expand(matrix: Matrix, *, build_id: str, registry: Optional[str],
-            reader: Optional[_Reader] = None, root: Optional[yaml.Node] = None,
-            ) -> list[ImageSpec]:
-    if not SAFE_NAME.match(build_id):
-        raise InputError(f"build id '{build_id}' may hold only letters, digits, '.', '_', '-'",
-                         field="--build-id")
-    if registry is not None and not SAFE_REFERENCE.match(registry):
-        raise InputError(f"'{registry}' is not a registry reference", field="--registry")
-    tag = f"{matrix.product.version}-{build_id}"
-    images: list[ImageSpec] = []
-    seen: dict[str, ImageSpec] = {}
-    cells: dict[tuple[str, str, Optional[str], str], ImageSpec] = {}
-    for kind in matrix.images.values():
-        for accelerator in matrix.accelerators.values():
-            versions: Sequence[Optional[ToolkitVersion]] = accelerator.versions or (None,)
-            for version in versions:
-                for os_name in kind.os:
-                    full = version.version if version else None
-                    if _excluded(matrix, kind.name, accelerator.name, full, os_name):
-                        continue
-                    image = _image(matrix, kind, accelerator, version, os_name,
-                                   registry or matrix.registry, tag, reader, root)
-                    for clash_key in (image.key, image.repository):
-                        if clash_key in seen:
-                            other = seen[clash_key]
-                            raise _clash(matrix, reader, root, image, other)
-                        seen[clash_key] = image
-                    cells[(kind.name, accelerator.name, full, os_name)] = image
-                    images.append(image)
-    for image in images:
-        if image.from_kind is None:
+    # Outer entries first, inner ones overwrite them.
+    for key, value in root.value:
+        paint(key, value, EVERY_IMAGE)
+        section = {"os": "os", "images": "kind", "accelerators": "accelerator"}.get(key.value)
+        if section is None or not isinstance(value, yaml.MappingNode):
             continue
-        parent = (image.from_kind, image.accelerator, image.version, image.os)
-        if parent not in cells:
-            message = (f"{image.key} is built from the '{image.from_kind}' image of the same "
-                       f"accelerator, version and OS, which the matrix does not build "
-                       f"(add {image.os} to images.{image.from_kind}.os or exclude this cell)")
-            raise _located(matrix, reader, root, f"images.{image.kind}.from_image", message,
-                           ("images", image.kind, "from_image"))
-    return images
+        for entry_key, entry in value.value:
+            paint(entry_key, entry, (section, str(entry_key.value)))
+            if section == "accelerator":
+                _paint_versions(str(entry_key.value), entry, owner)
+    return owner
 
 
-def _image(matrix: Matrix, kind: ImageKind, accelerator: Accelerator,
-           version: Optional[ToolkitVersion], os_name: str, registry: str, tag: str,
-           reader: Optional[_Reader], root: Optional[yaml.Node]) -> ImageSpec:
-    name = image_name(accelerator.name, version, os_name)
-    # Placeholders were checked at load time, so format() cannot fail here.
-    variant = accelerator.variant.format(accelerator=accelerator.name, os=os_name)
-    repository = kind.repository.format(registry=registry, kind=kind.name, name=name,
-                                        accelerator=accelerator.name, os=os_name,
-                                        product=matrix.product.name)
-    for value, field, path in (
-        (variant, f"accelerators.{accelerator.name}.variant",
-         ("accelerators", accelerator.name, "variant")),
-        (repository, f"images.{kind.name}.repository", ("images", kind.name, "repository")),
-    ):
-        if not (SAFE_NAME if path[-1] == "variant" else SAFE_REFERENCE).match(value):
-            raise _located(matrix, reader, root, field,
-                           f"'{value}' holds characters outside [A-Za-z0-9._-/:]", path)
-    allow = accelerator.allow + (version.allow if version else ()) + kind.allow
-    containerfile = os.path.join(matrix.output, kind.name, name, "Containerfile")
-    return ImageSpec(
-        name=name, kind=kind.name, accelerator=accelerator.name,
-        version=version.version if version else None, os=os_name,
-        os_from=matrix.os[os_name].from_ref, variant=variant, repository=repository, tag=tag,
-        template=kind.template,
-        containerfile=containerfile,
-        from_kind=kind.from_image, resources=kind.resources, toolkit=version, allow=allow,
-        context=kind.context or "",
-    )
+def _paint_versions(accelerator: str, entry: yaml.Node, owner: dict[int, Selector]) -> None:
+    if not isinstance(entry, yaml.MappingNode):
+        return
+    for key, value in entry.value:
+        if key.value != "versions" or not isinstance(value, yaml.SequenceNode):
+            continue
+        for item in value.value:
+            version = _version_of(item)
+            if version is None:
+                continue
+            for line in range(item.start_mark.line + 1, _last_line(item) + 1):
+                owner[line] = ("version", accelerator, version)
 
 
-def _clash(matrix: Matrix, reader: Optional[_Reader], root: Optional[yaml.Node],
-           image: ImageSpec, other: ImageSpec) -> InputError:
-    message = (f"two cells produce the same image {image.reference.rsplit(':', 1)[0]} "
-               f"({other.accelerator} {other.version or '-'} {other.os} {other.kind} and "
-               f"{image.accelerator} {image.version or '-'} {image.os} {image.kind})")
-    if image.toolkit is not None and image.toolkit.where is not None:
-        where = image.toolkit.where
-        return InputError(message, file=where.file, line=where.line, column=where.column,
-                          field=f"accelerators.{image.accelerator}.versions")
-    return _located(matrix, reader, root, f"images.{image.kind}", message,
-                    ("images", image.kind))
+def _version_of(item: yaml.Node) -> Optional[str]:
+    if isinstance(item, yaml.MappingNode):
+        for key, value in item.value:
+            if key.value == "version" and isinstance(value, yaml.ScalarNode):
+                return str(value.value)
+    return None
 
 
-def _located(matrix: Matrix, reader: Optional[_Reader], root: Optional[yaml.Node], field: str,
-             message: str, path: tuple[str, ...]) -> InputError:
-    """An error at the node under PATH in the file, or at the file when that is gone."""
-    node = root
-    for key in path:
-        if not isinstance(node, yaml.MappingNode):
-            node = None
-            break
-        node = next((v for k, v in node.value if k.value == key), None)
-    if reader is not None and node is not None:
-        return reader.error(node, field, message)
-    return InputError(message, file=matrix.path, field=field)
+def _last_line(node: yaml.Node) -> int:
+    """The last line (1-based) holding NODE's own text.
 
+    A block collection's end mark lies at the next token, possibly on the next entry's
+    line, so the last line is found through its last child instead.
+    """
+    if isinstance(node, yaml.MappingNode) and not node.flow_style and node.value:
+        return _last_line(node.value[-1][1])
+    if isinstance(node, yaml.SequenceNode) and not node.flow_style and node.value:
+        return _last_line(node.value[-1])
+    end = node.end_mark
+    # A block scalar ends at column 0 of the line after its text.
+    return end.line + 1 if end.column > 0 or end.line == node.start_mark.line else end.line

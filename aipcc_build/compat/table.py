@@ -7,18 +7,16 @@ them. Nothing here prints: results are frozen dataclasses for `compat_report` to
 from __future__ import annotations
 
 import datetime as dt
-import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Optional, Union
+from typing import Optional
 
 from packaging.version import Version
 
-from .errors import InputError
-from .model import ImageSpec
-from .toolkit_facts import DriverVersion, ToolkitFacts
+from ..errors import InputError
+from ..matrix import ImageSpec
+from .facts import DriverVersion, ToolkitFacts
 
 SUPPORTED = "supported"
 EOL_SOON = "eol-soon"
@@ -160,27 +158,6 @@ def version_sort_key(image: ImageSpec) -> tuple[object, ...]:
     newest_first = tuple(-part for part in release + (0,) * (3 - len(release)))
     return (image.version is None, image.accelerator, newest_first, image.os, image.kind,
             image.name)
-
-
-def load_build_report(path: Union[str, Path]) -> dict[tuple[str, str], str]:
-    """Digests by (kind, name) from a build report: {"images": [{name, kind, digest}, ...]}."""
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as err:
-        raise InputError(f"cannot read build report: {err}", file=str(path)) from err
-    images = data.get("images") if isinstance(data, dict) else None
-    if not isinstance(images, list):
-        raise InputError("expected an object with an \"images\" list", file=str(path),
-                         field="images")
-    digests = {}
-    for index, entry in enumerate(images):
-        if not isinstance(entry, dict) or not {"name", "kind"} <= entry.keys():
-            raise InputError("each image needs \"name\" and \"kind\"", file=str(path),
-                             field=f"images[{index}]")
-        if entry.get("digest"):
-            digests[(str(entry["kind"]), str(entry["name"]))] = str(entry["digest"])
-    return digests
 
 
 def build_compat_table(

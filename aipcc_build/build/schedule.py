@@ -2,8 +2,8 @@
 
 The core of `aipcc-build matrix`. It never prints: it reports typed events through a
 callback (rendered by `report`) and returns a `RunResult`. The outside world comes in
-through a `Runner` (the real one is `buildah.BuildahRunner`; unit tests use a fake) and an
-optional validation step called between a successful build and its push.
+through a `Runner` (the real one is `build.runner.BuildahRunner`; unit tests use a fake)
+and an optional validation step called between a successful build and its push.
 
 Threads: the main loop (the caller's thread) owns all state and emits every event; one
 worker thread per running image builds, validates and pushes it, and talks to the main
@@ -12,11 +12,7 @@ loop through a queue.
 
 from __future__ import annotations
 
-import contextlib
-import datetime as dt
 import enum
-import json
-import os
 import queue
 import threading
 import time
@@ -25,10 +21,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Optional, Protocol, TypeVar, Union
 
-from .errors import CheckFailed, InputError
-from .matrix import QUANTITY, UNITS
-from .model import ImageSpec
-from .plan import BuildPlan, build_context
+from ..matrix import ImageSpec
+from ..plan import BuildPlan
 
 LOG_TAIL_LINES = 30
 
@@ -154,7 +148,21 @@ class Retrying:
     error: str
 
 
-Event = Union[StatusChanged, LogLine, Retrying]
+@dataclass(frozen=True)
+class Planned:
+    """First event of a run: what will be built, in plan order."""
+
+    plan: BuildPlan
+
+
+@dataclass(frozen=True)
+class Warned:
+    """Something the user should know before the builds start."""
+
+    message: str
+
+
+Event = Union[StatusChanged, LogLine, Retrying, Planned, Warned]
 _Outcome = TypeVar("_Outcome", BuildOutcome, PushOutcome)
 
 
@@ -196,78 +204,6 @@ class RunResult:
     @property
     def ok(self) -> bool:
         return all(result.status is Status.OK for result in self.images)
-
-
-# ---- inputs the CLI prepares ------------------------------------------------------------
-
-def parse_capacity(text: str) -> dict[str, float]:
-    """`cpu=8,memory=32Gi,gpu=0` -> {"cpu": 8, "memory": 34359738368, "gpu": 0}."""
-    capacity: dict[str, float] = {}
-    for item in filter(None, (part.strip() for part in text.split(","))):
-        name, sep, amount = item.partition("=")
-        match = QUANTITY.match(amount.strip())
-        if not sep or not name.strip() or not match:
-            raise InputError(f"'{item}' is not SLOT=AMOUNT (like cpu=8 or memory=32Gi)",
-                             field="--capacity")
-        capacity[name.strip()] = float(match.group(1)) * UNITS[match.group(2)]
-    return capacity
-
-
-def detect_capacity() -> dict[str, float]:
-    """This host's CPUs and memory; named slots (gpu...) only exist when given."""
-    capacity: dict[str, float] = {"cpu": float(os.cpu_count() or 1)}
-    with contextlib.suppress(ValueError, OSError, AttributeError):
-        capacity["memory"] = float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
-    return capacity
-
-
-def read_history(path: str) -> dict[str, float]:
-    """Durations of the images that built fine in an earlier run's report."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except OSError as exc:
-        raise InputError(f"cannot read the history: {exc.strerror}", file=path,
-                         field="--history") from None
-    except ValueError as exc:
-        raise InputError(f"not a JSON build report: {exc}", file=path, field="--history") \
-            from None
-    if not isinstance(data, dict) or data.get("schema") != 1 or \
-            not isinstance(data.get("images"), list):
-        raise InputError("not a build report of schema 1", file=path, field="--history")
-    # The build time, not the push: it is what holds a job slot and delays dependents.
-    return {
-        entry["key"]: float(entry["build_duration"])
-        for entry in data["images"]
-        if isinstance(entry, dict) and entry.get("status") == Status.OK.value
-        and isinstance(entry.get("key"), str)
-        and isinstance(entry.get("build_duration"), (int, float))
-    }
-
-
-def check_eol(images: Sequence[ImageSpec], today: dt.date, allow_eol: bool) -> list[str]:
-    """Refuse toolkit versions past their `eol` date unless allowed; return the messages
-    (for a warning when allowed)."""
-    past: dict[tuple[str, str], str] = {}
-    for image in images:
-        toolkit = image.toolkit
-        if toolkit is not None and toolkit.eol is not None and toolkit.eol < today:
-            past[(image.accelerator, toolkit.version)] = (
-                f"{image.accelerator} {toolkit.version} reached end of life on "
-                f"{toolkit.eol.isoformat()}"
-            )
-    messages = list(past.values())
-    if messages and not allow_eol:
-        raise CheckFailed("; ".join(messages) + " (drop it from the matrix, or pass "
-                          "--allow-eol to build it anyway)")
-    return messages
-
-
-def check_contexts(images: Sequence[ImageSpec]) -> None:
-    for image in images:
-        context = build_context(image)
-        if not Path(context).is_dir():
-            raise InputError(f"the build context of {image.key} does not exist: {context}",
-                             field=f"images.{image.kind}.context")
 
 
 def log_path(log_dir: str, image: ImageSpec) -> str:
@@ -373,10 +309,10 @@ class _Scheduler:
                     continue
                 if have <= 0:
                     why = (f"needs {slot}={_amount(amount)} but no capacity provides "
-                           f"'{slot}' (add it with --capacity {slot}=N)")
+                           f"'{slot}' (add the slot to the capacity: {slot}=N)")
                 else:
                     why = (f"needs {slot}={_amount(amount)} but the capacity is "
-                           f"{slot}={_amount(have)} (raise it with --capacity)")
+                           f"{slot}={_amount(have)} (raise the capacity)")
                 self._write_log(key, [why])
                 self._finish(key, Status.FAILED, why, log_tail=(why,))
                 self._skip_dependents(key)

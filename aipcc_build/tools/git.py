@@ -7,12 +7,12 @@ the top-level directory, the names of the changed files, and the line ranges of 
 from __future__ import annotations
 
 import re
-import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import InputError, ToolError
+from ..errors import InputError, ToolError
+from .runner import Runner
 
 HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@")
 # Plain `git diff` output: no pager, colours, external diff drivers or rename pairing, so
@@ -33,44 +33,43 @@ class Hunk:
     text: tuple[str, ...]
 
 
-def _run(directory: str, args: Sequence[str]) -> str:
-    command = ["git", "-C", directory, *args]
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
-    except FileNotFoundError:
-        raise ToolError(command, 127, "git is not installed") from None
-    if done.returncode != 0:
-        raise ToolError(command, done.returncode, done.stderr)
-    return done.stdout
+class Git:
+    """git, through RUNNER, in the work tree holding DIRECTORY."""
+
+    def __init__(self, runner: Runner, directory: str) -> None:
+        self.runner = runner
+        self.directory = directory
+
+    def _run(self, args: Sequence[str]) -> str:
+        return self.runner.run(["git", "-C", self.directory, *args]).text
+
+    def toplevel(self) -> Path:
+        """The root of the work tree."""
+        return Path(self._run(["rev-parse", "--show-toplevel"]).strip())
+
+    def head_commit(self) -> str:
+        return self._run(["rev-parse", "HEAD"]).strip()
+
+    def remote_url(self, remote: str = "origin") -> str:
+        try:
+            return self._run(["remote", "get-url", remote]).strip()
+        except ToolError:
+            raise InputError(f"the repository has no '{remote}' remote: a Tekton PipelineRun "
+                             f"clones the repository from it (git remote add {remote} URL)",
+                             file=self.directory) from None
+
+    def changed_files(self, rev: str) -> list[str]:
+        """Paths (relative to the top level) that differ between REV and the work tree."""
+        out = self._run([*DIFF, "--name-only", "-z", rev, "--"])
+        return [name for name in out.split("\0") if name]
+
+    def changed_lines(self, rev: str, path: str) -> list[Hunk]:
+        """The hunks of PATH (relative to the top level) between REV and the work tree."""
+        return parse_hunks(self._run([*DIFF, "-U0", rev, "--", f":(top){path}"]))
 
 
-def toplevel(directory: str) -> Path:
-    """The root of the work tree holding DIRECTORY."""
-    return Path(_run(directory, ["rev-parse", "--show-toplevel"]).strip())
-
-
-def head_commit(directory: str) -> str:
-    return _run(directory, ["rev-parse", "HEAD"]).strip()
-
-
-def remote_url(directory: str, remote: str = "origin") -> str:
-    try:
-        return _run(directory, ["remote", "get-url", remote]).strip()
-    except ToolError:
-        raise InputError(f"the repository has no '{remote}' remote: a Tekton PipelineRun "
-                         f"clones the repository from it (git remote add {remote} URL)",
-                         file=directory) from None
-
-
-def changed_files(directory: str, rev: str) -> list[str]:
-    """Paths (relative to the top level) that differ between REV and the work tree."""
-    out = _run(directory, [*DIFF, "--name-only", "-z", rev, "--"])
-    return [name for name in out.split("\0") if name]
-
-
-def changed_lines(directory: str, rev: str, path: str) -> list[Hunk]:
-    """The hunks of PATH (relative to the top level) between REV and the work tree."""
-    out = _run(directory, [*DIFF, "-U0", rev, "--", f":(top){path}"])
+def parse_hunks(out: str) -> list[Hunk]:
+    """The hunks of `git diff -U0` output for one file."""
     hunks: list[Hunk] = []
     lines = out.splitlines()
     for index, line in enumerate(lines):

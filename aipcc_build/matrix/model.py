@@ -6,9 +6,28 @@ Nothing here re-validates: `matrix.load` guarantees every invariant before it bu
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Optional
+
+from ..errors import InputError
+
+SAFE_NAME = re.compile(r"[A-Za-z0-9._-]+")
+# Registries and repositories also need ':' (port) and '/' (path); still no whitespace or quotes.
+SAFE_REFERENCE = re.compile(r"[A-Za-z0-9._:/-]+")
+# Resource quantities: the matrix's `resources` and the scheduler's capacity.
+QUANTITY = re.compile(r"([0-9]+(?:\.[0-9]+)?)\s*([KMGTP]i?)?")
+UNITS = {
+    None: 1, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15,
+    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50,
+}
+
+
+def parse_quantity(text: str) -> Optional[float]:
+    """`2`, `0.5`, `4Gi` -> the amount; None when TEXT is not a quantity."""
+    match = QUANTITY.fullmatch(text.strip())
+    return float(match.group(1)) * UNITS[match.group(2)] if match else None
 
 
 @dataclass(frozen=True)
@@ -106,6 +125,16 @@ class Matrix:
     accelerators: Mapping[str, Accelerator]
     images: Mapping[str, ImageKind]
     exclude: tuple[Exclude, ...] = ()
+    # Field path ("images.devel.from_image") -> where it is written, for later errors.
+    locations: Mapping[str, Where] = field(default_factory=dict)
+
+    def error(self, field: str, message: str) -> InputError:
+        """An error at FIELD in the matrix file, or at the file when FIELD is not written."""
+        where = self.locations.get(field)
+        if where is None:
+            return InputError(message, file=self.path, field=field)
+        return InputError(message, file=where.file, line=where.line, column=where.column,
+                          field=field)
 
 
 @dataclass(frozen=True)

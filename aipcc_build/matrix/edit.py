@@ -3,9 +3,9 @@
 ruamel.yaml's round trip keeps comments and key order, but it re-spaces some text it parsed
 (`ubi9:  {from: ...}` comes back as `ubi9: {from: ...}`). So the edit is made on ruamel's
 text and then carried over to the original text line by line: every line the edit did not
-touch stays byte-identical. The edited text is validated (`matrix.parse`) and its new
-Containerfiles rendered in memory before the file is replaced atomically, so the file on
-disk is never left invalid or half-written.
+touch stays byte-identical. The edited text is validated (`matrix.parse`); nothing is
+written here: the render stage renders the edited matrix in memory, then replaces the file
+atomically, so the file on disk is never left invalid or half-written.
 """
 
 from __future__ import annotations
@@ -19,11 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from .errors import InputError
-from .fsutil import write_atomic
-from .matrix import DRIVER, Filters, expand, load, parse
-from .model import Accelerator, ImageSpec, Matrix, Product, ToolkitVersion
-from .render import RenderedFile, RenderResult, apply, render_all
+from ..errors import InputError
+from .expand import expand
+from .loader import DRIVER, load, parse
+from .model import Accelerator, ImageSpec, Matrix, ToolkitVersion
 
 # add-version takes full releases only: "12.9" would not say which patch the images pin.
 FULL_VERSION = re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+$")
@@ -47,33 +46,22 @@ class Retirement:
 
 
 @dataclass(frozen=True)
-class AddVersionResult:
-    matrix_path: str
+class MatrixEdit:
+    """An edited matrix, validated, not yet written."""
+
+    path: str
+    text: str  # the whole edited file
+    matrix: Matrix  # TEXT, parsed
     accelerator: str
     version: str
-    product: Product
-    images: tuple[ImageSpec, ...]  # the images the new version adds, in matrix order
-    rendered: RenderResult
-
-    @property
-    def repositories(self) -> tuple[str, ...]:
-        """One per new image name: each must exist in the registry before the first push."""
-        return tuple(dict.fromkeys(image.repository for image in self.images))
+    what: str  # "adding cuda 13.0.1", for messages
+    # add-version: the images the version adds; retire: the version's images (gone from the
+    # matrix when removed)
+    images: tuple[ImageSpec, ...]
 
 
-@dataclass(frozen=True)
-class RetireResult:
-    matrix_path: str
-    accelerator: str
-    version: str
-    eol: Optional[dt.date]
-    removed: bool
-    images: tuple[ImageSpec, ...]  # the version's images (gone from the matrix when removed)
-    rendered: Optional[RenderResult]  # the render after a removal; None otherwise
-
-
-def add_version(path: str, new: NewVersion) -> AddVersionResult:
-    """Add NEW to its accelerator's versions, write the matrix, render the new images."""
+def add_version(path: str, new: NewVersion) -> MatrixEdit:
+    """The matrix with NEW added to its accelerator's versions."""
     current = load(path)
     accelerator = _accelerator(current, new.accelerator)
     what = f"adding {new.accelerator} {new.version}"
@@ -81,11 +69,11 @@ def add_version(path: str, new: NewVersion) -> AddVersionResult:
         raise InputError(f"'{new.version}' is not a version of the form X.Y.Z", field="VERSION")
     if new.min_driver is not None and not DRIVER.match(new.min_driver):
         raise InputError(f"'{new.min_driver}' is not a driver version (like 570.124.06)",
-                         field="--min-driver")
+                         field="min_driver")
     for name in new.vars:
         if not name.isidentifier():
             raise InputError(f"'{name}' is not a template variable name (an identifier)",
-                             field="--var")
+                             field="vars")
     if not accelerator.versions:
         raise InputError(f"accelerator '{accelerator.name}' is declared without versions, so "
                          f"its images carry no version ({accelerator.name}-<os>); give it a "
@@ -107,20 +95,15 @@ def add_version(path: str, new: NewVersion) -> AddVersionResult:
                     _version_entry(new, flow=_is_flow(versions[0])))
     text = document.carried_over()
     edited = _validated(path, text, what)
-
     before = {image.key for image in expand(current)}
-    images = tuple(image for image in expand(edited) if image.key not in before)
-    rendered = _rendered(edited, Filters(names=tuple(image.key for image in images)), what)
-    write_atomic(path, text)
-    return AddVersionResult(
-        matrix_path=path, accelerator=accelerator.name, version=new.version,
-        product=edited.product, images=images,
-        rendered=apply(edited, rendered, check=False, remove_stale=False),
-    )
+    return MatrixEdit(path=path, text=text, matrix=edited, accelerator=accelerator.name,
+                      version=new.version, what=what,
+                      images=tuple(image for image in expand(edited)
+                                   if image.key not in before))
 
 
-def retire(path: str, retirement: Retirement) -> RetireResult:
-    """Set the version's `eol`, or remove it and its generated Containerfiles."""
+def retire(path: str, retirement: Retirement) -> MatrixEdit:
+    """The matrix with the version's `eol` set, or without the version."""
     current = load(path)
     accelerator = _accelerator(current, retirement.accelerator)
     known = [v.version for v in accelerator.versions]
@@ -147,16 +130,9 @@ def retire(path: str, retirement: Retirement) -> RetireResult:
     else:
         versions[index]["eol"] = retirement.eol
     text = document.carried_over()
-    edited = _validated(path, text, what)
-    rendered = _rendered(edited, Filters(), what) if retirement.remove else None
-    write_atomic(path, text)
-    return RetireResult(
-        matrix_path=path, accelerator=accelerator.name, version=retirement.version,
-        eol=retirement.eol, removed=retirement.remove, images=images,
-        # Removal is render's own stale-file removal: the version's files left the matrix.
-        rendered=apply(edited, rendered, check=False, remove_stale=True)
-        if rendered is not None else None,
-    )
+    return MatrixEdit(path=path, text=text, matrix=_validated(path, text, what),
+                      accelerator=accelerator.name, version=retirement.version, what=what,
+                      images=images)
 
 
 def _accelerator(matrix: Matrix, name: str) -> Accelerator:
@@ -183,15 +159,6 @@ def _validated(path: str, text: str, what: str) -> Matrix:
     except InputError as exc:
         raise InputError(f"{what} would make the matrix invalid (line numbers of the edited "
                          f"text; the file is unchanged): {exc.message}", file=exc.file,
-                         line=exc.line, column=exc.column, field=exc.field) from None
-
-
-def _rendered(matrix: Matrix, filters: Filters, what: str) -> list[RenderedFile]:
-    try:
-        return render_all(matrix, filters)
-    except InputError as exc:
-        raise InputError(f"{exc.message} ({what}; the matrix is unchanged: give the variables "
-                         f"the templates need with --var NAME=VALUE)", file=exc.file,
                          line=exc.line, column=exc.column, field=exc.field) from None
 
 

@@ -17,7 +17,7 @@ from typing import Any, Optional, Union
 import yaml
 from packaging.version import Version
 
-from .errors import InputError
+from ..errors import InputError
 
 _DRIVER_RE = re.compile(r"^\d{2,4}(\.\d{1,3}){0,2}$")
 

@@ -18,7 +18,10 @@ from typing import Any, Optional, Union
 
 import yaml
 
-from .compat import (
+from ..errors import InputError
+from ..matrix import ImageSpec
+from .facts import DriverVersion, ToolkitFacts
+from .table import (
     DEFAULT_WARN_DAYS,
     EOL,
     Requirements,
@@ -27,9 +30,6 @@ from .compat import (
     sm_to_compute_capability,
     version_sort_key,
 )
-from .errors import InputError
-from .model import ImageSpec
-from .toolkit_facts import DriverVersion, ToolkitFacts
 
 # How an image runs on a node, best first.
 NATIVE = "native"
@@ -114,7 +114,8 @@ def node_from_flags(
     driver: Optional[str] = None,
 ) -> Node:
     if (gpu is None) == (compute_capability is None):
-        raise InputError("give exactly one of --gpu and --compute-capability")
+        raise InputError("give exactly one GPU: a product name or a compute capability",
+                         field="gpu")
     if gpu is not None:
         found = facts.find_gpu(gpu)
         vendor, arch, name = found.vendor, found.arch, found.name
@@ -122,11 +123,11 @@ def node_from_flags(
         arch = str(compute_capability).strip()
         if not _CC_RE.match(arch):
             raise InputError(f"{compute_capability!r} is not a compute capability (e.g. 9.0)",
-                             field="compute-capability")
+                             field="compute_capability")
         vendor, name = "nvidia", None
     parsed = parse_driver(driver) if driver is not None else None
     if vendor == "nvidia" and parsed is None:
-        raise InputError("an NVIDIA GPU needs --driver (e.g. --driver 550.54.15)", field="driver")
+        raise InputError("an NVIDIA GPU needs a driver version (e.g. 550.54.15)", field="driver")
     return Node(vendor, arch, name, parsed, "flags")
 
 

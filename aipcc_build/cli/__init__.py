@@ -1,0 +1,67 @@
+"""The command line: a thin click layer. Each command turns its options into one request,
+calls one core function and hands the typed result to `report`. This package is the only
+place that knows the options' names: `main` maps error types to exit codes and the request
+and matrix fields errors name to the options that set them."""
+
+from __future__ import annotations
+
+import sys
+from typing import Optional
+
+import click
+
+from ..errors import AipccError
+from . import build, compat, edit, images, validate  # noqa: F401  (register the commands)
+from .options import cli
+
+# Request field (as core errors name it) -> the option that sets it.
+OPTION_OF_FIELD = {
+    "build_id": "--build-id",
+    "registry": "--registry",
+    "capacity": "--capacity",
+    "history": "--history",
+    "report": "--report",
+    "build_args": "--build-arg",
+    "allow_eol": "--allow-eol",
+    "min_driver": "--min-driver",
+    "vars": "--var NAME=VALUE",
+    "driver": "--driver",
+    "gpu": "--gpu",
+    "compute_capability": "--compute-capability",
+    "filters.accelerators": "--accelerator",
+    "filters.versions": "--version",
+    "filters.oses": "--os",
+    "filters.kinds": "--kind",
+    "filters.names": "--only",
+}
+
+
+def message(exc: AipccError) -> str:
+    """The error's one line, naming the option where a request field is at fault."""
+    option = OPTION_OF_FIELD.get(exc.field or "")
+    if option is None:
+        return str(exc)
+    if exc.field and getattr(exc, "message", None) is not None:
+        # InputError: "file:line: field: message" with the option in the field's place.
+        exc.field = option
+        return str(exc)
+    return f"{exc} ({option})"
+
+
+def main(argv: Optional[list[str]] = None) -> None:
+    debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    try:
+        code = cli.main(args=argv, prog_name="aipcc-build", standalone_mode=False)
+    except click.exceptions.Abort:
+        code = 130
+    except click.ClickException as exc:
+        exc.show()
+        code = 2
+    except AipccError as exc:
+        if debug:
+            raise
+        from ..report import error
+
+        error(message(exc))
+        code = exc.exit_code
+    sys.exit(code if isinstance(code, int) else 0)

@@ -1,0 +1,118 @@
+"""`aipcc-build matrix`: options become one `MatrixBuild` request for `build_matrix`."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Optional
+
+import click
+
+from .options import (
+    Context,
+    cli,
+    matrix_filters,
+    name_values,
+    pass_context,
+    reference_options,
+    resolved_build_id,
+)
+
+if TYPE_CHECKING:
+    from ..matrix import Filters
+
+
+def _default_jobs() -> int:
+    return min(os.cpu_count() or 1, 4)
+
+
+@cli.command()
+@click.option("--dry-run", is_flag=True, help="Print the build plan; build nothing.")
+@click.option("--json", "as_json", is_flag=True, help="With --dry-run: print JSON (schema 1).")
+@reference_options
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=_default_jobs,
+              show_default="CPUs, at most 4", help="Builds at most at once.")
+@click.option("--capacity", metavar="SLOT=N,...", default="",
+              help="Override or add resource slots: cpu=8,memory=32Gi,gpu=0 "
+                   "(default: this host's CPUs and memory).")
+@click.option("--history", metavar="REPORT",
+              help="Order builds by the durations in an earlier run's build report.")
+@click.option("--fail-fast", is_flag=True, help="Stop everything at the first failure.")
+@click.option("--retries", type=click.IntRange(min=0), default=1, show_default=True,
+              help="Retries of a pull/network failure or a push, with backoff.")
+@click.option("--render", "rerender", is_flag=True,
+              help="Render the Containerfiles first instead of refusing stale ones.")
+@click.option("--allow-eol", is_flag=True, help="Build toolkit versions past their eol date.")
+@click.option("--parent-build-id", metavar="ID",
+              help="Build id of from_image parents this run does not build (a change-aware "
+                   "plan left them out): children are built FROM them.")
+@click.option("--push", is_flag=True, help="Push every image that built to its repository.")
+@click.option("--tls-verify", type=click.BOOL, default=True, show_default=True,
+              metavar="true|false", help="Verify the registry's TLS certificate.")
+@click.option("--log-dir", default="logs", show_default=True, metavar="DIR",
+              help="One log file per image: DIR/<kind>/<name>.log.")
+@click.option("--report", "report_path", default="build-report.json", show_default=True,
+              metavar="PATH", help="The JSON build report (schema 1).")
+@click.option("--junit", "junit_path", metavar="PATH", help="Also write a JUnit XML report.")
+@click.option("--pull", type=click.Choice(["always", "missing", "never"]),
+              help="buildah's pull policy for base images (default: buildah's).")
+@click.option("--layers/--no-layers", default=None,
+              help="Cache intermediate layers (default: buildah's, BUILDAH_LAYERS).")
+@click.option("--platform", metavar="OS/ARCH", help="Passed to buildah build.")
+@click.option("--build-arg", "build_args", multiple=True, metavar="NAME=VALUE",
+              callback=name_values, help="Passed to buildah build (repeatable).")
+@matrix_filters
+@pass_context
+def matrix(context: Context, filters: Filters, dry_run: bool, as_json: bool,
+           build_id: Optional[str], registry: Optional[str], jobs: int, capacity: str,
+           history: Optional[str], fail_fast: bool, retries: int, rerender: bool,
+           allow_eol: bool, push: bool, tls_verify: bool, log_dir: str, report_path: str,
+           junit_path: Optional[str], pull: Optional[str], layers: Optional[bool],
+           platform: Optional[str], build_args: dict[str, str],
+           parent_build_id: Optional[str]) -> int:
+    """Build every image of the matrix, concurrently and in dependency order."""
+    import signal
+    import threading
+
+    from ..build import MatrixBuild, build_matrix, plan_matrix
+    from ..build.preflight import parse_capacity
+    from ..environment import provenance_labels
+    from ..report import build_report, junit, progress
+    from ..report import images as report_images
+
+    resolved = resolved_build_id(build_id)
+    request = MatrixBuild(
+        matrix_path=context.matrix_path, filters=filters, build_id=resolved,
+        registry=registry, parent_build_id=parent_build_id, jobs=jobs,
+        capacity=parse_capacity(capacity),
+        history=build_report.durations(build_report.read(history, field="history"))
+        if history else {},
+        fail_fast=fail_fast, retries=retries, rerender=rerender, allow_eol=allow_eol,
+        push=push, tls_verify=tls_verify, log_dir=log_dir, build_args=build_args,
+        labels=provenance_labels(os.environ), layers=layers, pull=pull, platform=platform,
+    )
+    if dry_run:
+        report_images.plan(plan_matrix(request), as_json)
+        return 0
+
+    # Ctrl-C and SIGTERM stop the builds; the scheduler cleans up and returns what finished.
+    stop = threading.Event()
+    received: list[int] = []
+
+    def interrupted(signum: int, frame: object) -> None:
+        received.append(signum)
+        stop.set()
+
+    previous = {sig: signal.signal(sig, interrupted) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        with progress.MatrixView() as view:
+            result = build_matrix(request, view, stop)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    build_report.write(result, resolved, report_path)
+    if junit_path:
+        junit.write_junit(result, junit_path)
+    progress.matrix_summary(result, report_path)
+    if received:
+        return 128 + received[0]
+    return 0 if result.ok else 1

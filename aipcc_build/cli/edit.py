@@ -1,0 +1,63 @@
+"""Commands that edit the matrix file: add-version, retire."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Optional
+
+import click
+
+from .options import DATE, Context, cli, name_values, pass_context
+
+
+@cli.command(name="add-version")
+@click.argument("accelerator")
+@click.argument("version")
+@click.option("--min-driver", metavar="X.Y.Z", help="Oldest driver the toolkit supports.")
+@click.option("--eol", type=DATE, metavar="YYYY-MM-DD", help="End-of-life date.")
+@click.option("--var", "variables", multiple=True, metavar="NAME=VALUE", callback=name_values,
+              help="A template variable of this version, such as cudart=12.9.79-1 "
+                   "(repeatable).")
+@pass_context
+def add_version(context: Context, accelerator: str, version: str, min_driver: Optional[str],
+                eol: Optional[dt.datetime], variables: dict[str, str]) -> int:
+    """Add toolkit VERSION (X.Y.Z) of ACCELERATOR to the matrix and render its images.
+
+    The matrix file keeps its comments and formatting; it is validated before it is
+    replaced. Prints the new images and a request for their registry repositories.
+    """
+    from ..matrix.edit import NewVersion
+    from ..render.edits import add_version
+    from ..report import images as report
+
+    result = add_version(context.matrix_path, NewVersion(
+        accelerator=accelerator, version=version, min_driver=min_driver,
+        eol=eol.date() if eol else None, vars=variables))
+    report.added_version(result)
+    return 0
+
+
+@cli.command()
+@click.argument("accelerator")
+@click.argument("version")
+@click.option("--eol", type=DATE, metavar="YYYY-MM-DD",
+              help="End-of-life date to record (required unless --remove).")
+@click.option("--remove", is_flag=True,
+              help="Delete the version from the matrix and its generated Containerfiles.")
+@pass_context
+def retire(context: Context, accelerator: str, version: str, eol: Optional[dt.datetime],
+           remove: bool) -> int:
+    """Mark VERSION of ACCELERATOR end-of-life, or remove it with --remove."""
+    from ..matrix.edit import Retirement
+    from ..render.edits import retire
+    from ..report import images as report
+
+    if not remove and eol is None:
+        raise click.UsageError("give --eol YYYY-MM-DD (or --remove to delete the version)")
+    if remove and eol is not None:
+        raise click.UsageError("--remove deletes the version's entry: there is no --eol to mark")
+    result = retire(context.matrix_path, Retirement(
+        accelerator=accelerator, version=version, eol=eol.date() if eol else None,
+        remove=remove))
+    report.retired(result)
+    return 0

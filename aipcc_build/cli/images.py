@@ -1,0 +1,103 @@
+"""Commands on the matrix itself: list, render, plan."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Optional
+
+import click
+
+from .options import (
+    Context,
+    cli,
+    matrix_filters,
+    pass_context,
+    reference_options,
+    resolved_build_id,
+)
+
+if TYPE_CHECKING:
+    from ..matrix import Filters
+
+
+@cli.command()
+@click.option("--check", is_flag=True,
+              help="Write nothing; list drifted, missing and stale files; exit 1 if any.")
+@matrix_filters
+@pass_context
+def render(context: Context, filters: Filters, check: bool) -> int:
+    """Render the Containerfiles of the matrix from its templates."""
+    from ..matrix import EVERYTHING
+    from ..render import apply, render_all
+    from ..report import images as report
+
+    matrix = context.load()
+    rendered = render_all(matrix, filters)
+    # Stale files can only be told apart when the whole matrix was rendered.
+    result = apply(matrix, rendered, check=check, remove_stale=filters == EVERYTHING)
+    report.render_result(result)
+    return 1 if check and result.changes else 0
+
+
+@cli.command(name="list")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (schema 1).")
+@reference_options
+@matrix_filters
+@pass_context
+def list_images(context: Context, filters: Filters, as_json: bool, build_id: Optional[str],
+                registry: Optional[str]) -> int:
+    """One row per image: name, kind, accelerator, version, OS, variant, reference."""
+    from ..matrix import expand
+    from ..report import images as report
+
+    images = expand(context.load(), build_id=resolved_build_id(build_id), registry=registry,
+                    filters=filters)
+    report.image_list(images, as_json)
+    return 0
+
+
+PLAN_FORMATS = ("json", "github", "gitlab", "tekton")
+
+
+@cli.command()
+@click.option("--format", "output_format", type=click.Choice(PLAN_FORMATS), default="json",
+              show_default=True, help="json: every image with all fields; github, gitlab, "
+                                      "tekton: a CI document fanning builds out (docs/ci).")
+@click.option("--changed-since", metavar="GIT_REV",
+              help="Only images whose inputs changed since GIT_REV, and their dependents.")
+@reference_options
+@matrix_filters
+@pass_context
+def plan(context: Context, filters: Filters, output_format: str, changed_since: Optional[str],
+         build_id: Optional[str], registry: Optional[str]) -> int:
+    """The build plan as data for people or CI engines."""
+    from ..plan import emit, make_plan, project_path
+    from ..plan.changes import select
+    from ..report import images as report
+    from ..tools.runner import ProcessRunner
+
+    matrix = context.load()
+    build = resolved_build_id(build_id)
+    processes = ProcessRunner()
+    build_plan = make_plan(select(matrix, build_id=build, registry=registry, filters=filters,
+                                  changed_since=changed_since, runner=processes))
+    command = emit.JobCommand(matrix_path=project_path(matrix, matrix.path), build_id=build,
+                              registry=registry)
+    if output_format == "json":
+        report.plan_json(matrix, build_plan, changed_since)
+    elif output_format == "github":
+        from ..plan.emit import github
+
+        report.ci_document(github.github(build_plan), build_plan)
+    elif output_format == "gitlab":
+        from ..plan.emit import gitlab
+
+        report.ci_document(gitlab.gitlab(build_plan, command), build_plan)
+    else:
+        from ..plan.emit import tekton
+        from ..tools.git import Git
+
+        git = Git(processes, os.path.dirname(os.path.abspath(matrix.path)))
+        source = emit.GitSource(url=git.remote_url(), revision=git.head_commit())
+        report.ci_document(tekton.tekton(matrix, build_plan, command, source), build_plan)
+    return 0

@@ -1,0 +1,114 @@
+"""The click group and the options several commands share. Heavy modules are imported
+inside the commands so that `aipcc-build --version` stays as fast as importing click."""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+import click
+
+from .. import __version__
+
+if TYPE_CHECKING:
+    from ..matrix import Matrix
+
+DEFAULT_MATRIX = "matrix/aipcc.yaml"
+DATE = click.DateTime(formats=["%Y-%m-%d"])
+
+
+class Context:
+    """What the group passes to every command."""
+
+    def __init__(self, matrix_path: str, debug: bool) -> None:
+        self.matrix_path = matrix_path
+        self.debug = debug
+
+    def load(self) -> Matrix:
+        from ..matrix import load
+
+        return load(self.matrix_path)
+
+
+pass_context = click.make_pass_decorator(Context)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="aipcc-build")
+@click.option("--matrix", "matrix_path", envvar="AIPCC_BUILD_MATRIX", default=DEFAULT_MATRIX,
+              show_default=True, metavar="PATH",
+              help="The matrix file (env AIPCC_BUILD_MATRIX).")
+@click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
+@click.pass_context
+def cli(ctx: click.Context, matrix_path: str, debug: bool) -> None:
+    """Build, validate and publish container images for several accelerator toolkit
+    versions side by side."""
+    ctx.obj = Context(matrix_path, debug)
+
+
+FILTER_OPTIONS = (
+    click.option("--accelerator", "accelerators", multiple=True, metavar="NAME",
+                 help="Only this accelerator (repeatable)."),
+    click.option("--version", "versions", multiple=True, metavar="PREFIX",
+                 help="Only versions starting with PREFIX: 12.8 matches 12.8.1 (repeatable)."),
+    click.option("--os", "oses", multiple=True, metavar="OS",
+                 help="Only this OS (repeatable)."),
+    click.option("--kind", "kinds", multiple=True, metavar="KIND",
+                 help="Only this image kind (repeatable)."),
+    click.option("--only", "names", multiple=True, metavar="NAME|KEY",
+                 help="Only this image: a name (cuda-12.8-ubi9, every kind) or a key "
+                      "(builder/cuda-12.8-ubi9, one image) (repeatable)."),
+)
+
+
+def matrix_filters(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The repeatable filters every command that reads the matrix takes."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, accelerators: tuple[str, ...], versions: tuple[str, ...],
+                oses: tuple[str, ...], kinds: tuple[str, ...], names: tuple[str, ...],
+                **kwargs: Any) -> Any:
+        from ..matrix import Filters
+
+        filters = Filters(accelerators=accelerators, versions=versions, oses=oses, kinds=kinds,
+                          names=names)
+        return command(*args, filters=filters, **kwargs)
+
+    for option in reversed(FILTER_OPTIONS):
+        wrapper = option(wrapper)
+    return wrapper
+
+
+def raw_filters(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The same filters, left as tuples: `validate` REF... must not import the matrix loader
+    (and yaml) just to ignore them, or a warm-cache run would be mostly imports."""
+    for option in reversed(FILTER_OPTIONS):
+        command = option(command)
+    return command
+
+
+def reference_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """--build-id and --registry: what turns a matrix image into a full reference."""
+    command = click.option("--registry", metavar="HOST/NAMESPACE",
+                           help="Replace the matrix's registry.")(command)
+    return click.option("--build-id", metavar="ID",
+                        help="Build id in the tag (default: from CI, or dev).")(command)
+
+
+def resolved_build_id(explicit: Optional[str]) -> str:
+    from ..environment import resolve_build_id
+
+    return resolve_build_id(explicit, os.environ)
+
+
+def name_values(ctx: click.Context, param: click.Parameter,
+                values: tuple[str, ...]) -> dict[str, str]:
+    """Repeated NAME=VALUE options as a dict."""
+    pairs = {}
+    for value in values:
+        name, sep, text = value.partition("=")
+        if not sep or not name:
+            raise click.BadParameter(f"'{value}' is not NAME=VALUE", ctx, param)
+        pairs[name] = text
+    return pairs

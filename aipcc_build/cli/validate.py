@@ -1,0 +1,91 @@
+"""`aipcc-build validate`: prove images do not mix toolkit versions or accelerators."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Optional
+
+import click
+
+from .options import (
+    Context,
+    cli,
+    pass_context,
+    raw_filters,
+    reference_options,
+    resolved_build_id,
+)
+
+if TYPE_CHECKING:
+    from ..validate import Expectation
+
+
+def parse_expect(value: Optional[str]) -> Optional[Expectation]:
+    """--expect cuda=12.8 | rocm=6.4 | cpu"""
+    if value is None:
+        return None
+    from ..validate import Expectation
+
+    accelerator, _, version = value.partition("=")
+    if not accelerator or (accelerator != "cpu" and not version):
+        raise click.BadParameter("expected ACCELERATOR=VERSION (cuda=12.8) or cpu",
+                                 param_hint="--expect")
+    return Expectation(accelerator, version or None, source="argument")
+
+
+@cli.command()
+@click.argument("refs", nargs=-1, metavar="REF...")
+@click.option("--expect", metavar="ACCELERATOR=VERSION",
+              help="What the images must hold (cuda=12.8, rocm=6.4, cpu); default: their "
+                   "ai.aipcc.* labels, else inferred.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (schema 1).")
+@click.option("--strict-layers", is_flag=True,
+              help="Evidence deleted by a later layer is a violation, not a warning.")
+@click.option("--platform", metavar="OS/ARCH", help="Only this platform of an image index.")
+@click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), metavar="DIR",
+              help="Layer scan cache (env AIPCC_BUILD_CACHE, default ~/.cache/aipcc-build).")
+@click.option("--matrix", "matrix_file", metavar="PATH",
+              help="Validate every image of this matrix present in local storage.")
+@reference_options
+@raw_filters
+@pass_context
+def validate(context: Context, accelerators: tuple[str, ...], versions: tuple[str, ...],
+             oses: tuple[str, ...], kinds: tuple[str, ...], names: tuple[str, ...],
+             refs: tuple[str, ...],
+             expect: Optional[str],
+             as_json: bool, strict_layers: bool, platform: Optional[str],
+             cache_dir: Optional[Path], matrix_file: Optional[str], build_id: Optional[str],
+             registry: Optional[str]) -> int:
+    """Check that images do not mix accelerator toolkit versions.
+
+    REF is any skopeo transport: oci:DIR[:TAG], oci-archive:FILE, docker-archive:FILE,
+    docker://REF, containers-storage:REF. Exit 0 clean, 1 violations, 2 unreadable.
+    """
+    from ..report import validation as report
+    from ..validate import Target, validate_targets
+
+    if matrix_file is None and not refs:
+        raise click.UsageError("give at least one REF, or --matrix FILE")
+    if matrix_file is not None and refs:
+        raise click.UsageError("give REFs or --matrix, not both")
+    expectation = parse_expect(expect)
+    if matrix_file is not None:
+        from ..matrix import Filters, expand, load
+        from ..validate import expectation_from_spec
+
+        filters = Filters(accelerators=accelerators, versions=versions, oses=oses, kinds=kinds,
+                          names=names)
+        images = expand(load(matrix_file), build_id=resolved_build_id(build_id),
+                        registry=registry, filters=filters)
+        targets = []
+        for image in images:
+            spec_expect, allow = expectation_from_spec(image)
+            targets.append(Target(f"containers-storage:{image.reference}",
+                                  expectation or spec_expect, allow, name=image.key,
+                                  only_if_present=True))
+    else:
+        targets = [Target(ref, expectation) for ref in refs]
+    outcomes = validate_targets(targets, strict_layers=strict_layers, platform=platform,
+                                cache_dir=cache_dir)
+    report.validation(outcomes, as_json)
+    return max([o.exit_code for o in outcomes] + [0])

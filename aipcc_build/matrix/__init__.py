@@ -1,0 +1,44 @@
+"""The matrix stage: the typed model, the file loader (every error located), expansion
+into image specs, and round-trip edits of the file.
+
+The loader (and PyYAML) is imported on first use: `validate` needs the model's types
+only, and a warm validation is mostly start-up time.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .expand import EVERYTHING, Filters, check_filters, expand, image_name, version_matches
+from .model import (
+    Accelerator,
+    AllowRule,
+    Exclude,
+    ImageKind,
+    ImageSpec,
+    Matrix,
+    OsSpec,
+    Product,
+    ToolkitVersion,
+    Where,
+)
+
+if TYPE_CHECKING:
+    from .loader import EVERY_IMAGE, Selector, line_owners, load, parse
+
+_FROM_LOADER = ("EVERY_IMAGE", "Selector", "line_owners", "load", "parse")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FROM_LOADER:
+        from . import loader
+
+        return getattr(loader, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = [
+    "EVERYTHING", "EVERY_IMAGE", "Accelerator", "AllowRule", "Exclude", "Filters", "ImageKind",
+    "ImageSpec", "Matrix", "OsSpec", "Product", "Selector", "ToolkitVersion", "Where",
+    "check_filters", "expand", "image_name", "line_owners", "load", "parse", "version_matches",
+]

@@ -1,0 +1,180 @@
+"""Expand a loaded matrix into image specs: one per (kind, accelerator, version, OS) cell
+minus the excludes, in matrix order. Errors point at the matrix field through the
+locations the loader recorded, so nothing here needs the YAML."""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Optional
+
+from ..errors import InputError
+from .model import (
+    SAFE_NAME,
+    SAFE_REFERENCE,
+    Accelerator,
+    ImageKind,
+    ImageSpec,
+    Matrix,
+    ToolkitVersion,
+)
+
+
+@dataclass(frozen=True)
+class Filters:
+    """Which images a command works on; an empty tuple matches everything."""
+
+    accelerators: tuple[str, ...] = ()
+    versions: tuple[str, ...] = ()
+    oses: tuple[str, ...] = ()
+    kinds: tuple[str, ...] = ()
+    names: tuple[str, ...] = ()
+
+    def matches(self, image: ImageSpec) -> bool:
+        return (
+            (not self.accelerators or image.accelerator in self.accelerators)
+            and (not self.versions or any(version_matches(image.version, v)
+                                          for v in self.versions))
+            and (not self.oses or image.os in self.oses)
+            and (not self.kinds or image.kind in self.kinds)
+            and (not self.names or image.name in self.names or image.key in self.names)
+        )
+
+
+EVERYTHING = Filters()
+
+
+def version_matches(version: Optional[str], prefix: str) -> bool:
+    """Component-wise prefix: "12.8" matches 12.8.1, "12.1" does not match 12.10.0."""
+    if version is None:
+        return False
+    want = prefix.split(".")
+    return version.split(".")[: len(want)] == want
+
+
+def _excluded(matrix: Matrix, kind: str, accelerator: str, version: Optional[str],
+              os_name: str) -> bool:
+    return any(
+        (rule.accelerator is None or rule.accelerator == accelerator)
+        and (rule.version is None or version_matches(version, rule.version))
+        and (rule.os is None or rule.os == os_name)
+        and (rule.kind is None or rule.kind == kind)
+        for rule in matrix.exclude
+    )
+
+
+def image_name(accelerator: str, version: Optional[ToolkitVersion], os_name: str) -> str:
+    """`cuda-12.8-ubi9`: the toolkit's major.minor goes into the name, not the tag."""
+    if version is None:
+        return f"{accelerator}-{os_name}"
+    return f"{accelerator}-{version.major_minor}-{os_name}"
+
+
+def expand(matrix: Matrix, *, build_id: str = "dev", registry: Optional[str] = None,
+           filters: Filters = EVERYTHING) -> list[ImageSpec]:
+    """Every image of the matrix (minus excludes) in matrix order, then filtered."""
+    images = expand_all(matrix, build_id=build_id, registry=registry)
+    check_filters(matrix, images, filters)
+    return [image for image in images if filters.matches(image)]
+
+
+def check_filters(matrix: Matrix, images: list[ImageSpec], filters: Filters) -> None:
+    """A filter value that names nothing is a typo: a CI job must fail, not build nothing."""
+    known = (
+        ("filters.accelerators", filters.accelerators, list(matrix.accelerators)),
+        ("filters.oses", filters.oses, list(matrix.os)),
+        ("filters.kinds", filters.kinds, list(matrix.images)),
+        ("filters.names", filters.names, [i.name for i in images] + [i.key for i in images]),
+    )
+    for field, values, names in known:
+        for value in values:
+            if value not in names:
+                hint = difflib.get_close_matches(value, names, n=1)
+                extra = f" (did you mean '{hint[0]}'?)" if hint else ""
+                raise InputError(f"'{value}' matches nothing in the matrix{extra}",
+                                 file=matrix.path, field=field)
+    for prefix in filters.versions:
+        if not any(version_matches(image.version, prefix) for image in images):
+            versions = sorted({i.version for i in images if i.version})
+            raise InputError(f"no version starts with '{prefix}' (the matrix has "
+                             f"{', '.join(versions)})", file=matrix.path,
+                             field="filters.versions")
+
+
+def expand_all(matrix: Matrix, *, build_id: str, registry: Optional[str]) -> list[ImageSpec]:
+    if not SAFE_NAME.fullmatch(build_id):
+        raise InputError(f"build id '{build_id}' may hold only letters, digits, '.', '_', '-'",
+                         field="build_id")
+    if registry is not None and not SAFE_REFERENCE.fullmatch(registry):
+        raise InputError(f"'{registry}' is not a registry reference", field="registry")
+    tag = f"{matrix.product.version}-{build_id}"
+    images: list[ImageSpec] = []
+    seen: dict[str, ImageSpec] = {}
+    cells: dict[tuple[str, str, Optional[str], str], ImageSpec] = {}
+    for kind in matrix.images.values():
+        for accelerator in matrix.accelerators.values():
+            versions: Sequence[Optional[ToolkitVersion]] = accelerator.versions or (None,)
+            for version in versions:
+                for os_name in kind.os:
+                    full = version.version if version else None
+                    if _excluded(matrix, kind.name, accelerator.name, full, os_name):
+                        continue
+                    image = _image(matrix, kind, accelerator, version, os_name,
+                                   registry or matrix.registry, tag)
+                    for clash_key in (image.key, image.repository):
+                        if clash_key in seen:
+                            raise _clash(matrix, image, seen[clash_key])
+                        seen[clash_key] = image
+                    cells[(kind.name, accelerator.name, full, os_name)] = image
+                    images.append(image)
+    for image in images:
+        if image.from_kind is None:
+            continue
+        parent = (image.from_kind, image.accelerator, image.version, image.os)
+        if parent not in cells:
+            message = (f"{image.key} is built from the '{image.from_kind}' image of the same "
+                       f"accelerator, version and OS, which the matrix does not build "
+                       f"(add {image.os} to images.{image.from_kind}.os or exclude this cell)")
+            raise matrix.error(f"images.{image.kind}.from_image", message)
+    return images
+
+
+def _image(matrix: Matrix, kind: ImageKind, accelerator: Accelerator,
+           version: Optional[ToolkitVersion], os_name: str, registry: str,
+           tag: str) -> ImageSpec:
+    name = image_name(accelerator.name, version, os_name)
+    # Placeholders were checked at load time, so format() cannot fail here.
+    variant = accelerator.variant.format(accelerator=accelerator.name, os=os_name)
+    repository = kind.repository.format(registry=registry, kind=kind.name, name=name,
+                                        accelerator=accelerator.name, os=os_name,
+                                        product=matrix.product.name)
+    if not SAFE_NAME.fullmatch(variant):
+        raise matrix.error(f"accelerators.{accelerator.name}.variant",
+                           f"'{variant}' holds characters outside [A-Za-z0-9._-/:]")
+    if not SAFE_REFERENCE.fullmatch(repository):
+        raise matrix.error(f"images.{kind.name}.repository",
+                           f"'{repository}' holds characters outside [A-Za-z0-9._-/:]")
+    allow = accelerator.allow + (version.allow if version else ()) + kind.allow
+    containerfile = os.path.join(matrix.output, kind.name, name, "Containerfile")
+    return ImageSpec(
+        name=name, kind=kind.name, accelerator=accelerator.name,
+        version=version.version if version else None, os=os_name,
+        os_from=matrix.os[os_name].from_ref, variant=variant, repository=repository, tag=tag,
+        template=kind.template,
+        containerfile=containerfile,
+        from_kind=kind.from_image, resources=kind.resources, toolkit=version, allow=allow,
+        context=kind.context or "",
+    )
+
+
+def _clash(matrix: Matrix, image: ImageSpec, other: ImageSpec) -> InputError:
+    message = (f"two cells produce the same image {image.reference.rsplit(':', 1)[0]} "
+               f"({other.accelerator} {other.version or '-'} {other.os} {other.kind} and "
+               f"{image.accelerator} {image.version or '-'} {image.os} {image.kind})")
+    if image.toolkit is not None and image.toolkit.where is not None:
+        where = image.toolkit.where
+        return InputError(message, file=where.file, line=where.line, column=where.column,
+                          field=f"accelerators.{image.accelerator}.versions")
+    return matrix.error(f"images.{image.kind}", message)

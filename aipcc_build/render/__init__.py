@@ -1,0 +1,21 @@
+"""The render stage: Containerfiles from the matrix's Jinja templates (one environment,
+shared with change detection), written atomically, and the drift check."""
+
+from .containerfiles import (
+    BUILD_ID_ARG,
+    HEADER_PREFIX,
+    FileChange,
+    RenderedFile,
+    RenderResult,
+    apply,
+    ensure_current,
+    environment,
+    render_all,
+    tag_expression,
+    template_inputs,
+)
+
+__all__ = [
+    "BUILD_ID_ARG", "HEADER_PREFIX", "FileChange", "RenderResult", "RenderedFile", "apply",
+    "ensure_current", "environment", "render_all", "tag_expression", "template_inputs",
+]

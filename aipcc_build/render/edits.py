@@ -1,0 +1,78 @@
+"""add-version and retire as the render stage sees them: the matrix stage edits the file's
+text, this renders the edited matrix in memory, and only then are the matrix and the
+Containerfiles written. A template that cannot render leaves the matrix file unchanged."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Optional
+
+from ..errors import InputError
+from ..fsutil import write_atomic
+from ..matrix import EVERYTHING, Filters, ImageSpec, Product
+from ..matrix.edit import MatrixEdit, NewVersion, Retirement
+from ..matrix.edit import add_version as edit_add_version
+from ..matrix.edit import retire as edit_retire
+from .containerfiles import RenderedFile, RenderResult, apply, render_all
+
+
+@dataclass(frozen=True)
+class AddVersionResult:
+    matrix_path: str
+    accelerator: str
+    version: str
+    product: Product
+    images: tuple[ImageSpec, ...]  # the images the new version adds, in matrix order
+    rendered: RenderResult
+
+    @property
+    def repositories(self) -> tuple[str, ...]:
+        """One per new image name: each must exist in the registry before the first push."""
+        return tuple(dict.fromkeys(image.repository for image in self.images))
+
+
+@dataclass(frozen=True)
+class RetireResult:
+    matrix_path: str
+    accelerator: str
+    version: str
+    eol: Optional[dt.date]
+    removed: bool
+    images: tuple[ImageSpec, ...]  # the version's images (gone from the matrix when removed)
+    rendered: Optional[RenderResult]  # the render after a removal; None otherwise
+
+
+def add_version(path: str, new: NewVersion) -> AddVersionResult:
+    """Add NEW to its accelerator's versions, write the matrix, render the new images."""
+    edit = edit_add_version(path, new)
+    rendered = _rendered(edit, Filters(names=tuple(image.key for image in edit.images)))
+    write_atomic(edit.path, edit.text)
+    return AddVersionResult(
+        matrix_path=path, accelerator=edit.accelerator, version=edit.version,
+        product=edit.matrix.product, images=edit.images,
+        rendered=apply(edit.matrix, rendered, check=False, remove_stale=False),
+    )
+
+
+def retire(path: str, retirement: Retirement) -> RetireResult:
+    """Set the version's `eol`, or remove it and its generated Containerfiles."""
+    edit = edit_retire(path, retirement)
+    rendered = _rendered(edit, EVERYTHING) if retirement.remove else None
+    write_atomic(edit.path, edit.text)
+    return RetireResult(
+        matrix_path=path, accelerator=edit.accelerator, version=edit.version,
+        eol=retirement.eol, removed=retirement.remove, images=edit.images,
+        # Removal is render's own stale-file removal: the version's files left the matrix.
+        rendered=apply(edit.matrix, rendered, check=False, remove_stale=True)
+        if rendered is not None else None,
+    )
+
+
+def _rendered(edit: MatrixEdit, filters: Filters) -> list[RenderedFile]:
+    try:
+        return render_all(edit.matrix, filters)
+    except InputError as exc:
+        raise InputError(f"{exc.message} ({edit.what}; the matrix is unchanged: give the "
+                         f"template variables this version needs)", file=exc.file,
+                         line=exc.line, column=exc.column, field="vars") from None

@@ -1,0 +1,6 @@
+"""The report stage: how every result looks (console, live progress, JSON, JUnit, the
+build report). Core code returns typed results; only this package writes them out."""
+
+from .console import emit_json, error, interactive, shown_path, table, warning, wrote
+
+__all__ = ["emit_json", "error", "interactive", "shown_path", "table", "warning", "wrote"]

@@ -1,0 +1,133 @@
+"""The build report (`matrix --report`): the one module that writes it and reads it.
+
+Schema 1 is documented in docs/commands/matrix.md. `matrix --history` reads the build
+durations from it, `compat --report` the digests, `promote` the images to release.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional, Union
+
+from ..errors import InputError
+from ..fsutil import write_atomic
+
+if TYPE_CHECKING:
+    from ..build import RunResult
+
+REPORT_SCHEMA = 1
+
+
+def iso_time(epoch: Optional[float]) -> Optional[str]:
+    if epoch is None:
+        return None
+    return dt.datetime.fromtimestamp(epoch, dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _seconds(value: Optional[float]) -> Optional[float]:
+    return round(value, 3) if value is not None else None
+
+
+def data(result: RunResult, build_id: str) -> dict[str, Any]:
+    """The --report document (schema 1, documented in docs/commands/matrix.md)."""
+    return {
+        "schema": REPORT_SCHEMA,
+        "build_id": build_id,
+        "start": iso_time(result.start),
+        "end": iso_time(result.end),
+        "duration": round(result.end - result.start, 3),
+        "stopped_by": result.stopped_by,
+        "images": [
+            {
+                "name": item.image.name,
+                "key": item.image.key,
+                "kind": item.image.kind,
+                "reference": item.image.reference,
+                "status": item.status.value,
+                "message": item.message,
+                "image_id": item.image_id or None,
+                "digest": item.digest or None,
+                "start": iso_time(item.start),
+                "end": iso_time(item.end),
+                "duration": _seconds(item.duration),
+                "build_duration": _seconds(item.build_duration),
+                "log": item.log,
+                "retries": item.retries,
+                "toolkits": {name: list(versions) for name, versions in item.toolkits.items()}
+                if item.toolkits is not None else None,
+            }
+            for item in result.images
+        ],
+    }
+
+
+def write(result: RunResult, build_id: str, path: str) -> None:
+    text = json.dumps(data(result, build_id), indent=2) + "\n"
+    write_atomic(path, text)
+
+
+@dataclass(frozen=True)
+class ReportEntry:
+    """One image of a build report, as far as later commands need it."""
+
+    name: str
+    kind: str
+    key: str
+    reference: Optional[str]
+    status: Optional[str]
+    digest: Optional[str]
+    build_duration: Optional[float]
+
+
+def read(path: Union[str, Path], field: str = "report") -> list[ReportEntry]:
+    """The images of a build report; InputError naming the file and FIELD (the option or
+    request field the path came from) when it is not one."""
+    path = str(path)
+    try:
+        data = json.loads(Path(path).read_text())
+    except OSError as exc:
+        raise InputError(f"cannot read the build report: {exc.strerror}", file=path,
+                         field=field) from None
+    except (ValueError, RecursionError) as exc:
+        raise InputError(f"not a JSON build report: {exc}", file=path, field=field) from None
+    images = data.get("images") if isinstance(data, dict) else None
+    if not isinstance(images, list) or data.get("schema", REPORT_SCHEMA) != REPORT_SCHEMA:
+        raise InputError(f"not a build report of schema {REPORT_SCHEMA} (expected an object "
+                         "with an \"images\" list)", file=path, field=field)
+    entries = []
+    for index, entry in enumerate(images):
+        key = _text(entry.get("key")) if isinstance(entry, dict) else None
+        if not isinstance(entry, dict) or key is None and (
+                _text(entry.get("name")) is None or _text(entry.get("kind")) is None):
+            raise InputError("each image needs \"key\", or \"name\" and \"kind\"",
+                             file=path, field=f"images[{index}]")
+        kind, _, name = (key or "").partition("/")
+        kind, name = _text(entry.get("kind")) or kind, _text(entry.get("name")) or name
+        duration = entry.get("build_duration")
+        entries.append(ReportEntry(
+            name=name, kind=kind, key=key or f"{kind}/{name}",
+            reference=_text(entry.get("reference")), status=_text(entry.get("status")),
+            digest=_text(entry.get("digest")),
+            build_duration=float(duration) if isinstance(duration, (int, float))
+            and not isinstance(duration, bool) else None,
+        ))
+    return entries
+
+
+def _text(value: Any) -> Optional[str]:
+    return value if isinstance(value, str) and value else None
+
+
+def durations(entries: list[ReportEntry]) -> dict[str, float]:
+    """Build time of each image that built fine: what holds a job slot and delays its
+    dependents (`matrix --history`)."""
+    return {e.key: e.build_duration for e in entries
+            if e.status == "ok" and e.build_duration is not None}
+
+
+def digests(entries: list[ReportEntry]) -> dict[tuple[str, str], str]:
+    """Digest by (kind, name) of every pushed image (`compat --report`)."""
+    return {(e.kind, e.name): e.digest for e in entries if e.digest}

@@ -1,0 +1,57 @@
+"""How everything looks: rich on a terminal, plain lines in CI (or when not a TTY), JSON for
+machines. Data goes to stdout, messages to stderr. The one place that decides it."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any, Optional, TextIO
+
+from ..environment import in_ci
+
+JSON_SCHEMA = 1
+
+
+def interactive(stream: Optional[TextIO] = None) -> bool:
+    """rich live views only on a terminal outside CI; rich does not detect CI by itself."""
+    return (stream or sys.stdout).isatty() and not in_ci(os.environ)
+
+
+def emit_json(payload: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps({"schema": JSON_SCHEMA, **payload}, indent=2) + "\n")
+
+
+def error(message: str) -> None:
+    sys.stderr.write(f"aipcc-build: error: {message}\n")
+
+
+def warning(message: str) -> None:
+    sys.stderr.write(f"aipcc-build: warning: {message}\n")
+
+
+def wrote(path: str) -> None:
+    sys.stderr.write(f"wrote {shown_path(path)}\n")
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]], title: str = "") -> None:
+    """A table: rich on a terminal, aligned plain columns otherwise."""
+    if interactive():
+        from rich.console import Console
+        from rich.table import Table
+
+        grid = Table(*headers, title=title or None)
+        for row in rows:
+            grid.add_row(*row)
+        Console().print(grid)
+        return
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+    for row in [list(headers)] + [list(r) for r in rows]:
+        sys.stdout.write("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() + "\n")
+
+
+def shown_path(path: str) -> str:
+    """Paths below the working directory are shown relative to it."""
+    relative = os.path.relpath(path)
+    return path if relative.startswith("..") else relative

@@ -1,0 +1,134 @@
+"""Output of the commands that work on the matrix itself: list, render, plan, add-version,
+retire."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from .console import emit_json, shown_path, table
+
+if TYPE_CHECKING:  # keep jinja2 out of commands that only print
+    from ..matrix import ImageSpec, Matrix
+    from ..plan import BuildPlan
+    from ..render import RenderResult
+    from ..render.edits import AddVersionResult, RetireResult
+
+
+def image_record(image: ImageSpec) -> dict[str, Any]:
+    return {
+        "name": image.name,
+        "key": image.key,
+        "kind": image.kind,
+        "accelerator": image.accelerator,
+        "version": image.version,
+        "os": image.os,
+        "variant": image.variant,
+        "repository": image.repository,
+        "tag": image.tag,
+        "reference": image.reference,
+        "template": image.template,
+        "containerfile": image.containerfile,
+        "depends_on": image.depends_on,
+    }
+
+
+def image_list(images: Sequence[ImageSpec], as_json: bool) -> None:
+    if as_json:
+        emit_json({"images": [image_record(image) for image in images]})
+        return
+    table(
+        ("NAME", "KIND", "ACCELERATOR", "VERSION", "OS", "VARIANT", "REFERENCE", "TEMPLATE"),
+        [(i.name, i.kind, i.accelerator, i.version or "-", i.os, i.variant, i.reference,
+          i.template) for i in images],
+    )
+
+
+def _render_changes(result: RenderResult) -> None:
+    if result.checked:
+        words = {"changed": "drifted", "missing": "missing", "stale": "stale"}
+    else:
+        words = {"changed": "updated", "missing": "created", "stale": "removed"}
+    for change in result.changes:
+        sys.stdout.write(f"{words[change.state]}: {shown_path(change.path)}\n")
+
+
+def render_result(result: RenderResult) -> None:
+    _render_changes(result)
+    total = len(result.changes) + result.unchanged
+    if result.checked:
+        verdict = "up to date" if not result.changes else \
+            f"{len(result.changes)} file(s) differ: run 'aipcc-build render'"
+        sys.stderr.write(f"{total} Containerfile(s) checked, {verdict}\n")
+    else:
+        sys.stderr.write(f"{total} Containerfile(s): {len(result.changes)} written or removed, "
+                         f"{result.unchanged} unchanged\n")
+
+
+def plan(build_plan: BuildPlan, as_json: bool) -> None:
+    if as_json:
+        emit_json({"waves": [[dict(image_record(b.image), needs=list(b.needs)) for b in wave]
+                             for wave in build_plan.waves]})
+        return
+    for number, wave in enumerate(build_plan.waves, start=1):
+        sys.stdout.write(f"wave {number} ({len(wave)} build(s) can run together):\n")
+        for build in wave:
+            after = f"  after {', '.join(build.needs)}" if build.needs else ""
+            sys.stdout.write(f"  {build.image.key}  {build.image.reference}{after}\n")
+
+
+def added_version(result: AddVersionResult) -> None:
+    """The new images, their files, and a registry request ready to paste into a ticket."""
+    sys.stdout.write(f"New images for {result.accelerator} {result.version}:\n")
+    for image in result.images:
+        sys.stdout.write(f"  {image.key}  {image.reference}\n")
+    _render_changes(result.rendered)
+    sys.stdout.write(
+        "\nRegistry repositories to request (paste into a ticket):\n\n"
+        f"Please create the following {len(result.repositories)} container image "
+        f"repositories. They hold the {result.accelerator} {result.version} images of "
+        f"{result.product.name} {result.product.version} and must exist before CI pushes "
+        "to them for the first time.\n\n")
+    for image in result.images:
+        sys.stdout.write(f"- {image.repository}  ({image.kind} image, {result.accelerator} "
+                         f"{result.version} on {image.os})\n")
+    sys.stderr.write(f"{shown_path(result.matrix_path)}: added {result.accelerator} "
+                     f"{result.version}; commit it with the new Containerfiles\n")
+
+
+def retired(result: RetireResult) -> None:
+    verb = "Removed" if result.removed else f"End of life {result.eol} for"
+    sys.stdout.write(f"{verb} {result.accelerator} {result.version}: "
+                     f"{len(result.images)} image(s)\n")
+    for image in result.images:
+        sys.stdout.write(f"  {image.key}  {image.repository}\n")
+    if result.rendered is not None:
+        _render_changes(result.rendered)
+    sys.stderr.write(f"{shown_path(result.matrix_path)}: updated; commit it"
+                     f"{' with containerfiles/' if result.removed else ''}\n")
+
+
+def plan_json(matrix: Matrix, build_plan: BuildPlan, changed_since: str | None) -> None:
+    from ..plan import build_context, project_path
+
+    emit_json({
+        "changed_since": changed_since,
+        "images": [
+            dict(image_record(b.image),
+                 containerfile=project_path(matrix, b.image.containerfile),
+                 context=project_path(matrix, build_context(b.image)),
+                 needs=list(b.needs), wave=b.wave + 1)
+            for b in build_plan.builds
+        ],
+    })
+    if not build_plan.builds:
+        sys.stderr.write("the plan selects no image: nothing to build\n")
+
+
+def ci_document(text: str, build_plan: BuildPlan) -> None:
+    """A CI engine's document on stdout; an empty plan is said out loud on stderr."""
+    if text:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    if not build_plan.builds:
+        sys.stderr.write("the plan selects no image: nothing to build\n")

@@ -1,0 +1,47 @@
+"""The JUnit XML of a run: one testcase per image, failures with the tail of their log."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..fsutil import write_atomic
+from .build_report import iso_time
+
+if TYPE_CHECKING:
+    from ..build import RunResult
+
+
+def write_junit(result: RunResult, path: str) -> None:
+    """One testcase per image, failures with the tail of their log, for CI dashboards."""
+    from xml.etree import ElementTree as ET
+
+    from ..build import Status
+
+    failed = {Status.FAILED, Status.PUSH_FAILED}
+    suite = ET.Element("testsuite", {
+        "name": "aipcc-build matrix",
+        "tests": str(len(result.images)),
+        "failures": str(sum(item.status in failed for item in result.images)),
+        "errors": "0",
+        "skipped": str(sum(item.status in (Status.SKIPPED, Status.CANCELLED)
+                           for item in result.images)),
+        "time": f"{result.end - result.start:.3f}",
+        "timestamp": iso_time(result.start) or "",
+    })
+    for item in result.images:
+        case = ET.SubElement(suite, "testcase", {
+            "classname": f"aipcc-build.{item.image.kind}",
+            "name": item.image.name,
+            "time": f"{item.duration or 0:.3f}",
+        })
+        if item.status in failed:
+            failure = ET.SubElement(case, "failure", {"message": item.message,
+                                                      "type": item.status.value})
+            failure.text = "\n".join(item.log_tail)
+        elif item.status is not Status.OK:
+            ET.SubElement(case, "skipped", {"message": f"{item.status.value}: {item.message}"})
+        ET.SubElement(case, "system-out").text = f"log: {item.log}"
+    root = ET.Element("testsuites")
+    root.append(suite)
+    ET.indent(root)
+    write_atomic(path, ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n")

@@ -1,0 +1,154 @@
+"""Progress and outcome of `aipcc-build matrix`: a rich live table on a terminal, plain
+lines prefixed by the image key in CI, GitHub log groups and annotations on GitHub."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Optional, TextIO
+
+from ..environment import on_github_actions
+from .console import interactive, shown_path, table, warning
+
+if TYPE_CHECKING:
+    from ..build import Event, RunResult
+
+STEP_LINE = re.compile(r"^(?:\[\d+/\d+\] )?STEP \d+/\d+: ")
+
+
+class MatrixView:
+    """Progress of `aipcc-build matrix` on stderr, fed the scheduler's events.
+
+    On a terminal (outside CI) a rich live table, one row per image; otherwise plain lines
+    prefixed by the image key. Failures show the last lines of their log either way.
+    """
+
+    def __init__(self, stream: TextIO = sys.stderr) -> None:
+        self.stream = stream
+        self.keys: list[str] = []  # plan order, from the Planned event
+        self.status: dict[str, str] = {}
+        self.step: dict[str, str] = {}
+        self.started: dict[str, float] = {}
+        self.ended: dict[str, float] = {}
+        self.github = on_github_actions(os.environ)
+        self.live: Any = None
+        if interactive(stream):
+            from rich.console import Console
+            from rich.live import Live
+
+            self.live = Live(self, console=Console(file=stream), refresh_per_second=4,
+                             transient=False)
+
+    def __enter__(self) -> MatrixView:
+        if self.live is not None:
+            self.live.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.live is not None:
+            self.live.stop()
+
+    def __call__(self, event: Event) -> None:
+        from ..build import LogLine, Planned, Retrying, Status, Warned
+
+        if isinstance(event, Planned):
+            self.keys = [build.image.key for build in event.plan.builds]
+            self.status = {key: "queued" for key in self.keys}
+            self.step = {key: "" for key in self.keys}
+            return
+        if isinstance(event, Warned):
+            if self.live is not None:
+                self.live.console.print(f"aipcc-build: warning: {event.message}",
+                                        highlight=False, markup=False)
+            else:
+                warning(event.message)
+            return
+        key = event.key
+        if isinstance(event, LogLine):
+            if STEP_LINE.match(event.line):
+                self.step[key] = event.line
+                self._line(key, event.line)
+        elif isinstance(event, Retrying):
+            self._line(key, f"{event.action} failed ({event.error}); attempt {event.attempt} "
+                            f"in {event.delay:g} s")
+        else:
+            self.status[key] = event.status.value
+            if event.status is Status.BUILDING:
+                self.started[key] = time.monotonic()
+            elif event.status.final:
+                self.ended[key] = time.monotonic()
+            message = f": {event.message}" if event.message else ""
+            self._line(key, f"{event.status.value}{message}")
+            if event.log_tail:
+                self._tail(key, event.message, event.log_tail)
+
+    def _line(self, key: str, text: str) -> None:
+        if self.live is None:
+            self.stream.write(f"[{key}] {text}\n")
+            self.stream.flush()
+
+    def _tail(self, key: str, message: str, lines: Sequence[str]) -> None:
+        header = f"[{key}] last {len(lines)} line(s) of its log:"
+        if self.live is not None:
+            from rich.markup import escape
+
+            self.live.console.print(f"[bold red]{escape(header)}[/]")
+            for text in lines:
+                self.live.console.print(f"  {escape(text)}", highlight=False)
+            return
+        if self.github:
+            self.stream.write(f"::error title={key} failed::{message}\n::group::{header}\n")
+        else:
+            self.stream.write(header + "\n")
+        for text in lines:
+            self.stream.write(f"[{key}] | {text}\n")
+        if self.github:
+            self.stream.write("::endgroup::\n")
+        self.stream.flush()
+
+    def __rich__(self) -> Any:
+        from rich.table import Table
+        from rich.text import Text
+
+        colours = {"ok": "green", "failed": "red", "push-failed": "red", "skipped": "yellow",
+                   "cancelled": "yellow", "queued": "dim"}
+        grid = Table("IMAGE", "STATUS", "ELAPSED", "STEP", expand=False)
+        now = time.monotonic()
+        for key in self.keys:
+            status = self.status[key]
+            elapsed = ""
+            if key in self.started:
+                elapsed = f"{self.ended.get(key, now) - self.started[key]:5.0f}s"
+            # Text, not markup: "[1/2] STEP" would read as a style.
+            grid.add_row(Text(key), Text(status, style=colours.get(status, "cyan")), elapsed,
+                         Text(self.step[key][:70] if status != "ok" else ""))
+        return grid
+
+
+def _toolkits_found(toolkits: Optional[Mapping[str, Sequence[str]]]) -> str:
+    if toolkits is None:
+        return "-"  # not validated (it did not build)
+    return "; ".join(f"{name} {', '.join(versions)}" for name, versions in toolkits.items()) \
+        or "none"
+
+
+def matrix_summary(result: RunResult, report_path: Optional[str]) -> None:
+    """The outcome on stdout, one line per image; the verdict on stderr."""
+    table(("IMAGE", "STATUS", "TIME", "TOOLKITS FOUND", "REFERENCE"), [
+        (item.image.key, item.status.value,
+         f"{item.duration:.1f}s" if item.duration is not None else "-",
+         _toolkits_found(item.toolkits),
+         item.image.reference + (f"@{item.digest}" if item.digest else ""))
+        for item in result.images
+    ])
+    counts: dict[str, int] = {}
+    for item in result.images:
+        counts[item.status.value] = counts.get(item.status.value, 0) + 1
+    summary = ", ".join(f"{n} {status}" for status, n in counts.items())
+    stopped = f" (stopped: {result.stopped_by})" if result.stopped_by else ""
+    where = f"; report: {shown_path(report_path)}" if report_path else ""
+    sys.stderr.write(f"{len(result.images)} image(s) in {result.end - result.start:.1f}s: "
+                     f"{summary}{stopped}{where}\n")

@@ -1,0 +1,116 @@
+"""Verdicts of `validate`: JSON, a rich table on a terminal, plain lines, and GitHub
+annotations when running on GitHub Actions."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..environment import on_github_actions
+from .console import emit_json, error, interactive, table, warning
+
+if TYPE_CHECKING:
+    from ..matrix import AllowRule
+    from ..validate import Finding, ImageVerdict, Outcome
+
+
+def _rule_record(rule: AllowRule) -> dict[str, Any]:
+    return {"reason": rule.reason, "toolkit": rule.toolkit, "component": rule.component,
+            "versions": list(rule.versions), "path": rule.path,
+            "where": str(rule.where) if rule.where else None}
+
+
+def _finding_record(finding: Finding) -> dict[str, Any]:
+    return {"status": finding.status, "toolkit": finding.toolkit, "version": finding.version,
+            "component": finding.component, "component_version": finding.component_version,
+            "evidence": finding.evidence, "path": finding.path,
+            "layer_digest": finding.layer_digest, "reason": finding.reason}
+
+
+def _verdict_record(outcome: Outcome, verdict: ImageVerdict) -> dict[str, Any]:
+    expected = verdict.expected
+    return {
+        "ref": verdict.ref,
+        "name": outcome.target.name,
+        "platform": verdict.platform,
+        "digest": verdict.digest,
+        "verdict": verdict.verdict,
+        "expected": {"accelerator": expected.accelerator, "version": expected.version,
+                     "variant": expected.variant, "source": expected.source}
+        if expected else None,
+        "toolkits": {k: list(v) for k, v in verdict.toolkits.items()},
+        "layers": verdict.layers,
+        "cached_layers": verdict.cached_layers,
+        "layers_read": verdict.layers_read,
+        "error": verdict.error,
+        "counts": {s: verdict.count(s)
+                   for s in ("violation", "unmapped", "warning", "allowed", "ok")},
+        "findings": [_finding_record(f) for f in verdict.findings],
+        "stale_rules": [_rule_record(r) for r in verdict.stale_rules],
+    }
+
+
+def _found(verdict: ImageVerdict) -> str:
+    return "; ".join(f"{k} {', '.join(v)}" for k, v in verdict.toolkits.items()) or "none"
+
+
+def _annotate(outcome: Outcome) -> None:
+    """GitHub Actions annotations, one per problem, so they show on the run's summary."""
+    def line(level: str, message: str) -> None:
+        clean = message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+        sys.stdout.write(f"::{level} title=aipcc-build validate::{clean}\n")
+
+    if outcome.error:
+        line("error", f"{outcome.target.ref}: {outcome.error}")
+    for verdict in outcome.verdicts:
+        where = f"{verdict.ref} ({verdict.platform})"
+        for finding in verdict.findings:
+            if finding.status in ("violation", "unmapped"):
+                line("error", f"{where}: {finding.line()}")
+            elif finding.status == "warning":
+                line("warning", f"{where}: {finding.line()}")
+        for rule in verdict.stale_rules:
+            line("warning", f"{where}: allow rule matched nothing (stale): {rule.reason}")
+
+
+def validation(outcomes: Sequence[Outcome], as_json: bool) -> None:
+    """Verdicts of `validate`: JSON, a rich table on a terminal, or plain lines."""
+    if as_json:
+        emit_json({
+            "images": [_verdict_record(o, v) for o in outcomes for v in o.verdicts],
+            "unreadable": [{"ref": o.target.ref, "name": o.target.name, "error": o.error}
+                           for o in outcomes if o.error],
+            "skipped": [{"ref": o.target.ref, "name": o.target.name}
+                        for o in outcomes if o.skipped],
+        })
+        return
+    if on_github_actions(os.environ):
+        for outcome in outcomes:
+            _annotate(outcome)
+    rows = []
+    for outcome in outcomes:
+        if outcome.error:
+            error(f"{outcome.target.ref}: {outcome.error}")
+        if outcome.skipped:
+            warning(f"{outcome.target.name or outcome.target.ref}: not in local storage, skipped")
+        for verdict in outcome.verdicts:
+            rows.append((verdict.ref, verdict.platform, str(verdict.expected or "-"),
+                         _found(verdict), str(len(verdict.findings)), verdict.verdict))
+    if interactive():
+        table(("IMAGE", "PLATFORM", "EXPECTED", "FOUND", "EVIDENCE", "VERDICT"), rows,
+              title="aipcc-build validate")
+    else:
+        for ref, platform, expected, found, evidence, result in rows:
+            sys.stdout.write(f"{ref} {platform}: {result} (expected {expected}; found {found}; "
+                             f"{evidence} evidence)\n")
+    for outcome in outcomes:
+        for verdict in outcome.verdicts:
+            shown = [f for f in verdict.findings if f.status != "ok"]
+            for finding in shown:
+                sys.stdout.write(f"  {verdict.ref} {verdict.platform}: {finding.line()}\n")
+            for rule in verdict.stale_rules:
+                where = f" ({rule.where})" if rule.where else ""
+                sys.stdout.write(f"  {verdict.ref} {verdict.platform}: stale allow rule{where}: "
+                                 f"{rule.reason}\n")

@@ -1,0 +1,130 @@
+"""Every buildah command aipcc-build makes: argument lists (never a shell), run through
+the process runner; what buildah's output means (transient errors, the isolation hint, the
+FROM lines and image IDs of a build) is read here too."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Optional
+
+from ..errors import ToolError
+from .runner import Runner
+
+PROGRAM = "buildah"
+# `build --from`, `--iidfile`, `push --digestfile` and `--retry` as used here: tested on 1.28.
+MIN_VERSION = (1, 28)
+STOP_GRACE_SECONDS = 10.0
+
+# Messages of containers/image and Go's net stack that mean "try again later".
+TRANSIENT = re.compile(
+    r"connection refused|connection reset by peer|i/o timeout|TLS handshake timeout|"
+    r"no such host|temporary failure in name resolution|unexpected EOF|"
+    r"50[234] (Bad Gateway|Service Unavailable|Gateway Timeout)|"
+    r"429 Too Many Requests|toomanyrequests|request canceled",
+    re.IGNORECASE,
+)
+# A failing RUN step is the template's fault: retrying it would only fail again.
+RUN_STEP_FAILED = re.compile(r'building at STEP "RUN ')
+# The OCI runtime cannot create containers on hosts with hybrid cgroups; chroot isolation can.
+OCI_ISOLATION_UNSUPPORTED = "cgroups in hybrid mode not supported"
+ISOLATION_HINT = ("RUN steps cannot use the OCI runtime on this host: set "
+                  "BUILDAH_ISOLATION=chroot")
+STEP_FROM = re.compile(r"^(?:\[\d+/\d+\] )?STEP \d+/\d+: FROM (\S+)")
+STEP_IMAGE = re.compile(r"^--> (?:Using cache )?([0-9a-f]{12,64})$")
+
+
+
+def check_version(runner: Runner) -> str:
+    """buildah's version; raise ToolMissing or ToolError when it is missing or too old.
+    Call once, before starting concurrent work, so a missing tool is one clear error rather
+    than N failures."""
+    command = [PROGRAM, "--version"]
+    result = runner.run(command)
+    match = re.search(r"version (\d+)\.(\d+)\.(\d+)", result.text)
+    if not match:
+        raise ToolError(command, 0, f"unexpected output: {result.text.strip()}")
+    version = tuple(int(part) for part in match.groups())
+    if version[:2] < MIN_VERSION:
+        wanted = ".".join(map(str, MIN_VERSION))
+        raise ToolError(command, 0, f"buildah {match.group(0)[8:]} is too old: "
+                                    f"aipcc-build needs {wanted} or newer")
+    return ".".join(map(str, version))
+
+
+@dataclass(frozen=True)
+class BuildRequest:
+    containerfile: str
+    context: str
+    tag: str
+    iidfile: str
+    build_args: Mapping[str, str]
+    labels: Mapping[str, str]
+    from_image: Optional[str] = None  # replaces the first FROM (the parent's local image ID)
+    layers: Optional[bool] = None  # None: buildah's default (BUILDAH_LAYERS)
+    pull: Optional[str] = None
+    platform: Optional[str] = None
+
+
+def build_command(request: BuildRequest, environ: Mapping[str, str]) -> list[str]:
+    command = [PROGRAM, "build", "--retry", "0", "--iidfile", request.iidfile]
+    if request.layers is not None:
+        command.append(f"--layers={'true' if request.layers else 'false'}")
+    layers = request.layers if request.layers is not None else \
+        environ.get("BUILDAH_LAYERS", "").lower() in ("1", "true")
+    if layers:
+        # Intermediate containers of a failed layered build stay unless asked (buildah
+        # accepts the flag only together with --layers).
+        command.append("--force-rm")
+    if request.pull is not None:
+        command.append(f"--pull={request.pull}")
+    if request.platform is not None:
+        command += ["--platform", request.platform]
+    if request.from_image is not None:
+        command += ["--from", request.from_image]
+    for name, value in request.build_args.items():
+        command += ["--build-arg", f"{name}={value}"]
+    for name, value in request.labels.items():
+        command += ["--label", f"{name}={value}"]
+    command += ["-f", request.containerfile, "-t", request.tag, request.context]
+    return command
+
+
+def push_command(image_id: str, reference: str, digestfile: str, tls_verify: bool,
+                 environ: Mapping[str, str]) -> list[str]:
+    # Retries are ours (counted and reported), so buildah's own are off. Credentials stay in
+    # the auth files buildah reads itself; only the file's path may appear here.
+    command = [PROGRAM, "push", "--retry", "0", "--digestfile", digestfile,
+               f"--tls-verify={'true' if tls_verify else 'false'}"]
+    if environ.get("REGISTRY_AUTH_FILE"):
+        command += ["--authfile", environ["REGISTRY_AUTH_FILE"]]
+    command += [image_id, f"docker://{reference}"]
+    return command
+
+
+def containers(runner: Runner) -> set[str]:
+    """IDs of every working container in local storage."""
+    listed = json.loads(runner.run([PROGRAM, "containers", "--json"]).text or "[]")
+    return {entry["id"] for entry in listed or []}
+
+
+def container_origin(runner: Runner, container_id: str) -> tuple[str, str]:
+    """(FROM reference as written, image ID) of a working container."""
+    info = json.loads(runner.run([PROGRAM, "inspect", "--type", "container",
+                                  container_id]).text)
+    return info.get("FromImage") or "", info.get("FromImageID") or ""
+
+
+def remove_containers(runner: Runner, container_ids: Sequence[str]) -> None:
+    if container_ids:
+        runner.run([PROGRAM, "rm", *container_ids])
+
+
+def error_line(tail: Sequence[str]) -> str:
+    """buildah's own summary ("Error: ..."), else its last line."""
+    for text in reversed(tail):
+        if text.startswith("Error: "):
+            return text[len("Error: "):]
+    return tail[-1] if tail else ""

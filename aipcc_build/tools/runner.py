@@ -1,0 +1,135 @@
+"""The one process runner under every outside program (buildah, skopeo, git, ...).
+
+Argument lists only (never a shell), a timeout on every call, streaming for long-running
+children, and one error family: `ToolMissing` when the program is not installed,
+`ToolError` (the command and the tail of its stderr) when it fails or times out. Each
+wrapper in `tools/` takes a runner as a parameter, so a unit test hands in a recording fake.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Callable, Optional, Protocol
+
+from ..errors import ToolError, ToolMissing
+
+LineSink = Callable[[str], None]
+# A short call (inspect, version, rev-parse) that has not answered in this long is hung.
+SHORT_TIMEOUT = 120.0
+
+
+@dataclass(frozen=True)
+class Completed:
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: bytes
+    stderr: bytes
+
+    @property
+    def text(self) -> str:
+        return self.stdout.decode("utf-8", "replace")
+
+    @property
+    def error_text(self) -> str:
+        return self.stderr.decode("utf-8", "replace")
+
+
+class Runner(Protocol):
+    """What the tool wrappers need from a runner; `ProcessRunner` is the real one."""
+
+    def run(self, argv: Sequence[str], *, timeout: float = SHORT_TIMEOUT,
+            check: bool = True, stdin: Optional[bytes] = None) -> Completed: ...
+
+    def start(self, argv: Sequence[str]) -> Process: ...
+
+
+class Process:
+    """One long-running child in its own process group: Ctrl-C on the terminal does not
+    reach it, and stopping it reaches everything it started (RUN steps included)."""
+
+    def __init__(self, argv: Sequence[str], environ: Mapping[str, str]) -> None:
+        self.argv = list(argv)
+        try:
+            self.process = subprocess.Popen(
+                self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT, env=dict(environ), start_new_session=True,
+                text=True, errors="replace", bufsize=1,
+            )
+        except FileNotFoundError:
+            raise ToolMissing(self.argv[0]) from None
+
+    def stream(self, on_line: LineSink, timeout: Optional[float] = None) -> tuple[int, bool]:
+        """Pass every output line to ON_LINE until the child exits; (exit code, whether
+        TIMEOUT seconds ran out first, in which case the whole group was killed)."""
+        timed_out = threading.Event()
+        timer = None
+        if timeout is not None:
+            def expire() -> None:
+                timed_out.set()
+                self.signal_group(signal.SIGKILL)
+
+            timer = threading.Timer(timeout, expire)
+            timer.daemon = True
+            timer.start()
+        try:
+            assert self.process.stdout is not None
+            for line in self.process.stdout:
+                on_line(line.rstrip("\n"))
+            return self.process.wait(), timed_out.is_set()
+        finally:
+            if timer is not None:
+                timer.cancel()
+
+    def signal_group(self, signum: int) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signum)
+
+    def running(self) -> bool:
+        return self.process.poll() is None
+
+
+class ProcessRunner:
+    """The real runner: ENVIRON is the environment every child gets."""
+
+    def __init__(self, environ: Optional[Mapping[str, str]] = None) -> None:
+        self.environ = dict(os.environ if environ is None else environ)
+
+    def run(self, argv: Sequence[str], *, timeout: float = SHORT_TIMEOUT,
+            check: bool = True, stdin: Optional[bytes] = None) -> Completed:
+        """Run to completion; ToolError on a non-zero exit (when CHECK) or a timeout."""
+        argv = [str(part) for part in argv]
+        try:
+            child = subprocess.Popen(
+                argv, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self.environ,
+                start_new_session=True)
+        except FileNotFoundError:
+            raise ToolMissing(argv[0]) from None
+        try:
+            out, err = child.communicate(stdin, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(child.pid, signal.SIGKILL)
+            out, err = child.communicate()
+            raise ToolError(argv, -signal.SIGKILL,
+                            err.decode("utf-8", "replace") +
+                            f"\n(no answer within {timeout:g} s: stopped)",
+                            timed_out=True) from None
+        except BaseException:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+            raise
+        done = Completed(tuple(argv), child.returncode, out, err)
+        if check and done.returncode != 0:
+            raise ToolError(argv, done.returncode, done.error_text)
+        return done
+
+    def start(self, argv: Sequence[str]) -> Process:
+        return Process(argv, self.environ)
