@@ -1,4 +1,5 @@
-"""Shared fixtures. Integration fixtures use the real buildah, skopeo and docker-registry."""
+"""Fixtures every test folder shares: the CLI run in-process (the one CLI runner), the small
+project, and for integration tests the real buildah, skopeo and docker-registry."""
 
 from __future__ import annotations
 
@@ -9,9 +10,13 @@ import subprocess
 import time
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from aipcc_build.cli import main
+from tests.support.project import Project, small_project
 
 REPO = Path(__file__).resolve().parent.parent
 BASE_IMAGE = "localhost/aipcc-demo/busybox:latest"
@@ -97,3 +102,32 @@ def registry(tmp_path: Path) -> Iterator[Registry]:
         yield reg
     finally:
         reg.stop()
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Project:
+    return small_project(tmp_path)
+
+
+@dataclass
+class Run:
+    code: int
+    out: str
+    err: str
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch):
+    """Run the real entry point in-process; return exit code, stdout, stderr."""
+    monkeypatch.delenv("CI", raising=False)
+    for variable in ("BUILD_ID", "CI_PIPELINE_IID", "GITHUB_RUN_NUMBER", "AIPCC_BUILD_MATRIX"):
+        monkeypatch.delenv(variable, raising=False)
+
+    def run(*args: str) -> Run:
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as exit_info:
+            main(list(args))
+        captured = capsys.readouterr()
+        return Run(int(exit_info.value.code or 0), captured.out, captured.err)
+
+    return run

@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from aipcc_build.tools import runner as runner_module
-
-from .conftest import git
+from tests.support.project import git
 
 BUILDERS = {"builder/cuda-12.9-ubi9", "builder/cuda-12.8-ubi9", "builder/rocm-6.4-ubi9",
             "builder/rocm-6.3-ubi9", "builder/cpu-ubi9"}

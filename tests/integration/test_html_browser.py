@@ -13,7 +13,7 @@ from aipcc_build.cli import main
 
 pytestmark = pytest.mark.integration
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "unit" / "compat" / "data"
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync", "--no-first-run",
                   "--enable-logging=stderr", "--v=0"]

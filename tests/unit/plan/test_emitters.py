@@ -12,8 +12,7 @@ import yaml
 
 from aipcc_build.matrix import expand, load
 from aipcc_build.plan.emit.github import GITHUB_OUTPUT_LIMIT
-
-from .conftest import REPO, check_jsonschema, git
+from tests.support.project import REPO, check_jsonschema, git
 
 SCHEMA = Path(__file__).with_name("github-plan.schema.json")
 # A DNS-1123 label (Kubernetes object and Tekton task names): RFC 1123, at most 63 chars.

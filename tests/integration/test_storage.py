@@ -24,8 +24,7 @@ from aipcc_build.validate.layers import CHUNK, scan_layer
 from aipcc_build.validate.results import VIOLATION
 from aipcc_build.validate.storage import NotInPlace, Store, find_store, read_image
 from aipcc_build.validate.tarsplit import TarSplitStream
-
-from .conftest import CUDA128_LABELS, export, member, rpmdb, run, tar_bytes
+from tests.support.layers import CUDA128_LABELS, export, member, rpmdb, run, tar_bytes
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="storage is read in place as root")
 VERSION_129 = b'{"cuda": {"name": "CUDA SDK", "version": "12.9.1"}}'

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from foundation.conftest import Project
+from tests.support.project import Project
 
 from aipcc_build.matrix import expand, load
 from aipcc_build.plan import build_context

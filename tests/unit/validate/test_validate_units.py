@@ -25,9 +25,8 @@ from aipcc_build.validate.results import Evidence, Expectation, LayerScan
 from aipcc_build.validate.rpmdb import read_packages
 from aipcc_build.validate.symlinks import resolve_link
 from aipcc_build.validate.verdict import judge
-from tests.fakes import RecordingRunner
-
-from .conftest import member, rpmdb, tar_bytes
+from tests.support.fakes import RecordingRunner
+from tests.support.layers import member, rpmdb, tar_bytes
 
 
 def scan(tmp_path: Path, data: bytes, name: str = "layer") -> LayerScan:

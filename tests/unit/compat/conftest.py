@@ -5,10 +5,10 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
-from compat_images import image
 
 from aipcc_build.compat.facts import ToolkitFacts, load_facts
 from aipcc_build.matrix import ImageSpec
+from tests.unit.compat.compat_images import image
 
 
 @pytest.fixture(scope="session")

@@ -9,6 +9,18 @@ from pathlib import Path
 import pytest
 
 from aipcc_build.matrix import load
+from tests.support.project import shipped_project
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """The edits are tried on a copy of the shipped project."""
+    return shipped_project(tmp_path)
+
+
+@pytest.fixture
+def run(cli):  # type: ignore[no-untyped-def]
+    return cli
 
 CUDA_VARS = ("--var", "cudart=12.10.37-1", "--var", "cuda_libraries=12.10.1-1")
 

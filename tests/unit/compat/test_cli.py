@@ -11,7 +11,7 @@ from aipcc_build.cli import main
 
 DATA = Path(__file__).parent / "data"
 MATRIX = str(DATA / "matrix-13.yaml")
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.project import REPO  # noqa: E402
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

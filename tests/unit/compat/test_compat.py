@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-from compat_images import TODAY, image
 
 from aipcc_build.compat.facts import ToolkitFacts
 from aipcc_build.compat.table import (
@@ -22,6 +21,7 @@ from aipcc_build.compat.table import (
 from aipcc_build.errors import InputError
 from aipcc_build.matrix import ImageSpec
 from aipcc_build.report import build_report
+from tests.unit.compat.compat_images import TODAY, image
 
 
 @pytest.mark.parametrize(("eol", "status"), [

@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from compat_images import TODAY, image
 
 from aipcc_build.cli import message
 from aipcc_build.compat.facts import ToolkitFacts
@@ -26,8 +25,10 @@ from aipcc_build.compat.select import (
 )
 from aipcc_build.errors import InputError
 from aipcc_build.matrix import ImageSpec
+from tests.unit.compat.compat_images import TODAY, image
 
 DATA = Path(__file__).parent / "data"
+REPO = Path(__file__).resolve().parents[3]
 
 
 def run(images: list[ImageSpec], facts: ToolkitFacts, **node: Any) -> Selection:
@@ -238,7 +239,7 @@ def test_shipped_matrix_min_driver_is_the_native_requirement(facts: ToolkitFacts
     # an older 5xx driver still runs it under minor-version compatibility.
     from aipcc_build.matrix import expand, load
 
-    shipped = expand(load(Path(__file__).resolve().parents[2] / "matrix" / "aipcc.yaml"))
+    shipped = expand(load(REPO / "matrix" / "aipcc.yaml"))
     cuda = [i for i in shipped if i.accelerator == "cuda" and i.kind == "base"]
     selection = run(cuda, facts, gpu="H100", driver="550.54.15")
     assert runnable(selection) == [("12.9.1", MINOR_VERSION_COMPAT),

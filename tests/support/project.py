@@ -1,14 +1,17 @@
-"""A small project on disk (matrix + templates) that each test may alter."""
+"""Projects the tests work on: a small one written from scratch (a matrix and three
+templates), and a copy of the shipped one (matrix, templates, Containerfiles), optionally
+as a git repository."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
-from aipcc_build.cli import main
+REPO = Path(__file__).resolve().parents[2]
 
 MATRIX = textwrap.dedent("""\
     schema: 1
@@ -77,35 +80,39 @@ class Project:
         (self.root / "templates" / name).write_text(text)
 
 
-@pytest.fixture
-def project(tmp_path: Path) -> Project:
-    (tmp_path / "matrix").mkdir()
-    (tmp_path / "templates").mkdir()
-    (tmp_path / "matrix" / "aipcc.yaml").write_text(MATRIX)
+def small_project(root: Path) -> Project:
+    (root / "matrix").mkdir()
+    (root / "templates").mkdir()
+    (root / "matrix" / "aipcc.yaml").write_text(MATRIX)
     for name, text in TEMPLATES.items():
-        (tmp_path / "templates" / name).write_text(text)
-    return Project(tmp_path)
+        (root / "templates" / name).write_text(text)
+    return Project(root)
 
 
-@dataclass
-class Run:
-    code: int
-    out: str
-    err: str
+def shipped_project(root: Path) -> Path:
+    """The shipped matrix, templates and rendered Containerfiles, copied under ROOT."""
+    for part in ("matrix", "templates", "containerfiles"):
+        shutil.copytree(REPO / part, root / part)
+    return root
 
 
-@pytest.fixture
-def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch):
-    """Run the real entry point in-process; return exit code, stdout, stderr."""
-    monkeypatch.delenv("CI", raising=False)
-    for variable in ("BUILD_ID", "CI_PIPELINE_IID", "GITHUB_RUN_NUMBER", "AIPCC_BUILD_MATRIX"):
-        monkeypatch.delenv(variable, raising=False)
+def git(directory: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(directory), *args], check=True,
+                          capture_output=True, text=True).stdout
 
-    def run(*args: str) -> Run:
-        capsys.readouterr()
-        with pytest.raises(SystemExit) as exit_info:
-            main(list(args))
-        captured = capsys.readouterr()
-        return Run(int(exit_info.value.code or 0), captured.out, captured.err)
 
-    return run
+def git_repository(project: Path) -> Path:
+    """PROJECT as a git repository with everything committed."""
+    git(project, "init", "-q", "-b", "main")
+    git(project, "config", "user.email", "ci@example.com")
+    git(project, "config", "user.name", "CI")
+    (project / "README.md").write_text("# images\n")
+    git(project, "add", "-A")
+    git(project, "commit", "-q", "-m", "initial")
+    return project
+
+
+def check_jsonschema(*args: str) -> subprocess.CompletedProcess[str]:
+    """check-jsonschema validates offline: the vendored schemas ship in the PyPI package."""
+    return subprocess.run([sys.executable, "-m", "check_jsonschema", *args],
+                          capture_output=True, text=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from .conftest import Project
+from tests.support.project import Project
 
 
 def line_of(project: Project, text: str) -> int:

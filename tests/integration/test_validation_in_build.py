@@ -10,10 +10,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from artifacts import wheel
 
 from aipcc_build.matrix import load
 from aipcc_build.render import apply, render_all
+from tests.support.artifacts import wheel
 
 from .test_matrix_build import aipcc_build, by_key, report
 

@@ -10,8 +10,7 @@ from packaging.version import Version
 from aipcc_build.compat.facts import DriverVersion, ToolkitFacts, load_facts
 from aipcc_build.errors import InputError
 from aipcc_build.matrix import expand, load
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.project import REPO  # noqa: E402
 
 
 def test_every_toolkit_of_the_shipped_matrix_has_facts(facts: ToolkitFacts) -> None:

@@ -13,8 +13,7 @@ from aipcc_build.matrix import AllowRule
 from aipcc_build.tools.skopeo import Skopeo
 from aipcc_build.validate import Expectation, ImageVerdict, validate_image
 from aipcc_build.validate.results import ALLOWED, OK, VIOLATION, WARNING
-
-from .conftest import PREFIX, Images, append_layer, export, member, run, tar_bytes
+from tests.support.layers import PREFIX, Images, append_layer, export, member, run, tar_bytes
 
 pytestmark = pytest.mark.integration
 

@@ -25,8 +25,7 @@ import pytest
 
 from aipcc_build.matrix import load
 from aipcc_build.render import apply, render_all
-
-from .conftest import buildah_json
+from tests.support.layers import buildah_json
 
 pytestmark = pytest.mark.integration
 

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from aipcc_build.matrix import expand, load, version_matches
-
-from .conftest import Project
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.project import (
+    REPO,  # noqa: E402
+    Project,
+)
 
 
 def test_names_put_the_version_in_the_name_and_keep_the_variant_generic(
