@@ -131,3 +131,43 @@ def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch):
         return Run(int(exit_info.value.code or 0), captured.out, captured.err)
 
     return run
+
+
+# Real operating-system base images (scripts/base-os, scripts/setup-emulation).
+DEBIAN_BASE_ARM64 = "localhost/aipcc/debian:bookworm-arm64"
+
+
+def _script(*argv: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(REPO / "scripts" / argv[0]), *argv[1:]], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def _image_from(result: subprocess.CompletedProcess[str]) -> str:
+    if result.returncode != 0:
+        pytest.fail(f"{result.args[0]} failed ({result.returncode}): {result.stderr.strip()}")
+    return result.stdout.strip().splitlines()[-1]
+
+
+@pytest.fixture(scope="session")
+def debian_base() -> str:
+    """A real Debian 12 image for this host's architecture (python3, venv, pip): built
+    from Debian's archive once, its tarball cached, imported into local storage once."""
+    _need("buildah")
+    return _image_from(_script("base-os", timeout=3600))
+
+
+@pytest.fixture(scope="session")
+def debian_base_arm64() -> str:
+    """The arm64 Debian 12 image; skips where qemu emulation cannot be set up."""
+    _need("buildah")
+    emulation = _script("setup-emulation", timeout=120)
+    if emulation.returncode == 1:
+        reason = emulation.stderr.strip().splitlines()[-1] if emulation.stderr.strip() else ""
+        pytest.skip(f"no arm64 emulation: {reason or 'setup-emulation exited 1'}")
+    if emulation.returncode != 0:
+        pytest.fail(f"setup-emulation failed ({emulation.returncode}): "
+                    f"{emulation.stderr.strip()}")
+    if "linux/arm64" not in emulation.stdout.split():
+        pytest.skip("no arm64 emulation: qemu-user-static registered no qemu-aarch64 "
+                    f"(emulated: {' '.join(emulation.stdout.split()) or 'nothing'})")
+    return _image_from(_script("base-os", "--arch", "arm64", DEBIAN_BASE_ARM64, timeout=3600))
