@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import os
 
-from tests.support.project import Project
-
 from aipcc_build.matrix import expand, load
 from aipcc_build.plan import build_context
+from tests.support.project import Project
 
 
 def test_context_is_relative_to_the_matrix_file(project: Project) -> None:
