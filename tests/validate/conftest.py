@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from artifacts import wheel  # noqa: F401  (used by the tests through this module)
 
-PREFIX = "localhost/aipcc-test-validate"
+PREFIX = "localhost/aipcc-test-validator"
 SITE = "/usr/lib/python3.9/site-packages"
 SESSION = uuid.uuid4().hex[:8]
 CUDA128_ENV = {
@@ -51,6 +51,7 @@ class Step:
     script: str = ""
     env: dict[str, str] = field(default_factory=dict)
     labels: dict[str, str] = field(default_factory=dict)
+    volumes: Sequence[tuple[Path, str]] = ()  # read-only bind mounts for the script
 
 
 class Images:
@@ -70,7 +71,8 @@ class Images:
                 for source, dest in step.add:
                     run("buildah", "add", ctr, str(source), dest)
                 if step.script:
-                    run("buildah", "run", ctr, "--", "sh", "-euc", step.script)
+                    mounts = [f"--volume={source}:{dest}:ro" for source, dest in step.volumes]
+                    run("buildah", "run", *mounts, ctr, "--", "sh", "-euc", step.script)
                 config = [f"--env={k}={v}" for k, v in step.env.items()]
                 config += [f"--label={k}={v}" for k, v in step.labels.items()]
                 if config:
