@@ -2,8 +2,9 @@
 
 `LayerDetector` sees every tar entry's path; most are rejected by one regex search. Names
 alone give most evidence (trees, versioned libraries, dist-info directories, conda-meta
-records); the content of a few small files is read (version.json, torch/version.py, dpkg
-status) and the rpmdb goes to a temporary file for sqlite.
+records); the content of a few small files is read (version.json, torch/version.py, the
+dpkg database: `/var/lib/dpkg/status` and distroless's one-file-per-package `status.d/`)
+and the rpmdb goes to a temporary file for sqlite.
 """
 
 from __future__ import annotations
@@ -32,10 +33,13 @@ EVIDENCE_KINDS = (
 # The tar walker's first filter, on raw name bytes (which lack the leading "/").
 CANDIDATE_BYTES = re.compile(
     rb"usr/local/cuda|opt/rocm|\.dist-info|\.so\.\d|torch/version\.py$|conda-meta/"
-    rb"|var/lib/rpm/|usr/lib/sysimage/rpm/|var/lib/dpkg/status$")
+    rb"|var/lib/rpm/|usr/lib/sysimage/rpm/|var/lib/dpkg/status(?:$|\.d/)|/nvidia/cu\d")
 _CANDIDATE = re.compile(
     r"/usr/local/cuda|/opt/rocm|\.dist-info|\.so\.\d|/torch/version\.py$|/conda-meta/"
-    r"|/var/lib/rpm/|/usr/lib/sysimage/rpm/|/var/lib/dpkg/status$")
+    r"|/var/lib/rpm/|/usr/lib/sysimage/rpm/|/var/lib/dpkg/status(?:$|\.d/)|/nvidia/cu\d")
+_DPKG_STATUS = re.compile(r"^/var/lib/dpkg/status(?:\.d/[^/]+)?$")
+# CUDA 13 wheels put their libraries under site-packages/nvidia/cu13/ (the major only).
+_NVIDIA_WHEEL_TREE = re.compile(r"^(.*/nvidia/cu(\d+))(?:/|$)")
 _CUDA_TREE = re.compile(r"^/usr/local/cuda-(\d+\.\d+)(?:/|$)")
 _CUDA_VERSION_FILE = re.compile(r"^/usr/local/cuda(?:-\d+\.\d+)?/version\.(json|txt)$")
 _ROCM_TREE = re.compile(r"^/opt/rocm-(\d+\.\d+\.\d+)(?:/|$)|^/opt/rocm/core-(\d+\.\d+)(?:/|$)")
@@ -50,12 +54,23 @@ _CUDA_TXT = re.compile(r"CUDA Version (\d+\.\d+[\d.]*)")
 _LOCAL_CUDA = re.compile(r"^cu(\d+)(\d)$")  # "+cu129" -> 12.9, "+cu118" -> 11.8
 _LOCAL_ROCM = re.compile(r"^rocm(\d+\.\d+)")
 _NVIDIA_WHEEL = re.compile(r"^nvidia-(.+?)(?:-cu(\d+))?$")
+# CuPy names the CUDA major only (cupy-cuda12x), older wheels major and minor (cupy-cuda117).
+_CUPY_MAJOR = re.compile(r"^cupy-cuda(\d+)x$")
+_CUPY_MINOR = re.compile(r"^cupy-cuda(\d+)(\d)$")
 # Package names that carry the CUDA release: cuda-cudart-12-9, libcublas-12-9, cuda-12-8.
 _CUDA_PACKAGE = re.compile(
     r"^(cuda|cuda-[a-z0-9_-]+?|lib(?:cu|npp|nv)[a-z0-9_-]*?)-(\d{2})-(\d{1,2})$")
 _CUDNN_PACKAGE = re.compile(r"^libcudnn\d+(?:-[a-z]+)*-cuda-(\d+)$")
 _NCCL_PACKAGE = re.compile(r"^(?:lib)?nccl\d*(?:-devel|-dev)?$")
 _NCCL_CUDA = re.compile(r"\+cuda(\d+\.\d+)")
+# Debian's own CUDA packages (source package nvidia-cuda-toolkit, non-free): the library
+# SONAME is in the name (libcudart11.0, libcublas11), the CUDA release in the version after
+# the "~": libcudart11.0 11.8.89~11.8.0-5~deb12u1 is CUDA 11.8.0.
+_DEBIAN_CUDA_SOURCE = "nvidia-cuda-toolkit"
+_DEBIAN_CUDA_PACKAGE = re.compile(
+    r"^(?:lib(?:cudart|cublas|cublaslt|cufft|cufftw|curand|cusolver|cusolvermg|cusparse"
+    r"|nvrtc|nvrtc-builtins|cupti|nvtoolsext|nvjitlink|npp[a-z]*|nvblas|cuinj64|accinj64)"
+    r"[\d.-]*|nvidia-cuda-(?:toolkit|dev|gdb))$")
 _ROCM_PACKAGE = re.compile(
     r"^(rocm-core|hip-runtime-amd|rocm-hip-runtime|hip-devel|rocm-dev|rocm-libs)"
     r"(\d+\.\d+\.\d+)?$")
@@ -92,8 +107,25 @@ def rocm_release(version: str) -> Optional[str]:
     return major_minor(version)
 
 
-def package_evidence(kind: str, path: str, name: str, version: str) -> Optional[Evidence]:
-    """Evidence from an installed package (rpm, dpkg): its name or version names a release."""
+def debian_cuda_release(version: str) -> Optional[str]:
+    """CUDA release of a Debian nvidia-cuda-toolkit package version.
+
+    "11.8.89~11.8.0-5~deb12u1" -> "11.8" (the toolkit release follows the component's own
+    version after a "~"); "11.8.0-5~deb12u1" (nvidia-cuda-toolkit itself) -> "11.8".
+    """
+    upstream = version.split(":", 1)[-1].rsplit("-", 1)[0]
+    head, _, toolkit = upstream.partition("~")
+    return major_minor(toolkit) or major_minor(head)
+
+
+def package_evidence(kind: str, path: str, name: str, version: str,
+                     source: str = "") -> Optional[Evidence]:
+    """Evidence from an installed package (rpm, dpkg): its name or version names a release.
+
+    NVIDIA's packages (RPM and Debian/Ubuntu alike) carry the release in the name
+    (cuda-cudart-12-8, libcublas-12-8), or in the version (libnccl2 2.27.3-1+cuda12.8), or
+    the major in the name (libcudnn9-cuda-12). Debian's own packages carry it in the version.
+    """
     match = _CUDA_PACKAGE.match(name)
     if match:
         return Evidence(kind, path, "cuda", name, version, f"{match.group(2)}.{match.group(3)}")
@@ -108,6 +140,8 @@ def package_evidence(kind: str, path: str, name: str, version: str) -> Optional[
     if match:
         return Evidence(kind, path, "rocm", match.group(1), version,
                         major_minor(match.group(2)) if match.group(2) else rocm_release(version))
+    if source.split(" ")[0] == _DEBIAN_CUDA_SOURCE or _DEBIAN_CUDA_PACKAGE.match(name):
+        return Evidence(kind, path, "cuda", name, version, debian_cuda_release(version))
     return None
 
 
@@ -120,6 +154,13 @@ def wheel_evidence(path: str, name: str, version: str) -> Optional[Evidence]:
     """Evidence from a dist-info directory name: NVIDIA wheels, or a +cu/+rocm local version."""
     project = name.lower().replace("_", "-").replace(".", "-")
     local = version.partition("+")[2]
+    cupy = _CUPY_MAJOR.match(project)
+    if cupy:
+        return Evidence("dist-info", path, "cuda", project, version, cupy.group(1))
+    cupy = _CUPY_MINOR.match(project)
+    if cupy:
+        return Evidence("dist-info", path, "cuda", project, version,
+                        f"{cupy.group(1)}.{cupy.group(2)}")
     match = _NVIDIA_WHEEL.match(project)
     if match and not local:
         # CUDA 13 wheels drop the -cuNN suffix: a known component name is enough. The
@@ -178,6 +219,33 @@ def config_evidence(env: Mapping[str, str]) -> list[Evidence]:
     return found
 
 
+_DPKG_FIELD = re.compile(r"^(Package|Version|Status|Source|Architecture): *(.*?)\s*$", re.M)
+
+
+def dpkg_packages(text: str, installed_by_default: bool = False
+                  ) -> list[tuple[str, str, str]]:
+    """(package, version, source) of each installed package in a dpkg status text.
+
+    Paragraphs are RFC-822 style, separated by blank lines; only `Status: install ok
+    installed` counts (removed packages keep "deinstall ok config-files"). Distroless's
+    status.d files may omit Status: INSTALLED_BY_DEFAULT says a file there is installed.
+    A Source field may carry its own version ("nvidia-cuda-toolkit (11.8.0-5)").
+    """
+    found = []
+    for paragraph in re.split(r"\n[ \t]*\n", text.replace("\r\n", "\n")):
+        fields = dict(_DPKG_FIELD.findall(paragraph))
+        name = fields.get("Package", "")
+        if not name:
+            continue
+        status = fields.get("Status")
+        if status is None and not installed_by_default:
+            continue
+        if status is not None and status.split()[-1:] != ["installed"]:
+            continue
+        found.append((name, fields.get("Version", ""), fields.get("Source", "").split(" ")[0]))
+    return found
+
+
 class LayerDetector:
     """Collects the evidence of one layer from the entries the tar walker shows it."""
 
@@ -218,6 +286,11 @@ class LayerDetector:
             if self._once(f"rocm-tree:{root}"):
                 self.evidence.append(Evidence("rocm-tree", root, "rocm", "toolkit", version,
                                               major_minor(version)))
+        wheel_tree = _NVIDIA_WHEEL_TREE.match(path)
+        if wheel_tree and self._once(wheel_tree.group(1)):
+            self.evidence.append(Evidence("library", wheel_tree.group(1), "cuda",
+                                          f"nvidia-cu{wheel_tree.group(2)}",
+                                          wheel_tree.group(2), wheel_tree.group(2)))
         if ".dist-info" in path:
             dist = _DIST_INFO.match(path)
             if dist and self._once(dist.group(1)):
@@ -230,7 +303,7 @@ class LayerDetector:
         if _CUDA_VERSION_FILE.match(path) or _ROCM_VERSION_FILE.match(path) \
                 or path.endswith("/torch/version.py"):
             return WANT_MEMORY if self._limit(path, size, SMALL_FILE_LIMIT) else WANT_NONE
-        if path == "/var/lib/dpkg/status":
+        if _DPKG_STATUS.match(path):
             return WANT_MEMORY if self._limit(path, size, DPKG_STATUS_LIMIT) else WANT_NONE
         if _RPMDB.match(path):
             return WANT_FILE if self._limit(path, size, RPMDB_LIMIT) else WANT_NONE
@@ -280,18 +353,12 @@ class LayerDetector:
                 if match:
                     self.evidence.append(Evidence("torch-version", path, toolkit, "torch",
                                                   match.group(1), match.group(1)))
-        elif path == "/var/lib/dpkg/status":
-            self._dpkg(path, text)
-
-    def _dpkg(self, path: str, text: str) -> None:
-        for paragraph in text.split("\n\n"):
-            fields = dict(re.findall(r"^(Package|Version|Status): *(.*)$", paragraph, re.M))
-            if "installed" not in fields.get("Status", "").split():
-                continue
-            found = package_evidence("dpkg", path, fields.get("Package", ""),
-                                     fields.get("Version", ""))
-            if found:
-                self.evidence.append(found)
+        elif _DPKG_STATUS.match(path):
+            for name, version, source in dpkg_packages(
+                    text, installed_by_default=path != "/var/lib/dpkg/status"):
+                found = package_evidence("dpkg", path, name, version, source)
+                if found:
+                    self.evidence.append(found)
 
     def content_file(self, path: str, file: Path) -> None:
         self._rpm_files[path] = file

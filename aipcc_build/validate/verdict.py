@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import Optional
 
 from ..matrix.model import AllowRule
-from .components import fits, resolve
+from .components import fits, known_releases, knows_release, release_components, resolve
 from .detect import config_evidence, major_minor
 from .image import PlatformImage
 from .results import (
@@ -35,11 +35,16 @@ from .symlinks import resolve_link
 
 LABEL_ACCELERATOR = "ai.aipcc.accelerator"
 LABEL_VERSION = "ai.aipcc.accelerator.version"
+LABEL_VARIANT = "ai.aipcc.variant"
+MIXED = "mixed"  # the evidence kind of the finding that reports an unlabelled mix
 FAMILIES = ("cuda", "rocm")
 # Symlinks whose target names the toolkit the image runs with.
 TOOLKIT_LINKS = {"/usr/local/cuda": ("cuda", re.compile(r"^/usr/local/cuda-(\d+\.\d+)$")),
                  "/opt/rocm": ("rocm", re.compile(r"^/opt/rocm-(\d+\.\d+)\.\d+$"))}
 _NAME_TOOLKIT = re.compile(r"(?:^|[-_/.])(cuda|rocm)-?(\d+\.\d+)(?:$|[-_/.:])")
+# A FROMAGER_VARIANT naming a toolkit version ("cuda-12.8-deb12", "rocm6.4-ubi9"): variants
+# stay generic, the version lives in the index URL and the labels.
+_VERSIONED_VARIANT = re.compile(r"(?:^|[-_.])(?:cuda|rocm|cu|hip)-?\d+(?:[._]\d+)?(?:$|[-_.])")
 
 
 def _ancestors(path: str) -> list[str]:
@@ -70,7 +75,8 @@ def _expectation_from_labels(labels: Mapping[str, str]) -> Optional[Expectation]
     accelerator = labels.get(LABEL_ACCELERATOR)
     if not accelerator:
         return None
-    return Expectation(accelerator, labels.get(LABEL_VERSION) or None, source="labels")
+    return Expectation(accelerator, labels.get(LABEL_VERSION) or None,
+                       labels.get(LABEL_VARIANT) or None, source="labels")
 
 
 def _infer(present: Sequence[tuple[Evidence, Optional[tuple[str, ...]]]],
@@ -89,6 +95,59 @@ def _infer(present: Sequence[tuple[Evidence, Optional[tuple[str, ...]]]],
     return Expectation(toolkit, release, source="inferred")
 
 
+def _common_release(present: Sequence[tuple[Evidence, Optional[tuple[str, ...]]]],
+                    family: str) -> tuple[Optional[str], list[str]]:
+    """The one major.minor every piece of FAMILY evidence fits, and the releases present.
+
+    Evidence mapping to several releases (cuSPARSE 12.5.x) or a major only (cupy-cuda12x)
+    fits any of them; with no release all evidence fits, the image is a mix."""
+    pinned = [r for e, r in present if r and e.toolkit == family and any("." in x for x in r)]
+    candidates = sorted({x for r in pinned for x in r if "." in x},
+                        key=lambda r: [int(p) for p in r.split(".")])
+    common = [c for c in candidates if all(fits(r, c) for r in pinned)]
+    return (common[-1] if common else None), candidates
+
+
+def _mixed_finding(present: Sequence[tuple[Evidence, Optional[tuple[str, ...]]]],
+                   family: str, releases: Sequence[str]) -> Finding:
+    examples = []
+    for release in releases:
+        holders = [e for e, r in present
+                   if e.toolkit == family and r and release in r]
+        first = holders[0]
+        more = f" and {len(holders) - 1} more" if len(holders) > 1 else ""
+        examples.append(f"{family} {release} ({first.component} {first.version} at "
+                        f"{first.path}{more})")
+    return Finding(
+        VIOLATION, MIXED, "image",
+        f"mixed {family} releases: {'; '.join(examples)}; no label, matrix or expectation "
+        "says which one the image is meant to hold", toolkit=family,
+        version=", ".join(releases), component="releases")
+
+
+def _unplaced(evidence: Evidence, expected: Expectation) -> tuple[str, str]:
+    """A CUDA component version the table cannot place: the table decides how bad it is."""
+    release = expected.release
+    if evidence.toolkit != "cuda" or release is None:
+        return UNMAPPED, (f"{evidence.component} {evidence.version} is not in the component "
+                          "table: its CUDA release is unknown")
+    suffix = re.search(r"-cu(\d+)$", evidence.component)
+    if suffix and suffix.group(1) != release.split(".")[0]:
+        return VIOLATION, (f"{evidence.component} {evidence.version} is built for CUDA "
+                           f"{suffix.group(1)} (its name says so), not for CUDA {release}")
+    if knows_release(release):
+        component = re.sub(r"-cu\d+$", "", evidence.component)
+        listed = sorted({v for full in known_releases() if full.rsplit(".", 1)[0] == release
+                         for name, v in release_components(full).items() if name == component})
+        table_says = (f" (the component table lists {', '.join(listed)} for CUDA {release})"
+                      if listed else "")
+        return VIOLATION, (f"{evidence.component} {evidence.version} is not a version of CUDA "
+                           f"{release}{table_says}")
+    return WARNING, (f"the component table does not know CUDA {release} yet: cannot tell "
+                     f"whether {evidence.component} {evidence.version} belongs to it (add "
+                     f"CUDA {release}'s components to the table)")
+
+
 def _judge_evidence(evidence: Evidence, releases: Optional[tuple[str, ...]],
                     expected: Expectation) -> tuple[str, str]:
     found = f"{evidence.toolkit} {', '.join(releases)}" if releases else evidence.toolkit
@@ -97,8 +156,7 @@ def _judge_evidence(evidence: Evidence, releases: Optional[tuple[str, ...]],
     if evidence.toolkit != expected.accelerator:
         return VIOLATION, f"second accelerator family: {found} in a {expected} image"
     if not releases:
-        return UNMAPPED, (f"{evidence.component} {evidence.version} is not in the component "
-                          "table: its CUDA release is unknown")
+        return _unplaced(evidence, expected)
     if expected.release is None or fits(releases, expected.release):
         return OK, f"{found} matches the expected {expected}"
     return VIOLATION, f"{found} in a {expected} image"
@@ -138,15 +196,22 @@ def _apply_allowlist(findings: list[Finding], rules: Sequence[AllowRule]
 def _config_checks(image: PlatformImage, ref: str, expected: Expectation) -> list[Finding]:
     findings = []
     env, labels = image.env, image.labels
-    if expected.variant is not None:
-        actual = env.get("FROMAGER_VARIANT")
-        if actual != expected.variant:
-            findings.append(Finding(
-                VIOLATION, "config", "config:Env/FROMAGER_VARIANT",
-                f"FROMAGER_VARIANT is {actual!r}, expected the generic {expected.variant!r}"
-                if actual is not None else
-                f"FROMAGER_VARIANT is not set, expected {expected.variant!r}",
-                component="FROMAGER_VARIANT", component_version=actual))
+    actual = env.get("FROMAGER_VARIANT")
+    variant = expected.variant if expected.variant is not None else labels.get(LABEL_VARIANT)
+    if actual is not None and _VERSIONED_VARIANT.search(actual):
+        wanted = f", expected {variant!r}" if variant and variant != actual else ""
+        findings.append(Finding(
+            VIOLATION, "config", "config:Env/FROMAGER_VARIANT",
+            f"FROMAGER_VARIANT {actual!r} names a toolkit version: variants are generic "
+            f"(the version belongs in the index URL and the labels){wanted}",
+            component="FROMAGER_VARIANT", component_version=actual))
+    elif variant is not None and actual != variant:
+        findings.append(Finding(
+            VIOLATION, "config", "config:Env/FROMAGER_VARIANT",
+            f"FROMAGER_VARIANT is {actual!r}, expected the generic {variant!r}"
+            if actual is not None else
+            f"FROMAGER_VARIANT is not set, expected {variant!r}",
+            component="FROMAGER_VARIANT", component_version=actual))
     label_accel, label_version = labels.get(LABEL_ACCELERATOR), labels.get(LABEL_VERSION)
     if label_accel and expected.source != "labels":
         label_release = major_minor(label_version) if label_version else None
@@ -201,14 +266,30 @@ def judge(ref: str, image: PlatformImage, scans: Sequence[LayerScan],
         items.append((evidence, resolve(evidence), None, None))
 
     present = [(e, r) for e, r, _, gone in items if gone is None]
-    expected = expect or _expectation_from_labels(image.labels) or _infer(present, image.env)
-    if expected.accelerator in FAMILIES and expected.release is None:
+    findings: list[Finding] = []
+    mixed: dict[str, list[str]] = {}  # family -> its releases, in an unlabelled mix
+    expected = expect or _expectation_from_labels(image.labels)
+    if expected is None and not any(image.env.get(k) for k in ("CUDA_VERSION", "ROCM_VERSION")):
+        # Nothing states what the image is for: when its evidence has no single release in
+        # common, it is a mix, and no release is singled out as the expected one.
+        for family in FAMILIES:
+            common, candidates = _common_release(present, family)
+            if common is None and len(candidates) > 1:
+                findings.append(_mixed_finding(present, family, candidates))
+                mixed[family] = candidates
+                expected = expected or Expectation(family, source="inferred")
+    if expected is None:
+        expected = _infer(present, image.env)
+    elif expected.accelerator in FAMILIES and expected.release is None and not mixed:
         inferred = _infer(present, image.env, expected.accelerator)
         expected = replace(expected, version=inferred.version)
 
-    findings: list[Finding] = []
     for evidence, releases, digest, gone in items:
         status, reason = _judge_evidence(evidence, releases, expected)
+        if evidence.toolkit in mixed and releases and status == OK:
+            status = WARNING
+            reason = (f"{evidence.toolkit} {', '.join(releases)}: part of a mix of "
+                      f"{evidence.toolkit} {', '.join(mixed[evidence.toolkit])}")
         if gone is not None:
             reason += f"; removed by layer {gone + 1} ({scans[gone].digest[:19]}) " \
                       "but its bytes still ship in a lower layer"

@@ -53,6 +53,7 @@ class Step:
     script: str = ""
     env: dict[str, str] = field(default_factory=dict)
     labels: dict[str, str] = field(default_factory=dict)
+    volumes: Sequence[tuple[Path, str]] = ()  # read-only bind mounts for the script
 
 
 class Images:
@@ -72,7 +73,8 @@ class Images:
                 for source, dest in step.add:
                     run("buildah", "add", ctr, str(source), dest)
                 if step.script:
-                    run("buildah", "run", ctr, "--", "sh", "-euc", step.script)
+                    mounts = [f"--volume={source}:{dest}:ro" for source, dest in step.volumes]
+                    run("buildah", "run", *mounts, ctr, "--", "sh", "-euc", step.script)
                 config = [f"--env={k}={v}" for k, v in step.env.items()]
                 config += [f"--label={k}={v}" for k, v in step.labels.items()]
                 if config:
