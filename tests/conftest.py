@@ -7,6 +7,7 @@ import shutil
 import socket
 import subprocess
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -52,8 +53,9 @@ def _free_port() -> int:
 class Registry:
     """A docker-registry (distribution) process on 127.0.0.1, storage in a temp dir."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, htpasswd: Path | None = None) -> None:
         self.root = root
+        self.htpasswd = htpasswd  # bcrypt entries: the registry then asks for a login
         self.port = _free_port()
         self.host = f"127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -66,6 +68,8 @@ class Registry:
             f"storage: {{filesystem: {{rootdirectory: {self.root / 'data'}}}, "
             "delete: {enabled: true}}\n"
             f"http: {{addr: '{self.host}'}}\n"
+            + (f"auth: {{htpasswd: {{realm: test, path: {self.htpasswd}}}}}\n"
+               if self.htpasswd else "")
         )
         self.proc = subprocess.Popen(
             [shutil.which("docker-registry") or "registry", "serve", str(config)],
@@ -76,6 +80,8 @@ class Registry:
             try:
                 urllib.request.urlopen(f"http://{self.host}/v2/", timeout=1).close()
                 return
+            except urllib.error.HTTPError:
+                return  # 401: up, and asking for a login
             except OSError:
                 time.sleep(0.1)
         raise RuntimeError("docker-registry did not start")
