@@ -3,6 +3,7 @@ and bounded retries with capped exponential backoff on errors a later attempt ca
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,26 +23,21 @@ _TRANSIENT = (
     ": eof",
     "no such host",
     "server misbehaving",
-    "500 internal server error",
-    "502 bad gateway",
-    "503 service unavailable",
-    "504 gateway timeout",
-    "status: 500",
-    "status: 502",
-    "status: 503",
-    "status: 504",
-    "status 500",
-    "status 502",
-    "status 503",
-    "status 504",
     "too many requests",
 )
+
+
+# A 5xx status as containers/image words it: "received unexpected HTTP status: 503 Service
+# Unavailable", "invalid status code from registry 503 (Service Unavailable)", "status 502".
+_STATUS_5XX = re.compile(r"(status|code)\D{0,40}\b5\d\d\b|\b5\d\d \(?(internal server error|"
+                         r"bad gateway|service unavailable|gateway timeout)")
 
 
 def transient(error: ToolError) -> bool:
     """Whether ERROR is a connection error or a 5xx answer (retried), not a refusal."""
     text = error.stderr.lower()
-    return error.timed_out or any(phrase in text for phrase in _TRANSIENT)
+    return (error.timed_out or any(phrase in text for phrase in _TRANSIENT)
+            or _STATUS_5XX.search(text) is not None)
 
 
 @dataclass(frozen=True)
