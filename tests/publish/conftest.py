@@ -6,6 +6,7 @@ from __future__ import annotations
 import http.server
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -18,7 +19,9 @@ from typing import Any
 
 import bcrypt
 import pytest
-from conftest import REPO, Registry, _need
+from support.registry import Registry
+
+REPO = Path(__file__).resolve().parents[2]
 
 PASSWORD = "s3cret-Pa55-" + uuid.uuid4().hex[:8]
 USER = "releaser"
@@ -42,7 +45,8 @@ images:
 
 
 def make_registry(root: Path, htpasswd: Path | None = None) -> Registry:
-    _need("docker-registry")
+    if shutil.which("docker-registry") is None:
+        pytest.fail("docker-registry is not installed: run the README's test command")
     root.mkdir(parents=True)
     reg = Registry(root, htpasswd)
     reg.start()

@@ -12,13 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO
 
 from aipcc_build.publish import mirror as mirror_core
 from aipcc_build.publish.transfer import Event, Retry
 from aipcc_build.report import build_report
 
-from .conftest import PASSWORD, FlakyProxy, build_image, digest_at, push, run_cli
+from .conftest import PASSWORD, REPO, FlakyProxy, build_image, digest_at, push, run_cli
 
 pytestmark = pytest.mark.integration
 
