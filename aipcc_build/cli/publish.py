@@ -62,13 +62,15 @@ def promote(context: Context, report_path: str, to: str, dry_run: bool,
               metavar="DIR", help="Where the ImageDigestMirrorSet and registries.conf go.")
 @click.option("--retries", type=click.IntRange(min=1), default=5, show_default=True,
               help="Attempts per image on connection errors and 5xx answers.")
+@click.option("--jobs", type=click.IntRange(min=1), default=4, show_default=True,
+              help="Images copied at once into a registry.")
 @SOURCE_REGISTRY
 @TLS
 @AUTHFILE
 @matrix_filters
 @pass_context
 def mirror(context: Context, filters: Filters, to: str, source: Optional[str],
-           report_path: Optional[str], build_id: Optional[str], out: str, retries: int,
+           report_path: Optional[str], build_id: Optional[str], out: str, retries: int, jobs: int,
            registry: Optional[str], tls_verify: bool, authfile: Optional[str]) -> int:
     """Copy every image of a release, by digest with all platforms and digests kept, to a
     registry, an OCI layout or an archive; skip what is already there."""
@@ -100,7 +102,7 @@ def mirror(context: Context, filters: Filters, to: str, source: Optional[str],
         request = core.MirrorRequest(images=tuple(images), to=to,
                                      source_registry=source_registry, out=out,
                                      tls_verify=tls_verify, authfile=authfile,
-                                     retry=Retry(attempts=retries))
+                                     retry=Retry(attempts=retries), jobs=jobs)
         result = core.mirror(request, on_event=publish.event_printer())
     finally:
         if temporary is not None:

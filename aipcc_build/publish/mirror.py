@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -44,6 +45,7 @@ class MirrorRequest:
     tls_verify: bool = True
     authfile: Optional[str] = None
     retry: Retry = field(default_factory=Retry)
+    jobs: int = 4  # images copied at once into a registry (a layout takes one at a time)
 
 
 @dataclass(frozen=True)
@@ -168,43 +170,44 @@ def mirror(request: MirrorRequest, runner: Optional[Runner] = None,
         present = layout.refs(work)
         target = f"oci:{work}"
 
-    outcomes = []
-    for index, image in enumerate(request.images, 1):
+    def one(index: int, image: Image) -> Outcome:
         if transport == "docker":
             dest = f"{target}/{image.path}:{image.tag}"
         else:
             dest = f"{target}:{image.path}:{image.tag}"
 
-        def on_retry(attempt: int, wait: float, why: str, image: Image = image,
-                     dest: str = dest, index: int = index) -> None:
+        def on_retry(attempt: int, wait: float, why: str) -> None:
             emit(Event(image.key, "retry", dest, f"{why} (attempt {attempt + 1} of "
                        f"{request.retry.attempts} in {wait:g} s)", index, total))
 
         try:
             if present is None:
-                found = with_retries(lambda dest=dest: skopeo.manifest_digest(
+                found = with_retries(lambda: skopeo.manifest_digest(
                     dest, tls_verify=request.tls_verify, authfile=request.authfile),
                     request.retry, on_retry, sleep)
             else:
                 found = present.get(f"{image.path}:{image.tag}")
             if found == image.digest:
-                outcomes.append(Outcome(image, dest, "skipped"))
                 emit(Event(image.key, "skipped", dest, index=index, total=total))
-                continue
+                return Outcome(image, dest, "skipped")
             emit(Event(image.key, "copying", dest, index=index, total=total))
-            with_retries(lambda image=image, dest=dest: skopeo.copy_all(  # type: ignore[misc]
+            with_retries(lambda: skopeo.copy_all(
                 image.source, dest, tls_verify=request.tls_verify, authfile=request.authfile),
                 request.retry, on_retry, sleep)
-        except ToolError as exc:
-            outcomes.append(Outcome(image, dest, "failed", last_line(exc)))
-            emit(Event(image.key, "failed", dest, last_line(exc), index, total))
-            continue
-        except InputError as exc:
-            outcomes.append(Outcome(image, dest, "failed", str(exc)))
-            emit(Event(image.key, "failed", dest, str(exc), index, total))
-            continue
-        outcomes.append(Outcome(image, dest, "copied"))
+        except (ToolError, InputError) as exc:
+            why = last_line(exc) if isinstance(exc, ToolError) else str(exc)
+            emit(Event(image.key, "failed", dest, why, index, total))
+            return Outcome(image, dest, "failed", why)
         emit(Event(image.key, "copied", dest, index=index, total=total))
+        return Outcome(image, dest, "copied")
+
+    numbered = list(enumerate(request.images, 1))
+    if transport == "docker" and request.jobs > 1:
+        # Registries take concurrent pushes; an OCI layout's index.json does not.
+        with ThreadPoolExecutor(max_workers=request.jobs) as pool:
+            outcomes = list(pool.map(lambda pair: one(*pair), numbered))
+    else:
+        outcomes = [one(index, image) for index, image in numbered]
 
     written: list[str] = []
     failed = any(o.status == "failed" for o in outcomes)

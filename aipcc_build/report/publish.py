@@ -4,6 +4,7 @@ prefixed by the image in CI), the plan of a dry run on stdout, a summary on stde
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Callable
 
@@ -19,7 +20,8 @@ _STYLE = {"copied": "green", "skipped": "dim", "failed": "bold red", "retry": "y
 
 
 def event_printer() -> Callable[[Event], None]:
-    """The on_event callback of promote and mirror."""
+    """The on_event callback of promote and mirror (called from several threads)."""
+    lock = threading.Lock()
     if interactive(sys.stderr):
         from rich.console import Console
 
@@ -28,15 +30,17 @@ def event_printer() -> Callable[[Event], None]:
         def show(event: Event) -> None:
             counter = f"[{event.index}/{event.total}] " if event.total else ""
             extra = f": {event.message}" if event.message else ""
-            console.print(f"{counter}[{_STYLE.get(event.kind, '')}]{event.kind}[/] "
-                          f"{event.key} -> {event.dest}{extra}", markup=True)
+            with lock:
+                console.print(f"{counter}[{_STYLE.get(event.kind, '')}]{event.kind}[/] "
+                              f"{event.key} -> {event.dest}{extra}", markup=True)
         return show
 
     def line(event: Event) -> None:
         counter = f" ({event.index}/{event.total})" if event.total else ""
         extra = f": {event.message}" if event.message else ""
-        sys.stderr.write(f"{event.key}: {event.kind} {event.dest}{counter}{extra}\n")
-        sys.stderr.flush()
+        with lock:
+            sys.stderr.write(f"{event.key}: {event.kind} {event.dest}{counter}{extra}\n")
+            sys.stderr.flush()
     return line
 
 

@@ -126,7 +126,7 @@ def test_mirror_killed_halfway_resumes(release: dict[str, Any], registries: dict
     env = dict(os.environ, PYTHONPATH=str(REPO))
     args = [sys.executable, "-m", "aipcc_build", "--matrix", str(release["matrix"]), "mirror",
             "--no-tls-verify", "--out", str(tmp_path), "--report", str(release["report"]),
-            "--to", f"docker://{dst}"]
+            "--jobs", "1", "--to", f"docker://{dst}"]
     child = subprocess.Popen(args, env=env, stderr=subprocess.PIPE, text=True,
                              stdout=subprocess.DEVNULL, start_new_session=True)
     assert child.stderr is not None
