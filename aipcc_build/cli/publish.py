@@ -75,6 +75,7 @@ def mirror(context: Context, filters: Filters, to: str, source: Optional[str],
     """Copy every image of a release, by digest with all platforms and digests kept, to a
     registry, an OCI layout or an archive; skip what is already there."""
     from ..publish import mirror as core
+    from ..publish import registry_http
     from ..publish.transfer import Retry
     from ..report import build_report, publish
     from ..tools.skopeo import Skopeo
@@ -103,7 +104,8 @@ def mirror(context: Context, filters: Filters, to: str, source: Optional[str],
                                      source_registry=source_registry, out=out,
                                      tls_verify=tls_verify, authfile=authfile,
                                      retry=Retry(attempts=retries), jobs=jobs)
-        result = core.mirror(request, on_event=publish.event_printer())
+        result = core.mirror(request, on_event=publish.event_printer(),
+                             probe=registry_http.manifest_digest)
     finally:
         if temporary is not None:
             from ..publish import layout

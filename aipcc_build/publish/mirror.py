@@ -22,6 +22,7 @@ from ..report.build_report import ReportEntry
 from ..tools.runner import Runner
 from ..tools.skopeo import Skopeo
 from . import layout, mirror_config
+from .registry_http import UNKNOWN
 from .transfer import Event, OnEvent, Retry, below, last_line, repository_of, tag_of, with_retries
 
 
@@ -139,9 +140,15 @@ def images_from_layout(source: str) -> tuple[list[Image], str, Optional[Path]]:
     return images, registry, temporary
 
 
+# A quick look at a destination tag's digest (registry_http.manifest_digest), or None: ask
+# skopeo every time.
+Probe = Callable[[str, bool], object]
+
+
 def mirror(request: MirrorRequest, runner: Optional[Runner] = None,
            on_event: Optional[OnEvent] = None,
-           sleep: Callable[[float], None] = time.sleep) -> MirrorResult:
+           sleep: Callable[[float], None] = time.sleep,
+           probe: Optional[Probe] = None) -> MirrorResult:
     transport, location = destination(request.to)
     skopeo = Skopeo(runner)
     emit = on_event or (lambda event: None)
@@ -181,7 +188,10 @@ def mirror(request: MirrorRequest, runner: Optional[Runner] = None,
                        f"{request.retry.attempts} in {wait:g} s)", index, total))
 
         try:
-            if present is None:
+            quick = probed.get(index, UNKNOWN)
+            if quick is not UNKNOWN:
+                found = quick if isinstance(quick, str) else None
+            elif present is None:
                 found = with_retries(lambda: skopeo.manifest_digest(
                     dest, tls_verify=request.tls_verify, authfile=request.authfile),
                     request.retry, on_retry, sleep)
@@ -202,6 +212,10 @@ def mirror(request: MirrorRequest, runner: Optional[Runner] = None,
         return Outcome(image, dest, "copied")
 
     numbered = list(enumerate(request.images, 1))
+    # The quick looks first, one after the other: after the first they take milliseconds
+    # each, where threads would each pay the first one's set-up.
+    probed = {index: probe(f"{target}/{image.path}:{image.tag}", request.tls_verify)
+              for index, image in numbered} if probe and transport == "docker" else {}
     if transport == "docker" and request.jobs > 1:
         # Registries take concurrent pushes; an OCI layout's index.json does not.
         with ThreadPoolExecutor(max_workers=request.jobs) as pool:

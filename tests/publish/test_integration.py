@@ -148,7 +148,7 @@ def test_mirror_killed_halfway_resumes(release: dict[str, Any], registries: dict
 def test_mirror_retries_503_and_marks_a_dead_registry_failed(
         release: dict[str, Any], registries: dict[str, Any], tmp_path: Path) -> None:
     upstream = registries["src"].host
-    with FlakyProxy(upstream, failures=3) as flaky:
+    with FlakyProxy(upstream, failures=8) as flaky:
         done = mirror(release, "--report", str(release["report"]), "--to",
                       f"docker://{flaky.host}/flaky", out=tmp_path)
         assert done.returncode == 0, done.stderr
