@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
-import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from support.registry import Registry
 
 from aipcc_build.cli import main
 from tests.support.project import Project, small_project
@@ -46,50 +44,6 @@ def base_image() -> str:
     subprocess.run([str(REPO / "scripts" / "base-image"), BASE_IMAGE], check=True,
                    capture_output=True)
     return BASE_IMAGE
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class Registry:
-    """A docker-registry (distribution) process on 127.0.0.1, storage in a temp dir."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.port = _free_port()
-        self.host = f"127.0.0.1:{self.port}"
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        config = self.root / "config.yml"
-        config.write_text(
-            "version: 0.1\n"
-            "log: {level: error}\n"
-            f"storage: {{filesystem: {{rootdirectory: {self.root / 'data'}}}, "
-            "delete: {enabled: true}}\n"
-            f"http: {{addr: '{self.host}'}}\n"
-        )
-        self.proc = subprocess.Popen(
-            [shutil.which("docker-registry") or "registry", "serve", str(config)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                urllib.request.urlopen(f"http://{self.host}/v2/", timeout=1).close()
-                return
-            except OSError:
-                time.sleep(0.1)
-        raise RuntimeError("docker-registry did not start")
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            self.proc.terminate()
-            self.proc.wait(timeout=10)
-            self.proc = None
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from typing import Optional
 import click
 
 from ..errors import AipccError
-from . import build, compat, edit, images, validate  # noqa: F401  (register the commands)
+from . import build, compat, edit, images, publish, validate  # noqa: F401  (register the commands)
 from .options import cli
 
 # Request field (as core errors name it) -> the option that sets it.
@@ -33,6 +33,8 @@ OPTION_OF_FIELD = {
     "filters.oses": "--os",
     "filters.kinds": "--kind",
     "filters.names": "--only",
+    "to": "--to",
+    "source": "--from",
 }
 
 

@@ -118,6 +118,10 @@ class _Reader:
         return yaml.SafeLoader("").construct_object(node, deep=True)
 
 
+# What a registry accepts as a tag.
+TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")
+
+
 def _pattern(reader: _Reader, node: yaml.Node, field: str, allowed: Iterable[str]) -> str:
     """A str.format pattern that may only use the given placeholders."""
     text = reader.scalar(node, field)
@@ -166,11 +170,23 @@ def parse(text: str, file: str) -> Matrix:
     if reader.scalar(schema_node, "schema") != str(SCHEMA):
         raise reader.error(schema_node, "schema", f"unsupported schema (this tool reads {SCHEMA})")
 
-    product_fields = reader.mapping(top["product"][1], "product", ("name", "version"),
-                                    ("name", "version"))
+    product_fields = reader.mapping(top["product"][1], "product",
+                                    ("name", "version", "moving_tags"), ("name", "version"))
+    moving_tags: list[str] = []
+    if "moving_tags" in product_fields:
+        items = reader.sequence(product_fields["moving_tags"][1], "product.moving_tags")
+        for index, node in enumerate(items):
+            field = f"product.moving_tags[{index}]"
+            tag = _pattern(reader, node, field, ("version", "build_id"))
+            sample = tag.format(version="1.0", build_id="1")
+            if not TAG.fullmatch(sample):
+                raise reader.error(node, field, f"'{tag}' does not make a valid tag "
+                                   "(letters, digits, '.', '_', '-'; 128 at most)")
+            moving_tags.append(tag)
     product = Product(
         name=reader.name(product_fields["name"][1], "product.name"),
         version=reader.name(product_fields["version"][1], "product.version"),
+        moving_tags=tuple(moving_tags),
     )
     registry = reader.scalar(top["registry"][1], "registry", SAFE_REFERENCE,
                              "a registry reference (host[:port]/namespace)")

@@ -58,6 +58,9 @@ class AllowRule:
 class Product:
     name: str
     version: str
+    # Tags that move to each release ("{version}", "latest"); placeholders {version} and
+    # {build_id}. `promote` sets them besides the immutable "{version}-{build_id}".
+    moving_tags: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -117,6 +117,13 @@ def read(path: Union[str, Path], field: str = "report") -> list[ReportEntry]:
     return entries
 
 
+def build_id(path: Union[str, Path], field: str = "report") -> Optional[str]:
+    """The build id the report was written for (`promote` tags releases with it)."""
+    read(path, field)
+    value = json.loads(Path(str(path)).read_text()).get("build_id")
+    return _text(value)
+
+
 def _text(value: Any) -> Optional[str]:
     return value if isinstance(value, str) and value else None
 

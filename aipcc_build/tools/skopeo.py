@@ -5,6 +5,7 @@ Calls go through the process runner, so unit tests hand in a recording fake.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Sequence
 from typing import Any, Optional
@@ -70,6 +71,40 @@ class Skopeo:
     def copy(self, source: str, dest: str, extra: Sequence[str] = ()) -> None:
         """Copy an image; EXTRA are further `skopeo copy` options."""
         self._call(["copy", "--quiet", *extra, source, dest], source, timeout=COPY_TIMEOUT)
+
+
+    def manifest_digest(self, ref: str, *, tls_verify: bool = True,
+                        authfile: Optional[str] = None) -> Optional[str]:
+        """sha256 of the manifest (or index) bytes as stored: the digest a pull by digest
+        gets. None when REF does not exist; other failures raise ToolError."""
+        args = ["inspect", "--raw", *_tls("--tls-verify", ref, tls_verify),
+                *_auth("--authfile", authfile), ref]
+        try:
+            raw = self._call(args, ref)
+        except InputError:
+            return None
+        return "sha256:" + hashlib.sha256(raw).hexdigest()
+
+    def copy_all(self, source: str, dest: str, *, tls_verify: bool = True,
+                 authfile: Optional[str] = None) -> None:
+        """Copy SOURCE with every platform, keeping its digests (`--all --preserve-digests`:
+        skopeo refuses rather than rewrite a manifest)."""
+        self.copy(source, dest, [
+            "--all", "--preserve-digests",
+            *_tls("--src-tls-verify", source, tls_verify),
+            *_tls("--dest-tls-verify", dest, tls_verify),
+            *_auth("--src-authfile", authfile), *_auth("--dest-authfile", authfile),
+        ])
+
+
+def _tls(option: str, ref: str, verify: bool) -> list[str]:
+    # Only the docker transport talks TLS; oci:, dir: and the archives reject the option.
+    return [f"{option}=false"] if not verify and ref.startswith("docker://") else []
+
+
+def _auth(option: str, authfile: Optional[str]) -> list[str]:
+    # Without it skopeo reads REGISTRY_AUTH_FILE or the default auth.json by itself.
+    return [option, authfile] if authfile else []
 
 
 def json_object(data: bytes, what: str) -> dict[str, Any]:

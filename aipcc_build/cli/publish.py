@@ -1,0 +1,115 @@
+"""Commands on released images: promote (by digest to the release repositories) and mirror
+(to another registry, or through an archive to a disconnected site)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Optional
+
+import click
+
+from .options import Context, cli, matrix_filters, pass_context, resolved_build_id
+
+if TYPE_CHECKING:
+    from ..matrix import Filters
+
+TLS = click.option("--tls-verify/--no-tls-verify", default=True, show_default=True,
+                   help="Verify registries' TLS certificates (and require HTTPS).")
+AUTHFILE = click.option("--authfile", type=click.Path(dir_okay=False), metavar="FILE",
+                        help="Containers auth file (default: REGISTRY_AUTH_FILE, or "
+                             "skopeo's default auth.json).")
+SOURCE_REGISTRY = click.option("--registry", metavar="HOST/NAMESPACE",
+                               help="The registry the build pushed to (default: the "
+                                    "matrix's).")
+
+
+@cli.command()
+@click.option("--report", "report_path", required=True, type=click.Path(dir_okay=False),
+              metavar="FILE", help="The build report of the build to release.")
+@click.option("--to", required=True, metavar="REGISTRY/NAMESPACE",
+              help="Where the release repositories are.")
+@click.option("--dry-run", is_flag=True, help="Print the plan; copy nothing.")
+@SOURCE_REGISTRY
+@TLS
+@AUTHFILE
+@pass_context
+def promote(context: Context, report_path: str, to: str, dry_run: bool,
+            registry: Optional[str], tls_verify: bool, authfile: Optional[str]) -> int:
+    """Copy every image the build report marks ok, by digest and with all its platforms,
+    to the release repositories: tagged VERSION-BUILD_ID and the matrix's moving tags."""
+    from ..publish.promote import PromoteRequest
+    from ..publish.promote import promote as run
+    from ..report import publish
+
+    matrix = context.load()
+    request = PromoteRequest(report=report_path, to=to,
+                             source_registry=registry or matrix.registry,
+                             product=matrix.product, dry_run=dry_run, tls_verify=tls_verify,
+                             authfile=authfile)
+    publish.promoted(run(request, on_event=publish.event_printer()))
+    return 0
+
+
+@cli.command()
+@click.option("--to", required=True, metavar="docker://HOST/NS|oci-archive:FILE|dir:PATH",
+              help="Where the images go.")
+@click.option("--from", "source", metavar="oci-archive:FILE|dir:PATH",
+              help="Mirror out of an archive or layout a previous mirror wrote.")
+@click.option("--report", "report_path", type=click.Path(dir_okay=False), metavar="FILE",
+              help="The release: the images this build report marks ok.")
+@click.option("--build-id", metavar="ID",
+              help="The release: the matrix's images of this build (with the filters).")
+@click.option("--out", default=".", show_default=True, type=click.Path(file_okay=False),
+              metavar="DIR", help="Where the ImageDigestMirrorSet and registries.conf go.")
+@click.option("--retries", type=click.IntRange(min=1), default=5, show_default=True,
+              help="Attempts per image on connection errors and 5xx answers.")
+@click.option("--jobs", type=click.IntRange(min=1), default=4, show_default=True,
+              help="Images copied at once into a registry.")
+@SOURCE_REGISTRY
+@TLS
+@AUTHFILE
+@matrix_filters
+@pass_context
+def mirror(context: Context, filters: Filters, to: str, source: Optional[str],
+           report_path: Optional[str], build_id: Optional[str], out: str, retries: int, jobs: int,
+           registry: Optional[str], tls_verify: bool, authfile: Optional[str]) -> int:
+    """Copy every image of a release, by digest with all platforms and digests kept, to a
+    registry, an OCI layout or an archive; skip what is already there."""
+    from ..publish import mirror as core
+    from ..publish import registry_http
+    from ..publish.transfer import Retry
+    from ..report import build_report, publish
+    from ..tools.skopeo import Skopeo
+
+    if sum(x is not None for x in (source, report_path, build_id)) != 1:
+        raise click.UsageError("give one of --from, --report or --build-id")
+    core.destination(to)
+    temporary = None
+    try:
+        if source is not None:
+            images, source_registry, temporary = core.images_from_layout(source)
+        else:
+            source_registry = registry or context.load().registry
+            if report_path is not None:
+                images = core.images_from_report(build_report.read(report_path),
+                                                  source_registry)
+            else:
+                from ..matrix import expand
+
+                specs = expand(context.load(), build_id=resolved_build_id(build_id),
+                               registry=registry, filters=filters)
+                images = core.images_from_references(
+                    [(s.key, s.reference) for s in specs], source_registry, Skopeo(),
+                    tls_verify=tls_verify, authfile=authfile)
+        request = core.MirrorRequest(images=tuple(images), to=to,
+                                     source_registry=source_registry, out=out,
+                                     tls_verify=tls_verify, authfile=authfile,
+                                     retry=Retry(attempts=retries), jobs=jobs)
+        result = core.mirror(request, on_event=publish.event_printer(),
+                             probe=registry_http.manifest_digest)
+    finally:
+        if temporary is not None:
+            from ..publish import layout
+
+            layout.remove(temporary)
+    publish.mirrored(result)
+    return 1 if result.failed else 0

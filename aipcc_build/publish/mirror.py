@@ -1,0 +1,241 @@
+"""mirror: copy every image of a release, by digest and with every platform, to another
+registry, or into one OCI layout (`dir:PATH`) or archive (`oci-archive:FILE`) for a
+disconnected site, and from such a layout or archive into that site's registry.
+
+Resumable: an image the destination already holds at the same digest is skipped, so a run
+killed halfway finishes on the next one. Connection errors and 5xx answers are retried with
+capped exponential backoff; an image that still fails is reported failed and the others go
+on. A run into a registry writes an ImageDigestMirrorSet and a registries.conf snippet.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from ..errors import InputError, ToolError
+from ..report.build_report import ReportEntry
+from ..tools.runner import Runner
+from ..tools.skopeo import Skopeo
+from . import layout, mirror_config
+from .registry_http import UNKNOWN
+from .transfer import Event, OnEvent, Retry, below, last_line, repository_of, tag_of, with_retries
+
+
+@dataclass(frozen=True)
+class Image:
+    """One image to mirror: KEY names it; PATH:TAG is its name below the source registry."""
+
+    key: str
+    path: str
+    tag: str
+    digest: str
+    source: str  # a skopeo reference by digest: docker://REPO@sha256:..., oci:DIR:REF
+
+
+@dataclass(frozen=True)
+class MirrorRequest:
+    images: tuple[Image, ...]
+    to: str  # docker://HOST/NS, dir:PATH or oci-archive:FILE
+    source_registry: str  # the registry the images are named under (for the mirror config)
+    out: str = "."  # where the mirror config goes
+    tls_verify: bool = True
+    authfile: Optional[str] = None
+    retry: Retry = field(default_factory=Retry)
+    jobs: int = 4  # images copied at once into a registry (a layout takes one at a time)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    image: Image
+    dest: str
+    status: str  # copied, skipped, failed
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class MirrorResult:
+    outcomes: tuple[Outcome, ...]
+    written: tuple[str, ...]  # archive, mirror config
+
+    @property
+    def failed(self) -> list[Outcome]:
+        return [o for o in self.outcomes if o.status == "failed"]
+
+
+def destination(to: str) -> tuple[str, str]:
+    """(transport, location) of a --to or --from value; InputError on anything else."""
+    for transport in ("docker://", "oci-archive:", "dir:"):
+        if to.startswith(transport) and len(to) > len(transport):
+            return transport.rstrip(":/"), to[len(transport):].rstrip("/")
+    raise InputError(f"'{to}' is not docker://HOST/NAMESPACE, oci-archive:FILE or dir:PATH",
+                     field="to")
+
+
+def images_from_report(entries: Sequence[ReportEntry], source_registry: str) -> list[Image]:
+    """The ok images of a build report; InputError on an image outside SOURCE_REGISTRY.
+    Images not ok are not part of the release."""
+    images = []
+    for entry in entries:
+        key, reference, digest, status = entry.key, entry.reference, entry.digest, entry.status
+        if status != "ok" or not digest or not reference:
+            continue
+        path, tag = below(reference, source_registry), tag_of(reference)
+        if path is None or tag is None:
+            raise InputError(f"{key}: {reference} is not REPOSITORY:TAG below "
+                             f"{source_registry}", field="registry")
+        images.append(Image(key, path, tag, digest,
+                            f"docker://{repository_of(reference)}@{digest}"))
+    return images
+
+
+def images_from_references(references: Sequence[tuple[str, str]], source_registry: str,
+                           skopeo: Skopeo, tls_verify: bool = True,
+                           authfile: Optional[str] = None) -> list[Image]:
+    """(key, reference) pairs of the matrix, pinned to the digest each tag has now."""
+    images = []
+    for key, reference in references:
+        digest = skopeo.manifest_digest(f"docker://{reference}", tls_verify=tls_verify,
+                                        authfile=authfile)
+        path, tag = below(reference, source_registry), tag_of(reference)
+        if digest is None:
+            raise InputError(f"{key}: {reference} does not exist", field="build_id")
+        assert path is not None and tag is not None
+        images.append(Image(key, path, tag, digest,
+                            f"docker://{repository_of(reference)}@{digest}"))
+    return images
+
+
+def images_from_layout(source: str) -> tuple[list[Image], str, Optional[Path]]:
+    """The images of a dir: layout or oci-archive (unpacked into a temporary directory,
+    returned third for removal) and the registry they came from."""
+    transport, location = destination(source)
+    if transport == "docker":
+        raise InputError("mirror from a registry takes a build report or the matrix",
+                         field="source")
+    path, temporary = Path(location), None
+    if transport == "oci-archive":
+        if not path.is_file():
+            raise InputError("no such archive", file=location, field="source")
+        import tempfile
+
+        temporary = Path(tempfile.mkdtemp(prefix="aipcc-mirror-"))
+        layout.unpack(path, temporary)
+        path = temporary
+    elif not (path / "index.json").is_file():
+        raise InputError("not an OCI layout (no index.json)", file=location, field="source")
+    registry = layout.source_registry(path)
+    if registry is None:
+        raise InputError(f"no {layout.META}: not written by aipcc-build mirror",
+                         file=location, field="source")
+    images = []
+    for ref, digest in sorted(layout.refs(path).items()):
+        name, _, tag = ref.rpartition(":")
+        images.append(Image(key=name, path=name, tag=tag, digest=digest,
+                            source=f"oci:{path}:{ref}"))
+    return images, registry, temporary
+
+
+# A quick look at a destination tag's digest (registry_http.manifest_digest), or None: ask
+# skopeo every time.
+Probe = Callable[[str, bool], object]
+
+
+def mirror(request: MirrorRequest, runner: Optional[Runner] = None,
+           on_event: Optional[OnEvent] = None,
+           sleep: Callable[[float], None] = time.sleep,
+           probe: Optional[Probe] = None) -> MirrorResult:
+    transport, location = destination(request.to)
+    skopeo = Skopeo(runner)
+    emit = on_event or (lambda event: None)
+    total = len(request.images)
+    archive: Optional[Path] = None
+    if transport == "docker":
+        target, present = f"docker://{location}", None
+    else:
+        work = Path(location)
+        present = {}
+        if transport == "oci-archive":
+            archive, work = work, Path(location + ".partial")
+            if not work.exists():
+                present = layout.archive_refs(archive)
+                wanted = {f"{i.path}:{i.tag}": i.digest for i in request.images}
+                if present and all(present.get(r) == d for r, d in wanted.items()):
+                    # Nothing new: the archive stays as it is, untouched.
+                    outcomes = [Outcome(i, f"{request.to}:{i.path}:{i.tag}", "skipped")
+                                for i in request.images]
+                    for n, o in enumerate(outcomes, 1):
+                        emit(Event(o.image.key, "skipped", o.dest, index=n, total=total))
+                    return MirrorResult(tuple(outcomes), ())
+                if present:
+                    layout.unpack(archive, work)
+        work.mkdir(parents=True, exist_ok=True)
+        present = layout.refs(work)
+        target = f"oci:{work}"
+
+    def one(index: int, image: Image) -> Outcome:
+        if transport == "docker":
+            dest = f"{target}/{image.path}:{image.tag}"
+        else:
+            dest = f"{target}:{image.path}:{image.tag}"
+
+        def on_retry(attempt: int, wait: float, why: str) -> None:
+            emit(Event(image.key, "retry", dest, f"{why} (attempt {attempt + 1} of "
+                       f"{request.retry.attempts} in {wait:g} s)", index, total))
+
+        try:
+            quick = probed.get(index, UNKNOWN)
+            if quick is not UNKNOWN:
+                found = quick if isinstance(quick, str) else None
+            elif present is None:
+                found = with_retries(lambda: skopeo.manifest_digest(
+                    dest, tls_verify=request.tls_verify, authfile=request.authfile),
+                    request.retry, on_retry, sleep)
+            else:
+                found = present.get(f"{image.path}:{image.tag}")
+            if found == image.digest:
+                emit(Event(image.key, "skipped", dest, index=index, total=total))
+                return Outcome(image, dest, "skipped")
+            emit(Event(image.key, "copying", dest, index=index, total=total))
+            with_retries(lambda: skopeo.copy_all(
+                image.source, dest, tls_verify=request.tls_verify, authfile=request.authfile),
+                request.retry, on_retry, sleep)
+        except (ToolError, InputError) as exc:
+            why = last_line(exc) if isinstance(exc, ToolError) else str(exc)
+            emit(Event(image.key, "failed", dest, why, index, total))
+            return Outcome(image, dest, "failed", why)
+        emit(Event(image.key, "copied", dest, index=index, total=total))
+        return Outcome(image, dest, "copied")
+
+    numbered = list(enumerate(request.images, 1))
+    # The quick looks first, one after the other: after the first they take milliseconds
+    # each, where threads would each pay the first one's set-up.
+    probed = {index: probe(f"{target}/{image.path}:{image.tag}", request.tls_verify)
+              for index, image in numbered} if probe and transport == "docker" else {}
+    if transport == "docker" and request.jobs > 1:
+        # Registries take concurrent pushes; an OCI layout's index.json does not.
+        with ThreadPoolExecutor(max_workers=request.jobs) as pool:
+            outcomes = list(pool.map(lambda pair: one(*pair), numbered))
+    else:
+        outcomes = [one(index, image) for index, image in numbered]
+
+    written: list[str] = []
+    failed = any(o.status == "failed" for o in outcomes)
+    if transport == "docker":
+        mirrors = {request.source_registry: location}
+        name = "aipcc-" + location.replace("/", "-").replace(":", "-").replace(".", "-")
+        written += [str(p) for p in mirror_config.write(Path(request.out), name.lower(),
+                                                        mirrors)]
+    else:
+        layout.write_meta(work, request.source_registry)
+        if archive is not None and not failed:
+            layout.pack(work, archive)
+            layout.remove(work)
+            written.append(str(archive))
+        elif archive is None:
+            written.append(str(work))
+    return MirrorResult(tuple(outcomes), tuple(written))

@@ -1,0 +1,133 @@
+"""promote: copy the images a build report marks ok, by digest and with every platform, to
+the release repositories, tagged `{version}-{build_id}` and the matrix's moving tags.
+
+Everything is checked before anything is copied: an image the report does not mark ok, or
+whose digest in the source registry is no longer the report's, refuses the whole promotion.
+A tag the destination already holds at the same digest is not copied again; tags are never
+deleted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from ..errors import InputError
+from ..matrix.model import Product
+from ..report import build_report
+from ..tools.runner import Runner
+from ..tools.skopeo import Skopeo
+from .transfer import Copy, Event, OnEvent, Retry, below, repository_of, with_retries
+
+
+@dataclass(frozen=True)
+class PromoteRequest:
+    report: str  # build report path
+    to: str  # HOST/NAMESPACE of the release repositories
+    source_registry: str  # the registry the build pushed to (the matrix's by default)
+    product: Product
+    dry_run: bool = False
+    tls_verify: bool = True
+    authfile: Optional[str] = None
+    retry: Retry = field(default_factory=Retry)
+
+
+@dataclass(frozen=True)
+class PromoteResult:
+    build_id: str
+    planned: tuple[Copy, ...]  # every (image, tag)
+    copied: tuple[Copy, ...]  # what this run copied (nothing on a dry run)
+    skipped: tuple[Copy, ...]  # already at the destination with the same digest
+    dry_run: bool
+
+
+def release_tags(product: Product, build_id: str) -> list[str]:
+    """The immutable tag first, then the moving tags, without repeats."""
+    tags = [f"{product.version}-{build_id}"]
+    for pattern in product.moving_tags:
+        tag = pattern.format(version=product.version, build_id=build_id)
+        if tag not in tags:
+            tags.append(tag)
+    return tags
+
+
+def plan(request: PromoteRequest) -> tuple[str, list[Copy]]:
+    """(build id, the copies): refuses (InputError naming every image) an image not ok,
+    without a digest, or outside the source registry. Reads nothing but the report."""
+    entries = build_report.read(request.report)
+    build_id = build_report.build_id(request.report)
+    if build_id is None:
+        raise InputError("the build report has no build_id", file=request.report,
+                         field="build_id")
+    if not entries:
+        raise InputError("the build report lists no images", file=request.report)
+    problems, copies = [], []
+    tags = release_tags(request.product, build_id)
+    to = request.to.rstrip("/")
+    for entry in entries:
+        path = below(entry.reference, request.source_registry) if entry.reference else None
+        if entry.status != "ok":
+            problems.append(f"{entry.key} is {entry.status or 'without a status'} in the "
+                            "report, not ok")
+        elif not entry.digest or not entry.reference:
+            problems.append(f"{entry.key} has no pushed digest in the report")
+        elif path is None:
+            problems.append(f"{entry.key}: {entry.reference} is not below "
+                            f"{request.source_registry}")
+        else:
+            repository = repository_of(entry.reference)
+            for tag in tags:
+                copies.append(Copy(key=entry.key, source=f"{repository}@{entry.digest}",
+                                   dest=f"{to}/{path}:{tag}", digest=entry.digest))
+    if problems:
+        raise InputError("refusing to promote: " + "; ".join(problems), file=request.report)
+    return build_id, copies
+
+
+def promote(request: PromoteRequest, runner: Optional[Runner] = None,
+            on_event: Optional[OnEvent] = None) -> PromoteResult:
+    skopeo = Skopeo(runner)
+    emit = on_event or (lambda event: None)
+    build_id, copies = plan(request)
+
+    def digest(ref: str, key: str) -> Optional[str]:
+        return with_retries(
+            lambda: skopeo.manifest_digest(f"docker://{ref}", tls_verify=request.tls_verify,
+                                           authfile=request.authfile),
+            request.retry,
+            lambda n, wait, why: emit(Event(key, "retry", ref, f"{why} (retry {n} in "
+                                                              f"{wait:g} s)")))
+
+    # The source must still hold what the report says, for every image, before any copy.
+    moved = []
+    entries = build_report.read(request.report)
+    for entry in entries:
+        assert entry.reference is not None
+        found = digest(entry.reference, entry.key)
+        if found != entry.digest:
+            moved.append(f"{entry.key}: {entry.reference} is now "
+                         f"{found or 'gone'}, the report says {entry.digest}")
+    if moved:
+        raise InputError("refusing to promote, the source changed since the build: " +
+                         "; ".join(moved), file=request.report)
+    copied, skipped = [], []
+    for index, item in enumerate(copies, 1):
+        if digest(item.dest, item.key) == item.digest:
+            skipped.append(item)
+            emit(Event(item.key, "skipped", item.dest, index=index, total=len(copies)))
+            continue
+        if request.dry_run:
+            emit(Event(item.key, "planned", item.dest, index=index, total=len(copies)))
+            continue
+        emit(Event(item.key, "copying", item.dest, index=index, total=len(copies)))
+        with_retries(
+            lambda item=item: skopeo.copy_all(  # type: ignore[misc]
+                f"docker://{item.source}", f"docker://{item.dest}",
+                tls_verify=request.tls_verify, authfile=request.authfile),
+            request.retry,
+            lambda n, wait, why, item=item: emit(Event(  # type: ignore[misc]
+                item.key, "retry", item.dest, f"{why} (retry {n} in {wait:g} s)")))
+        copied.append(item)
+        emit(Event(item.key, "copied", item.dest, index=index, total=len(copies)))
+    return PromoteResult(build_id=build_id, planned=tuple(copies), copied=tuple(copied),
+                         skipped=tuple(skipped), dry_run=request.dry_run)

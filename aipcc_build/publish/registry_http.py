@@ -1,0 +1,72 @@
+"""A fast, anonymous look at a registry tag's digest: one HTTP HEAD of its manifest instead
+of a skopeo process, so that a rerun with nothing to copy costs little. It sends no
+credentials: when the registry asks for them (401/403), or answers anything unexpected, it
+returns UNKNOWN and the caller asks skopeo, which reads the auth files."""
+
+from __future__ import annotations
+
+import functools
+import http.client
+import ssl
+from typing import Optional, Union
+
+UNKNOWN = object()  # ask skopeo
+ACCEPT = ", ".join((
+    "application/vnd.oci.image.index.v1+json",
+    "application/vnd.oci.image.manifest.v1+json",
+    "application/vnd.docker.distribution.manifest.list.v2+json",
+    "application/vnd.docker.distribution.manifest.v2+json",
+))
+TIMEOUT = 10.0
+
+
+# Hosts that answered on plain HTTP (only ever tried with TLS verification off).
+_PLAIN: dict[str, list[str]] = {}
+
+
+@functools.lru_cache(maxsize=2)
+def _context(verify: bool) -> ssl.SSLContext:
+    # Loading the CA bundle takes tens of milliseconds: once per run, not once per image.
+    if verify:
+        return ssl.create_default_context()
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # no CA bundle: nothing is verified
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+def manifest_digest(ref: str, tls_verify: bool = True) -> Union[Optional[str], object]:
+    """The digest REF (docker://HOST/REPO:TAG) points at, None when the tag does not exist,
+    UNKNOWN when only skopeo can tell."""
+    if not ref.startswith("docker://"):
+        return UNKNOWN
+    host, _, rest = ref[len("docker://"):].partition("/")
+    repository, _, tag = rest.rpartition(":")
+    if not repository or not tag or "@" in rest or "." not in host and ":" not in host \
+            and host != "localhost":
+        return UNKNOWN
+    schemes = ["https"] if tls_verify else _PLAIN.get(host, ["https", "http"])
+    for scheme in schemes:
+        try:
+            if scheme == "https":
+                conn: http.client.HTTPConnection = http.client.HTTPSConnection(
+                    host, timeout=TIMEOUT, context=_context(tls_verify))
+            else:
+                conn = http.client.HTTPConnection(host, timeout=TIMEOUT)
+            try:
+                conn.request("HEAD", f"/v2/{repository}/manifests/{tag}",
+                             headers={"Accept": ACCEPT})
+                answer = conn.getresponse()
+                status, digest = answer.status, answer.getheader("Docker-Content-Digest")
+            finally:
+                conn.close()
+        except (OSError, http.client.HTTPException):
+            continue  # no TLS there (try plain HTTP when allowed), or unreachable
+        if scheme == "http":
+            _PLAIN[host] = ["http"]  # the next look at this host skips the TLS attempt
+        if status == 200 and digest and digest.startswith("sha256:"):
+            return digest
+        if status == 404:
+            return None
+        return UNKNOWN
+    return UNKNOWN

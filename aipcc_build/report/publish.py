@@ -1,0 +1,70 @@
+"""How promote and mirror look: one line per event (rich colours on a terminal, plain lines
+prefixed by the image in CI), the plan of a dry run on stdout, a summary on stderr."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Callable
+
+from .console import interactive, shown_path
+
+if TYPE_CHECKING:
+    from ..publish.mirror import MirrorResult
+    from ..publish.promote import PromoteResult
+    from ..publish.transfer import Event
+
+_STYLE = {"copied": "green", "skipped": "dim", "failed": "bold red", "retry": "yellow",
+          "copying": "cyan", "planned": "blue"}
+
+
+def event_printer() -> Callable[[Event], None]:
+    """The on_event callback of promote and mirror (called from several threads)."""
+    lock = threading.Lock()
+    if interactive(sys.stderr):
+        from rich.console import Console
+
+        console = Console(stderr=True, highlight=False)
+
+        def show(event: Event) -> None:
+            counter = f"[{event.index}/{event.total}] " if event.total else ""
+            extra = f": {event.message}" if event.message else ""
+            with lock:
+                console.print(f"{counter}[{_STYLE.get(event.kind, '')}]{event.kind}[/] "
+                              f"{event.key} -> {event.dest}{extra}", markup=True)
+        return show
+
+    def line(event: Event) -> None:
+        counter = f" ({event.index}/{event.total})" if event.total else ""
+        extra = f": {event.message}" if event.message else ""
+        with lock:
+            sys.stderr.write(f"{event.key}: {event.kind} {event.dest}{counter}{extra}\n")
+            sys.stderr.flush()
+    return line
+
+
+def promoted(result: PromoteResult) -> None:
+    if result.dry_run:
+        done = {(c.key, c.dest) for c in result.skipped}
+        for item in result.planned:
+            state = "present" if (item.key, item.dest) in done else "copy"
+            sys.stdout.write(f"{state}\t{item.source}\t{item.dest}\n")
+    sys.stderr.write(f"promote {result.build_id}: {len(result.planned)} tag(s), "
+                     f"{len(result.copied)} copied, {len(result.skipped)} already there"
+                     f"{' (dry run: nothing copied)' if result.dry_run else ''}\n")
+
+
+def mirrored(result: MirrorResult) -> None:
+    counts = {status: sum(1 for o in result.outcomes if o.status == status)
+              for status in ("copied", "skipped", "failed")}
+    for outcome in result.failed:
+        sys.stderr.write(f"failed: {outcome.image.key}: {outcome.message}\n")
+    for path in result.written:
+        sys.stdout.write(f"{shown_path(path)}\n")
+    sys.stderr.write(f"mirror: {len(result.outcomes)} image(s), {counts['copied']} copied, "
+                     f"{counts['skipped']} already there, {counts['failed']} failed\n")
+
+
+def paths(written: Sequence[str]) -> list[str]:
+    return [shown_path(p) for p in written]

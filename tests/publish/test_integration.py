@@ -1,0 +1,186 @@
+"""promote and mirror against real docker-registry servers on 127.0.0.1, with skopeo."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aipcc_build.publish import mirror as mirror_core
+from aipcc_build.publish.transfer import Event, Retry
+from aipcc_build.report import build_report
+
+from .conftest import PASSWORD, REPO, FlakyProxy, build_image, digest_at, push, run_cli
+
+pytestmark = pytest.mark.integration
+
+
+def promote(release: dict[str, Any], to: str, authfile: Path, *extra: str):  # type: ignore[no-untyped-def]
+    return run_cli("--matrix", str(release["matrix"]), "promote", "--report",
+                   str(release["report"]), "--to", to, "--no-tls-verify", "--authfile",
+                   str(authfile), *extra)
+
+
+def test_promote_by_digest_then_nothing_then_refuse_a_moved_image(
+        release: dict[str, Any], registries: dict[str, Any], authfile: Path,
+        tmp_path: Path, base_image: str) -> None:
+    to = f"{registries['dst'].host}/release"
+    dry = promote(release, to, authfile, "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.count("copy\t") == 9  # 3 images x (3.0-42, 3.0, latest)
+    assert digest_at(f"{to}/base-images/img0:3.0-42", authfile) is None
+
+    first = promote(release, to, authfile)
+    assert first.returncode == 0, first.stderr
+    assert "9 copied" in first.stderr
+    for entry in release["entries"]:
+        for tag in ("3.0-42", "3.0", "latest"):
+            ref = f"{to}/base-images/{entry['name']}:{tag}"
+            assert digest_at(ref, authfile) == entry["digest"], ref
+    again = promote(release, to, authfile)
+    assert again.returncode == 0, again.stderr
+    assert "0 copied, 9 already there" in again.stderr
+
+    # img1 is re-pushed under the same tag: the report's digest no longer holds.
+    other = f"localhost/aipcc-test-release/moved-{os.getpid()}"
+    build_image(base_image, other, "moved")
+    try:
+        push(other, release["entries"][1]["reference"])
+    finally:
+        subprocess.run(["buildah", "rmi", "-f", other], capture_output=True)
+    to2 = f"{registries['dst'].host}/release2"
+    refused = promote(release, to2, authfile)
+    assert refused.returncode == 2
+    assert "base/img1" in refused.stderr and "base/img0" not in refused.stderr
+    assert digest_at(f"{to2}/base-images/img0:3.0-42", authfile) is None
+
+    # A report entry not ok is refused by name, nothing published.
+    data = json.loads(release["report"].read_text())
+    data["images"][2]["status"] = "failed"
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data))
+    refused = run_cli("--matrix", str(release["matrix"]), "promote", "--report", str(bad),
+                      "--to", to2, "--no-tls-verify", "--authfile", str(authfile))
+    assert refused.returncode == 2 and "base/img2 is failed" in refused.stderr
+    assert not list(tmp_path.rglob("*")) or all(
+        PASSWORD not in p.read_text(errors="replace") for p in tmp_path.rglob("*")
+        if p.is_file() and p.name not in ("htpasswd",) and "data" not in p.parts)
+
+
+def mirror(release: dict[str, Any], *args: str, out: Path, auth: Path | None = None):  # type: ignore[no-untyped-def]
+    extra = ["--authfile", str(auth)] if auth else []
+    return run_cli("--matrix", str(release["matrix"]), "mirror", "--no-tls-verify",
+                   "--out", str(out), "--retries", "3", *extra, *args)
+
+
+def test_mirror_registry_archive_and_back_digests_unchanged(
+        release: dict[str, Any], registries: dict[str, Any], authfile: Path,
+        tmp_path: Path) -> None:
+    dst = registries["dst"].host
+    out = tmp_path / "conf"
+    done = mirror(release, "--report", str(release["report"]), "--to", f"docker://{dst}/m1",
+                  out=out, auth=authfile)
+    assert done.returncode == 0, done.stderr
+    for entry in release["entries"]:
+        assert digest_at(f"{dst}/m1/base-images/{entry['name']}:3.0-42",
+                         authfile) == entry["digest"]
+    idms = (out / "imagedigestmirrorset.yaml").read_text()
+    assert "kind: ImageDigestMirrorSet" in idms and f'"{dst}/m1"' in idms
+    assert f'source: "{release["ns"]}"' in idms
+    conf = (out / "registries.conf").read_text()
+    assert "[[registry.mirror]]" in conf and f'location = "{dst}/m1"' in conf
+    assert "imagedigestmirrorset.yaml" in done.stdout
+
+    archive = tmp_path / "release.tar"
+    done = mirror(release, "--report", str(release["report"]), "--to",
+                  f"oci-archive:{archive}", out=out)
+    assert done.returncode == 0, done.stderr
+    assert archive.is_file() and not Path(f"{archive}.partial").exists()
+    rerun = mirror(release, "--report", str(release["report"]), "--to",
+                   f"oci-archive:{archive}", out=out)
+    assert "0 copied, 3 already there" in rerun.stderr
+
+    back = mirror(release, "--from", f"oci-archive:{archive}", "--to",
+                  f"docker://{dst}/site", out=tmp_path / "site", auth=authfile)
+    assert back.returncode == 0, back.stderr
+    for entry in release["entries"]:
+        assert digest_at(f"{dst}/site/base-images/{entry['name']}:3.0-42",
+                         authfile) == entry["digest"]
+    assert f'source: "{release["ns"]}"' in (tmp_path / "site" /
+                                             "imagedigestmirrorset.yaml").read_text()
+    for path in tmp_path.rglob("*"):
+        if path.is_file() and path.suffix in (".yaml", ".conf", ".json", ".tar"):
+            assert PASSWORD.encode() not in path.read_bytes()
+
+
+def test_mirror_killed_halfway_resumes(release: dict[str, Any], registries: dict[str, Any],
+                                       tmp_path: Path) -> None:
+    dst = f"{registries['src'].host}/resume"
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    args = [sys.executable, "-m", "aipcc_build", "--matrix", str(release["matrix"]), "mirror",
+            "--no-tls-verify", "--out", str(tmp_path), "--report", str(release["report"]),
+            "--jobs", "1", "--to", f"docker://{dst}"]
+    child = subprocess.Popen(args, env=env, stderr=subprocess.PIPE, text=True,
+                             stdout=subprocess.DEVNULL, start_new_session=True)
+    assert child.stderr is not None
+    for line in child.stderr:
+        if "copied" in line:  # the first image is there: kill the run
+            os.killpg(child.pid, signal.SIGKILL)
+            break
+    child.wait()
+    there = [e for e in release["entries"]
+             if digest_at(f"{dst}/base-images/{e['name']}:3.0-42") == e["digest"]]
+    assert 1 <= len(there) < 3
+    rerun = run_cli(*args[3:])
+    assert rerun.returncode == 0, rerun.stderr
+    # Only what was missing is copied (a manifest the killed push had already sent may
+    # land in the registry a moment after the check above: it then counts as there).
+    summary = re.search(r"(\d) copied, (\d) already there", rerun.stderr)
+    assert summary is not None
+    copied, present = int(summary[1]), int(summary[2])
+    assert copied + present == 3 and present >= len(there) >= 1
+    assert rerun.stderr.count(": copying ") == copied
+    for entry in release["entries"]:
+        assert digest_at(f"{dst}/base-images/{entry['name']}:3.0-42") == entry["digest"]
+
+
+def test_mirror_retries_503_and_marks_a_dead_registry_failed(
+        release: dict[str, Any], registries: dict[str, Any], tmp_path: Path) -> None:
+    upstream = registries["src"].host
+    with FlakyProxy(upstream, failures=8) as flaky:
+        done = mirror(release, "--report", str(release["report"]), "--to",
+                      f"docker://{flaky.host}/flaky", out=tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert "retry" in done.stderr and "503" in done.stderr
+        for entry in release["entries"]:
+            assert digest_at(f"{upstream}/flaky/base-images/{entry['name']}:3.0-42") == \
+                entry["digest"]
+
+    # One image's source answers 503 for good: it fails, the others are mirrored.
+    images = mirror_core.images_from_report(build_report.read(release["report"]),
+                                            release["ns"])
+    with FlakyProxy(upstream, failures=-1) as dead:
+        images[0] = dataclasses.replace(images[0],
+                                        source=images[0].source.replace(upstream, dead.host))
+        events: list[Event] = []
+        result = mirror_core.mirror(
+            mirror_core.MirrorRequest(images=tuple(images), to=f"docker://{upstream}/half",
+                                      source_registry=release["ns"], out=str(tmp_path),
+                                      tls_verify=False,
+                                      retry=Retry(attempts=3, first=0.1, cap=0.2)),
+            on_event=events.append)
+    assert [o.status for o in result.outcomes] == ["failed", "copied", "copied"]
+    assert "503" in result.outcomes[0].message
+    assert sum(e.kind == "retry" and e.key == "base/img0" for e in events) == 2
+    assert digest_at(f"{upstream}/half/base-images/img0:3.0-42") is None
+    for entry in release["entries"][1:]:
+        assert digest_at(f"{upstream}/half/base-images/{entry['name']}:3.0-42") == \
+            entry["digest"]

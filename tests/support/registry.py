@@ -1,0 +1,61 @@
+"""A docker-registry (distribution) on 127.0.0.1 for integration tests, optionally asking
+for a login (htpasswd with bcrypt entries)."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Registry:
+    """A docker-registry (distribution) process on 127.0.0.1, storage in a temp dir."""
+
+    def __init__(self, root: Path, htpasswd: Path | None = None) -> None:
+        self.root = root
+        self.htpasswd = htpasswd  # bcrypt entries: the registry then asks for a login
+        self.port = _free_port()
+        self.host = f"127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        config = self.root / "config.yml"
+        config.write_text(
+            "version: 0.1\n"
+            "log: {level: error}\n"
+            f"storage: {{filesystem: {{rootdirectory: {self.root / 'data'}}}, "
+            "delete: {enabled: true}}\n"
+            f"http: {{addr: '{self.host}'}}\n"
+            + (f"auth: {{htpasswd: {{realm: test, path: {self.htpasswd}}}}}\n"
+               if self.htpasswd else "")
+        )
+        self.proc = subprocess.Popen(
+            [shutil.which("docker-registry") or "registry", "serve", str(config)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                urllib.request.urlopen(f"http://{self.host}/v2/", timeout=1).close()
+                return
+            except urllib.error.HTTPError:
+                return  # 401: up, and asking for a login
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError("docker-registry did not start")
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+            self.proc = None
