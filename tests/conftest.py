@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from support.registry import Registry
 
 from aipcc_build.cli import main
 from tests.support.project import Project, small_project
+from tests.support.registry import Registry
 
 REPO = Path(__file__).resolve().parent.parent
 BASE_IMAGE = "localhost/aipcc-demo/busybox:latest"

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import tempfile
@@ -11,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import bcrypt
 import pytest
 
 from tests.support.artifacts import wheel
@@ -26,6 +28,15 @@ from tests.support.layers import (
     unzip_script,
     version_json,
 )
+from tests.support.publish import (
+    MATRIX,
+    PASSWORD,
+    USER,
+    build_image,
+    make_registry,
+    push,
+)
+from tests.support.registry import Registry
 
 
 @pytest.fixture(scope="session")
@@ -186,3 +197,56 @@ def namespace(registry: Any) -> Iterator[str]:
             if any(name.startswith(prefix + "/") for name in image.get("names") or [])]
     if ours:
         subprocess.run(["buildah", "rmi", "-f", *ours], capture_output=True)
+
+
+# ---- promote and mirror: two registries, one with htpasswd authentication ----
+
+@pytest.fixture
+def registries(tmp_path: Path) -> Iterator[dict[str, Registry]]:
+    """`src` (open) and `dst` (htpasswd: USER / PASSWORD)."""
+    htpasswd = tmp_path / "htpasswd"
+    htpasswd.write_text(f"{USER}:{bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(5)).decode()}\n")
+    regs = {"src": make_registry(tmp_path / "src"),
+            "dst": make_registry(tmp_path / "dst", htpasswd)}
+    try:
+        yield regs
+    finally:
+        for reg in regs.values():
+            reg.stop()
+
+
+@pytest.fixture
+def authfile(tmp_path: Path, registries: dict[str, Registry]) -> Path:
+    path = tmp_path / "auth.json"
+    subprocess.run(["skopeo", "login", "--authfile", str(path), "--tls-verify=false",
+                    "--username", USER, "--password-stdin", registries["dst"].host],
+                   input=PASSWORD, text=True, check=True, capture_output=True)
+    return path
+
+
+@pytest.fixture
+def release(tmp_path: Path, registries: dict[str, Registry],
+            base_image: str) -> Iterator[dict[str, Any]]:
+    """N images pushed to src/ns/base-images/NAME:3.0-42 and a report of them."""
+    ns = f"{registries['src'].host}/aipcc"
+    tag = uuid.uuid4().hex[:8]
+    names, entries = [], []
+    for index in range(3):
+        local = f"localhost/aipcc-test-release/img{index}-{tag}"
+        build_image(base_image, local, f"{tag}-{index}")
+        names.append(local)
+        reference = f"{ns}/base-images/img{index}:3.0-42"
+        entries.append({"name": f"img{index}", "key": f"base/img{index}", "kind": "base",
+                        "reference": reference, "status": "ok",
+                        "digest": push(local, reference)})
+    report = tmp_path / "build-report.json"
+    report.write_text(json.dumps({"schema": 1, "build_id": "42", "images": entries}))
+    project = tmp_path / "project"
+    (project / "templates").mkdir(parents=True)
+    (project / "templates" / "base.j2").write_text("FROM {{ from }}\n")
+    (project / "matrix.yaml").write_text(MATRIX.format(registry=ns))
+    try:
+        yield {"report": report, "entries": entries, "ns": ns, "names": names,
+               "matrix": project / "matrix.yaml"}
+    finally:
+        subprocess.run(["buildah", "rmi", "-f", *names], capture_output=True)

@@ -4,7 +4,6 @@ images pushed with buildah, a build report of them, and a 503-answering proxy.""
 from __future__ import annotations
 
 import http.server
-import json
 import os
 import shutil
 import subprocess
@@ -13,18 +12,21 @@ import threading
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import bcrypt
 import pytest
-from support.registry import Registry
+
+from tests.support.registry import Registry
 
 REPO = Path(__file__).resolve().parents[2]
 
+
 PASSWORD = "s3cret-Pa55-" + uuid.uuid4().hex[:8]
+
+
 USER = "releaser"
+
 
 MATRIX = """\
 schema: 1
@@ -53,29 +55,6 @@ def make_registry(root: Path, htpasswd: Path | None = None) -> Registry:
     return reg
 
 
-@pytest.fixture
-def registries(tmp_path: Path) -> Iterator[dict[str, Registry]]:
-    """`src` (open) and `dst` (htpasswd: USER / PASSWORD)."""
-    htpasswd = tmp_path / "htpasswd"
-    htpasswd.write_text(f"{USER}:{bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(5)).decode()}\n")
-    regs = {"src": make_registry(tmp_path / "src"),
-            "dst": make_registry(tmp_path / "dst", htpasswd)}
-    try:
-        yield regs
-    finally:
-        for reg in regs.values():
-            reg.stop()
-
-
-@pytest.fixture
-def authfile(tmp_path: Path, registries: dict[str, Registry]) -> Path:
-    path = tmp_path / "auth.json"
-    subprocess.run(["skopeo", "login", "--authfile", str(path), "--tls-verify=false",
-                    "--username", USER, "--password-stdin", registries["dst"].host],
-                   input=PASSWORD, text=True, check=True, capture_output=True)
-    return path
-
-
 def build_image(base: str, name: str, label: str) -> None:
     subprocess.run(["buildah", "build", "-q", "-t", name, "-f", "-", "."],
                    input=f"FROM {base}\nLABEL aipcc-test-release={label}\n", text=True,
@@ -88,34 +67,6 @@ def push(name: str, dest: str) -> str:
                           "/dev/stdout", "--quiet", name, f"docker://{dest}"],
                          check=True, capture_output=True, text=True).stdout.strip()
     return out.splitlines()[-1]
-
-
-@pytest.fixture
-def release(tmp_path: Path, registries: dict[str, Registry],
-            base_image: str) -> Iterator[dict[str, Any]]:
-    """N images pushed to src/ns/base-images/NAME:3.0-42 and a report of them."""
-    ns = f"{registries['src'].host}/aipcc"
-    tag = uuid.uuid4().hex[:8]
-    names, entries = [], []
-    for index in range(3):
-        local = f"localhost/aipcc-test-release/img{index}-{tag}"
-        build_image(base_image, local, f"{tag}-{index}")
-        names.append(local)
-        reference = f"{ns}/base-images/img{index}:3.0-42"
-        entries.append({"name": f"img{index}", "key": f"base/img{index}", "kind": "base",
-                        "reference": reference, "status": "ok",
-                        "digest": push(local, reference)})
-    report = tmp_path / "build-report.json"
-    report.write_text(json.dumps({"schema": 1, "build_id": "42", "images": entries}))
-    project = tmp_path / "project"
-    (project / "templates").mkdir(parents=True)
-    (project / "templates" / "base.j2").write_text("FROM {{ from }}\n")
-    (project / "matrix.yaml").write_text(MATRIX.format(registry=ns))
-    try:
-        yield {"report": report, "entries": entries, "ns": ns, "names": names,
-               "matrix": project / "matrix.yaml"}
-    finally:
-        subprocess.run(["buildah", "rmi", "-f", *names], capture_output=True)
 
 
 def run_cli(*args: str, cwd: Path | None = None,

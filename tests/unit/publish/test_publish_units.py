@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-from fakes import RecordingRunner
 
 from aipcc_build.errors import InputError, ToolError
 from aipcc_build.matrix import load
@@ -16,6 +15,7 @@ from aipcc_build.publish import mirror_config
 from aipcc_build.publish.mirror import Image, MirrorRequest, destination, mirror
 from aipcc_build.publish.promote import PromoteRequest, plan, promote, release_tags
 from aipcc_build.publish.transfer import Event, Retry, below, transient, with_retries
+from tests.support.fakes import RecordingRunner
 
 MANIFEST = {"a": b'{"schemaVersion":2,"a":1}', "b": b'{"schemaVersion":2,"b":1}'}
 DIGEST = {k: "sha256:" + hashlib.sha256(v).hexdigest() for k, v in MANIFEST.items()}
