@@ -120,8 +120,8 @@ def _mixed_finding(present: Sequence[tuple[Evidence, Optional[tuple[str, ...]]]]
                         f"{first.path}{more})")
     return Finding(
         VIOLATION, MIXED, "image",
-        f"mixed {family} releases: {'; '.join(examples)}; no label, matrix or expectation "
-        "says which one the image is meant to hold", toolkit=family,
+        f"MIXED {family} releases {' and '.join(releases)}: {'; '.join(examples)}; no label, "
+        "matrix or expectation says which one the image is meant to hold", toolkit=family,
         version=", ".join(releases), component="releases")
 
 

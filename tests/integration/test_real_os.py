@@ -202,6 +202,7 @@ def test_unlabelled_12_9_and_12_8_mix_is_reported_mixed(
     verdict = one(deb_unlabelled_mix, cache)
     [mix] = failing(verdict)
     assert mix.evidence == "mixed" and mix.version == "12.8, 12.9"
+    assert mix.reason.startswith("MIXED cuda releases 12.8 and 12.9: ")
     assert "cuda 12.8 (nvtx-cu12 12.8.90" in mix.reason
     assert "cuda 12.9 (cuda-runtime-cu12 12.9.79" in mix.reason
     assert verdict.expected is not None and verdict.expected.release is None

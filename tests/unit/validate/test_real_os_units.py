@@ -195,6 +195,7 @@ def test_unlabelled_mix_names_both_releases_and_expects_neither(tmp_path: Path) 
     assert verdict.expected == Expectation("cuda", None, source="inferred")
     [mix] = [f for f in verdict.findings if f.status == VIOLATION]
     assert mix.evidence == "mixed" and mix.version == "12.8, 12.9"
+    assert mix.reason.startswith("MIXED cuda releases 12.8 and 12.9: ")
     assert "cuda 12.8 (nvtx-cu12 12.8.90" in mix.reason and "1 more" in mix.reason
     assert "cuda 12.9 (cuda-runtime-cu12 12.9.79" in mix.reason
     assert not any("expected" in f.reason for f in verdict.findings)
