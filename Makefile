@@ -2,8 +2,15 @@
 # Debian or Fedora machine lacks, then runs. Nothing else is done by hand.
 VENV ?= .venv
 PYTHON ?= python3
-SYSTEM_PACKAGES_DEB := buildah skopeo docker-registry busybox-static zstd chromium git
+# mmdebstrap builds the Debian base image (scripts/base-os); qemu-user-static and binfmt-support
+# run foreign-architecture (arm64) RUN steps (scripts/setup-emulation).
+SYSTEM_PACKAGES_DEB := buildah skopeo docker-registry busybox-static zstd chromium git \
+	mmdebstrap qemu-user-static binfmt-support
 SYSTEM_PACKAGES_RPM := buildah skopeo docker-distribution busybox zstd chromium git
+# RPM hosts build the base image with dnf --installroot (no mmdebstrap needed) and register
+# qemu through systemd-binfmt (no binfmt-support package). RHEL has no qemu-user-static:
+# without it the arm64 tests skip, so it must not fail the install.
+SYSTEM_PACKAGES_RPM_OPTIONAL := qemu-user-static
 # RUN steps need chroot isolation where the OCI runtime cannot use the host's cgroups.
 export BUILDAH_ISOLATION ?= chroot
 
@@ -23,6 +30,7 @@ system:
 	  fi; \
 	elif command -v dnf >/dev/null; then \
 	  dnf install -y -q $(SYSTEM_PACKAGES_RPM); \
+	  dnf install -y -q $(SYSTEM_PACKAGES_RPM_OPTIONAL) || true; \
 	fi
 
 venv: $(VENV)/.installed
