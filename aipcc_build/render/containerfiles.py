@@ -96,6 +96,35 @@ def render_all(matrix: Matrix, filters: Filters = EVERYTHING) -> list[RenderedFi
     return rendered
 
 
+def missing_values(matrix: Matrix, filters: Filters = EVERYTHING) -> list[str]:
+    """The names the selected images' templates print but their context lacks, sorted.
+
+    Renders once more with an Undefined that records instead of failing, so that one error
+    can name every missing value ("cudart", "cuda_libraries") rather than the first.
+    """
+    missing: set[str] = set()
+
+    class Recording(jinja2.ChainableUndefined):
+        def __str__(self) -> str:
+            missing.add(self._undefined_name or "?")
+            return ""
+
+    env = environment(matrix)
+    env.undefined = Recording
+    everything = expand(matrix)
+    by_key = {image.key: image for image in everything}
+    tag = tag_expression(matrix)
+    for image in everything:
+        if filters.matches(image):
+            parent = by_key[image.depends_on] if image.depends_on is not None else None
+            from_ref = f"{parent.repository}:{tag}" if parent is not None else None
+            try:
+                _render_one(env, matrix, image, tag, from_ref)
+            except InputError:
+                continue  # other errors are render_all's to report
+    return sorted(missing)
+
+
 def _render_one(env: jinja2.Environment, matrix: Matrix, image: ImageSpec, tag: str,
                 from_ref: Optional[str]) -> str:
     parts = (image.version or "").split(".")
