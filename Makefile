@@ -16,8 +16,9 @@ export BUILDAH_ISOLATION ?= chroot
 
 .PHONY: demo test system venv
 
+# make demo DEMO_ARGS="--registry-port 5001 --index-port 8081" picks the ports.
 demo: system venv
-	scripts/demo
+	scripts/demo $(DEMO_ARGS)
 
 test: system venv
 	$(VENV)/bin/tox -e py,lint,type

@@ -46,6 +46,36 @@ def base_image() -> str:
     return BASE_IMAGE
 
 
+class WheelIndex:
+    """A PEP 503 index over the wheelhouse, served by scripts/serve-dir on a free port."""
+
+    def __init__(self, root: Path, url: str) -> None:
+        self.root = root
+        self.url = url  # http://127.0.0.1:PORT/
+        self.simple = url + "simple/"
+        self.log = root / "requests.log"
+
+    def requests(self) -> str:
+        return self.log.read_text() if self.log.exists() else ""
+
+
+@pytest.fixture(scope="session")
+def wheel_index(wheelhouse: Path, tmp_path_factory: pytest.TempPathFactory
+                ) -> Iterator[WheelIndex]:
+    root = tmp_path_factory.mktemp("index")
+    subprocess.run([str(REPO / "scripts" / "make-simple-index"), str(wheelhouse), str(root)],
+                   check=True, capture_output=True, timeout=300)
+    pidfile = root / "server.pid"
+    out = subprocess.run([str(REPO / "scripts" / "serve-dir"), str(root), "--pidfile",
+                          str(pidfile), "--log", str(root / "requests.log")],
+                         check=True, capture_output=True, text=True, timeout=60)
+    try:
+        yield WheelIndex(root, out.stdout.strip())
+    finally:
+        subprocess.run([str(REPO / "scripts" / "serve-dir"), "--stop", "--pidfile",
+                        str(pidfile)], capture_output=True, timeout=60)
+
+
 @pytest.fixture
 def registry(tmp_path: Path) -> Iterator[Registry]:
     _need("docker-registry")

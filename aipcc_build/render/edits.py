@@ -14,7 +14,7 @@ from ..matrix import EVERYTHING, Filters, ImageSpec, Product
 from ..matrix.edit import MatrixEdit, NewVersion, Retirement
 from ..matrix.edit import add_version as edit_add_version
 from ..matrix.edit import retire as edit_retire
-from .containerfiles import RenderedFile, RenderResult, apply, render_all
+from .containerfiles import RenderedFile, RenderResult, apply, missing_values, render_all
 
 
 @dataclass(frozen=True)
@@ -73,6 +73,14 @@ def _rendered(edit: MatrixEdit, filters: Filters) -> list[RenderedFile]:
     try:
         return render_all(edit.matrix, filters)
     except InputError as exc:
+        missing = missing_values(edit.matrix, filters)
+        if missing:
+            # Values the CUDA component table would have given for a release it lists.
+            raise InputError(
+                f"the templates need {', '.join(missing)} for this version, and the CUDA "
+                f"component table does not list them ({edit.what}; the matrix is unchanged: "
+                f"give {' and '.join(f'{name}=VALUE' for name in missing)})",
+                file=exc.file, line=exc.line, column=exc.column, field="vars") from None
         raise InputError(f"{exc.message} ({edit.what}; the matrix is unchanged: give the "
                          f"template variables this version needs)", file=exc.file,
                          line=exc.line, column=exc.column, field="vars") from None

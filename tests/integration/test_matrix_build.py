@@ -11,7 +11,6 @@ import base64
 import datetime as dt
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -263,26 +262,6 @@ def test_credentials_from_an_auth_file_never_show(
                (tmp_path / "junit.xml").read_text()]
     for text in outputs:
         assert token not in text and auth not in text
-
-
-def test_the_demo_builds_real_cuda_wheels(wheelhouse: Path, base_image: str,
-                                          namespace: str, tmp_path: Path) -> None:
-    context = REPO / "demo-wheelhouse"
-    context.mkdir(exist_ok=True)
-    for line in (REPO / "matrix" / "demo-wheels.txt").read_text().splitlines():
-        if line.strip() and not line.startswith("#"):
-            project, version = line.strip().split("==")
-            for wheel in wheelhouse.glob(f"{project.replace('-', '_')}-{version}-*.whl"):
-                shutil.copy2(wheel, context)
-    done = aipcc_build(tmp_path, "--matrix", str(REPO / "matrix" / "demo.yaml"), "matrix",
-                       "--push", "--registry", namespace, "--tls-verify=false")
-    assert done.returncode == 0, done.stderr
-    images = by_key(report(tmp_path))
-    assert len(images) == 6 and {i["status"] for i in images.values()} == {"ok"}
-    config = skopeo_inspect(f"{namespace}/runtime/cuda-12.8-busybox:1.0-dev", "--config")
-    assert "CUDA_VERSION=12.8.1" in config["config"]["Env"]
-    log = (tmp_path / "logs" / "runtime" / "cuda-12.8-busybox.log").read_text()
-    assert "nvidia_nvtx_cu12-12.8.90-*.whl" in log
 
 
 def test_parent_outside_the_plan_is_taken_at_the_parent_build_id(

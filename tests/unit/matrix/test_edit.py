@@ -143,8 +143,7 @@ def test_retire_remove_deletes_the_entry_and_its_containerfiles(project, run):
     assert added == []
     assert removed == ["      - version: 12.8.1", "        min_driver: 570.124.06",
                        "        eol: 2027-01-31",
-                       "        vars: {cudart: 12.8.90-1, cuda_libraries: 12.8.1-1, "
-                       "cudnn: 9.8.0.87}"]
+                       "        vars: {cudnn: 9.8.0.87}"]  # RPM versions: the table
     for kind, name in (("builder", "cuda-12.8-ubi9"), ("base", "cuda-12.8-el9.6"),
                        ("devel", "cuda-12.8-el9.6")):
         assert not (project / "containerfiles" / kind / name).exists()
@@ -184,3 +183,54 @@ def test_only_selects_by_name_or_key(project, run):
     by_name = run("--matrix", path, "list", "--json", "--only", "cuda-12.8-el9.6")
     assert by_key.out.count('"key"') == 1 and '"base/cuda-12.8-el9.6"' in by_key.out
     assert by_name.out.count('"key"') == 2  # the base and the devel image of that cell
+
+
+def test_add_version_reads_rpm_versions_from_the_component_table(project, run):
+    path = matrix_file(project)
+    before = path.read_text()
+    result = run("--matrix", str(path), "add-version", "cuda", "13.0.1",
+                 "--min-driver", "580.82.07", "--eol", "2028-01-31")
+    assert result.code == 0, result.err
+    removed, added = changed_lines(before, path.read_text())
+    assert removed == []
+    assert added == [  # no vars: the table knows CUDA 13.0.1
+        "      - version: 13.0.1",
+        "        min_driver: 580.82.07",
+        "        eol: 2028-01-31",
+    ]
+    base = (project / "containerfiles" / "base" / "cuda-13.0-el9.6" / "Containerfile").read_text()
+    assert "cuda-cudart-13-0-13.0.88-1 \\" in base
+    assert "cuda-libraries-13-0-13.0.1-1 \\" in base
+    assert "NV_CUDA_CUDART_VERSION=13.0.88-1" in base
+
+
+def test_add_version_names_the_values_a_release_unknown_to_the_table_needs(project, run):
+    path = matrix_file(project)
+    before = path.read_bytes()
+    result = run("--matrix", str(path), "add-version", "cuda", "12.10.1",
+                 "--min-driver", "580.65.06", "--eol", "2028-06-30")
+    assert result.code == 2
+    assert "--var NAME=VALUE" in result.err
+    assert "the templates need cuda_libraries, cudart" in result.err
+    assert "give cuda_libraries=VALUE and cudart=VALUE" in result.err
+    assert path.read_bytes() == before
+
+
+def test_matrix_vars_override_the_component_table(project, run):
+    path = matrix_file(project)
+    path.write_text(path.read_text().replace(
+        "        eol: 2027-06-30\n",
+        "        eol: 2027-06-30\n        vars: {cudart: 12.9.37-1}\n", 1))
+    result = run("--matrix", str(path), "render")
+    assert result.code == 0, result.err
+    base = (project / "containerfiles" / "base" / "cuda-12.9-el9.6" / "Containerfile").read_text()
+    assert "cuda-cudart-12-9-12.9.37-1 \\" in base  # the matrix's value
+    assert "cuda-libraries-12-9-12.9.1-1 \\" in base  # the table's value
+
+
+def test_shipped_containerfiles_match_the_component_table(project, run):
+    # matrix/aipcc.yaml lists no RPM versions; the committed files carry the table's.
+    result = run("--matrix", str(matrix_file(project)), "render", "--check")
+    assert result.code == 0, result.err
+    base = (project / "containerfiles" / "base" / "cuda-12.8-el9.6" / "Containerfile").read_text()
+    assert "cuda-cudart-12-8-12.8.90-1 \\" in base
