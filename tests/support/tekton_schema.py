@@ -41,7 +41,8 @@ def _short(error) -> str:
     # oneOf/anyOf failures say little on their own: name the deepest sub-error too.
     if error.context:
         deepest = max(error.context, key=lambda e: len(e.absolute_path))
-        return f"{error.message[:120]} ({'/'.join(map(str, deepest.absolute_path))}: {deepest.message[:160]})"
+        where = "/".join(map(str, deepest.absolute_path))
+        return f"{error.message[:120]} ({where}: {deepest.message[:160]})"
     return error.message[:240]
 
 

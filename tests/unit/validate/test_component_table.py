@@ -50,7 +50,8 @@ def test_every_entry_names_a_known_source() -> None:
     import json
     from importlib import resources
 
-    data = json.loads(resources.files("aipcc_build").joinpath("data/cuda-components.json").read_text())
+    table = resources.files("aipcc_build").joinpath("data/cuda-components.json")
+    data = json.loads(table.read_text())
     assert data["schema"] == 2
     for entry in data["releases"]:
         assert entry["sources"] and set(entry["sources"]) <= set(data["sources"]), entry["release"]
