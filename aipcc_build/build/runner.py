@@ -140,6 +140,10 @@ class BuildahRunner:
             self._children.add(child)
         try:
             code, _ = child.stream(on_line)
+        except BaseException:
+            # ON_LINE failed (a full disk under the log): the child must not outlive us.
+            child.signal_group(signal.SIGKILL)
+            raise
         finally:
             with self._lock:
                 self._children.discard(child)

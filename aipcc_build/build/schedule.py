@@ -371,7 +371,9 @@ class _Scheduler:
             self.built_ids[key] = message.built_id
             self.holding.pop(key, None)
         if message.result is not None:
-            self.workers.pop(key).join()
+            worker = self.workers.pop(key, None)
+            if worker is not None:
+                worker.join()
             self.holding.pop(key, None)
             result = message.result
             self.results[key] = result
@@ -399,15 +401,35 @@ class _Scheduler:
         self.on_event(StatusChanged(key, status, message, log_tail))
 
     def _write_log(self, key: str, lines: Sequence[str]) -> None:
+        """Best effort: the lines are also the image's message and log tail."""
         path = Path(self.results[key].log)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("".join(line + "\n" for line in lines))
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("".join(line + "\n" for line in lines))
+        except OSError:
+            pass
 
     # -- worker (one thread per running image) --
 
     def _work(self, job: BuildJob) -> None:
+        """Any exception (an unwritable log, a full disk, a runner bug) fails this image
+        with the error as its message: a worker that ends without a result would leave the
+        main loop waiting for it forever."""
         key = job.image.key
         result = self.results[key]  # read once: the main loop replaces it
+        sent: list[bool] = []
+        try:
+            self._work_on(job, result, sent)
+        except Exception as exc:
+            if sent:  # the result went out; closing the log failed after it
+                return
+            message = f"{type(exc).__name__}: {exc}"
+            self.messages.put(_Message(key, result=replace(
+                result, status=Status.FAILED, message=message, end=time.time(),
+                log_tail=(message,))))
+
+    def _work_on(self, job: BuildJob, result: ImageResult, sent: list[bool]) -> None:
+        key = job.image.key
         tail: list[str] = []
         path = Path(result.log)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -433,6 +455,7 @@ class _Scheduler:
                                 built=built_at[0] if built_at else None,
                                 log_tail=tuple(tail) if failed else (), retries=retries,
                                 image_id=image_id, digest=digest, toolkits=toolkits)
+                sent.append(True)
                 self.messages.put(_Message(key, result=final))
 
             built, retries = self._attempt("build", key, line,
