@@ -10,6 +10,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 from ..errors import STDERR_TAIL_LINES, ToolError
 from ..plan import build_context
@@ -66,7 +67,11 @@ class BuildahRunner:
                 del tail[:-STDERR_TAIL_LINES]
                 on_line(text)
 
-            code, stopped = self._run(buildah.build_command(request, self.environ), line)
+            code, stopped, timed_out = self._run(buildah.build_command(request, self.environ),
+                                                 line, job.build_timeout)
+            if timed_out:
+                return BuildOutcome(ok=False, error=f"buildah build did not end within "
+                                                    f"{job.build_timeout:g} s (build_timeout)")
             if code == 0:
                 return BuildOutcome(ok=True, image_id=Path(iidfile).read_text().strip())
             text = "\n".join(tail)
@@ -92,7 +97,10 @@ class BuildahRunner:
 
             command = buildah.push_command(image_id, job.image.reference, digestfile,
                                            tls_verify, self.environ)
-            code, stopped = self._run(command, line)
+            code, stopped, timed_out = self._run(command, line, job.push_timeout)
+            if timed_out:
+                return PushOutcome(ok=False, error=f"buildah push did not end within "
+                                                   f"{job.push_timeout:g} s (push_timeout)")
             if code == 0:
                 return PushOutcome(ok=True, digest=Path(digestfile).read_text().strip())
             return PushOutcome(ok=False, stopped=stopped,
@@ -130,16 +138,18 @@ class BuildahRunner:
         buildah.remove_containers(self.processes, ours)
         return ours
 
-    def _run(self, command: list[str], on_line: LineSink) -> tuple[int, bool]:
-        """Run to completion; (exit code, whether `stop` ended it)."""
+    def _run(self, command: list[str], on_line: LineSink,
+             timeout: Optional[float] = None) -> tuple[int, bool, bool]:
+        """Run to completion; (exit code, whether `stop` ended it, whether TIMEOUT seconds
+        ran out first and the child's group was killed)."""
         on_line("$ " + " ".join(command))
         with self._lock:
             if self._stopping:
-                return -signal.SIGTERM, True
+                return -signal.SIGTERM, True, False
             child = self.processes.start(command)
             self._children.add(child)
         try:
-            code, _ = child.stream(on_line)
+            code, timed_out = child.stream(on_line, timeout)
         except BaseException:
             # ON_LINE failed (a full disk under the log): the child must not outlive us.
             child.signal_group(signal.SIGKILL)
@@ -149,7 +159,7 @@ class BuildahRunner:
                 self._children.discard(child)
                 stopped = self._stopping
         # buildah catches SIGTERM and exits 1 after cleaning up, so the code cannot tell.
-        return code, stopped
+        return code, stopped, timed_out and not stopped
 
     def _learn(self, line: str) -> None:
         step = buildah.STEP_FROM.match(line)

@@ -59,6 +59,10 @@ class BuildJob:
     layers: Optional[bool]
     pull: Optional[str]
     platform: Optional[str]
+    # Seconds before the runner kills a `buildah build` / `buildah push` that has not ended
+    # (a registry that accepts the connection and never answers); None: no limit.
+    build_timeout: Optional[float] = None
+    push_timeout: Optional[float] = None
 
 
 @dataclass(frozen=True)
@@ -112,6 +116,9 @@ class ScheduleOptions:
     capacity: Mapping[str, float] = field(default_factory=dict)
     retries: int = 1
     retry_delay: float = 2.0  # seconds before the first retry; doubles after each
+    max_retry_delay: float = 60.0  # ... up to this
+    build_timeout: Optional[float] = 4 * 3600.0  # seconds for one `buildah build`
+    push_timeout: Optional[float] = 600.0  # seconds for one `buildah push` attempt
     fail_fast: bool = False
     push: bool = False
     tls_verify: bool = True
@@ -342,7 +349,8 @@ class _Scheduler:
                 else self.options.parent_references.get(key),
                 build_args=self.options.build_args, labels=self.options.labels,
                 layers=self.options.layers, pull=self.options.pull,
-                platform=self.options.platform,
+                platform=self.options.platform, build_timeout=self.options.build_timeout,
+                push_timeout=self.options.push_timeout,
             )
             self.results[key] = replace(self.results[key], status=Status.BUILDING,
                                         start=time.time())
@@ -515,7 +523,7 @@ class _Scheduler:
             if outcome.ok or outcome.stopped or not retryable \
                     or retries >= self.options.retries or self.cancelled.is_set():
                 return outcome, retries
-            delay = self.options.retry_delay * 2 ** retries
+            delay = min(self.options.retry_delay * 2 ** retries, self.options.max_retry_delay)
             retries += 1
             line(f"{action} failed ({outcome.error}); attempt {retries + 1} in {delay:g} s")
             self.messages.put(_Message(key, event=Retrying(key, action, retries + 1, delay,

@@ -22,6 +22,8 @@ OPTION_OF_FIELD = {
     "history": "--history",
     "report": "--report",
     "build_args": "--build-arg",
+    "build_timeout": "--build-timeout",
+    "push_timeout": "--push-timeout",
     "allow_eol": "--allow-eol",
     "min_driver": "--min-driver",
     "vars": "--var NAME=VALUE",

@@ -404,3 +404,18 @@ def test_interrupt_still_ends_a_run_after_a_worker_raised(tmp_path: Path) -> Non
     thread.join(10)
     assert not thread.is_alive()
     assert statuses(box[0]) == {"base/a": "failed", "base/b": "cancelled"}
+
+
+def test_retry_backoff_is_capped(tmp_path: Path) -> None:
+    runner = FakeRunner(push_failures={"base/a": 3})
+    result, events = schedule([image("a")], runner, tmp_path, push=True, retries=3,
+                              retry_delay=0.01, max_retry_delay=0.02)
+    assert result.ok
+    assert [e.delay for e in events if isinstance(e, Retrying)] == [0.01, 0.02, 0.02]
+    assert result.images[0].retries == 3
+
+
+def test_timeouts_reach_the_runner(tmp_path: Path) -> None:
+    runner = FakeRunner()
+    schedule([image("a")], runner, tmp_path, build_timeout=7.0, push_timeout=3.0)
+    assert (runner.jobs["base/a"].build_timeout, runner.jobs["base/a"].push_timeout) == (7, 3)
