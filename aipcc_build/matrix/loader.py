@@ -114,8 +114,14 @@ class _Reader:
         except ValueError:
             raise self.error(node, field, f"'{text}' is not a date (YYYY-MM-DD)") from None
 
-    def plain(self, node: yaml.Node) -> object:
-        return yaml.SafeLoader("").construct_object(node, deep=True)
+    def plain(self, node: yaml.Node, field: str) -> object:
+        try:
+            return yaml.SafeLoader("").construct_object(node, deep=True)
+        except yaml.constructor.ConstructorError as exc:
+            mark = exc.problem_mark or exc.context_mark
+            raise InputError(str(exc.problem or exc.context), file=self.path, field=field,
+                             line=mark.line + 1 if mark else None,
+                             column=mark.column + 1 if mark else None) from None
 
 
 def _pattern(reader: _Reader, node: yaml.Node, field: str, allowed: Iterable[str]) -> str:
@@ -134,9 +140,16 @@ def load(path: str | os.PathLike[str]) -> Matrix:
     """Parse and validate a matrix file; raise InputError at the first problem."""
     file = str(path)
     try:
-        text = Path(file).read_text()
+        data = Path(file).read_bytes()
     except OSError as exc:
         raise InputError(f"cannot read the matrix file: {exc.strerror}", file=file) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise InputError(f"not UTF-8 text (byte 0x{data[exc.start]:02x})", file=file,
+                         line=line, column=column) from None
     return parse(text, file)
 
 
@@ -145,6 +158,13 @@ def parse(text: str, file: str) -> Matrix:
 
     `add-version` and `retire` check an edited matrix with this before they replace the file.
     """
+    try:
+        return _parse(text, file)
+    except RecursionError:
+        raise InputError("nested too deeply to be a matrix", file=file) from None
+
+
+def _parse(text: str, file: str) -> Matrix:
     reader = _Reader(file)
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
@@ -153,6 +173,11 @@ def parse(text: str, file: str) -> Matrix:
         raise InputError(f"YAML syntax error: {exc.problem or exc.context}", file=file,
                          line=mark.line + 1 if mark else None,
                          column=mark.column + 1 if mark else None) from None
+    except yaml.reader.ReaderError as exc:
+        raise InputError(f"YAML syntax error: character {exc.character!r} is not allowed",
+                         file=file, line=text.count("\n", 0, exc.position) + 1) from None
+    except yaml.YAMLError as exc:
+        raise InputError(f"YAML syntax error: {exc}", file=file) from None
     if root is None:
         raise InputError("the matrix file is empty", file=file)
 
@@ -288,7 +313,7 @@ def _toolkit_version(reader: _Reader, node: yaml.Node, field: str) -> ToolkitVer
             if not key.isidentifier():
                 raise reader.error(key_node, f"{field}.vars.{key}",
                                    "a template variable name must be an identifier")
-            variables[key] = reader.plain(value)
+            variables[key] = reader.plain(value, f"{field}.vars.{key}")
     return ToolkitVersion(
         version=version, min_driver=min_driver, eol=eol, gpu_archs=gpu_archs,
         vars=variables, allow=_allow_rules(reader, fields, field),
