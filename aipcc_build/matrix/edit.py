@@ -21,11 +21,11 @@ from typing import Any, Optional
 
 from ..errors import InputError
 from .expand import expand
-from .loader import DRIVER, load, parse
+from .loader import DRIVER, canonical_version, load, parse, shown
 from .model import Accelerator, ImageSpec, Matrix, ToolkitVersion
 
 # add-version takes full releases only: "12.9" would not say which patch the images pin.
-FULL_VERSION = re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+$")
+FULL_VERSION = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+")
 
 
 @dataclass(frozen=True)
@@ -65,8 +65,12 @@ def add_version(path: str, new: NewVersion) -> MatrixEdit:
     current = load(path)
     accelerator = _accelerator(current, new.accelerator)
     what = f"adding {new.accelerator} {new.version}"
-    if not FULL_VERSION.match(new.version):
-        raise InputError(f"'{new.version}' is not a version of the form X.Y.Z", field="VERSION")
+    if not FULL_VERSION.fullmatch(new.version):
+        raise InputError(f"'{shown(new.version)}' is not a version of the form X.Y.Z",
+                         field="VERSION")
+    if canonical_version(new.version) != new.version:
+        raise InputError(f"'{new.version}' has leading zeros: write "
+                         f"{canonical_version(new.version)}", field="VERSION")
     if new.min_driver is not None and not DRIVER.match(new.min_driver):
         raise InputError(f"'{new.min_driver}' is not a driver version (like 570.124.06)",
                          field="min_driver")

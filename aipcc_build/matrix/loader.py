@@ -93,7 +93,7 @@ class _Reader:
             raise self.error(node, field, "expected a single value")
         text = str(node.value)
         if pattern is not None and not pattern.fullmatch(text):
-            raise self.error(node, field, f"'{text}' is not {what}")
+            raise self.error(node, field, f"'{shown(text)}' is not {what}")
         return text
 
     def name(self, node: yaml.Node, field: str) -> str:
@@ -122,6 +122,16 @@ class _Reader:
             raise InputError(str(exc.problem or exc.context), file=self.path, field=field,
                              line=mark.line + 1 if mark else None,
                              column=mark.column + 1 if mark else None) from None
+
+
+def shown(text: str) -> str:
+    """TEXT for a one-line message: control characters (a newline) escaped."""
+    return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
+
+
+def canonical_version(version: str) -> str:
+    """12.08.1 -> 12.8.1: the one spelling a version has in names and tags."""
+    return ".".join(str(int(part)) for part in version.split("."))
 
 
 def _pattern(reader: _Reader, node: yaml.Node, field: str, allowed: Iterable[str]) -> str:
@@ -296,6 +306,10 @@ def _toolkit_version(reader: _Reader, node: yaml.Node, field: str) -> ToolkitVer
                             ("version",))
     version = reader.scalar(fields["version"][1], f"{field}.version", VERSION,
                             "a version of the form X.Y or X.Y.Z")
+    if canonical_version(version) != version:
+        raise reader.error(fields["version"][1], f"{field}.version",
+                           f"'{version}' has leading zeros: write "
+                           f"{canonical_version(version)}")
     min_driver = None
     if "min_driver" in fields:
         min_driver = reader.scalar(fields["min_driver"][1], f"{field}.min_driver", DRIVER,

@@ -91,6 +91,9 @@ def test_add_version_prints_images_and_registry_request(project, run):
     (("cuda", "12.9.4", *CUDA_VARS), "names carry major.minor only"),
     (("cuda", "12.10", *CUDA_VARS), "'12.10' is not a version of the form X.Y.Z"),
     (("cuda", "12.10.1-rc1", *CUDA_VARS), "is not a version of the form X.Y.Z"),
+    # issue 16.6: a trailing newline reaches nothing; leading zeros get the canonical form
+    (("cuda", "12.10.1\n", *CUDA_VARS), "is not a version of the form X.Y.Z"),
+    (("cuda", "12.010.1", *CUDA_VARS), "leading zeros: write 12.10.1"),
     (("nvidia", "12.10.1"), "unknown accelerator 'nvidia'"),
     (("cpu", "1.0.0"), "declared without versions"),
     (("cuda", "12.10.1", "--min-driver", "latest", *CUDA_VARS), "is not a driver version"),
