@@ -175,3 +175,18 @@ def test_only_selects_by_name_or_key(project, run):
     by_name = run("--matrix", path, "list", "--json", "--only", "cuda-12.8-el9.6")
     assert by_key.out.count('"key"') == 1 and '"base/cuda-12.8-el9.6"' in by_key.out
     assert by_name.out.count('"key"') == 2  # the base and the devel image of that cell
+
+
+def test_add_version_vars_keep_the_value_typed(project, run):
+    """issue 16.7: `on` and `1:20` stay text (YAML 1.1 would read true and 80)."""
+    path = matrix_file(project)
+    result = run("--matrix", str(path), "add-version", "cuda", "12.10.1",
+                 "--var", "cudart=on", "--var", "cuda_libraries=1:20", "--var", "n=3",
+                 "--var", "flag=true", "--var", "octal=0o17", "--var", "word=yes")
+    assert result.code == 0, result.err
+    (entry,) = [v for v in load(str(path)).accelerators["cuda"].versions
+                if v.version == "12.10.1"]
+    assert dict(entry.vars) == {"cudart": "on", "cuda_libraries": "1:20", "n": 3,
+                                "flag": True, "octal": "0o17", "word": "yes"}
+    rendered = (project / "containerfiles" / "base" / "cuda-12.10-el9.6" / "Containerfile")
+    assert "cuda-cudart-12-10-on" in rendered.read_text()
