@@ -126,3 +126,28 @@ def test_fuzz_json_readers(project: Project, capsys, value: object) -> None:
           str(path))
     _exit(capsys, "--matrix", str(project.matrix), "select", "--node", str(path))
     _exit(capsys, "--matrix", str(project.matrix), "compat", "--report", str(path))
+
+
+# ---- issue 16.8: render never overwrites a hand-written file nor leaves the output tree --
+
+def test_render_refuses_to_overwrite_a_hand_written_file(project: Project, capsys) -> None:
+    assert run(capsys, "--matrix", str(project.matrix), "render")[0] == 0
+    target = project.output / "base" / "cuda-12.9-el9.6" / "Containerfile"
+    assert target.exists()
+    target.write_text("FROM scratch\n# my own work\n")
+    code, err = run(capsys, "--matrix", str(project.matrix), "render")
+    assert_located(code, err, target)
+    assert "generated header" in err
+    assert target.read_text() == "FROM scratch\n# my own work\n"
+
+
+def test_render_refuses_a_symlinked_kind_directory(project: Project, tmp_path: Path,
+                                                   capsys) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    project.output.mkdir()
+    (project.output / "base").symlink_to(outside)
+    code, err = run(capsys, "--matrix", str(project.matrix), "render")
+    assert_located(code, err, project.output / "base")
+    assert "outside" in err
+    assert list(outside.iterdir()) == []
