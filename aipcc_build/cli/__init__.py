@@ -21,6 +21,7 @@ OPTION_OF_FIELD = {
     "capacity": "--capacity",
     "history": "--history",
     "report": "--report",
+    "junit": "--junit",
     "build_args": "--build-arg",
     "build_timeout": "--build-timeout",
     "push_timeout": "--push-timeout",

@@ -101,6 +101,9 @@ def matrix(context: Context, filters: Filters, dry_run: bool, as_json: bool,
     if dry_run:
         report_images.plan(plan_matrix(request), as_json)
         return 0
+    build_report.check_writable(report_path, field="report")
+    if junit_path:
+        build_report.check_writable(junit_path, field="junit")
 
     # Ctrl-C and SIGTERM stop the builds; the scheduler cleans up and returns what finished.
     stop = threading.Event()

@@ -151,3 +151,22 @@ def test_render_refuses_a_symlinked_kind_directory(project: Project, tmp_path: P
     assert_located(code, err, project.output / "base")
     assert "outside" in err
     assert list(outside.iterdir()) == []
+
+
+# ---- issue 16.9: report paths are checked before the first build --------------------------
+
+@pytest.mark.parametrize("option", ["--report", "--junit"])
+def test_unwritable_report_paths_fail_before_any_build(project: Project, tmp_path: Path,
+                                                       capsys, monkeypatch, option: str) -> None:
+    import aipcc_build.build as build
+
+    def no_build(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a build started")
+
+    monkeypatch.setattr(build, "build_matrix", no_build)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    code, err = run(capsys, "--matrix", str(project.matrix), "matrix", option,
+                    str(blocker / "out.xml"))
+    assert_located(code, err, blocker / "out.xml")
+    assert option in err
