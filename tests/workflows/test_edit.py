@@ -4,6 +4,8 @@ a refused edit leaves the file byte-identical, new Containerfiles are rendered."
 from __future__ import annotations
 
 import difflib
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -190,3 +192,30 @@ def test_add_version_vars_keep_the_value_typed(project, run):
                                 "flag": True, "octal": "0o17", "word": "yes"}
     rendered = (project / "containerfiles" / "base" / "cuda-12.10-el9.6" / "Containerfile")
     assert "cuda-cudart-12-10-on" in rendered.read_text()
+
+
+def test_add_version_on_a_symlinked_matrix_edits_the_target_and_keeps_its_mode(project, run):
+    """issue 16.10"""
+    link = matrix_file(project)
+    target = link.with_name("aipcc-real.yaml")
+    link.rename(target)
+    link.symlink_to(target.name)
+    target.chmod(0o640)
+    result = run("--matrix", str(link), "add-version", "cuda", "12.10.1", *CUDA_VARS)
+    assert result.code == 0, result.err
+    assert link.is_symlink() and os.readlink(link) == target.name
+    assert "12.10.1" in target.read_text()
+    assert stat.S_IMODE(target.stat().st_mode) == 0o640
+    assert not [p for p in link.parent.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_write_atomic_removes_its_temp_file_when_the_rename_fails(tmp_path, monkeypatch):
+    from aipcc_build import fsutil
+
+    def refuse(*args: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(fsutil.os, "replace", refuse)
+    with pytest.raises(OSError):
+        fsutil.write_atomic(tmp_path / "f.txt", "x")
+    assert list(tmp_path.iterdir()) == []
