@@ -150,7 +150,7 @@ class BuildahRunner:
              timeout: Optional[float] = None) -> tuple[int, bool, bool]:
         """Run to completion; (exit code, whether `stop` ended it, whether TIMEOUT seconds
         ran out first and the child's group was killed)."""
-        on_line("$ " + " ".join(command))
+        on_line("$ " + buildah.shown(command))
         with self._lock:
             if self._stopping:
                 return -signal.SIGTERM, True, False

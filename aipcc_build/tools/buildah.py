@@ -105,6 +105,24 @@ def push_command(image_id: str, reference: str, digestfile: str, tls_verify: boo
     return command
 
 
+# Build arguments whose names say they carry a secret: their values never reach a log.
+SECRET_NAME = re.compile(r"TOKEN|PASSWORD|PASSWD|SECRET|KEY|AUTH|CREDENTIAL|PRIVATE|CERT|PAT$",
+                         re.IGNORECASE)
+MASK = "***"
+
+
+def shown(command: Sequence[str]) -> str:
+    """COMMAND as logs show it: values of secret-looking `--build-arg`s masked (pass secrets
+    with `--secret`, which buildah never writes into the image or its history)."""
+    parts = list(command)
+    for index, part in enumerate(parts[:-1]):
+        if part == "--build-arg":
+            name, equals, _ = parts[index + 1].partition("=")
+            if equals and SECRET_NAME.search(name):
+                parts[index + 1] = f"{name}={MASK}"
+    return " ".join(parts)
+
+
 def containers(runner: Runner) -> set[str]:
     """IDs of every working container in local storage."""
     listed = json.loads(runner.run([PROGRAM, "containers", "--json"]).text or "[]")
