@@ -17,7 +17,7 @@ from ..plan import BuildPlan, make_plan, outside_parents
 from ..render import BUILD_ID_ARG, ensure_current
 from ..tools import buildah
 from ..tools.runner import ProcessRunner
-from . import preflight
+from . import preflight, runs
 from .schedule import (
     Event,
     ImageResult,
@@ -35,8 +35,8 @@ from .schedule import (
 
 __all__ = [
     "Event", "ImageResult", "LogLine", "MatrixBuild", "Planned", "Retrying", "RunResult",
-    "Status", "StatusChanged", "ValidationOutcome", "Warned", "build_matrix", "plan_matrix",
-    "validate_step",
+    "Status", "StatusChanged", "ValidationOutcome", "Warned", "build_matrix", "clean",
+    "plan_matrix", "validate_step",
 ]
 
 
@@ -55,6 +55,8 @@ class MatrixBuild:
     history: Mapping[str, float] = field(default_factory=dict)  # image key -> seconds
     fail_fast: bool = False
     retries: int = 1
+    build_timeout: Optional[float] = 4 * 3600.0  # seconds for one image's `buildah build`
+    push_timeout: Optional[float] = 600.0  # seconds for one push attempt
     rerender: bool = False  # render stale Containerfiles first instead of refusing them
     allow_eol: bool = False
     push: bool = False
@@ -91,6 +93,11 @@ def build_matrix(request: MatrixBuild, on_event: Callable[[Event], None],
     handler) stops the builds, removes what they left behind and returns what finished."""
     from .runner import BuildahRunner
 
+    for name in ("build_timeout", "push_timeout"):
+        value = getattr(request, name)
+        if value is not None and not value > 0:
+            raise InputError(f"must be a positive number of seconds, not {value:g}",
+                             field=name)
     if BUILD_ID_ARG in request.build_args:
         raise InputError(f"{BUILD_ID_ARG} comes from the build id (it is part of every tag)",
                          field="build_args")
@@ -101,7 +108,8 @@ def build_matrix(request: MatrixBuild, on_event: Callable[[Event], None],
     options = ScheduleOptions(
         log_dir=request.log_dir, jobs=request.jobs,
         capacity={**preflight.detect_capacity(), **request.capacity},
-        retries=request.retries, fail_fast=request.fail_fast, push=request.push,
+        retries=request.retries, build_timeout=request.build_timeout,
+        push_timeout=request.push_timeout, fail_fast=request.fail_fast, push=request.push,
         tls_verify=request.tls_verify,
         build_args={**request.build_args, BUILD_ID_ARG: request.build_id},
         labels=request.labels, layers=request.layers, pull=request.pull,
@@ -117,4 +125,17 @@ def build_matrix(request: MatrixBuild, on_event: Callable[[Event], None],
     preflight.check_contexts(images)
     processes = processes or ProcessRunner()
     buildah.check_version(processes)
-    return run(plan, options, BuildahRunner(processes), on_event, stop, validate=validate)
+    with runs.run_lock(processes.environ) as run_id:
+        try:
+            return run(plan, options, BuildahRunner(processes, run_id), on_event, stop,
+                       validate=validate)
+        finally:
+            runs.untag_run(processes, run_id)
+
+
+def clean(processes: Optional[ProcessRunner] = None) -> runs.Cleaned:
+    """Remove what runs that are no longer alive left behind (a run killed with SIGKILL):
+    their working containers and base tags. A live run's are never touched."""
+    processes = processes or ProcessRunner()
+    buildah.check_version(processes)
+    return runs.clean(processes, processes.environ)

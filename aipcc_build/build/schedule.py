@@ -59,6 +59,10 @@ class BuildJob:
     layers: Optional[bool]
     pull: Optional[str]
     platform: Optional[str]
+    # Seconds before the runner kills a `buildah build` / `buildah push` that has not ended
+    # (a registry that accepts the connection and never answers); None: no limit.
+    build_timeout: Optional[float] = None
+    push_timeout: Optional[float] = None
 
 
 @dataclass(frozen=True)
@@ -112,6 +116,9 @@ class ScheduleOptions:
     capacity: Mapping[str, float] = field(default_factory=dict)
     retries: int = 1
     retry_delay: float = 2.0  # seconds before the first retry; doubles after each
+    max_retry_delay: float = 60.0  # ... up to this
+    build_timeout: Optional[float] = 4 * 3600.0  # seconds for one `buildah build`
+    push_timeout: Optional[float] = 600.0  # seconds for one `buildah push` attempt
     fail_fast: bool = False
     push: bool = False
     tls_verify: bool = True
@@ -342,7 +349,8 @@ class _Scheduler:
                 else self.options.parent_references.get(key),
                 build_args=self.options.build_args, labels=self.options.labels,
                 layers=self.options.layers, pull=self.options.pull,
-                platform=self.options.platform,
+                platform=self.options.platform, build_timeout=self.options.build_timeout,
+                push_timeout=self.options.push_timeout,
             )
             self.results[key] = replace(self.results[key], status=Status.BUILDING,
                                         start=time.time())
@@ -371,7 +379,9 @@ class _Scheduler:
             self.built_ids[key] = message.built_id
             self.holding.pop(key, None)
         if message.result is not None:
-            self.workers.pop(key).join()
+            worker = self.workers.pop(key, None)
+            if worker is not None:
+                worker.join()
             self.holding.pop(key, None)
             result = message.result
             self.results[key] = result
@@ -399,15 +409,35 @@ class _Scheduler:
         self.on_event(StatusChanged(key, status, message, log_tail))
 
     def _write_log(self, key: str, lines: Sequence[str]) -> None:
+        """Best effort: the lines are also the image's message and log tail."""
         path = Path(self.results[key].log)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("".join(line + "\n" for line in lines))
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("".join(line + "\n" for line in lines))
+        except OSError:
+            pass
 
     # -- worker (one thread per running image) --
 
     def _work(self, job: BuildJob) -> None:
+        """Any exception (an unwritable log, a full disk, a runner bug) fails this image
+        with the error as its message: a worker that ends without a result would leave the
+        main loop waiting for it forever."""
         key = job.image.key
         result = self.results[key]  # read once: the main loop replaces it
+        sent: list[bool] = []
+        try:
+            self._work_on(job, result, sent)
+        except Exception as exc:
+            if sent:  # the result went out; closing the log failed after it
+                return
+            message = f"{type(exc).__name__}: {exc}"
+            self.messages.put(_Message(key, result=replace(
+                result, status=Status.FAILED, message=message, end=time.time(),
+                log_tail=(message,))))
+
+    def _work_on(self, job: BuildJob, result: ImageResult, sent: list[bool]) -> None:
+        key = job.image.key
         tail: list[str] = []
         path = Path(result.log)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -433,6 +463,7 @@ class _Scheduler:
                                 built=built_at[0] if built_at else None,
                                 log_tail=tuple(tail) if failed else (), retries=retries,
                                 image_id=image_id, digest=digest, toolkits=toolkits)
+                sent.append(True)
                 self.messages.put(_Message(key, result=final))
 
             built, retries = self._attempt("build", key, line,
@@ -492,7 +523,7 @@ class _Scheduler:
             if outcome.ok or outcome.stopped or not retryable \
                     or retries >= self.options.retries or self.cancelled.is_set():
                 return outcome, retries
-            delay = self.options.retry_delay * 2 ** retries
+            delay = min(self.options.retry_delay * 2 ** retries, self.options.max_retry_delay)
             retries += 1
             line(f"{action} failed ({outcome.error}); attempt {retries + 1} in {delay:g} s")
             self.messages.put(_Message(key, event=Retrying(key, action, retries + 1, delay,

@@ -39,6 +39,12 @@ def _default_jobs() -> int:
 @click.option("--fail-fast", is_flag=True, help="Stop everything at the first failure.")
 @click.option("--retries", type=click.IntRange(min=0), default=1, show_default=True,
               help="Retries of a pull/network failure or a push, with backoff.")
+@click.option("--build-timeout", type=click.FloatRange(min=0, min_open=True),
+              default=4 * 3600.0, show_default=True, metavar="SECONDS",
+              help="Stop one image's buildah build after this long (it failed).")
+@click.option("--push-timeout", type=click.FloatRange(min=0, min_open=True), default=600.0,
+              show_default=True, metavar="SECONDS",
+              help="Stop one push attempt after this long (then retry, see --retries).")
 @click.option("--render", "rerender", is_flag=True,
               help="Render the Containerfiles first instead of refusing stale ones.")
 @click.option("--allow-eol", is_flag=True, help="Build toolkit versions past their eol date.")
@@ -68,7 +74,8 @@ def matrix(context: Context, filters: Filters, dry_run: bool, as_json: bool,
            allow_eol: bool, push: bool, tls_verify: bool, log_dir: str, report_path: str,
            junit_path: Optional[str], pull: Optional[str], layers: Optional[bool],
            platform: Optional[str], build_args: dict[str, str],
-           parent_build_id: Optional[str]) -> int:
+           parent_build_id: Optional[str], build_timeout: float,
+           push_timeout: float) -> int:
     """Build every image of the matrix, concurrently and in dependency order."""
     import signal
     import threading
@@ -86,13 +93,17 @@ def matrix(context: Context, filters: Filters, dry_run: bool, as_json: bool,
         capacity=parse_capacity(capacity),
         history=build_report.durations(build_report.read(history, field="history"))
         if history else {},
-        fail_fast=fail_fast, retries=retries, rerender=rerender, allow_eol=allow_eol,
+        fail_fast=fail_fast, retries=retries, build_timeout=build_timeout,
+        push_timeout=push_timeout, rerender=rerender, allow_eol=allow_eol,
         push=push, tls_verify=tls_verify, log_dir=log_dir, build_args=build_args,
         labels=provenance_labels(os.environ), layers=layers, pull=pull, platform=platform,
     )
     if dry_run:
         report_images.plan(plan_matrix(request), as_json)
         return 0
+    build_report.check_writable(report_path, field="report")
+    if junit_path:
+        build_report.check_writable(junit_path, field="junit")
 
     # Ctrl-C and SIGTERM stop the builds; the scheduler cleans up and returns what finished.
     stop = threading.Event()
@@ -116,3 +127,14 @@ def matrix(context: Context, filters: Filters, dry_run: bool, as_json: bool,
     if received:
         return 128 + received[0]
     return 0 if result.ok else 1
+
+
+@cli.command()
+def clean() -> int:
+    """Remove what interrupted or killed runs of `matrix` left behind on this host (working
+    containers, base tags); a run that is still going is left alone."""
+    from ..build import clean as clean_runs
+    from ..report import images as report_images
+
+    report_images.cleaned(clean_runs())
+    return 0

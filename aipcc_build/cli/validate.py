@@ -39,6 +39,8 @@ def parse_expect(value: Optional[str]) -> Optional[Expectation]:
               help="What the images must hold (cuda=12.8, rocm=6.4, cpu); default: their "
                    "ai.aipcc.* labels, else inferred.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (schema 1).")
+@click.option("--tls-verify", type=click.BOOL, default=True, show_default=True,
+              metavar="true|false", help="Verify the registry's TLS certificate (docker://).")
 @click.option("--strict-layers", is_flag=True,
               help="Evidence deleted by a later layer is a violation, not a warning.")
 @click.option("--platform", metavar="OS/ARCH", help="Only this platform of an image index.")
@@ -55,7 +57,7 @@ def validate(context: Context, accelerators: tuple[str, ...], versions: tuple[st
              expect: Optional[str],
              as_json: bool, strict_layers: bool, platform: Optional[str],
              cache_dir: Optional[Path], matrix_file: Optional[str], build_id: Optional[str],
-             registry: Optional[str]) -> int:
+             registry: Optional[str], tls_verify: bool = True) -> int:
     """Check that images do not mix accelerator toolkit versions.
 
     REF is any skopeo transport: oci:DIR[:TAG], oci-archive:FILE, docker-archive:FILE,
@@ -85,7 +87,9 @@ def validate(context: Context, accelerators: tuple[str, ...], versions: tuple[st
                                   only_if_present=True))
     else:
         targets = [Target(ref, expectation) for ref in refs]
+    from ..tools.skopeo import Skopeo
+
     outcomes = validate_targets(targets, strict_layers=strict_layers, platform=platform,
-                                cache_dir=cache_dir)
+                                cache_dir=cache_dir, skopeo=Skopeo(tls_verify=tls_verify))
     report.validation(outcomes, as_json)
     return max([o.exit_code for o in outcomes] + [0])

@@ -151,13 +151,26 @@ def node_from_k8s(facts: ToolkitFacts, path: Union[str, Path]) -> Node:
     """Read a node object (`kubectl get node NAME -o json`, or YAML) and describe its GPU."""
     path = Path(path)
     try:
-        obj = yaml.safe_load(path.read_text())  # JSON is YAML
-    except (OSError, yaml.YAMLError) as err:
-        raise InputError(f"cannot read node: {err}", file=str(path)) from err
+        obj = yaml.safe_load(path.read_bytes().decode("utf-8"))  # JSON is YAML
+    except OSError as err:
+        raise InputError(f"cannot read node: {err.strerror}", file=str(path)) from None
+    except UnicodeDecodeError:
+        raise InputError("cannot read node: not UTF-8 text", file=str(path)) from None
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark or err.context_mark
+        raise InputError(f"cannot read node: {err.problem or err.context}", file=str(path),
+                         line=mark.line + 1 if mark else None) from None
+    except (yaml.YAMLError, RecursionError) as err:
+        why = "nested too deeply" if isinstance(err, RecursionError) else str(err)
+        raise InputError(f"cannot read node: {why}", file=str(path)) from None
     metadata = obj.get("metadata") if isinstance(obj, dict) else None
     if not isinstance(metadata, dict):
         raise InputError("not a Kubernetes node object (no metadata)", file=str(path))
-    labels = {str(k): str(v) for k, v in (metadata.get("labels") or {}).items()}
+    raw_labels = metadata.get("labels") or {}
+    if not isinstance(raw_labels, dict):
+        raise InputError("not a Kubernetes node object (metadata.labels is not a mapping)",
+                         file=str(path))
+    labels = {str(k): str(v) for k, v in raw_labels.items()}
     source = f"node {metadata.get('name', '?')} ({path})"
     if any(key.startswith("nvidia.com/") for key in labels) or _present(labels, _NVIDIA_PRESENT):
         return _nvidia_node(facts, labels, source, str(path))

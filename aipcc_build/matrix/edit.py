@@ -21,11 +21,11 @@ from typing import Any, Optional
 
 from ..errors import InputError
 from .expand import expand
-from .loader import DRIVER, load, parse
+from .loader import DRIVER, canonical_version, load, parse, shown
 from .model import Accelerator, ImageSpec, Matrix, ToolkitVersion
 
 # add-version takes full releases only: "12.9" would not say which patch the images pin.
-FULL_VERSION = re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+$")
+FULL_VERSION = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+")
 
 
 @dataclass(frozen=True)
@@ -65,8 +65,12 @@ def add_version(path: str, new: NewVersion) -> MatrixEdit:
     current = load(path)
     accelerator = _accelerator(current, new.accelerator)
     what = f"adding {new.accelerator} {new.version}"
-    if not FULL_VERSION.match(new.version):
-        raise InputError(f"'{new.version}' is not a version of the form X.Y.Z", field="VERSION")
+    if not FULL_VERSION.fullmatch(new.version):
+        raise InputError(f"'{shown(new.version)}' is not a version of the form X.Y.Z",
+                         field="VERSION")
+    if canonical_version(new.version) != new.version:
+        raise InputError(f"'{new.version}' has leading zeros: write "
+                         f"{canonical_version(new.version)}", field="VERSION")
     if new.min_driver is not None and not DRIVER.match(new.min_driver):
         raise InputError(f"'{new.min_driver}' is not a driver version (like 570.124.06)",
                          field="min_driver")
@@ -171,6 +175,32 @@ def _insertion_index(versions: tuple[ToolkitVersion, ...], version: str) -> int:
     return sum(1 for p in existing if p > parts)
 
 
+def _var_value(text: str) -> Any:
+    """A `--var` value as the matrix file would hold it: typed as YAML 1.2 reads the plain
+    scalar (`3` an int, `true` a bool, `on` and `1:20` text), and quoted where the matrix
+    loader's YAML 1.1 rules would read the text as something else (`on` -> true, `1:20` ->
+    80), so that loading the file gives back exactly this value."""
+    import yaml
+    from ruamel.yaml import YAML
+    from ruamel.yaml.scalarstring import SingleQuotedScalarString
+
+    try:
+        value = YAML(typ="safe", pure=True).load(text)
+    except Exception:  # not a plain scalar: keep the text
+        value = text
+    if not isinstance(value, (str, int, float, bool)) or value is None:
+        value = text
+    try:
+        as_11 = yaml.safe_load(text)
+    except yaml.YAMLError:
+        as_11 = None
+    if isinstance(value, str) and (as_11 != value or type(as_11) is not str):
+        return SingleQuotedScalarString(value)
+    if not isinstance(value, str) and (as_11 != value or type(as_11) is not type(value)):
+        return SingleQuotedScalarString(text)  # the two rule sets disagree: keep the text
+    return value
+
+
 def _version_entry(new: NewVersion, *, flow: bool) -> Any:
     from ruamel.yaml.comments import CommentedMap
 
@@ -181,7 +211,7 @@ def _version_entry(new: NewVersion, *, flow: bool) -> Any:
     if new.eol is not None:
         entry["eol"] = new.eol
     if new.vars:
-        variables = CommentedMap(new.vars)
+        variables = CommentedMap((name, _var_value(text)) for name, text in new.vars.items())
         variables.fa.set_flow_style()  # the shipped matrix writes vars on one line
         entry["vars"] = variables
     if flow:

@@ -93,7 +93,7 @@ class _Reader:
             raise self.error(node, field, "expected a single value")
         text = str(node.value)
         if pattern is not None and not pattern.fullmatch(text):
-            raise self.error(node, field, f"'{text}' is not {what}")
+            raise self.error(node, field, f"'{shown(text)}' is not {what}")
         return text
 
     def name(self, node: yaml.Node, field: str) -> str:
@@ -114,8 +114,24 @@ class _Reader:
         except ValueError:
             raise self.error(node, field, f"'{text}' is not a date (YYYY-MM-DD)") from None
 
-    def plain(self, node: yaml.Node) -> object:
-        return yaml.SafeLoader("").construct_object(node, deep=True)
+    def plain(self, node: yaml.Node, field: str) -> object:
+        try:
+            return yaml.SafeLoader("").construct_object(node, deep=True)
+        except yaml.constructor.ConstructorError as exc:
+            mark = exc.problem_mark or exc.context_mark
+            raise InputError(str(exc.problem or exc.context), file=self.path, field=field,
+                             line=mark.line + 1 if mark else None,
+                             column=mark.column + 1 if mark else None) from None
+
+
+def shown(text: str) -> str:
+    """TEXT for a one-line message: control characters (a newline) escaped."""
+    return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
+
+
+def canonical_version(version: str) -> str:
+    """12.08.1 -> 12.8.1: the one spelling a version has in names and tags."""
+    return ".".join(str(int(part)) for part in version.split("."))
 
 
 # What a registry accepts as a tag.
@@ -138,9 +154,16 @@ def load(path: str | os.PathLike[str]) -> Matrix:
     """Parse and validate a matrix file; raise InputError at the first problem."""
     file = str(path)
     try:
-        text = Path(file).read_text()
+        data = Path(file).read_bytes()
     except OSError as exc:
         raise InputError(f"cannot read the matrix file: {exc.strerror}", file=file) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise InputError(f"not UTF-8 text (byte 0x{data[exc.start]:02x})", file=file,
+                         line=line, column=column) from None
     return parse(text, file)
 
 
@@ -149,6 +172,13 @@ def parse(text: str, file: str) -> Matrix:
 
     `add-version` and `retire` check an edited matrix with this before they replace the file.
     """
+    try:
+        return _parse(text, file)
+    except RecursionError:
+        raise InputError("nested too deeply to be a matrix", file=file) from None
+
+
+def _parse(text: str, file: str) -> Matrix:
     reader = _Reader(file)
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
@@ -157,6 +187,11 @@ def parse(text: str, file: str) -> Matrix:
         raise InputError(f"YAML syntax error: {exc.problem or exc.context}", file=file,
                          line=mark.line + 1 if mark else None,
                          column=mark.column + 1 if mark else None) from None
+    except yaml.reader.ReaderError as exc:
+        raise InputError(f"YAML syntax error: character {exc.character!r} is not allowed",
+                         file=file, line=text.count("\n", 0, exc.position) + 1) from None
+    except yaml.YAMLError as exc:
+        raise InputError(f"YAML syntax error: {exc}", file=file) from None
     if root is None:
         raise InputError("the matrix file is empty", file=file)
 
@@ -287,6 +322,10 @@ def _toolkit_version(reader: _Reader, node: yaml.Node, field: str) -> ToolkitVer
                             ("version",))
     version = reader.scalar(fields["version"][1], f"{field}.version", VERSION,
                             "a version of the form X.Y or X.Y.Z")
+    if canonical_version(version) != version:
+        raise reader.error(fields["version"][1], f"{field}.version",
+                           f"'{version}' has leading zeros: write "
+                           f"{canonical_version(version)}")
     min_driver = None
     if "min_driver" in fields:
         min_driver = reader.scalar(fields["min_driver"][1], f"{field}.min_driver", DRIVER,
@@ -304,7 +343,7 @@ def _toolkit_version(reader: _Reader, node: yaml.Node, field: str) -> ToolkitVer
             if not key.isidentifier():
                 raise reader.error(key_node, f"{field}.vars.{key}",
                                    "a template variable name must be an identifier")
-            variables[key] = reader.plain(value)
+            variables[key] = reader.plain(value, f"{field}.vars.{key}")
     return ToolkitVersion(
         version=version, min_driver=min_driver, eol=eol, gpu_archs=gpu_archs,
         vars=variables, allow=_allow_rules(reader, fields, field),

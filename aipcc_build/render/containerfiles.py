@@ -241,12 +241,11 @@ def apply(matrix: Matrix, rendered: list[RenderedFile], *, check: bool,
     """Compare rendered files with the disk; write them (atomically) unless `check`."""
     changes: list[FileChange] = []
     unchanged = 0
+    currents = {item.path: _current(Path(matrix.output), Path(item.path), check=check)
+                for item in rendered}  # every refusal before the first write
     for item in rendered:
         path = Path(item.path)
-        try:
-            current: Optional[str] = path.read_text()
-        except FileNotFoundError:
-            current = None
+        current = currents[item.path]
         if current == item.text:
             unchanged += 1
             continue
@@ -277,6 +276,40 @@ def ensure_current(matrix: Matrix, filters: Filters, *, rerender: bool) -> Rende
     return result
 
 
+def _inside(output: Path, path: Path) -> bool:
+    real = os.path.realpath(output)
+    return os.path.realpath(path).startswith(real + os.sep)
+
+
+def _current(output: Path, path: Path, *, check: bool) -> Optional[str]:
+    """The text at PATH (None: no file), refusing what `render` must not replace: a
+    directory on the way that leads out of OUTPUT (a symlinked kind directory), and a file
+    without our header (written by hand), or a symbolic link."""
+    try:
+        depth = len(path.relative_to(output).parts) - 1
+    except ValueError:
+        depth = 0
+    for parent in reversed(list(path.parents)[:depth]):
+        if parent.is_symlink() and not _inside(output, parent):
+            raise InputError(f"a symbolic link to {os.path.realpath(parent)}, outside the "
+                             f"output directory {output}: render writes only inside it",
+                             file=str(parent))
+    if path.is_symlink():
+        raise InputError("a symbolic link where render writes a Containerfile: move it away",
+                         file=str(path))
+    try:
+        current = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        why = getattr(exc, "strerror", None) or "not UTF-8 text"
+        raise InputError(f"cannot read the Containerfile: {why}", file=str(path)) from None
+    if not check and not current.startswith(HEADER_PREFIX):
+        raise InputError("not written by aipcc-build (it lacks the generated header): move it "
+                         "away or delete it, then render again", file=str(path))
+    return current
+
+
 def _generated_files(output: Path) -> list[Path]:
     """Files at OUTPUT/<kind>/<name>/Containerfile that carry our header: only those may be
     removed. Deeper files belong to another matrix whose output lies inside this one's (the
@@ -285,6 +318,8 @@ def _generated_files(output: Path) -> list[Path]:
     if not output.is_dir():
         return found
     for path in sorted(output.glob("*/*/Containerfile")):
+        if path.is_symlink() or not _inside(output, path):
+            continue  # not ours: never removed
         with path.open(errors="replace") as handle:
             if handle.readline().startswith(HEADER_PREFIX):
                 found.append(path)

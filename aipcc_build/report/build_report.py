@@ -138,3 +138,25 @@ def durations(entries: list[ReportEntry]) -> dict[str, float]:
 def digests(entries: list[ReportEntry]) -> dict[tuple[str, str], str]:
     """Digest by (kind, name) of every pushed image (`compat --report`)."""
     return {(e.kind, e.name): e.digest for e in entries if e.digest}
+
+
+def check_writable(path: Union[str, Path], field: str = "report") -> None:
+    """Before a run starts: InputError (naming FIELD) unless a file can be written at PATH,
+    so that hours of builds do not end in a report nobody can write."""
+    import tempfile
+
+    target = Path(path)
+    if target.is_dir():
+        raise InputError("is a directory, not a file", file=str(target), field=field)
+    existing = target.parent
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise InputError(f"cannot be written: {existing} is not a directory", file=str(target),
+                         field=field)
+    try:
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as exc:
+        raise InputError(f"cannot be written: {exc.strerror}", file=str(target),
+                         field=field) from None

@@ -33,12 +33,16 @@ class Skopeo:
     """A thin wrapper over the skopeo executable."""
 
     def __init__(self, runner: Optional[Runner] = None, executable: str = "skopeo",
-                 registries_conf: Optional[str] = None) -> None:
+                 registries_conf: Optional[str] = None, tls_verify: bool = True) -> None:
         self._runner = runner or ProcessRunner()
         self._executable = executable
         # skopeo 1.9 ignores CONTAINERS_REGISTRIES_CONF: a private registry's settings
         # (an insecure test registry, a mirror) must be passed as a global option.
         self._global = ["--registries-conf", registries_conf] if registries_conf else []
+        # A registry's TLS certificate is checked unless told otherwise (a plain-HTTP or
+        # self-signed test registry).
+        self._tls = [] if tls_verify else ["--tls-verify=false"]
+        self._src_tls = [] if tls_verify else ["--src-tls-verify=false"]
 
     def _call(self, args: Sequence[str], ref: Optional[str] = None,
               timeout: float = INSPECT_TIMEOUT) -> bytes:
@@ -54,11 +58,12 @@ class Skopeo:
 
     def inspect_raw(self, ref: str) -> dict[str, Any]:
         """The manifest or image index exactly as stored."""
-        return json_object(self._call(["inspect", "--raw", ref], ref), ref)
+        return json_object(self._call(["inspect", *self._tls, "--raw", ref], ref), ref)
 
     def inspect_config(self, ref: str) -> dict[str, Any]:
         """The image configuration (Env, Labels, rootfs.diff_ids)."""
-        return json_object(self._call(["inspect", "--config", "--raw", ref], ref), ref)
+        return json_object(self._call(["inspect", *self._tls, "--config", "--raw", ref], ref),
+                           ref)
 
     def exists(self, ref: str) -> bool:
         """Whether REF names an image (False when it does not exist; other errors raise)."""
@@ -70,7 +75,8 @@ class Skopeo:
 
     def copy(self, source: str, dest: str, extra: Sequence[str] = ()) -> None:
         """Copy an image; EXTRA are further `skopeo copy` options."""
-        self._call(["copy", "--quiet", *extra, source, dest], source, timeout=COPY_TIMEOUT)
+        self._call(["copy", "--quiet", *self._src_tls, *extra, source, dest], source,
+                   timeout=COPY_TIMEOUT)
 
 
     def manifest_digest(self, ref: str, *, tls_verify: bool = True,

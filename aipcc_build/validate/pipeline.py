@@ -18,6 +18,7 @@ from .results import Expectation, ImageVerdict, LayerScan
 from .verdict import judge
 
 if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
     from multiprocessing.context import BaseContext
 
 
@@ -54,6 +55,31 @@ def _pool_context() -> BaseContext:
     return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
 
 
+def _die_with_parent(parent: int) -> None:
+    """Pool initializer: a worker must not outlive the validator (SIGTERM, SIGKILL)."""
+    import ctypes
+    import signal
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG (Linux)
+    except (OSError, AttributeError):
+        pass
+    if parent != -1 and os.getppid() != parent:  # the parent died before the line above
+        os._exit(1)
+
+
+def _pool(workers: int) -> ProcessPoolExecutor:
+    from concurrent.futures import ProcessPoolExecutor
+
+    context = _pool_context()
+    # forkserver and spawn workers are children of the server: it exits with us (its pipe
+    # closes), and they with it.
+    parent = os.getpid() if context.get_start_method() == "fork" else -1
+    return ProcessPoolExecutor(max_workers=workers, mp_context=context,
+                               initializer=_die_with_parent, initargs=(parent,))
+
+
 def scan_layers(jobs: Iterable[LayerJob], cache: LayerCache
                 ) -> tuple[dict[str, LayerScan], set[str]]:
     """Scans by digest, and the digests served from the cache.
@@ -83,9 +109,7 @@ def scan_layers(jobs: Iterable[LayerJob], cache: LayerCache
     workers = min(len(todo), 2 * (os.cpu_count() or 1))
     # Starting a pool costs ~0.2 s: more than scanning a few small layers in this process.
     if workers > 1 and sum(sizes.values()) > POOL_THRESHOLD_BYTES:
-        from concurrent.futures import ProcessPoolExecutor
-
-        with ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context()) as pool:
+        with _pool(workers) as pool:
             results = list(pool.map(scan_layer, todo))
     else:
         results = [scan_layer(job) for job in todo]

@@ -41,3 +41,49 @@ def test_oci_isolation_failure_names_the_setting_that_fixes_it(tmp_path: Path) -
     assert not outcome.ok and not outcome.transient
     assert outcome.error.startswith('building at STEP "RUN make"')
     assert "set BUILDAH_ISOLATION=chroot" in outcome.error
+
+
+def test_secret_looking_build_args_are_masked_in_the_logged_command() -> None:
+    """issue 16.11"""
+    from aipcc_build.tools.buildah import shown
+
+    line = shown(["buildah", "build", "--build-arg", "HF_TOKEN=hf_abc", "--build-arg",
+                  "DB_PASSWORD=pw", "--build-arg", "api_key=k", "--build-arg",
+                  "CUDA_VERSION=12.8.1", "--build-arg", "NPM_AUTH=x", "-t", "img", "."])
+    assert "hf_abc" not in line and "=pw" not in line and "=k " not in line
+    assert "HF_TOKEN=***" in line and "NPM_AUTH=***" in line
+    assert "CUDA_VERSION=12.8.1" in line
+
+
+def test_the_build_log_never_shows_a_secret_build_arg() -> None:
+    from aipcc_build.build.runner import BuildahRunner
+
+    class Child:
+        def stream(self, on_line, timeout=None):  # type: ignore[no-untyped-def]
+            on_line("STEP 1/1: FROM scratch")
+            return 0, False
+
+    class Processes:
+        environ: dict[str, str] = {}
+
+        def start(self, argv):  # type: ignore[no-untyped-def]
+            return Child()
+
+    lines: list[str] = []
+    BuildahRunner(Processes())._run(  # type: ignore[arg-type]
+        ["buildah", "build", "--build-arg", "GITHUB_TOKEN=ghp_secret", "."], lines.append)
+    assert lines[0] == "$ buildah build --build-arg GITHUB_TOKEN=*** ."
+    assert not any("ghp_secret" in line for line in lines)
+
+
+def test_validate_tls_verify_false_reaches_skopeo() -> None:
+    from aipcc_build.tools.skopeo import Skopeo
+    from tests.support.fakes import RecordingRunner
+
+    runner = RecordingRunner(lambda argv: (0, b"{}", b""))
+    Skopeo(runner, tls_verify=False).inspect_raw("docker://127.0.0.1:5000/x:1")
+    Skopeo(runner, tls_verify=False).copy("docker://127.0.0.1:5000/x:1", "oci:/tmp/o")
+    Skopeo(runner).inspect_raw("docker://127.0.0.1:5000/x:1")
+    assert "--tls-verify=false" in runner.calls[0]
+    assert "--src-tls-verify=false" in runner.calls[1]
+    assert not any("tls" in part for part in runner.calls[2])

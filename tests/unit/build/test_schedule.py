@@ -346,3 +346,76 @@ def test_a_parent_outside_the_plan_is_named_by_reference(tmp_path: Path) -> None
                          parent_references={"devel/a": parent})
     assert statuses(result) == {"devel/a": "ok"}
     assert runner.jobs["devel/a"].from_image == parent
+
+
+# ---- issue 16: a worker that raises fails its image; the run never hangs -----------------
+
+@dataclass
+class RaisingRunner(FakeRunner):
+    """Raises inside build for the keys in RAISE (a full disk, a bug in a runner)."""
+
+    raise_on: set[str] = field(default_factory=set)
+
+    def build(self, job: BuildJob, on_line: Callable[[str], None]) -> BuildOutcome:
+        if job.image.key in self.raise_on:
+            raise OSError(28, "No space left on device")
+        return super().build(job, on_line)
+
+
+def _run_in_thread(target: Callable[[], RunResult]) -> tuple[threading.Thread, list]:
+    box: list = []
+    thread = threading.Thread(target=lambda: box.append(target()), daemon=True)
+    thread.start()
+    return thread, box
+
+
+def test_worker_exception_fails_the_image_and_the_run_ends(tmp_path: Path) -> None:
+    runner = RaisingRunner(raise_on={"base/a"})
+    images = [image("a"), image("a", "devel", "base"), image("b")]
+    thread, box = _run_in_thread(lambda: schedule(images, runner, tmp_path)[0])
+    thread.join(10)
+    assert not thread.is_alive(), "the run hung after a worker raised"
+    result = box[0]
+    assert statuses(result) == {"base/a": "failed", "devel/a": "skipped", "base/b": "ok"}
+    failed = next(r for r in result.images if r.image.key == "base/a")
+    assert "No space left on device" in failed.message
+
+
+def test_unwritable_log_dir_fails_every_image_and_the_run_ends(tmp_path: Path) -> None:
+    (tmp_path / "logs").write_text("a file where the log directory should be")
+    runner = FakeRunner()
+    images = [image("a"), image("b"), image("c", resources={"gpu": 2})]
+    thread, box = _run_in_thread(
+        lambda: schedule(images, runner, tmp_path, capacity={"gpu": 1})[0])
+    thread.join(10)
+    assert not thread.is_alive(), "the run hung on an unwritable log directory"
+    result = box[0]
+    assert set(statuses(result).values()) == {"failed"}
+    assert all("logs" in r.message or "gpu" in r.message for r in result.images)
+
+
+def test_interrupt_still_ends_a_run_after_a_worker_raised(tmp_path: Path) -> None:
+    runner = RaisingRunner(raise_on={"base/a"}, durations={"base/b": 30})
+    stop = threading.Event()
+    thread, box = _run_in_thread(
+        lambda: schedule([image("a"), image("b")], runner, tmp_path, stop=stop)[0])
+    time.sleep(0.3)
+    stop.set()
+    thread.join(10)
+    assert not thread.is_alive()
+    assert statuses(box[0]) == {"base/a": "failed", "base/b": "cancelled"}
+
+
+def test_retry_backoff_is_capped(tmp_path: Path) -> None:
+    runner = FakeRunner(push_failures={"base/a": 3})
+    result, events = schedule([image("a")], runner, tmp_path, push=True, retries=3,
+                              retry_delay=0.01, max_retry_delay=0.02)
+    assert result.ok
+    assert [e.delay for e in events if isinstance(e, Retrying)] == [0.01, 0.02, 0.02]
+    assert result.images[0].retries == 3
+
+
+def test_timeouts_reach_the_runner(tmp_path: Path) -> None:
+    runner = FakeRunner()
+    schedule([image("a")], runner, tmp_path, build_timeout=7.0, push_timeout=3.0)
+    assert (runner.jobs["base/a"].build_timeout, runner.jobs["base/a"].push_timeout) == (7, 3)

@@ -4,6 +4,8 @@ a refused edit leaves the file byte-identical, new Containerfiles are rendered."
 from __future__ import annotations
 
 import difflib
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -103,6 +105,9 @@ def test_add_version_prints_images_and_registry_request(project, run):
     (("cuda", "12.9.4", *CUDA_VARS), "names carry major.minor only"),
     (("cuda", "12.10", *CUDA_VARS), "'12.10' is not a version of the form X.Y.Z"),
     (("cuda", "12.10.1-rc1", *CUDA_VARS), "is not a version of the form X.Y.Z"),
+    # issue 16.6: a trailing newline reaches nothing; leading zeros get the canonical form
+    (("cuda", "12.10.1\n", *CUDA_VARS), "is not a version of the form X.Y.Z"),
+    (("cuda", "12.010.1", *CUDA_VARS), "leading zeros: write 12.10.1"),
     (("nvidia", "12.10.1"), "unknown accelerator 'nvidia'"),
     (("cpu", "1.0.0"), "declared without versions"),
     (("cuda", "12.10.1", "--min-driver", "latest", *CUDA_VARS), "is not a driver version"),
@@ -234,3 +239,45 @@ def test_shipped_containerfiles_match_the_component_table(project, run):
     assert result.code == 0, result.err
     base = (project / "containerfiles" / "base" / "cuda-12.8-el9.6" / "Containerfile").read_text()
     assert "cuda-cudart-12-8-12.8.90-1 \\" in base
+
+
+def test_add_version_vars_keep_the_value_typed(project, run):
+    """issue 16.7: `on` and `1:20` stay text (YAML 1.1 would read true and 80)."""
+    path = matrix_file(project)
+    result = run("--matrix", str(path), "add-version", "cuda", "12.10.1",
+                 "--var", "cudart=on", "--var", "cuda_libraries=1:20", "--var", "n=3",
+                 "--var", "flag=true", "--var", "octal=0o17", "--var", "word=yes")
+    assert result.code == 0, result.err
+    (entry,) = [v for v in load(str(path)).accelerators["cuda"].versions
+                if v.version == "12.10.1"]
+    assert dict(entry.vars) == {"cudart": "on", "cuda_libraries": "1:20", "n": 3,
+                                "flag": True, "octal": "0o17", "word": "yes"}
+    rendered = (project / "containerfiles" / "base" / "cuda-12.10-el9.6" / "Containerfile")
+    assert "cuda-cudart-12-10-on" in rendered.read_text()
+
+
+def test_add_version_on_a_symlinked_matrix_edits_the_target_and_keeps_its_mode(project, run):
+    """issue 16.10"""
+    link = matrix_file(project)
+    target = link.with_name("aipcc-real.yaml")
+    link.rename(target)
+    link.symlink_to(target.name)
+    target.chmod(0o640)
+    result = run("--matrix", str(link), "add-version", "cuda", "12.10.1", *CUDA_VARS)
+    assert result.code == 0, result.err
+    assert link.is_symlink() and os.readlink(link) == target.name
+    assert "12.10.1" in target.read_text()
+    assert stat.S_IMODE(target.stat().st_mode) == 0o640
+    assert not [p for p in link.parent.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_write_atomic_removes_its_temp_file_when_the_rename_fails(tmp_path, monkeypatch):
+    from aipcc_build import fsutil
+
+    def refuse(*args: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(fsutil.os, "replace", refuse)
+    with pytest.raises(OSError):
+        fsutil.write_atomic(tmp_path / "f.txt", "x")
+    assert list(tmp_path.iterdir()) == []

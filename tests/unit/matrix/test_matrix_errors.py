@@ -54,6 +54,21 @@ def test_version_must_be_x_y_or_x_y_z(project: Project, cli, bad: str) -> None:
                        "is not a version of the form X.Y or X.Y.Z", at=bad)
 
 
+def test_version_with_a_newline_is_refused(project: Project, cli) -> None:
+    project.edit("{version: 12.9.1,", '{version: "12.9.1\\n",')
+    message = assert_input_error(project, cli, "accelerators.cuda.versions[0].version",
+                                 "is not a version of the form X.Y or X.Y.Z", at="12.9.1")
+    assert "\n" not in message and "'12.9.1\\n'" in message
+
+
+@pytest.mark.parametrize("bad, canonical", [("12.08.1", "12.8.1"), ("012.9", "12.9")])
+def test_version_with_leading_zeros_names_the_canonical_form(project: Project, cli, bad: str,
+                                                             canonical: str) -> None:
+    project.edit("{version: 12.9.1,", f"{{version: '{bad}',")
+    assert_input_error(project, cli, "accelerators.cuda.versions[0].version",
+                       f"leading zeros: write {canonical}", at=bad)
+
+
 def test_duplicated_version(project: Project, cli) -> None:
     project.edit("{version: 6.3.4}", "{version: 6.4.1, min_driver: 1.2}")
     assert_input_error(project, cli, "accelerators.rocm.versions[1].version",
