@@ -4,7 +4,6 @@ locations the loader recorded, so nothing here needs the YAML."""
 
 from __future__ import annotations
 
-import difflib
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -91,6 +90,8 @@ def check_filters(matrix: Matrix, images: list[ImageSpec], filters: Filters) -> 
     for field, values, names in known:
         for value in values:
             if value not in names:
+                import difflib  # only for the message: `validate` imports this module
+
                 hint = difflib.get_close_matches(value, names, n=1)
                 extra = f" (did you mean '{hint[0]}'?)" if hint else ""
                 raise InputError(f"'{value}' matches nothing in the matrix{extra}",
