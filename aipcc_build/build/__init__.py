@@ -17,7 +17,7 @@ from ..plan import BuildPlan, make_plan, outside_parents
 from ..render import BUILD_ID_ARG, ensure_current
 from ..tools import buildah
 from ..tools.runner import ProcessRunner
-from . import preflight, runs
+from . import preflight
 from .schedule import (
     Event,
     ImageResult,
@@ -35,8 +35,8 @@ from .schedule import (
 
 __all__ = [
     "Event", "ImageResult", "LogLine", "MatrixBuild", "Planned", "Retrying", "RunResult",
-    "Status", "StatusChanged", "ValidationOutcome", "Warned", "build_matrix", "clean",
-    "plan_matrix", "validate_step",
+    "Status", "StatusChanged", "ValidationOutcome", "Warned", "build_matrix", "plan_matrix",
+    "validate_step",
 ]
 
 
@@ -125,17 +125,4 @@ def build_matrix(request: MatrixBuild, on_event: Callable[[Event], None],
     preflight.check_contexts(images)
     processes = processes or ProcessRunner()
     buildah.check_version(processes)
-    with runs.run_lock(processes.environ) as run_id:
-        try:
-            return run(plan, options, BuildahRunner(processes, run_id), on_event, stop,
-                       validate=validate)
-        finally:
-            runs.untag_run(processes, run_id)
-
-
-def clean(processes: Optional[ProcessRunner] = None) -> runs.Cleaned:
-    """Remove what runs that are no longer alive left behind (a run killed with SIGKILL):
-    their working containers and base tags. A live run's are never touched."""
-    processes = processes or ProcessRunner()
-    buildah.check_version(processes)
-    return runs.clean(processes, processes.environ)
+    return run(plan, options, BuildahRunner(processes), on_event, stop, validate=validate)

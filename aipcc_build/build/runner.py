@@ -1,16 +1,14 @@
 """The scheduler's runner on the real buildah: a scheduled job becomes `buildah build` /
 `buildah push` (streamed, each child in its own process group), and after an interruption
-the working containers our killed builds left behind are removed: only this run's, known by
-the name buildah gives them (see `runs`)."""
+the working containers our killed builds left behind are removed."""
 
 from __future__ import annotations
 
-import itertools
 import signal
 import tempfile
 import threading
 import time
-import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
@@ -18,70 +16,53 @@ from ..errors import STDERR_TAIL_LINES, ToolError
 from ..plan import build_context
 from ..tools import buildah
 from ..tools.runner import LineSink, Process, ProcessRunner
-from . import runs
 from .schedule import BuildJob, BuildOutcome, PushOutcome
+
+
+@dataclass
+class _Origins:
+    """What our builds started working containers from, learnt from their output."""
+
+    references: set[str]  # FROM lines, as written ("scratch" included)
+    image_ids: set[str]  # intermediate and parent image IDs (12 or 64 hex digits)
+
+    def matches(self, reference: str, image_id: str) -> bool:
+        if image_id and any(image_id.startswith(known) for known in self.image_ids):
+            return True
+        # A FROM scratch container has neither; "scratch" among our FROM lines covers it.
+        return (reference or "scratch") in self.references
 
 
 class BuildahRunner:
     """The scheduler's runner on the real buildah (see schedule.Runner)."""
 
-    def __init__(self, processes: ProcessRunner, run_id: Optional[str] = None) -> None:
+    def __init__(self, processes: ProcessRunner) -> None:
         self.processes = processes
         self.environ = processes.environ
-        self.run_id = run_id or "r" + uuid.uuid4().hex[:12]
         self._lock = threading.Lock()
         self._children: set[Process] = set()
         self._stopping = False
-        self._bases = itertools.count(1)
+        self._origins = _Origins(set(), set())
+        # Containers that existed before we started are never ours to remove.
+        self._preexisting = buildah.containers(processes)
 
     def build(self, job: BuildJob, on_line: LineSink) -> BuildOutcome:
-        name = runs.base_tag(self.run_id, next(self._bases))
-        try:
-            tagged = self._tag_base(job, name, on_line)
-        except ToolError as exc:
-            return BuildOutcome(ok=False, error=f"pulling the base image: {exc.stderr or exc}",
-                                transient=bool(buildah.TRANSIENT.search(str(exc))))
-        try:
-            return self._build(job, name if tagged else job.from_image,
-                               "missing" if tagged and job.pull == "always" else job.pull,
-                               on_line)
-        finally:
-            if tagged:
-                buildah.untag(self.processes, [name])
-
-    def _tag_base(self, job: BuildJob, name: str, on_line: LineSink) -> bool:
-        """Give the build's base image NAME, a tag of this run's (pulling it first as the
-        pull policy says): its working container is then named after it. False when the
-        base is not a plain reference (scratch, a build argument)."""
-        base = job.from_image or buildah.first_from(job.image.containerfile)
-        if base is None or base == "scratch" or self._stopping:
-            return False
-        if job.pull != "always" and buildah.tag(self.processes, base, name):
-            on_line(f"--from {base} as {name}: its working container carries this run's id")
-            return True
-        if job.pull == "never":
-            return False  # buildah build says what is missing
-        on_line(f"$ buildah pull {base}")
-        buildah.pull(self.processes, base, job.pull or "missing", job.platform,
-                     timeout=job.build_timeout or 4 * 3600.0)
-        if not buildah.tag(self.processes, base, name):
-            return False
-        on_line(f"--from {base} as {name}: its working container carries this run's id")
-        return True
-
-    def _build(self, job: BuildJob, from_image: Optional[str], pull: Optional[str],
-               on_line: LineSink) -> BuildOutcome:
         with tempfile.TemporaryDirectory(prefix="aipcc-build-") as scratch:
             iidfile = str(Path(scratch) / "iid")
             request = buildah.BuildRequest(
                 containerfile=job.image.containerfile, context=build_context(job.image),
                 tag=job.image.reference, iidfile=iidfile, build_args=job.build_args,
-                labels=job.labels, from_image=from_image, layers=job.layers,
-                pull=pull, platform=job.platform,
+                labels=job.labels, from_image=job.from_image, layers=job.layers,
+                pull=job.pull, platform=job.platform,
             )
+            if job.from_image and job.from_image.startswith("sha256:"):
+                self._remember(image_id=job.from_image.replace("sha256:", ""))
+            elif job.from_image:
+                self._remember(reference=job.from_image)
             tail: list[str] = []
 
             def line(text: str) -> None:
+                self._learn(text)
                 tail.append(text)
                 del tail[:-STDERR_TAIL_LINES]
                 on_line(text)
@@ -140,9 +121,20 @@ class BuildahRunner:
             child.signal_group(signal.SIGKILL)
 
     def remove_leftovers(self) -> list[str]:
-        """Remove the working containers this run's stopped builds left; return their IDs.
-        Another run's containers have another run id in their names and stay."""
-        ours = runs.ours(buildah.container_names(self.processes), self.run_id)
+        """Remove working containers our stopped builds left; return their IDs.
+
+        A container is ours when it was created during this run from an image our builds
+        started from (FROM lines, intermediate and parent image IDs in their output).
+        """
+        ours = []
+        for container_id in sorted(buildah.containers(self.processes) - self._preexisting):
+            try:
+                reference, image_id = buildah.container_origin(self.processes, container_id)
+            except ToolError:
+                continue  # removed meanwhile by its owner
+            with self._lock:
+                if self._origins.matches(reference, image_id):
+                    ours.append(container_id)
         buildah.remove_containers(self.processes, ours)
         return ours
 
@@ -168,3 +160,18 @@ class BuildahRunner:
                 stopped = self._stopping
         # buildah catches SIGTERM and exits 1 after cleaning up, so the code cannot tell.
         return code, stopped, timed_out and not stopped
+
+    def _learn(self, line: str) -> None:
+        step = buildah.STEP_FROM.match(line)
+        if step:
+            self._remember(reference=step.group(1))
+        image = buildah.STEP_IMAGE.match(line)
+        if image:
+            self._remember(image_id=image.group(1))
+
+    def _remember(self, reference: str = "", image_id: str = "") -> None:
+        with self._lock:
+            if reference:
+                self._origins.references.add(reference)
+            if image_id:
+                self._origins.image_ids.add(image_id)

@@ -8,7 +8,6 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Optional
 
 from ..errors import ToolError
@@ -127,55 +126,6 @@ def containers(runner: Runner) -> set[str]:
     """IDs of every working container in local storage."""
     listed = json.loads(runner.run([PROGRAM, "containers", "--json"]).text or "[]")
     return {entry["id"] for entry in listed or []}
-
-
-def container_names(runner: Runner) -> dict[str, str]:
-    """Every working container in local storage: ID -> name."""
-    listed = json.loads(runner.run([PROGRAM, "containers", "--json"]).text or "[]")
-    return {entry["id"]: entry.get("containername") or "" for entry in listed or []}
-
-
-def tags(runner: Runner, prefix: str) -> list[str]:
-    """Every local image name starting with PREFIX."""
-    listed = json.loads(runner.run([PROGRAM, "images", "--json"]).text or "[]")
-    return sorted(name for entry in listed or [] for name in entry.get("names") or []
-                  if name.startswith(prefix))
-
-
-def untag(runner: Runner, names: Sequence[str]) -> None:
-    """Remove image names; an image keeps its other names (a base stays where it was)."""
-    if names:
-        for name in names:
-            runner.run([PROGRAM, "rmi", name], check=False)
-
-
-def tag(runner: Runner, image: str, name: str) -> bool:
-    """Whether IMAGE (a local reference or ID) could be given NAME."""
-    return runner.run([PROGRAM, "tag", image, name], check=False).returncode == 0
-
-
-def pull(runner: Runner, reference: str, policy: str, platform: Optional[str],
-         timeout: float) -> None:
-    command = [PROGRAM, "pull", "--quiet", "--retry", "0", f"--policy={policy}"]
-    if platform is not None:
-        command += ["--platform", platform]
-    runner.run([*command, reference], timeout=timeout)
-
-
-def first_from(containerfile: str) -> Optional[str]:
-    """The image the first FROM line names, when it is a plain reference."""
-    try:
-        lines = Path(containerfile).read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError):
-        return None
-    for line in lines:
-        words = line.split()
-        if words and words[0].upper() == "FROM":
-            names = [word for word in words[1:] if not word.startswith("--")]
-            if names and "$" not in names[0]:
-                return names[0]
-            return None
-    return None
 
 
 def container_origin(runner: Runner, container_id: str) -> tuple[str, str]:
