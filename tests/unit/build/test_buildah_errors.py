@@ -57,6 +57,7 @@ def test_secret_looking_build_args_are_masked_in_the_logged_command() -> None:
 
 def test_the_build_log_never_shows_a_secret_build_arg() -> None:
     from aipcc_build.build.runner import BuildahRunner
+    from aipcc_build.tools.runner import Completed
 
     class Child:
         def stream(self, on_line, timeout=None):  # type: ignore[no-untyped-def]
@@ -65,6 +66,9 @@ def test_the_build_log_never_shows_a_secret_build_arg() -> None:
 
     class Processes:
         environ: dict[str, str] = {}
+
+        def run(self, argv, **options):  # type: ignore[no-untyped-def]
+            return Completed(tuple(argv), 0, b"[]", b"")  # `buildah containers`: none
 
         def start(self, argv):  # type: ignore[no-untyped-def]
             return Child()
