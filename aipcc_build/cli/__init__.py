@@ -10,7 +10,7 @@ from typing import Optional
 
 import click
 
-from ..errors import AipccError
+from ..errors import AipccError, InputError
 from . import build, compat, edit, images, publish, validate  # noqa: F401  (register the commands)
 from .options import cli
 
@@ -46,10 +46,10 @@ def message(exc: AipccError) -> str:
     option = OPTION_OF_FIELD.get(exc.field or "")
     if option is None:
         return str(exc)
-    if exc.field and getattr(exc, "message", None) is not None:
-        # InputError: "file:line: field: message" with the option in the field's place.
-        exc.field = option
-        return str(exc)
+    if isinstance(exc, InputError):
+        # "file:line: field: message" with the option in the field's place.
+        return str(InputError(exc.message, file=exc.file, line=exc.line, column=exc.column,
+                              field=option))
     return f"{exc} ({option})"
 
 

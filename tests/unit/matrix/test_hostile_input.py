@@ -9,15 +9,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from aipcc_build.cli import main
 from tests.support.project import Project
 
 
-def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
-    with pytest.raises(SystemExit) as exited:
-        main(list(args))
-    err = capsys.readouterr().err
-    return int(exited.value.code or 0), err
+def run(cli, *args: str) -> tuple[int, str]:  # type: ignore[no-untyped-def]
+    """Exit code and stderr, through the shared in-process CLI runner."""
+    result = cli(*args)
+    return result.code, result.err
 
 
 def assert_located(code: int, err: str, file: Path, line: int | None = None) -> None:
@@ -28,30 +26,30 @@ def assert_located(code: int, err: str, file: Path, line: int | None = None) -> 
     assert where in err, err
 
 
-def test_matrix_not_utf8(tmp_path: Path, capsys) -> None:
+def test_matrix_not_utf8(tmp_path: Path, cli) -> None:
     matrix = tmp_path / "m.yaml"
     matrix.write_bytes(b"schema: 1\nproduct: {name: \xff}\n")
-    assert_located(*run(capsys, "--matrix", str(matrix), "list"), matrix, 2)
+    assert_located(*run(cli, "--matrix", str(matrix), "list"), matrix, 2)
 
 
-def test_matrix_nested_too_deeply(tmp_path: Path, capsys) -> None:
+def test_matrix_nested_too_deeply(tmp_path: Path, cli) -> None:
     matrix = tmp_path / "m.yaml"
     matrix.write_text("a: " + "[" * 5000 + "]" * 5000 + "\n")
-    code, err = run(capsys, "--matrix", str(matrix), "list")
+    code, err = run(cli, "--matrix", str(matrix), "list")
     assert_located(code, err, matrix)
     assert "nested too deeply" in err
 
 
-def test_matrix_tag_it_cannot_construct(project: Project, capsys) -> None:
+def test_matrix_tag_it_cannot_construct(project: Project, cli) -> None:
     project.edit("vars: {cudnn: 9.8.0.87}", "vars: {cudnn: !!python/object:os.system x}")
-    code, err = run(capsys, "--matrix", str(project.matrix), "render")
+    code, err = run(cli, "--matrix", str(project.matrix), "render")
     assert_located(code, err, project.matrix, 12)
     assert "vars.cudnn" in err and "constructor" in err
 
 
-def test_matrix_path_component_too_long(tmp_path: Path, capsys) -> None:
+def test_matrix_path_component_too_long(tmp_path: Path, cli) -> None:
     matrix = tmp_path / ("x" * 300) / "m.yaml"
-    code, err = run(capsys, "--matrix", str(matrix), "list")
+    code, err = run(cli, "--matrix", str(matrix), "list")
     assert_located(code, err, matrix)
 
 
@@ -60,24 +58,24 @@ def test_matrix_path_component_too_long(tmp_path: Path, capsys) -> None:
     '{"metadata": {"labels": [1, 2]}}',
     b"\xff\xfe{",
 ])
-def test_select_node_hostile_files(project: Project, tmp_path: Path, capsys,
+def test_select_node_hostile_files(project: Project, tmp_path: Path, cli,
                                    content: str | bytes) -> None:
     node = tmp_path / "node.json"
     if isinstance(content, bytes):
         node.write_bytes(content)
     else:
         node.write_text(content)
-    assert_located(*run(capsys, "--matrix", str(project.matrix), "select", "--node",
+    assert_located(*run(cli, "--matrix", str(project.matrix), "select", "--node",
                         str(node)), node)
 
 
 @pytest.mark.parametrize("command", [["matrix", "--dry-run", "--history"],
                                      ["compat", "--report"]])
-def test_deep_json_reports(project: Project, tmp_path: Path, capsys,
+def test_deep_json_reports(project: Project, tmp_path: Path, cli,
                            command: list[str]) -> None:
     report = tmp_path / "report.json"
     report.write_text("[" * 100000 + "]" * 100000)
-    assert_located(*run(capsys, "--matrix", str(project.matrix), *command, str(report)),
+    assert_located(*run(cli, "--matrix", str(project.matrix), *command, str(report)),
                    report)
 
 
@@ -95,58 +93,54 @@ FUZZ = settings(max_examples=150, deadline=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
-def _exit(capsys: pytest.CaptureFixture[str], *args: str) -> None:
-    try:
-        main(list(args))
-    except SystemExit as exited:
-        code = exited.code
-    err = capsys.readouterr().err
-    assert code in (0, 1, 2, None), (code, err)
-    assert "Traceback" not in err
+def _exit(cli, *args: str) -> None:  # type: ignore[no-untyped-def]
+    result = cli(*args)
+    assert result.code in (0, 1, 2), (result.code, result.err)
+    assert "Traceback" not in result.err
 
 
 @FUZZ
 @given(text=st.text(max_size=300) | st.binary(max_size=300))
-def test_fuzz_matrix_loader(project: Project, capsys, text: str | bytes) -> None:
+def test_fuzz_matrix_loader(project: Project, cli, text: str | bytes) -> None:
     path = project.root / "fuzz.yaml"
     if isinstance(text, bytes):
         path.write_bytes(text)
     else:
         path.write_bytes(text.encode("utf-8", "replace"))
-    _exit(capsys, "--matrix", str(path), "list")
+    _exit(cli, "--matrix", str(path), "list")
 
 
 @FUZZ
 @given(value=json_values)
-def test_fuzz_json_readers(project: Project, capsys, value: object) -> None:
+def test_fuzz_json_readers(project: Project, cli, value: object) -> None:
     path = project.root / "fuzz.json"
     path.write_text(json.dumps(value))
-    _exit(capsys, "--matrix", str(project.matrix), "matrix", "--dry-run", "--history",
+    _exit(cli, "--matrix", str(project.matrix), "matrix", "--dry-run", "--history",
           str(path))
-    _exit(capsys, "--matrix", str(project.matrix), "select", "--node", str(path))
-    _exit(capsys, "--matrix", str(project.matrix), "compat", "--report", str(path))
+    _exit(cli, "--matrix", str(project.matrix), "select", "--node", str(path))
+    _exit(cli, "--matrix", str(project.matrix), "compat", "--report", str(path))
 
 
 # ---- issue 16.8: render never overwrites a hand-written file nor leaves the output tree --
 
-def test_render_refuses_to_overwrite_a_hand_written_file(project: Project, capsys) -> None:
-    assert run(capsys, "--matrix", str(project.matrix), "render")[0] == 0
+def test_render_refuses_to_overwrite_a_hand_written_file(project: Project, cli) -> None:
+    assert run(cli, "--matrix", str(project.matrix), "render")[0] == 0
     target = project.output / "base" / "cuda-12.9-el9.6" / "Containerfile"
     assert target.exists()
     target.write_text("FROM scratch\n# my own work\n")
-    code, err = run(capsys, "--matrix", str(project.matrix), "render")
+    code, err = run(cli, "--matrix", str(project.matrix), "render")
     assert_located(code, err, target)
     assert "generated header" in err
     assert target.read_text() == "FROM scratch\n# my own work\n"
 
 
 def test_render_refuses_a_symlinked_kind_directory(project: Project, tmp_path: Path,
-                                                   capsys) -> None:
+                                                   cli) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()
     project.output.mkdir()
     (project.output / "base").symlink_to(outside)
-    code, err = run(capsys, "--matrix", str(project.matrix), "render")
+    code, err = run(cli, "--matrix", str(project.matrix), "render")
     assert_located(code, err, project.output / "base")
     assert "outside" in err
     assert list(outside.iterdir()) == []
@@ -156,7 +150,7 @@ def test_render_refuses_a_symlinked_kind_directory(project: Project, tmp_path: P
 
 @pytest.mark.parametrize("option", ["--report", "--junit"])
 def test_unwritable_report_paths_fail_before_any_build(project: Project, tmp_path: Path,
-                                                       capsys, monkeypatch, option: str) -> None:
+                                                       cli, monkeypatch, option: str) -> None:
     import aipcc_build.build as build
 
     def no_build(*args: object, **kwargs: object) -> None:
@@ -165,7 +159,7 @@ def test_unwritable_report_paths_fail_before_any_build(project: Project, tmp_pat
     monkeypatch.setattr(build, "build_matrix", no_build)
     blocker = tmp_path / "a-file"
     blocker.write_text("")
-    code, err = run(capsys, "--matrix", str(project.matrix), "matrix", option,
+    code, err = run(cli, "--matrix", str(project.matrix), "matrix", option,
                     str(blocker / "out.xml"))
     assert_located(code, err, blocker / "out.xml")
     assert option in err
