@@ -3,14 +3,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 import click
 
-from .options import Context, cli, matrix_filters, pass_context, resolved_build_id
-
-if TYPE_CHECKING:
-    from ..matrix import Filters
+from .options import Context, cli, make_filters, pass_context, raw_filters, resolved_build_id
 
 TLS = click.option("--tls-verify/--no-tls-verify", default=True, show_default=True,
                    help="Verify registries' TLS certificates (and require HTTPS).")
@@ -36,6 +33,7 @@ def promote(context: Context, report_path: str, to: str, dry_run: bool,
             registry: Optional[str], tls_verify: bool, authfile: Optional[str]) -> int:
     """Copy every image the build report marks ok, by digest and with all its platforms,
     to the release repositories: tagged VERSION-BUILD_ID and the matrix's moving tags."""
+    from ..publish import registry_http
     from ..publish.promote import PromoteRequest
     from ..publish.promote import promote as run
     from ..report import publish
@@ -45,7 +43,8 @@ def promote(context: Context, report_path: str, to: str, dry_run: bool,
                              source_registry=registry or matrix.registry,
                              product=matrix.product, dry_run=dry_run, tls_verify=tls_verify,
                              authfile=authfile)
-    publish.promoted(run(request, on_event=publish.event_printer()))
+    publish.promoted(run(request, on_event=publish.event_printer(),
+                          probe=registry_http.manifest_digest))
     return 0
 
 
@@ -67,9 +66,11 @@ def promote(context: Context, report_path: str, to: str, dry_run: bool,
 @SOURCE_REGISTRY
 @TLS
 @AUTHFILE
-@matrix_filters
+@raw_filters
 @pass_context
-def mirror(context: Context, filters: Filters, to: str, source: Optional[str],
+def mirror(context: Context, accelerators: tuple[str, ...], versions: tuple[str, ...],
+           oses: tuple[str, ...], kinds: tuple[str, ...], names: tuple[str, ...],
+           to: str, source: Optional[str],
            report_path: Optional[str], build_id: Optional[str], out: str, retries: int, jobs: int,
            registry: Optional[str], tls_verify: bool, authfile: Optional[str]) -> int:
     """Copy every image of a release, by digest with all platforms and digests kept, to a
@@ -96,7 +97,9 @@ def mirror(context: Context, filters: Filters, to: str, source: Optional[str],
                 from ..matrix import expand
 
                 specs = expand(context.load(), build_id=resolved_build_id(build_id),
-                               registry=registry, filters=filters)
+                               registry=registry,
+                               filters=make_filters(accelerators, versions, oses, kinds,
+                                                    names))
                 images = core.images_from_references(
                     [(s.key, s.reference) for s in specs], source_registry, Skopeo(),
                     tls_verify=tls_verify, authfile=authfile)

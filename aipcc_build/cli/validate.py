@@ -10,6 +10,7 @@ import click
 from .options import (
     Context,
     cli,
+    make_filters,
     pass_context,
     raw_filters,
     reference_options,
@@ -72,11 +73,10 @@ def validate(context: Context, accelerators: tuple[str, ...], versions: tuple[st
         raise click.UsageError("give REFs or --matrix, not both")
     expectation = parse_expect(expect)
     if matrix_file is not None:
-        from ..matrix import Filters, expand, load
+        from ..matrix import expand, load
         from ..validate import expectation_from_spec
 
-        filters = Filters(accelerators=accelerators, versions=versions, oses=oses, kinds=kinds,
-                          names=names)
+        filters = make_filters(accelerators, versions, oses, kinds, names)
         images = expand(load(matrix_file), build_id=resolved_build_id(build_id),
                         registry=registry, filters=filters)
         targets = []
