@@ -82,7 +82,7 @@ def validate_step(image: ImageSpec, image_id: str) -> ValidationOutcome:
 
     outcome = validate_built(image, image_id)
     return ValidationOutcome(ok=outcome.exit_code == 0, message=outcome.problems(),
-                             toolkits=outcome.toolkits())
+                             toolkits=outcome.toolkits(), warnings=outcome.warnings())
 
 
 def build_matrix(request: MatrixBuild, on_event: Callable[[Event], None],

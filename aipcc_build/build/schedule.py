@@ -87,6 +87,7 @@ class ValidationOutcome:
     ok: bool
     message: str = ""
     toolkits: Mapping[str, Sequence[str]] = field(default_factory=dict)  # "cuda": ["12.8.90"]
+    warnings: tuple[str, ...] = ()  # findings that do not fail the image, one line each
 
 
 # The validation step: (image, local image ID) -> outcome. The validator lands separately.
@@ -187,6 +188,7 @@ class ImageResult:
     message: str = ""
     toolkits: Optional[Mapping[str, Sequence[str]]] = None  # None: not validated
     log_tail: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()  # the validator's
 
     @property
     def duration(self) -> Optional[float]:
@@ -454,6 +456,7 @@ class _Scheduler:
                 self.messages.put(_Message(key, event=StatusChanged(key, new)))
 
             built_at: list[float] = []
+            warned: list[str] = []
 
             def done(status: Status, message: str = "", *, retries: int, image_id: str = "",
                      digest: str = "",
@@ -462,7 +465,8 @@ class _Scheduler:
                 final = replace(result, status=status, message=message, end=time.time(),
                                 built=built_at[0] if built_at else None,
                                 log_tail=tuple(tail) if failed else (), retries=retries,
-                                image_id=image_id, digest=digest, toolkits=toolkits)
+                                image_id=image_id, digest=digest, toolkits=toolkits,
+                                warnings=tuple(warned))
                 sent.append(True)
                 self.messages.put(_Message(key, result=final))
 
@@ -482,6 +486,9 @@ class _Scheduler:
                 except Exception as exc:  # a validator bug must not take the run down
                     checked = ValidationOutcome(ok=False, message=f"validator error: {exc}")
                 toolkits = checked.toolkits
+                for warning in checked.warnings:
+                    line(f"validation warning: {warning}")
+                warned.extend(checked.warnings)
                 if not checked.ok:
                     line(f"validation failed: {checked.message}")
                     return done(Status.FAILED, f"validation failed: {checked.message}",

@@ -40,7 +40,8 @@ def write_junit(result: RunResult, path: str) -> None:
             failure.text = "\n".join(item.log_tail)
         elif item.status is not Status.OK:
             ET.SubElement(case, "skipped", {"message": f"{item.status.value}: {item.message}"})
-        ET.SubElement(case, "system-out").text = f"log: {item.log}"
+        ET.SubElement(case, "system-out").text = "\n".join(
+            [f"log: {item.log}", *(f"validation warning: {w}" for w in item.warnings)])
     root = ET.Element("testsuites")
     root.append(suite)
     ET.indent(root)

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -252,6 +250,8 @@ class OpenedImage:
 
     def close(self) -> None:
         if self._tempdir:
+            import shutil
+
             shutil.rmtree(self._tempdir, ignore_errors=True)
             self._tempdir = None
 
@@ -264,6 +264,11 @@ class OpenedImage:
 
 def _copy_with_skopeo(ref: str, transport: str, rest: str, platform: Optional[str],
                       skopeo: Skopeo, layers_read: str) -> OpenedImage:
+    # Imported here: images read in place (a validation served from the cache among
+    # them) never make a temporary copy.
+    import shutil
+    import tempfile
+
     top = skopeo.inspect_raw(ref)
     sources: list[tuple[str, Optional[Mapping[str, Any]]]] = []
     if top.get("mediaType") in INDEX_TYPES or "manifests" in top:

@@ -19,7 +19,7 @@ from isal import igzip_threaded
 
 from .blobs import BlobLocation, LayerJob, TarSplitLayer
 from .detect import CANDIDATE_BYTES, WANT_FILE, WANT_MEMORY, LayerDetector
-from .results import Hazard, LayerScan
+from .results import SETUID, Hazard, LayerScan
 from .symlinks import TOOLKIT_PREFIXES, resolve_link
 from .tarsplit import TarSplitError, TarSplitStream
 
@@ -100,13 +100,15 @@ class TarEntry:
     """A member as the header says. `name` and `link` stay bytes: most entries are
     rejected by a bytes check, and decoding every name would cost more than inflating."""
 
-    __slots__ = ("name", "kind", "size", "link")
+    __slots__ = ("name", "kind", "size", "link", "mode")
 
-    def __init__(self, name: bytes, kind: str, size: int, link: bytes) -> None:
+    def __init__(self, name: bytes, kind: str, size: int, link: bytes, mode: int = 0o644
+                 ) -> None:
         self.name = name
         self.kind = kind
         self.size = size
         self.link = link
+        self.mode = mode  # permission bits with set-user-ID, set-group-ID and sticky
 
 
 def _number(field: bytes) -> int:
@@ -277,13 +279,17 @@ class TarWalker:
                 size = 0  # these carry no data blocks, whatever the header says
             elif kind == "7":
                 kind = REGULAR  # contiguous files are regular files to every reader
+            try:
+                mode = int(header[100:107], 8) & 0o7777
+            except ValueError:
+                mode = _number(header[100:108]) & 0o7777
             if size > MAX_MEMBER_SIZE:
                 # Skipping is impossible and every later header would be misaligned.
-                yield TarEntry(name, kind, size, link)
+                yield TarEntry(name, kind, size, link, mode)
                 return
             self._unread = size
             self._pending = size + (-size % BLOCK)
-            yield TarEntry(name, kind, size, link)
+            yield TarEntry(name, kind, size, link, mode)
 
 
 def normalize(name: str) -> tuple[Optional[str], Optional[str]]:
@@ -311,6 +317,30 @@ def escapes_root(path: str, target: str) -> bool:
     return False
 
 
+# Mode bits that make a member worth a look: set-user-ID, set-group-ID, writable by others.
+ODD_MODE = 0o6002
+# Directories where files writable by everyone are the point (all sticky on real systems).
+SHARED_DIRS = ("/tmp/", "/var/tmp/", "/dev/shm/", "/run/lock/", "/var/lock/")
+
+
+def mode_hazard(path: str, kind: str, mode: int) -> Optional[Hazard]:
+    """Layer hygiene from a member's mode: a set-user-ID or set-group-ID file, a file
+    writable by everyone outside the shared temporary directories, a directory writable
+    by everyone without the sticky bit (anyone may delete anyone's files in it). Never
+    severe: real base images ship /usr/bin/su and passwd set-user-ID."""
+    if kind == REGULAR and mode & 0o6000:
+        bits = " and ".join(name for bit, name in ((0o4000, "set-user-ID"),
+                                                   (0o2000, "set-group-ID")) if mode & bit)
+        return Hazard(SETUID, path, f"{bits} file (mode {mode:04o})", severe=False)
+    if kind == REGULAR and mode & 0o002 and not path.startswith(SHARED_DIRS):
+        return Hazard("world-writable", path, f"file writable by everyone (mode {mode:04o})",
+                      severe=False)
+    if kind == DIRECTORY and mode & 0o002 and not mode & 0o1000:
+        return Hazard("world-writable", path, "directory writable by everyone without the "
+                      f"sticky bit (mode {mode:04o})", severe=False)
+    return None
+
+
 def _decode(raw: bytes) -> str:
     return raw.decode("utf-8", "surrogateescape")
 
@@ -329,7 +359,7 @@ def _walk(stream: Union[BinaryIO, TarSplitStream], detector: LayerDetector, work
         # one regex decide that before any decoding.
         if (kind in _PLAIN_KINDS and raw[:1] != b"/" and b".." not in raw
                 and b".wh." not in raw and entry.size <= MAX_MEMBER_SIZE
-                and not looks_interesting(raw)):
+                and not entry.mode & ODD_MODE and not looks_interesting(raw)):
             continue
         name = _decode(raw)
         path, hazard = normalize(name)
@@ -354,9 +384,14 @@ def _walk(stream: Union[BinaryIO, TarSplitStream], detector: LayerDetector, work
             # debootstrap and mmdebstrap write /dev/console, /dev/null, /dev/ptmx... into
             # real base images: layer hygiene, reported, never a failure by itself (the
             # walker creates nothing, so a device node cannot reach the host).
-            hazards.append(Hazard("device-file", path, "device node in a layer",
+            where = "in a layer" if path.startswith("/dev/") else "outside /dev"
+            hazards.append(Hazard("device-file", path, f"device node {where}",
                                   severe=False))
             continue
+        if entry.mode & ODD_MODE:
+            odd = mode_hazard(path, kind, entry.mode)
+            if odd is not None:
+                hazards.append(odd)
         link = _decode(entry.link)
         if kind == SYMLINK:
             symlinks[path] = link

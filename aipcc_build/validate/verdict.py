@@ -13,15 +13,15 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-from ..matrix.model import AllowRule
 from .components import fits, known_releases, knows_release, release_components, resolve
 from .detect import config_evidence, major_minor
 from .image import PlatformImage
 from .results import (
     ALLOWED,
     OK,
+    SETUID,
     UNMAPPED,
     VIOLATION,
     WARNING,
@@ -32,6 +32,9 @@ from .results import (
     LayerScan,
 )
 from .symlinks import resolve_link
+
+if TYPE_CHECKING:
+    from ..matrix.model import AllowRule
 
 LABEL_ACCELERATOR = "ai.aipcc.accelerator"
 LABEL_VERSION = "ai.aipcc.accelerator.version"
@@ -299,11 +302,16 @@ def judge(ref: str, image: PlatformImage, scans: Sequence[LayerScan],
             status, evidence.kind, evidence.path, reason, toolkit=evidence.toolkit,
             version=", ".join(releases) if releases else None, component=evidence.component,
             component_version=evidence.version, layer_digest=digest))
-    for scan in scans:
+    for number, scan in enumerate(scans):
         for hazard in scan.hazards:
-            findings.append(Finding(VIOLATION if hazard.severe else WARNING, "layer", hazard.path,
-                                    f"{hazard.kind}: {hazard.detail}", component=hazard.kind,
-                                    layer_digest=scan.digest))
+            status = VIOLATION if hazard.severe else WARNING
+            reason = f"{hazard.kind}: {hazard.detail}"
+            if hazard.kind == SETUID and number == 0:
+                # The lowest layer is the distribution's root filesystem, whose su, passwd,
+                # mount... are set-user-ID by design: listed, not warned about.
+                status, reason = OK, f"{reason}; from the base layer"
+            findings.append(Finding(status, "layer", hazard.path, reason,
+                                    component=hazard.kind, layer_digest=scan.digest))
     findings.extend(_config_checks(image, ref, expected))
     findings, stale = _apply_allowlist(findings, allow)
 
