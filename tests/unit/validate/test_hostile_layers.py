@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import json
 import tarfile
+import uuid
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from aipcc_build.validate import detect, symlinks
 from aipcc_build.validate.blobs import BlobLocation, LayerJob
@@ -193,3 +196,35 @@ def test_rpm_databases_spool_at_most_the_bound(tmp_path: Path,
     assert peak <= 10_000
     (refused,) = [h for h in scanned.hazards if h.kind == "spool-limit"]
     assert refused.severe and refused.path == "/usr/lib/sysimage/rpm/rpmdb.sqlite"
+
+
+# ---- fuzz: the OCI readers end in exit 0, 1 or 2, never a traceback -----------------------
+
+oci_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda children: st.lists(children, max_size=3)
+    | st.dictionaries(st.sampled_from(["schemaVersion", "mediaType", "manifests", "config",
+                                       "layers", "digest", "size", "platform", "os",
+                                       "architecture", "rootfs", "diff_ids", "Env", "Labels",
+                                       "annotations"]),
+                      children, max_size=5),
+    max_leaves=15)
+
+
+@settings(max_examples=100, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(index=oci_json, manifest=oci_json, image_config=oci_json)
+def test_fuzz_oci_readers(tmp_path: Path, validate, index: object, manifest: object,
+                          image_config: object) -> None:
+    root = tmp_path / f"oci-{uuid.uuid4().hex[:8]}"
+    layout = Layout(root)
+    layer = layout.put(CUDA_129)
+    config_digest = layout.put(json.dumps(image_config).encode())
+    if isinstance(manifest, dict):  # point it at real blobs, so the fuzz gets past them
+        manifest = {**manifest, "schemaVersion": 2, "config": {"digest": config_digest},
+                    "layers": manifest.get("layers", [{"digest": layer}])}
+    manifest_digest = layout.put(json.dumps(manifest).encode())
+    if isinstance(index, dict) and index.get("manifests") is None:
+        index = {**index, "manifests": [{"digest": manifest_digest}]}
+    (root / "index.json").write_text(json.dumps(index))
+    assert validate(layout).code in (0, 1, 2)
