@@ -17,7 +17,7 @@ from ..plan import BuildPlan, make_plan, outside_parents
 from ..render import BUILD_ID_ARG, ensure_current
 from ..tools import buildah
 from ..tools.runner import ProcessRunner
-from . import preflight
+from . import preflight, runs
 from .schedule import (
     Event,
     ImageResult,
@@ -35,8 +35,8 @@ from .schedule import (
 
 __all__ = [
     "Event", "ImageResult", "LogLine", "MatrixBuild", "Planned", "Retrying", "RunResult",
-    "Status", "StatusChanged", "ValidationOutcome", "Warned", "build_matrix", "plan_matrix",
-    "validate_step",
+    "Status", "StatusChanged", "ValidationOutcome", "Warned", "build_matrix", "clean",
+    "plan_matrix", "validate_step",
 ]
 
 
@@ -101,6 +101,9 @@ def build_matrix(request: MatrixBuild, on_event: Callable[[Event], None],
     if BUILD_ID_ARG in request.build_args:
         raise InputError(f"{BUILD_ID_ARG} comes from the build id (it is part of every tag)",
                          field="build_args")
+    if runs.RUN_ARG in request.build_args:
+        raise InputError(f"{runs.RUN_ARG} is set by aipcc-build: it tells which run made a "
+                         "working container", field="build_args")
     matrix = load(request.matrix_path)
     images = expand(matrix, build_id=request.build_id, registry=request.registry,
                     filters=request.filters)
@@ -125,4 +128,17 @@ def build_matrix(request: MatrixBuild, on_event: Callable[[Event], None],
     preflight.check_contexts(images)
     processes = processes or ProcessRunner()
     buildah.check_version(processes)
-    return run(plan, options, BuildahRunner(processes), on_event, stop, validate=validate)
+    with runs.hold(processes) as run_id:
+        for container_id, dead_run in runs.remove_dead(processes).removed:
+            on_event(Warned(f"removed working container {container_id[:12]}, left by run "
+                            f"{dead_run} that is no longer running"))
+        return run(plan, options, BuildahRunner(processes, run_id), on_event, stop,
+                   validate=validate)
+
+
+def clean(processes: Optional[ProcessRunner] = None) -> runs.Cleaned:
+    """Remove the working containers that runs no longer alive left (killed with SIGKILL,
+    a crashed host); a live run's are never touched."""
+    processes = processes or ProcessRunner()
+    buildah.check_version(processes)
+    return runs.remove_dead(processes)

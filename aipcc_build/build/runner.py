@@ -1,6 +1,7 @@
 """The scheduler's runner on the real buildah: a scheduled job becomes `buildah build` /
 `buildah push` (streamed, each child in its own process group), and after an interruption
-the working containers our killed builds left behind are removed."""
+the working containers our killed builds left behind are removed: only this run's, known
+by the run id each of its builds passes to buildah (see `runs`)."""
 
 from __future__ import annotations
 
@@ -8,41 +9,28 @@ import signal
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from ..errors import STDERR_TAIL_LINES, ToolError
+from ..errors import STDERR_TAIL_LINES
 from ..plan import build_context
 from ..tools import buildah
 from ..tools.runner import LineSink, Process, ProcessRunner
+from . import runs
 from .schedule import BuildJob, BuildOutcome, PushOutcome
 
 
-@dataclass
-class _Origins:
-    """What our builds started working containers from, learnt from their output."""
-
-    references: set[str]  # FROM lines, as written ("scratch" included)
-    image_ids: set[str]  # intermediate and parent image IDs (12 or 64 hex digits)
-
-    def matches(self, reference: str, image_id: str) -> bool:
-        if image_id and any(image_id.startswith(known) for known in self.image_ids):
-            return True
-        # A FROM scratch container has neither; "scratch" among our FROM lines covers it.
-        return (reference or "scratch") in self.references
-
-
 class BuildahRunner:
-    """The scheduler's runner on the real buildah (see schedule.Runner)."""
+    """The scheduler's runner on the real buildah (see schedule.Runner), for the run
+    RUN_ID (whose lock the caller holds, see `runs.hold`)."""
 
-    def __init__(self, processes: ProcessRunner) -> None:
+    def __init__(self, processes: ProcessRunner, run_id: str) -> None:
         self.processes = processes
         self.environ = processes.environ
+        self.run_id = run_id
         self._lock = threading.Lock()
         self._children: set[Process] = set()
         self._stopping = False
-        self._origins = _Origins(set(), set())
         # Containers that existed before we started are never ours to remove.
         self._preexisting = buildah.containers(processes)
 
@@ -51,21 +39,20 @@ class BuildahRunner:
             iidfile = str(Path(scratch) / "iid")
             request = buildah.BuildRequest(
                 containerfile=job.image.containerfile, context=build_context(job.image),
-                tag=job.image.reference, iidfile=iidfile, build_args=job.build_args,
+                tag=job.image.reference, iidfile=iidfile,
+                build_args={**job.build_args, runs.RUN_ARG: self.run_id},
                 labels=job.labels, from_image=job.from_image, layers=job.layers,
                 pull=job.pull, platform=job.platform,
             )
-            if job.from_image and job.from_image.startswith("sha256:"):
-                self._remember(image_id=job.from_image.replace("sha256:", ""))
-            elif job.from_image:
-                self._remember(reference=job.from_image)
             tail: list[str] = []
 
             def line(text: str) -> None:
-                self._learn(text)
-                tail.append(text)
+                shown = buildah.without_unconsumed(text, [runs.RUN_ARG])
+                if shown is None:
+                    return
+                tail.append(shown)
                 del tail[:-STDERR_TAIL_LINES]
-                on_line(text)
+                on_line(shown)
 
             code, stopped, timed_out = self._run(buildah.build_command(request, self.environ),
                                                  line, job.build_timeout)
@@ -121,22 +108,12 @@ class BuildahRunner:
             child.signal_group(signal.SIGKILL)
 
     def remove_leftovers(self) -> list[str]:
-        """Remove working containers our stopped builds left; return their IDs.
-
-        A container is ours when it was created during this run from an image our builds
-        started from (FROM lines, intermediate and parent image IDs in their output).
-        """
-        ours = []
-        for container_id in sorted(buildah.containers(self.processes) - self._preexisting):
-            try:
-                reference, image_id = buildah.container_origin(self.processes, container_id)
-            except ToolError:
-                continue  # removed meanwhile by its owner
-            with self._lock:
-                if self._origins.matches(reference, image_id):
-                    ours.append(container_id)
-        buildah.remove_containers(self.processes, ours)
-        return ours
+        """Remove the working containers this run's stopped builds left; return their IDs.
+        Another run's, live or not, carry another run id and stay."""
+        made = runs.owners(buildah.storage(self.processes),
+                           buildah.containers(self.processes) - self._preexisting)
+        return buildah.remove_containers(
+            self.processes, [cid for cid, run_id in made.items() if run_id == self.run_id])
 
     def _run(self, command: list[str], on_line: LineSink,
              timeout: Optional[float] = None) -> tuple[int, bool, bool]:
@@ -160,18 +137,3 @@ class BuildahRunner:
                 stopped = self._stopping
         # buildah catches SIGTERM and exits 1 after cleaning up, so the code cannot tell.
         return code, stopped, timed_out and not stopped
-
-    def _learn(self, line: str) -> None:
-        step = buildah.STEP_FROM.match(line)
-        if step:
-            self._remember(reference=step.group(1))
-        image = buildah.STEP_IMAGE.match(line)
-        if image:
-            self._remember(image_id=image.group(1))
-
-    def _remember(self, reference: str = "", image_id: str = "") -> None:
-        with self._lock:
-            if reference:
-                self._origins.references.add(reference)
-            if image_id:
-                self._origins.image_ids.add(image_id)

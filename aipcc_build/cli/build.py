@@ -127,3 +127,14 @@ def matrix(context: Context, filters: Filters, dry_run: bool, as_json: bool,
     if received:
         return 128 + received[0]
     return 0 if result.ok else 1
+
+
+@cli.command()
+def clean() -> int:
+    """Remove the working containers that runs of `matrix` killed on this host left behind
+    (a run that is still going is left alone)."""
+    from ..build import clean as clean_runs
+    from ..report import images as report_images
+
+    report_images.cleaned(clean_runs())
+    return 0

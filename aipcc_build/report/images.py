@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from .console import emit_json, shown_path, table
 
 if TYPE_CHECKING:  # keep jinja2 out of commands that only print
+    from ..build.runs import Cleaned
     from ..matrix import ImageSpec, Matrix
     from ..plan import BuildPlan
     from ..render import RenderResult
@@ -132,3 +133,13 @@ def ci_document(text: str, build_plan: BuildPlan) -> None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
     if not build_plan.builds:
         sys.stderr.write("the plan selects no image: nothing to build\n")
+
+
+def cleaned(result: Cleaned) -> None:
+    """What `clean` removed (stderr: nothing here is data)."""
+    for container_id, run_id in result.removed:
+        sys.stderr.write(f"removed working container {container_id[:12]} (run {run_id})\n")
+    for run_id in result.live_runs:
+        sys.stderr.write(f"left run {run_id} alone: it is still running\n")
+    if not result.removed:
+        sys.stderr.write("nothing to clean\n")

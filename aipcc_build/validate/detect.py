@@ -22,7 +22,9 @@ from .rpmdb import RpmdbError, read_packages
 WANT_NONE, WANT_MEMORY, WANT_FILE = 0, 1, 2
 SMALL_FILE_LIMIT = 1 << 20  # version.json, version.py and friends are a few hundred bytes
 DPKG_STATUS_LIMIT = 64 << 20
-RPMDB_LIMIT = 1 << 30
+# RPM databases are copied to temporary files for sqlite: at most this many bytes at once
+# per layer scan (a layer repeating a database, or holding huge ones, is refused instead).
+SPOOL_LIMIT = 1 << 30
 
 # Evidence kinds, as reported.
 EVIDENCE_KINDS = (
@@ -255,6 +257,7 @@ class LayerDetector:
         self.content_paths: list[str] = []
         self._seen: set[str] = set()
         self._rpm_files: dict[str, Path] = {}
+        self.spooled = 0  # bytes of temporary files held now
 
     def _once(self, key: str) -> bool:
         if key in self._seen:
@@ -269,6 +272,22 @@ class LayerDetector:
         self.hazards.append(Hazard("oversized-file", path,
                                    f"{size} bytes, more than {limit}: not read", severe=False))
         return False
+
+    def _spool(self, path: str, size: int) -> bool:
+        """Whether SIZE more bytes of temporary disk fit for PATH's content."""
+        previous = self._rpm_files.pop(path, None)
+        if previous is not None:  # the later member of a name is the one that counts
+            self.spooled -= previous.stat().st_size
+            previous.unlink()
+        if self.spooled + size > SPOOL_LIMIT:
+            self.hazards.append(Hazard(
+                "spool-limit", path, f"{size} bytes to copy for sqlite, with {self.spooled} "
+                f"held already, exceed the {SPOOL_LIMIT} bytes of temporary disk a layer may "
+                "use: not read", severe=True))
+            return False
+        self.spooled += size
+        self.content_paths.append(path)
+        return True
 
     def visit(self, path: str, kind: str, size: int) -> int:
         if not _CANDIDATE.search(path):
@@ -306,7 +325,7 @@ class LayerDetector:
         if _DPKG_STATUS.match(path):
             return WANT_MEMORY if self._limit(path, size, DPKG_STATUS_LIMIT) else WANT_NONE
         if _RPMDB.match(path):
-            return WANT_FILE if self._limit(path, size, RPMDB_LIMIT) else WANT_NONE
+            return WANT_FILE if self._spool(path, size) else WANT_NONE
         library = _LIBRARY.search(path)
         if library:
             self._library(path, library.group(1), library.group(2))

@@ -7,6 +7,7 @@ fast as zlib). The caller runs one layer per process to use every core.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 import tempfile
@@ -20,7 +21,7 @@ from isal import igzip_threaded
 from .blobs import BlobLocation, LayerJob, TarSplitLayer
 from .detect import CANDIDATE_BYTES, WANT_FILE, WANT_MEMORY, LayerDetector
 from .results import SETUID, Hazard, LayerScan
-from .symlinks import TOOLKIT_PREFIXES, resolve_link
+from .symlinks import TOOLKIT_PREFIXES, Budget, BudgetExceeded, resolve_link
 from .tarsplit import TarSplitError, TarSplitStream
 
 CHUNK = 1 << 20
@@ -49,10 +50,16 @@ class TarError(Exception):
 
 
 class _RangeFile(io.RawIOBase):
-    """A read-only window on a file, so archives are read in place."""
+    """A read-only window on a file, so archives are read in place; every byte read is
+    hashed on the way, so the scan that reads the blob anyway also checks its digest."""
 
-    def __init__(self, location: BlobLocation) -> None:
-        self._file = open(location.path, "rb")  # noqa: SIM115 - closed in close()
+    def __init__(self, location: BlobLocation, digest: str) -> None:
+        algorithm, _, self._expected = digest.partition(":")
+        if algorithm not in hashlib.algorithms_available:
+            raise ValueError(f"unknown digest algorithm in {digest!r}")
+        self._algorithm = algorithm
+        self._hash = hashlib.new(algorithm)
+        self._file = open(location.path, "rb")  # noqa: SIM115 - closed in release()
         size = os.fstat(self._file.fileno()).st_size
         self._start = location.offset
         self._end = size if location.length is None else location.offset + location.length
@@ -68,16 +75,31 @@ class _RangeFile(io.RawIOBase):
         if want <= 0:
             return 0
         got = self._file.readinto(view[:want])
+        self._hash.update(view[:got])
         self._pos += got
         return got
 
     def rewind(self) -> None:
         self._file.seek(self._start)
         self._pos = self._start
+        self._hash = hashlib.new(self._algorithm)
+
+    def actual_digest(self) -> Optional[str]:
+        """After the scan: the blob's digest, when it is not the one it is stored under
+        (what the decompressor left unread is read and hashed first)."""
+        buffer = bytearray(CHUNK)
+        while self.readinto(buffer):
+            pass
+        actual = self._hash.hexdigest()
+        return None if actual == self._expected else f"{self._algorithm}:{actual}"
 
     def close(self) -> None:
-        self._file.close()
+        # Decompressors close their source when done; the file stays open for
+        # `actual_digest` until `release`.
         super().close()
+
+    def release(self) -> None:
+        self._file.close()
 
 
 def open_layer(raw: _RangeFile) -> BinaryIO:
@@ -442,22 +464,32 @@ def scan_layer(job: LayerJob) -> LayerScan:
                 error = f"layer {job.digest} is unreadable in local storage: {exc}"
         else:
             try:
-                raw = _RangeFile(location)
-            except OSError as exc:
+                raw = _RangeFile(location, job.digest)
+            except (OSError, ValueError) as exc:
                 return LayerScan(job.digest, 0, error=f"cannot open layer blob: {exc}")
             try:
                 with open_layer(raw) as stream:
                     entries = _walk(stream, detector, Path(tmp), hazards, whiteouts, opaque,
                                     symlinks)
+                actual = raw.actual_digest()
+                if actual is not None:
+                    error = (f"layer {job.digest} does not match its digest (its bytes hash "
+                             f"to {actual}): refused")
             except (TarError, OSError, EOFError, zstandard.ZstdError) as exc:
                 error = f"layer {job.digest} is unreadable: {exc}"
             finally:
-                raw.close()
+                raw.release()
         evidence, content_paths, found = detector.finish()
-    for path in symlinks:
-        if resolve_link(path, symlinks) is None:
-            hazards.append(Hazard("symlink-loop", path, f"-> {symlinks[path]} never resolves",
-                                  severe=False))
+    budget = Budget(len(symlinks))
+    try:
+        for path in symlinks:
+            if resolve_link(path, symlinks, budget) is None:
+                hazards.append(Hazard("symlink-loop", path,
+                                      f"-> {symlinks[path]} never resolves", severe=False))
+    except BudgetExceeded:
+        hazards.append(Hazard("symlink-bound", path, f"resolving the layer's {len(symlinks)} "
+                              f"symlinks takes more than {budget.total} steps: a hostile "
+                              "layer", severe=True))
     return LayerScan(
         digest=job.digest,
         entries=entries,
