@@ -159,10 +159,11 @@ def test_setuid_and_odd_permissions_are_warnings_the_base_layers_setuid_listed(
     verdict = judge("r", image(labels={"ai.aipcc.accelerator": "cpu"}), [base, upper], None,
                     (), False, 0)
     assert verdict.verdict == "ok"
-    found = {(f.path, f.status, f.component, f.layer_digest[7:12]) for f in verdict.findings
+    layer = {base.digest: "base", upper.digest: "upper"}
+    found = {(f.path, f.status, f.component, layer[f.layer_digest]) for f in verdict.findings
              if f.layer_digest}
     assert found == {
-        ("/usr/bin/su", OK, "setuid", "base0"), ("/usr/bin/passwd", OK, "setuid", "base0"),
+        ("/usr/bin/su", OK, "setuid", "base"), ("/usr/bin/passwd", OK, "setuid", "base"),
         ("/opt/app/helper", WARNING, "setuid", "upper"),
         ("/usr/bin/wall", WARNING, "setuid", "upper"),
         ("/etc/app.conf", WARNING, "world-writable", "upper"),
