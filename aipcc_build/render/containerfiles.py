@@ -247,8 +247,8 @@ def index_config(url: str) -> str:
     """The lines that make pip and uv use URL: variables and both config files."""
     # The URL holds no quote, space or '$' (the matrix loader checks): safe in '...'.
     return "\n".join([
-        f"# The wheel index of this image's variant, set by aipcc-build whatever the "
-        f"template writes.",
+        "# The wheel index of this image's variant, set by aipcc-build whatever the "
+        "template writes.",
         _index_env(url),
         f"RUN mkdir -p {os.path.dirname(UV_TOML)} \\",
         f" && printf '[global]\\nindex-url = %s\\n' '{url}' > {PIP_CONF} \\",

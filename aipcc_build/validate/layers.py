@@ -433,4 +433,5 @@ def scan_layer(job: LayerJob) -> LayerScan:
         symlinks=tuple((p, t) for p, t in symlinks.items() if p.startswith(TOOLKIT_PREFIXES)),
         hazards=tuple(hazards + found),
         error=error,
+        index_settings=tuple(detector.index_settings),
     )
