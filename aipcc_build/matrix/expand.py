@@ -164,7 +164,7 @@ def _image(matrix: Matrix, kind: ImageKind, accelerator: Accelerator,
     index_pattern = accelerator.wheel_index or matrix.wheel_index
     wheel_index = None
     if index_pattern is not None:
-        parts = version.version.split(".") if version else [None, None]
+        parts: list[Optional[str]] = [*version.version.split(".")] if version else [None, None]
         wheel_index = index_pattern.format(
             release=index_release(matrix.product.version), accelerator=accelerator.name,
             major=parts[0], minor=parts[1], os=os_name,

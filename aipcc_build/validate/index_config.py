@@ -56,7 +56,7 @@ def settings_from_text(path: str, text: str) -> tuple[list[IndexSetting], Option
         parser.read_string(text, source=path)
     except (tomllib.TOMLDecodeError, configparser.Error, UnicodeError) as exc:
         return [], f"cannot parse: {str(exc).splitlines()[0]}"
-    found = []
+    found: list[IndexSetting] = []
     for section in parser.sections():
         for key, value in parser.items(section):
             name = key.replace("_", "-")

@@ -152,8 +152,10 @@ def _unplaced(evidence: Evidence, expected: Expectation) -> tuple[str, str]:
                      f"CUDA {release}'s components to the table)")
 
 
-def _judge_evidence(evidence: Evidence, releases: Optional[tuple[str, ...]],
-                    expected: Expectation) -> tuple[str, str]:
+def judge_evidence(evidence: Evidence, releases: Optional[tuple[str, ...]],
+                   expected: Expectation) -> tuple[str, str]:
+    """(status, reason) of one piece of evidence in an image that should hold EXPECTED; the
+    wheel index judges the wheels it publishes with it too."""
     found = f"{evidence.toolkit} {', '.join(releases)}" if releases else evidence.toolkit
     if expected.accelerator not in FAMILIES:
         return VIOLATION, f"{found} evidence in a {expected.accelerator} image"
@@ -315,7 +317,7 @@ def judge(ref: str, image: PlatformImage, scans: Sequence[LayerScan],
         expected = replace(expected, version=inferred.version)
 
     for evidence, releases, digest, gone in items:
-        status, reason = _judge_evidence(evidence, releases, expected)
+        status, reason = judge_evidence(evidence, releases, expected)
         if evidence.toolkit in mixed and releases and status == OK:
             status = WARNING
             reason = (f"{evidence.toolkit} {', '.join(releases)}: part of a mix of "
