@@ -119,13 +119,16 @@ def judge_settings(settings: Sequence[tuple[IndexSetting, Optional[str]]],
     for setting, digest in settings:
         url = setting.url
         claim = toolkit_of(url)
-        status, reason = OK, "the image's own index"
-        if index is None or not _same(url, index):
-            status, reason = _judge_claim(claim, expected, setting.key in _PRIMARY)
-        if index is not None and status != OK:
+        status, reason = _judge_claim(claim, expected, setting.key in _PRIMARY)
+        own = index is not None and _same(url, index)
+        if own and status == WARNING:  # ours, though its URL does not say so
+            status, reason = OK, "the image's own index"
+        elif own:
+            reason += " (the image's own index)"
+        elif index is not None and status != OK:
             reason += f" (the image's index is {index})"
         findings.append(Finding(
-            status, "index-config", setting.source, f"{setting.key} {url}: {reason}",
+            status, "index-config", setting.source, reason,
             toolkit=claim[0] if claim else None, version=claim[1] if claim else None,
             component=setting.key, component_version=url, layer_digest=digest))
     return findings
@@ -141,6 +144,8 @@ def _judge_claim(claim: Optional[tuple[str, Optional[str]]], expected: Expectati
     named = f"{accelerator} {release}" if release else accelerator
     if accelerator != expected.accelerator:
         return VIOLATION, f"{role} serves {named} wheels, in a {expected} image"
+    if accelerator not in ("cuda", "rocm"):
+        return OK, f"{role} serves {named} wheels"
     if release is None or expected.release is None:
         return WARNING, f"{role} does not say which {accelerator} release it serves"
     if release != expected.release:

@@ -82,10 +82,20 @@ def test_the_labelled_index_is_the_images_own(tmp_path: Path) -> None:
     labels = {"ai.aipcc.accelerator": "cpu", "ai.aipcc.wheel-index": url}
     verdict = judge("ref", image({"PIP_INDEX_URL": url}, labels), [], None, (), False, 0)
     assert verdict.ok and [f.reason for f in verdict.findings] == [
-        f"PIP_INDEX_URL {url}: the image's own index"]
+        "the index serves cpu wheels (the image's own index)"]
+    mirror = "https://mirror.example/ours/"
+    labels["ai.aipcc.wheel-index"] = mirror
+    verdict = judge("ref", image({"PIP_INDEX_URL": mirror}, labels), [], None, (), False, 0)
+    assert verdict.ok and verdict.findings[0].reason.endswith("the image's own index")
     rocm = judge("ref", image({"UV_INDEX_URL": RHAI + "rocm6.4-ubi9/simple/"}, labels), [],
                  None, (), False, 0)
-    assert not rocm.ok and f"(the image's index is {url})" in rocm.findings[0].reason
+    assert not rocm.ok and f"(the image's index is {mirror})" in rocm.findings[0].reason
+    # A labelled index of another toolkit is not excused by its label.
+    labels["ai.aipcc.wheel-index"] = THEIRS
+    wrong = judge("ref", image({"PIP_INDEX_URL": THEIRS}, {**labels, "ai.aipcc.accelerator":
+                                                           "cuda"}), [],
+                  Expectation("cuda", "12.8"), (), False, 0)
+    assert not wrong.ok
 
 
 def test_a_later_layer_replaces_or_removes_a_config_file(tmp_path: Path) -> None:
