@@ -35,9 +35,9 @@ import os
 import re
 import shutil
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 from ..errors import InputError
 from ..matrix import Matrix, expand
@@ -221,7 +221,8 @@ def _plan(root: Path, target: IndexTarget) -> tuple[_Plan, list[Refusal]]:
     refusals: list[Refusal] = []
     seen: dict[str, Path] = {}
     for directory in target.sources:
-        for path in sorted(Path(directory).glob("*.whl")):
+        for path in (Path(directory, name) for name in sorted(os.listdir(directory))
+                     if name.endswith(".whl")):
             try:
                 facts = _facts(plan, path)
             except WheelError as exc:
@@ -349,7 +350,10 @@ def _write_generation(generations: Path, plan: _Plan, generation: int,
     up = "../" * (len(plan.target.pages.split("/")) + 1 if plan.target.pages else 1)
     by_project: dict[str, list[WheelFacts]] = {}
     for path, facts in plan.wheels.values():
-        _add_to_pool(generations, path, facts, plan.metadata.get(facts.filename), created)
+        known = plan.previous.get(facts.filename)
+        if known is None or known.sha256 != facts.sha256:
+            # (The current generation's wheels are in the pool: it is never pruned.)
+            _add_to_pool(generations, path, facts, plan.metadata.get(facts.filename), created)
         by_project.setdefault(facts.project, []).append(facts)
     before: dict[str, list[WheelFacts]] = {}
     for facts in plan.previous.values():
@@ -358,19 +362,22 @@ def _write_generation(generations: Path, plan: _Plan, generation: int,
     if plan.current is not None:
         current = generations / _name(plan.current)
         current_pages = current / plan.target.pages if plan.target.pages else current
+    pages.mkdir(parents=True, exist_ok=True)
+    # Plain strings and os calls: this loop runs once per project, thousands of times.
+    into, linked_from = str(pages), str(current_pages) if current_pages else None
     for project, files in sorted(by_project.items()):
         files.sort(key=lambda f: f.filename)
-        page = pages / project / "index.html"
-        page.parent.mkdir(parents=True)
+        os.mkdir(f"{into}/{project}")
+        page = f"{into}/{project}/index.html"
         old = sorted(before.get(project, []), key=lambda f: f.filename)
-        if current_pages is not None and old == files and _link(
-                current_pages / project / "index.html", page):
+        if linked_from is not None and old == files and _link(
+                f"{linked_from}/{project}/index.html", page):
             continue  # unchanged: the current generation's page, linked
-        page.write_text(simple_index.project_page(project, [simple_index.FileLink(
-            filename=f.filename, url=up + _pool_path(f), sha256=f.sha256,
-            requires_python=f.requires_python, metadata_sha256=f.metadata_sha256)
-            for f in files]))
-    pages.mkdir(parents=True, exist_ok=True)
+        with open(page, "w") as handle:
+            handle.write(simple_index.project_page(project, [simple_index.FileLink(
+                filename=f.filename, url=up + _pool_path(f), sha256=f.sha256,
+                requires_python=f.requires_python, metadata_sha256=f.metadata_sha256)
+                for f in files]))
     (pages / "index.html").write_text(simple_index.root_page(sorted(by_project), generation))
     os.symlink(f"../{POOL}", staging / POOL)
     manifest = generations / f"{name}.json"
@@ -405,7 +412,7 @@ def _add_to_pool(generations: Path, path: Path, facts: WheelFacts,
         metadata if metadata is not None else metadata_of(path))
 
 
-def _link(source: Path, destination: Path) -> bool:
+def _link(source: Union[str, Path], destination: Union[str, Path]) -> bool:
     """A hard link; False where the file system cannot link (another device, no source)."""
     try:
         os.link(source, destination)
@@ -440,8 +447,11 @@ def _prune(generations: Path, current: int, keep: int) -> tuple[int, ...]:
     for number in doomed:
         (generations / f"{_name(number)}.json").unlink(missing_ok=True)
         shutil.rmtree(generations / _name(number), ignore_errors=True)
-    for stale in generations.glob(".g*.tmp-*"):  # an interrupted run of another process
-        shutil.rmtree(stale, ignore_errors=True)
+    stale = list(generations.glob(".g*.tmp-*"))  # an interrupted run of another process
+    for path in stale:
+        shutil.rmtree(path, ignore_errors=True)
+    if not doomed and not stale:
+        return ()  # every pool entry is still linked by a generation kept
     wanted = {facts.sha256 for number in numbers if number not in doomed
               for facts in read_manifest(generations / f"{_name(number)}.json")}
     pool = generations / POOL
@@ -457,11 +467,14 @@ def _prune(generations: Path, current: int, keep: int) -> tuple[int, ...]:
 # ---- the manifest: what one generation holds (this module reads and writes it) ----------
 
 
+_FACT_FIELDS = [f.name for f in fields(WheelFacts)]
+
+
 def write_manifest(path: Path, generation: int, target: IndexTarget,
                    wheels: Sequence[WheelFacts]) -> None:
     records = []
     for facts in sorted(wheels, key=lambda f: f.filename):
-        record: dict[str, Any] = asdict(facts)
+        record: dict[str, Any] = {name: getattr(facts, name) for name in _FACT_FIELDS}
         record["evidence"] = [[e.kind, e.path, e.toolkit, e.component, e.version, e.release]
                               for e in facts.evidence]
         records.append(record)
