@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Optional
 
 from .components import is_cuda_component
-from .index_config import CONFIG_FILE, CONFIG_FILE_BYTES, settings_from_text
+from .index_config import CONFIG_FILE, CONFIG_FILE_SUFFIXES, settings_from_text
 from .results import Evidence, Hazard, IndexSetting
 from .rpmdb import RpmdbError, read_packages
 
@@ -34,8 +34,9 @@ EVIDENCE_KINDS = (
 # The tar walker's first filter, on raw name bytes (which lack the leading "/").
 CANDIDATE_BYTES = re.compile(
     rb"usr/local/cuda|opt/rocm|\.dist-info|\.so\.\d|torch/version\.py$|conda-meta/"
-    rb"|var/lib/rpm/|usr/lib/sysimage/rpm/|var/lib/dpkg/status(?:$|\.d/)|/nvidia/cu\d|"
-    + CONFIG_FILE_BYTES)
+    rb"|var/lib/rpm/|usr/lib/sysimage/rpm/|var/lib/dpkg/status(?:$|\.d/)|/nvidia/cu\d")
+# ... and pip's and uv's config files, by an endswith (cheaper than one more alternative).
+CANDIDATE_SUFFIXES = CONFIG_FILE_SUFFIXES
 _CANDIDATE = re.compile(
     r"/usr/local/cuda|/opt/rocm|\.dist-info|\.so\.\d|/torch/version\.py$|/conda-meta/"
     r"|/var/lib/rpm/|/usr/lib/sysimage/rpm/|/var/lib/dpkg/status(?:$|\.d/)|/nvidia/cu\d|"

@@ -23,7 +23,7 @@ from .results import OK, VIOLATION, WARNING, Expectation, Finding, IndexSetting
 # The config files a layer scan reads (by name: the environment that names others comes
 # later). Paths as the walker gives them, with a leading "/".
 CONFIG_FILE = re.compile(r"/(?:pip\.conf|pip\.ini|uv\.toml)$")
-CONFIG_FILE_BYTES = rb"(?:^|/)(?:pip\.conf|pip\.ini|uv\.toml)$"
+CONFIG_FILE_SUFFIXES = (b"pip.conf", b"pip.ini", b"uv.toml")  # the layer walker's first filter
 # Variables pip and uv read, and whether each holds one URL or a space-separated list.
 # UV_INDEX entries may be named: "name=https://...".
 ENV_VARIABLES = {

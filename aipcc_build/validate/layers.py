@@ -18,7 +18,7 @@ import zstandard
 from isal import igzip_threaded
 
 from .blobs import BlobLocation, LayerJob, TarSplitLayer
-from .detect import CANDIDATE_BYTES, WANT_FILE, WANT_MEMORY, LayerDetector
+from .detect import CANDIDATE_BYTES, CANDIDATE_SUFFIXES, WANT_FILE, WANT_MEMORY, LayerDetector
 from .results import Hazard, LayerScan
 from .symlinks import TOOLKIT_PREFIXES, resolve_link
 from .tarsplit import TarSplitError, TarSplitStream
@@ -329,7 +329,7 @@ def _walk(stream: Union[BinaryIO, TarSplitStream], detector: LayerDetector, work
         # one regex decide that before any decoding.
         if (kind in _PLAIN_KINDS and raw[:1] != b"/" and b".." not in raw
                 and b".wh." not in raw and entry.size <= MAX_MEMBER_SIZE
-                and not looks_interesting(raw)):
+                and not looks_interesting(raw) and not raw.endswith(CANDIDATE_SUFFIXES)):
             continue
         name = _decode(raw)
         path, hazard = normalize(name)
