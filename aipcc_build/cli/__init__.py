@@ -38,6 +38,9 @@ OPTION_OF_FIELD = {
     "filters.names": "--only",
     "to": "--to",
     "source": "--from",
+    "wheels": "VARIANT=DIR",
+    "root": "ROOT",
+    "keep": "--keep",
 }
 
 

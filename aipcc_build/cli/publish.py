@@ -116,3 +116,33 @@ def mirror(context: Context, accelerators: tuple[str, ...], versions: tuple[str,
             layout.remove(temporary)
     publish.mirrored(result)
     return 1 if result.failed else 0
+
+
+@cli.command("index")
+@click.argument("root", type=click.Path(file_okay=False))
+@click.argument("wheels", nargs=-1, required=True, metavar="VARIANT=DIR...")
+@click.option("--keep", type=click.IntRange(min=0), default=3, show_default=True,
+              help="Older generations kept besides the current one.")
+@click.option("--dry-run", is_flag=True, help="Print what would change; write nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@pass_context
+def index(context: Context, root: str, wheels: tuple[str, ...], keep: int, dry_run: bool,
+          as_json: bool) -> int:
+    """Publish static per-variant wheel indexes below ROOT, laid out as the matrix's
+    wheel_index says: PEP 503 pages with hashes, PEP 658 metadata. Each VARIANT=DIR gives a
+    variant (cuda12.8-ubi9) a directory of its wheels (repeatable). A wheel built for
+    another toolkit refuses the whole run (exit 1); a new generation replaces the current
+    one atomically."""
+    from ..publish.wheel_index import IndexRequest, publish
+    from ..report import wheel_index as report
+
+    directories: dict[str, tuple[str, ...]] = {}
+    for item in wheels:
+        variant, sep, directory = item.partition("=")
+        if not sep or not variant or not directory:
+            raise click.BadParameter(f"'{item}' is not VARIANT=DIR", param_hint="VARIANT=DIR")
+        directories[variant] = directories.get(variant, ()) + (directory,)
+    result = publish(context.load(), IndexRequest(root=root, wheels=directories,
+                                                  dry_run=dry_run, keep=keep))
+    report.published(result, as_json)
+    return 1 if result.refusals else 0

@@ -18,6 +18,8 @@ from .model import (
     ImageSpec,
     Matrix,
     ToolkitVersion,
+    index_release,
+    versioned_variant,
 )
 
 
@@ -130,6 +132,7 @@ def expand_all(matrix: Matrix, *, build_id: str, registry: Optional[str]) -> lis
                         seen[clash_key] = image
                     cells[(kind.name, accelerator.name, full, os_name)] = image
                     images.append(image)
+    _check_shared_indexes(matrix, images)
     for image in images:
         if image.from_kind is None:
             continue
@@ -158,6 +161,15 @@ def _image(matrix: Matrix, kind: ImageKind, accelerator: Accelerator,
         raise matrix.error(f"images.{kind.name}.repository",
                            f"'{repository}' holds characters outside [A-Za-z0-9._-/:]")
     allow = accelerator.allow + (version.allow if version else ()) + kind.allow
+    index_pattern = accelerator.wheel_index or matrix.wheel_index
+    wheel_index = None
+    if index_pattern is not None:
+        parts: list[Optional[str]] = [*version.version.split(".")] if version else [None, None]
+        wheel_index = index_pattern.format(
+            release=index_release(matrix.product.version), accelerator=accelerator.name,
+            major=parts[0], minor=parts[1], os=os_name,
+            variant=versioned_variant(accelerator.name, version.version if version else None,
+                                      os_name))
     containerfile = os.path.join(matrix.output, kind.name, name, "Containerfile")
     return ImageSpec(
         name=name, kind=kind.name, accelerator=accelerator.name,
@@ -167,7 +179,27 @@ def _image(matrix: Matrix, kind: ImageKind, accelerator: Accelerator,
         containerfile=containerfile,
         from_kind=kind.from_image, resources=kind.resources, toolkit=version, allow=allow,
         context=kind.context or "",
+        wheel_index=wheel_index,
     )
+
+
+def _check_shared_indexes(matrix: Matrix, images: list[ImageSpec]) -> None:
+    """Two toolkit releases behind one index URL would mix ABIs: the pattern must tell
+    them apart. (Two OSes may share one: the EL9 images install ubi9's wheels.)"""
+    owner: dict[str, ImageSpec] = {}
+    for image in images:
+        if image.wheel_index is None:
+            continue
+        other = owner.setdefault(image.wheel_index, image)
+        if (other.accelerator, other.toolkit and other.toolkit.major_minor) != \
+                (image.accelerator, image.toolkit and image.toolkit.major_minor):
+            field = f"accelerators.{image.accelerator}.wheel_index"
+            if matrix.accelerators[image.accelerator].wheel_index is None:
+                field = "wheel_index"
+            raise matrix.error(field, f"{other.versioned_variant} and "
+                               f"{image.versioned_variant} would share the wheel index "
+                               f"{image.wheel_index}: use {{variant}} (or {{accelerator}}, "
+                               "{major}, {minor}, {os}) in the pattern")
 
 
 def _clash(matrix: Matrix, image: ImageSpec, other: ImageSpec) -> InputError:

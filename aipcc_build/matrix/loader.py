@@ -198,7 +198,7 @@ def _parse(text: str, file: str) -> Matrix:
     top = reader.mapping(
         root, "",
         allowed=("schema", "product", "registry", "templates", "output", "os",
-                 "accelerators", "images", "exclude"),
+                 "accelerators", "images", "exclude", "wheel_index"),
         required=("schema", "product", "registry", "os", "accelerators", "images"),
     )
     schema_node = top["schema"][1]
@@ -241,6 +241,10 @@ def _parse(text: str, file: str) -> Matrix:
         name: _accelerator(reader, name, key_node, value)
         for name, key_node, value in reader.entries(top["accelerators"][1], "accelerators")
     }
+    wheel_index = None
+    if "wheel_index" in top:
+        wheel_index = _wheel_index(reader, top["wheel_index"][1], "wheel_index")
+    _check_unversioned_indexes(reader, top, accelerators)
 
     images: dict[str, ImageKind] = {}
     for kind, key_node, value in reader.entries(top["images"][1], "images"):
@@ -258,7 +262,7 @@ def _parse(text: str, file: str) -> Matrix:
         path=file, schema=SCHEMA, product=product, registry=registry,
         templates=str(templates), output=str(output), os=oses,
         accelerators=accelerators, images=images, exclude=excludes,
-        locations=_locations(reader, top),
+        wheel_index=wheel_index, locations=_locations(reader, top),
     )
     # Expanding once here surfaces name clashes and bad patterns as load errors.
     expand_all(matrix, build_id="dev", registry=None)
@@ -269,8 +273,10 @@ def _locations(reader: _Reader, top: Mapping[str, tuple[yaml.Node, yaml.Node]]
                ) -> dict[str, Where]:
     """Where the fields that expansion can still find fault with are written."""
     found: dict[str, Where] = {}
+    if "wheel_index" in top:
+        found["wheel_index"] = reader.where(top["wheel_index"][1])
     for section, fields in (("images", ("from_image", "repository")),
-                            ("accelerators", ("variant",))):
+                            ("accelerators", ("variant", "wheel_index"))):
         for key_node, value in top[section][1].value:
             name = f"{section}.{key_node.value}"
             found[name] = reader.where(value)
@@ -295,7 +301,7 @@ def _accelerator(reader: _Reader, name: str, key_node: yaml.Node,
     reader.name(key_node, field)
     if isinstance(value, yaml.ScalarNode) and value.tag.endswith("null"):
         return Accelerator(name=name, variant="{accelerator}-{os}", versions=())
-    fields = reader.mapping(value, field, ("variant", "versions", "allow"))
+    fields = reader.mapping(value, field, ("variant", "versions", "allow", "wheel_index"))
     variant = "{accelerator}-{os}"
     if "variant" in fields:
         variant = _pattern(reader, fields["variant"][1], f"{field}.variant",
@@ -313,7 +319,76 @@ def _accelerator(reader: _Reader, name: str, key_node: yaml.Node,
             seen[entry.version] = node
             versions.append(entry)
     allow = _allow_rules(reader, fields, field)
-    return Accelerator(name=name, variant=variant, versions=tuple(versions), allow=allow)
+    wheel_index = None
+    if "wheel_index" in fields:
+        wheel_index = _wheel_index(reader, fields["wheel_index"][1], f"{field}.wheel_index")
+    return Accelerator(name=name, variant=variant, versions=tuple(versions), allow=allow,
+                       wheel_index=wheel_index)
+
+
+WHEEL_INDEX_FIELDS = ("release", "accelerator", "major", "minor", "os", "variant")
+_PLACEHOLDER = re.compile(r"{[^{}]*}")
+# What a wheel index URL may hold once its placeholders are filled: it is written into
+# every image's ENV, pip.conf and uv.toml, so nothing a shell or TOML would interpret.
+_INDEX_URL = re.compile(r"https?://[A-Za-z0-9.-]+(?::[0-9]+)?/[A-Za-z0-9._~%+/-]*")
+
+
+def _wheel_index(reader: _Reader, node: yaml.Node, field: str) -> str:
+    """A wheel index URL pattern: http(s), a fixed host, placeholders in the path only, and
+    a fixed segment after the last placeholder (the pages go there: simple/)."""
+    text = _pattern(reader, node, field, WHEEL_INDEX_FIELDS)
+    sample = _PLACEHOLDER.sub("x", text)
+    scheme, _, rest = text.partition("://")
+    problem = None
+    if scheme not in ("http", "https"):
+        problem = "must start with http:// or https://"
+    elif "@" in rest.split("/", 1)[0]:
+        problem = "must not hold credentials (user@host): every image would carry them"
+    elif "{" in rest.split("/", 1)[0]:
+        problem = "has a placeholder in its host: placeholders go in the path"
+    elif not _PLACEHOLDER.search(text):
+        problem = ("names no field ({variant}, {release}, ...): one URL would serve every "
+                   "toolkit version")
+    elif not _INDEX_URL.fullmatch(sample):
+        problem = ("holds characters a wheel index URL may not (the path allows letters, "
+                   "digits, '.', '_', '~', '%', '+', '-', '/')")
+    elif not text.endswith("/"):
+        problem = "must end with '/' (like .../simple/)"
+    elif not _after_last_field(text).strip("/"):
+        problem = ("needs a fixed path segment after the last placeholder (like "
+                   "'{variant}/simple/'): the index pages go there")
+    if problem:
+        raise reader.error(node, field, f"'{shown(text)}' {problem}")
+    return text
+
+
+def _after_last_field(pattern: str) -> str:
+    """The path segments after the one holding the last placeholder: "simple/"."""
+    tail = pattern[pattern.rindex("}") + 1:]
+    return tail.split("/", 1)[1] if "/" in tail else ""
+
+
+def _check_unversioned_indexes(reader: _Reader, top: Mapping[str, tuple[yaml.Node, yaml.Node]],
+                               accelerators: Mapping[str, Accelerator]) -> None:
+    """An accelerator without versions (cpu) has no {major} or {minor} to fill."""
+    nodes = {str(k.value): v for k, v in top["accelerators"][1].value}
+    for name, accelerator in accelerators.items():
+        if accelerator.versions:
+            continue
+        if accelerator.wheel_index is not None:
+            pattern = accelerator.wheel_index
+            node = next(v for k, v in nodes[name].value if k.value == "wheel_index")
+            field = f"accelerators.{name}.wheel_index"
+        elif "wheel_index" in top:
+            pattern, node, field = str(top["wheel_index"][1].value), top["wheel_index"][1], \
+                "wheel_index"
+        else:
+            continue
+        used = [f for f in ("major", "minor") if "{" + f + "}" in pattern]
+        if used:
+            raise reader.error(node, field, f"uses {{{used[0]}}}, but accelerator '{name}' has "
+                               f"no versions: give accelerators.{name}.wheel_index without "
+                               "it, or use {variant}")
 
 
 def _toolkit_version(reader: _Reader, node: yaml.Node, field: str) -> ToolkitVersion:

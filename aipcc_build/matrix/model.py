@@ -30,6 +30,21 @@ def parse_quantity(text: str) -> Optional[float]:
     return float(match.group(1)) * UNITS[match.group(2)] if match else None
 
 
+def versioned_variant(accelerator: str, version: Optional[str], os_name: str) -> str:
+    """`cuda12.8-ubi9` (major.minor, no dash), `cpu-ubi9` without a version: the
+    `<variant>` of Red Hat AI's index URLs."""
+    if version is None:
+        return f"{accelerator}-{os_name}"
+    return f"{accelerator}{'.'.join(version.split('.')[:2])}-{os_name}"
+
+
+def index_release(product_version: str) -> str:
+    """The `{release}` of a wheel index URL: the product's major.minor and its channel
+    suffix, if any ("3.4.1" -> "3.4", "3.4-EA1" -> "3.4-EA1")."""
+    number, dash, channel = product_version.partition("-")
+    return ".".join(number.split(".")[:2]) + dash + channel
+
+
 @dataclass(frozen=True)
 class Where:
     """A position in the matrix file, for messages."""
@@ -94,6 +109,7 @@ class Accelerator:
     variant: str  # pattern, "{accelerator}-{os}" by default
     versions: tuple[ToolkitVersion, ...]  # empty for an accelerator without versions (cpu)
     allow: tuple[AllowRule, ...] = ()
+    wheel_index: Optional[str] = None  # URL pattern replacing the matrix's for this one
 
 
 @dataclass(frozen=True)
@@ -128,6 +144,7 @@ class Matrix:
     accelerators: Mapping[str, Accelerator]
     images: Mapping[str, ImageKind]
     exclude: tuple[Exclude, ...] = ()
+    wheel_index: Optional[str] = None  # URL pattern of the per-variant wheel indexes
     # Field path ("images.devel.from_image") -> where it is written, for later errors.
     locations: Mapping[str, Where] = field(default_factory=dict)
 
@@ -160,6 +177,14 @@ class ImageSpec:
     toolkit: Optional[ToolkitVersion] = None
     allow: tuple[AllowRule, ...] = ()  # accelerator, version and kind rules together
     context: str = ""  # the kind's build-context directory; read it with plan.build_context
+    wheel_index: Optional[str] = None  # the index pip and uv use in the image, when the
+    # matrix has a wheel_index pattern
+
+    @property
+    def versioned_variant(self) -> str:
+        """The wheel index's variant: "cuda12.8-ubi9", "cpu-ubi9" (FROMAGER_VARIANT stays
+        generic; the toolkit version lives here, in the index URL)."""
+        return versioned_variant(self.accelerator, self.version, self.os)
 
     @property
     def key(self) -> str:

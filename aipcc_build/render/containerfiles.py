@@ -2,7 +2,10 @@
 
 Every rendered file starts with a header naming its template, declares the build id as a
 build argument (so committed files do not change with every build), and ends with the
-image's identity (FROMAGER_VARIANT and labels) whatever the template wrote.
+image's identity (FROMAGER_VARIANT and labels) whatever the template wrote. With a matrix
+`wheel_index`, each stage also gets pip's and uv's index configuration right after its FROM
+(variables, /etc/pip.conf, /etc/uv/uv.toml) and the identity repeats the variables and
+labels the URL: a template cannot forget them.
 """
 
 from __future__ import annotations
@@ -85,6 +88,8 @@ def render_all(matrix: Matrix, filters: Filters = EVERYTHING) -> list[RenderedFi
             from_ref = f"{by_key[image.depends_on].repository}:{tag}"
         # Conditional blocks leave runs of blank lines behind; one is enough.
         body = re.sub(r"\n{3,}", "\n\n", _render_one(env, matrix, image, tag, from_ref))
+        if image.wheel_index is not None:
+            body = _with_index_config(body, image, from_ref)
         text = "\n".join([
             headers[image.template],
             f"ARG {BUILD_ID_ARG}=dev",
@@ -138,6 +143,8 @@ def _render_one(env: jinja2.Environment, matrix: Matrix, image: ImageSpec, tag: 
         "os_from": image.os_from,
         "name": image.name,
         "variant": image.variant,
+        "versioned_variant": image.versioned_variant,
+        "wheel_index": image.wheel_index,
         "repository": image.repository,
         "tag": tag,
         "kind": image.kind,
@@ -170,13 +177,15 @@ def _component_context(image: ImageSpec) -> dict[str, dict[str, str]]:
     """The CUDA component table's view of the image's release, for the templates.
 
     `components`: component -> version (cudart 12.8.90 for CUDA 12.8.1); `wheels`: component
-    -> pip requirement ("nvidia-cuda-runtime-cu12==12.8.90"); `rpm`: NVIDIA's RPM versions
+    -> pip requirement ("nvidia-cuda-runtime-cu12==12.8.90"); `projects`: component -> pip
+    project ("nvidia-cuda-runtime-cu12", for a per-variant index); `rpm`: NVIDIA's RPM versions
     ({"cudart": "12.8.90-1", "cuda_libraries": "12.8.1-1"}). Keyed by the table's names
-    and, where one exists, a short name (cudart, cupti, nvrtc, nvcc). All three are empty
+    and, where one exists, a short name (cudart, cupti, nvrtc, nvcc). All four are empty
     for an image the table does not know (CPU, ROCm, an unlisted CUDA release), so a
     template that needs a value fails to render naming it.
     """
-    empty: dict[str, dict[str, str]] = {"components": {}, "wheels": {}, "rpm": {}}
+    empty: dict[str, dict[str, str]] = {"components": {}, "wheels": {}, "projects": {},
+                                        "rpm": {}}
     release = image.version
     if image.accelerator != "cuda" or not release or not component_table.knows_release(release):
         return empty
@@ -186,13 +195,15 @@ def _component_context(image: ImageSpec) -> dict[str, dict[str, str]]:
         return empty
     components: dict[str, str] = {}
     wheels: dict[str, str] = {}
+    projects: dict[str, str] = {}
     for name, version in versions.items():
         requirement = component_table.wheel_requirement(name, release)
         for key in (name, _SHORT_NAMES.get(name)):
             if key:
                 components[key] = version
                 wheels[key] = requirement
-    return {"components": components, "wheels": wheels,
+                projects[key] = component_table.wheel_project(name, release)
+    return {"components": components, "wheels": wheels, "projects": projects,
             "rpm": component_table.rpm_versions(release)}
 
 
@@ -216,6 +227,58 @@ def _display_path(matrix: Matrix, template: str) -> str:
         return template
 
 
+# Where the renderer writes the index configuration: the files pip and uv read system-wide
+# even when a user unsets PIP_CONFIG_FILE / UV_CONFIG_FILE.
+PIP_CONF = "/etc/pip.conf"
+UV_TOML = "/etc/uv/uv.toml"
+LABEL_WHEEL_INDEX = "ai.aipcc.wheel-index"
+_FROM = re.compile(r"^\s*FROM\s+((?:--\S+\s+)*)(\S+)", re.IGNORECASE)
+
+
+def _index_env(url: str) -> str:
+    """pip's and uv's variables (UV_DEFAULT_INDEX is uv's current name, UV_INDEX_URL the one
+    older uv reads), and the config files they point at."""
+    return " \\\n    ".join([
+        f"ENV PIP_INDEX_URL={url}", f"UV_DEFAULT_INDEX={url}", f"UV_INDEX_URL={url}",
+        f"PIP_CONFIG_FILE={PIP_CONF}", f"UV_CONFIG_FILE={UV_TOML}"])
+
+
+def index_config(url: str) -> str:
+    """The lines that make pip and uv use URL: variables and both config files."""
+    # The URL holds no quote, space or '$' (the matrix loader checks): safe in '...'.
+    return "\n".join([
+        "# The wheel index of this image's variant, set by aipcc-build whatever the "
+        "template writes.",
+        _index_env(url),
+        f"RUN mkdir -p {os.path.dirname(UV_TOML)} \\",
+        f" && printf '[global]\\nindex-url = %s\\n' '{url}' > {PIP_CONF} \\",
+        f" && printf 'index-url = \"%s\"\\n' '{url}' > {UV_TOML}",
+    ])
+
+
+def _with_index_config(body: str, image: ImageSpec, from_ref: Optional[str]) -> str:
+    """BODY with the index configuration after each FROM, so that every `pip install` of
+    the template already uses it. Not after FROM scratch (no shell to write files) nor
+    after FROM the parent image of the same cell (it carries the same configuration)."""
+    assert image.wheel_index is not None
+    lines = body.split("\n")
+    out: list[str] = []
+    pending = wanted = False  # pending: inside a FROM continued on the next line
+    for line in lines:
+        match = _FROM.match(line)
+        if match or pending:
+            out.append(line)
+            pending = line.rstrip().endswith("\\")
+            if match:
+                base = match.group(2)
+                wanted = base.lower() != "scratch" and base != from_ref
+            if not pending and wanted:
+                out.append(index_config(image.wheel_index))
+            continue
+        out.append(line)
+    return "\n".join(out)
+
+
 def _identity(image: ImageSpec, tag: str) -> str:
     labels = {
         "ai.aipcc.accelerator": image.accelerator,
@@ -225,12 +288,14 @@ def _identity(image: ImageSpec, tag: str) -> str:
         "ai.aipcc.image.name": image.name,
         "org.opencontainers.image.title": image.name,
         "org.opencontainers.image.version": tag,
+        LABEL_WHEEL_INDEX: image.wheel_index,
     }
     label_lines = " \\\n      ".join(f'{k}="{v}"' for k, v in labels.items() if v is not None)
     return "\n".join([
         "# Image identity, set by aipcc-build whatever the template wrote.",
         f"ARG {BUILD_ID_ARG}=dev",
         f"ENV FROMAGER_VARIANT={image.variant}",
+        *([_index_env(image.wheel_index)] if image.wheel_index is not None else []),
         f"LABEL {label_lines}",
         "",
     ])

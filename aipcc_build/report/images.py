@@ -26,6 +26,8 @@ def image_record(image: ImageSpec) -> dict[str, Any]:
         "version": image.version,
         "os": image.os,
         "variant": image.variant,
+        "versioned_variant": image.versioned_variant,
+        "wheel_index": image.wheel_index,
         "repository": image.repository,
         "tag": image.tag,
         "reference": image.reference,

@@ -38,7 +38,8 @@ def _verdict_record(outcome: Outcome, verdict: ImageVerdict) -> dict[str, Any]:
         "digest": verdict.digest,
         "verdict": verdict.verdict,
         "expected": {"accelerator": expected.accelerator, "version": expected.version,
-                     "variant": expected.variant, "source": expected.source}
+                     "variant": expected.variant, "source": expected.source,
+                     "index": expected.index}
         if expected else None,
         "toolkits": {k: list(v) for k, v in verdict.toolkits.items()},
         "layers": verdict.layers,

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Optional
 
 from .components import is_cuda_component
-from .results import Evidence, Hazard
+from .index_config import CONFIG_FILE, CONFIG_FILE_SUFFIXES, settings_from_text
+from .results import Evidence, Hazard, IndexSetting
 from .rpmdb import RpmdbError, read_packages
 
 WANT_NONE, WANT_MEMORY, WANT_FILE = 0, 1, 2
@@ -36,9 +37,12 @@ EVIDENCE_KINDS = (
 CANDIDATE_BYTES = re.compile(
     rb"usr/local/cuda|opt/rocm|\.dist-info|\.so\.\d|torch/version\.py$|conda-meta/"
     rb"|var/lib/rpm/|usr/lib/sysimage/rpm/|var/lib/dpkg/status(?:$|\.d/)|/nvidia/cu\d")
+# ... and pip's and uv's config files, by an endswith (cheaper than one more alternative).
+CANDIDATE_SUFFIXES = CONFIG_FILE_SUFFIXES
 _CANDIDATE = re.compile(
     r"/usr/local/cuda|/opt/rocm|\.dist-info|\.so\.\d|/torch/version\.py$|/conda-meta/"
-    r"|/var/lib/rpm/|/usr/lib/sysimage/rpm/|/var/lib/dpkg/status(?:$|\.d/)|/nvidia/cu\d")
+    r"|/var/lib/rpm/|/usr/lib/sysimage/rpm/|/var/lib/dpkg/status(?:$|\.d/)|/nvidia/cu\d|"
+    + CONFIG_FILE.pattern)
 _DPKG_STATUS = re.compile(r"^/var/lib/dpkg/status(?:\.d/[^/]+)?$")
 # CUDA 13 wheels put their libraries under site-packages/nvidia/cu13/ (the major only).
 _NVIDIA_WHEEL_TREE = re.compile(r"^(.*/nvidia/cu(\d+))(?:/|$)")
@@ -255,6 +259,7 @@ class LayerDetector:
         self.evidence: list[Evidence] = []
         self.hazards: list[Hazard] = []
         self.content_paths: list[str] = []
+        self.index_settings: list[IndexSetting] = []
         self._seen: set[str] = set()
         self._rpm_files: dict[str, Path] = {}
         self.spooled = 0  # bytes of temporary files held now
@@ -324,6 +329,8 @@ class LayerDetector:
             return WANT_MEMORY if self._limit(path, size, SMALL_FILE_LIMIT) else WANT_NONE
         if _DPKG_STATUS.match(path):
             return WANT_MEMORY if self._limit(path, size, DPKG_STATUS_LIMIT) else WANT_NONE
+        if CONFIG_FILE.search(path):
+            return WANT_MEMORY if self._limit(path, size, SMALL_FILE_LIMIT) else WANT_NONE
         if _RPMDB.match(path):
             return WANT_FILE if self._spool(path, size) else WANT_NONE
         library = _LIBRARY.search(path)
@@ -348,7 +355,12 @@ class LayerDetector:
 
     def content(self, path: str, data: bytes) -> None:
         text = data.decode("utf-8", "replace")
-        if path.endswith("/version.json"):
+        if CONFIG_FILE.search(path):
+            settings, problem = settings_from_text(path, text)
+            self.index_settings.extend(settings)
+            if problem:
+                self.hazards.append(Hazard("unparsable-file", path, problem, severe=False))
+        elif path.endswith("/version.json"):
             try:
                 version = str(json.loads(text)["cuda"]["version"])
             except (ValueError, KeyError, TypeError):

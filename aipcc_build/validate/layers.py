@@ -19,7 +19,7 @@ import zstandard
 from isal import igzip_threaded
 
 from .blobs import BlobLocation, LayerJob, TarSplitLayer
-from .detect import CANDIDATE_BYTES, WANT_FILE, WANT_MEMORY, LayerDetector
+from .detect import CANDIDATE_BYTES, CANDIDATE_SUFFIXES, WANT_FILE, WANT_MEMORY, LayerDetector
 from .results import SETUID, Hazard, LayerScan
 from .symlinks import TOOLKIT_PREFIXES, Budget, BudgetExceeded, resolve_link
 from .tarsplit import TarSplitError, TarSplitStream
@@ -381,7 +381,8 @@ def _walk(stream: Union[BinaryIO, TarSplitStream], detector: LayerDetector, work
         # one regex decide that before any decoding.
         if (kind in _PLAIN_KINDS and raw[:1] != b"/" and b".." not in raw
                 and b".wh." not in raw and entry.size <= MAX_MEMBER_SIZE
-                and not entry.mode & ODD_MODE and not looks_interesting(raw)):
+                and not entry.mode & ODD_MODE and not looks_interesting(raw)
+                and not raw.endswith(CANDIDATE_SUFFIXES)):
             continue
         name = _decode(raw)
         path, hazard = normalize(name)
@@ -500,4 +501,5 @@ def scan_layer(job: LayerJob) -> LayerScan:
         symlinks=tuple((p, t) for p, t in symlinks.items() if p.startswith(TOOLKIT_PREFIXES)),
         hazards=tuple(hazards + found),
         error=error,
+        index_settings=tuple(detector.index_settings),
     )

@@ -25,8 +25,8 @@ if TYPE_CHECKING:
 
 def expectation_from_spec(spec: ImageSpec) -> tuple[Expectation, tuple[AllowRule, ...]]:
     """What a matrix image must contain, and the allow rules of its accelerator, version, kind."""
-    return (Expectation(spec.accelerator, spec.version, spec.variant, source="matrix"),
-            spec.allow)
+    return (Expectation(spec.accelerator, spec.version, spec.variant, source="matrix",
+                        index=spec.wheel_index), spec.allow)
 
 
 def _blob_size(job: LayerJob) -> int:

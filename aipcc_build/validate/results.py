@@ -44,6 +44,15 @@ SETUID = "setuid"
 
 
 @dataclass(frozen=True)
+class IndexSetting:
+    """A wheel index pip or uv is told to use, and where: a config file or a variable."""
+
+    source: str  # "/etc/pip.conf" or "config:Env/PIP_INDEX_URL"
+    key: str  # "global.index-url", "extra-index-url", "index.default", "PIP_INDEX_URL"
+    url: str
+
+
+@dataclass(frozen=True)
 class Hazard:
     """A hostile or broken tar entry: reported, never followed or written."""
 
@@ -66,6 +75,7 @@ class LayerScan:
     symlinks: tuple[tuple[str, str], ...] = ()  # (path, target)
     hazards: tuple[Hazard, ...] = ()
     error: Optional[str] = None  # set when the layer could not be read to its end
+    index_settings: tuple[IndexSetting, ...] = ()  # from its pip.conf / uv.toml files
 
 
 @dataclass(frozen=True)
@@ -76,6 +86,7 @@ class Expectation:
     version: Optional[str] = None
     variant: Optional[str] = None  # expected FROMAGER_VARIANT
     source: str = "argument"  # "argument", "matrix", "labels", "inferred"
+    index: Optional[str] = None  # the wheel index URL pip and uv must use
 
     @property
     def release(self) -> Optional[str]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -48,19 +49,20 @@ def test_the_demo_builds_on_debian_with_pip_from_the_index(
         debian_base: str, wheel_index: Any, namespace: str, tmp_path: Path) -> None:
     assert debian_base == "localhost/aipcc/debian:bookworm"  # matrix/demo.yaml's os
     done = aipcc_build(tmp_path, "--matrix", str(REPO / "matrix" / "demo.yaml"), "matrix",
-                       "--push", "--registry", namespace, "--tls-verify=false",
-                       "--build-arg", f"PIP_INDEX_URL={wheel_index.simple}")
+                       "--push", "--registry", namespace, "--tls-verify=false")
     assert done.returncode == 0, done.stderr
     images = {i["key"]: i for i in json.loads((tmp_path / "build-report.json").read_text())
               ["images"]}
     assert len(images) == 6 and {i["status"] for i in images.values()} == {"ok"}
     config = skopeo_config(f"{namespace}/runtime/cuda-12.8-debian:1.0-dev")
     assert "CUDA_VERSION=12.8.1" in config["config"]["Env"]
-    # The 12.8 image resolved cudart 12.8.90 (the component table's version) from the index.
+    # A plain `pip install nvidia-cuda-runtime-cu12` in the 12.8 image resolved 12.8.90 (the
+    # component table's version) from its own index, configured by the renderer.
     log = (tmp_path / "logs" / "base" / "cuda-12.8-debian.log").read_text()
-    assert f"Looking in indexes: {wheel_index.simple}" in log
+    assert f"Looking in indexes: {wheel_index.urls['cuda12.8-debian']}" in log
     assert "nvidia-cuda-runtime-cu12-12.8.90" in log.split("Successfully installed", 1)[1]
-    assert "GET /files/nvidia_cuda_runtime_cu12-12.8.90-" in wheel_index.requests()
+    assert re.search(r"GET /1\.0/cuda12\.8-debian/files/\S+/nvidia_cuda_runtime_cu12-12\.8\.90-",
+                     wheel_index.requests())
     log = (tmp_path / "logs" / "base" / "cuda-12.9-debian.log").read_text()
     assert "nvidia-cuda-runtime-cu12-12.9.79" in log.split("Successfully installed", 1)[1]
     log = (tmp_path / "logs" / "runtime" / "cuda-12.8-debian.log").read_text()

@@ -287,6 +287,9 @@ def test_json_plan_lists_every_field(project, run):
         "containerfile": "containerfiles/devel/cuda-12.8-el9.6/Containerfile",
         "context": "containerfiles/devel/cuda-12.8-el9.6",
         "depends_on": "base/cuda-12.8-el9.6", "needs": ["base/cuda-12.8-el9.6"], "wave": 2,
+        "versioned_variant": "cuda12.8-el9.6",
+        "wheel_index": "https://packages.redhat.com/api/pypi/public-rhai/rhoai/3.0/"
+                       "cuda12.8-ubi9/simple/",
     }
 
 
