@@ -18,8 +18,6 @@ import yaml
 
 from ..errors import InputError
 from .expand import expand_all
-from .platforms import KNOWN as KNOWN_PLATFORMS
-from .platforms import unknown_hint
 from .model import (
     SAFE_NAME,
     SAFE_REFERENCE,
@@ -34,6 +32,8 @@ from .model import (
     Where,
     parse_quantity,
 )
+from .platforms import KNOWN as KNOWN_PLATFORMS
+from .platforms import unknown_hint
 
 SCHEMA = 1
 VERSION = re.compile(r"[0-9]+\.[0-9]+(\.[0-9]+)?")
