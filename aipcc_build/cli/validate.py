@@ -75,15 +75,21 @@ def validate(context: Context, accelerators: tuple[str, ...], versions: tuple[st
         from ..matrix import Filters, expand, load
         from ..validate import expectation_from_spec
 
+        from ..plan import make_plan
+
         filters = Filters(accelerators=accelerators, versions=versions, oses=oses, kinds=kinds,
                           names=names)
         images = expand(load(matrix_file), build_id=resolved_build_id(build_id),
                         registry=registry, filters=filters)
         targets = []
-        for image in images:
-            spec_expect, allow = expectation_from_spec(image)
-            targets.append(Target(f"containers-storage:{image.reference}",
-                                  expectation or spec_expect, allow, name=image.key,
+        # Each platform's local image, as `matrix` tagged it (a list's instances are
+        # `reference-arch`).
+        for build in make_plan(images).builds:
+            if platform and build.platform != platform:
+                continue
+            spec_expect, allow = expectation_from_spec(build.image)
+            targets.append(Target(f"containers-storage:{build.tag}",
+                                  expectation or spec_expect, allow, name=build.key,
                                   only_if_present=True))
     else:
         targets = [Target(ref, expectation) for ref in refs]
