@@ -73,9 +73,8 @@ def validate(context: Context, accelerators: tuple[str, ...], versions: tuple[st
     expectation = parse_expect(expect)
     if matrix_file is not None:
         from ..matrix import Filters, expand, load
-        from ..validate import expectation_from_spec
-
         from ..plan import make_plan
+        from ..validate import expectation_from_spec
 
         filters = Filters(accelerators=accelerators, versions=versions, oses=oses, kinds=kinds,
                           names=names)
