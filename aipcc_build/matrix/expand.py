@@ -19,7 +19,7 @@ from .model import (
     Matrix,
     ToolkitVersion,
 )
-from .platforms import VENDOR_PLATFORMS, describe, host_platform
+from .platforms import ALIASES, VENDOR_PLATFORMS, describe, host_platform
 
 
 @dataclass(frozen=True)
@@ -106,7 +106,8 @@ def check_filters(matrix: Matrix, images: list[ImageSpec], filters: Filters) -> 
             if value not in names:
                 import difflib  # only for the message: `validate` imports this module
 
-                hint = difflib.get_close_matches(value, names, n=1)
+                hint = [ALIASES[value]] if value in ALIASES else \
+                    difflib.get_close_matches(value, names, n=1)
                 extra = f" (did you mean '{hint[0]}'?)" if hint else ""
                 raise InputError(f"'{value}' matches nothing in the matrix{extra}",
                                  file=matrix.path, field=field)

@@ -128,3 +128,10 @@ def test_platform_filter_narrows_images(project: Project) -> None:
     images = expand(load(project.matrix), filters=Filters(platforms=("linux/arm64",)))
     assert images and all(image.platforms == ("linux/arm64",) for image in images)
     assert not any(image.accelerator == "rocm" for image in images)
+
+
+def test_platform_filter_names_the_oci_spelling(project: Project, cli) -> None:
+    result = cli("--matrix", str(project.matrix), "list", "--platform", "linux/x86_64")
+    assert result.code == 2
+    assert "--platform: 'linux/x86_64' matches nothing" in result.err
+    assert "did you mean 'linux/amd64'" in result.err
