@@ -52,7 +52,7 @@ class MatrixBuild:
     parent_build_id: Optional[str] = None
     jobs: int = 1
     capacity: Mapping[str, float] = field(default_factory=dict)  # over the host's cpu/memory
-    history: Mapping[str, float] = field(default_factory=dict)  # image key -> seconds
+    history: Mapping[str, float] = field(default_factory=dict)  # build key -> seconds
     fail_fast: bool = False
     retries: int = 1
     build_timeout: Optional[float] = 4 * 3600.0  # seconds for one image's `buildah build`
@@ -66,7 +66,8 @@ class MatrixBuild:
     labels: Mapping[str, str] = field(default_factory=dict)
     layers: Optional[bool] = None
     pull: Optional[str] = None
-    platform: Optional[str] = None
+    # Where the kernel lists emulators (preflight.check_emulation); a test points it elsewhere.
+    binfmt_dir: str = preflight.BINFMT_DIR
 
 
 def plan_matrix(request: MatrixBuild) -> BuildPlan:
@@ -116,7 +117,7 @@ def build_matrix(request: MatrixBuild, on_event: Callable[[Event], None],
         tls_verify=request.tls_verify,
         build_args={**request.build_args, BUILD_ID_ARG: request.build_id},
         labels=request.labels, layers=request.layers, pull=request.pull,
-        platform=request.platform, history=request.history,
+        history=request.history,
         parent_references=outside_parents(
             plan, expand(matrix, build_id=request.parent_build_id, registry=request.registry))
         if request.parent_build_id else {},
@@ -126,6 +127,7 @@ def build_matrix(request: MatrixBuild, on_event: Callable[[Event], None],
     for message in preflight.check_eol(images, dt.date.today(), request.allow_eol):
         on_event(Warned(f"{message}: building it because end-of-life builds are allowed"))
     preflight.check_contexts(images)
+    preflight.check_emulation(plan, request.binfmt_dir)
     processes = processes or ProcessRunner()
     buildah.check_version(processes)
     with runs.hold(processes) as run_id:

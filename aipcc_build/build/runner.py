@@ -10,14 +10,15 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
-from ..errors import STDERR_TAIL_LINES
+from ..errors import STDERR_TAIL_LINES, AipccError, ToolError
 from ..plan import build_context
 from ..tools import buildah
 from ..tools.runner import LineSink, Process, ProcessRunner
+from ..tools.skopeo import Skopeo
 from . import runs
-from .schedule import BuildJob, BuildOutcome, PushOutcome
+from .schedule import BuildJob, BuildOutcome, ListJob, ListOutcome, PushOutcome
 
 
 class BuildahRunner:
@@ -38,9 +39,9 @@ class BuildahRunner:
         with tempfile.TemporaryDirectory(prefix="aipcc-build-") as scratch:
             iidfile = str(Path(scratch) / "iid")
             request = buildah.BuildRequest(
-                containerfile=job.image.containerfile, context=build_context(job.image),
-                tag=job.image.reference, iidfile=iidfile,
-                build_args={**job.build_args, runs.RUN_ARG: self.run_id},
+                containerfile=job.containerfile or job.image.containerfile,
+                context=build_context(job.image), tag=job.tag or job.image.reference,
+                iidfile=iidfile, build_args={**job.build_args, runs.RUN_ARG: self.run_id},
                 labels=job.labels, from_image=job.from_image, layers=job.layers,
                 pull=job.pull, platform=job.platform,
             )
@@ -73,6 +74,48 @@ class BuildahRunner:
 
     def push(self, job: BuildJob, image_id: str, tls_verify: bool,
              on_line: LineSink) -> PushOutcome:
+        return self._push(
+            lambda digestfile: buildah.push_command(image_id, job.image.reference, digestfile,
+                                                    tls_verify, self.environ),
+            "buildah push", job.push_timeout, on_line)
+
+    def make_list(self, job: ListJob, on_line: LineSink) -> ListOutcome:
+        name = job.image.reference
+        on_line(f"$ buildah manifest create {name} "
+                + " ".join(f"{p}={i}" for p, i in job.instances.items()))
+        try:
+            buildah.replace_list(self.processes, name, list(job.instances.values()))
+        except ToolError as exc:
+            return ListOutcome(ok=False, error=str(exc))
+        return ListOutcome(ok=True)
+
+    def push_list(self, job: ListJob, tls_verify: bool, on_line: LineSink) -> ListOutcome:
+        reference = job.image.reference
+        pushed = self._push(
+            lambda digestfile: buildah.push_list_command(reference, reference, digestfile,
+                                                         tls_verify, self.environ),
+            "buildah manifest push", job.push_timeout, on_line)
+        if not pushed.ok:
+            return ListOutcome(ok=False, stopped=pushed.stopped, error=pushed.error)
+        digest = pushed.digest
+        # The registry has the instances as pushed (recompressed): their digests are read
+        # back from the list there, not from the local one.
+        try:
+            index = Skopeo(self.processes, tls_verify=tls_verify).inspect_raw(
+                f"docker://{job.image.repository}@{digest}")
+        except AipccError as exc:
+            return ListOutcome(ok=False, error=f"pushed, but the list cannot be read back: "
+                                               f"{exc}")
+        instances = {}
+        for entry in index.get("manifests") or []:
+            platform = entry.get("platform") or {}
+            name = f"{platform.get('os')}/{platform.get('architecture')}"
+            instances[name] = str(entry.get("digest", ""))
+        return ListOutcome(ok=True, digest=digest, instance_digests=instances)
+
+    def _push(self, command_for: Callable[[str], list[str]], what: str,
+              timeout: Optional[float], on_line: LineSink) -> PushOutcome:
+        """Run the push command COMMAND_FOR(digest file) makes; the digest it wrote."""
         with tempfile.TemporaryDirectory(prefix="aipcc-push-") as scratch:
             digestfile = str(Path(scratch) / "digest")
             tail: list[str] = []
@@ -82,16 +125,14 @@ class BuildahRunner:
                 del tail[:-STDERR_TAIL_LINES]
                 on_line(text)
 
-            command = buildah.push_command(image_id, job.image.reference, digestfile,
-                                           tls_verify, self.environ)
-            code, stopped, timed_out = self._run(command, line, job.push_timeout)
+            code, stopped, timed_out = self._run(command_for(digestfile), line, timeout)
             if timed_out:
-                return PushOutcome(ok=False, error=f"buildah push did not end within "
-                                                   f"{job.push_timeout:g} s (push_timeout)")
+                return PushOutcome(ok=False, error=f"{what} did not end within {timeout:g} s "
+                                                   "(push_timeout)")
             if code == 0:
                 return PushOutcome(ok=True, digest=Path(digestfile).read_text().strip())
             return PushOutcome(ok=False, stopped=stopped,
-                               error=buildah.error_line(tail) or f"buildah push exited {code}")
+                               error=buildah.error_line(tail) or f"{what} exited {code}")
 
     def stop(self) -> None:
         """SIGTERM every child's process group, SIGKILL what is left after the grace time."""

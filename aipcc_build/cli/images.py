@@ -79,8 +79,10 @@ def plan(context: Context, filters: Filters, output_format: str, changed_since: 
     matrix = context.load()
     build = resolved_build_id(build_id)
     processes = ProcessRunner()
+    # One job per image: it builds all the image's platforms (and joins them).
     build_plan = make_plan(select(matrix, build_id=build, registry=registry, filters=filters,
-                                  changed_since=changed_since, runner=processes))
+                                  changed_since=changed_since, runner=processes),
+                           per_platform=False)
     command = emit.JobCommand(matrix_path=project_path(matrix, matrix.path), build_id=build,
                               registry=registry)
     if output_format == "json":

@@ -62,28 +62,34 @@ FILTER_OPTIONS = (
 )
 
 
+# `validate` has a --platform of its own (a platform of an image index), hence apart.
+PLATFORM_FILTER = click.option(
+    "--platform", "platforms", multiple=True, metavar="OS/ARCH",
+    help="Only this platform of each image (linux/amd64, linux/arm64; repeatable).")
+
+
 def matrix_filters(command: Callable[..., Any]) -> Callable[..., Any]:
     """The repeatable filters every command that reads the matrix takes."""
 
     @functools.wraps(command)
     def wrapper(*args: Any, accelerators: tuple[str, ...], versions: tuple[str, ...],
                 oses: tuple[str, ...], kinds: tuple[str, ...], names: tuple[str, ...],
-                **kwargs: Any) -> Any:
-        return command(*args, filters=make_filters(accelerators, versions, oses, kinds, names),
-                       **kwargs)
+                platforms: tuple[str, ...], **kwargs: Any) -> Any:
+        filters = make_filters(accelerators, versions, oses, kinds, names, platforms)
+        return command(*args, filters=filters, **kwargs)
 
-    for option in reversed(FILTER_OPTIONS):
+    for option in reversed((*FILTER_OPTIONS, PLATFORM_FILTER)):
         wrapper = option(wrapper)
     return wrapper
 
 
 def make_filters(accelerators: tuple[str, ...], versions: tuple[str, ...],
-                 oses: tuple[str, ...], kinds: tuple[str, ...], names: tuple[str, ...]
-                 ) -> Filters:
+                 oses: tuple[str, ...], kinds: tuple[str, ...], names: tuple[str, ...],
+                 platforms: tuple[str, ...] = ()) -> Filters:
     from ..matrix import Filters
 
     return Filters(accelerators=accelerators, versions=versions, oses=oses, kinds=kinds,
-                   names=names)
+                   names=names, platforms=platforms)
 
 
 def raw_filters(command: Callable[..., Any]) -> Callable[..., Any]:

@@ -32,6 +32,8 @@ from .model import (
     Where,
     parse_quantity,
 )
+from .platforms import KNOWN as KNOWN_PLATFORMS
+from .platforms import unknown_hint
 
 SCHEMA = 1
 VERSION = re.compile(r"[0-9]+\.[0-9]+(\.[0-9]+)?")
@@ -197,7 +199,7 @@ def _parse(text: str, file: str) -> Matrix:
 
     top = reader.mapping(
         root, "",
-        allowed=("schema", "product", "registry", "templates", "output", "os",
+        allowed=("schema", "product", "registry", "templates", "output", "platforms", "os",
                  "accelerators", "images", "exclude", "wheel_index"),
         required=("schema", "product", "registry", "os", "accelerators", "images"),
     )
@@ -230,12 +232,11 @@ def _parse(text: str, file: str) -> Matrix:
     templates = _directory(reader, top, "templates", base, "../templates")
     output = _directory(reader, top, "output", base, "../containerfiles")
 
+    platforms = _platforms(reader, top, "platforms", "platforms")
     oses: dict[str, OsSpec] = {}
     for name, key_node, value in reader.entries(top["os"][1], "os"):
         reader.name(key_node, f"os.{name}")
-        os_fields = reader.mapping(value, f"os.{name}", ("from",), ("from",))
-        oses[name] = OsSpec(name, reader.scalar(os_fields["from"][1], f"os.{name}.from",
-                                                SAFE_REFERENCE, "an image reference"))
+        oses[name] = _os(reader, name, value)
 
     accelerators = {
         name: _accelerator(reader, name, key_node, value)
@@ -261,7 +262,7 @@ def _parse(text: str, file: str) -> Matrix:
     matrix = Matrix(
         path=file, schema=SCHEMA, product=product, registry=registry,
         templates=str(templates), output=str(output), os=oses,
-        accelerators=accelerators, images=images, exclude=excludes,
+        accelerators=accelerators, images=images, exclude=excludes, platforms=platforms,
         wheel_index=wheel_index, locations=_locations(reader, top),
     )
     # Expanding once here surfaces name clashes and bad patterns as load errors.
@@ -273,10 +274,12 @@ def _locations(reader: _Reader, top: Mapping[str, tuple[yaml.Node, yaml.Node]]
                ) -> dict[str, Where]:
     """Where the fields that expansion can still find fault with are written."""
     found: dict[str, Where] = {}
-    if "wheel_index" in top:
-        found["wheel_index"] = reader.where(top["wheel_index"][1])
-    for section, fields in (("images", ("from_image", "repository")),
-                            ("accelerators", ("variant", "wheel_index"))):
+    for field_name in ("platforms", "wheel_index"):
+        if field_name in top:
+            found[field_name] = reader.where(top[field_name][1])
+    for section, fields in (("images", ("from_image", "repository", "platforms")),
+                            ("accelerators", ("variant", "wheel_index")),
+                            ("os", ("from", "platforms"))):
         for key_node, value in top[section][1].value:
             name = f"{section}.{key_node.value}"
             found[name] = reader.where(value)
@@ -285,6 +288,53 @@ def _locations(reader: _Reader, top: Mapping[str, tuple[yaml.Node, yaml.Node]]
                     if field_key.value in fields:
                         found[f"{name}.{field_key.value}"] = reader.where(field_value)
     return found
+
+
+def _platforms(reader: _Reader, fields: Mapping[str, tuple[yaml.Node, yaml.Node]], key: str,
+               field: str) -> tuple[str, ...]:
+    """A `platforms` list of OCI platform names; () when not written."""
+    if key not in fields:
+        return ()
+    names: list[str] = []
+    items = reader.sequence(fields[key][1], field)
+    if not items:
+        raise reader.error(fields[key][1], field, "an empty platform list builds nothing "
+                           "(leave the key out to allow every platform)")
+    for index, node in enumerate(items):
+        name = _platform(reader, node, f"{field}[{index}]")
+        if name in names:
+            raise reader.error(node, f"{field}[{index}]", f"'{name}' is listed twice")
+        names.append(name)
+    return tuple(names)
+
+
+def _platform(reader: _Reader, node: yaml.Node, field: str) -> str:
+    name = reader.scalar(node, field)
+    if name not in KNOWN_PLATFORMS:
+        raise reader.error(node, field,
+                           f"unknown platform '{shown(name)}'{unknown_hint(name)}")
+    return name
+
+
+def _os(reader: _Reader, name: str, value: yaml.Node) -> OsSpec:
+    """`from` is one reference (a manifest list, or an image for one platform) or a mapping
+    platform -> reference, each platform with its own base image."""
+    field = f"os.{name}"
+    fields = reader.mapping(value, field, ("from", "platforms"), ("from",))
+    platforms = _platforms(reader, fields, "platforms", f"{field}.platforms")
+    from_node = fields["from"][1]
+    if not isinstance(from_node, yaml.MappingNode):
+        return OsSpec(name, reader.scalar(from_node, f"{field}.from", SAFE_REFERENCE,
+                                          "an image reference"), platforms=platforms)
+    froms: dict[str, str] = {}
+    for platform, key_node, ref_node in reader.entries(from_node, f"{field}.from"):
+        _platform(reader, key_node, f"{field}.from.{platform}")
+        froms[platform] = reader.scalar(ref_node, f"{field}.from.{platform}", SAFE_REFERENCE,
+                                        "an image reference")
+    if not froms:
+        raise reader.error(from_node, f"{field}.from", "expected a base image reference")
+    return OsSpec(name, next(iter(froms.values())), platform_froms=froms,
+                  platforms=platforms or tuple(froms))
 
 
 def _directory(reader: _Reader, top: Mapping[str, tuple[yaml.Node, yaml.Node]], key: str,
@@ -393,7 +443,8 @@ def _check_unversioned_indexes(reader: _Reader, top: Mapping[str, tuple[yaml.Nod
 
 def _toolkit_version(reader: _Reader, node: yaml.Node, field: str) -> ToolkitVersion:
     fields = reader.mapping(node, field,
-                            ("version", "min_driver", "eol", "gpu_archs", "vars", "allow"),
+                            ("version", "min_driver", "eol", "gpu_archs", "vars", "allow",
+                             "platforms"),
                             ("version",))
     version = reader.scalar(fields["version"][1], f"{field}.version", VERSION,
                             "a version of the form X.Y or X.Y.Z")
@@ -423,6 +474,7 @@ def _toolkit_version(reader: _Reader, node: yaml.Node, field: str) -> ToolkitVer
         version=version, min_driver=min_driver, eol=eol, gpu_archs=gpu_archs,
         vars=variables, allow=_allow_rules(reader, fields, field),
         where=reader.where(fields["version"][1]),
+        platforms=_platforms(reader, fields, "platforms", f"{field}.platforms"),
     )
 
 
@@ -466,7 +518,7 @@ def _image_kind(reader: _Reader, kind: str, key_node: yaml.Node, value: yaml.Nod
     reader.name(key_node, field)
     fields = reader.mapping(value, field,
                             ("template", "repository", "os", "from_image", "resources", "allow",
-                             "context"),
+                             "context", "platforms"),
                             ("template", "os"))
     template_node = fields["template"][1]
     template = reader.scalar(template_node, f"{field}.template")
@@ -508,7 +560,7 @@ def _image_kind(reader: _Reader, kind: str, key_node: yaml.Node, value: yaml.Nod
     return ImageKind(
         name=kind, template=template, repository=repository, os=tuple(os_names),
         from_image=from_image, resources=resources, allow=_allow_rules(reader, fields, field),
-        context=context,
+        context=context, platforms=_platforms(reader, fields, "platforms", f"{field}.platforms"),
     )
 
 
@@ -538,10 +590,12 @@ def _check_from_images(reader: _Reader, images_node: yaml.Node,
 
 
 def _exclude(reader: _Reader, node: yaml.Node, field: str) -> Exclude:
-    fields = reader.mapping(node, field, ("accelerator", "version", "os", "kind"))
+    fields = reader.mapping(node, field, ("accelerator", "version", "os", "kind", "platform"))
     if not fields:
         raise reader.error(node, field, "an empty exclude would remove every image")
     values = {key: reader.scalar(v, f"{field}.{key}") for key, (_, v) in fields.items()}
+    if "platform" in fields:
+        _platform(reader, fields["platform"][1], f"{field}.platform")
     return Exclude(**values)
 
 

@@ -81,7 +81,16 @@ class Product:
 @dataclass(frozen=True)
 class OsSpec:
     name: str
-    from_ref: str
+    from_ref: str  # the base image; with per-platform bases, the first platform's
+    # Platform -> base image, when each platform has its own (`from` written as a mapping).
+    platform_froms: Mapping[str, str] = field(default_factory=dict)
+    platforms: tuple[str, ...] = ()  # the platforms this OS is built for; () = any
+
+    def from_for(self, platform: str) -> Optional[str]:
+        """The base image for PLATFORM; None when this OS names none for it."""
+        if not self.platform_froms:
+            return self.from_ref
+        return self.platform_froms.get(platform)
 
 
 @dataclass(frozen=True)
@@ -93,6 +102,7 @@ class ToolkitVersion:
     vars: Mapping[str, object] = field(default_factory=dict)
     allow: tuple[AllowRule, ...] = ()
     where: Optional[Where] = None
+    platforms: tuple[str, ...] = ()  # the platforms this release is built for; () = any
 
     @property
     def parts(self) -> tuple[int, ...]:
@@ -122,6 +132,7 @@ class ImageKind:
     resources: Mapping[str, float] = field(default_factory=dict)
     allow: tuple[AllowRule, ...] = ()
     context: Optional[str] = None  # absolute build-context directory; None: the Containerfile's
+    platforms: tuple[str, ...] = ()  # the platforms this kind is built for; () = any
 
 
 @dataclass(frozen=True)
@@ -130,6 +141,7 @@ class Exclude:
     version: Optional[str] = None  # prefix: "12.8" matches 12.8.1
     os: Optional[str] = None
     kind: Optional[str] = None
+    platform: Optional[str] = None  # drops this platform only, not the whole cell
 
 
 @dataclass(frozen=True)
@@ -145,6 +157,7 @@ class Matrix:
     images: Mapping[str, ImageKind]
     exclude: tuple[Exclude, ...] = ()
     wheel_index: Optional[str] = None  # URL pattern of the per-variant wheel indexes
+    platforms: tuple[str, ...] = ()  # top-level `platforms`; () = the host's unless a level says
     # Field path ("images.devel.from_image") -> where it is written, for later errors.
     locations: Mapping[str, Where] = field(default_factory=dict)
 
@@ -179,12 +192,20 @@ class ImageSpec:
     context: str = ""  # the kind's build-context directory; read it with plan.build_context
     wheel_index: Optional[str] = None  # the index pip and uv use in the image, when the
     # matrix has a wheel_index pattern
+    # One instance per platform, joined under `reference` by a manifest list when several.
+    platforms: tuple[str, ...] = ()
+    os_froms: Mapping[str, str] = field(default_factory=dict)  # platform -> base image
+    containerfiles: Mapping[str, str] = field(default_factory=dict)  # platform -> file
 
     @property
     def versioned_variant(self) -> str:
         """The wheel index's variant: "cuda12.8-ubi9", "cpu-ubi9" (FROMAGER_VARIANT stays
         generic; the toolkit version lives here, in the index URL)."""
         return versioned_variant(self.accelerator, self.version, self.os)
+
+    @property
+    def multi_platform(self) -> bool:
+        return len(self.platforms) > 1
 
     @property
     def key(self) -> str:

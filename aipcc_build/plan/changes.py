@@ -61,7 +61,8 @@ def changed_images(matrix: Matrix, images: Sequence[ImageSpec], rev: str,
     for image in images:
         for path in template_files[image.template]:
             by_file.setdefault(path, set()).add(image.key)
-        by_file.setdefault(image.containerfile, set()).add(image.key)
+        for containerfile in image.containerfiles.values():
+            by_file.setdefault(containerfile, set()).add(image.key)
         by_directory.setdefault(build_context(image), set()).add(image.key)
     for path in changed:
         selected.update(by_file.get(path, ()))

@@ -103,6 +103,30 @@ def push_command(image_id: str, reference: str, digestfile: str, tls_verify: boo
     return command
 
 
+def replace_list(runner: Runner, name: str, image_ids: Sequence[str]) -> None:
+    """Create the manifest list NAME of the local IMAGE_IDS (one per platform), replacing
+    a list or an image that holds the name (an earlier run of the same reference)."""
+    removed = runner.run([PROGRAM, "manifest", "rm", name], check=False)
+    if removed.returncode != 0 and "not a manifest list" in removed.error_text:
+        # A single-platform image of an earlier run: `rmi` of a name only untags an image
+        # that has others. (Never `rmi` a list: that removes its instances.)
+        runner.run([PROGRAM, "rmi", name])
+    elif removed.returncode != 0 and "image not known" not in removed.error_text:
+        raise ToolError(removed.argv, removed.returncode, removed.error_text)
+    runner.run([PROGRAM, "manifest", "create", name, *image_ids])
+
+
+def push_list_command(name: str, reference: str, digestfile: str, tls_verify: bool,
+                      environ: Mapping[str, str]) -> list[str]:
+    """Push the manifest list NAME and every image it lists (`--all`) as an OCI index."""
+    command = [PROGRAM, "manifest", "push", "--all", "--format", "oci", "--digestfile",
+               digestfile, f"--tls-verify={'true' if tls_verify else 'false'}"]
+    if environ.get("REGISTRY_AUTH_FILE"):
+        command += ["--authfile", environ["REGISTRY_AUTH_FILE"]]
+    command += [name, f"docker://{reference}"]
+    return command
+
+
 # Build arguments whose names say they carry a secret: their values never reach a log.
 SECRET_NAME = re.compile(r"TOKEN|PASSWORD|PASSWD|SECRET|KEY|AUTH|CREDENTIAL|PRIVATE|CERT|PAT$",
                          re.IGNORECASE)

@@ -66,7 +66,7 @@ class FakeRunner:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def build(self, job: BuildJob, on_line: Callable[[str], None]) -> BuildOutcome:
-        key = job.image.key
+        key = f"{job.image.key}@{job.platform}" if job.image.multi_platform else job.image.key
         with self.lock:
             self.build_calls[key] = self.build_calls.get(key, 0) + 1
             self.jobs[key] = job

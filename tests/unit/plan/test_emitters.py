@@ -285,6 +285,8 @@ def test_json_plan_lists_every_field(project, run):
         "reference": "quay.io/aipcc/devel/cuda-12.8-el9.6:3.0-dev",
         "template": "devel.Containerfile.j2",
         "containerfile": "containerfiles/devel/cuda-12.8-el9.6/Containerfile",
+        "containerfiles": {"linux/amd64": "containerfiles/devel/cuda-12.8-el9.6/Containerfile"},
+        "platforms": ["linux/amd64"],
         "context": "containerfiles/devel/cuda-12.8-el9.6",
         "depends_on": "base/cuda-12.8-el9.6", "needs": ["base/cuda-12.8-el9.6"], "wave": 2,
         "versioned_variant": "cuda12.8-el9.6",
