@@ -1,13 +1,18 @@
-"""Benchmark `aipcc-build mirror`: 12 small images from one registry into an empty one,
+"""Benchmark `aipcc-build mirror`: 12 images from one registry into an empty one,
 against `skopeo sync` of the same images into another empty one (ratio, target <= 1.2), and
 a rerun with nothing to copy against the first run (ratio, target <= 0.1; best of three,
 and how much of it is the CLI starting: `aipcc-build --version`).
 
-Usage: python bench/mirror_speed.py   (needs buildah, skopeo, docker-registry)
+Each image is busybox plus a layer of PAYLOAD_MB incompressible bytes of its own: a release's
+images weigh hundreds of MB, and on images of a few KB the first run is so short that the
+interpreter starting would be most of any rerun (`--payload-mb 0` shows that case).
+
+Usage: python bench/mirror_speed.py [--payload-mb N]   (needs buildah, skopeo, docker-registry)
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -24,6 +29,7 @@ from pathlib import Path
 from common import REPO, as_installed
 
 COUNT = 12
+PAYLOAD_MB = 16
 BASE = "localhost/aipcc-demo/busybox:latest"
 
 
@@ -54,6 +60,10 @@ def timed(argv: list[str], env: dict[str, str]) -> float:
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--payload-mb", type=int, default=PAYLOAD_MB,
+                        help="incompressible MB in each image's own layer")
+    payload_mb = parser.parse_args().payload_mb
     subprocess.run([str(REPO / "scripts" / "base-image"), BASE], check=True,
                    capture_output=True)
     env = as_installed()
@@ -72,9 +82,11 @@ def main() -> int:
             entries, repos = [], {}
             for index in range(COUNT):
                 local = f"localhost/aipcc-test-release/bench{index}-{tag}"
-                subprocess.run(["buildah", "build", "-q", "-t", local, "-f", "-", "."],
-                               input=f"FROM {BASE}\nRUN echo {tag}-{index} > /stamp\n",
-                               text=True, check=True, capture_output=True)
+                subprocess.run(
+                    ["buildah", "build", "-q", "-t", local, "-f", "-", "."],
+                    input=f"FROM {BASE}\nRUN echo {tag}-{index} > /stamp && "
+                          f"head -c {payload_mb << 20} /dev/urandom > /payload\n",
+                    text=True, check=True, capture_output=True)
                 names.append(local)
                 reference = f"{src}/aipcc/base-images/img{index}:3.0-1"
                 digest = subprocess.run(
@@ -105,11 +117,12 @@ def main() -> int:
                 proc.wait()
             if names:
                 subprocess.run(["buildah", "rmi", "-f", *names], capture_output=True)
-    print(f"mirror of {COUNT} images into an empty registry: {first:.2f} s; "
+    print(f"mirror of {COUNT} images (busybox + {payload_mb} MB each) into an empty registry: "
+          f"{first:.2f} s; "
           f"skopeo sync: {synced:.2f} s; ratio {first / synced:.2f} (target <= 1.2)")
     print(f"no-change rerun: {rerun:.2f} s; ratio to the first run {rerun / first:.2f} "
           "(target <= 0.1)")
-    # On images this small most of a rerun is the interpreter and the CLI starting.
+    # On small images most of a rerun is the interpreter and the CLI starting.
     print(f"of which aipcc-build --version: {startup:.2f} s; the rest, {rerun - startup:.2f} s, "
           f"is {(rerun - startup) / first:.2f} of the first run")
     return 0
