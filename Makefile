@@ -16,7 +16,7 @@ export BUILDAH_ISOLATION ?= chroot
 
 .PHONY: demo test system venv
 
-# make demo DEMO_ARGS="--registry-port 5001 --index-port 8081" picks the ports.
+# make demo DEMO_ARGS="--registry-port 5001" picks the registry port.
 demo: system venv
 	scripts/demo $(DEMO_ARGS)
 

@@ -13,6 +13,7 @@ from .expand import EVERYTHING, Filters, check_filters, expand, image_name, vers
 from .model import (
     Accelerator,
     AllowRule,
+    CiSettings,
     Exclude,
     ImageKind,
     ImageSpec,
@@ -38,7 +39,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "EVERYTHING", "EVERY_IMAGE", "Accelerator", "AllowRule", "Exclude", "Filters", "ImageKind",
+    "EVERYTHING", "EVERY_IMAGE", "Accelerator", "AllowRule", "CiSettings", "Exclude", "Filters", "ImageKind",
     "ImageSpec", "Matrix", "OsSpec", "Product", "Selector", "ToolkitVersion", "Where",
     "check_filters", "expand", "image_name", "line_owners", "load", "parse", "version_matches",
 ]

@@ -1,6 +1,7 @@
 """The demo on a real OS (issue 11): matrix/demo.yaml built on the Debian 12 base image of
-scripts/base-os, every image installing NVIDIA's wheels with a real `pip install` from a
-PEP 503 index served on 127.0.0.1, then validated and pushed to a registry on 127.0.0.1.
+scripts/base-os, every image installing NVIDIA's wheels with a real `pip install` from its
+build context (the wheelhouse its ci.fetch fills), then validated and pushed to a registry
+on 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -44,23 +45,25 @@ def held_port() -> Iterator[int]:
         yield int(sock.getsockname()[1])
 
 
-def test_the_demo_builds_on_debian_with_pip_from_the_index(
-        debian_base: str, wheel_index: Any, namespace: str, tmp_path: Path) -> None:
+def test_the_demo_builds_on_debian_with_pip_from_the_wheelhouse(
+        debian_base: str, wheelhouse: Path, namespace: str, tmp_path: Path) -> None:
     assert debian_base == "localhost/aipcc/debian:bookworm"  # matrix/demo.yaml's os
+    fetch = subprocess.run(["scripts/fetch-wheels", "demo-wheelhouse"], cwd=REPO,
+                           capture_output=True, text=True, timeout=600)  # its ci.fetch
+    assert fetch.returncode == 0, fetch.stderr
     done = aipcc_build(tmp_path, "--matrix", str(REPO / "matrix" / "demo.yaml"), "matrix",
-                       "--push", "--registry", namespace, "--tls-verify=false",
-                       "--build-arg", f"PIP_INDEX_URL={wheel_index.simple}")
+                       "--push", "--registry", namespace, "--tls-verify=false")
     assert done.returncode == 0, done.stderr
     images = {i["key"]: i for i in json.loads((tmp_path / "build-report.json").read_text())
               ["images"]}
     assert len(images) == 6 and {i["status"] for i in images.values()} == {"ok"}
     config = skopeo_config(f"{namespace}/runtime/cuda-12.8-debian:1.0-dev")
     assert "CUDA_VERSION=12.8.1" in config["config"]["Env"]
-    # The 12.8 image resolved cudart 12.8.90 (the component table's version) from the index.
+    # The 12.8 image resolved cudart 12.8.90 (the component table's version) from the
+    # wheelhouse, which holds 12.9.79 too.
     log = (tmp_path / "logs" / "base" / "cuda-12.8-debian.log").read_text()
-    assert f"Looking in indexes: {wheel_index.simple}" in log
+    assert "Processing /tmp/wheels/nvidia_cuda_runtime_cu12-12.8.90-" in log
     assert "nvidia-cuda-runtime-cu12-12.8.90" in log.split("Successfully installed", 1)[1]
-    assert "GET /files/nvidia_cuda_runtime_cu12-12.8.90-" in wheel_index.requests()
     log = (tmp_path / "logs" / "base" / "cuda-12.9-debian.log").read_text()
     assert "nvidia-cuda-runtime-cu12-12.9.79" in log.split("Successfully installed", 1)[1]
     log = (tmp_path / "logs" / "runtime" / "cuda-12.8-debian.log").read_text()
