@@ -159,8 +159,8 @@ def test_gitlab_job_of_a_mixed_image_fails_and_its_junit_names_the_package(
     done = gitlab_ci_local(engines, mixed_clone, "--file", "child-pipeline.yml")
     assert done.returncode != 0
     assert re.search(r"FAIL\s+build:base/cuda-12.8-debian", done.stdout), done.stdout[-3000:]
-    # The job log shows the validator's verdict.
-    assert f"validation failed: {VERDICT}" in done.stdout
+    # The job log (the job's stdout and stderr) shows the validator's verdict.
+    assert f"validation failed: {VERDICT}" in done.stdout + done.stderr
     junit = next((mixed_clone / ".gitlab-ci-local" / "artifacts").rglob("junit.xml"))
     failure = ET.parse(junit).getroot().find(".//failure")
     assert failure is not None
