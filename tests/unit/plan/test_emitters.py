@@ -423,3 +423,11 @@ def test_tekton_without_an_origin_remote_is_a_clear_input_error(project, run):
     result = run("--matrix", str(project / "matrix/aipcc.yaml"), "plan", "--format", "tekton")
     assert result.code == 2
     assert "no 'origin' remote" in result.err and "git remote add origin" in result.err
+
+
+def test_tekton_schema_names_its_release_and_rejects_unknown_fields(tekton_repo, run):
+    schema = json.loads(tekton_schema.SCHEMA.read_text())
+    assert "Tekton release: Tekton Pipelines v0.47" in schema["$comment"]
+    output = plan(run, tekton_repo / "matrix/aipcc.yaml", "--format", "tekton").out
+    misplaced = output.replace("    timeout: 240m\n", "    timeouts: 240m\n", 1)
+    assert misplaced != output and tekton_schema.errors(misplaced) != []
