@@ -39,7 +39,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "EVERYTHING", "EVERY_IMAGE", "Accelerator", "AllowRule", "CiSettings", "Exclude", "Filters", "ImageKind",
-    "ImageSpec", "Matrix", "OsSpec", "Product", "Selector", "ToolkitVersion", "Where",
+    "EVERYTHING", "EVERY_IMAGE", "Accelerator", "AllowRule", "CiSettings", "Exclude", "Filters",
+    "ImageKind", "ImageSpec", "Matrix", "OsSpec", "Product", "Selector", "ToolkitVersion", "Where",
     "check_filters", "expand", "image_name", "line_owners", "load", "parse", "version_matches",
 ]

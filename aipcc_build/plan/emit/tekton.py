@@ -66,8 +66,9 @@ def tekton(matrix: Matrix, plan: BuildPlan, command: JobCommand,
             "accessModes": ["ReadWriteOnce"],
             "resources": {"requests": {"storage": "1Gi"}},
         }}})
-        clone = {
-            "name": f"{name}-clone",
+        ready = f"{name}-clone"
+        tasks.append({
+            "name": ready,
             "taskRef": _task_ref(matrix, "git-clone", konflux),
             "params": [
                 {"name": "url", "value": "$(params.git-url)"},
@@ -78,9 +79,7 @@ def tekton(matrix: Matrix, plan: BuildPlan, command: JobCommand,
                            *([{"name": "basic-auth", "workspace": "git-auth"}]
                              if konflux else [])],
             "timeout": _minutes("clone"),
-        }
-        tasks.append(clone)
-        ready = clone["name"]
+        })
         checkout = "$(workspaces.source.path)" + (f"/{KONFLUX_SOURCE_DIR}" if konflux else "")
         if matrix.ci.fetch:
             tasks.append(_ci_task(f"{name}-fetch", "fetch", [ready], matrix.ci.fetch,

@@ -341,8 +341,9 @@ def test_konflux_pipelinerun_is_pipelines_as_code_with_bundles(project, run):
 def test_konflux_bundles_come_from_the_matrix(project, run):
     bundle = "quay.io/konflux-ci/tekton-catalog/task-buildah:0.4@sha256:" + "ab" * 32
     matrix = project / "matrix/aipcc.yaml"
+    setting = f"ci: {{bundles: {{buildah: '{bundle}'}}}}"
     matrix.write_text(matrix.read_text().replace(
-        "registry: quay.io/aipcc", f"registry: quay.io/aipcc\nci: {{bundles: {{buildah: '{bundle}'}}}}", 1))
+        "registry: quay.io/aipcc", f"registry: quay.io/aipcc\n{setting}", 1))
     output = plan(run, project / "matrix/aipcc.yaml", "--format", "konflux").out
     assert f"value: {bundle}" in output and tekton_schema.errors(output) == []
 
