@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.layers import buildah_json
 from tests.support.registry import Registry
 
 pytestmark = pytest.mark.integration
@@ -58,12 +59,17 @@ def engines(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def ci_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
+    """One registry for the module; the images the jobs tagged for it are removed after."""
     registry = Registry(tmp_path_factory.mktemp("ci-registry"))
     registry.start()
     try:
         yield registry
     finally:
         registry.stop()
+        ours = [image["id"] for image in buildah_json("images")
+                if any(name.startswith(registry.host + "/") for name in image.get("names") or [])]
+        if ours:
+            subprocess.run(["buildah", "rmi", "-f", *ours], capture_output=True, timeout=300)
 
 
 def clean_clone(root: Path) -> Path:
