@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-import tempfile
 from pathlib import Path
 from typing import Union
 
@@ -14,6 +13,8 @@ def write_atomic(path: Union[str, Path], data: Union[str, bytes]) -> None:
     """Replace PATH's content at once. A symbolic link stays a link: its target is replaced
     (renamed into the target's directory); an existing file keeps its mode (new files get
     0644); the temporary file is removed on every failure."""
+    import tempfile  # here: commands that write nothing do not pay for it
+
     path = Path(os.path.realpath(path)) if Path(path).is_symlink() else Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     payload = data.encode() if isinstance(data, str) else data

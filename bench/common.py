@@ -57,7 +57,33 @@ def aipcc_build(cwd: Path, *args: str) -> float:
 def remove_images(prefix: str) -> None:
     listed = json.loads(subprocess.run(["buildah", "images", "--json"], check=True,
                                        capture_output=True, text=True).stdout or "[]") or []
+    names = [name for image in listed for name in image.get("names") or []
+             if name.startswith(prefix)]
+    # Manifest lists first: `rmi` of a list removes its instances, not the list.
+    for name in names:
+        subprocess.run(["buildah", "manifest", "rm", name], capture_output=True)
+    listed = json.loads(subprocess.run(["buildah", "images", "--json"], check=True,
+                                       capture_output=True, text=True).stdout or "[]") or []
     ours = [image["id"] for image in listed
             if any(name.startswith(prefix) for name in image.get("names") or [])]
     if ours:
         subprocess.run(["buildah", "rmi", "-f", *ours], capture_output=True, check=True)
+
+
+def when(text: str) -> float:
+    """Epoch seconds of a build report's ISO time."""
+    import datetime as dt
+
+    return dt.datetime.fromisoformat(text).timestamp()
+
+
+def makespan(images: list[dict]) -> float:
+    """First start to last end over a build report's images."""
+    return max(when(i["end"]) for i in images) - min(when(i["start"]) for i in images)
+
+
+def lower_bound(durations: dict[str, float], chains: list[list[str]], jobs: int
+                ) -> tuple[float, float]:
+    """(critical path, total work / jobs) of builds with DURATIONS, dependent along CHAINS."""
+    critical = max(sum(durations[key] for key in chain) for chain in chains)
+    return critical, sum(durations.values()) / jobs

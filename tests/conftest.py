@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,13 +48,13 @@ def base_image() -> str:
 
 
 class WheelIndex:
-    """A PEP 503 index over the wheelhouse, served by scripts/serve-dir on a free port."""
+    """The demo's per-variant wheel indexes (scripts/demo-index: `aipcc-build index` over the
+    wheelhouse), served by scripts/serve-dir where matrix/demo.yaml's wheel_index points."""
 
-    def __init__(self, root: Path, url: str) -> None:
+    def __init__(self, root: Path, urls: dict[str, str], log: Path) -> None:
         self.root = root
-        self.url = url  # http://127.0.0.1:PORT/
-        self.simple = url + "simple/"
-        self.log = root / "requests.log"
+        self.urls = urls  # versioned variant -> index URL ("cuda12.8-debian" -> ...)
+        self.log = log
 
     def requests(self) -> str:
         return self.log.read_text() if self.log.exists() else ""
@@ -62,15 +63,28 @@ class WheelIndex:
 @pytest.fixture(scope="session")
 def wheel_index(wheelhouse: Path, tmp_path_factory: pytest.TempPathFactory
                 ) -> Iterator[WheelIndex]:
-    root = tmp_path_factory.mktemp("index")
-    subprocess.run([str(REPO / "scripts" / "make-simple-index"), str(wheelhouse), str(root)],
-                   check=True, capture_output=True, timeout=300)
-    pidfile = root / "server.pid"
-    out = subprocess.run([str(REPO / "scripts" / "serve-dir"), str(root), "--pidfile",
-                          str(pidfile), "--log", str(root / "requests.log")],
-                         check=True, capture_output=True, text=True, timeout=60)
+    from urllib.parse import urlsplit
+
+    from aipcc_build.matrix import expand, load
+
+    urls = {image.versioned_variant: str(image.wheel_index)
+            for image in expand(load(REPO / "matrix" / "demo.yaml"))}
+    port = urlsplit(next(iter(urls.values()))).port
+    work = tmp_path_factory.mktemp("index")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "AIPCC_BUILD": f"{sys.executable} -m aipcc_build"}
+    published = subprocess.run([str(REPO / "scripts" / "demo-index"), str(work)], env=env,
+                               capture_output=True, text=True, timeout=900)
+    if published.returncode != 0:
+        pytest.fail(f"scripts/demo-index failed: {published.stderr.strip()}")
+    root = Path(published.stdout.strip().splitlines()[-1])
+    pidfile, log = work / "server.pid", work / "requests.log"
+    served = subprocess.run([str(REPO / "scripts" / "serve-dir"), str(root), "--port",
+                             str(port), "--pidfile", str(pidfile), "--log", str(log)],
+                            capture_output=True, text=True, timeout=60)
+    if served.returncode != 0:
+        pytest.fail(f"cannot serve the demo's wheel indexes: {served.stderr.strip()}")
     try:
-        yield WheelIndex(root, out.stdout.strip())
+        yield WheelIndex(root, urls, log)
     finally:
         subprocess.run([str(REPO / "scripts" / "serve-dir"), "--stop", "--pidfile",
                         str(pidfile)], capture_output=True, timeout=60)

@@ -17,7 +17,7 @@ from ..plan import BuildPlan, make_plan, outside_parents
 from ..render import BUILD_ID_ARG, ensure_current
 from ..tools import buildah
 from ..tools.runner import ProcessRunner
-from . import preflight
+from . import preflight, runs
 from .schedule import (
     Event,
     ImageResult,
@@ -35,8 +35,8 @@ from .schedule import (
 
 __all__ = [
     "Event", "ImageResult", "LogLine", "MatrixBuild", "Planned", "Retrying", "RunResult",
-    "Status", "StatusChanged", "ValidationOutcome", "Warned", "build_matrix", "plan_matrix",
-    "validate_step",
+    "Status", "StatusChanged", "ValidationOutcome", "Warned", "build_matrix", "clean",
+    "plan_matrix", "validate_step",
 ]
 
 
@@ -53,7 +53,7 @@ class MatrixBuild:
     parent_build_id: Optional[str] = None
     jobs: int = 1
     capacity: Mapping[str, float] = field(default_factory=dict)  # over the host's cpu/memory
-    history: Mapping[str, float] = field(default_factory=dict)  # image key -> seconds
+    history: Mapping[str, float] = field(default_factory=dict)  # build key -> seconds
     fail_fast: bool = False
     retries: int = 1
     build_timeout: Optional[float] = 4 * 3600.0  # seconds for one image's `buildah build`
@@ -67,7 +67,8 @@ class MatrixBuild:
     labels: Mapping[str, str] = field(default_factory=dict)
     layers: Optional[bool] = None
     pull: Optional[str] = None
-    platform: Optional[str] = None
+    # Where the kernel lists emulators (preflight.check_emulation); a test points it elsewhere.
+    binfmt_dir: str = preflight.BINFMT_DIR
 
 
 def plan_matrix(request: MatrixBuild) -> BuildPlan:
@@ -83,7 +84,7 @@ def validate_step(image: ImageSpec, image_id: str) -> ValidationOutcome:
 
     outcome = validate_built(image, image_id)
     return ValidationOutcome(ok=outcome.exit_code == 0, message=outcome.problems(),
-                             toolkits=outcome.toolkits())
+                             toolkits=outcome.toolkits(), warnings=outcome.warnings())
 
 
 def build_matrix(request: MatrixBuild, on_event: Callable[[Event], None],
@@ -102,6 +103,9 @@ def build_matrix(request: MatrixBuild, on_event: Callable[[Event], None],
     if BUILD_ID_ARG in request.build_args:
         raise InputError(f"{BUILD_ID_ARG} comes from the build id (it is part of every tag)",
                          field="build_args")
+    if runs.RUN_ARG in request.build_args:
+        raise InputError(f"{runs.RUN_ARG} is set by aipcc-build: it tells which run made a "
+                         "working container", field="build_args")
     matrix = load(request.matrix_path)
     images = expand(matrix, build_id=request.build_id, registry=request.registry,
                     filters=request.filters)
@@ -114,7 +118,7 @@ def build_matrix(request: MatrixBuild, on_event: Callable[[Event], None],
         tls_verify=request.tls_verify,
         build_args={**request.build_args, BUILD_ID_ARG: request.build_id},
         labels=request.labels, layers=request.layers, pull=request.pull,
-        platform=request.platform, history=request.history,
+        history=request.history,
         # A parent this run does not build is the one pushed under the parents' build id
         # (this one unless --parent-build-id) to this run's registry: never the matrix's
         # registry when --registry names another (per-image CI jobs build it there).
@@ -127,6 +131,20 @@ def build_matrix(request: MatrixBuild, on_event: Callable[[Event], None],
     for message in preflight.check_eol(images, dt.date.today(), request.allow_eol):
         on_event(Warned(f"{message}: building it because end-of-life builds are allowed"))
     preflight.check_contexts(images)
+    preflight.check_emulation(plan, request.binfmt_dir)
     processes = processes or ProcessRunner()
     buildah.check_version(processes)
-    return run(plan, options, BuildahRunner(processes), on_event, stop, validate=validate)
+    with runs.hold(processes) as run_id:
+        for container_id, dead_run in runs.remove_dead(processes).removed:
+            on_event(Warned(f"removed working container {container_id[:12]}, left by run "
+                            f"{dead_run} that is no longer running"))
+        return run(plan, options, BuildahRunner(processes, run_id), on_event, stop,
+                   validate=validate)
+
+
+def clean(processes: Optional[ProcessRunner] = None) -> runs.Cleaned:
+    """Remove the working containers that runs no longer alive left (killed with SIGKILL,
+    a crashed host); a live run's are never touched."""
+    processes = processes or ProcessRunner()
+    buildah.check_version(processes)
+    return runs.remove_dead(processes)

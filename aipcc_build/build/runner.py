@@ -1,6 +1,7 @@
 """The scheduler's runner on the real buildah: a scheduled job becomes `buildah build` /
 `buildah push` (streamed, each child in its own process group), and after an interruption
-the working containers our killed builds left behind are removed."""
+the working containers our killed builds left behind are removed: only this run's, known
+by the run id each of its builds passes to buildah (see `runs`)."""
 
 from __future__ import annotations
 
@@ -8,41 +9,29 @@ import signal
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
-from ..errors import STDERR_TAIL_LINES, ToolError
+from ..errors import STDERR_TAIL_LINES, AipccError, ToolError
 from ..plan import build_context
 from ..tools import buildah
 from ..tools.runner import LineSink, Process, ProcessRunner
-from .schedule import BuildJob, BuildOutcome, PushOutcome
-
-
-@dataclass
-class _Origins:
-    """What our builds started working containers from, learnt from their output."""
-
-    references: set[str]  # FROM lines, as written ("scratch" included)
-    image_ids: set[str]  # intermediate and parent image IDs (12 or 64 hex digits)
-
-    def matches(self, reference: str, image_id: str) -> bool:
-        if image_id and any(image_id.startswith(known) for known in self.image_ids):
-            return True
-        # A FROM scratch container has neither; "scratch" among our FROM lines covers it.
-        return (reference or "scratch") in self.references
+from ..tools.skopeo import Skopeo
+from . import runs
+from .schedule import BuildJob, BuildOutcome, ListJob, ListOutcome, PushOutcome
 
 
 class BuildahRunner:
-    """The scheduler's runner on the real buildah (see schedule.Runner)."""
+    """The scheduler's runner on the real buildah (see schedule.Runner), for the run
+    RUN_ID (whose lock the caller holds, see `runs.hold`)."""
 
-    def __init__(self, processes: ProcessRunner) -> None:
+    def __init__(self, processes: ProcessRunner, run_id: str) -> None:
         self.processes = processes
         self.environ = processes.environ
+        self.run_id = run_id
         self._lock = threading.Lock()
         self._children: set[Process] = set()
         self._stopping = False
-        self._origins = _Origins(set(), set())
         # Containers that existed before we started are never ours to remove.
         self._preexisting = buildah.containers(processes)
 
@@ -50,22 +39,21 @@ class BuildahRunner:
         with tempfile.TemporaryDirectory(prefix="aipcc-build-") as scratch:
             iidfile = str(Path(scratch) / "iid")
             request = buildah.BuildRequest(
-                containerfile=job.image.containerfile, context=build_context(job.image),
-                tag=job.image.reference, iidfile=iidfile, build_args=job.build_args,
+                containerfile=job.containerfile or job.image.containerfile,
+                context=build_context(job.image), tag=job.tag or job.image.reference,
+                iidfile=iidfile, build_args={**job.build_args, runs.RUN_ARG: self.run_id},
                 labels=job.labels, from_image=job.from_image, layers=job.layers,
                 pull=job.pull, platform=job.platform,
             )
-            if job.from_image and job.from_image.startswith("sha256:"):
-                self._remember(image_id=job.from_image.replace("sha256:", ""))
-            elif job.from_image:
-                self._remember(reference=job.from_image)
             tail: list[str] = []
 
             def line(text: str) -> None:
-                self._learn(text)
-                tail.append(text)
+                shown = buildah.without_unconsumed(text, [runs.RUN_ARG])
+                if shown is None:
+                    return
+                tail.append(shown)
                 del tail[:-STDERR_TAIL_LINES]
-                on_line(text)
+                on_line(shown)
 
             code, stopped, timed_out = self._run(buildah.build_command(request, self.environ),
                                                  line, job.build_timeout)
@@ -86,6 +74,48 @@ class BuildahRunner:
 
     def push(self, job: BuildJob, image_id: str, tls_verify: bool,
              on_line: LineSink) -> PushOutcome:
+        return self._push(
+            lambda digestfile: buildah.push_command(image_id, job.image.reference, digestfile,
+                                                    tls_verify, self.environ),
+            "buildah push", job.push_timeout, on_line)
+
+    def make_list(self, job: ListJob, on_line: LineSink) -> ListOutcome:
+        name = job.image.reference
+        on_line(f"$ buildah manifest create {name} "
+                + " ".join(f"{p}={i}" for p, i in job.instances.items()))
+        try:
+            buildah.replace_list(self.processes, name, list(job.instances.values()))
+        except ToolError as exc:
+            return ListOutcome(ok=False, error=str(exc))
+        return ListOutcome(ok=True)
+
+    def push_list(self, job: ListJob, tls_verify: bool, on_line: LineSink) -> ListOutcome:
+        reference = job.image.reference
+        pushed = self._push(
+            lambda digestfile: buildah.push_list_command(reference, reference, digestfile,
+                                                         tls_verify, self.environ),
+            "buildah manifest push", job.push_timeout, on_line)
+        if not pushed.ok:
+            return ListOutcome(ok=False, stopped=pushed.stopped, error=pushed.error)
+        digest = pushed.digest
+        # The registry has the instances as pushed (recompressed): their digests are read
+        # back from the list there, not from the local one.
+        try:
+            index = Skopeo(self.processes, tls_verify=tls_verify).inspect_raw(
+                f"docker://{job.image.repository}@{digest}")
+        except AipccError as exc:
+            return ListOutcome(ok=False, error=f"pushed, but the list cannot be read back: "
+                                               f"{exc}")
+        instances = {}
+        for entry in index.get("manifests") or []:
+            platform = entry.get("platform") or {}
+            name = f"{platform.get('os')}/{platform.get('architecture')}"
+            instances[name] = str(entry.get("digest", ""))
+        return ListOutcome(ok=True, digest=digest, instance_digests=instances)
+
+    def _push(self, command_for: Callable[[str], list[str]], what: str,
+              timeout: Optional[float], on_line: LineSink) -> PushOutcome:
+        """Run the push command COMMAND_FOR(digest file) makes; the digest it wrote."""
         with tempfile.TemporaryDirectory(prefix="aipcc-push-") as scratch:
             digestfile = str(Path(scratch) / "digest")
             tail: list[str] = []
@@ -95,16 +125,14 @@ class BuildahRunner:
                 del tail[:-STDERR_TAIL_LINES]
                 on_line(text)
 
-            command = buildah.push_command(image_id, job.image.reference, digestfile,
-                                           tls_verify, self.environ)
-            code, stopped, timed_out = self._run(command, line, job.push_timeout)
+            code, stopped, timed_out = self._run(command_for(digestfile), line, timeout)
             if timed_out:
-                return PushOutcome(ok=False, error=f"buildah push did not end within "
-                                                   f"{job.push_timeout:g} s (push_timeout)")
+                return PushOutcome(ok=False, error=f"{what} did not end within {timeout:g} s "
+                                                   "(push_timeout)")
             if code == 0:
                 return PushOutcome(ok=True, digest=Path(digestfile).read_text().strip())
             return PushOutcome(ok=False, stopped=stopped,
-                               error=buildah.error_line(tail) or f"buildah push exited {code}")
+                               error=buildah.error_line(tail) or f"{what} exited {code}")
 
     def stop(self) -> None:
         """SIGTERM every child's process group, SIGKILL what is left after the grace time."""
@@ -121,22 +149,12 @@ class BuildahRunner:
             child.signal_group(signal.SIGKILL)
 
     def remove_leftovers(self) -> list[str]:
-        """Remove working containers our stopped builds left; return their IDs.
-
-        A container is ours when it was created during this run from an image our builds
-        started from (FROM lines, intermediate and parent image IDs in their output).
-        """
-        ours = []
-        for container_id in sorted(buildah.containers(self.processes) - self._preexisting):
-            try:
-                reference, image_id = buildah.container_origin(self.processes, container_id)
-            except ToolError:
-                continue  # removed meanwhile by its owner
-            with self._lock:
-                if self._origins.matches(reference, image_id):
-                    ours.append(container_id)
-        buildah.remove_containers(self.processes, ours)
-        return ours
+        """Remove the working containers this run's stopped builds left; return their IDs.
+        Another run's, live or not, carry another run id and stay."""
+        made = runs.owners(buildah.storage(self.processes),
+                           buildah.containers(self.processes) - self._preexisting)
+        return buildah.remove_containers(
+            self.processes, [cid for cid, run_id in made.items() if run_id == self.run_id])
 
     def _run(self, command: list[str], on_line: LineSink,
              timeout: Optional[float] = None) -> tuple[int, bool, bool]:
@@ -160,18 +178,3 @@ class BuildahRunner:
                 stopped = self._stopping
         # buildah catches SIGTERM and exits 1 after cleaning up, so the code cannot tell.
         return code, stopped, timed_out and not stopped
-
-    def _learn(self, line: str) -> None:
-        step = buildah.STEP_FROM.match(line)
-        if step:
-            self._remember(reference=step.group(1))
-        image = buildah.STEP_IMAGE.match(line)
-        if image:
-            self._remember(image_id=image.group(1))
-
-    def _remember(self, reference: str = "", image_id: str = "") -> None:
-        with self._lock:
-            if reference:
-                self._origins.references.add(reference)
-            if image_id:
-                self._origins.image_ids.add(image_id)

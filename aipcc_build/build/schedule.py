@@ -8,6 +8,12 @@ and an optional validation step called between a successful build and its push.
 Threads: the main loop (the caller's thread) owns all state and emits every event; one
 worker thread per running image builds, validates and pushes it, and talks to the main
 loop through a queue.
+
+A multi-platform image is one build per platform (emulated platforms hold an `emulation`
+slot besides the image's own resources); each platform's worker builds and validates, then
+waits as BUILT. When every platform of the image is BUILT, one more worker joins them in a
+manifest list under the image's reference and pushes the list with its instances; when one
+platform fails, the others are not joined (SKIPPED) and the list is never pushed.
 """
 
 from __future__ import annotations
@@ -22,7 +28,11 @@ from pathlib import Path
 from typing import Callable, Optional, Protocol, TypeVar, Union
 
 from ..matrix import ImageSpec
-from ..plan import BuildPlan
+from ..matrix.platforms import EMULATION_SLOWDOWN, describe
+from ..plan import BuildPlan, PlannedBuild
+
+# The slot each emulated build holds; the capacity's default is in preflight.
+EMULATION_SLOT = "emulation"
 
 LOG_TAIL_LINES = 30
 
@@ -31,6 +41,7 @@ class Status(str, enum.Enum):
     QUEUED = "queued"
     BUILDING = "building"
     VALIDATING = "validating"
+    BUILT = "built"  # one platform of several, validated: waits for the manifest list
     PUSHING = "pushing"
     OK = "ok"
     FAILED = "failed"  # build or validation failed
@@ -58,11 +69,31 @@ class BuildJob:
     labels: Mapping[str, str]
     layers: Optional[bool]
     pull: Optional[str]
-    platform: Optional[str]
+    platform: Optional[str]  # buildah's --platform; None: the host's
     # Seconds before the runner kills a `buildah build` / `buildah push` that has not ended
     # (a registry that accepts the connection and never answers); None: no limit.
     build_timeout: Optional[float] = None
     push_timeout: Optional[float] = None
+    containerfile: str = ""  # this platform's; "" = the image's
+    tag: str = ""  # the local name of what is built; "" = the image's reference
+
+
+@dataclass(frozen=True)
+class ListJob:
+    """Join the platform instances of IMAGE in a manifest list named by its reference."""
+
+    image: ImageSpec
+    instances: Mapping[str, str]  # platform -> local image ID
+    push_timeout: Optional[float] = None
+
+
+@dataclass(frozen=True)
+class ListOutcome:
+    ok: bool
+    digest: str = ""  # the list's, once pushed
+    instance_digests: Mapping[str, str] = field(default_factory=dict)  # platform -> digest
+    error: str = ""
+    stopped: bool = False
 
 
 @dataclass(frozen=True)
@@ -87,6 +118,7 @@ class ValidationOutcome:
     ok: bool
     message: str = ""
     toolkits: Mapping[str, Sequence[str]] = field(default_factory=dict)  # "cuda": ["12.8.90"]
+    warnings: tuple[str, ...] = ()  # findings that do not fail the image, one line each
 
 
 # The validation step: (image, local image ID) -> outcome. The validator lands separately.
@@ -98,6 +130,13 @@ class Runner(Protocol):
 
     def push(self, job: BuildJob, image_id: str, tls_verify: bool,
              on_line: Callable[[str], None]) -> PushOutcome: ...
+
+    def make_list(self, job: ListJob, on_line: Callable[[str], None]) -> ListOutcome:
+        """Create (replace) the local manifest list of JOB's instances."""
+
+    def push_list(self, job: ListJob, tls_verify: bool,
+                  on_line: Callable[[str], None]) -> ListOutcome:
+        """Push the list and its instances; the digests as the registry has them."""
 
     def stop(self) -> None:
         """Stop every running child (terminate, then kill after a grace time); the calls
@@ -126,7 +165,6 @@ class ScheduleOptions:
     labels: Mapping[str, str] = field(default_factory=dict)
     layers: Optional[bool] = None
     pull: Optional[str] = None
-    platform: Optional[str] = None
     history: Mapping[str, float] = field(default_factory=dict)  # key -> seconds
     # key -> reference of its from_image parent, for parents outside the plan
     parent_references: Mapping[str, str] = field(default_factory=dict)
@@ -170,7 +208,7 @@ class Warned:
 
 
 Event = Union[StatusChanged, LogLine, Retrying, Planned, Warned]
-_Outcome = TypeVar("_Outcome", BuildOutcome, PushOutcome)
+_Outcome = TypeVar("_Outcome", BuildOutcome, PushOutcome, ListOutcome)
 
 
 @dataclass(frozen=True)
@@ -187,6 +225,15 @@ class ImageResult:
     message: str = ""
     toolkits: Optional[Mapping[str, Sequence[str]]] = None  # None: not validated
     log_tail: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()  # the validator's
+    platform: str = ""  # the platform built; "" for a hand-made plan
+    list_digest: str = ""  # the manifest list holding this platform's instance, pushed
+
+    @property
+    def key(self) -> str:
+        from ..plan.dag import node_key
+
+        return node_key(self.image, self.platform)
 
     @property
     def duration(self) -> Optional[float]:
@@ -213,23 +260,38 @@ class RunResult:
         return all(result.status is Status.OK for result in self.images)
 
 
-def log_path(log_dir: str, image: ImageSpec) -> str:
-    return str(Path(log_dir) / image.kind / f"{image.name}.log")
+def log_path(log_dir: str, image: ImageSpec, platform: str = "") -> str:
+    """DIR/kind/name.log; DIR/kind/name-arch.log for one platform of several."""
+    name = f"{image.name}-{describe(platform).arch}" if image.multi_platform else image.name
+    return str(Path(log_dir) / image.kind / f"{name}.log")
+
+
+def resources(build: PlannedBuild) -> Mapping[str, float]:
+    """What a build holds while it runs: its kind's resources, plus an emulation slot on a
+    foreign platform (qemu makes it CPU-bound several times over)."""
+    if not build.emulated:
+        return build.image.resources
+    return {**build.image.resources,
+            EMULATION_SLOT: build.image.resources.get(EMULATION_SLOT, 0.0) + 1.0}
 
 
 # ---- the scheduler ----------------------------------------------------------------------
 
 def priorities(plan: BuildPlan, history: Mapping[str, float]) -> dict[str, float]:
     """Length of the longest dependency path from each build to the end of the plan,
-    counting the build itself: recorded durations when known (their mean for new images),
-    else one unit per build."""
+    counting the build itself: recorded durations when known (per platform), else the
+    mean of those recorded, else one unit per build; a build with no record on an emulated
+    platform counts EMULATION_SLOWDOWN times its native estimate."""
     default = sum(history.values()) / len(history) if history else 1.0
     dependents = plan.dependents()
     result: dict[str, float] = {}
     for build in reversed(plan.builds):  # dependents come later in the plan
-        key = build.image.key
-        result[key] = history.get(key, default) + max(
-            (result[child] for child in dependents[key]), default=0.0)
+        key = build.key
+        own = history.get(key)
+        if own is None:
+            native = history.get(build.image.key, default)
+            own = native * EMULATION_SLOWDOWN if build.emulated else native
+        result[key] = own + max((result[child] for child in dependents[key]), default=0.0)
     return result
 
 
@@ -250,6 +312,7 @@ class _Message:
     released: bool = False  # built: the build's job and resource slots are free
     built_id: Optional[str] = None  # built and validated: dependents may start
     result: Optional[ImageResult] = None  # the worker is done
+    joined: Optional[Mapping[str, ImageResult]] = None  # a list worker is done: by key
 
 
 class _Scheduler:
@@ -262,12 +325,13 @@ class _Scheduler:
         self.on_event = on_event
         self.stop = stop
         self.validate = validate
-        self.builds = {build.image.key: build for build in plan.builds}
+        self.builds = {build.key: build for build in plan.builds}
         self.dependents = plan.dependents()
+        self.siblings = plan.siblings()  # image key -> its platform builds, when several
         self.priority = priorities(plan, options.history)
         self.results: dict[str, ImageResult] = {
-            key: ImageResult(image=build.image, status=Status.QUEUED,
-                             log=log_path(options.log_dir, build.image))
+            key: ImageResult(image=build.image, status=Status.QUEUED, platform=build.platform,
+                             log=log_path(options.log_dir, build.image, build.platform))
             for key, build in self.builds.items()
         }
         self.built_ids: dict[str, str] = {}
@@ -280,6 +344,7 @@ class _Scheduler:
         self.check_slots = threading.Semaphore(max(1, options.jobs))
         self.push_slots = threading.Semaphore(max(1, options.jobs))
         self.stopped_by: Optional[str] = None
+        self.joined: set[str] = set()  # images whose manifest list was started or refused
 
     # -- main loop --
 
@@ -301,16 +366,18 @@ class _Scheduler:
         if self.stopped_by is not None:
             self.runner.remove_leftovers()
         for key, result in self.results.items():
-            if not result.status.final:  # never started
+            if result.status is Status.BUILT:
+                self._finish(key, Status.CANCELLED, f"built, not joined ({self.stopped_by})")
+            elif not result.status.final:  # never started
                 self._finish(key, Status.CANCELLED, f"not started ({self.stopped_by})")
-        return RunResult(images=tuple(self.results[b.image.key] for b in self.plan.builds),
+        return RunResult(images=tuple(self.results[b.key] for b in self.plan.builds),
                          start=start, end=time.time(), stopped_by=self.stopped_by)
 
     def _fail_unsatisfiable(self) -> None:
         """A build needing more of a slot than the capacity has would wait forever."""
         capacity = self.options.capacity
         for key, build in self.builds.items():
-            for slot, amount in sorted(build.image.resources.items()):
+            for slot, amount in sorted(resources(build).items()):
                 have = capacity.get(slot, 0.0)
                 if amount <= have or self.results[key].status.final:
                     continue
@@ -337,11 +404,11 @@ class _Scheduler:
         for key in self._ready():
             if len(self.holding) >= self.options.jobs:
                 return
-            needs = self.builds[key].image.resources
+            build = self.builds[key]
+            needs = resources(build)
             if not self._fits(needs):
                 continue  # a smaller build may fit meanwhile
             self.holding[key] = needs
-            build = self.builds[key]
             parent = build.needs[0] if build.needs else None
             job = BuildJob(
                 image=build.image,
@@ -349,14 +416,18 @@ class _Scheduler:
                 else self.options.parent_references.get(key),
                 build_args=self.options.build_args, labels=self.options.labels,
                 layers=self.options.layers, pull=self.options.pull,
-                platform=self.options.platform, build_timeout=self.options.build_timeout,
+                # The host's own platform needs no flag unless a list joins it with others.
+                platform=build.platform if build.emulated or build.image.multi_platform
+                else None,
+                build_timeout=self.options.build_timeout,
                 push_timeout=self.options.push_timeout,
+                containerfile=build.containerfile, tag=build.tag,
             )
             self.results[key] = replace(self.results[key], status=Status.BUILDING,
                                         start=time.time())
             self.on_event(StatusChanged(key, Status.BUILDING))
-            worker = threading.Thread(target=self._work, args=(job,), name=f"build {key}",
-                                      daemon=True)
+            worker = threading.Thread(target=self._work, args=(key, job),
+                                      name=f"build {key}", daemon=True)
             self.workers[key] = worker
             worker.start()
 
@@ -378,6 +449,15 @@ class _Scheduler:
         if message.built_id is not None:
             self.built_ids[key] = message.built_id
             self.holding.pop(key, None)
+        if message.joined is not None:
+            self.workers.pop(key).join()
+            for child, result in message.joined.items():
+                self.results[child] = result
+                self.on_event(StatusChanged(child, result.status, result.message,
+                                            result.log_tail))
+            if self.options.fail_fast and any(
+                    r.status is Status.PUSH_FAILED for r in message.joined.values()):
+                self._cancel("fail-fast")
         if message.result is not None:
             worker = self.workers.pop(key, None)
             if worker is not None:
@@ -390,6 +470,7 @@ class _Scheduler:
             self.on_event(StatusChanged(key, result.status, result.message, result.log_tail))
             if result.status in (Status.FAILED, Status.PUSH_FAILED) and self.options.fail_fast:
                 self._cancel("fail-fast")
+            self._join_ready()
 
     def _cancel(self, reason: str) -> None:
         self.stopped_by = reason
@@ -401,6 +482,30 @@ class _Scheduler:
             if not self.results[child].status.final:
                 self._finish(child, Status.SKIPPED, f"{key} failed")
                 self._skip_dependents(child)
+
+    def _join_ready(self) -> None:
+        """Start the manifest list of each image whose platforms are all BUILT; an image
+        with a failed platform is not joined: its BUILT platforms end SKIPPED."""
+        for image_key, keys in self.siblings.items():
+            if image_key in self.workers or image_key in self.joined:
+                continue
+            states = [self.results[key].status for key in keys]
+            if not all(s is Status.BUILT or s.final for s in states):
+                continue  # some platform still builds
+            if self.stopped_by is not None:
+                continue  # run() cancels what is left
+            self.joined.add(image_key)
+            failed = [self.results[k] for k in keys if self.results[k].status is not Status.BUILT]
+            if failed:
+                why = "; ".join(f"{r.platform} {r.status.value}" for r in failed)
+                for key in keys:
+                    if self.results[key].status is Status.BUILT:
+                        self._finish(key, Status.SKIPPED, f"no manifest list: {why}")
+                continue
+            worker = threading.Thread(target=self._join, args=(image_key, keys),
+                                      name=f"list {image_key}", daemon=True)
+            self.workers[image_key] = worker
+            worker.start()
 
     def _finish(self, key: str, status: Status, message: str,
                 log_tail: tuple[str, ...] = ()) -> None:
@@ -419,15 +524,14 @@ class _Scheduler:
 
     # -- worker (one thread per running image) --
 
-    def _work(self, job: BuildJob) -> None:
+    def _work(self, key: str, job: BuildJob) -> None:
         """Any exception (an unwritable log, a full disk, a runner bug) fails this image
         with the error as its message: a worker that ends without a result would leave the
         main loop waiting for it forever."""
-        key = job.image.key
         result = self.results[key]  # read once: the main loop replaces it
         sent: list[bool] = []
         try:
-            self._work_on(job, result, sent)
+            self._work_on(key, job, result, sent)
         except Exception as exc:
             if sent:  # the result went out; closing the log failed after it
                 return
@@ -436,8 +540,8 @@ class _Scheduler:
                 result, status=Status.FAILED, message=message, end=time.time(),
                 log_tail=(message,))))
 
-    def _work_on(self, job: BuildJob, result: ImageResult, sent: list[bool]) -> None:
-        key = job.image.key
+    def _work_on(self, key: str, job: BuildJob, result: ImageResult,
+                 sent: list[bool]) -> None:
         tail: list[str] = []
         path = Path(result.log)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -454,6 +558,7 @@ class _Scheduler:
                 self.messages.put(_Message(key, event=StatusChanged(key, new)))
 
             built_at: list[float] = []
+            warned: list[str] = []
 
             def done(status: Status, message: str = "", *, retries: int, image_id: str = "",
                      digest: str = "",
@@ -462,7 +567,8 @@ class _Scheduler:
                 final = replace(result, status=status, message=message, end=time.time(),
                                 built=built_at[0] if built_at else None,
                                 log_tail=tuple(tail) if failed else (), retries=retries,
-                                image_id=image_id, digest=digest, toolkits=toolkits)
+                                image_id=image_id, digest=digest, toolkits=toolkits,
+                                warnings=tuple(warned))
                 sent.append(True)
                 self.messages.put(_Message(key, result=final))
 
@@ -482,12 +588,20 @@ class _Scheduler:
                 except Exception as exc:  # a validator bug must not take the run down
                     checked = ValidationOutcome(ok=False, message=f"validator error: {exc}")
                 toolkits = checked.toolkits
+                for warning in checked.warnings:
+                    line(f"validation warning: {warning}")
+                warned.extend(checked.warnings)
                 if not checked.ok:
-                    line(f"validation failed: {checked.message}")
-                    return done(Status.FAILED, f"validation failed: {checked.message}",
+                    # Which platform, when a list would join several: only it is at fault.
+                    where = f" on {job.platform}" if job.image.multi_platform else ""
+                    line(f"validation failed{where}: {checked.message}")
+                    return done(Status.FAILED, f"validation failed{where}: {checked.message}",
                                 image_id=built.image_id, retries=retries, toolkits=toolkits)
             built_at.append(time.time())
             self.messages.put(_Message(key, built_id=built.image_id))
+            if job.image.multi_platform:  # the list worker joins and pushes it
+                return done(Status.BUILT, image_id=built.image_id, retries=retries,
+                            toolkits=toolkits)
             if not self.options.push:
                 return done(Status.OK, image_id=built.image_id, retries=retries,
                             toolkits=toolkits)
@@ -511,6 +625,53 @@ class _Scheduler:
                         f"push to {job.image.reference} failed after {push_retries + 1} "
                         f"attempt(s): {pushed.error}",
                         image_id=built.image_id, retries=retries, toolkits=toolkits)
+
+    def _join(self, image_key: str, keys: Sequence[str]) -> None:
+        """The list worker: join the BUILT platforms of one image, push the list."""
+        results = {key: self.results[key] for key in keys}  # read once
+        image = results[keys[0]].image
+        job = ListJob(image=image,
+                      instances={r.platform: r.image_id for r in results.values()},
+                      push_timeout=self.options.push_timeout)
+        first = keys[0]
+
+        def line(text: str) -> None:
+            self.messages.put(_Message(first, event=LogLine(first, text)))
+
+        def finish(status: Status, message: str = "", outcome: Optional[ListOutcome] = None,
+                   retries: int = 0) -> None:
+            now = time.time()
+            digests = outcome.instance_digests if outcome else {}
+            self.messages.put(_Message(image_key, joined={
+                key: replace(result, status=status, message=message, end=now,
+                             retries=result.retries + retries,
+                             digest=digests.get(result.platform, ""),
+                             list_digest=outcome.digest if outcome else "")
+                for key, result in results.items()}))
+
+        try:
+            made = self.runner.make_list(job, line)
+            if not made.ok:
+                return finish(Status.FAILED, f"manifest list {image.reference}: {made.error}")
+            if not self.options.push:
+                return finish(Status.OK)
+            if self.cancelled.is_set():
+                return finish(Status.CANCELLED, "built, not pushed (stopped)")
+            for key in keys:
+                self.messages.put(_Message(key, event=StatusChanged(key, Status.PUSHING)))
+            with self.push_slots:
+                pushed, retries = self._attempt(
+                    "push", first, line,
+                    lambda: self.runner.push_list(job, self.options.tls_verify, line))
+            if pushed.ok:
+                return finish(Status.OK, outcome=pushed, retries=retries)
+            if pushed.stopped or self.cancelled.is_set():
+                return finish(Status.CANCELLED, "built, push stopped", retries=retries)
+            return finish(Status.PUSH_FAILED,
+                          f"push of the manifest list {image.reference} failed after "
+                          f"{retries + 1} attempt(s): {pushed.error}", retries=retries)
+        except Exception as exc:  # as in _work: the main loop must hear back
+            finish(Status.FAILED, f"{type(exc).__name__}: {exc}")
 
     def _attempt(self, action: str, key: str, line: Callable[[str], None],
                  call: Callable[[], _Outcome]) -> tuple[_Outcome, int]:

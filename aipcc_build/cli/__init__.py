@@ -36,8 +36,12 @@ OPTION_OF_FIELD = {
     "filters.oses": "--os",
     "filters.kinds": "--kind",
     "filters.names": "--only",
+    "filters.platforms": "--platform",
     "to": "--to",
     "source": "--from",
+    "wheels": "VARIANT=DIR",
+    "root": "ROOT",
+    "keep": "--keep",
 }
 
 

@@ -63,7 +63,6 @@ def _default_jobs() -> int:
               help="buildah's pull policy for base images (default: buildah's).")
 @click.option("--layers/--no-layers", default=None,
               help="Cache intermediate layers (default: buildah's, BUILDAH_LAYERS).")
-@click.option("--platform", metavar="OS/ARCH", help="Passed to buildah build.")
 @click.option("--build-arg", "build_args", multiple=True, metavar="NAME=VALUE",
               callback=name_values, help="Passed to buildah build (repeatable).")
 @matrix_filters
@@ -73,7 +72,7 @@ def matrix(context: Context, filters: Filters, dry_run: bool, as_json: bool,
            history: Optional[str], fail_fast: bool, retries: int, rerender: bool,
            allow_eol: bool, push: bool, tls_verify: bool, log_dir: str, report_path: str,
            junit_path: Optional[str], pull: Optional[str], layers: Optional[bool],
-           platform: Optional[str], build_args: dict[str, str],
+           build_args: dict[str, str],
            parent_build_id: Optional[str], build_timeout: float,
            push_timeout: float) -> int:
     """Build every image of the matrix, concurrently and in dependency order."""
@@ -96,7 +95,7 @@ def matrix(context: Context, filters: Filters, dry_run: bool, as_json: bool,
         fail_fast=fail_fast, retries=retries, build_timeout=build_timeout,
         push_timeout=push_timeout, rerender=rerender, allow_eol=allow_eol,
         push=push, tls_verify=tls_verify, log_dir=log_dir, build_args=build_args,
-        labels=provenance_labels(os.environ), layers=layers, pull=pull, platform=platform,
+        labels=provenance_labels(os.environ), layers=layers, pull=pull,
     )
     if dry_run:
         report_images.plan(plan_matrix(request), as_json)
@@ -127,3 +126,14 @@ def matrix(context: Context, filters: Filters, dry_run: bool, as_json: bool,
     if received:
         return 128 + received[0]
     return 0 if result.ok else 1
+
+
+@cli.command()
+def clean() -> int:
+    """Remove the working containers that runs of `matrix` killed on this host left behind
+    (a run that is still going is left alone)."""
+    from ..build import clean as clean_runs
+    from ..report import images as report_images
+
+    report_images.cleaned(clean_runs())
+    return 0

@@ -91,12 +91,14 @@ def plan(context: Context, filters: Filters, output_format: str, changed_since: 
     build = resolved_build_id(build_id)
     parse_capacity(capacity)  # a bad slot is an input error now, not in every job
     processes = ProcessRunner()
+    # One job per image: it builds all the image's platforms (and joins them).
     build_plan = make_plan(select(matrix, build_id=build, registry=registry, filters=filters,
-                                  changed_since=changed_since, runner=processes))
+                                  changed_since=changed_since, runner=processes),
+                           per_platform=False)
     command = emit.JobCommand(
         matrix_path=project_path(matrix, matrix.path), build_id=build, registry=registry,
         tls_verify=tls_verify, parent_build_id=parent_build_id, jobs=jobs, capacity=capacity,
-        fetch=matrix.ci.fetch)
+        fetch=matrix.ci.fetch, platforms=filters.platforms)
     if output_format == "json":
         report.plan_json(matrix, build_plan, changed_since)
     elif output_format == "github":

@@ -12,7 +12,7 @@ import click
 from .. import __version__
 
 if TYPE_CHECKING:
-    from ..matrix import Matrix
+    from ..matrix import Filters, Matrix
 
 DEFAULT_MATRIX = "matrix/aipcc.yaml"
 DATE = click.DateTime(formats=["%Y-%m-%d"])
@@ -62,27 +62,40 @@ FILTER_OPTIONS = (
 )
 
 
+# `validate` has a --platform of its own (a platform of an image index), hence apart.
+PLATFORM_FILTER = click.option(
+    "--platform", "platforms", multiple=True, metavar="OS/ARCH",
+    help="Only this platform of each image (linux/amd64, linux/arm64; repeatable).")
+
+
 def matrix_filters(command: Callable[..., Any]) -> Callable[..., Any]:
     """The repeatable filters every command that reads the matrix takes."""
 
     @functools.wraps(command)
     def wrapper(*args: Any, accelerators: tuple[str, ...], versions: tuple[str, ...],
                 oses: tuple[str, ...], kinds: tuple[str, ...], names: tuple[str, ...],
-                **kwargs: Any) -> Any:
-        from ..matrix import Filters
-
-        filters = Filters(accelerators=accelerators, versions=versions, oses=oses, kinds=kinds,
-                          names=names)
+                platforms: tuple[str, ...], **kwargs: Any) -> Any:
+        filters = make_filters(accelerators, versions, oses, kinds, names, platforms)
         return command(*args, filters=filters, **kwargs)
 
-    for option in reversed(FILTER_OPTIONS):
+    for option in reversed((*FILTER_OPTIONS, PLATFORM_FILTER)):
         wrapper = option(wrapper)
     return wrapper
 
 
+def make_filters(accelerators: tuple[str, ...], versions: tuple[str, ...],
+                 oses: tuple[str, ...], kinds: tuple[str, ...], names: tuple[str, ...],
+                 platforms: tuple[str, ...] = ()) -> Filters:
+    from ..matrix import Filters
+
+    return Filters(accelerators=accelerators, versions=versions, oses=oses, kinds=kinds,
+                   names=names, platforms=platforms)
+
+
 def raw_filters(command: Callable[..., Any]) -> Callable[..., Any]:
-    """The same filters, left as tuples: `validate` REF... must not import the matrix loader
-    (and yaml) just to ignore them, or a warm-cache run would be mostly imports."""
+    """The same filters, left as tuples for `make_filters`: a command that reads the matrix
+    only for some of its uses (`validate` REF..., `mirror --report`) must not import the
+    matrix package just to ignore them, or a run on a warm cache would be mostly imports."""
     for option in reversed(FILTER_OPTIONS):
         command = option(command)
     return command

@@ -3,14 +3,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 import click
 
-from .options import Context, cli, matrix_filters, pass_context, resolved_build_id
-
-if TYPE_CHECKING:
-    from ..matrix import Filters
+from .options import Context, cli, make_filters, pass_context, raw_filters, resolved_build_id
 
 TLS = click.option("--tls-verify/--no-tls-verify", default=True, show_default=True,
                    help="Verify registries' TLS certificates (and require HTTPS).")
@@ -36,6 +33,7 @@ def promote(context: Context, report_path: str, to: str, dry_run: bool,
             registry: Optional[str], tls_verify: bool, authfile: Optional[str]) -> int:
     """Copy every image the build report marks ok, by digest and with all its platforms,
     to the release repositories: tagged VERSION-BUILD_ID and the matrix's moving tags."""
+    from ..publish import registry_http
     from ..publish.promote import PromoteRequest
     from ..publish.promote import promote as run
     from ..report import publish
@@ -45,7 +43,8 @@ def promote(context: Context, report_path: str, to: str, dry_run: bool,
                              source_registry=registry or matrix.registry,
                              product=matrix.product, dry_run=dry_run, tls_verify=tls_verify,
                              authfile=authfile)
-    publish.promoted(run(request, on_event=publish.event_printer()))
+    publish.promoted(run(request, on_event=publish.event_printer(),
+                          probe=registry_http.manifest_digest))
     return 0
 
 
@@ -67,9 +66,11 @@ def promote(context: Context, report_path: str, to: str, dry_run: bool,
 @SOURCE_REGISTRY
 @TLS
 @AUTHFILE
-@matrix_filters
+@raw_filters
 @pass_context
-def mirror(context: Context, filters: Filters, to: str, source: Optional[str],
+def mirror(context: Context, accelerators: tuple[str, ...], versions: tuple[str, ...],
+           oses: tuple[str, ...], kinds: tuple[str, ...], names: tuple[str, ...],
+           to: str, source: Optional[str],
            report_path: Optional[str], build_id: Optional[str], out: str, retries: int, jobs: int,
            registry: Optional[str], tls_verify: bool, authfile: Optional[str]) -> int:
     """Copy every image of a release, by digest with all platforms and digests kept, to a
@@ -96,7 +97,9 @@ def mirror(context: Context, filters: Filters, to: str, source: Optional[str],
                 from ..matrix import expand
 
                 specs = expand(context.load(), build_id=resolved_build_id(build_id),
-                               registry=registry, filters=filters)
+                               registry=registry,
+                               filters=make_filters(accelerators, versions, oses, kinds,
+                                                    names))
                 images = core.images_from_references(
                     [(s.key, s.reference) for s in specs], source_registry, Skopeo(),
                     tls_verify=tls_verify, authfile=authfile)
@@ -113,3 +116,33 @@ def mirror(context: Context, filters: Filters, to: str, source: Optional[str],
             layout.remove(temporary)
     publish.mirrored(result)
     return 1 if result.failed else 0
+
+
+@cli.command("index")
+@click.argument("root", type=click.Path(file_okay=False))
+@click.argument("wheels", nargs=-1, required=True, metavar="VARIANT=DIR...")
+@click.option("--keep", type=click.IntRange(min=0), default=3, show_default=True,
+              help="Older generations kept besides the current one.")
+@click.option("--dry-run", is_flag=True, help="Print what would change; write nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@pass_context
+def index(context: Context, root: str, wheels: tuple[str, ...], keep: int, dry_run: bool,
+          as_json: bool) -> int:
+    """Publish static per-variant wheel indexes below ROOT, laid out as the matrix's
+    wheel_index says: PEP 503 pages with hashes, PEP 658 metadata. Each VARIANT=DIR gives a
+    variant (cuda12.8-ubi9) a directory of its wheels (repeatable). A wheel built for
+    another toolkit refuses the whole run (exit 1); a new generation replaces the current
+    one atomically."""
+    from ..publish.wheel_index import IndexRequest, publish
+    from ..report import wheel_index as report
+
+    directories: dict[str, tuple[str, ...]] = {}
+    for item in wheels:
+        variant, sep, directory = item.partition("=")
+        if not sep or not variant or not directory:
+            raise click.BadParameter(f"'{item}' is not VARIANT=DIR", param_hint="VARIANT=DIR")
+        directories[variant] = directories.get(variant, ()) + (directory,)
+    result = publish(context.load(), IndexRequest(root=root, wheels=directories,
+                                                  dry_run=dry_run, keep=keep))
+    report.published(result, as_json)
+    return 1 if result.refusals else 0

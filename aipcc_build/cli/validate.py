@@ -10,6 +10,7 @@ import click
 from .options import (
     Context,
     cli,
+    make_filters,
     pass_context,
     raw_filters,
     reference_options,
@@ -72,18 +73,22 @@ def validate(context: Context, accelerators: tuple[str, ...], versions: tuple[st
         raise click.UsageError("give REFs or --matrix, not both")
     expectation = parse_expect(expect)
     if matrix_file is not None:
-        from ..matrix import Filters, expand, load
+        from ..matrix import expand, load
+        from ..plan import make_plan
         from ..validate import expectation_from_spec
 
-        filters = Filters(accelerators=accelerators, versions=versions, oses=oses, kinds=kinds,
-                          names=names)
+        filters = make_filters(accelerators, versions, oses, kinds, names)
         images = expand(load(matrix_file), build_id=resolved_build_id(build_id),
                         registry=registry, filters=filters)
         targets = []
-        for image in images:
-            spec_expect, allow = expectation_from_spec(image)
-            targets.append(Target(f"containers-storage:{image.reference}",
-                                  expectation or spec_expect, allow, name=image.key,
+        # Each platform's local image, as `matrix` tagged it (a list's instances are
+        # `reference-arch`).
+        for build in make_plan(images).builds:
+            if platform and build.platform != platform:
+                continue
+            spec_expect, allow = expectation_from_spec(build.image)
+            targets.append(Target(f"containers-storage:{build.tag}",
+                                  expectation or spec_expect, allow, name=build.key,
                                   only_if_present=True))
     else:
         targets = [Target(ref, expectation) for ref in refs]

@@ -12,7 +12,7 @@ import datetime as dt
 import itertools
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Optional, Union
 
@@ -41,6 +41,7 @@ _MODE_RANK = {NATIVE: 0, MINOR_VERSION_COMPAT: 1, CPU_ONLY: 2}
 DRIVER_TOO_OLD = "driver too old"
 ARCH_NOT_SUPPORTED = "architecture not supported"
 ARCH_UNKNOWN = "architectures unknown"
+PLATFORM_NOT_BUILT = "CPU platform not built"
 NO_MATCHING_GPU = "no matching GPU"
 PAST_EOL = "eol"
 
@@ -55,12 +56,14 @@ class Node:
     gpu: Optional[str]  # product name when known
     driver: Optional[DriverVersion]  # NVIDIA driver; None for AMD
     source: str  # "flags" or the node's name and file
+    platform: Optional[str] = None  # "linux/arm64" (kubernetes.io/arch); None: any
 
     def describe(self) -> str:
         what = f"{self.gpu} " if self.gpu else ""
         arch = f"compute capability {self.arch}" if self.vendor == "nvidia" else self.arch
         driver = f", driver {self.driver}" if self.driver else ""
-        return f"{what}({arch}){driver}"
+        platform = f", {self.platform}" if self.platform else ""
+        return f"{what}({arch}){driver}{platform}"
 
 
 @dataclass(frozen=True)
@@ -173,15 +176,27 @@ def node_from_k8s(facts: ToolkitFacts, path: Union[str, Path]) -> Node:
     labels = {str(k): str(v) for k, v in raw_labels.items()}
     source = f"node {metadata.get('name', '?')} ({path})"
     if any(key.startswith("nvidia.com/") for key in labels) or _present(labels, _NVIDIA_PRESENT):
-        return _nvidia_node(facts, labels, source, str(path))
+        return replace(_nvidia_node(facts, labels, source, str(path)),
+                       platform=_node_platform(labels))
     if any(_amd_label(key) for key in labels):
-        return _amd_node(facts, labels, source, str(path))
+        return replace(_amd_node(facts, labels, source, str(path)),
+                       platform=_node_platform(labels))
     raise InputError(
         "no GPU labels found; looked for NVIDIA GPU feature discovery (nvidia.com/gpu.product, "
         "nvidia.com/gpu.compute.major/minor, nvidia.com/cuda.driver.major/minor/rev), Node Feature "
         "Discovery (feature.node.kubernetes.io/pci-10de.present) and AMD (amd.com/gpu.family)",
         file=str(path), field="metadata.labels",
     )
+
+
+def _node_platform(labels: Mapping[str, str]) -> Optional[str]:
+    """The kubelet's well-known labels: kubernetes.io/os and kubernetes.io/arch (GOARCH
+    spelling, as OCI platforms: amd64, arm64)."""
+    arch = labels.get("kubernetes.io/arch") or labels.get("beta.kubernetes.io/arch")
+    if not arch:
+        return None
+    system = labels.get("kubernetes.io/os") or labels.get("beta.kubernetes.io/os") or "linux"
+    return f"{system}/{arch}"
 
 
 def _present(labels: Mapping[str, str], keys: Iterable[str]) -> bool:
@@ -275,6 +290,10 @@ def select_images(
     for image in images:
         req = requirements(image, facts)
         mode, reasons = _fit(image, req, node)
+        if node.platform and image.platforms and node.platform not in image.platforms:
+            reasons.insert(0, Reason(PLATFORM_NOT_BUILT, f"built for "
+                                     f"{', '.join(image.platforms)}, the node is "
+                                     f"{node.platform}"))
         status = eol_status(image, today, warn_days)
         if status == EOL and image.toolkit and image.toolkit.eol:
             reasons.append(Reason(PAST_EOL, f"end of life since {image.toolkit.eol.isoformat()}"))
@@ -327,13 +346,23 @@ def scheduling_constraints(image: ImageSpec, facts: ToolkitFacts) -> dict[str, A
         arch_terms = _compute_capability_terms(req.archs)
         # Fresh dicts per term: shared objects would serialise as YAML anchors.
         terms = [copy.deepcopy(d + a) for d, a in itertools.product(driver_terms, arch_terms)]
-        return _pod_fragment({"nvidia.com/gpu.present": "true"}, terms)
+        return _pod_fragment({"nvidia.com/gpu.present": "true", **_cpu_selector(image)}, terms)
     if vendor == "amd":
         ids = sorted({i for gpu in facts.gpus if gpu.vendor == "amd" and gpu.arch in req.archs
                       for i in gpu.pci_device_ids})
         terms = [[_expr("amd.com/gpu.device-id", "In", ids)]] if ids else []
-        return _pod_fragment({"feature.node.kubernetes.io/pci-1002.present": "true"}, terms)
-    return {}
+        return _pod_fragment({"feature.node.kubernetes.io/pci-1002.present": "true",
+                              **_cpu_selector(image)}, terms)
+    return {"nodeSelector": _cpu_selector(image)} if _cpu_selector(image) else {}
+
+
+def _cpu_selector(image: ImageSpec) -> dict[str, str]:
+    """An image built for one CPU platform runs only on nodes of it (a manifest list of
+    several lets the runtime pick)."""
+    if len(image.platforms) != 1:
+        return {}
+    system, _, arch = image.platforms[0].partition("/")
+    return {"kubernetes.io/os": system, "kubernetes.io/arch": arch}
 
 
 def _expr(key: str, operator: str, values: list[str]) -> dict[str, Any]:

@@ -51,6 +51,7 @@ class CompatRow:
     eol_status: str  # SUPPORTED, EOL_SOON or EOL
     days_to_eol: Optional[int]  # negative once past
     digest: Optional[str]  # from the build report, when one was given
+    platforms: tuple[str, ...] = ()  # one instance each under the reference
 
 
 @dataclass(frozen=True)
@@ -191,6 +192,7 @@ def build_compat_table(
             eol_status=eol_status(image, today, warn_days),
             days_to_eol=(eol - today).days if eol else None,
             digest=(digests or {}).get((image.kind, image.name)),
+            platforms=image.platforms,
         ))
     return CompatTable(tuple(rows), today, warn_days, tuple(warnings), facts.path)
 

@@ -35,6 +35,8 @@ from .model import (
     Where,
     parse_quantity,
 )
+from .platforms import KNOWN as KNOWN_PLATFORMS
+from .platforms import unknown_hint
 
 SCHEMA = 1
 VERSION = re.compile(r"[0-9]+\.[0-9]+(\.[0-9]+)?")
@@ -202,8 +204,8 @@ def _parse(text: str, file: str) -> Matrix:
 
     top = reader.mapping(
         root, "",
-        allowed=("schema", "product", "registry", "templates", "output", "os",
-                 "accelerators", "images", "exclude", "ci"),
+        allowed=("schema", "product", "registry", "templates", "output", "platforms", "os",
+                 "accelerators", "images", "exclude", "wheel_index", "ci"),
         required=("schema", "product", "registry", "os", "accelerators", "images"),
     )
     schema_node = top["schema"][1]
@@ -235,17 +237,20 @@ def _parse(text: str, file: str) -> Matrix:
     templates = _directory(reader, top, "templates", base, "../templates")
     output = _directory(reader, top, "output", base, "../containerfiles")
 
+    platforms = _platforms(reader, top, "platforms", "platforms")
     oses: dict[str, OsSpec] = {}
     for name, key_node, value in reader.entries(top["os"][1], "os"):
         reader.name(key_node, f"os.{name}")
-        os_fields = reader.mapping(value, f"os.{name}", ("from",), ("from",))
-        oses[name] = OsSpec(name, reader.scalar(os_fields["from"][1], f"os.{name}.from",
-                                                SAFE_REFERENCE, "an image reference"))
+        oses[name] = _os(reader, name, value)
 
     accelerators = {
         name: _accelerator(reader, name, key_node, value)
         for name, key_node, value in reader.entries(top["accelerators"][1], "accelerators")
     }
+    wheel_index = None
+    if "wheel_index" in top:
+        wheel_index = _wheel_index(reader, top["wheel_index"][1], "wheel_index")
+    _check_unversioned_indexes(reader, top, accelerators)
 
     images: dict[str, ImageKind] = {}
     for kind, key_node, value in reader.entries(top["images"][1], "images"):
@@ -262,8 +267,8 @@ def _parse(text: str, file: str) -> Matrix:
     matrix = Matrix(
         path=file, schema=SCHEMA, product=product, registry=registry,
         templates=str(templates), output=str(output), os=oses,
-        accelerators=accelerators, images=images, exclude=excludes,
-        ci=_ci(reader, top["ci"][1]) if "ci" in top else CiSettings(),
+        accelerators=accelerators, images=images, exclude=excludes, platforms=platforms,
+        wheel_index=wheel_index, ci=_ci(reader, top["ci"][1]) if "ci" in top else CiSettings(),
         locations=_locations(reader, top),
     )
     # Expanding once here surfaces name clashes and bad patterns as load errors.
@@ -293,8 +298,12 @@ def _locations(reader: _Reader, top: Mapping[str, tuple[yaml.Node, yaml.Node]]
                ) -> dict[str, Where]:
     """Where the fields that expansion can still find fault with are written."""
     found: dict[str, Where] = {}
-    for section, fields in (("images", ("from_image", "repository")),
-                            ("accelerators", ("variant",))):
+    for field_name in ("platforms", "wheel_index"):
+        if field_name in top:
+            found[field_name] = reader.where(top[field_name][1])
+    for section, fields in (("images", ("from_image", "repository", "platforms")),
+                            ("accelerators", ("variant", "wheel_index")),
+                            ("os", ("from", "platforms"))):
         for key_node, value in top[section][1].value:
             name = f"{section}.{key_node.value}"
             found[name] = reader.where(value)
@@ -303,6 +312,53 @@ def _locations(reader: _Reader, top: Mapping[str, tuple[yaml.Node, yaml.Node]]
                     if field_key.value in fields:
                         found[f"{name}.{field_key.value}"] = reader.where(field_value)
     return found
+
+
+def _platforms(reader: _Reader, fields: Mapping[str, tuple[yaml.Node, yaml.Node]], key: str,
+               field: str) -> tuple[str, ...]:
+    """A `platforms` list of OCI platform names; () when not written."""
+    if key not in fields:
+        return ()
+    names: list[str] = []
+    items = reader.sequence(fields[key][1], field)
+    if not items:
+        raise reader.error(fields[key][1], field, "an empty platform list builds nothing "
+                           "(leave the key out to allow every platform)")
+    for index, node in enumerate(items):
+        name = _platform(reader, node, f"{field}[{index}]")
+        if name in names:
+            raise reader.error(node, f"{field}[{index}]", f"'{name}' is listed twice")
+        names.append(name)
+    return tuple(names)
+
+
+def _platform(reader: _Reader, node: yaml.Node, field: str) -> str:
+    name = reader.scalar(node, field)
+    if name not in KNOWN_PLATFORMS:
+        raise reader.error(node, field,
+                           f"unknown platform '{shown(name)}'{unknown_hint(name)}")
+    return name
+
+
+def _os(reader: _Reader, name: str, value: yaml.Node) -> OsSpec:
+    """`from` is one reference (a manifest list, or an image for one platform) or a mapping
+    platform -> reference, each platform with its own base image."""
+    field = f"os.{name}"
+    fields = reader.mapping(value, field, ("from", "platforms"), ("from",))
+    platforms = _platforms(reader, fields, "platforms", f"{field}.platforms")
+    from_node = fields["from"][1]
+    if not isinstance(from_node, yaml.MappingNode):
+        return OsSpec(name, reader.scalar(from_node, f"{field}.from", SAFE_REFERENCE,
+                                          "an image reference"), platforms=platforms)
+    froms: dict[str, str] = {}
+    for platform, key_node, ref_node in reader.entries(from_node, f"{field}.from"):
+        _platform(reader, key_node, f"{field}.from.{platform}")
+        froms[platform] = reader.scalar(ref_node, f"{field}.from.{platform}", SAFE_REFERENCE,
+                                        "an image reference")
+    if not froms:
+        raise reader.error(from_node, f"{field}.from", "expected a base image reference")
+    return OsSpec(name, next(iter(froms.values())), platform_froms=froms,
+                  platforms=platforms or tuple(froms))
 
 
 def _directory(reader: _Reader, top: Mapping[str, tuple[yaml.Node, yaml.Node]], key: str,
@@ -319,7 +375,7 @@ def _accelerator(reader: _Reader, name: str, key_node: yaml.Node,
     reader.name(key_node, field)
     if isinstance(value, yaml.ScalarNode) and value.tag.endswith("null"):
         return Accelerator(name=name, variant="{accelerator}-{os}", versions=())
-    fields = reader.mapping(value, field, ("variant", "versions", "allow"))
+    fields = reader.mapping(value, field, ("variant", "versions", "allow", "wheel_index"))
     variant = "{accelerator}-{os}"
     if "variant" in fields:
         variant = _pattern(reader, fields["variant"][1], f"{field}.variant",
@@ -337,12 +393,82 @@ def _accelerator(reader: _Reader, name: str, key_node: yaml.Node,
             seen[entry.version] = node
             versions.append(entry)
     allow = _allow_rules(reader, fields, field)
-    return Accelerator(name=name, variant=variant, versions=tuple(versions), allow=allow)
+    wheel_index = None
+    if "wheel_index" in fields:
+        wheel_index = _wheel_index(reader, fields["wheel_index"][1], f"{field}.wheel_index")
+    return Accelerator(name=name, variant=variant, versions=tuple(versions), allow=allow,
+                       wheel_index=wheel_index)
+
+
+WHEEL_INDEX_FIELDS = ("release", "accelerator", "major", "minor", "os", "variant")
+_PLACEHOLDER = re.compile(r"{[^{}]*}")
+# What a wheel index URL may hold once its placeholders are filled: it is written into
+# every image's ENV, pip.conf and uv.toml, so nothing a shell or TOML would interpret.
+_INDEX_URL = re.compile(r"https?://[A-Za-z0-9.-]+(?::[0-9]+)?/[A-Za-z0-9._~%+/-]*")
+
+
+def _wheel_index(reader: _Reader, node: yaml.Node, field: str) -> str:
+    """A wheel index URL pattern: http(s), a fixed host, placeholders in the path only, and
+    a fixed segment after the last placeholder (the pages go there: simple/)."""
+    text = _pattern(reader, node, field, WHEEL_INDEX_FIELDS)
+    sample = _PLACEHOLDER.sub("x", text)
+    scheme, _, rest = text.partition("://")
+    problem = None
+    if scheme not in ("http", "https"):
+        problem = "must start with http:// or https://"
+    elif "@" in rest.split("/", 1)[0]:
+        problem = "must not hold credentials (user@host): every image would carry them"
+    elif "{" in rest.split("/", 1)[0]:
+        problem = "has a placeholder in its host: placeholders go in the path"
+    elif not _PLACEHOLDER.search(text):
+        problem = ("names no field ({variant}, {release}, ...): one URL would serve every "
+                   "toolkit version")
+    elif not _INDEX_URL.fullmatch(sample):
+        problem = ("holds characters a wheel index URL may not (the path allows letters, "
+                   "digits, '.', '_', '~', '%', '+', '-', '/')")
+    elif not text.endswith("/"):
+        problem = "must end with '/' (like .../simple/)"
+    elif not _after_last_field(text).strip("/"):
+        problem = ("needs a fixed path segment after the last placeholder (like "
+                   "'{variant}/simple/'): the index pages go there")
+    if problem:
+        raise reader.error(node, field, f"'{shown(text)}' {problem}")
+    return text
+
+
+def _after_last_field(pattern: str) -> str:
+    """The path segments after the one holding the last placeholder: "simple/"."""
+    tail = pattern[pattern.rindex("}") + 1:]
+    return tail.split("/", 1)[1] if "/" in tail else ""
+
+
+def _check_unversioned_indexes(reader: _Reader, top: Mapping[str, tuple[yaml.Node, yaml.Node]],
+                               accelerators: Mapping[str, Accelerator]) -> None:
+    """An accelerator without versions (cpu) has no {major} or {minor} to fill."""
+    nodes = {str(k.value): v for k, v in top["accelerators"][1].value}
+    for name, accelerator in accelerators.items():
+        if accelerator.versions:
+            continue
+        if accelerator.wheel_index is not None:
+            pattern = accelerator.wheel_index
+            node = next(v for k, v in nodes[name].value if k.value == "wheel_index")
+            field = f"accelerators.{name}.wheel_index"
+        elif "wheel_index" in top:
+            pattern, node, field = str(top["wheel_index"][1].value), top["wheel_index"][1], \
+                "wheel_index"
+        else:
+            continue
+        used = [f for f in ("major", "minor") if "{" + f + "}" in pattern]
+        if used:
+            raise reader.error(node, field, f"uses {{{used[0]}}}, but accelerator '{name}' has "
+                               f"no versions: give accelerators.{name}.wheel_index without "
+                               "it, or use {variant}")
 
 
 def _toolkit_version(reader: _Reader, node: yaml.Node, field: str) -> ToolkitVersion:
     fields = reader.mapping(node, field,
-                            ("version", "min_driver", "eol", "gpu_archs", "vars", "allow"),
+                            ("version", "min_driver", "eol", "gpu_archs", "vars", "allow",
+                             "platforms"),
                             ("version",))
     version = reader.scalar(fields["version"][1], f"{field}.version", VERSION,
                             "a version of the form X.Y or X.Y.Z")
@@ -372,6 +498,7 @@ def _toolkit_version(reader: _Reader, node: yaml.Node, field: str) -> ToolkitVer
         version=version, min_driver=min_driver, eol=eol, gpu_archs=gpu_archs,
         vars=variables, allow=_allow_rules(reader, fields, field),
         where=reader.where(fields["version"][1]),
+        platforms=_platforms(reader, fields, "platforms", f"{field}.platforms"),
     )
 
 
@@ -415,7 +542,7 @@ def _image_kind(reader: _Reader, kind: str, key_node: yaml.Node, value: yaml.Nod
     reader.name(key_node, field)
     fields = reader.mapping(value, field,
                             ("template", "repository", "os", "from_image", "resources", "allow",
-                             "context"),
+                             "context", "platforms"),
                             ("template", "os"))
     template_node = fields["template"][1]
     template = reader.scalar(template_node, f"{field}.template")
@@ -457,7 +584,7 @@ def _image_kind(reader: _Reader, kind: str, key_node: yaml.Node, value: yaml.Nod
     return ImageKind(
         name=kind, template=template, repository=repository, os=tuple(os_names),
         from_image=from_image, resources=resources, allow=_allow_rules(reader, fields, field),
-        context=context,
+        context=context, platforms=_platforms(reader, fields, "platforms", f"{field}.platforms"),
     )
 
 
@@ -487,10 +614,12 @@ def _check_from_images(reader: _Reader, images_node: yaml.Node,
 
 
 def _exclude(reader: _Reader, node: yaml.Node, field: str) -> Exclude:
-    fields = reader.mapping(node, field, ("accelerator", "version", "os", "kind"))
+    fields = reader.mapping(node, field, ("accelerator", "version", "os", "kind", "platform"))
     if not fields:
         raise reader.error(node, field, "an empty exclude would remove every image")
     values = {key: reader.scalar(v, f"{field}.{key}") for key, (_, v) in fields.items()}
+    if "platform" in fields:
+        _platform(reader, fields["platform"][1], f"{field}.platform")
     return Exclude(**values)
 
 

@@ -30,6 +30,21 @@ def parse_quantity(text: str) -> Optional[float]:
     return float(match.group(1)) * UNITS[match.group(2)] if match else None
 
 
+def versioned_variant(accelerator: str, version: Optional[str], os_name: str) -> str:
+    """`cuda12.8-ubi9` (major.minor, no dash), `cpu-ubi9` without a version: the
+    `<variant>` of Red Hat AI's index URLs."""
+    if version is None:
+        return f"{accelerator}-{os_name}"
+    return f"{accelerator}{'.'.join(version.split('.')[:2])}-{os_name}"
+
+
+def index_release(product_version: str) -> str:
+    """The `{release}` of a wheel index URL: the product's major.minor and its channel
+    suffix, if any ("3.4.1" -> "3.4", "3.4-EA1" -> "3.4-EA1")."""
+    number, dash, channel = product_version.partition("-")
+    return ".".join(number.split(".")[:2]) + dash + channel
+
+
 @dataclass(frozen=True)
 class Where:
     """A position in the matrix file, for messages."""
@@ -89,7 +104,16 @@ class CiSettings:
 @dataclass(frozen=True)
 class OsSpec:
     name: str
-    from_ref: str
+    from_ref: str  # the base image; with per-platform bases, the first platform's
+    # Platform -> base image, when each platform has its own (`from` written as a mapping).
+    platform_froms: Mapping[str, str] = field(default_factory=dict)
+    platforms: tuple[str, ...] = ()  # the platforms this OS is built for; () = any
+
+    def from_for(self, platform: str) -> Optional[str]:
+        """The base image for PLATFORM; None when this OS names none for it."""
+        if not self.platform_froms:
+            return self.from_ref
+        return self.platform_froms.get(platform)
 
 
 @dataclass(frozen=True)
@@ -101,6 +125,7 @@ class ToolkitVersion:
     vars: Mapping[str, object] = field(default_factory=dict)
     allow: tuple[AllowRule, ...] = ()
     where: Optional[Where] = None
+    platforms: tuple[str, ...] = ()  # the platforms this release is built for; () = any
 
     @property
     def parts(self) -> tuple[int, ...]:
@@ -117,6 +142,7 @@ class Accelerator:
     variant: str  # pattern, "{accelerator}-{os}" by default
     versions: tuple[ToolkitVersion, ...]  # empty for an accelerator without versions (cpu)
     allow: tuple[AllowRule, ...] = ()
+    wheel_index: Optional[str] = None  # URL pattern replacing the matrix's for this one
 
 
 @dataclass(frozen=True)
@@ -129,6 +155,7 @@ class ImageKind:
     resources: Mapping[str, float] = field(default_factory=dict)
     allow: tuple[AllowRule, ...] = ()
     context: Optional[str] = None  # absolute build-context directory; None: the Containerfile's
+    platforms: tuple[str, ...] = ()  # the platforms this kind is built for; () = any
 
 
 @dataclass(frozen=True)
@@ -137,6 +164,7 @@ class Exclude:
     version: Optional[str] = None  # prefix: "12.8" matches 12.8.1
     os: Optional[str] = None
     kind: Optional[str] = None
+    platform: Optional[str] = None  # drops this platform only, not the whole cell
 
 
 @dataclass(frozen=True)
@@ -151,6 +179,8 @@ class Matrix:
     accelerators: Mapping[str, Accelerator]
     images: Mapping[str, ImageKind]
     exclude: tuple[Exclude, ...] = ()
+    wheel_index: Optional[str] = None  # URL pattern of the per-variant wheel indexes
+    platforms: tuple[str, ...] = ()  # top-level `platforms`; () = the host's unless a level says
     ci: CiSettings = field(default_factory=CiSettings)
     # Field path ("images.devel.from_image") -> where it is written, for later errors.
     locations: Mapping[str, Where] = field(default_factory=dict)
@@ -184,6 +214,22 @@ class ImageSpec:
     toolkit: Optional[ToolkitVersion] = None
     allow: tuple[AllowRule, ...] = ()  # accelerator, version and kind rules together
     context: str = ""  # the kind's build-context directory; read it with plan.build_context
+    wheel_index: Optional[str] = None  # the index pip and uv use in the image, when the
+    # matrix has a wheel_index pattern
+    # One instance per platform, joined under `reference` by a manifest list when several.
+    platforms: tuple[str, ...] = ()
+    os_froms: Mapping[str, str] = field(default_factory=dict)  # platform -> base image
+    containerfiles: Mapping[str, str] = field(default_factory=dict)  # platform -> file
+
+    @property
+    def versioned_variant(self) -> str:
+        """The wheel index's variant: "cuda12.8-ubi9", "cpu-ubi9" (FROMAGER_VARIANT stays
+        generic; the toolkit version lives here, in the index URL)."""
+        return versioned_variant(self.accelerator, self.version, self.os)
+
+    @property
+    def multi_platform(self) -> bool:
+        return len(self.platforms) > 1
 
     @property
     def key(self) -> str:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tarfile
 import tempfile
 from pathlib import Path
 from typing import Any, Optional
@@ -43,6 +42,8 @@ def refs(layout: Path) -> dict[str, str]:
 
 def archive_refs(archive: Path) -> dict[str, str]:
     """Ref name -> digest in an oci-archive, read from its index.json without unpacking."""
+    import tarfile  # here: a mirror into a registry never opens a tar
+
     try:
         with tarfile.open(archive) as tar:
             member = tar.extractfile("index.json")
@@ -67,6 +68,8 @@ def write_meta(layout: Path, registry: str) -> None:
 
 
 def unpack(archive: Path, into: Path) -> None:
+    import tarfile
+
     into.mkdir(parents=True, exist_ok=True)
     try:
         with tarfile.open(archive) as tar:
@@ -77,6 +80,8 @@ def unpack(archive: Path, into: Path) -> None:
 
 def pack(layout: Path, archive: Path) -> None:
     """Tar LAYOUT into ARCHIVE atomically: a reader sees the old archive or the new one."""
+    import tarfile
+
     archive.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{archive.name}.", suffix=".tmp", dir=archive.parent)
     os.close(fd)

@@ -12,18 +12,30 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from ..errors import InputError, ToolError
-from ..report.build_report import ReportEntry
-from ..tools.runner import Runner
 from ..tools.skopeo import Skopeo
 from . import layout, mirror_config
 from .registry_http import UNKNOWN
-from .transfer import Event, OnEvent, Retry, below, last_line, repository_of, tag_of, with_retries
+from .transfer import (
+    Event,
+    OnEvent,
+    Probe,
+    Retry,
+    below,
+    each,
+    last_line,
+    repository_of,
+    tag_of,
+    with_retries,
+)
+
+if TYPE_CHECKING:
+    from ..report.build_report import ReportEntry
+    from ..tools.runner import Runner
 
 
 @dataclass(frozen=True)
@@ -140,11 +152,6 @@ def images_from_layout(source: str) -> tuple[list[Image], str, Optional[Path]]:
     return images, registry, temporary
 
 
-# A quick look at a destination tag's digest (registry_http.manifest_digest), or None: ask
-# skopeo every time.
-Probe = Callable[[str, bool], object]
-
-
 def mirror(request: MirrorRequest, runner: Optional[Runner] = None,
            on_event: Optional[OnEvent] = None,
            sleep: Callable[[float], None] = time.sleep,
@@ -212,16 +219,16 @@ def mirror(request: MirrorRequest, runner: Optional[Runner] = None,
         return Outcome(image, dest, "copied")
 
     numbered = list(enumerate(request.images, 1))
-    # The quick looks first, one after the other: after the first they take milliseconds
-    # each, where threads would each pay the first one's set-up.
-    probed = {index: probe(f"{target}/{image.path}:{image.tag}", request.tls_verify)
-              for index, image in numbered} if probe and transport == "docker" else {}
-    if transport == "docker" and request.jobs > 1:
-        # Registries take concurrent pushes; an OCI layout's index.json does not.
-        with ThreadPoolExecutor(max_workers=request.jobs) as pool:
-            outcomes = list(pool.map(lambda pair: one(*pair), numbered))
-    else:
-        outcomes = [one(index, image) for index, image in numbered]
+    probed: dict[int, object] = {}
+    if probe and transport == "docker":
+        # The quick looks first, all of them: a rerun with nothing new ends here.
+        looks = each(lambda image: probe(f"{target}/{image.path}:{image.tag}",
+                                         request.tls_verify),
+                     request.images, request.jobs, first_alone=True)
+        probed = dict(enumerate(looks, 1))
+    # Registries take concurrent pushes; an OCI layout's index.json does not.
+    outcomes = each(lambda pair: one(*pair), numbered,
+                    request.jobs if transport == "docker" else 1)
 
     written: list[str] = []
     failed = any(o.status == "failed" for o in outcomes)

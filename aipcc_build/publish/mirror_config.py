@@ -8,7 +8,7 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..fsutil import write_atomic
+from ..fsutil import same_content, write_atomic
 
 IDMS_FILE = "imagedigestmirrorset.yaml"
 REGISTRIES_FILE = "registries.conf"
@@ -46,7 +46,9 @@ def registries_text(mirrors: Mapping[str, str]) -> str:
 
 def write(out: Path, name: str, mirrors: Mapping[str, str]) -> list[Path]:
     """Write both files into OUT; their paths."""
-    written = [out / IDMS_FILE, out / REGISTRIES_FILE]
-    write_atomic(written[0], idms_text(name, mirrors))
-    write_atomic(written[1], registries_text(mirrors))
-    return written
+    written = [(out / IDMS_FILE, idms_text(name, mirrors)),
+               (out / REGISTRIES_FILE, registries_text(mirrors))]
+    for path, text in written:
+        if not same_content(path, text):  # a rerun leaves unchanged files alone
+            write_atomic(path, text)
+    return [path for path, _ in written]

@@ -17,7 +17,18 @@ from ..matrix.model import Product
 from ..report import build_report
 from ..tools.runner import Runner
 from ..tools.skopeo import Skopeo
-from .transfer import Copy, Event, OnEvent, Retry, below, repository_of, with_retries
+from .registry_http import UNKNOWN
+from .transfer import (
+    Copy,
+    Event,
+    OnEvent,
+    Probe,
+    Retry,
+    below,
+    each,
+    repository_of,
+    with_retries,
+)
 
 
 @dataclass(frozen=True)
@@ -30,6 +41,7 @@ class PromoteRequest:
     tls_verify: bool = True
     authfile: Optional[str] = None
     retry: Retry = field(default_factory=Retry)
+    jobs: int = 4  # looks and images copied at once
 
 
 @dataclass(frozen=True)
@@ -85,12 +97,18 @@ def plan(request: PromoteRequest) -> tuple[str, list[Copy]]:
 
 
 def promote(request: PromoteRequest, runner: Optional[Runner] = None,
-            on_event: Optional[OnEvent] = None) -> PromoteResult:
+            on_event: Optional[OnEvent] = None, probe: Optional[Probe] = None) -> PromoteResult:
+    """Check the sources, then every destination tag (JOBS at once: a rerun with nothing
+    new costs one look per tag), then copy each image once and give it its other tags."""
     skopeo = Skopeo(runner)
     emit = on_event or (lambda event: None)
     build_id, copies = plan(request)
 
-    def digest(ref: str, key: str) -> Optional[str]:
+    def digest(pair: tuple[str, str]) -> Optional[str]:
+        ref, key = pair
+        quick = probe(f"docker://{ref}", request.tls_verify) if probe else UNKNOWN
+        if quick is not UNKNOWN:
+            return quick if isinstance(quick, str) else None
         return with_retries(
             lambda: skopeo.manifest_digest(f"docker://{ref}", tls_verify=request.tls_verify,
                                            authfile=request.authfile),
@@ -99,35 +117,53 @@ def promote(request: PromoteRequest, runner: Optional[Runner] = None,
                                                               f"{wait:g} s)")))
 
     # The source must still hold what the report says, for every image, before any copy.
-    moved = []
-    entries = build_report.read(request.report)
-    for entry in entries:
-        assert entry.reference is not None
-        found = digest(entry.reference, entry.key)
-        if found != entry.digest:
-            moved.append(f"{entry.key}: {entry.reference} is now "
-                         f"{found or 'gone'}, the report says {entry.digest}")
+    entries = build_report.read(request.report)  # plan() checked each has a reference
+    found = each(digest, [(str(e.reference), e.key) for e in entries], request.jobs,
+                 first_alone=True)
+    moved = [f"{entry.key}: {entry.reference} is now {now or 'gone'}, the report says "
+             f"{entry.digest}" for entry, now in zip(entries, found) if now != entry.digest]
     if moved:
         raise InputError("refusing to promote, the source changed since the build: " +
                          "; ".join(moved), file=request.report)
-    copied, skipped = [], []
-    for index, item in enumerate(copies, 1):
-        if digest(item.dest, item.key) == item.digest:
-            skipped.append(item)
-            emit(Event(item.key, "skipped", item.dest, index=index, total=len(copies)))
-            continue
-        if request.dry_run:
-            emit(Event(item.key, "planned", item.dest, index=index, total=len(copies)))
-            continue
-        emit(Event(item.key, "copying", item.dest, index=index, total=len(copies)))
+    there = each(digest, [(c.dest, c.key) for c in copies], request.jobs, first_alone=True)
+    number = {item: n for n, item in enumerate(copies, 1)}
+    skipped = [c for c, now in zip(copies, there) if now == c.digest]
+    for item in skipped:
+        emit(Event(item.key, "skipped", item.dest, index=number[item], total=len(copies)))
+    missing: dict[str, list[Copy]] = {}
+    for item, now in zip(copies, there):
+        if now != item.digest:
+            missing.setdefault(item.key, []).append(item)
+    if request.dry_run:
+        for item in (c for group in missing.values() for c in group):
+            emit(Event(item.key, "planned", item.dest, index=number[item],
+                       total=len(copies)))
+        return PromoteResult(build_id=build_id, planned=tuple(copies), copied=(),
+                             skipped=tuple(skipped), dry_run=True)
+    present = {c.key for c in skipped}
+
+    def copy(item: Copy, source: str) -> None:
+        emit(Event(item.key, "copying", item.dest, index=number[item], total=len(copies)))
         with_retries(
-            lambda item=item: skopeo.copy_all(  # type: ignore[misc]
-                f"docker://{item.source}", f"docker://{item.dest}",
-                tls_verify=request.tls_verify, authfile=request.authfile),
+            lambda: skopeo.copy_all(source, f"docker://{item.dest}",
+                                    tls_verify=request.tls_verify, authfile=request.authfile),
             request.retry,
-            lambda n, wait, why, item=item: emit(Event(  # type: ignore[misc]
-                item.key, "retry", item.dest, f"{why} (retry {n} in {wait:g} s)")))
-        copied.append(item)
-        emit(Event(item.key, "copied", item.dest, index=index, total=len(copies)))
-    return PromoteResult(build_id=build_id, planned=tuple(copies), copied=tuple(copied),
-                         skipped=tuple(skipped), dry_run=request.dry_run)
+            lambda n, wait, why: emit(Event(item.key, "retry", item.dest,
+                                            f"{why} (retry {n} in {wait:g} s)")))
+        emit(Event(item.key, "copied", item.dest, index=number[item], total=len(copies)))
+
+    def publish(group: list[Copy]) -> list[Copy]:
+        # One copy of the image; every further tag is a copy from the destination
+        # repository itself, where every blob is already there: skopeo checks them and
+        # writes the manifest under the new tag (a tenth of a second, whatever the size).
+        for nth, item in enumerate(group):
+            if nth or item.key in present:
+                copy(item, f"docker://{repository_of(item.dest)}@{item.digest}")
+            else:
+                copy(item, f"docker://{item.source}")
+        return group
+
+    done = each(publish, list(missing.values()), request.jobs)
+    return PromoteResult(build_id=build_id, planned=tuple(copies),
+                         copied=tuple(c for group in done for c in group),
+                         skipped=tuple(skipped), dry_run=False)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Optional, TypeVar
 
@@ -77,6 +78,25 @@ class Event:
 
 OnEvent = Callable[[Event], None]
 T = TypeVar("T")
+R = TypeVar("R")
+
+# A quick look at a registry tag's digest, (docker://REF, tls_verify) -> digest, None (no
+# such tag) or registry_http.UNKNOWN (ask skopeo): registry_http.manifest_digest.
+Probe = Callable[[str, bool], object]
+
+
+def each(action: Callable[[T], R], items: Sequence[T], jobs: int, *,
+         first_alone: bool = False) -> list[R]:
+    """ACTION on every item, JOBS at once, results in order (the first exception raised
+    after every item ran). FIRST_ALONE: the first runs before the others start, so that
+    what it sets up (a registry's scheme learnt, a TLS context) serves them all."""
+    done: list[R] = []
+    if first_alone and items:
+        done, items = [action(items[0])], items[1:]
+    if jobs <= 1 or len(items) <= 1:
+        return done + [action(item) for item in items]
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        return done + list(pool.map(action, items))
 
 
 def with_retries(action: Callable[[], T], retry: Retry, on_retry: Callable[[int, float, str],

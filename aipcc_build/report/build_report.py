@@ -2,13 +2,17 @@
 
 Schema 1 is documented in docs/commands/matrix.md. `matrix --history` reads the build
 durations from it, `compat --report` the digests, `promote` the images to release.
+
+It holds one entry per image and platform. The reader gives one entry per image: a
+multi-platform image's entries become one, with the manifest list's digest and its
+platforms' own entries as `instances`.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union
 
@@ -46,10 +50,12 @@ def data(result: RunResult, build_id: str) -> dict[str, Any]:
                 "key": item.image.key,
                 "kind": item.image.kind,
                 "reference": item.image.reference,
+                "platform": item.platform or None,
                 "status": item.status.value,
                 "message": item.message,
                 "image_id": item.image_id or None,
-                "digest": item.digest or None,
+                "digest": item.digest or None,  # the platform's instance, when a list
+                "list_digest": item.list_digest or None,  # the manifest list joining them
                 "start": iso_time(item.start),
                 "end": iso_time(item.end),
                 "duration": _seconds(item.duration),
@@ -71,7 +77,9 @@ def write(result: RunResult, build_id: str, path: str) -> None:
 
 @dataclass(frozen=True)
 class ReportEntry:
-    """One image of a build report, as far as later commands need it."""
+    """One image of a build report, as far as later commands need it. For a multi-platform
+    image: the manifest list's digest, a status "ok" only when every platform's is, and
+    each platform's own entry in `instances`."""
 
     name: str
     kind: str
@@ -80,6 +88,14 @@ class ReportEntry:
     status: Optional[str]
     digest: Optional[str]
     build_duration: Optional[float]
+    platform: Optional[str] = None
+    instances: tuple[ReportEntry, ...] = ()
+
+    @property
+    def platforms(self) -> tuple[str, ...]:
+        if self.instances:
+            return tuple(i.platform for i in self.instances if i.platform)
+        return (self.platform,) if self.platform else ()
 
 
 def read(path: Union[str, Path], field: str = "report") -> list[ReportEntry]:
@@ -97,7 +113,8 @@ def read(path: Union[str, Path], field: str = "report") -> list[ReportEntry]:
     if not isinstance(images, list) or data.get("schema", REPORT_SCHEMA) != REPORT_SCHEMA:
         raise InputError(f"not a build report of schema {REPORT_SCHEMA} (expected an object "
                          "with an \"images\" list)", file=path, field=field)
-    entries = []
+    entries: list[ReportEntry] = []
+    list_digests: dict[str, Optional[str]] = {}
     for index, entry in enumerate(images):
         key = _text(entry.get("key")) if isinstance(entry, dict) else None
         if not isinstance(entry, dict) or key is None and (
@@ -113,8 +130,28 @@ def read(path: Union[str, Path], field: str = "report") -> list[ReportEntry]:
             digest=_text(entry.get("digest")),
             build_duration=float(duration) if isinstance(duration, (int, float))
             and not isinstance(duration, bool) else None,
+            platform=_text(entry.get("platform")),
         ))
-    return entries
+        if _text(entry.get("list_digest")):
+            list_digests[entries[-1].key] = _text(entry.get("list_digest"))
+    return _by_image(entries, list_digests)
+
+
+def _by_image(entries: list[ReportEntry], list_digests: dict[str, Optional[str]]
+              ) -> list[ReportEntry]:
+    """One entry per image: the platforms of a multi-platform image joined (report order)."""
+    groups: dict[str, list[ReportEntry]] = {}
+    for entry in entries:
+        groups.setdefault(entry.key, []).append(entry)
+    result = []
+    for key, group in groups.items():
+        if len(group) == 1 and key not in list_digests:
+            result.append(group[0])
+            continue
+        status = next((e.status for e in group if e.status != "ok"), "ok")
+        result.append(replace(group[0], status=status, digest=list_digests.get(key),
+                              build_duration=None, platform=None, instances=tuple(group)))
+    return result
 
 
 def build_id(path: Union[str, Path], field: str = "report") -> Optional[str]:
@@ -131,12 +168,18 @@ def _text(value: Any) -> Optional[str]:
 def durations(entries: list[ReportEntry]) -> dict[str, float]:
     """Build time of each image that built fine: what holds a job slot and delays its
     dependents (`matrix --history`)."""
-    return {e.key: e.build_duration for e in entries
-            if e.status == "ok" and e.build_duration is not None}
+    found = {}
+    for entry in entries:
+        for build, key in ([(i, f"{entry.key}@{i.platform}") for i in entry.instances]
+                           or [(entry, entry.key)]):
+            if build.status == "ok" and build.build_duration is not None:
+                found[key] = build.build_duration
+    return found
 
 
 def digests(entries: list[ReportEntry]) -> dict[tuple[str, str], str]:
-    """Digest by (kind, name) of every pushed image (`compat --report`)."""
+    """Digest by (kind, name) of every pushed image, a manifest list's for a multi-platform
+    one (`compat --report`)."""
     return {(e.kind, e.name): e.digest for e in entries if e.digest}
 
 

@@ -49,7 +49,7 @@ def table_columns(table: CompatTable, *, stable: bool = False
     """Header and cells; `stable` drops what changes with the date or the build id."""
     with_status = not stable
     with_digest = any(row.digest for row in table.rows)
-    header = ["image", "kind", "accelerator", "version", "OS", "FROMAGER_VARIANT",
+    header = ["image", "kind", "accelerator", "version", "OS", "platforms", "FROMAGER_VARIANT",
               "driver", "architectures", "EOL"]
     if with_status:
         header.append("status")
@@ -58,7 +58,8 @@ def table_columns(table: CompatTable, *, stable: bool = False
         header.append("digest")
     rows = []
     for row in table.rows:
-        cells = [row.name, row.kind, row.accelerator, row.version or "-", row.os, row.variant,
+        cells = [row.name, row.kind, row.accelerator, row.version or "-", row.os,
+                 " ".join(p.split("/", 1)[-1] for p in row.platforms) or "-", row.variant,
                  _driver(row), _archs(row), *_eol(row, with_status),
                  row.reference.rsplit(":", 1)[0] if stable else row.reference]
         if with_digest:
@@ -121,7 +122,7 @@ def _row_json(row: CompatRow) -> dict[str, Any]:
     return {
         "name": row.name, "kind": row.kind, "reference": row.reference,
         "accelerator": row.accelerator, "version": row.version, "os": row.os,
-        "fromager_variant": row.variant,
+        "platforms": list(row.platforms), "fromager_variant": row.variant,
         "min_driver": str(req.min_driver) if req.min_driver else None,
         "native_driver": str(req.native_driver) if req.native_driver else None,
         "native_driver_from_matrix": req.native_driver_from_matrix,

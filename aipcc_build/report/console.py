@@ -32,7 +32,10 @@ def warning(message: str) -> None:
 
 
 def wrote(path: str) -> None:
-    sys.stderr.write(f"wrote {shown_path(path)}\n")
+    """Say what was written, and when it is outside the working directory, say so."""
+    outside = os.path.relpath(path).startswith("..")
+    sys.stderr.write(f"wrote {shown_path(path)}"
+                     f"{' (outside the working directory)' if outside else ''}\n")
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]], title: str = "") -> None:

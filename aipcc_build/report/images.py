@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from .console import emit_json, shown_path, table
 
 if TYPE_CHECKING:  # keep jinja2 out of commands that only print
+    from ..build.runs import Cleaned
     from ..matrix import ImageSpec, Matrix
     from ..plan import BuildPlan
     from ..render import RenderResult
@@ -25,12 +26,15 @@ def image_record(image: ImageSpec) -> dict[str, Any]:
         "version": image.version,
         "os": image.os,
         "variant": image.variant,
+        "versioned_variant": image.versioned_variant,
+        "wheel_index": image.wheel_index,
         "repository": image.repository,
         "tag": image.tag,
         "reference": image.reference,
         "template": image.template,
         "containerfile": image.containerfile,
         "depends_on": image.depends_on,
+        "platforms": list(image.platforms),
     }
 
 
@@ -39,9 +43,10 @@ def image_list(images: Sequence[ImageSpec], as_json: bool) -> None:
         emit_json({"images": [image_record(image) for image in images]})
         return
     table(
-        ("NAME", "KIND", "ACCELERATOR", "VERSION", "OS", "VARIANT", "REFERENCE", "TEMPLATE"),
-        [(i.name, i.kind, i.accelerator, i.version or "-", i.os, i.variant, i.reference,
-          i.template) for i in images],
+        ("NAME", "KIND", "ACCELERATOR", "VERSION", "OS", "PLATFORMS", "VARIANT", "REFERENCE",
+         "TEMPLATE"),
+        [(i.name, i.kind, i.accelerator, i.version or "-", i.os, ",".join(i.platforms),
+          i.variant, i.reference, i.template) for i in images],
     )
 
 
@@ -68,14 +73,15 @@ def render_result(result: RenderResult) -> None:
 
 def plan(build_plan: BuildPlan, as_json: bool) -> None:
     if as_json:
-        emit_json({"waves": [[dict(image_record(b.image), needs=list(b.needs)) for b in wave]
+        emit_json({"waves": [[dict(image_record(b.image), key=b.key, platform=b.platform,
+                                   needs=list(b.needs)) for b in wave]
                              for wave in build_plan.waves]})
         return
     for number, wave in enumerate(build_plan.waves, start=1):
         sys.stdout.write(f"wave {number} ({len(wave)} build(s) can run together):\n")
         for build in wave:
             after = f"  after {', '.join(build.needs)}" if build.needs else ""
-            sys.stdout.write(f"  {build.image.key}  {build.image.reference}{after}\n")
+            sys.stdout.write(f"  {build.key}  {build.image.reference}{after}\n")
 
 
 def added_version(result: AddVersionResult) -> None:
@@ -117,6 +123,8 @@ def plan_json(matrix: Matrix, build_plan: BuildPlan, changed_since: str | None) 
         "images": [
             dict(image_record(b.image),
                  containerfile=project_path(matrix, b.image.containerfile),
+                 containerfiles={platform: project_path(matrix, path)
+                                 for platform, path in b.image.containerfiles.items()},
                  context=project_path(matrix, build_context(b.image)),
                  needs=list(b.needs), wave=b.wave + 1)
             for b in build_plan.builds
@@ -132,3 +140,13 @@ def ci_document(text: str, build_plan: BuildPlan) -> None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
     if not build_plan.builds:
         sys.stderr.write("the plan selects no image: nothing to build\n")
+
+
+def cleaned(result: Cleaned) -> None:
+    """What `clean` removed (stderr: nothing here is data)."""
+    for container_id, run_id in result.removed:
+        sys.stderr.write(f"removed working container {container_id[:12]} (run {run_id})\n")
+    for run_id in result.live_runs:
+        sys.stderr.write(f"left run {run_id} alone: it is still running\n")
+    if not result.removed:
+        sys.stderr.write("nothing to clean\n")

@@ -1,4 +1,5 @@
-"""The JUnit XML of a run: one testcase per image, failures with the tail of their log."""
+"""The JUnit XML of a run: one testcase per image and platform, failures with the tail of
+their log."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ if TYPE_CHECKING:
 
 
 def write_junit(result: RunResult, path: str) -> None:
-    """One testcase per image, failures with the tail of their log, for CI dashboards."""
+    """One testcase per image and platform (`name [linux/arm64]` when an image has several),
+    failures with the tail of their log, for CI dashboards."""
     from xml.etree import ElementTree as ET
 
     from ..build import Status
@@ -31,7 +33,8 @@ def write_junit(result: RunResult, path: str) -> None:
     for item in result.images:
         case = ET.SubElement(suite, "testcase", {
             "classname": f"aipcc-build.{item.image.kind}",
-            "name": item.image.name,
+            "name": f"{item.image.name} [{item.platform}]" if item.image.multi_platform
+            else item.image.name,
             "time": f"{item.duration or 0:.3f}",
         })
         if item.status in failed:
@@ -40,7 +43,8 @@ def write_junit(result: RunResult, path: str) -> None:
             failure.text = "\n".join(item.log_tail)
         elif item.status is not Status.OK:
             ET.SubElement(case, "skipped", {"message": f"{item.status.value}: {item.message}"})
-        ET.SubElement(case, "system-out").text = f"log: {item.log}"
+        ET.SubElement(case, "system-out").text = "\n".join(
+            [f"log: {item.log}", *(f"validation warning: {w}" for w in item.warnings)])
     root = ET.Element("testsuites")
     root.append(suite)
     ET.indent(root)

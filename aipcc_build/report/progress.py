@@ -55,7 +55,7 @@ class MatrixView:
         from ..build import LogLine, Planned, Retrying, Status, Warned
 
         if isinstance(event, Planned):
-            self.keys = [build.image.key for build in event.plan.builds]
+            self.keys = [build.key for build in event.plan.builds]
             self.status = {key: "queued" for key in self.keys}
             self.step = {key: "" for key in self.keys}
             return
@@ -138,10 +138,11 @@ def _toolkits_found(toolkits: Optional[Mapping[str, Sequence[str]]]) -> str:
 def matrix_summary(result: RunResult, report_path: Optional[str]) -> None:
     """The outcome on stdout, one line per image; the verdict on stderr."""
     table(("IMAGE", "STATUS", "TIME", "TOOLKITS FOUND", "REFERENCE"), [
-        (item.image.key, item.status.value,
+        (item.key, item.status.value,
          f"{item.duration:.1f}s" if item.duration is not None else "-",
          _toolkits_found(item.toolkits),
-         item.image.reference + (f"@{item.digest}" if item.digest else ""))
+         item.image.reference + (f"@{item.list_digest or item.digest}"
+                                 if item.list_digest or item.digest else ""))
         for item in result.images
     ])
     counts: dict[str, int] = {}

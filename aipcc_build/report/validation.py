@@ -38,7 +38,8 @@ def _verdict_record(outcome: Outcome, verdict: ImageVerdict) -> dict[str, Any]:
         "digest": verdict.digest,
         "verdict": verdict.verdict,
         "expected": {"accelerator": expected.accelerator, "version": expected.version,
-                     "variant": expected.variant, "source": expected.source}
+                     "variant": expected.variant, "source": expected.source,
+                     "index": expected.index}
         if expected else None,
         "toolkits": {k: list(v) for k, v in verdict.toolkits.items()},
         "layers": verdict.layers,
@@ -66,6 +67,8 @@ def _annotate(outcome: Outcome) -> None:
         line("error", f"{outcome.target.ref}: {outcome.error}")
     for verdict in outcome.verdicts:
         where = f"{verdict.ref} ({verdict.platform})"
+        if verdict.error:
+            line("error", f"{where}: unreadable: {verdict.error}")
         for finding in verdict.findings:
             if finding.status in ("violation", "unmapped"):
                 line("error", f"{where}: {finding.line()}")
@@ -107,6 +110,9 @@ def validation(outcomes: Sequence[Outcome], as_json: bool) -> None:
                              f"{evidence} evidence)\n")
     for outcome in outcomes:
         for verdict in outcome.verdicts:
+            if verdict.error:
+                sys.stdout.write(f"  {verdict.ref} {verdict.platform}: unreadable: "
+                                 f"{verdict.error}\n")
             shown = [f for f in verdict.findings if f.status != "ok"]
             for finding in shown:
                 sys.stdout.write(f"  {verdict.ref} {verdict.platform}: {finding.line()}\n")

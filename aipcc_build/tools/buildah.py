@@ -8,6 +8,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Optional
 
 from ..errors import ToolError
@@ -32,10 +33,8 @@ RUN_STEP_FAILED = re.compile(r'building at STEP "RUN ')
 OCI_ISOLATION_UNSUPPORTED = "cgroups in hybrid mode not supported"
 ISOLATION_HINT = ("RUN steps cannot use the OCI runtime on this host: set "
                   "BUILDAH_ISOLATION=chroot")
-STEP_FROM = re.compile(r"^(?:\[\d+/\d+\] )?STEP \d+/\d+: FROM (\S+)")
-STEP_IMAGE = re.compile(r"^--> (?:Using cache )?([0-9a-f]{12,64})$")
-
-
+UNCONSUMED_ARGS = re.compile(r"^\[Warning\] one or more build args were not consumed: "
+                             r"\[(.*)\]$")
 
 def check_version(runner: Runner) -> str:
     """buildah's version; raise ToolMissing or ToolError when it is missing or too old.
@@ -104,6 +103,30 @@ def push_command(image_id: str, reference: str, digestfile: str, tls_verify: boo
     return command
 
 
+def replace_list(runner: Runner, name: str, image_ids: Sequence[str]) -> None:
+    """Create the manifest list NAME of the local IMAGE_IDS (one per platform), replacing
+    a list or an image that holds the name (an earlier run of the same reference)."""
+    removed = runner.run([PROGRAM, "manifest", "rm", name], check=False)
+    if removed.returncode != 0 and "not a manifest list" in removed.error_text:
+        # A single-platform image of an earlier run: `rmi` of a name only untags an image
+        # that has others. (Never `rmi` a list: that removes its instances.)
+        runner.run([PROGRAM, "rmi", name])
+    elif removed.returncode != 0 and "image not known" not in removed.error_text:
+        raise ToolError(removed.argv, removed.returncode, removed.error_text)
+    runner.run([PROGRAM, "manifest", "create", name, *image_ids])
+
+
+def push_list_command(name: str, reference: str, digestfile: str, tls_verify: bool,
+                      environ: Mapping[str, str]) -> list[str]:
+    """Push the manifest list NAME and every image it lists (`--all`) as an OCI index."""
+    command = [PROGRAM, "manifest", "push", "--all", "--format", "oci", "--digestfile",
+               digestfile, f"--tls-verify={'true' if tls_verify else 'false'}"]
+    if environ.get("REGISTRY_AUTH_FILE"):
+        command += ["--authfile", environ["REGISTRY_AUTH_FILE"]]
+    command += [name, f"docker://{reference}"]
+    return command
+
+
 # Build arguments whose names say they carry a secret: their values never reach a log.
 SECRET_NAME = re.compile(r"TOKEN|PASSWORD|PASSWD|SECRET|KEY|AUTH|CREDENTIAL|PRIVATE|CERT|PAT$",
                          re.IGNORECASE)
@@ -128,16 +151,58 @@ def containers(runner: Runner) -> set[str]:
     return {entry["id"] for entry in listed or []}
 
 
-def container_origin(runner: Runner, container_id: str) -> tuple[str, str]:
-    """(FROM reference as written, image ID) of a working container."""
-    info = json.loads(runner.run([PROGRAM, "inspect", "--type", "container",
-                                  container_id]).text)
-    return info.get("FromImage") or "", info.get("FromImageID") or ""
+@dataclass(frozen=True)
+class Storage:
+    """Where buildah's containers/storage lives (`buildah info`)."""
+
+    graph_root: Path
+    run_root: Path  # on tmpfs: emptied at boot
+    driver: str
+
+    def container_state(self, container_id: str) -> Path:
+        return (self.graph_root / f"{self.driver}-containers" / container_id / "userdata"
+                / "buildah.json")
 
 
-def remove_containers(runner: Runner, container_ids: Sequence[str]) -> None:
-    if container_ids:
-        runner.run([PROGRAM, "rm", *container_ids])
+def storage(runner: Runner) -> Storage:
+    store = json.loads(runner.run([PROGRAM, "info"]).text)["store"]
+    return Storage(Path(store["GraphRoot"]), Path(store["RunRoot"]), store["GraphDriverName"])
+
+
+def build_args_of(store: Storage, container_id: str) -> Optional[Mapping[str, str]]:
+    """The `--build-arg`s of the `buildah build` that made a working container; None when
+    the container is gone (or is not buildah's).
+
+    buildah records them in the container's state file from the moment it creates the
+    container; no buildah command shows them (`inspect` leaves them out).
+    """
+    try:
+        state = json.loads(store.container_state(container_id).read_bytes())
+    except (OSError, ValueError):
+        return None
+    args = state.get("Args") if isinstance(state, dict) else None
+    return args if isinstance(args, dict) else {}
+
+
+def without_unconsumed(line: str, names: Sequence[str]) -> Optional[str]:
+    """LINE without NAMES in buildah's "build args were not consumed" warning (build args
+    the Containerfile never declares but aipcc-build passes on purpose); None when no
+    other name is left in it."""
+    match = UNCONSUMED_ARGS.match(line)
+    if not match:
+        return line
+    left = [name for name in match.group(1).split() if name not in names]
+    return line[:match.start(1)] + " ".join(left) + "]" if left else None
+
+
+def remove_containers(runner: Runner, container_ids: Sequence[str]) -> list[str]:
+    """Remove working containers; the IDs removed (one removed meanwhile by someone else
+    is not an error)."""
+    if not container_ids:
+        return []
+    done = runner.run([PROGRAM, "rm", *container_ids], check=False)
+    removed = set(done.text.split())
+    return [cid for cid in container_ids if cid in removed]
 
 
 def error_line(tail: Sequence[str]) -> str:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import subprocess
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -54,6 +53,8 @@ class Process:
     reach it, and stopping it reaches everything it started (RUN steps included)."""
 
     def __init__(self, argv: Sequence[str], environ: Mapping[str, str]) -> None:
+        import subprocess
+
         self.argv = list(argv)
         try:
             self.process = subprocess.Popen(
@@ -103,6 +104,10 @@ class ProcessRunner:
     def run(self, argv: Sequence[str], *, timeout: float = SHORT_TIMEOUT,
             check: bool = True, stdin: Optional[bytes] = None) -> Completed:
         """Run to completion; ToolError on a non-zero exit (when CHECK) or a timeout."""
+        # Imported on the first call: a run that starts no program (a validation served
+        # from the cache, a mirror with nothing to copy) does not load subprocess.
+        import subprocess
+
         argv = [str(part) for part in argv]
         try:
             child = subprocess.Popen(

@@ -5,7 +5,6 @@ Calls go through the process runner, so unit tests hand in a recording fake.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Sequence
 from typing import Any, Optional
@@ -89,6 +88,8 @@ class Skopeo:
             raw = self._call(args, ref)
         except InputError:
             return None
+        import hashlib  # here: most commands never hash a manifest
+
         return "sha256:" + hashlib.sha256(raw).hexdigest()
 
     def copy_all(self, source: str, dest: str, *, tls_verify: bool = True,

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..fsutil import write_atomic
-from .results import Evidence, Hazard, LayerScan
+from .results import Evidence, Hazard, IndexSetting, LayerScan
 
-SCAN_FORMAT = 2
+SCAN_FORMAT = 5
 _DIGEST = re.compile(r"^([a-z0-9]+):([a-f0-9]{32,128})$")
 
 
@@ -39,6 +39,7 @@ def _to_json(scan: LayerScan) -> dict[str, Any]:
         "content_paths": list(scan.content_paths),
         "symlinks": [list(s) for s in scan.symlinks],
         "hazards": [[h.kind, h.path, h.detail, h.severe] for h in scan.hazards],
+        "index_settings": [[i.source, i.key, i.url] for i in scan.index_settings],
     }
 
 
@@ -52,6 +53,7 @@ def _from_json(data: dict[str, Any]) -> LayerScan:
         content_paths=tuple(data["content_paths"]),
         symlinks=tuple((s[0], s[1]) for s in data["symlinks"]),
         hazards=tuple(Hazard(*h) for h in data["hazards"]),
+        index_settings=tuple(IndexSetting(*i) for i in data["index_settings"]),
     )
 
 

@@ -13,7 +13,7 @@ import json
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
+from pathlib import Path
 from typing import Optional
 
 from .results import Evidence
@@ -57,7 +57,10 @@ def _key(version: str) -> tuple[int, ...]:
 
 @lru_cache(maxsize=1)
 def table() -> ComponentTable:
-    text = resources.files("aipcc_build").joinpath("data/cuda-components.json").read_text()
+    # The package's own data file, read by path: importlib.resources would import tempfile,
+    # shutil and zipfile, a tenth of a validation served from the cache. aipcc-build is
+    # installed as files (compat/facts.py relies on it too).
+    text = (Path(__file__).resolve().parent.parent / "data" / "cuda-components.json").read_text()
     data = json.loads(text)
     exact: dict[tuple[str, str], list[str]] = {}
 

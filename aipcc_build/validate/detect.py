@@ -16,13 +16,16 @@ from pathlib import Path
 from typing import Optional
 
 from .components import is_cuda_component
-from .results import Evidence, Hazard
+from .index_config import CONFIG_FILE, CONFIG_FILE_SUFFIXES, settings_from_text
+from .results import Evidence, Hazard, IndexSetting
 from .rpmdb import RpmdbError, read_packages
 
 WANT_NONE, WANT_MEMORY, WANT_FILE = 0, 1, 2
 SMALL_FILE_LIMIT = 1 << 20  # version.json, version.py and friends are a few hundred bytes
 DPKG_STATUS_LIMIT = 64 << 20
-RPMDB_LIMIT = 1 << 30
+# RPM databases are copied to temporary files for sqlite: at most this many bytes at once
+# per layer scan (a layer repeating a database, or holding huge ones, is refused instead).
+SPOOL_LIMIT = 1 << 30
 
 # Evidence kinds, as reported.
 EVIDENCE_KINDS = (
@@ -34,9 +37,12 @@ EVIDENCE_KINDS = (
 CANDIDATE_BYTES = re.compile(
     rb"usr/local/cuda|opt/rocm|\.dist-info|\.so\.\d|torch/version\.py$|conda-meta/"
     rb"|var/lib/rpm/|usr/lib/sysimage/rpm/|var/lib/dpkg/status(?:$|\.d/)|/nvidia/cu\d")
+# ... and pip's and uv's config files, by an endswith (cheaper than one more alternative).
+CANDIDATE_SUFFIXES = CONFIG_FILE_SUFFIXES
 _CANDIDATE = re.compile(
     r"/usr/local/cuda|/opt/rocm|\.dist-info|\.so\.\d|/torch/version\.py$|/conda-meta/"
-    r"|/var/lib/rpm/|/usr/lib/sysimage/rpm/|/var/lib/dpkg/status(?:$|\.d/)|/nvidia/cu\d")
+    r"|/var/lib/rpm/|/usr/lib/sysimage/rpm/|/var/lib/dpkg/status(?:$|\.d/)|/nvidia/cu\d|"
+    + CONFIG_FILE.pattern)
 _DPKG_STATUS = re.compile(r"^/var/lib/dpkg/status(?:\.d/[^/]+)?$")
 # CUDA 13 wheels put their libraries under site-packages/nvidia/cu13/ (the major only).
 _NVIDIA_WHEEL_TREE = re.compile(r"^(.*/nvidia/cu(\d+))(?:/|$)")
@@ -253,8 +259,10 @@ class LayerDetector:
         self.evidence: list[Evidence] = []
         self.hazards: list[Hazard] = []
         self.content_paths: list[str] = []
+        self.index_settings: list[IndexSetting] = []
         self._seen: set[str] = set()
         self._rpm_files: dict[str, Path] = {}
+        self.spooled = 0  # bytes of temporary files held now
 
     def _once(self, key: str) -> bool:
         if key in self._seen:
@@ -269,6 +277,22 @@ class LayerDetector:
         self.hazards.append(Hazard("oversized-file", path,
                                    f"{size} bytes, more than {limit}: not read", severe=False))
         return False
+
+    def _spool(self, path: str, size: int) -> bool:
+        """Whether SIZE more bytes of temporary disk fit for PATH's content."""
+        previous = self._rpm_files.pop(path, None)
+        if previous is not None:  # the later member of a name is the one that counts
+            self.spooled -= previous.stat().st_size
+            previous.unlink()
+        if self.spooled + size > SPOOL_LIMIT:
+            self.hazards.append(Hazard(
+                "spool-limit", path, f"{size} bytes to copy for sqlite, with {self.spooled} "
+                f"held already, exceed the {SPOOL_LIMIT} bytes of temporary disk a layer may "
+                "use: not read", severe=True))
+            return False
+        self.spooled += size
+        self.content_paths.append(path)
+        return True
 
     def visit(self, path: str, kind: str, size: int) -> int:
         if not _CANDIDATE.search(path):
@@ -305,8 +329,10 @@ class LayerDetector:
             return WANT_MEMORY if self._limit(path, size, SMALL_FILE_LIMIT) else WANT_NONE
         if _DPKG_STATUS.match(path):
             return WANT_MEMORY if self._limit(path, size, DPKG_STATUS_LIMIT) else WANT_NONE
+        if CONFIG_FILE.search(path):
+            return WANT_MEMORY if self._limit(path, size, SMALL_FILE_LIMIT) else WANT_NONE
         if _RPMDB.match(path):
-            return WANT_FILE if self._limit(path, size, RPMDB_LIMIT) else WANT_NONE
+            return WANT_FILE if self._spool(path, size) else WANT_NONE
         library = _LIBRARY.search(path)
         if library:
             self._library(path, library.group(1), library.group(2))
@@ -329,7 +355,12 @@ class LayerDetector:
 
     def content(self, path: str, data: bytes) -> None:
         text = data.decode("utf-8", "replace")
-        if path.endswith("/version.json"):
+        if CONFIG_FILE.search(path):
+            settings, problem = settings_from_text(path, text)
+            self.index_settings.extend(settings)
+            if problem:
+                self.hazards.append(Hazard("unparsable-file", path, problem, severe=False))
+        elif path.endswith("/version.json"):
             try:
                 version = str(json.loads(text)["cuda"]["version"])
             except (ValueError, KeyError, TypeError):

@@ -11,10 +11,9 @@ uncompressed): nothing is recompressed.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
-import shutil
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,6 +60,39 @@ class PlatformImage:
         return dict((self.config.get("config") or {}).get("Labels") or {})
 
 
+# An index may nest indexes; real ones nest one level. Deeper, or a cycle, is hostile.
+MAX_INDEX_DEPTH = 8
+
+
+def config_problem(config: Mapping[str, Any]) -> Optional[str]:
+    """What is wrong with the types of the image config fields the validator reads (as
+    "FIELD: expected ..."), or None."""
+    for key in ("os", "architecture", "variant"):
+        if not isinstance(config.get(key, ""), str):
+            return f"{key}: expected a string"
+    settings = config.get("config") or {}
+    if not isinstance(settings, dict):
+        return "config: expected an object"
+    env = settings.get("Env") or []
+    if not isinstance(env, list) or not all(isinstance(item, str) for item in env):
+        return "config.Env: expected a list of strings"
+    labels = settings.get("Labels") or {}
+    if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
+        return "config.Labels: expected an object of strings"
+    rootfs = config.get("rootfs") or {}
+    diff_ids = rootfs.get("diff_ids") or [] if isinstance(rootfs, dict) else None
+    if not isinstance(diff_ids, list) or not all(isinstance(d, str) for d in diff_ids):
+        return "rootfs.diff_ids: expected a list of strings"
+    return None
+
+
+def _checked(config: Mapping[str, Any], what: str) -> Mapping[str, Any]:
+    problem = config_problem(config)
+    if problem:
+        raise InputError(f"{what}: {problem}")
+    return config
+
+
 class _Store:
     """Blobs by digest in some local layout."""
 
@@ -68,10 +100,18 @@ class _Store:
         raise NotImplementedError
 
     def read(self, digest: str) -> bytes:
+        """The blob's bytes, checked against DIGEST (a tampered layout is refused)."""
         loc = self.location(digest)
         with open(loc.path, "rb") as handle:
             handle.seek(loc.offset)
-            return handle.read(-1 if loc.length is None else loc.length)
+            data = handle.read(-1 if loc.length is None else loc.length)
+        algorithm, _, expected = digest.partition(":")
+        if algorithm not in hashlib.algorithms_available:
+            raise InputError(f"blob {digest}: unknown digest algorithm")
+        actual = hashlib.new(algorithm, data).hexdigest()
+        if actual != expected:
+            raise InputError(f"blob {digest} does not match its digest ({algorithm}:{actual})")
+        return data
 
     def json(self, digest: str) -> dict[str, Any]:
         return json_object(self.read(digest), digest)
@@ -148,7 +188,8 @@ def _image(store: _Store, manifest: Mapping[str, Any], digest: Optional[str],
     if manifest.get("schemaVersion") != 2 or "config" not in manifest:
         raise InputError(f"unsupported manifest (schema {manifest.get('schemaVersion')}): "
                          "only Docker v2s2 and OCI manifests can be validated")
-    config = store.json(manifest["config"]["digest"])
+    config_digest = manifest["config"]["digest"]
+    config = _checked(store.json(config_digest), f"config {config_digest}")
     layers = tuple(
         LayerRef(layer["digest"], layer.get("mediaType", ""), int(layer.get("size", 0)),
                  store.location(layer["digest"]))
@@ -157,7 +198,13 @@ def _image(store: _Store, manifest: Mapping[str, Any], digest: Optional[str],
 
 
 def _from_index(store: _Store, top: Mapping[str, Any], top_digest: Optional[str],
-                platform: Optional[str], what: str) -> list[PlatformImage]:
+                platform: Optional[str], what: str,
+                within: tuple[str, ...] = ()) -> list[PlatformImage]:
+    """The images TOP (an index or a manifest) leads to; WITHIN: the indexes above it.
+    (Blobs are checked against their digests, so no index can list itself.)"""
+    if len(within) >= MAX_INDEX_DEPTH:
+        raise InputError(f"indexes nested more than {MAX_INDEX_DEPTH} deep "
+                         f"({' -> '.join(within)})")
     if top.get("mediaType") not in INDEX_TYPES and "manifests" not in top:
         images = [_image(store, top, top_digest, None)]
     else:
@@ -169,7 +216,8 @@ def _from_index(store: _Store, top: Mapping[str, Any], top_digest: Optional[str]
             if declared and not _matches(_platform_of({}, descriptor), platform):
                 continue
             manifest = store.json(descriptor["digest"])
-            images.extend(_from_index(store, manifest, descriptor["digest"], platform, what)
+            images.extend(_from_index(store, manifest, descriptor["digest"], platform, what,
+                                      (*within, top_digest or "the top index"))
                           if manifest.get("manifests") else
                           [_image(store, manifest, descriptor["digest"], descriptor)])
     images = [i for i in images if _matches(i.platform, platform)]
@@ -222,7 +270,8 @@ def _docker_archive(path: Path, name: Optional[str], platform: Optional[str], wh
         raise InputError(f"{what}: holds {len(entries)} images matching; name one "
                          "(docker-archive:FILE:NAME:TAG)")
     entry = entries[0]
-    config = json_object(store.read_member(entry["Config"]), f"{what} config")
+    config = _checked(json_object(store.read_member(entry["Config"]), f"{what} config"),
+                      f"{what} config")
     diff_ids = (config.get("rootfs") or {}).get("diff_ids") or []
     if len(diff_ids) != len(entry["Layers"]):
         raise InputError(f"{what}: {len(entry['Layers'])} layers but "
@@ -252,6 +301,8 @@ class OpenedImage:
 
     def close(self) -> None:
         if self._tempdir:
+            import shutil
+
             shutil.rmtree(self._tempdir, ignore_errors=True)
             self._tempdir = None
 
@@ -264,6 +315,11 @@ class OpenedImage:
 
 def _copy_with_skopeo(ref: str, transport: str, rest: str, platform: Optional[str],
                       skopeo: Skopeo, layers_read: str) -> OpenedImage:
+    # Imported here: images read in place (a validation served from the cache among
+    # them) never make a temporary copy.
+    import shutil
+    import tempfile
+
     top = skopeo.inspect_raw(ref)
     sources: list[tuple[str, Optional[Mapping[str, Any]]]] = []
     if top.get("mediaType") in INDEX_TYPES or "manifests" in top:
@@ -307,6 +363,7 @@ def _from_storage(ref: str, reference: str, platform: Optional[str]) -> OpenedIm
 
     store = find_store()
     stored = read_image(store, reference)
+    _checked(stored.config, f"{ref} config")
     # Local storage keeps layers uncompressed: their digest is their diffID, as in a copy.
     layers = tuple(LayerRef(diff_id, "application/vnd.oci.image.layer.v1.tar", layer.size,
                             layer)
@@ -345,7 +402,8 @@ def open_image(ref: str, platform: Optional[str] = None,
             return OpenedImage(ref, [image], None)
     except OSError as exc:
         raise InputError(f"{ref}: {exc.strerror or exc}") from exc
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        # A field of the wrong type somewhere in the index or manifest (found by fuzzing).
         raise InputError(f"{ref}: malformed image metadata ({exc!r})") from exc
     layers_read = SKOPEO_COPY
     if transport == "containers-storage":

@@ -7,6 +7,7 @@ fast as zlib). The caller runs one layer per process to use every core.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 import tempfile
@@ -18,9 +19,9 @@ import zstandard
 from isal import igzip_threaded
 
 from .blobs import BlobLocation, LayerJob, TarSplitLayer
-from .detect import CANDIDATE_BYTES, WANT_FILE, WANT_MEMORY, LayerDetector
-from .results import Hazard, LayerScan
-from .symlinks import TOOLKIT_PREFIXES, resolve_link
+from .detect import CANDIDATE_BYTES, CANDIDATE_SUFFIXES, WANT_FILE, WANT_MEMORY, LayerDetector
+from .results import SETUID, Hazard, LayerScan
+from .symlinks import TOOLKIT_PREFIXES, Budget, BudgetExceeded, resolve_link
 from .tarsplit import TarSplitError, TarSplitStream
 
 CHUNK = 1 << 20
@@ -49,10 +50,16 @@ class TarError(Exception):
 
 
 class _RangeFile(io.RawIOBase):
-    """A read-only window on a file, so archives are read in place."""
+    """A read-only window on a file, so archives are read in place; every byte read is
+    hashed on the way, so the scan that reads the blob anyway also checks its digest."""
 
-    def __init__(self, location: BlobLocation) -> None:
-        self._file = open(location.path, "rb")  # noqa: SIM115 - closed in close()
+    def __init__(self, location: BlobLocation, digest: str) -> None:
+        algorithm, _, self._expected = digest.partition(":")
+        if algorithm not in hashlib.algorithms_available:
+            raise ValueError(f"unknown digest algorithm in {digest!r}")
+        self._algorithm = algorithm
+        self._hash = hashlib.new(algorithm)
+        self._file = open(location.path, "rb")  # noqa: SIM115 - closed in release()
         size = os.fstat(self._file.fileno()).st_size
         self._start = location.offset
         self._end = size if location.length is None else location.offset + location.length
@@ -68,16 +75,31 @@ class _RangeFile(io.RawIOBase):
         if want <= 0:
             return 0
         got = self._file.readinto(view[:want])
+        self._hash.update(view[:got])
         self._pos += got
         return got
 
     def rewind(self) -> None:
         self._file.seek(self._start)
         self._pos = self._start
+        self._hash = hashlib.new(self._algorithm)
+
+    def actual_digest(self) -> Optional[str]:
+        """After the scan: the blob's digest, when it is not the one it is stored under
+        (what the decompressor left unread is read and hashed first)."""
+        buffer = bytearray(CHUNK)
+        while self.readinto(buffer):
+            pass
+        actual = self._hash.hexdigest()
+        return None if actual == self._expected else f"{self._algorithm}:{actual}"
 
     def close(self) -> None:
-        self._file.close()
+        # Decompressors close their source when done; the file stays open for
+        # `actual_digest` until `release`.
         super().close()
+
+    def release(self) -> None:
+        self._file.close()
 
 
 def open_layer(raw: _RangeFile) -> BinaryIO:
@@ -100,13 +122,15 @@ class TarEntry:
     """A member as the header says. `name` and `link` stay bytes: most entries are
     rejected by a bytes check, and decoding every name would cost more than inflating."""
 
-    __slots__ = ("name", "kind", "size", "link")
+    __slots__ = ("name", "kind", "size", "link", "mode")
 
-    def __init__(self, name: bytes, kind: str, size: int, link: bytes) -> None:
+    def __init__(self, name: bytes, kind: str, size: int, link: bytes, mode: int = 0o644
+                 ) -> None:
         self.name = name
         self.kind = kind
         self.size = size
         self.link = link
+        self.mode = mode  # permission bits with set-user-ID, set-group-ID and sticky
 
 
 def _number(field: bytes) -> int:
@@ -277,13 +301,17 @@ class TarWalker:
                 size = 0  # these carry no data blocks, whatever the header says
             elif kind == "7":
                 kind = REGULAR  # contiguous files are regular files to every reader
+            try:
+                mode = int(header[100:107], 8) & 0o7777
+            except ValueError:
+                mode = _number(header[100:108]) & 0o7777
             if size > MAX_MEMBER_SIZE:
                 # Skipping is impossible and every later header would be misaligned.
-                yield TarEntry(name, kind, size, link)
+                yield TarEntry(name, kind, size, link, mode)
                 return
             self._unread = size
             self._pending = size + (-size % BLOCK)
-            yield TarEntry(name, kind, size, link)
+            yield TarEntry(name, kind, size, link, mode)
 
 
 def normalize(name: str) -> tuple[Optional[str], Optional[str]]:
@@ -311,6 +339,30 @@ def escapes_root(path: str, target: str) -> bool:
     return False
 
 
+# Mode bits that make a member worth a look: set-user-ID, set-group-ID, writable by others.
+ODD_MODE = 0o6002
+# Directories where files writable by everyone are the point (all sticky on real systems).
+SHARED_DIRS = ("/tmp/", "/var/tmp/", "/dev/shm/", "/run/lock/", "/var/lock/")
+
+
+def mode_hazard(path: str, kind: str, mode: int) -> Optional[Hazard]:
+    """Layer hygiene from a member's mode: a set-user-ID or set-group-ID file, a file
+    writable by everyone outside the shared temporary directories, a directory writable
+    by everyone without the sticky bit (anyone may delete anyone's files in it). Never
+    severe: real base images ship /usr/bin/su and passwd set-user-ID."""
+    if kind == REGULAR and mode & 0o6000:
+        bits = " and ".join(name for bit, name in ((0o4000, "set-user-ID"),
+                                                   (0o2000, "set-group-ID")) if mode & bit)
+        return Hazard(SETUID, path, f"{bits} file (mode {mode:04o})", severe=False)
+    if kind == REGULAR and mode & 0o002 and not path.startswith(SHARED_DIRS):
+        return Hazard("world-writable", path, f"file writable by everyone (mode {mode:04o})",
+                      severe=False)
+    if kind == DIRECTORY and mode & 0o002 and not mode & 0o1000:
+        return Hazard("world-writable", path, "directory writable by everyone without the "
+                      f"sticky bit (mode {mode:04o})", severe=False)
+    return None
+
+
 def _decode(raw: bytes) -> str:
     return raw.decode("utf-8", "surrogateescape")
 
@@ -329,7 +381,8 @@ def _walk(stream: Union[BinaryIO, TarSplitStream], detector: LayerDetector, work
         # one regex decide that before any decoding.
         if (kind in _PLAIN_KINDS and raw[:1] != b"/" and b".." not in raw
                 and b".wh." not in raw and entry.size <= MAX_MEMBER_SIZE
-                and not looks_interesting(raw)):
+                and not entry.mode & ODD_MODE and not looks_interesting(raw)
+                and not raw.endswith(CANDIDATE_SUFFIXES)):
             continue
         name = _decode(raw)
         path, hazard = normalize(name)
@@ -354,9 +407,14 @@ def _walk(stream: Union[BinaryIO, TarSplitStream], detector: LayerDetector, work
             # debootstrap and mmdebstrap write /dev/console, /dev/null, /dev/ptmx... into
             # real base images: layer hygiene, reported, never a failure by itself (the
             # walker creates nothing, so a device node cannot reach the host).
-            hazards.append(Hazard("device-file", path, "device node in a layer",
+            where = "in a layer" if path.startswith("/dev/") else "outside /dev"
+            hazards.append(Hazard("device-file", path, f"device node {where}",
                                   severe=False))
             continue
+        if entry.mode & ODD_MODE:
+            odd = mode_hazard(path, kind, entry.mode)
+            if odd is not None:
+                hazards.append(odd)
         link = _decode(entry.link)
         if kind == SYMLINK:
             symlinks[path] = link
@@ -407,22 +465,32 @@ def scan_layer(job: LayerJob) -> LayerScan:
                 error = f"layer {job.digest} is unreadable in local storage: {exc}"
         else:
             try:
-                raw = _RangeFile(location)
-            except OSError as exc:
+                raw = _RangeFile(location, job.digest)
+            except (OSError, ValueError) as exc:
                 return LayerScan(job.digest, 0, error=f"cannot open layer blob: {exc}")
             try:
                 with open_layer(raw) as stream:
                     entries = _walk(stream, detector, Path(tmp), hazards, whiteouts, opaque,
                                     symlinks)
+                actual = raw.actual_digest()
+                if actual is not None:
+                    error = (f"layer {job.digest} does not match its digest (its bytes hash "
+                             f"to {actual}): refused")
             except (TarError, OSError, EOFError, zstandard.ZstdError) as exc:
                 error = f"layer {job.digest} is unreadable: {exc}"
             finally:
-                raw.close()
+                raw.release()
         evidence, content_paths, found = detector.finish()
-    for path in symlinks:
-        if resolve_link(path, symlinks) is None:
-            hazards.append(Hazard("symlink-loop", path, f"-> {symlinks[path]} never resolves",
-                                  severe=False))
+    budget = Budget(len(symlinks))
+    try:
+        for path in symlinks:
+            if resolve_link(path, symlinks, budget) is None:
+                hazards.append(Hazard("symlink-loop", path,
+                                      f"-> {symlinks[path]} never resolves", severe=False))
+    except BudgetExceeded:
+        hazards.append(Hazard("symlink-bound", path, f"resolving the layer's {len(symlinks)} "
+                              f"symlinks takes more than {budget.total} steps: a hostile "
+                              "layer", severe=True))
     return LayerScan(
         digest=job.digest,
         entries=entries,
@@ -433,4 +501,5 @@ def scan_layer(job: LayerJob) -> LayerScan:
         symlinks=tuple((p, t) for p, t in symlinks.items() if p.startswith(TOOLKIT_PREFIXES)),
         hazards=tuple(hazards + found),
         error=error,
+        index_settings=tuple(detector.index_settings),
     )

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from ..errors import AipccError
-from ..matrix.model import AllowRule, ImageSpec
 from ..tools.skopeo import Skopeo
 from .blobs import LayerJob, TarSplitLayer
 from .cache import LayerCache, default_cache_dir
@@ -21,11 +20,13 @@ if TYPE_CHECKING:
     from concurrent.futures import ProcessPoolExecutor
     from multiprocessing.context import BaseContext
 
+    from ..matrix.model import AllowRule, ImageSpec
+
 
 def expectation_from_spec(spec: ImageSpec) -> tuple[Expectation, tuple[AllowRule, ...]]:
     """What a matrix image must contain, and the allow rules of its accelerator, version, kind."""
-    return (Expectation(spec.accelerator, spec.version, spec.variant, source="matrix"),
-            spec.allow)
+    return (Expectation(spec.accelerator, spec.version, spec.variant, source="matrix",
+                        index=spec.wheel_index), spec.allow)
 
 
 def _blob_size(job: LayerJob) -> int:
@@ -178,6 +179,11 @@ class Outcome:
         return "\n".join(finding.line() for verdict in self.verdicts
                          for finding in verdict.findings
                          if finding.status in ("violation", "unmapped"))
+
+    def warnings(self) -> tuple[str, ...]:
+        """Findings that do not fail the image (layer hygiene, among others), one line each."""
+        return tuple(finding.line() for verdict in self.verdicts
+                     for finding in verdict.findings if finding.status == "warning")
 
     def toolkits(self) -> dict[str, list[str]]:
         """Every toolkit release found, over all platforms: {"cuda": ["12.8"]}."""

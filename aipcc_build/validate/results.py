@@ -9,9 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-from ..matrix.model import AllowRule
+# The matrix's types, for annotations only: the validator must not load the matrix
+# package (a warm validation would be mostly imports).
+if TYPE_CHECKING:
+    from ..matrix.model import AllowRule
+
 
 # Finding statuses. Only violations and unmapped versions fail an image.
 OK = "ok"
@@ -34,11 +38,25 @@ class Evidence:
     release: Optional[str] = None  # "12.9" when the evidence names its release itself
 
 
+# The hazard kind of a set-user-ID or set-group-ID file (the verdict treats the base
+# layer's apart).
+SETUID = "setuid"
+
+
+@dataclass(frozen=True)
+class IndexSetting:
+    """A wheel index pip or uv is told to use, and where: a config file or a variable."""
+
+    source: str  # "/etc/pip.conf" or "config:Env/PIP_INDEX_URL"
+    key: str  # "global.index-url", "extra-index-url", "index.default", "PIP_INDEX_URL"
+    url: str
+
+
 @dataclass(frozen=True)
 class Hazard:
     """A hostile or broken tar entry: reported, never followed or written."""
 
-    kind: str  # "path-traversal", "absolute-path", "device-file", "absurd-size", ...
+    kind: str  # "path-traversal", "absolute-path", "device-file", "setuid", "absurd-size", ...
     path: str
     detail: str
     severe: bool  # severe hazards fail the image
@@ -57,6 +75,7 @@ class LayerScan:
     symlinks: tuple[tuple[str, str], ...] = ()  # (path, target)
     hazards: tuple[Hazard, ...] = ()
     error: Optional[str] = None  # set when the layer could not be read to its end
+    index_settings: tuple[IndexSetting, ...] = ()  # from its pip.conf / uv.toml files
 
 
 @dataclass(frozen=True)
@@ -67,6 +86,7 @@ class Expectation:
     version: Optional[str] = None
     variant: Optional[str] = None  # expected FROMAGER_VARIANT
     source: str = "argument"  # "argument", "matrix", "labels", "inferred"
+    index: Optional[str] = None  # the wheel index URL pip and uv must use
 
     @property
     def release(self) -> Optional[str]:

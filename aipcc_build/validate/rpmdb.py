@@ -8,7 +8,6 @@ length, 16-byte index entries (tag, type, offset, count), then the data store.
 
 from __future__ import annotations
 
-import sqlite3
 import struct
 from pathlib import Path
 from typing import Callable, Optional
@@ -48,6 +47,8 @@ def read_packages(db: Path, interesting: Callable[[str], bool],
     With a write-ahead log next to the database, sqlite must replay it (read-only, in our
     temporary directory); without one the file is opened immutable, touching nothing.
     """
+    import sqlite3  # here: only images holding an RPM database need it
+
     uri = f"file:{db}?mode=ro" if wal is not None else f"file:{db}?mode=ro&immutable=1"
     try:
         conn = sqlite3.connect(uri, uri=True)

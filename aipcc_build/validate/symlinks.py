@@ -1,4 +1,10 @@
-"""Resolve symlinks lexically inside an image's own tree, never on the host."""
+"""Resolve symlinks lexically inside an image's own tree, never on the host.
+
+Resolution is bounded the way Linux bounds a path lookup (40 links, PATH_MAX bytes), and a
+layer's links share one budget of steps linear in their number: a hostile layer (chains,
+targets that wander up and down) cannot make the scan quadratic; past the budget the layer
+is reported as hostile instead.
+"""
 
 from __future__ import annotations
 
@@ -6,37 +12,71 @@ from collections.abc import Mapping
 from typing import Optional
 
 MAX_HOPS = 40  # Linux's own limit for following symlinks in one path lookup
+PATH_MAX = 4096  # Linux's: a longer path or link target fails (ENAMETOOLONG)
+# Path components one layer's resolution may look at: per link (a real link takes a few
+# hops of a few components), plus a floor for layers with few links.
+STEPS_PER_LINK = 32
+MIN_STEPS = 100_000
 # Only these symlinks can name a toolkit (/usr/local/cuda -> /etc/alternatives/cuda ->
 # /usr/local/cuda-12.9); the cache keeps just them, the rest are checked for loops per layer.
 TOOLKIT_PREFIXES = ("/usr/local/", "/opt/", "/etc/alternatives/")
 
 
-def resolve_link(path: str, links: Mapping[str, str]) -> Optional[str]:
-    """The path PATH leads to inside the image; None for a loop (too many hops).
+class BudgetExceeded(Exception):
+    """Resolving a layer's symlinks needs more steps than its budget."""
+
+
+class Budget:
+    """Steps left for resolving the symlinks of one layer of LINKS links."""
+
+    def __init__(self, links: int) -> None:
+        self.total = STEPS_PER_LINK * links + MIN_STEPS
+        self.left = self.total
+
+
+def resolve_link(path: str, links: Mapping[str, str],
+                 budget: Optional[Budget] = None) -> Optional[str]:
+    """The path PATH leads to inside the image; None when Linux would give up too (a loop,
+    too many links, a path longer than PATH_MAX). Raises BudgetExceeded when BUDGET runs
+    out.
 
     `..` at the root stays at the root, as in a container's mount namespace.
     """
-    resolved: list[str] = []
+    if len(path) > PATH_MAX:
+        return None
+    prefixes: list[str] = []  # prefixes[i]: the resolved path up to component i
     pending = [p for p in path.split("/") if p]
     pending.reverse()
+    _spend(budget, len(pending))
     hops = 0
     while pending:
         part = pending.pop()
         if part == ".":
             continue
         if part == "..":
-            if resolved:
-                resolved.pop()
+            if prefixes:
+                prefixes.pop()
             continue
-        candidate = "/" + "/".join(resolved + [part])
+        candidate = (prefixes[-1] if prefixes else "") + "/" + part
+        if len(candidate) > PATH_MAX:
+            return None
         target = links.get(candidate)
         if target is None:
-            resolved.append(part)
+            prefixes.append(candidate)
             continue
         hops += 1
-        if hops > MAX_HOPS:
+        if hops > MAX_HOPS or len(target) >= PATH_MAX:
             return None
         if target.startswith("/"):
-            resolved = []
-        pending.extend(reversed([p for p in target.split("/") if p]))
-    return "/" + "/".join(resolved)
+            prefixes = []
+        parts = [p for p in target.split("/") if p]
+        _spend(budget, len(parts) + 1)
+        pending.extend(reversed(parts))
+    return prefixes[-1] if prefixes else "/"
+
+
+def _spend(budget: Optional[Budget], steps: int) -> None:
+    if budget is not None:
+        budget.left -= steps
+        if budget.left < 0:
+            raise BudgetExceeded

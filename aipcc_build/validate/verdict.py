@@ -13,15 +13,16 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-from ..matrix.model import AllowRule
 from .components import fits, known_releases, knows_release, release_components, resolve
 from .detect import config_evidence, major_minor
 from .image import PlatformImage
+from .index_config import judge_settings, named_files, settings_from_env
 from .results import (
     ALLOWED,
     OK,
+    SETUID,
     UNMAPPED,
     VIOLATION,
     WARNING,
@@ -29,13 +30,18 @@ from .results import (
     Expectation,
     Finding,
     ImageVerdict,
+    IndexSetting,
     LayerScan,
 )
 from .symlinks import resolve_link
 
+if TYPE_CHECKING:
+    from ..matrix.model import AllowRule
+
 LABEL_ACCELERATOR = "ai.aipcc.accelerator"
 LABEL_VERSION = "ai.aipcc.accelerator.version"
 LABEL_VARIANT = "ai.aipcc.variant"
+LABEL_WHEEL_INDEX = "ai.aipcc.wheel-index"
 MIXED = "mixed"  # the evidence kind of the finding that reports an unlabelled mix
 FAMILIES = ("cuda", "rocm")
 # Symlinks whose target names the toolkit the image runs with.
@@ -76,7 +82,8 @@ def _expectation_from_labels(labels: Mapping[str, str]) -> Optional[Expectation]
     if not accelerator:
         return None
     return Expectation(accelerator, labels.get(LABEL_VERSION) or None,
-                       labels.get(LABEL_VARIANT) or None, source="labels")
+                       labels.get(LABEL_VARIANT) or None, source="labels",
+                       index=labels.get(LABEL_WHEEL_INDEX) or None)
 
 
 def _infer(present: Sequence[tuple[Evidence, Optional[tuple[str, ...]]]],
@@ -148,8 +155,10 @@ def _unplaced(evidence: Evidence, expected: Expectation) -> tuple[str, str]:
                      f"CUDA {release}'s components to the table)")
 
 
-def _judge_evidence(evidence: Evidence, releases: Optional[tuple[str, ...]],
-                    expected: Expectation) -> tuple[str, str]:
+def judge_evidence(evidence: Evidence, releases: Optional[tuple[str, ...]],
+                   expected: Expectation) -> tuple[str, str]:
+    """(status, reason) of one piece of evidence in an image that should hold EXPECTED; the
+    wheel index judges the wheels it publishes with it too."""
     found = f"{evidence.toolkit} {', '.join(releases)}" if releases else evidence.toolkit
     if expected.accelerator not in FAMILIES:
         return VIOLATION, f"{found} evidence in a {expected.accelerator} image"
@@ -233,6 +242,32 @@ def _config_checks(image: PlatformImage, ref: str, expected: Expectation) -> lis
     return findings
 
 
+def _index_checks(image: PlatformImage, scans: Sequence[LayerScan], removals: _Removals,
+                  expected: Expectation) -> list[Finding]:
+    """The indexes the image's pip and uv are told to use: its variables, and the config
+    files left in its final filesystem (a later copy of a file replaces the earlier one)."""
+    settings: list[tuple[IndexSetting, Optional[str]]] = [
+        (setting, None) for setting in settings_from_env(image.env)]
+    files: set[str] = set()
+    for number, scan in enumerate(scans):
+        for path in scan.content_paths:
+            if removals.removed_by(number, path, content=True) is None:
+                files.add(path)
+        for setting in scan.index_settings:
+            if removals.removed_by(number, setting.source, content=True) is None:
+                settings.append((setting, scan.digest))
+    index = expected.index or image.labels.get(LABEL_WHEEL_INDEX) or None
+    findings = judge_settings(settings, expected, index)
+    for variable, path in named_files(image.env):
+        if path not in files:
+            findings.append(Finding(
+                WARNING, "index-config", f"config:Env/{variable}",
+                f"{variable} names {path}, which the image does not hold as a pip.conf, "
+                "pip.ini or uv.toml the validator reads", component=variable,
+                component_version=path))
+    return findings
+
+
 def _final_links(scans: Sequence[LayerScan], removals: _Removals) -> dict[str, str]:
     links: dict[str, str] = {}
     for number, scan in enumerate(scans):
@@ -285,7 +320,7 @@ def judge(ref: str, image: PlatformImage, scans: Sequence[LayerScan],
         expected = replace(expected, version=inferred.version)
 
     for evidence, releases, digest, gone in items:
-        status, reason = _judge_evidence(evidence, releases, expected)
+        status, reason = judge_evidence(evidence, releases, expected)
         if evidence.toolkit in mixed and releases and status == OK:
             status = WARNING
             reason = (f"{evidence.toolkit} {', '.join(releases)}: part of a mix of "
@@ -299,12 +334,18 @@ def judge(ref: str, image: PlatformImage, scans: Sequence[LayerScan],
             status, evidence.kind, evidence.path, reason, toolkit=evidence.toolkit,
             version=", ".join(releases) if releases else None, component=evidence.component,
             component_version=evidence.version, layer_digest=digest))
-    for scan in scans:
+    for number, scan in enumerate(scans):
         for hazard in scan.hazards:
-            findings.append(Finding(VIOLATION if hazard.severe else WARNING, "layer", hazard.path,
-                                    f"{hazard.kind}: {hazard.detail}", component=hazard.kind,
-                                    layer_digest=scan.digest))
+            status = VIOLATION if hazard.severe else WARNING
+            reason = f"{hazard.kind}: {hazard.detail}"
+            if hazard.kind == SETUID and number == 0:
+                # The lowest layer is the distribution's root filesystem, whose su, passwd,
+                # mount... are set-user-ID by design: listed, not warned about.
+                status, reason = OK, f"{reason}; from the base layer"
+            findings.append(Finding(status, "layer", hazard.path, reason,
+                                    component=hazard.kind, layer_digest=scan.digest))
     findings.extend(_config_checks(image, ref, expected))
+    findings.extend(_index_checks(image, scans, removals, expected))
     findings, stale = _apply_allowlist(findings, allow)
 
     toolkits: dict[str, set[str]] = {}

@@ -183,3 +183,21 @@ def test_mirror_retries_503_and_marks_a_dead_registry_failed(
     for entry in release["entries"][1:]:
         assert digest_at(f"{upstream}/half/base-images/{entry['name']}:3.0-42") == \
             entry["digest"]
+
+
+def test_mirror_by_build_id_pins_the_matrix_tags_to_their_digests(
+        release: dict[str, Any], registries: dict[str, Any], tmp_path: Path) -> None:
+    # The matrix of the release fixture has one image, base/cpu-el9; build 42 pushed it.
+    reference = f"{release['ns']}/base-images/cpu-el9:3.0-42"
+    digest = push(release["names"][0], reference)
+    dst = f"{registries['src'].host}/by-id"
+    done = mirror(release, "--build-id", "42", "--kind", "base", "--to", f"docker://{dst}",
+                  out=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "1 copied" in done.stderr
+    assert digest_at(f"{dst}/base-images/cpu-el9:3.0-42") == digest
+    # A build id the registry does not hold is named, and nothing is mirrored.
+    missing = mirror(release, "--build-id", "43", "--to", f"docker://{dst}", out=tmp_path)
+    assert missing.returncode == 2
+    assert "base/cpu-el9" in missing.stderr and "3.0-43 does not exist" in missing.stderr
+    assert digest_at(f"{dst}/base-images/cpu-el9:3.0-43") is None

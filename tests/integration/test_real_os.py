@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from aipcc_build.validate import ImageVerdict, validate_image
-from aipcc_build.validate.results import FAILING, VIOLATION, WARNING
+from aipcc_build.validate.results import FAILING, OK, VIOLATION, WARNING
 from tests.support.layers import Images, Step, run
 
 pytestmark = pytest.mark.integration
@@ -46,7 +46,8 @@ def device_nodes(path: Path) -> Path:
     """The device nodes debootstrap and mmdebstrap (as root) write into a root filesystem.
 
     scripts/base-os may leave them out (its rootfs here has none), so the clean image
-    brings them in a layer of its own, as real Debian/Ubuntu base images do."""
+    brings them in a layer of its own, as real Debian/Ubuntu base images do; with them, a
+    set-user-ID program added above the base."""
     with tarfile.open(path, "w") as tar:
         for name, major, minor in (("dev/console", 5, 1), ("dev/null", 1, 3),
                                    ("dev/ptmx", 5, 2), ("dev/zero", 1, 5)):
@@ -54,6 +55,9 @@ def device_nodes(path: Path) -> Path:
             info.type, info.mode = tarfile.CHRTYPE, 0o666
             info.devmajor, info.devminor = major, minor
             tar.addfile(info)
+        info = tarfile.TarInfo("usr/local/bin/setuid-helper")
+        info.mode = 0o4755
+        tar.addfile(info)
     return path
 
 
@@ -143,7 +147,18 @@ def test_clean_cuda_12_8_on_debian_passes_with_device_nodes_as_warnings(
     assert components == {"cuda-runtime-cu12", "nvtx-cu12", "cuda-cupti-cu12"}
     devices = {f.path for f in verdict.findings if f.component == "device-file"}
     assert {"/dev/console", "/dev/null"} <= devices
-    assert {f.status for f in verdict.findings if f.evidence == "layer"} == {WARNING}
+    # Debian's own set-user-ID programs, in the base layer, are listed; one added above it
+    # is a warning naming its layer.
+    setuid = {f.path: f for f in verdict.findings if f.component == "setuid"}
+    layers = run("skopeo", "inspect", "--format", "{{range .Layers}}{{.}}\n{{end}}",
+                 f"containers-storage:{deb_cuda128}").splitlines()
+    assert {"/usr/bin/su", "/usr/bin/passwd"} <= set(setuid)
+    assert (setuid["/usr/bin/su"].status, setuid["/usr/bin/su"].layer_digest) == (OK, layers[0])
+    added = setuid.pop("/usr/local/bin/setuid-helper")
+    assert added.status == WARNING and added.layer_digest == layers[1]
+    assert {f.status for f in setuid.values()} == {OK}
+    assert {f.status for f in verdict.findings
+            if f.evidence == "layer" and f.component != "setuid"} == {WARNING}
     # The command prints no violation line at all.
     from aipcc_build.cli import main
 
@@ -151,6 +166,8 @@ def test_clean_cuda_12_8_on_debian_passes_with_device_nodes_as_warnings(
         main(["validate", f"containers-storage:{deb_cuda128}", "--cache-dir", str(cache)])
     out = capsys.readouterr().out
     assert code.value.code in (0, None) and "violation" not in out
+    assert "warning: setuid (layer) at /usr/local/bin/setuid-helper" in out
+    assert "/usr/bin/su" not in out
 
 
 def test_pip_upgraded_nvtx_12_9_fails_naming_it_and_its_layer(

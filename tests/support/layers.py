@@ -183,7 +183,14 @@ def member(name: str, data: bytes = b"", kind: bytes = tarfile.REGTYPE, link: st
 
 
 def buildah_json(*args: str) -> Any:
-    """`buildah ARGS --json`, parsed ([] when buildah prints nothing)."""
-    out = subprocess.run(["buildah", *args, "--json"], check=True, capture_output=True,
-                         text=True).stdout
-    return json.loads(out or "[]") or []
+    """`buildah ARGS --json`, parsed ([] when buildah prints nothing).
+
+    Listing races with another process removing an image (buildah exits 125 when an image
+    it listed is gone before it reads it): a second and third try see a settled store.
+    """
+    for attempt in range(3):
+        done = subprocess.run(["buildah", *args, "--json"], capture_output=True, text=True)
+        if done.returncode == 0 or attempt == 2:
+            break
+    done.check_returncode()
+    return json.loads(done.stdout or "[]") or []

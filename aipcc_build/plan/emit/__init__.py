@@ -21,7 +21,8 @@ class JobCommand:
     with: from the project root of a clean checkout, run `fetch` (the matrix's `ci.fetch`,
     when it has one), then build one image FROM the parent this build id pushed to
     `registry` (or the parents' build, `parent_build_id`), validate it, push it, and write
-    the report, the logs and the JUnit file."""
+    the report, the logs and the JUnit file. The plan's platform filter applies to every
+    job: it builds those platforms of its image, all of them when there is none."""
 
     matrix_path: str  # relative to the project root, where CI jobs run
     build_id: str
@@ -31,12 +32,15 @@ class JobCommand:
     jobs: Optional[int] = None
     capacity: str = ""  # slots over the runner's own: "cpu=8,memory=32Gi"
     fetch: Optional[str] = None
+    platforms: tuple[str, ...] = ()  # the plan's --platform filter
 
     def argv(self, key: str) -> list[str]:
         args = ["aipcc-build", "--matrix", self.matrix_path, "matrix", "--only", key,
                 "--build-id", self.build_id]
         if self.registry:
             args += ["--registry", self.registry]
+        for platform in self.platforms:
+            args += ["--platform", platform]
         if not self.tls_verify:
             args += ["--tls-verify", "false"]
         if self.parent_build_id:

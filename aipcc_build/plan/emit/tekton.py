@@ -53,6 +53,7 @@ def tekton(matrix: Matrix, plan: BuildPlan, command: JobCommand,
                          "reach: point the 'origin' remote at the repository's https, ssh or "
                          "git URL", field="git_url")
     _check_parents(matrix, plan, command)
+    _check_platforms(plan)
     konflux = source is None
     build_id = PAC_REVISION if konflux else command.build_id
     names = tekton_task_names(plan.builds)
@@ -92,7 +93,9 @@ def tekton(matrix: Matrix, plan: BuildPlan, command: JobCommand,
             "runAfter": [ready, *(f"{names[need]}-validate" for need in build.needs)],
             "params": [
                 {"name": "IMAGE", "value": reference},
-                {"name": "DOCKERFILE", "value": project_path(matrix, image.containerfile)},
+                {"name": "DOCKERFILE", "value": project_path(
+                    matrix, image.containerfiles.get(image.platforms[0], image.containerfile)
+                    if image.platforms else image.containerfile)},
                 {"name": "CONTEXT", "value": project_path(matrix, build_context(image))},
                 {"name": "BUILD_ARGS", "value": [f"{BUILD_ID_ARG}={build_id}"]},
                 {"name": "TLSVERIFY", "value": str(command.tls_verify).lower()},
@@ -174,6 +177,18 @@ def _check_parents(matrix: Matrix, plan: BuildPlan, command: JobCommand) -> None
         raise InputError(f"{dependents[0]} would be built FROM its parent of this build, not "
                          f"of build {command.parent_build_id}: the buildah task builds FROM the "
                          "Containerfile's parent; plan its parent too", field="parent_build_id")
+
+
+def _check_platforms(plan: BuildPlan) -> None:
+    """The buildah task builds the platform of the node it runs on: neither the catalog's
+    task nor Konflux's bundle (whose PLATFORM only names cache tags) builds another one, or
+    joins platforms in a manifest list. Refuse an image that needs that."""
+    for build in plan.builds:
+        if build.image.multi_platform:
+            raise InputError(
+                f"{build.image.key} is built for {', '.join(build.image.platforms)}, and the "
+                "buildah task builds one platform, its node's: plan one platform of it",
+                field="filters.platforms")
 
 
 def _task_ref(matrix: Matrix, task: str, konflux: bool) -> dict[str, Any]:

@@ -37,7 +37,7 @@ def test_oci_isolation_failure_names_the_setting_that_fixes_it(tmp_path: Path) -
         tag="1-dev", template="t.j2", containerfile=str(tmp_path / "Containerfile"))
     job = BuildJob(image=image, from_image=None, build_args={}, labels={}, layers=None,
                    pull=None, platform=None)
-    outcome = BuildahRunner(ProcessRunner(environ)).build(job, lambda line: None)
+    outcome = BuildahRunner(ProcessRunner(environ), "rtest").build(job, lambda line: None)
     assert not outcome.ok and not outcome.transient
     assert outcome.error.startswith('building at STEP "RUN make"')
     assert "set BUILDAH_ISOLATION=chroot" in outcome.error
@@ -74,7 +74,7 @@ def test_the_build_log_never_shows_a_secret_build_arg() -> None:
             return Child()
 
     lines: list[str] = []
-    BuildahRunner(Processes())._run(  # type: ignore[arg-type]
+    BuildahRunner(Processes(), "rtest")._run(  # type: ignore[arg-type]
         ["buildah", "build", "--build-arg", "GITHUB_TOKEN=ghp_secret", "."], lines.append)
     assert lines[0] == "$ buildah build --build-arg GITHUB_TOKEN=*** ."
     assert not any("ghp_secret" in line for line in lines)
@@ -91,3 +91,15 @@ def test_validate_tls_verify_false_reaches_skopeo() -> None:
     assert "--tls-verify=false" in runner.calls[0]
     assert "--src-tls-verify=false" in runner.calls[1]
     assert not any("tls" in part for part in runner.calls[2])
+
+
+def test_the_run_id_build_arg_stays_out_of_buildahs_unconsumed_warning() -> None:
+    """issue 16.3: the run id every build passes is not the user's unused argument."""
+    from aipcc_build.build.runs import RUN_ARG
+    from aipcc_build.tools.buildah import without_unconsumed
+
+    warning = "[Warning] one or more build args were not consumed: [{}]"
+    assert without_unconsumed(warning.format(RUN_ARG), [RUN_ARG]) is None
+    assert without_unconsumed(warning.format(f"FOO {RUN_ARG}"), [RUN_ARG]) == \
+        warning.format("FOO")
+    assert without_unconsumed("STEP 1/2: FROM x", [RUN_ARG]) == "STEP 1/2: FROM x"

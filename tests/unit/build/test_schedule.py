@@ -6,6 +6,7 @@ import datetime as dt
 import json
 import threading
 import time
+import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
@@ -31,6 +32,7 @@ from aipcc_build.errors import CheckFailed, InputError
 from aipcc_build.matrix import ImageSpec, ToolkitVersion
 from aipcc_build.plan import make_plan
 from aipcc_build.report import build_report
+from aipcc_build.report.junit import write_junit
 
 
 def image(name: str, kind: str = "base", from_kind: Optional[str] = None,
@@ -64,7 +66,7 @@ class FakeRunner:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def build(self, job: BuildJob, on_line: Callable[[str], None]) -> BuildOutcome:
-        key = job.image.key
+        key = f"{job.image.key}@{job.platform}" if job.image.multi_platform else job.image.key
         with self.lock:
             self.build_calls[key] = self.build_calls.get(key, 0) + 1
             self.jobs[key] = job
@@ -280,6 +282,10 @@ def test_push_retries_then_push_failed_while_the_rest_go_on(tmp_path: Path) -> N
     assert result.images[1].digest == "sha256:base/b" and result.images[1].retries == 1
 
 
+HYGIENE = ("warning: setuid (layer) at /usr/local/bin/helper [layer sha256:0123456789ab]: "
+           "setuid: set-user-ID file (mode 4755)")
+
+
 def test_validation_runs_before_push_and_its_failure_blocks_it(tmp_path: Path) -> None:
     seen: list[tuple[str, str]] = []
 
@@ -288,7 +294,8 @@ def test_validation_runs_before_push_and_its_failure_blocks_it(tmp_path: Path) -
         if spec.name == "bad":
             return ValidationOutcome(ok=False, message="found cuda 12.9",
                                      toolkits={"cuda": ["12.9.79"]})
-        return ValidationOutcome(ok=True, toolkits={"cuda": ["12.8.90"]})
+        return ValidationOutcome(ok=True, toolkits={"cuda": ["12.8.90"]},
+                                 warnings=(HYGIENE,))
 
     runner = FakeRunner()
     images = [image("bad"), image("bad", "devel", "base"), image("good")]
@@ -304,6 +311,14 @@ def test_validation_runs_before_push_and_its_failure_blocks_it(tmp_path: Path) -
     order = [e.status for e in events if isinstance(e, StatusChanged)
              and e.key == "base/good"]
     assert order == [Status.BUILDING, Status.VALIDATING, Status.PUSHING, Status.OK]
+    # Warnings do not fail the image; its log and the JUnit XML carry them.
+    good = by_key["base/good"]
+    assert good.warnings == (HYGIENE,)
+    assert f"validation warning: {HYGIENE}" in Path(good.log).read_text()
+    write_junit(result, str(tmp_path / "junit.xml"))
+    case = ET.parse(tmp_path / "junit.xml").getroot().find(".//testcase[@name='good']")
+    assert case is not None
+    assert f"validation warning: {HYGIENE}" in (case.findtext("system-out") or "")
 
 
 def test_parse_capacity() -> None:

@@ -63,6 +63,7 @@ def test_compat_html_written_atomically(capsys: pytest.CaptureFixture[str],
     code, _, err = run(capsys, "compat", "--format", "html", "-o", str(page),
                        "--today", "2025-09-01")
     assert code == 0 and "wrote" in err
+    assert "(outside the working directory)" in err  # issue 16.14: --output says so
     text = page.read_text()
     assert text.startswith("<!DOCTYPE html>")
     assert "http://" not in text and "https://" not in text and "<script" not in text

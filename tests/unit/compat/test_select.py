@@ -246,3 +246,32 @@ def test_shipped_matrix_min_driver_is_the_native_requirement(facts: ToolkitFacts
                                    ("12.8.1", MINOR_VERSION_COMPAT)]
     selection = run(cuda, facts, gpu="H100", driver="575.57.08")
     assert runnable(selection) == [("12.9.1", NATIVE), ("12.8.1", NATIVE)]
+
+
+def test_an_arm64_node_is_not_offered_an_amd64_only_image(facts: ToolkitFacts,
+                                                           tmp_path: Path) -> None:
+    """`select --node` reads kubernetes.io/arch (a Grace Hopper node is arm64)."""
+    import json
+    from dataclasses import replace
+
+    from aipcc_build.compat.select import PLATFORM_NOT_BUILT
+
+    node_json = json.loads((DATA / "node-h100-gfd.json").read_text())
+    node_json["metadata"]["labels"].update({"kubernetes.io/arch": "arm64",
+                                            "kubernetes.io/os": "linux"})
+    node_file = tmp_path / "gh200.json"
+    node_file.write_text(json.dumps(node_json))
+    node = node_from_k8s(facts, node_file)
+    assert node.platform == "linux/arm64" and "linux/arm64" in node.describe()
+    amd64_only = replace(image("cuda", "12.9.1", kind="base"), platforms=("linux/amd64",))
+    both = replace(image("cuda", "12.9.1"), platforms=("linux/amd64", "linux/arm64"))
+    selection = select_images([amd64_only, both], facts, node, today=TODAY)
+    assert [c.image.key for c in selection.runnable] == [both.key]
+    [excluded] = selection.excluded
+    assert excluded.image.key == amd64_only.key
+    assert excluded.reasons[0].code == PLATFORM_NOT_BUILT
+    assert "linux/amd64" in excluded.reasons[0].detail
+    # The pod fragment keeps a one-platform image on nodes of its platform.
+    fragment = scheduling_constraints(amd64_only, facts)
+    assert fragment["nodeSelector"]["kubernetes.io/arch"] == "amd64"
+    assert "kubernetes.io/arch" not in scheduling_constraints(both, facts)["nodeSelector"]

@@ -131,6 +131,23 @@ def test_plan_carries_its_options_into_every_job(project, run):
                 "build-report.json --junit junit.xml --log-dir logs --push")
 
 
+def test_a_platform_filter_of_plan_applies_to_every_job_it_emits(run):
+    """One job per multi-platform image, keyed kind/name; plan's --platform narrows what
+    each job builds (a CI run without emulated arm64 builds)."""
+    everything = yaml.safe_load(plan(run, REPO / "matrix/demo.yaml", "--format", "gitlab").out)
+    narrowed = yaml.safe_load(plan(run, REPO / "matrix/demo.yaml", "--format", "gitlab",
+                                   "--platform", "linux/amd64").out)
+    assert everything.keys() == narrowed.keys()
+    job = "build:runtime/cuda-12.8-debian"
+    assert everything[job]["needs"] == narrowed[job]["needs"] == ["build:base/cuda-12.8-debian"]
+    build = everything[job]["script"][-1]
+    assert "--only runtime/cuda-12.8-debian " in build and "--platform" not in build
+    assert "--only runtime/cuda-12.8-debian --build-id dev --platform linux/amd64 " in (
+        narrowed[job]["script"][-1])
+    data = json.loads(plan(run, REPO / "matrix/demo.yaml", "--platform", "linux/amd64").out)
+    assert {tuple(image["platforms"]) for image in data["images"]} == {("linux/amd64",)}
+
+
 def test_plan_refuses_bad_slots_before_emitting(project, run):
     result = run("--matrix", str(project / "matrix/aipcc.yaml"), "plan", "--format", "gitlab",
                  "--capacity", "cpu")
@@ -349,11 +366,14 @@ def test_konflux_bundles_come_from_the_matrix(project, run):
 
 
 def test_demo_tekton_fetches_its_context_before_the_build(project, run):
-    output = plan(run, REPO / "matrix/demo.yaml", "--format", "konflux").out
+    output = plan(run, REPO / "matrix/demo.yaml", "--format", "konflux",
+                  "--platform", "linux/arm64").out
     assert tekton_schema.errors(output) == []
     tasks = {t["name"]: t for t in yaml.safe_load(output)["spec"]["pipelineSpec"]["tasks"]}
     fetch = tasks["base-cpu-debian-fetch"]
-    assert "scripts/fetch-wheels demo-wheelhouse" in fetch["taskSpec"]["steps"][0]["script"]
+    assert "scripts/demo-wheel-index-serve" in fetch["taskSpec"]["steps"][0]["script"]
+    params = {p["name"]: p["value"] for p in tasks["base-cpu-debian-build"]["params"]}
+    assert params["DOCKERFILE"] == "containerfiles/demo/base/cpu-debian/Containerfile.arm64"
     assert fetch["runAfter"] == ["base-cpu-debian-clone"]
     assert tasks["base-cpu-debian-build"]["runAfter"] == ["base-cpu-debian-fetch"]
     assert tasks["runtime-cpu-debian-build"]["runAfter"] == [
@@ -365,6 +385,12 @@ def test_tekton_refuses_a_registry_its_buildah_task_would_not_build_from(project
                  "--registry", "127.0.0.1:5000/x")
     assert result.code == 2 and "--registry" in result.err and result.out == ""
     assert "FROM its parent in localhost/aipcc-demo" in result.err
+
+
+def test_tekton_refuses_an_image_of_several_platforms(run):
+    result = run("--matrix", str(REPO / "matrix/demo.yaml"), "plan", "--format", "konflux")
+    assert result.code == 2 and result.out == "" and "--platform" in result.err
+    assert "linux/amd64, linux/arm64" in result.err and "buildah task" in result.err
 
 
 def test_tekton_refuses_a_local_path_as_the_clone_url(project, run):
@@ -407,8 +433,13 @@ def test_json_plan_lists_every_field(project, run):
         "reference": "quay.io/aipcc/devel/cuda-12.8-el9.6:3.0-dev",
         "template": "devel.Containerfile.j2",
         "containerfile": "containerfiles/devel/cuda-12.8-el9.6/Containerfile",
+        "containerfiles": {"linux/amd64": "containerfiles/devel/cuda-12.8-el9.6/Containerfile"},
+        "platforms": ["linux/amd64"],
         "context": "containerfiles/devel/cuda-12.8-el9.6",
         "depends_on": "base/cuda-12.8-el9.6", "needs": ["base/cuda-12.8-el9.6"], "wave": 2,
+        "versioned_variant": "cuda12.8-el9.6",
+        "wheel_index": "https://packages.redhat.com/api/pypi/public-rhai/rhoai/3.0/"
+                       "cuda12.8-ubi9/simple/",
     }
 
 

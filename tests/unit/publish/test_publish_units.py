@@ -14,7 +14,8 @@ from aipcc_build.matrix.model import Product
 from aipcc_build.publish import mirror_config
 from aipcc_build.publish.mirror import Image, MirrorRequest, destination, mirror
 from aipcc_build.publish.promote import PromoteRequest, plan, promote, release_tags
-from aipcc_build.publish.transfer import Event, Retry, below, transient, with_retries
+from aipcc_build.publish.registry_http import UNKNOWN
+from aipcc_build.publish.transfer import Event, Retry, below, each, transient, with_retries
 from tests.support.fakes import RecordingRunner
 
 MANIFEST = {"a": b'{"schemaVersion":2,"a":1}', "b": b'{"schemaVersion":2,"b":1}'}
@@ -99,6 +100,39 @@ def test_promote_copies_then_skips_everything(tmp_path: Path) -> None:
     again = promote(request(report(tmp_path)), runner)
     assert not again.copied and len(again.skipped) == 6
     assert not [c for c in runner.calls if c[1] == "copy"]
+
+
+def test_promote_copies_an_image_once_then_tags_it_from_the_destination(
+        tmp_path: Path) -> None:
+    store = source_store()
+    # A's immutable tag is already there (an earlier, interrupted run): its other tags are
+    # copied within the destination; B is copied from the source once.
+    store["docker://rel.io/release/base/a:3.0-7"] = MANIFEST["a"]
+    runner = RecordingRunner(fake_registry(store))
+    result = promote(request(report(tmp_path)), runner)
+    sources = sorted(c[-2] for c in runner.calls if c[1] == "copy")
+    assert sources == sorted([f"docker://rel.io/release/base/a@{DIGEST['a']}"] * 2 +
+                             [f"docker://src.io/ns/base/b@{DIGEST['b']}"] +
+                             [f"docker://rel.io/release/base/b@{DIGEST['b']}"] * 2)
+    assert len(result.copied) == 5 and len(result.skipped) == 1
+
+
+def test_promote_asks_skopeo_only_what_the_quick_look_cannot_tell(tmp_path: Path) -> None:
+    store = source_store()
+    runner = RecordingRunner(fake_registry(store))
+    promote(request(report(tmp_path)), runner)
+    runner.calls.clear()
+    looked: list[str] = []
+
+    def probe(ref: str, tls_verify: bool) -> object:
+        looked.append(ref)
+        return UNKNOWN if ref.startswith("docker://rel.io/release/base/b") else \
+            store.get(ref) and "sha256:" + hashlib.sha256(store[ref]).hexdigest()
+
+    again = promote(request(report(tmp_path)), runner, probe=probe)
+    assert len(again.skipped) == 6 and len(looked) == 8  # 2 sources, 6 tags
+    assert sorted(c[-1] for c in runner.calls) == sorted(
+        f"docker://rel.io/release/base/b:{tag}" for tag in ("3.0-7", "3.0", "latest"))
 
 
 def test_promote_refuses_a_moved_source_and_copies_nothing(tmp_path: Path) -> None:
@@ -202,3 +236,21 @@ def test_moving_tags_unknown_placeholder_is_located(tmp_path: Path) -> None:
                                       "placeholder '{product.version}'")
     path.write_text(text.replace("'{product.version}'", "latest"))
     assert load(path).product.moving_tags == ("{version}", "latest")
+
+
+def test_each_keeps_order_and_runs_the_first_alone() -> None:
+    import threading
+
+    started: list[str] = []
+    first_done = threading.Event()
+
+    def look(item: str) -> str:
+        started.append(item)
+        if item != "a":
+            assert first_done.is_set()  # nothing started before the first finished
+        first_done.set()
+        return item.upper()
+
+    assert each(look, ["a", "b", "c", "d"], 3, first_alone=True) == ["A", "B", "C", "D"]
+    assert started[0] == "a"
+    assert each(str.upper, [], 4) == []

@@ -74,8 +74,8 @@ def test_list_json_and_filters(project: Project, cli) -> None:
 def test_list_plain_table(project: Project, cli) -> None:
     result = cli("--matrix", str(project.matrix), "list", "--kind", "builder")
     lines = result.out.splitlines()
-    assert lines[0].split() == ["NAME", "KIND", "ACCELERATOR", "VERSION", "OS", "VARIANT",
-                                "REFERENCE", "TEMPLATE"]
+    assert lines[0].split() == ["NAME", "KIND", "ACCELERATOR", "VERSION", "OS", "PLATFORMS",
+                                "VARIANT", "REFERENCE", "TEMPLATE"]
     assert len(lines) == 6
     assert lines[1].split()[:3] == ["cuda-12.9-ubi9", "builder", "cuda"]
 

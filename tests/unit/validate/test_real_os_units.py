@@ -137,6 +137,48 @@ def test_device_nodes_are_warnings_traversal_still_fails(tmp_path: Path) -> None
         ("path-traversal", VIOLATION), ("device-file", WARNING)}
 
 
+def moded(name: str, mode: int, kind: bytes = tarfile.REGTYPE,
+          data: bytes = b"") -> tuple[tarfile.TarInfo, bytes]:
+    info, data = member(name, data, kind=kind)
+    info.mode = mode
+    return info, data
+
+
+def test_setuid_and_odd_permissions_are_warnings_the_base_layers_setuid_listed(
+        tmp_path: Path) -> None:
+    base = scan(tmp_path, tar_bytes([
+        moded("usr/bin/su", 0o4755, data=b"elf"), moded("usr/bin/passwd", 0o4755),
+        moded("var/mail", 0o2775, tarfile.DIRTYPE),  # set-group-ID directory: inheritance
+        moded("tmp", 0o1777, tarfile.DIRTYPE), moded("tmp/scratch", 0o666),
+        moded("usr/bin/ls", 0o755)]), "base")
+    upper = scan(tmp_path, tar_bytes([
+        moded("opt/app/helper", 0o4755), moded("usr/bin/wall", 0o2755),
+        moded("etc/app.conf", 0o666), moded("srv/drop", 0o777, tarfile.DIRTYPE),
+        moded("srv/null", 0o666, tarfile.CHRTYPE), moded("dev/null", 0o666, tarfile.CHRTYPE),
+        moded("usr/share/doc", 0o755, tarfile.DIRTYPE)]), "upper")
+    verdict = judge("r", image(labels={"ai.aipcc.accelerator": "cpu"}), [base, upper], None,
+                    (), False, 0)
+    assert verdict.verdict == "ok"
+    layer = {base.digest: "base", upper.digest: "upper"}
+    found = {(f.path, f.status, f.component, layer[f.layer_digest]) for f in verdict.findings
+             if f.layer_digest}
+    assert found == {
+        ("/usr/bin/su", OK, "setuid", "base"), ("/usr/bin/passwd", OK, "setuid", "base"),
+        ("/opt/app/helper", WARNING, "setuid", "upper"),
+        ("/usr/bin/wall", WARNING, "setuid", "upper"),
+        ("/etc/app.conf", WARNING, "world-writable", "upper"),
+        ("/srv/drop", WARNING, "world-writable", "upper"),
+        ("/srv/null", WARNING, "device-file", "upper"),
+        ("/dev/null", WARNING, "device-file", "upper")}
+    reasons = {f.path: f.reason for f in verdict.findings}
+    assert "set-user-ID file (mode 4755)" in reasons["/opt/app/helper"]
+    assert "set-group-ID file (mode 2755)" in reasons["/usr/bin/wall"]
+    assert "from the base layer" in reasons["/usr/bin/su"]
+    assert "without the sticky bit" in reasons["/srv/drop"]
+    assert "outside /dev" in reasons["/srv/null"]
+    assert "outside /dev" not in reasons["/dev/null"]
+
+
 def test_cuda_13_and_cupy_wheels(tmp_path: Path) -> None:
     site = "opt/venv/lib/python3.11/site-packages"
     assert wheel_evidence("/x", "cupy_cuda12x", "13.6.0").release == "12"  # type: ignore[union-attr]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
 import io
 import json
 import multiprocessing
@@ -32,7 +33,8 @@ from tests.support.layers import member, rpmdb, tar_bytes
 def scan(tmp_path: Path, data: bytes, name: str = "layer") -> LayerScan:
     blob = tmp_path / name
     blob.write_bytes(data)
-    return scan_layer(LayerJob(f"sha256:{name:0<64}"[:71], "", BlobLocation(str(blob))))
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    return scan_layer(LayerJob(digest, "", BlobLocation(str(blob))))
 
 
 def image(env: dict[str, str] | None = None, labels: dict[str, str] | None = None
@@ -315,7 +317,9 @@ def test_small_layers_are_scanned_without_a_process_pool(tmp_path: Path, monkeyp
     jobs = []
     for number in range(3):
         blob = tmp_path / f"layer{number}"
-        blob.write_bytes(tar_bytes([member(f"etc/file{number}", b"x")]))
-        jobs.append(LayerJob(f"sha256:{number:0>64}", "", BlobLocation(str(blob))))
+        data = tar_bytes([member(f"etc/file{number}", b"x")])
+        blob.write_bytes(data)
+        jobs.append(LayerJob("sha256:" + hashlib.sha256(data).hexdigest(), "",
+                             BlobLocation(str(blob))))
     scans, cached = scan_layers(jobs, LayerCache(tmp_path / "cache"))
     assert len(scans) == 3 and not cached

@@ -1,0 +1,498 @@
+"""aipcc-build index: static per-variant wheel indexes, published atomically.
+
+Each variant of the matrix's `wheel_index` pattern (cuda12.8-ubi9, cpu-ubi9, ...) gets the
+directory its URL names below ROOT, ROOT being the URL up to the first segment with a
+field: `https://host/rhoai/{release}/{variant}/simple/` puts cuda12.8-ubi9 of release 3.0 at
+ROOT/3.0/cuda12.8-ubi9, its pages under simple/. That directory is a symbolic link to one
+generation of the index:
+
+    ROOT/3.0/cuda12.8-ubi9 -> .generations/cuda12.8-ubi9/g000007
+    ROOT/3.0/.generations/cuda12.8-ubi9/
+        g000007/simple/index.html, g000007/simple/<project>/index.html
+        g000007/files -> ../files          (the pool, shared by the generations)
+        g000007.json                       (the manifest: what g000007 holds)
+        files/<sha256[:2]>/<sha256>/<wheel> and <wheel>.metadata
+
+A new generation is written beside the current one and made current by renaming one
+symbolic link over the other: a client reading during an update sees the old index or the
+new one, never a mix. Wheels live in the pool under their hash, so a page of the old
+generation still finds its files after the switch. The newest `keep` older generations
+stay; older ones, and pool files no kept generation links, are removed.
+
+Everything is read and judged before anything is written: one wheel refused (another
+toolkit's, judged as the validator judges an image of the variant) and nothing is published.
+An unchanged wheel (same name, size and modification time as in the current manifest) is
+not read again, and an unchanged project's page is linked from the current generation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import re
+import shutil
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Optional, Union
+
+from ..errors import InputError
+from ..matrix import Matrix, expand
+from ..validate.components import resolve
+from ..validate.results import FAILING, Evidence, Expectation
+from ..validate.verdict import FAMILIES, judge_evidence
+from . import simple_index
+from .wheel_file import WheelError, WheelFacts, metadata_of, read
+
+GENERATIONS = ".generations"
+POOL = "files"
+DEFAULT_KEEP = 3
+MANIFEST_SCHEMA = 1
+_GENERATION = re.compile(r"^g(\d{6,})$")
+
+
+@dataclass(frozen=True)
+class IndexRequest:
+    root: str  # the directory the indexes' root URL serves
+    wheels: Mapping[str, tuple[str, ...]]  # versioned variant -> directories of wheels
+    dry_run: bool = False
+    keep: int = DEFAULT_KEEP  # older generations kept besides the current one
+
+
+@dataclass(frozen=True)
+class IndexTarget:
+    """One variant's index: where it goes and what its wheels must fit."""
+
+    variant: str  # "cuda12.8-ubi9"
+    url: str
+    expected: Expectation  # accelerator and toolkit release, as for an image of the variant
+    directory: str  # the variant's directory below ROOT: "3.0/cuda12.8-ubi9"
+    pages: str  # the pages' directory inside it: "simple"
+    sources: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Refusal:
+    variant: str
+    wheel: str  # the file's path
+    reason: str
+
+
+@dataclass(frozen=True)
+class VariantResult:
+    variant: str
+    url: str
+    path: str  # ROOT/<directory>
+    generation: Optional[int]  # current after this run (would be, on a dry run)
+    previous: Optional[int]
+    wheels: int
+    added: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    reused: int = 0  # wheels whose facts came from the manifest, unread
+    pruned: tuple[int, ...] = ()
+
+    @property
+    def changed(self) -> bool:
+        return self.generation != self.previous
+
+
+@dataclass(frozen=True)
+class IndexResult:
+    root: str
+    dry_run: bool
+    variants: tuple[VariantResult, ...] = ()
+    refusals: tuple[Refusal, ...] = ()
+
+
+@dataclass
+class _Plan:
+    target: IndexTarget
+    current: Optional[int]
+    previous: dict[str, WheelFacts]  # the current manifest's wheels by file name
+    wheels: dict[str, tuple[Path, WheelFacts]] = field(default_factory=dict)
+    metadata: dict[str, bytes] = field(default_factory=dict)  # of wheels read this run
+    reused: int = 0
+
+
+def targets(matrix: Matrix, wheels: Mapping[str, Sequence[str]]) -> list[IndexTarget]:
+    """The indexes to publish: each variant named must be one of the matrix's."""
+    by_variant = {image.versioned_variant: image for image in expand(matrix)
+                  if image.wheel_index is not None}
+    if not by_variant:
+        raise matrix.error("wheel_index", "the matrix has no wheel_index: there is no index "
+                           "URL to lay the indexes out by")
+    found: list[IndexTarget] = []
+    seen: dict[str, str] = {}
+    for variant, directories in wheels.items():
+        image = by_variant.get(variant)
+        if image is None:
+            import difflib
+
+            hint = difflib.get_close_matches(variant, list(by_variant), n=1)
+            extra = f" (did you mean '{hint[0]}'?)" if hint else \
+                f" (the matrix has {', '.join(sorted(by_variant))})"
+            raise InputError(f"'{variant}' is not a variant of the matrix{extra}",
+                             field="wheels")
+        assert image.wheel_index is not None
+        if image.wheel_index in seen:
+            raise InputError(f"'{variant}' and '{seen[image.wheel_index]}' are one index "
+                             f"({image.wheel_index}): give its wheels once", field="wheels")
+        seen[image.wheel_index] = variant
+        for directory in directories:
+            if not Path(directory).is_dir():
+                raise InputError(f"{directory}: not a directory of wheels", field="wheels")
+        pattern = matrix.accelerators[image.accelerator].wheel_index or matrix.wheel_index
+        assert pattern is not None
+        directory, pages = layout(pattern, image.wheel_index)
+        found.append(IndexTarget(
+            variant=variant, url=image.wheel_index,
+            expected=Expectation(image.accelerator, image.version, source="matrix"),
+            directory=directory, pages=pages, sources=tuple(directories)))
+    return found
+
+
+def layout(pattern: str, url: str) -> tuple[str, str]:
+    """(variant directory, pages directory) of URL below the root of PATTERN: the root is the
+    URL up to the first segment with a field, the variant directory ends with the last."""
+    root = pattern[:pattern.rfind("/", 0, pattern.index("{")) + 1]
+    fields = pattern[len(root):].split("/")
+    last = max(number for number, segment in enumerate(fields) if "{" in segment)
+    segments = url[len(root):].split("/")
+    return "/".join(segments[:last + 1]), "/".join(segments[last + 1:]).strip("/")
+
+
+def publish(matrix: Matrix, request: IndexRequest) -> IndexResult:
+    """Judge every wheel of every variant, then (unless a dry run, or a wheel is refused)
+    publish each variant whose wheels changed as a new generation."""
+    if request.keep < 0:
+        raise InputError("cannot keep fewer than 0 older generations", field="keep")
+    root = Path(request.root)
+    if root.exists() and not root.is_dir():
+        raise InputError(f"{root}: not a directory", field="root")
+    plans, refusals = [], []
+    for target in targets(matrix, request.wheels):
+        plan, refused = _plan(root, target)
+        plans.append(plan)
+        refusals.extend(refused)
+    if refusals:
+        return IndexResult(str(root), request.dry_run, refusals=tuple(refusals))
+    results = []
+    for plan in plans:
+        if request.dry_run or not _changed(plan):
+            results.append(_summary(root, plan, plan.current if not _changed(plan)
+                                    else _next_generation(root, plan.target, plan.current)))
+        else:
+            results.append(_publish(root, plan, request.keep))
+    return IndexResult(str(root), request.dry_run, variants=tuple(results))
+
+
+# ---- reading and judging: nothing below writes ----------------------------------------
+
+
+def _generations_dir(root: Path, target: IndexTarget) -> Path:
+    parent, _, name = target.directory.rpartition("/")
+    return root / parent / GENERATIONS / name
+
+
+def _current(root: Path, target: IndexTarget) -> Optional[int]:
+    path = root / target.directory
+    if not path.is_symlink():
+        if path.exists():
+            raise InputError(f"{path}: not an index published by aipcc-build index (not a "
+                             "link to a generation): move it away", field="root")
+        return None
+    match = _GENERATION.match(os.path.basename(os.readlink(path)))
+    if match is None:
+        raise InputError(f"{path}: links to {os.readlink(path)}, not to a generation",
+                         field="root")
+    return int(match.group(1))
+
+
+def _plan(root: Path, target: IndexTarget) -> tuple[_Plan, list[Refusal]]:
+    current = _current(root, target)
+    previous = {}
+    if current is not None:
+        manifest = _generations_dir(root, target) / f"{_name(current)}.json"
+        previous = {f.filename: f for f in read_manifest(manifest)}
+    plan = _Plan(target, current, previous)
+    refusals: list[Refusal] = []
+    seen: dict[str, Path] = {}
+    for directory in target.sources:
+        for path in (Path(directory, name) for name in sorted(os.listdir(directory))
+                     if name.endswith(".whl")):
+            try:
+                facts = _facts(plan, path)
+            except WheelError as exc:
+                refusals.append(Refusal(target.variant, str(path), str(exc)))
+                continue
+            if facts.filename in plan.wheels:
+                if plan.wheels[facts.filename][1].sha256 != facts.sha256:
+                    refusals.append(Refusal(target.variant, str(path),
+                                            f"a different wheel of the same name is in "
+                                            f"{seen[facts.filename].parent}"))
+                continue
+            seen[facts.filename] = path
+            reason = refusal(facts, target.expected)
+            if reason is not None:
+                refusals.append(Refusal(target.variant, str(path), reason))
+                continue
+            plan.wheels[facts.filename] = (path, facts)
+    return plan, refusals
+
+
+def _facts(plan: _Plan, path: Path) -> WheelFacts:
+    known = plan.previous.get(path.name)
+    if known is not None:
+        stat = path.stat()
+        if (stat.st_size, stat.st_mtime_ns) == (known.size, known.mtime_ns):
+            plan.reused += 1
+            return known
+    facts, metadata = read(path)
+    plan.metadata[facts.filename] = metadata
+    return facts
+
+
+def refusal(facts: WheelFacts, expected: Expectation) -> Optional[str]:
+    """Why a wheel must not go into the index of EXPECTED's variant, or None. Its evidence
+    is judged as the validator judges an image of that variant."""
+    if facts.version.partition("+")[2] == "cpu" and expected.accelerator in FAMILIES:
+        return f"its local version +cpu says it is built for CPU, not for {expected}"
+    for evidence in facts.evidence:
+        status, reason = judge_evidence(evidence, resolve(evidence), expected)
+        if status in FAILING:
+            what = " ".join(x for x in (evidence.component, evidence.version) if x)
+            return f"{what} ({evidence.kind} {evidence.path}): {reason}"
+    return None
+
+
+def _changed(plan: _Plan) -> bool:
+    if plan.current is None:
+        return True
+    now = {name: facts.sha256 for name, (_, facts) in plan.wheels.items()}
+    return now != {name: facts.sha256 for name, facts in plan.previous.items()}
+
+
+def _next_generation(root: Path, target: IndexTarget, current: Optional[int]) -> int:
+    numbers = [current or 0]
+    with contextlib.suppress(FileNotFoundError):
+        numbers += [int(m.group(1)) for m in map(_GENERATION.match, os.listdir(
+            _generations_dir(root, target))) if m]
+    return max(numbers) + 1
+
+
+def _summary(root: Path, plan: _Plan, generation: Optional[int],
+             pruned: tuple[int, ...] = ()) -> VariantResult:
+    now = set(plan.wheels)
+    before = set(plan.previous)
+    return VariantResult(
+        variant=plan.target.variant, url=plan.target.url,
+        path=str(root / plan.target.directory), generation=generation,
+        previous=plan.current, wheels=len(now), added=tuple(sorted(now - before)),
+        removed=tuple(sorted(before - now)), reused=plan.reused, pruned=pruned)
+
+
+def _name(generation: int) -> str:
+    return f"g{generation:06d}"
+
+
+# ---- writing one generation -------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _locked(directory: Path) -> Iterator[None]:
+    """One publisher per variant at a time (flock on the generations directory)."""
+    handle = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(handle)
+
+
+def _publish(root: Path, plan: _Plan, keep: int) -> VariantResult:
+    target = plan.target
+    generations = _generations_dir(root, target)
+    # Removed again, newest first, if anything fails before the switch.
+    created: list[Path] = [p for p in reversed([generations, *generations.parents])
+                           if not p.exists()]
+    generations.mkdir(parents=True, exist_ok=True)
+    with _locked(generations):
+        if _current(root, target) != plan.current:
+            raise InputError(f"{root / target.directory}: another publisher changed it "
+                             "meanwhile: run again", field="root")
+        generation = _next_generation(root, target, plan.current)
+        try:
+            _write_generation(generations, plan, generation, created)
+            _switch(root / target.directory, f"{GENERATIONS}/{generations.name}/"
+                                             f"{_name(generation)}")
+        except BaseException:
+            for path in reversed(created):
+                if path.is_dir() and not path.is_symlink():
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    with contextlib.suppress(FileNotFoundError):
+                        path.unlink()
+            raise
+        pruned = _prune(generations, generation, keep)
+    return _summary(root, plan, generation, pruned)
+
+
+def _write_generation(generations: Path, plan: _Plan, generation: int,
+                      created: list[Path]) -> None:
+    name = _name(generation)
+    staging = generations / f".{name}.tmp-{os.getpid()}"
+    created.append(staging)
+    staging.mkdir()
+    pages = staging / plan.target.pages if plan.target.pages else staging
+    up = "../" * (len(plan.target.pages.split("/")) + 1 if plan.target.pages else 1)
+    by_project: dict[str, list[WheelFacts]] = {}
+    for path, facts in plan.wheels.values():
+        known = plan.previous.get(facts.filename)
+        if known is None or known.sha256 != facts.sha256:
+            # (The current generation's wheels are in the pool: it is never pruned.)
+            _add_to_pool(generations, path, facts, plan.metadata.get(facts.filename), created)
+        by_project.setdefault(facts.project, []).append(facts)
+    before: dict[str, list[WheelFacts]] = {}
+    for facts in plan.previous.values():
+        before.setdefault(facts.project, []).append(facts)
+    current_pages = None
+    if plan.current is not None:
+        current = generations / _name(plan.current)
+        current_pages = current / plan.target.pages if plan.target.pages else current
+    pages.mkdir(parents=True, exist_ok=True)
+    # Plain strings and os calls: this loop runs once per project, thousands of times.
+    into, linked_from = str(pages), str(current_pages) if current_pages else None
+    for project, files in sorted(by_project.items()):
+        files.sort(key=lambda f: f.filename)
+        os.mkdir(f"{into}/{project}")
+        page = f"{into}/{project}/index.html"
+        old = sorted(before.get(project, []), key=lambda f: f.filename)
+        if linked_from is not None and old == files and _link(
+                f"{linked_from}/{project}/index.html", page):
+            continue  # unchanged: the current generation's page, linked
+        with open(page, "w") as handle:
+            handle.write(simple_index.project_page(project, [simple_index.FileLink(
+                filename=f.filename, url=up + _pool_path(f), sha256=f.sha256,
+                requires_python=f.requires_python, metadata_sha256=f.metadata_sha256)
+                for f in files]))
+    (pages / "index.html").write_text(simple_index.root_page(sorted(by_project), generation))
+    os.symlink(f"../{POOL}", staging / POOL)
+    manifest = generations / f"{name}.json"
+    created.append(manifest)
+    write_manifest(manifest, generation, plan.target, [f for _, f in plan.wheels.values()])
+    final = generations / name
+    os.rename(staging, final)
+    created.append(final)
+
+
+def _pool_path(facts: WheelFacts) -> str:
+    return f"{POOL}/{facts.sha256[:2]}/{facts.sha256}/{facts.filename}"
+
+
+def _add_to_pool(generations: Path, path: Path, facts: WheelFacts,
+                 metadata: Optional[bytes], created: list[Path]) -> None:
+    """The wheel and its core metadata in the pool, under the wheel's hash (a rebuilt wheel
+    of the same name is another entry: a page never links changed bytes)."""
+    wheel = generations / _pool_path(facts)
+    if wheel.exists() and wheel.with_name(wheel.name + ".metadata").exists():
+        return
+    entry = wheel.parent
+    for directory in (entry.parent.parent, entry.parent, entry):
+        if not directory.exists():
+            directory.mkdir()
+            created.append(directory)
+    staged = entry / f".{facts.filename}.tmp"
+    if not _link(path, staged):
+        shutil.copyfile(path, staged)
+    os.replace(staged, wheel)
+    (entry / f"{facts.filename}.metadata").write_bytes(
+        metadata if metadata is not None else metadata_of(path))
+
+
+def _link(source: Union[str, Path], destination: Union[str, Path]) -> bool:
+    """A hard link; False where the file system cannot link (another device, no source)."""
+    try:
+        os.link(source, destination)
+    except OSError as exc:
+        if exc.errno in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOENT):
+            return False
+        raise
+    return True
+
+
+def _switch(link: Path, target: str) -> None:
+    """Point LINK at TARGET with one rename: readers see the old generation or the new."""
+    link.parent.mkdir(parents=True, exist_ok=True)
+    staged = link.with_name(f".{link.name}.switch-{os.getpid()}")
+    with contextlib.suppress(FileNotFoundError):
+        staged.unlink()
+    os.symlink(target, staged)
+    try:
+        os.replace(staged, link)
+    except BaseException:
+        staged.unlink()
+        raise
+
+
+def _prune(generations: Path, current: int, keep: int) -> tuple[int, ...]:
+    """Remove generations older than the KEEP newest before CURRENT, then the pool entries
+    no remaining generation links."""
+    numbers = sorted(int(m.group(1)) for m in map(_GENERATION.match, os.listdir(generations))
+                     if m)
+    older = [n for n in numbers if n < current]
+    doomed = older[:max(len(older) - keep, 0)]
+    for number in doomed:
+        (generations / f"{_name(number)}.json").unlink(missing_ok=True)
+        shutil.rmtree(generations / _name(number), ignore_errors=True)
+    stale = list(generations.glob(".g*.tmp-*"))  # an interrupted run of another process
+    for path in stale:
+        shutil.rmtree(path, ignore_errors=True)
+    if not doomed and not stale:
+        return ()  # every pool entry is still linked by a generation kept
+    wanted = {facts.sha256 for number in numbers if number not in doomed
+              for facts in read_manifest(generations / f"{_name(number)}.json")}
+    pool = generations / POOL
+    for prefix in pool.glob("*") if pool.is_dir() else []:
+        for entry in prefix.iterdir():
+            if entry.name not in wanted:
+                shutil.rmtree(entry, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            prefix.rmdir()  # only when empty
+    return tuple(doomed)
+
+
+# ---- the manifest: what one generation holds (this module reads and writes it) ----------
+
+
+_FACT_FIELDS = [f.name for f in fields(WheelFacts)]
+
+
+def write_manifest(path: Path, generation: int, target: IndexTarget,
+                   wheels: Sequence[WheelFacts]) -> None:
+    records = []
+    for facts in sorted(wheels, key=lambda f: f.filename):
+        record: dict[str, Any] = {name: getattr(facts, name) for name in _FACT_FIELDS}
+        record["evidence"] = [[e.kind, e.path, e.toolkit, e.component, e.version, e.release]
+                              for e in facts.evidence]
+        records.append(record)
+    staged = path.with_name(f".{path.name}.tmp")
+    staged.write_text(json.dumps({"schema": MANIFEST_SCHEMA, "generation": generation,
+                                  "variant": target.variant, "url": target.url,
+                                  "wheels": records}, separators=(",", ":")))
+    os.replace(staged, path)
+
+
+def read_manifest(path: Path) -> list[WheelFacts]:
+    """The wheels of a generation's manifest; [] when it is missing or not ours (nothing is
+    then reused: every wheel is read again)."""
+    try:
+        data = json.loads(path.read_text())
+        if data.get("schema") != MANIFEST_SCHEMA:
+            return []
+        return [WheelFacts(**{**record, "evidence": tuple(
+            Evidence(*e) for e in record["evidence"])}) for record in data["wheels"]]
+    except (OSError, ValueError, TypeError, KeyError):
+        return []

@@ -1,0 +1,57 @@
+"""How `aipcc-build index` looks: refusals and a summary per variant on stderr; on stdout
+one line per variant (and, on a dry run, per added or removed wheel), or JSON."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Optional
+
+from .console import emit_json, shown_path
+
+if TYPE_CHECKING:
+    from ..publish.wheel_index import IndexResult, VariantResult
+
+
+def _generation(number: Optional[int]) -> str:
+    return f"g{number:06d}" if number is not None else "-"
+
+
+def _state(result: VariantResult, dry_run: bool) -> str:
+    if not result.changed:
+        return "unchanged"
+    return "would-publish" if dry_run else "published"
+
+
+def published(result: IndexResult, as_json: bool) -> None:
+    if as_json:
+        emit_json({
+            "root": result.root, "dry_run": result.dry_run,
+            "variants": [{**asdict(v), "state": _state(v, result.dry_run),
+                          "added": list(v.added), "removed": list(v.removed),
+                          "pruned": list(v.pruned)} for v in result.variants],
+            "refusals": [asdict(r) for r in result.refusals],
+        })
+    for refusal in result.refusals:
+        sys.stderr.write(f"refused: {refusal.variant}: {shown_path(refusal.wheel)}: "
+                         f"{refusal.reason}\n")
+    if result.refusals:
+        sys.stderr.write(f"index: {len(result.refusals)} wheel(s) refused: nothing was "
+                         "published\n")
+        return
+    for variant in result.variants:
+        if not as_json:
+            sys.stdout.write(f"{variant.variant}\t{_state(variant, result.dry_run)}\t"
+                             f"{_generation(variant.generation)}\t{variant.url}\n")
+            if result.dry_run:
+                for name in variant.added:
+                    sys.stdout.write(f"+\t{variant.variant}\t{name}\n")
+                for name in variant.removed:
+                    sys.stdout.write(f"-\t{variant.variant}\t{name}\n")
+        pruned = f", pruned {len(variant.pruned)} older" if variant.pruned else ""
+        sys.stderr.write(
+            f"index: {variant.variant}: {variant.wheels} wheel(s), {len(variant.added)} "
+            f"added, {len(variant.removed)} removed, {variant.reused} unchanged (not read "
+            f"again); {_generation(variant.generation)} "
+            f"{'would be' if result.dry_run and variant.changed else 'is'} current at "
+            f"{shown_path(variant.path)}{pruned}\n")

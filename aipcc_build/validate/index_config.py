@@ -1,0 +1,159 @@
+"""Which wheel indexes pip and uv in an image use, and whether they belong to its toolkit.
+
+An image names its indexes in its environment (pip's and uv's variables for the index, the
+extra indexes and find-links) and in config files: `/etc/pip.conf`, `/etc/xdg/pip/pip.conf`,
+a venv's `pip.conf`, `/etc/uv/uv.toml`, and whatever `PIP_CONFIG_FILE` / `UV_CONFIG_FILE`
+name. Layers are scanned once and cached, before the image's environment is known, so every
+`pip.conf`, `pip.ini` and `uv.toml` a layer holds is read; the verdict judges the ones left
+in the final filesystem.
+
+An index whose URL names another toolkit release or accelerator (`cuda12.9-ubi9` in a CUDA
+12.8 image, a ROCm index in a CUDA image) fails the image; an index that names none (public
+PyPI beside ours) is a warning: pip may then pick a wheel built against another toolkit.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, Optional
+
+from .results import OK, VIOLATION, WARNING, Expectation, Finding, IndexSetting
+
+# The config files a layer scan reads (by name: the environment that names others comes
+# later). Paths as the walker gives them, with a leading "/".
+CONFIG_FILE = re.compile(r"/(?:pip\.conf|pip\.ini|uv\.toml)$")
+CONFIG_FILE_SUFFIXES = (b"pip.conf", b"pip.ini", b"uv.toml")  # the layer walker's first filter
+# Variables pip and uv read, and whether each holds one URL or a space-separated list.
+# UV_INDEX entries may be named: "name=https://...".
+ENV_VARIABLES = {
+    "PIP_INDEX_URL": False, "PIP_EXTRA_INDEX_URL": True, "PIP_FIND_LINKS": True,
+    "UV_DEFAULT_INDEX": False, "UV_INDEX_URL": False, "UV_INDEX": True,
+    "UV_EXTRA_INDEX_URL": True, "UV_FIND_LINKS": True,
+}
+# Keys (pip's INI, uv's TOML, uv's [pip] table) that name indexes.
+_PIP_KEYS = ("index-url", "extra-index-url", "find-links")
+_PRIMARY = ("PIP_INDEX_URL", "UV_DEFAULT_INDEX", "UV_INDEX_URL", "index-url", "index.default")
+
+# What an index URL says about its toolkit: Red Hat AI's variants (cuda12.9-ubi9,
+# rocm6.4-ubi9, cpu-ubi9), paths like cuda/12.9, and PyTorch's cu128 / rocm6.4 / cpu.
+_VERSIONED = re.compile(r"(?:^|[/_.-])(cuda|rocm)[-_/]?(\d+)\.(\d+)(?=$|[/_.-])")
+_PYTORCH_CUDA = re.compile(r"(?:^|/)cu(\d+)(\d)(?=$|/)")
+_UNVERSIONED = re.compile(r"(?:^|/)(cuda|rocm|cpu)(?=$|[/_-])")
+
+
+def settings_from_text(path: str, text: str) -> tuple[list[IndexSetting], Optional[str]]:
+    """The index settings of a pip (INI) or uv (TOML) config file, and a parse error."""
+    # Only images that carry such a file pay for these imports.
+    import configparser
+
+    import tomllib
+
+    try:
+        if path.endswith(".toml"):
+            return _uv_settings(path, tomllib.loads(text)), None
+        parser = configparser.RawConfigParser(strict=False, interpolation=None)
+        parser.read_string(text, source=path)
+    except (tomllib.TOMLDecodeError, configparser.Error, UnicodeError) as exc:
+        return [], f"cannot parse: {str(exc).splitlines()[0]}"
+    found: list[IndexSetting] = []
+    for section in parser.sections():
+        for key, value in parser.items(section):
+            name = key.replace("_", "-")
+            if name in _PIP_KEYS:
+                found.extend(IndexSetting(path, f"{section}.{name}", url)
+                             for url in value.split())
+    return found, None
+
+
+def _uv_settings(path: str, data: Mapping[str, Any]) -> list[IndexSetting]:
+    found: list[IndexSetting] = []
+    for table, prefix in ((data, ""), (data.get("pip"), "pip.")):
+        if not isinstance(table, Mapping):
+            continue
+        for key in _PIP_KEYS:
+            value = table.get(key)
+            urls = value if isinstance(value, list) else [value] if value else []
+            found.extend(IndexSetting(path, prefix + key, str(url)) for url in urls)
+    indexes = data.get("index")
+    for entry in indexes if isinstance(indexes, list) else []:
+        if isinstance(entry, Mapping) and entry.get("url"):
+            key = "index.default" if entry.get("default") else "index"
+            found.append(IndexSetting(path, key, str(entry["url"])))
+    return found
+
+
+def settings_from_env(env: Mapping[str, str]) -> list[IndexSetting]:
+    found = []
+    for name, many in ENV_VARIABLES.items():
+        value = env.get(name, "").strip()
+        for item in value.split() if many else [value] if value else []:
+            url = item.split("=", 1)[1] if name == "UV_INDEX" and "=" in item.split("/")[0] \
+                else item
+            found.append(IndexSetting(f"config:Env/{name}", name, url))
+    return found
+
+
+def toolkit_of(url: str) -> Optional[tuple[str, Optional[str]]]:
+    """(accelerator, major.minor or None) the URL's path names, or None for a foreign index."""
+    path = url.split("://", 1)[-1].partition("/")[2].lower()
+    match = _VERSIONED.search(path)
+    if match:
+        return match.group(1), f"{int(match.group(2))}.{int(match.group(3))}"
+    match = _PYTORCH_CUDA.search(path)
+    if match:
+        return "cuda", f"{int(match.group(1))}.{match.group(2)}"
+    match = _UNVERSIONED.search(path)
+    return (match.group(1), None) if match else None
+
+
+def _same(a: str, b: str) -> bool:
+    return a.rstrip("/") == b.rstrip("/")
+
+
+def judge_settings(settings: Sequence[tuple[IndexSetting, Optional[str]]],
+                   expected: Expectation, index: Optional[str]) -> list[Finding]:
+    """A finding per setting (with the layer digest of its file, None for the environment):
+    an index of another toolkit is a violation, a foreign one a warning."""
+    findings = []
+    for setting, digest in settings:
+        url = setting.url
+        claim = toolkit_of(url)
+        status, reason = _judge_claim(claim, expected, setting.key in _PRIMARY)
+        own = index is not None and _same(url, index)
+        if own and status == WARNING:  # ours, though its URL does not say so
+            status, reason = OK, "the image's own index"
+        elif own:
+            reason += " (the image's own index)"
+        elif index is not None and status != OK:
+            reason += f" (the image's index is {index})"
+        findings.append(Finding(
+            status, "index-config", setting.source, reason,
+            toolkit=claim[0] if claim else None, version=claim[1] if claim else None,
+            component=setting.key, component_version=url, layer_digest=digest))
+    return findings
+
+
+def _judge_claim(claim: Optional[tuple[str, Optional[str]]], expected: Expectation,
+                 primary: bool) -> tuple[str, str]:
+    role = "the index" if primary else "an extra index"
+    if claim is None:
+        return WARNING, (f"{role} is not one of ours: pip and uv may pick a wheel built "
+                         f"against another toolkit than {expected}")
+    accelerator, release = claim
+    named = f"{accelerator} {release}" if release else accelerator
+    if accelerator != expected.accelerator:
+        return VIOLATION, f"{role} serves {named} wheels, in a {expected} image"
+    if accelerator not in ("cuda", "rocm"):
+        return OK, f"{role} serves {named} wheels"
+    if release is None or expected.release is None:
+        return WARNING, f"{role} does not say which {accelerator} release it serves"
+    if release != expected.release:
+        return VIOLATION, f"{role} serves {named} wheels, in a {expected} image"
+    return OK, f"{role} serves {named} wheels"
+
+
+def named_files(env: Mapping[str, str]) -> list[tuple[str, str]]:
+    """(variable, path) of the config files the environment names."""
+    return [(name, env[name]) for name in ("PIP_CONFIG_FILE", "UV_CONFIG_FILE")
+            if env.get(name) and env[name] != "/dev/null"]

@@ -1,0 +1,116 @@
+"""The validator reads the wheel indexes an image's pip and uv use (variables and config
+files) and fails one that belongs to another toolkit; a foreign extra index is a warning."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from aipcc_build.validate.index_config import settings_from_env, settings_from_text, toolkit_of
+from aipcc_build.validate.results import Expectation, IndexSetting
+from aipcc_build.validate.verdict import judge
+from tests.support.layers import member, tar_bytes
+from tests.unit.validate.test_validate_units import image, scan
+
+RHAI = "https://packages.redhat.com/api/pypi/public-rhai/rhoai/3.0/"
+OURS = RHAI + "cuda12.8-ubi9/simple/"
+THEIRS = RHAI + "cuda12.9-ubi9/simple/"
+
+
+@pytest.mark.parametrize("url, claim", [
+    (OURS, ("cuda", "12.8")),
+    (RHAI + "rocm6.4-ubi9/simple/", ("rocm", "6.4")),
+    (RHAI + "cpu-ubi9/simple/", ("cpu", None)),
+    (RHAI.replace("3.0", "3.0") + "cuda-ubi9/simple/", ("cuda", None)),
+    ("https://download.pytorch.org/whl/cu129", ("cuda", "12.9")),
+    ("https://download.pytorch.org/whl/rocm6.3", ("rocm", "6.3")),
+    ("https://mirror.example/cuda/12.8/simple/", ("cuda", "12.8")),
+    ("https://pypi.org/simple/", None),
+    ("https://cuda12.9.example/simple/", None),  # the host says nothing
+])
+def test_what_an_index_url_says(url: str, claim: tuple[str, str | None] | None) -> None:
+    assert toolkit_of(url) == claim
+
+
+def test_pip_and_uv_files_and_variables_are_read() -> None:
+    pip, problem = settings_from_text(
+        "/etc/pip.conf", "[global]\nindex-url = https://a/\nextra_index_url = https://b/\n"
+        "  https://c/\n[install]\nfind-links = /wheels\ntimeout = 5\n")
+    assert problem is None
+    assert [(s.key, s.url) for s in pip] == [
+        ("global.index-url", "https://a/"), ("global.extra-index-url", "https://b/"),
+        ("global.extra-index-url", "https://c/"), ("install.find-links", "/wheels")]
+    uv, _ = settings_from_text("/etc/uv/uv.toml", 'index-url = "https://a/"\n'
+                               'extra-index-url = ["https://b/"]\n[[index]]\nurl = "https://d/"'
+                               '\ndefault = true\n[pip]\nfind-links = ["https://e/"]\n')
+    assert [(s.key, s.url) for s in uv] == [
+        ("index-url", "https://a/"), ("extra-index-url", "https://b/"),
+        ("pip.find-links", "https://e/"), ("index.default", "https://d/")]
+    assert settings_from_text("/x/uv.toml", "index-url = [")[1].startswith("cannot parse")
+    env = settings_from_env({"PIP_INDEX_URL": "https://a/", "UV_INDEX": "ours=https://b/ https://c/",
+                             "PIP_EXTRA_INDEX_URL": " ", "HOME": "/root"})
+    assert env == [IndexSetting("config:Env/PIP_INDEX_URL", "PIP_INDEX_URL", "https://a/"),
+                   IndexSetting("config:Env/UV_INDEX", "UV_INDEX", "https://b/"),
+                   IndexSetting("config:Env/UV_INDEX", "UV_INDEX", "https://c/")]
+
+
+def config_layer(tmp_path: Path, name: str, files: dict[str, str]) -> object:
+    return scan(tmp_path, tar_bytes([member(path, text.encode())
+                                     for path, text in files.items()]), name)
+
+
+def test_a_cuda129_index_fails_a_cuda128_image_naming_variable_and_file(tmp_path: Path) -> None:
+    layer = config_layer(tmp_path, "conf", {
+        "etc/pip.conf": f"[global]\nindex-url = {THEIRS}\n",
+        "etc/uv/uv.toml": f'index-url = "{OURS}"\n',
+        "opt/venv/pip.conf": "[global]\nextra-index-url = https://pypi.org/simple/\n"})
+    env = {"PIP_INDEX_URL": THEIRS, "UV_DEFAULT_INDEX": OURS,
+           "PIP_CONFIG_FILE": "/etc/pip.conf", "UV_CONFIG_FILE": "/etc/uv/uv.toml"}
+    verdict = judge("ref", image(env), [layer], Expectation("cuda", "12.8.1"), (), False, 0)
+    assert verdict.verdict == "failed"
+    index = {(f.status, f.path) for f in verdict.findings if f.evidence == "index-config"}
+    assert index == {("violation", "config:Env/PIP_INDEX_URL"), ("violation", "/etc/pip.conf"),
+                     ("ok", "config:Env/UV_DEFAULT_INDEX"), ("ok", "/etc/uv/uv.toml"),
+                     ("warning", "/opt/venv/pip.conf")}
+    line = next(f.line() for f in verdict.findings if f.path == "/etc/pip.conf")
+    assert "global.index-url" in line and "cuda 12.9 wheels, in a cuda 12.8 image" in line
+
+
+def test_the_labelled_index_is_the_images_own(tmp_path: Path) -> None:
+    url = "http://127.0.0.1:8580/1.0/cpu-debian/simple/"
+    labels = {"ai.aipcc.accelerator": "cpu", "ai.aipcc.wheel-index": url}
+    verdict = judge("ref", image({"PIP_INDEX_URL": url}, labels), [], None, (), False, 0)
+    assert verdict.ok and [f.reason for f in verdict.findings] == [
+        "the index serves cpu wheels (the image's own index)"]
+    mirror = "https://mirror.example/ours/"
+    labels["ai.aipcc.wheel-index"] = mirror
+    verdict = judge("ref", image({"PIP_INDEX_URL": mirror}, labels), [], None, (), False, 0)
+    assert verdict.ok and verdict.findings[0].reason.endswith("the image's own index")
+    rocm = judge("ref", image({"UV_INDEX_URL": RHAI + "rocm6.4-ubi9/simple/"}, labels), [],
+                 None, (), False, 0)
+    assert not rocm.ok and f"(the image's index is {mirror})" in rocm.findings[0].reason
+    # A labelled index of another toolkit is not excused by its label.
+    labels["ai.aipcc.wheel-index"] = THEIRS
+    wrong = judge("ref", image({"PIP_INDEX_URL": THEIRS}, {**labels, "ai.aipcc.accelerator":
+                                                           "cuda"}), [],
+                  Expectation("cuda", "12.8"), (), False, 0)
+    assert not wrong.ok
+
+
+def test_a_later_layer_replaces_or_removes_a_config_file(tmp_path: Path) -> None:
+    wrong = f"[global]\nindex-url={THEIRS}\n"
+    lower = config_layer(tmp_path, "lower", {"etc/pip.conf": wrong,
+                                             "etc/xdg/pip/pip.conf": wrong})
+    upper = scan(tmp_path, tar_bytes([member("etc/pip.conf", b"[global]\ntimeout = 3\n"),
+                                      member("etc/xdg/pip/.wh.pip.conf")]), "upper")
+    verdict = judge("ref", image(), [lower, upper], Expectation("cuda", "12.8"), (), False, 0)
+    assert verdict.ok and not [f for f in verdict.findings if f.evidence == "index-config"]
+
+
+def test_a_config_file_the_environment_names_but_the_image_lacks(tmp_path: Path) -> None:
+    verdict = judge("ref", image({"PIP_CONFIG_FILE": "/etc/aipcc/pip-settings"}), [],
+                    Expectation("cuda", "12.8"), (), False, 0)
+    assert verdict.ok
+    assert verdict.findings[-1].status == "warning"
+    assert "PIP_CONFIG_FILE names /etc/aipcc/pip-settings" in verdict.findings[-1].reason
