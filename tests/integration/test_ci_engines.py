@@ -2,7 +2,9 @@
 as written plans the demo, its child pipeline builds it on gitlab-ci-local (shell
 executor), and the GitHub workflow as written runs under act, each from a clean clone of
 this repository, against a registry on 127.0.0.1. The engines come from scripts/ci-tools
-(npm, PyPI; cached); the jobs' `aipcc-build` is this checkout's code.
+(npm, PyPI; cached); the jobs' `aipcc-build` is this checkout's code. The jobs' fetch
+(scripts/demo-wheel-index-serve) reuses the demo's wheel indexes the `wheel_index` fixture
+serves. Plans are made for this host's platform: an emulated arm64 build takes minutes.
 """
 
 from __future__ import annotations
@@ -16,9 +18,11 @@ import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from aipcc_build.matrix.platforms import host_platform
 from tests.support.layers import buildah_json
 from tests.support.registry import Registry
 
@@ -32,6 +36,8 @@ WORKFLOW = "docs/ci/github-actions.yml"
 UPLOAD_STAND_IN = REPO / "tests" / "data" / "act" / "upload-artifact"
 # What the validator says of the CUDA 12.8 image holding NVTX from 12.9.
 VERDICT = "violation: cuda 12.9: nvtx-cu12 12.9.79 (dist-info)"
+# A plan's --platform applies to every job it emits.
+HOST = f"--platform {host_platform()}"
 DEMO_KEYS = [f"{kind}/{name}" for kind in ("base", "runtime")
              for name in ("cuda-12.9-debian", "cuda-12.8-debian", "cpu-debian")]
 
@@ -79,7 +85,7 @@ def clean_clone(root: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def clone(tmp_path_factory: pytest.TempPathFactory, debian_base: str,
-          wheelhouse: Path) -> Path:
+          wheel_index: Any) -> Path:
     return clean_clone(tmp_path_factory.mktemp("gitlab") / "clone")
 
 
@@ -123,10 +129,12 @@ def test_gitlab_child_pipeline_builds_the_demo_from_a_clean_clone(
         engines: dict[str, str], ci_registry: Registry, clone: Path) -> None:
     namespace = f"{ci_registry.host}/gitlab"
     plan_child_pipeline(env=engines, clone=clone,
-                        plan_args=f"--registry {namespace} --tls-verify false --build-id 1")
-    assert not (clone / "demo-wheelhouse").exists()  # the jobs fetch it
+                        plan_args=f"--registry {namespace} --tls-verify false --build-id 1 "
+                                  f"{HOST}")
     done = gitlab_ci_local(engines, clone, "--file", "child-pipeline.yml")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr
+    # Every job ran the matrix's ci.fetch, which found the indexes answering.
+    assert (done.stdout + done.stderr).count("reusing the wheel indexes") >= len(DEMO_KEYS)
     for key in DEMO_KEYS:
         assert re.search(rf"PASS\s+build:{re.escape(key)}", done.stdout), key
         assert skopeo_raw(f"{namespace}/{key}:1.0-1")["layers"]
@@ -139,15 +147,16 @@ def test_gitlab_child_pipeline_builds_the_demo_from_a_clean_clone(
 
 @pytest.fixture(scope="module")
 def mixed_clone(tmp_path_factory: pytest.TempPathFactory, engines: dict[str, str],
-                debian_base: str, wheelhouse: Path) -> Path:
-    """A clone whose CUDA 12.8 base image also installs NVTX from CUDA 12.9: rendered and
-    committed, as a contributor's mistake would be."""
+                debian_base: str, wheel_index: Any) -> Path:
+    """A clone whose CUDA 12.8 base image also installs NVTX from CUDA 12.9, pointing pip
+    at the 12.9 index (its own offers only 12.8 wheels): rendered and committed, as a
+    contributor's mistake would be."""
     clone = clean_clone(tmp_path_factory.mktemp("mixed") / "clone")
     template = clone / "templates" / "demo" / "base.Containerfile.j2"
     template.write_text(template.read_text() + (
         '{% if version == "12.8.1" %}\n'
-        "RUN --mount=type=bind,target=/tmp/wheels \\\n"
-        "    pip install --no-index --find-links /tmp/wheels -U nvidia-nvtx-cu12==12.9.79\n"
+        f"RUN pip install -U --index-url {wheel_index.urls['cuda12.9-debian']} "
+        "nvidia-nvtx-cu12==12.9.79\n"
         "{% endif %}\n"))
     rendered = run(engines, clone, "aipcc-build", "--matrix", "matrix/demo.yaml", "render")
     assert rendered.returncode == 0, rendered.stderr
@@ -161,7 +170,7 @@ def test_gitlab_job_of_a_mixed_image_fails_and_its_junit_names_the_package(
     namespace = f"{ci_registry.host}/gitlab-mixed"
     plan_child_pipeline(env=engines, clone=mixed_clone,
                         plan_args=f"--registry {namespace} --tls-verify false --build-id 2 "
-                                  "--only base/cuda-12.8-debian")
+                                  f"--only base/cuda-12.8-debian {HOST}")
     done = gitlab_ci_local(engines, mixed_clone, "--file", "child-pipeline.yml")
     assert done.returncode != 0
     assert re.search(r"FAIL\s+build:base/cuda-12.8-debian", done.stdout), done.stdout[-3000:]
@@ -200,7 +209,8 @@ def test_github_workflow_runs_end_to_end_under_act(
         engines: dict[str, str], ci_registry: Registry, clone: Path, tmp_path: Path) -> None:
     namespace = f"{ci_registry.host}/github"
     done = act(engines, clone, tmp_path / "artifacts",
-               f"--registry {namespace} --tls-verify false --build-id 3 --accelerator cpu")
+               f"--registry {namespace} --tls-verify false --build-id 3 --accelerator cpu "
+               f"{HOST}")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr
     parent = layers(f"{namespace}/base/cpu-debian:1.0-3")
     child = layers(f"{namespace}/runtime/cpu-debian:1.0-3")
@@ -215,7 +225,8 @@ def test_github_failed_image_skips_only_its_dependents(
         tmp_path: Path) -> None:
     namespace = f"{ci_registry.host}/github-mixed"
     done = act(engines, mixed_clone, tmp_path / "artifacts",
-               f"--registry {namespace} --tls-verify false --build-id 4 --accelerator cuda")
+               f"--registry {namespace} --tls-verify false --build-id 4 --accelerator cuda "
+               f"{HOST}")
     assert done.returncode != 0  # the run fails: one image did
     assert skopeo_raw(f"{namespace}/base/cuda-12.9-debian:1.0-4")["layers"]
     assert skopeo_raw(f"{namespace}/runtime/cuda-12.9-debian:1.0-4")["layers"]
