@@ -14,7 +14,15 @@ SYSTEM_PACKAGES_RPM_OPTIONAL := qemu-user-static
 # RUN steps need chroot isolation where the OCI runtime cannot use the host's cgroups.
 export BUILDAH_ISOLATION ?= chroot
 
-.PHONY: demo test system venv
+.PHONY: demo test system venv ci-image
+
+# The image CI jobs run in (matrix/ci.yaml, docs/ci/): built on the Debian base, validated.
+# `make ci-image CI_IMAGE_ARGS="--push"` also pushes quay.io/aipcc/ci/aipcc-build:1-main.
+CI_IMAGE_ARGS ?=
+ci-image: system venv
+	scripts/base-os >/dev/null
+	scripts/ci-wheels ci-wheels >/dev/null
+	$(VENV)/bin/aipcc-build --matrix matrix/ci.yaml matrix --build-id main $(CI_IMAGE_ARGS)
 
 # make demo DEMO_ARGS="--registry-port 5001" picks the registry port.
 demo: system venv

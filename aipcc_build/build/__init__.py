@@ -48,7 +48,8 @@ class MatrixBuild:
     filters: Filters = EVERYTHING
     build_id: str = "dev"
     registry: Optional[str] = None  # replaces the matrix's registry
-    # Build id of from_image parents this run does not build: children build FROM them.
+    # Build id of from_image parents this run does not build (default: build_id): children
+    # build FROM them, in `registry`.
     parent_build_id: Optional[str] = None
     jobs: int = 1
     capacity: Mapping[str, float] = field(default_factory=dict)  # over the host's cpu/memory
@@ -118,9 +119,12 @@ def build_matrix(request: MatrixBuild, on_event: Callable[[Event], None],
         build_args={**request.build_args, BUILD_ID_ARG: request.build_id},
         labels=request.labels, layers=request.layers, pull=request.pull,
         history=request.history,
+        # A parent this run does not build is the one pushed under the parents' build id
+        # (this one unless --parent-build-id) to this run's registry: never the matrix's
+        # registry when --registry names another (per-image CI jobs build it there).
         parent_references=outside_parents(
-            plan, expand(matrix, build_id=request.parent_build_id, registry=request.registry))
-        if request.parent_build_id else {},
+            plan, expand(matrix, build_id=request.parent_build_id or request.build_id,
+                         registry=request.registry)),
     )
     ensure_current(matrix, request.filters, rerender=request.rerender)
     on_event(Planned(plan))

@@ -56,21 +56,32 @@ def list_images(context: Context, filters: Filters, as_json: bool, build_id: Opt
     return 0
 
 
-PLAN_FORMATS = ("json", "github", "gitlab", "tekton")
+PLAN_FORMATS = ("json", "github", "gitlab", "tekton", "konflux")
 
 
 @cli.command()
 @click.option("--format", "output_format", type=click.Choice(PLAN_FORMATS), default="json",
               show_default=True, help="json: every image with all fields; github, gitlab, "
-                                      "tekton: a CI document fanning builds out (docs/ci).")
+                                      "tekton, konflux (Pipelines-as-Code, .tekton/): a CI "
+                                      "document fanning builds out (docs/ci).")
 @click.option("--changed-since", metavar="GIT_REV",
               help="Only images whose inputs changed since GIT_REV, and their dependents.")
 @reference_options
+@click.option("--tls-verify", type=click.BOOL, default=True, show_default=True,
+              metavar="true|false", help="Jobs verify the registry's TLS certificate.")
+@click.option("--parent-build-id", metavar="ID",
+              help="Jobs build from_image parents the plan leaves out FROM this build.")
+@click.option("-j", "--jobs", type=click.IntRange(min=1),
+              help="Passed to each job's aipcc-build matrix.")
+@click.option("--capacity", metavar="SLOT=N,...", default="",
+              help="Passed to each job's aipcc-build matrix: its runner's slots.")
 @matrix_filters
 @pass_context
 def plan(context: Context, filters: Filters, output_format: str, changed_since: Optional[str],
-         build_id: Optional[str], registry: Optional[str]) -> int:
+         build_id: Optional[str], registry: Optional[str], tls_verify: bool,
+         parent_build_id: Optional[str], jobs: Optional[int], capacity: str) -> int:
     """The build plan as data for people or CI engines."""
+    from ..build.preflight import parse_capacity
     from ..plan import emit, make_plan, project_path
     from ..plan.changes import select
     from ..report import images as report
@@ -78,23 +89,30 @@ def plan(context: Context, filters: Filters, output_format: str, changed_since: 
 
     matrix = context.load()
     build = resolved_build_id(build_id)
+    parse_capacity(capacity)  # a bad slot is an input error now, not in every job
     processes = ProcessRunner()
     # One job per image: it builds all the image's platforms (and joins them).
     build_plan = make_plan(select(matrix, build_id=build, registry=registry, filters=filters,
                                   changed_since=changed_since, runner=processes),
                            per_platform=False)
-    command = emit.JobCommand(matrix_path=project_path(matrix, matrix.path), build_id=build,
-                              registry=registry)
+    command = emit.JobCommand(
+        matrix_path=project_path(matrix, matrix.path), build_id=build, registry=registry,
+        tls_verify=tls_verify, parent_build_id=parent_build_id, jobs=jobs, capacity=capacity,
+        fetch=matrix.ci.fetch, platforms=filters.platforms)
     if output_format == "json":
         report.plan_json(matrix, build_plan, changed_since)
     elif output_format == "github":
         from ..plan.emit import github
 
-        report.ci_document(github.github(build_plan), build_plan)
+        report.ci_document(github.github(matrix, build_plan, command), build_plan)
     elif output_format == "gitlab":
         from ..plan.emit import gitlab
 
-        report.ci_document(gitlab.gitlab(build_plan, command), build_plan)
+        report.ci_document(gitlab.gitlab(matrix, build_plan, command), build_plan)
+    elif output_format == "konflux":
+        from ..plan.emit import tekton
+
+        report.ci_document(tekton.tekton(matrix, build_plan, command, None), build_plan)
     else:
         from ..plan.emit import tekton
         from ..tools.git import Git

@@ -9,10 +9,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .expand import EVERYTHING, Filters, check_filters, expand, image_name, version_matches
+from .expand import (
+    EVERYTHING,
+    Filters,
+    check_filters,
+    expand,
+    image_name,
+    matching,
+    version_matches,
+)
 from .model import (
     Accelerator,
     AllowRule,
+    CiSettings,
     Exclude,
     ImageKind,
     ImageSpec,
@@ -38,7 +47,8 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "EVERYTHING", "EVERY_IMAGE", "Accelerator", "AllowRule", "Exclude", "Filters", "ImageKind",
-    "ImageSpec", "Matrix", "OsSpec", "Product", "Selector", "ToolkitVersion", "Where",
-    "check_filters", "expand", "image_name", "line_owners", "load", "parse", "version_matches",
+    "EVERYTHING", "EVERY_IMAGE", "Accelerator", "AllowRule", "CiSettings", "Exclude", "Filters",
+    "ImageKind", "ImageSpec", "Matrix", "OsSpec", "Product", "Selector", "ToolkitVersion", "Where",
+    "check_filters", "expand", "image_name", "line_owners", "load", "matching", "parse",
+    "version_matches",
 ]

@@ -84,6 +84,11 @@ def expand(matrix: Matrix, *, build_id: str = "dev", registry: Optional[str] = N
     """Every image of the matrix (minus excludes) in matrix order, then filtered."""
     images = expand_all(matrix, build_id=build_id, registry=registry)
     check_filters(matrix, images, filters)
+    return matching(images, filters)
+
+
+def matching(images: list[ImageSpec], filters: Filters) -> list[ImageSpec]:
+    """The IMAGES FILTERS match, each with only the platforms the filters keep."""
     return [_only_platforms(image, filters.platforms) for image in images
             if filters.matches(image)]
 

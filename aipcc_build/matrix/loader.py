@@ -19,10 +19,13 @@ import yaml
 from ..errors import InputError
 from .expand import expand_all
 from .model import (
+    DEFAULT_BUNDLES,
+    DEFAULT_CI_IMAGE,
     SAFE_NAME,
     SAFE_REFERENCE,
     Accelerator,
     AllowRule,
+    CiSettings,
     Exclude,
     ImageKind,
     Matrix,
@@ -37,6 +40,8 @@ from .platforms import unknown_hint
 
 SCHEMA = 1
 VERSION = re.compile(r"[0-9]+\.[0-9]+(\.[0-9]+)?")
+# A Tekton bundle: an image reference, pinned by digest or not.
+BUNDLE_REFERENCE = re.compile(r"[A-Za-z0-9._:/-]+(@sha256:[0-9a-f]{64})?")
 DRIVER = re.compile(r"[0-9]+(\.[0-9]+){1,2}")
 
 
@@ -200,7 +205,7 @@ def _parse(text: str, file: str) -> Matrix:
     top = reader.mapping(
         root, "",
         allowed=("schema", "product", "registry", "templates", "output", "platforms", "os",
-                 "accelerators", "images", "exclude", "wheel_index"),
+                 "accelerators", "images", "exclude", "wheel_index", "ci"),
         required=("schema", "product", "registry", "os", "accelerators", "images"),
     )
     schema_node = top["schema"][1]
@@ -263,11 +268,30 @@ def _parse(text: str, file: str) -> Matrix:
         path=file, schema=SCHEMA, product=product, registry=registry,
         templates=str(templates), output=str(output), os=oses,
         accelerators=accelerators, images=images, exclude=excludes, platforms=platforms,
-        wheel_index=wheel_index, locations=_locations(reader, top),
+        wheel_index=wheel_index, ci=_ci(reader, top["ci"][1]) if "ci" in top else CiSettings(),
+        locations=_locations(reader, top),
     )
     # Expanding once here surfaces name clashes and bad patterns as load errors.
     expand_all(matrix, build_id="dev", registry=None)
     return matrix
+
+
+def _ci(reader: _Reader, node: yaml.Node) -> CiSettings:
+    fields = reader.mapping(node, "ci", ("fetch", "image", "bundles"))
+    bundles = dict(DEFAULT_BUNDLES)
+    if "bundles" in fields:
+        for task, key_node, value in reader.entries(fields["bundles"][1], "ci.bundles"):
+            if task not in DEFAULT_BUNDLES:
+                raise reader.error(key_node, f"ci.bundles.{task}", f"unknown task '{task}' "
+                                   f"(expected one of: {', '.join(DEFAULT_BUNDLES)})")
+            bundles[task] = reader.scalar(value, f"ci.bundles.{task}", BUNDLE_REFERENCE,
+                                          "an image reference (with an optional @sha256:)")
+    return CiSettings(
+        fetch=reader.scalar(fields["fetch"][1], "ci.fetch") if "fetch" in fields else None,
+        image=reader.scalar(fields["image"][1], "ci.image", SAFE_REFERENCE,
+                            "an image reference") if "image" in fields else DEFAULT_CI_IMAGE,
+        bundles=bundles,
+    )
 
 
 def _locations(reader: _Reader, top: Mapping[str, tuple[yaml.Node, yaml.Node]]

@@ -78,6 +78,29 @@ class Product:
     moving_tags: tuple[str, ...] = ()
 
 
+# The Konflux task bundles a PipelineRun references when the matrix names none: the
+# tasks Konflux's build-definitions publish (git-clone 0.1, buildah 0.4: BUILD_ARGS,
+# TLSVERIFY). Pin them by digest in the matrix (`ci.bundles`) for reproducible runs.
+DEFAULT_BUNDLES: Mapping[str, str] = {
+    "git-clone": "quay.io/konflux-ci/tekton-catalog/task-git-clone:0.1",
+    "buildah": "quay.io/konflux-ci/tekton-catalog/task-buildah:0.4",
+}
+# The image CI jobs run in (buildah, skopeo, git, aipcc-build): matrix/ci.yaml builds it,
+# the repository's own CI pushes it under build id `main`.
+DEFAULT_CI_IMAGE = "quay.io/aipcc/ci/aipcc-build:1-main"
+
+
+@dataclass(frozen=True)
+class CiSettings:
+    """How CI jobs build this matrix (`ci:` in the matrix file)."""
+
+    # Shell command run from the project root before a job builds: fetches what the build
+    # contexts need and git does not hold (the demo's wheelhouse). None: nothing to fetch.
+    fetch: Optional[str] = None
+    image: str = DEFAULT_CI_IMAGE
+    bundles: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_BUNDLES))
+
+
 @dataclass(frozen=True)
 class OsSpec:
     name: str
@@ -158,6 +181,7 @@ class Matrix:
     exclude: tuple[Exclude, ...] = ()
     wheel_index: Optional[str] = None  # URL pattern of the per-variant wheel indexes
     platforms: tuple[str, ...] = ()  # top-level `platforms`; () = the host's unless a level says
+    ci: CiSettings = field(default_factory=CiSettings)
     # Field path ("images.devel.from_image") -> where it is written, for later errors.
     locations: Mapping[str, Where] = field(default_factory=dict)
 

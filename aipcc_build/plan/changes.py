@@ -22,6 +22,7 @@ from ..matrix import (
     check_filters,
     expand,
     line_owners,
+    matching,
 )
 from ..render import template_inputs
 from ..tools.git import Git, Hunk
@@ -38,7 +39,7 @@ def select(matrix: Matrix, *, build_id: str, registry: Optional[str], filters: F
         # Dependents are found over the whole matrix, before the filters narrow it.
         changed = changed_images(matrix, images, changed_since, runner)
         images = [image for image in images if image.key in changed]
-    return [image for image in images if filters.matches(image)]
+    return matching(images, filters)
 
 
 def changed_images(matrix: Matrix, images: Sequence[ImageSpec], rev: str,

@@ -284,6 +284,24 @@ def test_parent_outside_the_plan_is_taken_at_the_parent_build_id(
     assert f"--from {namespace}/base/cuda-12.8-bb:1-100" in log
 
 
+def test_one_image_job_builds_from_the_parent_this_build_pushed_to_its_registry(
+        tmp_path: Path, unique_base: tuple[str, str], namespace: str) -> None:
+    # The per-image CI job: `--only KEY --registry R` after the parent's job pushed to R.
+    # It used to build FROM the matrix's own registry (localhost/aipcc-test-sched/unused).
+    write_matrix(tmp_path, unique_base[0], {"12.8.1": {"sleep": 0}})
+    parent = aipcc_build(tmp_path, "--matrix", "matrix/test.yaml", "matrix", "--only",
+                         "base/cuda-12.8-bb", "--registry", namespace, "--build-id", "7",
+                         "--push", "--tls-verify=false")
+    assert parent.returncode == 0, parent.stderr
+    child = aipcc_build(tmp_path, "--matrix", "matrix/test.yaml", "matrix", "--only",
+                        "child/cuda-12.8-bb", "--registry", namespace, "--build-id", "7",
+                        "--push", "--tls-verify=false", "--report", "child.json")
+    assert child.returncode == 0, child.stderr
+    built = by_key(json.loads((tmp_path / "child.json").read_text()))["child/cuda-12.8-bb"]
+    log = (tmp_path / built["log"]).read_text()
+    assert f"--from {namespace}/base/cuda-12.8-bb:1-7" in log
+
+
 def test_real_oci_isolation_failure_names_the_fix(
         tmp_path: Path, unique_base: tuple[str, str], namespace: str) -> None:
     write_matrix(tmp_path, unique_base[0], {"12.8.1": {"sleep": 0}}, child=False)

@@ -4,24 +4,56 @@ The formats and their limits are explained in docs/ci/README.md."""
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from typing import Optional
+
+# Where every per-image job writes what the engine keeps as artifacts, relative to the
+# project root the job runs in.
+REPORT = "build-report.json"
+JUNIT = "junit.xml"
+LOG_DIR = "logs"
 
 
 @dataclass(frozen=True)
 class JobCommand:
-    """How each per-image job calls aipcc-build, pinned to what the plan was made with."""
+    """The one per-image job contract every engine runs, pinned to what the plan was made
+    with: from the project root of a clean checkout, run `fetch` (the matrix's `ci.fetch`,
+    when it has one), then build one image FROM the parent this build id pushed to
+    `registry` (or the parents' build, `parent_build_id`), validate it, push it, and write
+    the report, the logs and the JUnit file. The plan's platform filter applies to every
+    job: it builds those platforms of its image, all of them when there is none."""
 
     matrix_path: str  # relative to the project root, where CI jobs run
     build_id: str
     registry: Optional[str] = None
+    tls_verify: bool = True
+    parent_build_id: Optional[str] = None
+    jobs: Optional[int] = None
+    capacity: str = ""  # slots over the runner's own: "cpu=8,memory=32Gi"
+    fetch: Optional[str] = None
+    platforms: tuple[str, ...] = ()  # the plan's --platform filter
 
     def argv(self, key: str) -> list[str]:
         args = ["aipcc-build", "--matrix", self.matrix_path, "matrix", "--only", key,
                 "--build-id", self.build_id]
         if self.registry:
             args += ["--registry", self.registry]
-        return [*args, "--push"]
+        for platform in self.platforms:
+            args += ["--platform", platform]
+        if not self.tls_verify:
+            args += ["--tls-verify", "false"]
+        if self.parent_build_id:
+            args += ["--parent-build-id", self.parent_build_id]
+        if self.jobs is not None:
+            args += ["--jobs", str(self.jobs)]
+        if self.capacity:
+            args += ["--capacity", self.capacity]
+        return [*args, "--report", REPORT, "--junit", JUNIT, "--log-dir", LOG_DIR, "--push"]
+
+    def script(self, key: str) -> list[str]:
+        """The job's shell lines: the fetch command, then the build."""
+        return [*([self.fetch] if self.fetch else []), shlex.join(self.argv(key))]
 
 
 @dataclass(frozen=True)

@@ -2,24 +2,32 @@
 
 from __future__ import annotations
 
-import shlex
 from typing import Any
 
 import yaml
 
-from ...matrix import ImageSpec
+from ...matrix import ImageSpec, Matrix
 from ..dag import BuildPlan
-from . import JobCommand
+from . import JUNIT, LOG_DIR, REPORT, JobCommand
 
 
-def gitlab(plan: BuildPlan, command: JobCommand) -> str:
-    """A child pipeline: one job per image, `needs:` on the job building its FROM image."""
+def gitlab(matrix: Matrix, plan: BuildPlan, command: JobCommand) -> str:
+    """A child pipeline: one job per image, `needs:` on the job building its FROM image.
+
+    A failed job fails only the jobs that need it; its report, log and JUnit file are kept
+    (`when: always`) and GitLab shows the JUnit file, the validator's verdict included.
+    """
     names = {build.image.key: gitlab_job_name(build.image) for build in plan.builds}
     jobs: dict[str, Any] = {
         names[build.image.key]: {
             "stage": "build",
-            "script": [shlex.join(command.argv(build.image.key))],
+            "script": command.script(build.image.key),
             "needs": [names[need] for need in build.needs],
+            "artifacts": {
+                "when": "always",
+                "paths": [REPORT, JUNIT, f"{LOG_DIR}/"],
+                "reports": {"junit": JUNIT},
+            },
         }
         for build in plan.builds
     }
@@ -31,8 +39,13 @@ def gitlab(plan: BuildPlan, command: JobCommand) -> str:
         }
     document = {
         "stages": ["build"],
-        # The parent's trigger job passes AIPCC_BUILD_IMAGE down: an image holding
-        # buildah and aipcc-build (docs/ci/README.md).
+        # Defaults: the parent's trigger job passes its own values down, and they win.
+        # REGISTRY_AUTH_FILE is a project variable of type File: every job of the parent
+        # and child pipelines gets its path, and buildah and skopeo read it.
+        "variables": {
+            "AIPCC_BUILD_IMAGE": matrix.ci.image,
+            "BUILDAH_ISOLATION": "chroot",
+        },
         "default": {"image": "$AIPCC_BUILD_IMAGE"},
         **jobs,
     }

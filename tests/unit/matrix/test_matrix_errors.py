@@ -186,3 +186,17 @@ def test_filter_that_matches_nothing_is_an_error(project: Project, cli, option: 
     result = cli("--matrix", str(project.matrix), "list", option, value)
     assert result.code == 2, result
     assert option in result.err and hint in result.err
+
+
+def test_ci_bundle_of_an_unknown_task(project: Project, cli) -> None:
+    project.edit("registry: quay.io/aipcc", "registry: quay.io/aipcc\n"
+                 "ci: {bundles: {buildha: quay.io/x/task-buildah:0.4}}")
+    assert_input_error(project, cli, "ci.bundles.buildha", "unknown task 'buildha'",
+                       at="buildha")
+
+
+def test_ci_bundle_digest_must_be_sha256(project: Project, cli) -> None:
+    project.edit("registry: quay.io/aipcc", "registry: quay.io/aipcc\n"
+                 "ci: {bundles: {buildah: 'quay.io/x/task-buildah:0.4@sha256:zz'}}")
+    assert_input_error(project, cli, "ci.bundles.buildah", "is not an image reference",
+                       at="task-buildah")

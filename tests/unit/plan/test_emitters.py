@@ -12,6 +12,7 @@ import yaml
 
 from aipcc_build.matrix import expand, load
 from aipcc_build.plan.emit.github import GITHUB_OUTPUT_LIMIT
+from tests.support import tekton_schema
 from tests.support.project import REPO, check_jsonschema, git
 
 SCHEMA = Path(__file__).with_name("github-plan.schema.json")
@@ -24,11 +25,12 @@ DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 #   array of key=value"); workspace `source` (required).
 # - Konflux build-definitions, task/buildah (README's parameter table): IMAGE, DOCKERFILE,
 #   CONTEXT, BUILD_ARGS ("Array of --build-arg values ("arg=value" strings)").
+# Both also take TLSVERIFY ("true"/"false"); Konflux's 0.4 README lists it too.
 BUILDAH_PARAMS = {"IMAGE": str, "DOCKERFILE": str, "CONTEXT": str, "BUILD_ARGS": list,
-                  "STORAGE_DRIVER": str}
+                  "STORAGE_DRIVER": str, "TLSVERIFY": str}
 BUILDAH_REQUIRED = {"IMAGE"}
 BUILDAH_WORKSPACES = {"source"}
-# Tekton catalog, task/git-clone: params `url` and `revision`, workspace `output`.
+# Tekton catalog, task/git-clone: params `url`, `revision`, `subdirectory`, workspace `output`.
 GIT_CLONE_PARAMS = {"url": str, "revision": str}
 
 
@@ -83,8 +85,15 @@ def test_shipped_workflow_runs_one_job_per_image_with_dependents_later():
         "${{ fromJSON(needs.plan.outputs.plan).wave2 }}"
     assert "build" in jobs["build-dependents"]["needs"]
     for name in ("build", "build-dependents"):
+        assert jobs[name]["strategy"]["fail-fast"] is False
         steps = " ".join(step.get("run", "") for step in jobs[name]["steps"])
-        assert 'aipcc-build matrix --only "$KEY" --push' in steps
+        # The plan's own commands, through the environment; the login names the plan's host.
+        assert 'sh -c "$FETCH"' in steps and 'eval "$COMMAND"' in steps
+        assert '--password-stdin "$REGISTRY_HOST"' in steps
+    # A dependent whose parent failed skips its build; the others still build.
+    assert "!cancelled()" in jobs["build-dependents"]["if"]
+    check = next(s for s in jobs["build-dependents"]["steps"] if s.get("id") == "parent")
+    assert 'skopeo inspect' in check["run"]
 
 
 def test_github_matrix_per_wave_validates(project, run, tmp_path):
@@ -100,13 +109,58 @@ def test_github_matrix_per_wave_validates(project, run, tmp_path):
     assert wave2 == {"devel/cuda-12.9-el9.6", "devel/cuda-12.8-el9.6", "devel/cpu-el9.6"}
     assert {"base/" + key.split("/")[1] for key in wave2} <= wave1
     assert len(output.encode("utf-16-le")) <= GITHUB_OUTPUT_LIMIT
+    devel = next(e for e in document["wave2"]["include"] if e["key"] == "devel/cpu-el9.6")
+    assert devel["parent"] == "quay.io/aipcc/base-images/cpu-el9.6:3.0-dev"
+    assert devel["command"].startswith("aipcc-build --matrix matrix/aipcc.yaml matrix --only "
+                                       "devel/cpu-el9.6 --build-id dev ")
+
+
+def test_plan_carries_its_options_into_every_job(project, run):
+    output = plan(run, project / "matrix/aipcc.yaml", "--format", "github", "--registry",
+                  "registry.example:5000/ns", "--tls-verify", "false", "--parent-build-id",
+                  "41", "--jobs", "2", "--capacity", "cpu=8,gpu=1", "--build-id", "42").out
+    document = json.loads(output)
+    assert document["registry_host"] == "registry.example:5000"
+    assert document["tls_verify"] is False
+    for wave in ("wave1", "wave2"):
+        for entry in document[wave]["include"]:
+            assert entry["command"] == (
+                f"aipcc-build --matrix matrix/aipcc.yaml matrix --only {entry['key']} "
+                "--build-id 42 --registry registry.example:5000/ns --tls-verify false "
+                "--parent-build-id 41 --jobs 2 --capacity cpu=8,gpu=1 --report "
+                "build-report.json --junit junit.xml --log-dir logs --push")
+
+
+def test_a_platform_filter_of_plan_applies_to_every_job_it_emits(run):
+    """One job per multi-platform image, keyed kind/name; plan's --platform narrows what
+    each job builds (a CI run without emulated arm64 builds)."""
+    everything = yaml.safe_load(plan(run, REPO / "matrix/demo.yaml", "--format", "gitlab").out)
+    narrowed = yaml.safe_load(plan(run, REPO / "matrix/demo.yaml", "--format", "gitlab",
+                                   "--platform", "linux/amd64").out)
+    assert everything.keys() == narrowed.keys()
+    job = "build:runtime/cuda-12.8-debian"
+    assert everything[job]["needs"] == narrowed[job]["needs"] == ["build:base/cuda-12.8-debian"]
+    build = everything[job]["script"][-1]
+    assert "--only runtime/cuda-12.8-debian " in build and "--platform" not in build
+    assert "--only runtime/cuda-12.8-debian --build-id dev --platform linux/amd64 " in (
+        narrowed[job]["script"][-1])
+    data = json.loads(plan(run, REPO / "matrix/demo.yaml", "--platform", "linux/amd64").out)
+    assert {tuple(image["platforms"]) for image in data["images"]} == {("linux/amd64",)}
+
+
+def test_plan_refuses_bad_slots_before_emitting(project, run):
+    result = run("--matrix", str(project / "matrix/aipcc.yaml"), "plan", "--format", "gitlab",
+                 "--capacity", "cpu")
+    assert result.code == 2 and "--capacity" in result.err and result.out == ""
 
 
 def test_github_schema_of_our_own_rejects_an_empty_or_oversized_matrix(tmp_path):
     entry = {"key": "builder/x", "name": "x", "kind": "builder", "accelerator": "cpu",
-             "version": None, "os": "ubi9", "reference": "r"}
-    for bad in ({"images": 0, "waves": 1, "wave1": {"include": []}},
-                {"images": 257, "waves": 1, "wave1": {"include": [entry] * 257}}):
+             "version": None, "os": "ubi9", "reference": "r", "parent": "", "fetch": "",
+             "command": "aipcc-build matrix --only builder/x --push"}
+    top = {"registry_host": "quay.io", "tls_verify": True}
+    for bad in ({"images": 0, "waves": 1, "wave1": {"include": []}, **top},
+                {"images": 257, "waves": 1, "wave1": {"include": [entry] * 257}, **top}):
         (tmp_path / "bad.json").write_text(json.dumps(bad))
         assert check_jsonschema("--schemafile", str(SCHEMA),
                                 str(tmp_path / "bad.json")).returncode == 1
@@ -114,7 +168,8 @@ def test_github_schema_of_our_own_rejects_an_empty_or_oversized_matrix(tmp_path)
 
 def test_github_empty_plan_emits_no_matrix_and_says_so(project, run, tmp_path):
     result = plan(run, project / "matrix/aipcc.yaml", "--format", "github", *EMPTY_SELECTION)
-    assert json.loads(result.out) == {"images": 0, "waves": 0}
+    assert json.loads(result.out) == {"images": 0, "waves": 0, "registry_host": "quay.io",
+                                      "tls_verify": True}
     assert "nothing to build" in result.err
     (tmp_path / "plan.json").write_text(result.out)
     assert check_jsonschema("--schemafile", str(SCHEMA),
@@ -164,7 +219,11 @@ def test_gitlab_child_pipeline_validates_and_mirrors_the_dag(project, run, tmp_p
     for image in images:
         job = jobs[f"build:{image.key}"]
         assert job["script"] == [f"aipcc-build --matrix matrix/aipcc.yaml matrix --only "
-                                 f"{image.key} --build-id 175 --push"]
+                                 f"{image.key} --build-id 175 --report build-report.json "
+                                 "--junit junit.xml --log-dir logs --push"]
+        assert job["artifacts"] == {"when": "always",
+                                    "paths": ["build-report.json", "junit.xml", "logs/"],
+                                    "reports": {"junit": "junit.xml"}}
         expected = [f"build:{image.depends_on}"] if image.depends_on else []
         assert job["needs"] == expected
     assert all(need in jobs for job in jobs.values() for need in job["needs"])
@@ -177,7 +236,8 @@ def test_gitlab_empty_plan_is_a_valid_pipeline(project, run, tmp_path):
     (tmp_path / "child.yml").write_text(result.out)
     assert check_jsonschema("--builtin-schema", "vendor.gitlab-ci",
                             str(tmp_path / "child.yml")).returncode == 0
-    assert list(yaml.safe_load(result.out)) == ["stages", "default", "nothing-to-build"]
+    assert list(yaml.safe_load(result.out)) == ["stages", "variables", "default",
+                                                "nothing-to-build"]
 
 
 def test_gitlab_parent_example_validates_and_triggers_the_artifact():
@@ -190,6 +250,10 @@ def test_gitlab_parent_example_validates_and_triggers_the_artifact():
     assert trigger["include"] == [{"artifact": "child-pipeline.yml", "job": "plan"}]
     assert "child-pipeline.yml" in document["plan"]["artifacts"]["paths"]
     assert "--format gitlab" in document["plan"]["script"][-1]
+    # What the child's jobs need comes down from the parent.
+    assert trigger["forward"]["yaml_variables"] is True
+    assert document["variables"]["BUILDAH_ISOLATION"] == "chroot"
+    assert document["variables"]["AIPCC_BUILD_IMAGE"] == "quay.io/aipcc/ci/aipcc-build:1-main"
 
 
 def test_gitlab_schema_check_can_fail(tmp_path):
@@ -206,52 +270,136 @@ def tekton_repo(repo: Path) -> Path:
     return repo
 
 
-def test_tekton_pipelinerun_structure(tekton_repo, run):
-    matrix_path = tekton_repo / "matrix/aipcc.yaml"
-    output = plan(run, matrix_path, "--format", "tekton", "--build-id", "175").out
-    document = yaml.safe_load(output)
-    assert document["apiVersion"] == "tekton.dev/v1"
-    assert document["kind"] == "PipelineRun"
-    assert DNS_LABEL.match(document["metadata"]["generateName"].rstrip("-"))
+def check_tekton_document(document: dict, matrix_path: Path, build_id: str) -> dict:
+    """What every PipelineRun we emit must hold; returns the buildah tasks by image key."""
     spec = document["spec"]
-    params = {p["name"]: p["value"] for p in spec["params"]}
-    assert params == {"git-url": "https://git.example.com/aipcc/images.git",
-                      "git-revision": git(tekton_repo, "rev-parse", "HEAD").strip()}
-    assert {w["name"] for w in spec["workspaces"]} == {"source"}
     tasks = spec["pipelineSpec"]["tasks"]
     names = [task["name"] for task in tasks]
     assert len(names) == len(set(names))
-    for name in names:
-        assert DNS_LABEL.match(name) and len(name) <= 63, name
-
-    clone, builds = tasks[0], tasks[1:]
-    assert clone["taskRef"] == {"name": "git-clone"}
-    assert {p["name"]: type(p["value"]) for p in clone["params"]} == GIT_CLONE_PARAMS
-
-    images = {image.reference.replace(":3.0-dev", ":3.0-175"): image
+    for task in tasks:
+        assert DNS_LABEL.match(task["name"]) and len(task["name"]) <= 63, task["name"]
+        assert set(task.get("runAfter", [])) <= set(names)  # every runAfter target exists
+        assert task.get("timeout"), f"{task['name']} has no timeout"
+    assert acyclic({task["name"]: task.get("runAfter", []) for task in tasks})
+    # No volume shared by every task: each image's tasks use their own.
+    bound = [{w["workspace"] for w in task.get("workspaces", []) if w["name"] != "basic-auth"}
+             for task in tasks]
+    assert all(len(b) <= 1 for b in bound) and len(set().union(*bound)) > 1
+    images = {f"{image.repository}:{image.tag.rsplit('-', 1)[0]}-{build_id}": image
               for image in expand(load(matrix_path))}
-    assert len(builds) == len(images)  # one task per image
-    by_image = {}
+    builds = [task for task in tasks if task["name"].endswith("-build")]
+    assert len(builds) == len(images)  # one build task per image
+    by_key = {}
     for task in builds:
-        assert task["taskRef"] == {"name": "buildah"}
         given = {p["name"]: p["value"] for p in task["params"]}
         assert set(given) <= set(BUILDAH_PARAMS) and set(given) >= BUILDAH_REQUIRED
         for name, value in given.items():
             assert isinstance(value, BUILDAH_PARAMS[name]), (name, value)
         assert {w["name"] for w in task["workspaces"]} == BUILDAH_WORKSPACES
-        assert given["BUILD_ARGS"] == ["AIPCC_BUILD_ID=175"]
+        assert given["BUILD_ARGS"] == [f"AIPCC_BUILD_ID={build_id}"]
+        assert given["TLSVERIFY"] == "true"
         image = images[given["IMAGE"]]
-        assert given["DOCKERFILE"] == f"containerfiles/{image.kind}/{image.name}/Containerfile"
-        assert given["CONTEXT"] == f"containerfiles/{image.kind}/{image.name}"
-        assert (tekton_repo / given["DOCKERFILE"]).is_file()
-        by_image[image.key] = task
+        assert given["DOCKERFILE"] == project_path(image.containerfile, matrix_path)
+        by_key[image.key] = task
+    for key, task in by_key.items():
+        image = next(i for i in images.values() if i.key == key)
+        stem = task["name"][:-len("-build")]
+        validate = next(t for t in tasks if t["name"] == f"{stem}-validate")
+        assert validate["runAfter"] == [task["name"]]
+        assert "aipcc-build validate" in validate["taskSpec"]["steps"][0]["script"]
+        if image.depends_on:  # built once its parent is validated
+            parent = by_key[image.depends_on]["name"][:-len("-build")]
+            assert f"{parent}-validate" in task["runAfter"]
+    return by_key
 
-    for image in images.values():
-        task = by_image[image.key]
-        parents = [by_image[image.depends_on]["name"]] if image.depends_on else []
-        assert task["runAfter"] == ["fetch-source", *parents]
-        assert set(task["runAfter"]) <= set(names)
-    assert acyclic({task["name"]: task.get("runAfter", []) for task in tasks})
+
+def project_path(path: str, matrix_path: Path) -> str:
+    return str(Path(path).relative_to(matrix_path.parent.parent))
+
+
+def test_tekton_pipelinerun_structure(tekton_repo, run):
+    matrix_path = tekton_repo / "matrix/aipcc.yaml"
+    output = plan(run, matrix_path, "--format", "tekton", "--build-id", "175").out
+    assert tekton_schema.errors(output) == []
+    document = yaml.safe_load(output)
+    assert DNS_LABEL.match(document["metadata"]["generateName"].rstrip("-"))
+    params = {p["name"]: p["value"] for p in document["spec"]["params"]}
+    assert params == {"git-url": "https://git.example.com/aipcc/images.git",
+                      "git-revision": git(tekton_repo, "rev-parse", "HEAD").strip(),
+                      "ci-image": "quay.io/aipcc/ci/aipcc-build:1-main"}
+    by_key = check_tekton_document(document, matrix_path, "175")
+    tasks = document["spec"]["pipelineSpec"]["tasks"]
+    clones = [t for t in tasks if t["name"].endswith("-clone")]
+    assert len(clones) == len(by_key)
+    for clone in clones:
+        assert clone["taskRef"] == {"name": "git-clone"}
+        assert {p["name"] for p in clone["params"]} >= set(GIT_CLONE_PARAMS)
+    assert all(task["taskRef"] == {"name": "buildah"} for task in by_key.values())
+
+
+def test_konflux_pipelinerun_is_pipelines_as_code_with_bundles(project, run):
+    matrix_path = project / "matrix/aipcc.yaml"
+    output = plan(run, matrix_path, "--format", "konflux").out  # no git remote needed
+    assert tekton_schema.errors(output) == []
+    document = yaml.safe_load(output)
+    annotations = document["metadata"]["annotations"]
+    assert annotations["pipelinesascode.tekton.dev/on-event"] == "[push]"
+    assert annotations["pipelinesascode.tekton.dev/on-target-branch"] == "[main]"
+    params = {p["name"]: p["value"] for p in document["spec"]["params"]}
+    assert params["git-url"] == "{{source_url}}" and params["git-revision"] == "{{revision}}"
+    by_key = check_tekton_document(document, matrix_path, "{{revision}}")
+    for task in by_key.values():
+        ref = {p["name"]: p["value"] for p in task["taskRef"]["params"]}
+        assert task["taskRef"]["resolver"] == "bundles"
+        assert ref == {"name": "buildah", "kind": "task",
+                       "bundle": "quay.io/konflux-ci/tekton-catalog/task-buildah:0.4"}
+
+
+def test_konflux_bundles_come_from_the_matrix(project, run):
+    bundle = "quay.io/konflux-ci/tekton-catalog/task-buildah:0.4@sha256:" + "ab" * 32
+    matrix = project / "matrix/aipcc.yaml"
+    setting = f"ci: {{bundles: {{buildah: '{bundle}'}}}}"
+    matrix.write_text(matrix.read_text().replace(
+        "registry: quay.io/aipcc", f"registry: quay.io/aipcc\n{setting}", 1))
+    output = plan(run, project / "matrix/aipcc.yaml", "--format", "konflux").out
+    assert f"value: {bundle}" in output and tekton_schema.errors(output) == []
+
+
+def test_demo_tekton_fetches_its_context_before_the_build(project, run):
+    output = plan(run, REPO / "matrix/demo.yaml", "--format", "konflux",
+                  "--platform", "linux/arm64").out
+    assert tekton_schema.errors(output) == []
+    tasks = {t["name"]: t for t in yaml.safe_load(output)["spec"]["pipelineSpec"]["tasks"]}
+    fetch = tasks["base-cpu-debian-fetch"]
+    assert "scripts/demo-wheel-index-serve" in fetch["taskSpec"]["steps"][0]["script"]
+    params = {p["name"]: p["value"] for p in tasks["base-cpu-debian-build"]["params"]}
+    assert params["DOCKERFILE"] == "containerfiles/demo/base/cpu-debian/Containerfile.arm64"
+    assert fetch["runAfter"] == ["base-cpu-debian-clone"]
+    assert tasks["base-cpu-debian-build"]["runAfter"] == ["base-cpu-debian-fetch"]
+    assert tasks["runtime-cpu-debian-build"]["runAfter"] == [
+        "runtime-cpu-debian-fetch", "base-cpu-debian-validate"]
+
+
+def test_tekton_refuses_a_registry_its_buildah_task_would_not_build_from(project, run):
+    result = run("--matrix", str(REPO / "matrix/demo.yaml"), "plan", "--format", "konflux",
+                 "--registry", "127.0.0.1:5000/x")
+    assert result.code == 2 and "--registry" in result.err and result.out == ""
+    assert "FROM its parent in localhost/aipcc-demo" in result.err
+
+
+def test_tekton_refuses_an_image_of_several_platforms(run):
+    result = run("--matrix", str(REPO / "matrix/demo.yaml"), "plan", "--format", "konflux")
+    assert result.code == 2 and result.out == "" and "--platform" in result.err
+    assert "linux/amd64, linux/arm64" in result.err and "buildah task" in result.err
+
+
+def test_tekton_refuses_a_local_path_as_the_clone_url(project, run):
+    git(project, "init", "-q")
+    git(project, "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "--allow-empty",
+        "-m", "x")
+    git(project, "remote", "add", "origin", str(project))
+    result = run("--matrix", str(project / "matrix/aipcc.yaml"), "plan", "--format", "tekton")
+    assert result.code == 2 and "which a cluster cannot reach" in result.err
 
 
 def test_tekton_names_stay_valid_and_unique_when_long(tmp_path, run):
@@ -264,7 +412,7 @@ def test_tekton_names_stay_valid_and_unique_when_long(tmp_path, run):
         "--allow-empty", "-m", "x")
     output = plan(run, path, "--format", "tekton").out
     names = [t["name"] for t in yaml.safe_load(output)["spec"]["pipelineSpec"]["tasks"]]
-    assert len(names) == len(set(names)) == 5
+    assert len(names) == len(set(names)) == 4 * 3  # clone, build, validate per image
     for name in names:
         assert DNS_LABEL.match(name) and len(name) <= 63, name
 
@@ -307,3 +455,11 @@ def test_tekton_without_an_origin_remote_is_a_clear_input_error(project, run):
     result = run("--matrix", str(project / "matrix/aipcc.yaml"), "plan", "--format", "tekton")
     assert result.code == 2
     assert "no 'origin' remote" in result.err and "git remote add origin" in result.err
+
+
+def test_tekton_schema_names_its_release_and_rejects_unknown_fields(tekton_repo, run):
+    schema = json.loads(tekton_schema.SCHEMA.read_text())
+    assert "Tekton release: Tekton Pipelines v0.47" in schema["$comment"]
+    output = plan(run, tekton_repo / "matrix/aipcc.yaml", "--format", "tekton").out
+    misplaced = output.replace("    timeout: 240m\n", "    timeouts: 240m\n", 1)
+    assert misplaced != output and tekton_schema.errors(misplaced) != []
