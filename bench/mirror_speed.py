@@ -15,42 +15,21 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 import uuid
 from pathlib import Path
 
-from common import REPO, as_installed
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import REPO, as_installed  # noqa: E402
+from tests.support.registry import Registry  # noqa: E402
 
 COUNT = 12
 PAYLOAD_MB = 16
 BASE = "localhost/aipcc-demo/busybox:latest"
-
-
-def start_registry(root: Path) -> tuple[subprocess.Popen[bytes], str]:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        host = f"127.0.0.1:{sock.getsockname()[1]}"
-    root.mkdir(parents=True)
-    (root / "config.yml").write_text(
-        f"version: 0.1\nlog: {{level: error}}\nstorage: {{filesystem: {{rootdirectory: "
-        f"{root / 'data'}}}}}\nhttp: {{addr: '{host}'}}\n")
-    proc = subprocess.Popen([shutil.which("docker-registry") or "registry", "serve",
-                             str(root / "config.yml")], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    for _ in range(200):
-        try:
-            urllib.request.urlopen(f"http://{host}/v2/", timeout=1).close()
-            return proc, host
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError("docker-registry did not start")
 
 
 def timed(argv: list[str], env: dict[str, str]) -> float:
@@ -69,16 +48,15 @@ def main() -> int:
     env = as_installed()
     tag = uuid.uuid4().hex[:8]
     names: list[str] = []
-    procs = []
+    registries: list[Registry] = []
     with tempfile.TemporaryDirectory(prefix="aipcc-bench-mirror-") as tmp:
         root = Path(tmp)
         try:
-            hosts = []
             for name in ("src", "mirror", "sync"):
-                proc, host = start_registry(root / name)
-                procs.append(proc)
-                hosts.append(host)
-            src, dst_mirror, dst_sync = hosts
+                (root / name).mkdir()
+                registries.append(Registry(root / name))
+                registries[-1].start()
+            src, dst_mirror, dst_sync = (registry.host for registry in registries)
             entries, repos = [], {}
             for index in range(COUNT):
                 local = f"localhost/aipcc-test-release/bench{index}-{tag}"
@@ -112,9 +90,8 @@ def main() -> int:
             startup = min(timed([sys.executable, "-m", "aipcc_build", "--version"], env)
                           for _ in range(3))
         finally:
-            for proc in procs:
-                proc.terminate()
-                proc.wait()
+            for registry in registries:
+                registry.stop()
             if names:
                 subprocess.run(["buildah", "rmi", "-f", *names], capture_output=True)
     print(f"mirror of {COUNT} images (busybox + {payload_mb} MB each) into an empty registry: "
