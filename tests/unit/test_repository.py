@@ -12,8 +12,9 @@ LIMIT = 512 * 1024
 
 
 def test_no_large_file_is_tracked() -> None:
-    listed = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, check=True,
-                            capture_output=True, timeout=60).stdout.decode()
-    large = [name for name in listed.split("\0")
-             if name and (REPO / name).is_file() and (REPO / name).stat().st_size > LIMIT]
+    # "<mode> blob <object> <size>\t<path>" for every file of the commit a clone checks out
+    listed = subprocess.run(["git", "ls-tree", "-r", "-l", "-z", "HEAD"], cwd=REPO,
+                            check=True, capture_output=True, timeout=60).stdout.decode()
+    large = [entry.split("\t", 1)[1] for entry in listed.split("\0")
+             if entry and entry.split()[3].isdigit() and int(entry.split()[3]) > LIMIT]
     assert large == []
