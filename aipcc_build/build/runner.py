@@ -17,7 +17,7 @@ from ..plan import build_context
 from ..tools import buildah
 from ..tools.runner import LineSink, Process, ProcessRunner
 from ..tools.skopeo import Skopeo
-from . import runs
+from . import runs, uploads
 from .schedule import BuildJob, BuildOutcome, ListJob, ListOutcome, PushOutcome
 
 
@@ -34,6 +34,7 @@ class BuildahRunner:
         self._stopping = False
         # Containers that existed before we started are never ours to remove.
         self._preexisting = buildah.containers(processes)
+        self._store: Optional[buildah.Storage] = None  # read at the first push
 
     def build(self, job: BuildJob, on_line: LineSink) -> BuildOutcome:
         with tempfile.TemporaryDirectory(prefix="aipcc-build-") as scratch:
@@ -77,7 +78,7 @@ class BuildahRunner:
         return self._push(
             lambda digestfile: buildah.push_command(image_id, job.image.reference, digestfile,
                                                     tls_verify, self.environ),
-            "buildah push", job.push_timeout, on_line)
+            "buildah push", job.push_timeout, on_line, job.image.reference, [image_id])
 
     def make_list(self, job: ListJob, on_line: LineSink) -> ListOutcome:
         name = job.image.reference
@@ -94,7 +95,8 @@ class BuildahRunner:
         pushed = self._push(
             lambda digestfile: buildah.push_list_command(reference, reference, digestfile,
                                                          tls_verify, self.environ),
-            "buildah manifest push", job.push_timeout, on_line)
+            "buildah manifest push", job.push_timeout, on_line, reference,
+            list(job.instances.values()))
         if not pushed.ok:
             return ListOutcome(ok=False, stopped=pushed.stopped, error=pushed.error)
         digest = pushed.digest
@@ -114,8 +116,36 @@ class BuildahRunner:
         return ListOutcome(ok=True, digest=digest, instance_digests=instances)
 
     def _push(self, command_for: Callable[[str], list[str]], what: str,
-              timeout: Optional[float], on_line: LineSink) -> PushOutcome:
-        """Run the push command COMMAND_FOR(digest file) makes; the digest it wrote."""
+              timeout: Optional[float], on_line: LineSink, reference: str,
+              images: list[str]) -> PushOutcome:
+        """Run the push command COMMAND_FOR(digest file) makes; the digest it wrote.
+        The layers of IMAGES that no other push of this host has sent to REFERENCE's
+        registry are sent by this one alone (see `uploads`)."""
+        try:
+            layers = [layer for image in images
+                      for layer in buildah.diff_ids(self.processes, image)]
+        except ToolError as exc:
+            return PushOutcome(ok=False, error=f"{what}: the image's layers cannot be read: "
+                                               f"{exc}")
+        waited_from = time.monotonic()
+
+        def give_up() -> bool:
+            # Waiting is only an optimisation: a stopped run or the push's own time limit
+            # ends it, and the push then goes ahead like any other.
+            return self._stopping or (timeout is not None
+                                      and time.monotonic() - waited_from > timeout)
+
+        if self._store is None:
+            self._store = buildah.storage(self.processes)
+        directory = uploads.uploads_dir(self._store, reference.split("/", 1)[0])
+        with uploads.first_upload(directory, layers, give_up) as mark:
+            pushed = self._push_now(command_for, what, timeout, on_line)
+            if pushed.ok:
+                mark()
+        return pushed
+
+    def _push_now(self, command_for: Callable[[str], list[str]], what: str,
+                  timeout: Optional[float], on_line: LineSink) -> PushOutcome:
         with tempfile.TemporaryDirectory(prefix="aipcc-push-") as scratch:
             digestfile = str(Path(scratch) / "digest")
             tail: list[str] = []

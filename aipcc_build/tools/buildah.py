@@ -91,6 +91,13 @@ def build_command(request: BuildRequest, environ: Mapping[str, str]) -> list[str
     return command
 
 
+def diff_ids(runner: Runner, image: str) -> list[str]:
+    """The uncompressed digests of IMAGE's layers, bottom first."""
+    listed = runner.run([PROGRAM, "inspect", "--type", "image", "--format",
+                         "{{range .OCIv1.RootFS.DiffIDs}}{{.}} {{end}}", image]).text
+    return listed.split()
+
+
 def push_command(image_id: str, reference: str, digestfile: str, tls_verify: bool,
                  environ: Mapping[str, str]) -> list[str]:
     # Retries are ours (counted and reported), so buildah's own are off. Credentials stay in
