@@ -45,13 +45,21 @@ UNPLACED_PLATFORM = "linux/amd64"
 KONFLUX_PLATFORMS = {"linux/amd64": "linux/x86_64"}
 # The label Kubernetes gives every node: its OCI architecture (amd64, arm64).
 NODE_ARCH_LABEL = "kubernetes.io/arch"
+# An image pushed as IMAGE (`repository:tag`) by its DIGEST: containers/image refuses a
+# reference with both a tag and a digest, so the tag goes (${IMAGE%:*}: a registry's port
+# comes before the last colon).
+VALIDATE_SCRIPT = ('aipcc-build validate --tls-verify "$TLSVERIFY"{only} '
+                   '"docker://${{IMAGE%:*}}@$DIGEST"')
 # Plain Tekton's join, in the CI image: the validated platform images, given as arguments
-# (`repository:tag@sha256:...`), become one manifest list pushed under IMAGE with them.
+# (`repository:tag@sha256:...`, as Konflux's build-image-index takes them), become one
+# manifest list pushed under IMAGE with them.
 JOIN_SCRIPT = "\n".join((
     'list="aipcc-join-$$"',
     'buildah manifest create "$list" >/dev/null',
     'for instance in "$@"; do',
-    '  buildah manifest add --tls-verify="$TLSVERIFY" "$list" "docker://$instance"',
+    '  tagged="${instance%@*}"',
+    '  buildah manifest add --tls-verify="$TLSVERIFY" "$list" \\',
+    '    "docker://${tagged%:*}@${instance##*@}"',
     "done",
     'buildah manifest push --all --rm --tls-verify="$TLSVERIFY" \\',
     '  --digestfile "$(results.IMAGE_DIGEST.path)" "$list" "docker://$IMAGE"',
@@ -242,9 +250,8 @@ class _Run:
         """aipcc-build validate, in the CI image, on the image BUILD pushed as TAG; that it
         is PLACED's platform too, when given."""
         only = ' --platform "$PLATFORM"' if placed else ""
-        task = _ci_task(name, "validate", [build],
-                        f'aipcc-build validate --tls-verify "$TLSVERIFY"{only} '
-                        '"docker://$IMAGE@$DIGEST"', None, None)
+        task = _ci_task(name, "validate", [build], VALIDATE_SCRIPT.format(only=only), None,
+                        None)
         _pass_params(task, {"IMAGE": tag, "DIGEST": f"$(tasks.{build}.results.IMAGE_DIGEST)",
                             "TLSVERIFY": self.tls_verify,
                             **({"PLATFORM": placed} if placed else {})})
