@@ -105,9 +105,8 @@ def tekton(matrix: Matrix, plan: BuildPlan, command: JobCommand,
     for build in plan.builds:
         key = build.image.key
         ready[key] = run.image(build.image, names[key], [ready[need] for need in build.needs])
-        finish[key] = max((finish[need] for need in build.needs), default=0) + sum(
-            TIMEOUT_MINUTES[step] for step in (*STEPS, *(("join",) if build.image.multi_platform
-                                                         else ())))
+        finish[key] = max((finish[need] for need in build.needs), default=0) + _chain_minutes(
+            build.image)
     if konflux:
         run.workspaces.append({"name": "git-auth",
                                "secret": {"secretName": "{{ git_auth_secret }}"}})
@@ -170,7 +169,7 @@ class _Run:
         the task its dependents build after."""
         reference = f"{image.repository}:{self.matrix.product.version}-{self.build_id}"
         shared = self.source(name) if self.konflux else None
-        validated = []
+        validated, instances = [], []
         for platform in image.platforms or ("",):
             # Only an image of several platforms names its tasks and tags by platform.
             arch = describe(platform).arch if image.multi_platform else ""
@@ -181,11 +180,9 @@ class _Run:
             tag = f"{reference}-{arch}" if arch else reference
             self.build(build, [ready, *parents], image, platform, placed, tag, workspace)
             validated.append(self.validate(_name(name, "validate", arch), build, tag, placed))
+            instances.append(f"{tag}@$(tasks.{build}.results.IMAGE_DIGEST)")
         if not image.multi_platform:
             return validated[0]
-        instances = [f"{reference}-{describe(platform).arch}"
-                     f"@$(tasks.{_name(name, 'build', describe(platform).arch)}"
-                     ".results.IMAGE_DIGEST)" for platform in image.platforms]
         return self.join(f"{name}-join", validated, reference, instances)
 
     def source(self, name: str, arch: str = "", placed: str = "") -> tuple[str, str]:
@@ -225,7 +222,7 @@ class _Run:
               placed: str, tag: str, workspace: str) -> None:
         """Build IMAGE's PLATFORM with buildah and push it as TAG; on PLACED's machines when
         given (Konflux: buildah-remote, whose PLATFORM picks the machine)."""
-        remote = self.konflux and placed
+        remote = self.konflux and bool(placed)
         self.tasks.append({
             "name": name,
             "taskRef": self.task_ref("buildah-remote" if remote else "buildah"),
@@ -243,8 +240,7 @@ class _Run:
             "workspaces": [{"name": "source", "workspace": workspace}],
             "timeout": _minutes("build"),
         })
-        if not self.konflux:
-            self.place(name, placed)
+        self.place(name, placed)
 
     def validate(self, name: str, build: str, tag: str, placed: str) -> str:
         """aipcc-build validate, in the CI image, on the image BUILD pushed as TAG; that it
@@ -287,8 +283,9 @@ class _Run:
         return name
 
     def place(self, task: str, platform: str) -> None:
-        """Plain Tekton: run TASK on a node of PLATFORM's architecture, when given."""
-        if platform:
+        """Plain Tekton: run TASK on a node of PLATFORM's architecture, when given (Konflux
+        places only builds, through buildah-remote's PLATFORM)."""
+        if platform and not self.konflux:
             self.task_run_specs.append({"pipelineTaskName": task, "podTemplate": {
                 "nodeSelector": {NODE_ARCH_LABEL: describe(platform).arch}}})
 
@@ -350,6 +347,13 @@ def _ci_task(name: str, step: str, after: list[str], script: str, workspace: Opt
         task["taskSpec"]["workspaces"] = [{"name": "source"}]
         task["workspaces"] = [{"name": "source", "workspace": workspace}]
     return task
+
+
+def _chain_minutes(image: ImageSpec) -> int:
+    """How long an image's tasks may take one after the other: cloned, fetched, built,
+    validated, and joined when it has several platforms."""
+    return sum(TIMEOUT_MINUTES[step] for step in STEPS) + (
+        TIMEOUT_MINUTES["join"] if image.multi_platform else 0)
 
 
 def _minutes(step: str) -> str:
