@@ -80,10 +80,14 @@ class Product:
 
 # The Konflux task bundles a PipelineRun references when the matrix names none: the
 # tasks Konflux's build-definitions publish (git-clone 0.1, buildah 0.4: BUILD_ARGS,
-# TLSVERIFY). Pin them by digest in the matrix (`ci.bundles`) for reproducible runs.
+# TLSVERIFY; for an image of several platforms buildah-remote 0.4, the same build on a
+# machine of its PLATFORM, and build-image-index 0.1, which joins the platforms' images in
+# an index). Pin them by digest in the matrix (`ci.bundles`) for reproducible runs.
 DEFAULT_BUNDLES: Mapping[str, str] = {
     "git-clone": "quay.io/konflux-ci/tekton-catalog/task-git-clone:0.1",
     "buildah": "quay.io/konflux-ci/tekton-catalog/task-buildah:0.4",
+    "buildah-remote": "quay.io/konflux-ci/tekton-catalog/task-buildah-remote:0.4",
+    "build-image-index": "quay.io/konflux-ci/tekton-catalog/task-build-image-index:0.1",
 }
 # The image CI jobs run in (buildah, skopeo, git, aipcc-build): matrix/ci.yaml builds it,
 # the repository's own CI pushes it under build id `main`.

@@ -5,6 +5,9 @@ this repository, against a registry on 127.0.0.1. The engines come from scripts/
 (npm, PyPI; cached); the jobs' `aipcc-build` is this checkout's code. The jobs' fetch
 (scripts/demo-wheel-index-serve) reuses the demo's wheel indexes the `wheel_index` fixture
 serves. Plans are made for this host's platform: an emulated arm64 build takes minutes.
+Tekton has no engine here: the steps the plain PipelineRun gives its CI-image tasks (a
+platform's validation, the join into a manifest list) run as written on images pushed as
+its buildah tasks would push them.
 """
 
 from __future__ import annotations
@@ -15,15 +18,18 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from aipcc_build.matrix.platforms import host_platform
 from tests.support.layers import buildah_json
+from tests.support.project import git_repository, shipped_project
 from tests.support.registry import Registry
 
 pytestmark = pytest.mark.integration
@@ -234,3 +240,99 @@ def test_github_failed_image_skips_only_its_dependents(
            f"{namespace}/base/cuda-12.8-debian:1.0-4 was not pushed" in done.stdout
     report = tmp_path / "artifacts" / "base-cuda-12.8-debian" / "junit.xml"
     assert VERDICT in report.read_text()
+
+
+# Tekton: no cluster here; the steps our PipelineRun gives its CI-image tasks run as written.
+
+def step_run(task: dict[str, Any], digests: dict[str, str], results: Path, *args: str
+             ) -> subprocess.CompletedProcess[str]:
+    """Run TASK's one step as Tekton would: its params (build results resolved from
+    DIGESTS, build task -> digest) in its env, its results under RESULTS, ARGS as "$@"."""
+    def resolve(text: str) -> str:
+        for build, digest in digests.items():
+            text = text.replace(f"$(tasks.{build}.results.IMAGE_DIGEST)", digest)
+        return text
+
+    params = {p["name"]: p["value"] for p in task["params"]}
+    step = task["taskSpec"]["steps"][0]
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    for variable in step["env"]:
+        env[variable["name"]] = resolve(params[variable["value"][len("$(params."):-1]])
+    script = step["script"]
+    for result in task["taskSpec"].get("results", []):
+        script = script.replace(f"$(results.{result['name']}.path)",
+                                str(results / result["name"]))
+    return subprocess.run(["sh", "-c", script, "sh", *map(resolve, args)], env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+def push_platform_image(reference: str, arch: str) -> str:
+    """A small image of ARCH (no RUN step: no emulation) pushed as REFERENCE; its digest."""
+    container = subprocess.run(["buildah", "from", "scratch"], check=True, capture_output=True,
+                               text=True, timeout=120).stdout.strip()
+    try:
+        with tempfile.TemporaryDirectory() as scratch:
+            (Path(scratch) / "arch").write_text(f"{arch}\n")
+            subprocess.run(["buildah", "copy", container, f"{scratch}/arch", "/etc/arch"],
+                           check=True, capture_output=True, timeout=120)
+            subprocess.run(["buildah", "config", "--os", "linux", "--arch", arch, container],
+                           check=True, capture_output=True, timeout=120)
+            subprocess.run(["buildah", "commit", "-q", container, reference], check=True,
+                           capture_output=True, timeout=120)
+            digest_file = Path(scratch) / "digest"
+            subprocess.run(["buildah", "push", "--tls-verify=false", "--digestfile",
+                            str(digest_file), reference, f"docker://{reference}"],
+                           check=True, capture_output=True, timeout=300)
+            return digest_file.read_text().strip()
+    finally:
+        subprocess.run(["buildah", "rm", container], capture_output=True, timeout=120)
+
+
+def test_tekton_validates_each_platform_then_its_join_pushes_the_manifest_list(
+        ci_registry: Registry, tmp_path: Path) -> None:
+    project = git_repository(shipped_project(tmp_path / "project"))
+    subprocess.run(["git", "-C", str(project), "remote", "add", "origin",
+                    "https://git.example.com/aipcc/images.git"], check=True, timeout=60)
+    namespace = f"{ci_registry.host}/tekton"
+
+    def tekton_tasks(*args: str) -> dict[str, dict]:
+        planned = subprocess.run(
+            [sys.executable, "-m", "aipcc_build", "--matrix", str(project / "matrix/demo.yaml"),
+             "plan", "--format", "tekton", "--only", "base/cpu-debian", "--registry",
+             namespace, "--tls-verify", "false", "--build-id", "3", *args],
+            cwd=REPO, capture_output=True, text=True, timeout=120)
+        assert planned.returncode == 0, planned.stderr
+        document = yaml.safe_load(planned.stdout)
+        return {task["name"]: task for task in document["spec"]["pipelineSpec"]["tasks"]}
+
+    tasks = tekton_tasks()
+    reference = f"{namespace}/base/cpu-debian:1.0-3"
+    # What each platform's buildah task pushes, on a node of that architecture.
+    digests = {f"base-cpu-debian-build-{arch}": push_platform_image(f"{reference}-{arch}", arch)
+               for arch in ("amd64", "arm64")}
+    for arch in ("amd64", "arm64"):
+        validated = step_run(tasks[f"base-cpu-debian-validate-{arch}"], digests, tmp_path)
+        assert validated.returncode == 0, validated.stdout + validated.stderr
+    # An image of one platform is validated the same way, by its digest.
+    single = tekton_tasks("--platform", "linux/amd64")["base-cpu-debian-validate"]
+    validated = step_run(single, {"base-cpu-debian-build": digests["base-cpu-debian-build-amd64"]},
+                         tmp_path)
+    assert validated.returncode == 0, validated.stdout + validated.stderr
+    # A build that ran on a node of the wrong architecture fails its platform's validation.
+    wrong = step_run(tasks["base-cpu-debian-validate-arm64"],
+                     {"base-cpu-debian-build-arm64": digests["base-cpu-debian-build-amd64"]},
+                     tmp_path)
+    assert wrong.returncode == 2 and "linux/arm64" in wrong.stderr
+    join = tasks["base-cpu-debian-join"]
+    instances = next(p["value"] for p in join["params"] if p["name"] == "IMAGES")
+    joined = step_run(join, digests, tmp_path, *instances)
+    assert joined.returncode == 0, joined.stdout + joined.stderr
+    index = skopeo_raw(reference)
+    assert {(m["platform"]["architecture"], m["digest"]) for m in index["manifests"]} == {
+        ("amd64", digests["base-cpu-debian-build-amd64"]),
+        ("arm64", digests["base-cpu-debian-build-arm64"])}
+    listed = subprocess.run(["skopeo", "inspect", "--tls-verify=false", "--format",
+                             "{{.Digest}}", f"docker://{reference}"], check=True,
+                            capture_output=True, text=True, timeout=120).stdout.strip()
+    assert (tmp_path / "IMAGE_DIGEST").read_text().strip() == listed
+    assert (tmp_path / "IMAGE_URL").read_text() == reference

@@ -1,28 +1,33 @@
 """Tekton: a tekton.dev/v1 PipelineRun, per image a clone, a fetch, a buildah build and a
-validation; and the same as a Pipelines-as-Code PipelineRun for Konflux (`.tekton/`)."""
+validation, and for an image of several platforms a build and a validation per platform
+joined in a manifest list; and the same as a Pipelines-as-Code PipelineRun for Konflux
+(`.tekton/`)."""
 
 from __future__ import annotations
 
 import hashlib
 import re
 from collections import Counter
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import yaml
 
 from ...errors import InputError
-from ...matrix import Matrix
+from ...matrix import ImageSpec, Matrix
+from ...matrix.platforms import describe
 from ...render import BUILD_ID_ARG
 from ..dag import BuildPlan, PlannedBuild, build_context, project_path
 from . import GitSource, JobCommand
 
 # Kubernetes object names used as Tekton task names: DNS-1123 labels.
 DNS_LABEL_LIMIT = 63
-# Per image: <name>-clone, <name>-fetch, <name>-build, <name>-validate.
+# Per image: <name>-clone, <name>-fetch, <name>-build, <name>-validate. An image of several
+# platforms has per platform <name>-build-<arch> and <name>-validate-<arch> (plain Tekton:
+# <name>-clone-<arch> and <name>-fetch-<arch> too), then one <name>-join.
 STEPS = ("clone", "fetch", "build", "validate")
-SUFFIX_LIMIT = max(len(step) for step in STEPS) + 1
 # Per-task timeouts (Tekton's default, one hour for the whole run, would stop long builds).
-TIMEOUT_MINUTES = {"clone": 10, "fetch": 30, "build": 4 * 60, "validate": 30}
+TIMEOUT_MINUTES = {"clone": 10, "fetch": 30, "build": 4 * 60, "validate": 30, "join": 15}
 # What a cluster can clone: a network URL or scp-like ssh (user@host:path), not a path.
 CLONABLE = re.compile(r"^((https?|ssh|git)://|[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:)")
 # What Pipelines-as-Code substitutes when it starts the run (Konflux's .tekton/ files).
@@ -30,6 +35,36 @@ PAC_URL, PAC_REVISION = "{{source_url}}", "{{revision}}"
 # Konflux's git-clone task checks out into this subdirectory of its `output` workspace, and
 # its buildah task builds from there (SOURCE_CODE_DIR); the catalog's pair uses the root.
 KONFLUX_SOURCE_DIR = "source"
+# The platform the tasks run on when nothing places them: Konflux's cluster is x86_64, and
+# the catalog's buildah builds its node's platform. A build of another platform is placed:
+# on Konflux by buildah-remote's PLATFORM, on plain Tekton by a node selector.
+UNPLACED_PLATFORM = "linux/amd64"
+# The multi-platform controller's names for platforms (buildah-remote's PLATFORM, the values
+# of Konflux's `build-platforms`): OCI's, except the cluster's own platform, which it builds
+# in the cluster rather than on a VM under the kernel's name.
+KONFLUX_PLATFORMS = {"linux/amd64": "linux/x86_64"}
+# The label Kubernetes gives every node: its OCI architecture (amd64, arm64).
+NODE_ARCH_LABEL = "kubernetes.io/arch"
+# An image pushed as IMAGE (`repository:tag`) by its DIGEST: containers/image refuses a
+# reference with both a tag and a digest, so the tag goes (${IMAGE%:*}: a registry's port
+# comes before the last colon).
+VALIDATE_SCRIPT = ('aipcc-build validate --tls-verify "$TLSVERIFY"{only} '
+                   '"docker://${{IMAGE%:*}}@$DIGEST"')
+# Plain Tekton's join, in the CI image: the validated platform images, given as arguments
+# (`repository:tag@sha256:...`, as Konflux's build-image-index takes them), become one
+# manifest list pushed under IMAGE with them.
+JOIN_SCRIPT = "\n".join((
+    'list="aipcc-join-$$"',
+    'buildah manifest create "$list" >/dev/null',
+    'for instance in "$@"; do',
+    '  tagged="${instance%@*}"',
+    '  buildah manifest add --tls-verify="$TLSVERIFY" "$list" \\',
+    '    "docker://${tagged%:*}@${instance##*@}"',
+    "done",
+    'buildah manifest push --all --rm --tls-verify="$TLSVERIFY" \\',
+    '  --digestfile "$(results.IMAGE_DIGEST.path)" "$list" "docker://$IMAGE"',
+    'printf "%s" "$IMAGE" > "$(results.IMAGE_URL.path)"',
+))
 
 
 def tekton(matrix: Matrix, plan: BuildPlan, command: JobCommand,
@@ -44,6 +79,14 @@ def tekton(matrix: Matrix, plan: BuildPlan, command: JobCommand,
     push with buildah, validate the pushed image with aipcc-build in the CI image; an image
     built FROM another starts building once its parent is validated.
 
+    An image of several platforms is built natively per platform and tagged
+    `reference-<arch>` (Konflux: buildah-remote on a machine of that platform, from the
+    image's one clone; plain Tekton: the catalog's buildah on a node of that architecture,
+    from a clone of its own there), each platform's image is validated, and then one join
+    task makes the manifest list under the image's reference (Konflux: build-image-index;
+    plain Tekton: buildah in the CI image). Its dependents build after the join, each
+    platform pulling its own from the list.
+
     Empty when the plan is: Kubernetes has no valid PipelineRun without a build task.
     """
     if not plan.builds:
@@ -53,73 +96,20 @@ def tekton(matrix: Matrix, plan: BuildPlan, command: JobCommand,
                          "reach: point the 'origin' remote at the repository's https, ssh or "
                          "git URL", field="git_url")
     _check_parents(matrix, plan, command)
-    _check_platforms(plan)
     konflux = source is None
     build_id = PAC_REVISION if konflux else command.build_id
+    run = _Run(matrix, konflux, build_id, str(command.tls_verify).lower())
     names = tekton_task_names(plan.builds)
-    tasks: list[dict[str, Any]] = []
-    workspaces: list[dict[str, Any]] = []
+    ready: dict[str, str] = {}  # image key -> the task its dependents' builds run after
+    finish: dict[str, int] = {}  # image key -> minutes until that task ends, at most
     for build in plan.builds:
-        image = build.image
-        name = names[image.key]
-        workspace = f"source-{name}"
-        workspaces.append({"name": workspace, "volumeClaimTemplate": {"spec": {
-            "accessModes": ["ReadWriteOnce"],
-            "resources": {"requests": {"storage": "1Gi"}},
-        }}})
-        ready = f"{name}-clone"
-        tasks.append({
-            "name": ready,
-            "taskRef": _task_ref(matrix, "git-clone", konflux),
-            "params": [
-                {"name": "url", "value": "$(params.git-url)"},
-                {"name": "revision", "value": "$(params.git-revision)"},
-                {"name": "subdirectory", "value": KONFLUX_SOURCE_DIR if konflux else ""},
-            ],
-            "workspaces": [{"name": "output", "workspace": workspace},
-                           *([{"name": "basic-auth", "workspace": "git-auth"}]
-                             if konflux else [])],
-            "timeout": _minutes("clone"),
-        })
-        checkout = "$(workspaces.source.path)" + (f"/{KONFLUX_SOURCE_DIR}" if konflux else "")
-        if matrix.ci.fetch:
-            tasks.append(_ci_task(f"{name}-fetch", "fetch", [ready], matrix.ci.fetch,
-                                  workspace, checkout))
-            ready = f"{name}-fetch"
-        reference = f"{image.repository}:{matrix.product.version}-{build_id}"
-        tasks.append({
-            "name": f"{name}-build",
-            "taskRef": _task_ref(matrix, "buildah", konflux),
-            "runAfter": [ready, *(f"{names[need]}-validate" for need in build.needs)],
-            "params": [
-                {"name": "IMAGE", "value": reference},
-                {"name": "DOCKERFILE", "value": project_path(
-                    matrix, image.containerfiles.get(image.platforms[0], image.containerfile)
-                    if image.platforms else image.containerfile)},
-                {"name": "CONTEXT", "value": project_path(matrix, build_context(image))},
-                {"name": "BUILD_ARGS", "value": [f"{BUILD_ID_ARG}={build_id}"]},
-                {"name": "TLSVERIFY", "value": str(command.tls_verify).lower()},
-            ],
-            "workspaces": [{"name": "source", "workspace": workspace}],
-            "timeout": _minutes("build"),
-        })
-        validate = _ci_task(
-            f"{name}-validate", "validate", [f"{name}-build"],
-            'aipcc-build validate --tls-verify "$TLSVERIFY" "docker://$IMAGE@$DIGEST"', None,
-            None)
-        validate["params"] = [
-            {"name": "IMAGE", "value": reference},
-            {"name": "DIGEST", "value": f"$(tasks.{name}-build.results.IMAGE_DIGEST)"},
-            {"name": "TLSVERIFY", "value": str(command.tls_verify).lower()},
-        ]
-        validate["taskSpec"]["params"] = [{"name": p, "type": "string"}
-                                          for p in ("IMAGE", "DIGEST", "TLSVERIFY")]
-        validate["taskSpec"]["steps"][0]["env"] = [
-            {"name": p, "value": f"$(params.{p})"} for p in ("IMAGE", "DIGEST", "TLSVERIFY")]
-        tasks.append(validate)
+        key = build.image.key
+        ready[key] = run.image(build.image, names[key], [ready[need] for need in build.needs])
+        finish[key] = max((finish[need] for need in build.needs), default=0) + _chain_minutes(
+            build.image)
     if konflux:
-        workspaces.append({"name": "git-auth", "secret": {"secretName": "{{ git_auth_secret }}"}})
-    depth = len(plan.waves)
+        run.workspaces.append({"name": "git-auth",
+                               "secret": {"secretName": "{{ git_auth_secret }}"}})
     product = _dns_label(matrix.product.name)
     metadata: dict[str, Any] = {
         "name": f"{product}-images-on-push",
@@ -132,34 +122,195 @@ def tekton(matrix: Matrix, plan: BuildPlan, command: JobCommand,
         "generateName": f"{product}-build-",
         "labels": {"ai.aipcc/build-id": build_id},
     }
-    document = {
-        "apiVersion": "tekton.dev/v1",
-        "kind": "PipelineRun",
-        "metadata": metadata,
-        "spec": {
-            "params": [
-                {"name": "git-url", "value": source.url if source else PAC_URL},
-                {"name": "git-revision", "value": source.revision if source else PAC_REVISION},
-                {"name": "ci-image", "value": matrix.ci.image},
-            ],
-            # The longest chain of images, each cloned, fetched, built and validated in turn.
-            "timeouts": {"pipeline": f"{depth * sum(TIMEOUT_MINUTES.values())}m"},
-            "pipelineSpec": {
-                "params": [{"name": "git-url", "type": "string"},
-                           {"name": "git-revision", "type": "string"},
-                           {"name": "ci-image", "type": "string", "default": matrix.ci.image,
-                            "description": "The image aipcc-build runs in (matrix ci.image)"}],
-                "workspaces": [{"name": w["name"]} for w in workspaces],
-                "tasks": tasks,
-            },
-            "workspaces": workspaces,
+    spec: dict[str, Any] = {
+        "params": [
+            {"name": "git-url", "value": source.url if source else PAC_URL},
+            {"name": "git-revision", "value": source.revision if source else PAC_REVISION},
+            {"name": "ci-image", "value": matrix.ci.image},
+        ],
+        # The longest chain of images, each cloned, fetched, built, validated (and joined)
+        # in turn.
+        "timeouts": {"pipeline": f"{max(finish.values())}m"},
+        "pipelineSpec": {
+            "params": [{"name": "git-url", "type": "string"},
+                       {"name": "git-revision", "type": "string"},
+                       {"name": "ci-image", "type": "string", "default": matrix.ci.image,
+                        "description": "The image aipcc-build runs in (matrix ci.image)"}],
+            "workspaces": [{"name": w["name"]} for w in run.workspaces],
+            "tasks": run.tasks,
         },
+        "workspaces": run.workspaces,
     }
+    if run.task_run_specs:
+        spec["taskRunSpecs"] = run.task_run_specs
+    document = {"apiVersion": "tekton.dev/v1", "kind": "PipelineRun", "metadata": metadata,
+                "spec": spec}
     header = ("# Generated by aipcc-build plan --format konflux: a Pipelines-as-Code "
               "PipelineRun for .tekton/.\n" if konflux else
               "# Generated by aipcc-build plan --format tekton: per image a clone, a fetch, "
               "a buildah build and a validation.\n")
     return header + yaml.safe_dump(document, sort_keys=False, width=4096)
+
+
+@dataclass
+class _Run:
+    """The PipelineRun's parts, image by image."""
+
+    matrix: Matrix
+    konflux: bool
+    build_id: str
+    tls_verify: str  # "true" or "false", as the tasks take it
+    tasks: list[dict[str, Any]] = field(default_factory=list)
+    workspaces: list[dict[str, Any]] = field(default_factory=list)
+    task_run_specs: list[dict[str, Any]] = field(default_factory=list)
+
+    def image(self, image: ImageSpec, name: str, parents: list[str]) -> str:
+        """The tasks of IMAGE, named after NAME, building after the PARENTS tasks; returns
+        the task its dependents build after."""
+        reference = f"{image.repository}:{self.matrix.product.version}-{self.build_id}"
+        shared = self.source(name) if self.konflux else None
+        validated, instances = [], []
+        for platform in image.platforms or ("",):
+            # Only an image of several platforms names its tasks and tags by platform.
+            arch = describe(platform).arch if image.multi_platform else ""
+            placed = platform if image.multi_platform or platform not in (
+                "", UNPLACED_PLATFORM) else ""
+            ready, workspace = shared or self.source(name, arch, placed)
+            build = _name(name, "build", arch)
+            tag = f"{reference}-{arch}" if arch else reference
+            self.build(build, [ready, *parents], image, platform, placed, tag, workspace)
+            validated.append(self.validate(_name(name, "validate", arch), build, tag, placed))
+            instances.append(f"{tag}@$(tasks.{build}.results.IMAGE_DIGEST)")
+        if not image.multi_platform:
+            return validated[0]
+        return self.join(f"{name}-join", validated, reference, instances)
+
+    def source(self, name: str, arch: str = "", placed: str = "") -> tuple[str, str]:
+        """Clone into a volume of its own and run `ci.fetch` there, on a node of PLACED's
+        architecture when given: the task a build waits for, and the workspace."""
+        workspace = f"source-{name}" + (f"-{arch}" if arch else "")
+        self.workspaces.append({"name": workspace, "volumeClaimTemplate": {"spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "1Gi"}},
+        }}})
+        ready = _name(name, "clone", arch)
+        self.tasks.append({
+            "name": ready,
+            "taskRef": self.task_ref("git-clone"),
+            "params": [
+                {"name": "url", "value": "$(params.git-url)"},
+                {"name": "revision", "value": "$(params.git-revision)"},
+                {"name": "subdirectory", "value": KONFLUX_SOURCE_DIR if self.konflux else ""},
+            ],
+            "workspaces": [{"name": "output", "workspace": workspace},
+                           *([{"name": "basic-auth", "workspace": "git-auth"}]
+                             if self.konflux else [])],
+            "timeout": _minutes("clone"),
+        })
+        self.place(ready, placed)
+        checkout = "$(workspaces.source.path)" + (
+            f"/{KONFLUX_SOURCE_DIR}" if self.konflux else "")
+        if self.matrix.ci.fetch:
+            fetch = _name(name, "fetch", arch)
+            self.tasks.append(_ci_task(fetch, "fetch", [ready], self.matrix.ci.fetch,
+                                       workspace, checkout))
+            self.place(fetch, placed)
+            ready = fetch
+        return ready, workspace
+
+    def build(self, name: str, after: list[str], image: ImageSpec, platform: str,
+              placed: str, tag: str, workspace: str) -> None:
+        """Build IMAGE's PLATFORM with buildah and push it as TAG; on PLACED's machines when
+        given (Konflux: buildah-remote, whose PLATFORM picks the machine)."""
+        remote = self.konflux and bool(placed)
+        self.tasks.append({
+            "name": name,
+            "taskRef": self.task_ref("buildah-remote" if remote else "buildah"),
+            "runAfter": after,
+            "params": [
+                {"name": "IMAGE", "value": tag},
+                {"name": "DOCKERFILE", "value": project_path(self.matrix, image.containerfiles.get(
+                    platform, image.containerfile))},
+                {"name": "CONTEXT", "value": project_path(self.matrix, build_context(image))},
+                {"name": "BUILD_ARGS", "value": [f"{BUILD_ID_ARG}={self.build_id}"]},
+                {"name": "TLSVERIFY", "value": self.tls_verify},
+                *([{"name": "PLATFORM", "value": KONFLUX_PLATFORMS.get(placed, placed)}]
+                  if remote else []),
+            ],
+            "workspaces": [{"name": "source", "workspace": workspace}],
+            "timeout": _minutes("build"),
+        })
+        self.place(name, placed)
+
+    def validate(self, name: str, build: str, tag: str, placed: str) -> str:
+        """aipcc-build validate, in the CI image, on the image BUILD pushed as TAG; that it
+        is PLACED's platform too, when given."""
+        only = ' --platform "$PLATFORM"' if placed else ""
+        task = _ci_task(name, "validate", [build], VALIDATE_SCRIPT.format(only=only), None,
+                        None)
+        _pass_params(task, {"IMAGE": tag, "DIGEST": f"$(tasks.{build}.results.IMAGE_DIGEST)",
+                            "TLSVERIFY": self.tls_verify,
+                            **({"PLATFORM": placed} if placed else {})})
+        self.tasks.append(task)
+        return name
+
+    def join(self, name: str, after: list[str], reference: str, instances: list[str]) -> str:
+        """The manifest list of INSTANCES (`tag@digest` each), pushed as REFERENCE once every
+        task of AFTER passed."""
+        if self.konflux:
+            self.tasks.append({
+                "name": name,
+                "taskRef": self.task_ref("build-image-index"),
+                "runAfter": after,
+                "params": [
+                    {"name": "IMAGE", "value": reference},
+                    {"name": "IMAGES", "value": instances},
+                    {"name": "COMMIT_SHA", "value": PAC_REVISION},
+                    {"name": "TLSVERIFY", "value": self.tls_verify},
+                ],
+                "timeout": _minutes("join"),
+            })
+            return name
+        task = _ci_task(name, "join", after, JOIN_SCRIPT, None, None)
+        _pass_params(task, {"IMAGE": reference, "TLSVERIFY": self.tls_verify})
+        task["params"].append({"name": "IMAGES", "value": instances})
+        spec = task["taskSpec"]
+        spec["params"].append({"name": "IMAGES", "type": "array"})
+        spec["results"] = [{"name": "IMAGE_DIGEST", "description": "The manifest list's digest"},
+                           {"name": "IMAGE_URL", "description": "Where it was pushed"}]
+        spec["steps"][0]["args"] = ["$(params.IMAGES[*])"]
+        self.tasks.append(task)
+        return name
+
+    def place(self, task: str, platform: str) -> None:
+        """Plain Tekton: run TASK on a node of PLATFORM's architecture, when given (Konflux
+        places only builds, through buildah-remote's PLATFORM)."""
+        if platform and not self.konflux:
+            self.task_run_specs.append({"pipelineTaskName": task, "podTemplate": {
+                "nodeSelector": {NODE_ARCH_LABEL: describe(platform).arch}}})
+
+    def task_ref(self, task: str) -> dict[str, Any]:
+        if not self.konflux:
+            return {"name": task}
+        return {"resolver": "bundles", "params": [
+            {"name": "name", "value": task},
+            {"name": "bundle", "value": self.matrix.ci.bundles[task]},
+            {"name": "kind", "value": "task"},
+        ]}
+
+
+def _name(image: str, step: str, arch: str) -> str:
+    return f"{image}-{step}-{arch}" if arch else f"{image}-{step}"
+
+
+def _pass_params(task: dict[str, Any], values: dict[str, str]) -> None:
+    """Give TASK's one step VALUES as string parameters and as environment variables (in
+    place of `ci-image`: the step's image comes from the pipeline's parameter, which Tekton
+    propagates into embedded task specs)."""
+    task["params"] = [{"name": p, "value": v} for p, v in values.items()]
+    task["taskSpec"]["params"] = [{"name": p, "type": "string"} for p in values]
+    task["taskSpec"]["steps"][0]["env"] = [{"name": p, "value": f"$(params.{p})"}
+                                           for p in values]
 
 
 def _check_parents(matrix: Matrix, plan: BuildPlan, command: JobCommand) -> None:
@@ -177,28 +328,6 @@ def _check_parents(matrix: Matrix, plan: BuildPlan, command: JobCommand) -> None
         raise InputError(f"{dependents[0]} would be built FROM its parent of this build, not "
                          f"of build {command.parent_build_id}: the buildah task builds FROM the "
                          "Containerfile's parent; plan its parent too", field="parent_build_id")
-
-
-def _check_platforms(plan: BuildPlan) -> None:
-    """The buildah task builds the platform of the node it runs on: neither the catalog's
-    task nor Konflux's bundle (whose PLATFORM only names cache tags) builds another one, or
-    joins platforms in a manifest list. Refuse an image that needs that."""
-    for build in plan.builds:
-        if build.image.multi_platform:
-            raise InputError(
-                f"{build.image.key} is built for {', '.join(build.image.platforms)}, and the "
-                "buildah task builds one platform, its node's: plan one platform of it",
-                field="filters.platforms")
-
-
-def _task_ref(matrix: Matrix, task: str, konflux: bool) -> dict[str, Any]:
-    if not konflux:
-        return {"name": task}
-    return {"resolver": "bundles", "params": [
-        {"name": "name", "value": task},
-        {"name": "bundle", "value": matrix.ci.bundles[task]},
-        {"name": "kind", "value": "task"},
-    ]}
 
 
 def _ci_task(name: str, step: str, after: list[str], script: str, workspace: Optional[str],
@@ -220,27 +349,43 @@ def _ci_task(name: str, step: str, after: list[str], script: str, workspace: Opt
     return task
 
 
+def _chain_minutes(image: ImageSpec) -> int:
+    """How long an image's tasks may take one after the other: cloned, fetched, built,
+    validated, and joined when it has several platforms."""
+    return sum(TIMEOUT_MINUTES[step] for step in STEPS) + (
+        TIMEOUT_MINUTES["join"] if image.multi_platform else 0)
+
+
 def _minutes(step: str) -> str:
     return f"{TIMEOUT_MINUTES[step]}m"
 
 
 def tekton_task_names(builds: tuple[PlannedBuild, ...]) -> dict[str, str]:
-    """Image key -> a unique DNS-1123 label that a step suffix (`-validate`) keeps one:
+    """Image key -> a unique DNS-1123 label that the image's longest step suffix
+    (`-validate`, `-validate-arm64` for an image of several platforms) keeps one:
     `devel/cuda-12.8-el9.6` -> `devel-cuda-12-8-el9-6`.
 
     A name that is too long or collides after the mapping gets a hash of the key instead of
     its tail, so names stay unique and stable from one plan to the next.
     """
-    limit = DNS_LABEL_LIMIT - SUFFIX_LIMIT
     plain = {b.image.key: _dns_label(b.image.key) for b in builds}
     taken = Counter(plain.values())
     names = {}
-    for key, name in plain.items():
+    for build in builds:
+        key, name = build.image.key, plain[build.image.key]
+        limit = DNS_LABEL_LIMIT - _longest_suffix(build.image)
         if len(name) > limit or taken[name] > 1:
             digest = hashlib.sha256(key.encode()).hexdigest()[:8]
             name = f"{name[:limit - 9].rstrip('-')}-{digest}"
         names[key] = name
     return names
+
+
+def _longest_suffix(image: ImageSpec) -> int:
+    """The length of the longest suffix a task name adds to the image's name."""
+    arch = (max((describe(p).arch for p in image.platforms), key=len)
+            if image.multi_platform else "")
+    return len(_name("", "validate", arch))
 
 
 def _dns_label(text: str) -> str:

@@ -270,47 +270,104 @@ def tekton_repo(repo: Path) -> Path:
     return repo
 
 
-def check_tekton_document(document: dict, matrix_path: Path, build_id: str) -> dict:
-    """What every PipelineRun we emit must hold; returns the buildah tasks by image key."""
+def check_tekton_document(document: dict, matrix_path: Path, build_id: str
+                          ) -> dict[str, list[dict]]:
+    """What every PipelineRun we emit must hold; returns each image key's buildah tasks
+    (one per platform for an image of several)."""
     spec = document["spec"]
     tasks = spec["pipelineSpec"]["tasks"]
-    names = [task["name"] for task in tasks]
-    assert len(names) == len(set(names))
+    by_name = {task["name"]: task for task in tasks}
+    assert len(by_name) == len(tasks)
     for task in tasks:
         assert DNS_LABEL.match(task["name"]) and len(task["name"]) <= 63, task["name"]
-        assert set(task.get("runAfter", [])) <= set(names)  # every runAfter target exists
+        assert set(task.get("runAfter", [])) <= set(by_name)  # every runAfter target exists
         assert task.get("timeout"), f"{task['name']} has no timeout"
-    assert acyclic({task["name"]: task.get("runAfter", []) for task in tasks})
+    after = {task["name"]: task.get("runAfter", []) for task in tasks}
+    assert acyclic(after)
+    for task in tasks:  # a task reads results only of tasks it runs after
+        for name in re.findall(r"\$\(tasks\.([a-z0-9-]+)\.results\.", json.dumps(task["params"])):
+            assert name in before(after, task["name"]), (task["name"], name)
+    pinned = [entry["pipelineTaskName"] for entry in spec.get("taskRunSpecs", [])]
+    assert len(pinned) == len(set(pinned)) and set(pinned) <= set(by_name)
+    # The run's timeout covers its longest chain of task timeouts.
+    assert minutes(spec["timeouts"]["pipeline"]) >= longest_chain(by_name, after)
     # No volume shared by every task: each image's tasks use their own.
     bound = [{w["workspace"] for w in task.get("workspaces", []) if w["name"] != "basic-auth"}
              for task in tasks]
     assert all(len(b) <= 1 for b in bound) and len(set().union(*bound)) > 1
-    images = {f"{image.repository}:{image.tag.rsplit('-', 1)[0]}-{build_id}": image
-              for image in expand(load(matrix_path))}
-    builds = [task for task in tasks if task["name"].endswith("-build")]
-    assert len(builds) == len(images)  # one build task per image
-    by_key = {}
+    expected = {}  # the IMAGE a build task pushes -> (image, platform)
+    for image in expand(load(matrix_path)):
+        reference = f"{image.repository}:{image.tag.rsplit('-', 1)[0]}-{build_id}"
+        for platform in image.platforms:
+            arch = platform.split("/")[1]
+            expected[f"{reference}-{arch}" if image.multi_platform else reference] = (
+                image, platform)
+    builds = [task for task in tasks if re.search(r"-build(-[a-z0-9]+)?$", task["name"])]
+    assert len(builds) == len(expected)  # one build task per image and platform
+    by_key: dict[str, list[dict]] = {}
     for task in builds:
         given = {p["name"]: p["value"] for p in task["params"]}
-        assert set(given) <= set(BUILDAH_PARAMS) and set(given) >= BUILDAH_REQUIRED
+        allowed = set(BUILDAH_PARAMS) | ({"PLATFORM"} if "PLATFORM" in given else set())
+        assert set(given) <= allowed and set(given) >= BUILDAH_REQUIRED
         for name, value in given.items():
-            assert isinstance(value, BUILDAH_PARAMS[name]), (name, value)
+            assert isinstance(value, BUILDAH_PARAMS.get(name, str)), (name, value)
         assert {w["name"] for w in task["workspaces"]} == BUILDAH_WORKSPACES
         assert given["BUILD_ARGS"] == [f"AIPCC_BUILD_ID={build_id}"]
         assert given["TLSVERIFY"] == "true"
-        image = images[given["IMAGE"]]
-        assert given["DOCKERFILE"] == project_path(image.containerfile, matrix_path)
-        by_key[image.key] = task
-    for key, task in by_key.items():
-        image = next(i for i in images.values() if i.key == key)
-        stem = task["name"][:-len("-build")]
-        validate = next(t for t in tasks if t["name"] == f"{stem}-validate")
-        assert validate["runAfter"] == [task["name"]]
-        assert "aipcc-build validate" in validate["taskSpec"]["steps"][0]["script"]
-        if image.depends_on:  # built once its parent is validated
-            parent = by_key[image.depends_on]["name"][:-len("-build")]
-            assert f"{parent}-validate" in task["runAfter"]
+        image, platform = expected[given["IMAGE"]]
+        assert given["DOCKERFILE"] == project_path(
+            image.containerfiles.get(platform, image.containerfile), matrix_path)
+        by_key.setdefault(image.key, []).append(task)
+    ready = {}  # image key -> the task its dependents build after
+    for key, image_builds in by_key.items():
+        validates = []
+        for task in image_builds:
+            head, _, arch = task["name"].rpartition("-build")
+            validate = by_name[f"{head}-validate{arch}"]
+            assert validate["runAfter"] == [task["name"]]
+            assert "aipcc-build validate" in validate["taskSpec"]["steps"][0]["script"]
+            validates.append(validate["name"])
+        stem = image_builds[0]["name"].rpartition("-build")[0]
+        if len(image_builds) > 1:  # joined in a list once every platform is validated
+            assert sorted(by_name[f"{stem}-join"]["runAfter"]) == sorted(validates)
+            ready[key] = f"{stem}-join"
+        else:
+            assert f"{stem}-join" not in by_name
+            ready[key] = validates[0]
+    for image, _ in expected.values():
+        if image.depends_on:  # built once its parent is validated (and joined)
+            for task in by_key[image.key]:
+                assert ready[image.depends_on] in task["runAfter"]
     return by_key
+
+
+def before(after: dict[str, list[str]], name: str) -> set[str]:
+    """The tasks NAME runs after, directly or not."""
+    found: set[str] = set()
+    todo = list(after[name])
+    while todo:
+        task = todo.pop()
+        if task not in found:
+            found.add(task)
+            todo += after[task]
+    return found
+
+
+def minutes(duration: str) -> int:
+    assert re.fullmatch(r"[0-9]+m", duration), duration
+    return int(duration[:-1])
+
+
+def longest_chain(by_name: dict[str, dict], after: dict[str, list[str]]) -> int:
+    ends: dict[str, int] = {}
+
+    def end(name: str) -> int:
+        if name not in ends:
+            ends[name] = max((end(n) for n in after[name]), default=0) + minutes(
+                by_name[name]["timeout"])
+        return ends[name]
+
+    return max(end(name) for name in by_name)
 
 
 def project_path(path: str, matrix_path: Path) -> str:
@@ -334,7 +391,9 @@ def test_tekton_pipelinerun_structure(tekton_repo, run):
     for clone in clones:
         assert clone["taskRef"] == {"name": "git-clone"}
         assert {p["name"] for p in clone["params"]} >= set(GIT_CLONE_PARAMS)
-    assert all(task["taskRef"] == {"name": "buildah"} for task in by_key.values())
+    assert all(task["taskRef"] == {"name": "buildah"}
+               for builds in by_key.values() for task in builds)
+    assert "taskRunSpecs" not in document["spec"]  # one platform: no placement
 
 
 def test_konflux_pipelinerun_is_pipelines_as_code_with_bundles(project, run):
@@ -348,7 +407,7 @@ def test_konflux_pipelinerun_is_pipelines_as_code_with_bundles(project, run):
     params = {p["name"]: p["value"] for p in document["spec"]["params"]}
     assert params["git-url"] == "{{source_url}}" and params["git-revision"] == "{{revision}}"
     by_key = check_tekton_document(document, matrix_path, "{{revision}}")
-    for task in by_key.values():
+    for task in (task for builds in by_key.values() for task in builds):
         ref = {p["name"]: p["value"] for p in task["taskRef"]["params"]}
         assert task["taskRef"]["resolver"] == "bundles"
         assert ref == {"name": "buildah", "kind": "task",
@@ -378,6 +437,12 @@ def test_demo_tekton_fetches_its_context_before_the_build(project, run):
     assert tasks["base-cpu-debian-build"]["runAfter"] == ["base-cpu-debian-fetch"]
     assert tasks["runtime-cpu-debian-build"]["runAfter"] == [
         "runtime-cpu-debian-fetch", "base-cpu-debian-validate"]
+    # One platform, not Konflux's own x86_64: built on an arm64 machine, and checked to be
+    # arm64; no join.
+    assert bundle_of(tasks["base-cpu-debian-build"])[0] == "buildah-remote"
+    assert params["PLATFORM"] == "linux/arm64"
+    validate = {p["name"]: p["value"] for p in tasks["base-cpu-debian-validate"]["params"]}
+    assert validate["PLATFORM"] == "linux/arm64" and "base-cpu-debian-join" not in tasks
 
 
 def test_tekton_refuses_a_registry_its_buildah_task_would_not_build_from(project, run):
@@ -387,10 +452,111 @@ def test_tekton_refuses_a_registry_its_buildah_task_would_not_build_from(project
     assert "FROM its parent in localhost/aipcc-demo" in result.err
 
 
-def test_tekton_refuses_an_image_of_several_platforms(run):
-    result = run("--matrix", str(REPO / "matrix/demo.yaml"), "plan", "--format", "konflux")
-    assert result.code == 2 and result.out == "" and "--platform" in result.err
-    assert "linux/amd64, linux/arm64" in result.err and "buildah task" in result.err
+def test_konflux_builds_each_platform_remotely_then_joins_them_in_an_index(project, run):
+    """The demo (linux/amd64 and linux/arm64, runtime built FROM base): per platform a
+    buildah-remote build with its PLATFORM, pushed as `reference-<arch>`, and a validation of
+    that platform; one build-image-index per image after every validation; the dependent's
+    builds after its parent's index."""
+    matrix_path = project / "matrix/demo.yaml"
+    output = plan(run, matrix_path, "--format", "konflux").out
+    assert tekton_schema.errors(output) == []
+    document = yaml.safe_load(output)
+    by_key = check_tekton_document(document, matrix_path, "{{revision}}")
+    assert all(len(builds) == 2 for builds in by_key.values())
+    assert "taskRunSpecs" not in document["spec"]  # Konflux places builds by PLATFORM
+    tasks = {t["name"]: t for t in document["spec"]["pipelineSpec"]["tasks"]}
+    reference = "localhost/aipcc-demo/base/cpu-debian:1.0-{{revision}}"
+    for arch, konflux_platform in (("amd64", "linux/x86_64"), ("arm64", "linux/arm64")):
+        build = tasks[f"base-cpu-debian-build-{arch}"]
+        assert bundle_of(build) == ("buildah-remote",
+                                    "quay.io/konflux-ci/tekton-catalog/task-buildah-remote:0.4")
+        given = {p["name"]: p["value"] for p in build["params"]}
+        assert given["PLATFORM"] == konflux_platform and given["IMAGE"] == f"{reference}-{arch}"
+        # Both platforms build from the image's one clone (copied to the remote machine).
+        assert build["runAfter"] == ["base-cpu-debian-fetch"]
+        assert build["workspaces"] == [{"name": "source", "workspace": "source-base-cpu-debian"}]
+        validate = tasks[f"base-cpu-debian-validate-{arch}"]
+        checked = {p["name"]: p["value"] for p in validate["params"]}
+        assert checked == {"IMAGE": f"{reference}-{arch}", "TLSVERIFY": "true",
+                           "DIGEST": f"$(tasks.base-cpu-debian-build-{arch}.results.IMAGE_DIGEST)",
+                           "PLATFORM": f"linux/{arch}"}
+        assert '--platform "$PLATFORM"' in validate["taskSpec"]["steps"][0]["script"]
+    join = tasks["base-cpu-debian-join"]
+    assert bundle_of(join) == ("build-image-index",
+                               "quay.io/konflux-ci/tekton-catalog/task-build-image-index:0.1")
+    assert join["runAfter"] == ["base-cpu-debian-validate-amd64", "base-cpu-debian-validate-arm64"]
+    assert {p["name"]: p["value"] for p in join["params"]} == {
+        "IMAGE": reference, "COMMIT_SHA": "{{revision}}", "TLSVERIFY": "true",
+        "IMAGES": [f"{reference}-{arch}@$(tasks.base-cpu-debian-build-{arch}.results.IMAGE_DIGEST)"
+                   for arch in ("amd64", "arm64")]}
+    for arch in ("amd64", "arm64"):
+        assert tasks[f"runtime-cpu-debian-build-{arch}"]["runAfter"] == [
+            "runtime-cpu-debian-fetch", "base-cpu-debian-join"]
+    # Two images in a chain, each cloned, fetched, built, validated and joined.
+    assert document["spec"]["timeouts"]["pipeline"] == f"{2 * (10 + 30 + 240 + 30 + 15)}m"
+
+
+def test_tekton_pins_each_platform_to_its_nodes_then_joins_them_with_buildah(repo, run):
+    """Plain Tekton: per platform a clone, fetch and build of its own on nodes of that
+    architecture (a ReadWriteOnce volume stays on one node); validations and the join run
+    anywhere; the join is buildah in the CI image."""
+    git(repo, "remote", "add", "origin", "https://git.example.com/aipcc/images.git")
+    matrix_path = repo / "matrix/demo.yaml"
+    output = plan(run, matrix_path, "--format", "tekton", "--build-id", "9").out
+    assert tekton_schema.errors(output) == []
+    document = yaml.safe_load(output)
+    by_key = check_tekton_document(document, matrix_path, "9")
+    assert all(len(builds) == 2 for builds in by_key.values())
+    tasks = {t["name"]: t for t in document["spec"]["pipelineSpec"]["tasks"]}
+    pinned = {entry["pipelineTaskName"]: entry["podTemplate"]
+              for entry in document["spec"]["taskRunSpecs"]}
+    for arch in ("amd64", "arm64"):
+        chain = [f"base-cpu-debian-{step}-{arch}" for step in ("clone", "fetch", "build")]
+        for name in chain:
+            assert pinned[name] == {"nodeSelector": {"kubernetes.io/arch": arch}}
+            assert {w["workspace"] for w in tasks[name]["workspaces"]} == {
+                f"source-base-cpu-debian-{arch}"}
+        assert tasks[chain[2]]["taskRef"] == {"name": "buildah"}
+        assert tasks[chain[2]]["runAfter"] == [chain[1]]
+        assert "PLATFORM" not in {p["name"] for p in tasks[chain[2]]["params"]}
+        assert f"base-cpu-debian-validate-{arch}" not in pinned
+    assert len(pinned) == len(by_key) * 2 * 3
+    join = tasks["base-cpu-debian-join"]
+    assert "base-cpu-debian-join" not in pinned
+    assert join["runAfter"] == ["base-cpu-debian-validate-amd64", "base-cpu-debian-validate-arm64"]
+    reference = "localhost/aipcc-demo/base/cpu-debian:1.0-9"
+    assert {p["name"]: p["value"] for p in join["params"]} == {
+        "IMAGE": reference, "TLSVERIFY": "true",
+        "IMAGES": [f"{reference}-{arch}@$(tasks.base-cpu-debian-build-{arch}.results.IMAGE_DIGEST)"
+                   for arch in ("amd64", "arm64")]}
+    step = join["taskSpec"]["steps"][0]
+    assert step["image"] == "$(params.ci-image)" and step["args"] == ["$(params.IMAGES[*])"]
+    assert "buildah manifest push --all" in step["script"]
+    assert {"name": "IMAGES", "type": "array"} in join["taskSpec"]["params"]
+    assert [r["name"] for r in join["taskSpec"]["results"]] == ["IMAGE_DIGEST", "IMAGE_URL"]
+    for arch in ("amd64", "arm64"):
+        assert tasks[f"runtime-cpu-debian-build-{arch}"]["runAfter"] == [
+            f"runtime-cpu-debian-fetch-{arch}", "base-cpu-debian-join"]
+
+
+def bundle_of(task: dict) -> tuple[str, str]:
+    ref = {p["name"]: p["value"] for p in task["taskRef"]["params"]}
+    assert task["taskRef"]["resolver"] == "bundles" and ref["kind"] == "task"
+    return ref["name"], ref["bundle"]
+
+
+def test_konflux_remote_bundles_come_from_the_matrix(project, run):
+    remote = "quay.io/example/task-buildah-remote:0.4@sha256:" + "cd" * 32
+    index = "quay.io/example/task-build-image-index:0.1@sha256:" + "ef" * 32
+    matrix = project / "matrix/demo.yaml"
+    matrix.write_text(matrix.read_text().replace(
+        "ci:\n", f"ci:\n  bundles: {{buildah-remote: '{remote}', build-image-index: '{index}'}}\n",
+        1))
+    output = plan(run, matrix, "--format", "konflux", "--only", "base/cpu-debian").out
+    assert tekton_schema.errors(output) == []
+    tasks = {t["name"]: t for t in yaml.safe_load(output)["spec"]["pipelineSpec"]["tasks"]}
+    assert bundle_of(tasks["base-cpu-debian-build-arm64"])[1] == remote
+    assert bundle_of(tasks["base-cpu-debian-join"])[1] == index
 
 
 def test_tekton_refuses_a_local_path_as_the_clone_url(project, run):
@@ -415,6 +581,36 @@ def test_tekton_names_stay_valid_and_unique_when_long(tmp_path, run):
     assert len(names) == len(set(names)) == 4 * 3  # clone, build, validate per image
     for name in names:
         assert DNS_LABEL.match(name) and len(name) <= 63, name
+
+
+def test_tekton_names_of_an_image_of_several_platforms_stay_labels_when_long(tmp_path, run):
+    path = write_big_matrix(tmp_path, versions=1)
+    path.write_text(path.read_text().replace("os: [a, b]", "os: [" + "a" * 50 + ", b]").replace(
+        "  a: {from", "  " + "a" * 50 + ": {from") + "platforms: [linux/amd64, linux/ppc64le]\n")
+    git(tmp_path, "init", "-q")
+    git(tmp_path, "remote", "add", "origin", "https://git.example.com/big.git")
+    git(tmp_path, "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q",
+        "--allow-empty", "-m", "x")
+    output = plan(run, path, "--format", "tekton").out
+    assert tekton_schema.errors(output) == []
+    names = [t["name"] for t in yaml.safe_load(output)["spec"]["pipelineSpec"]["tasks"]]
+    # Per image: clone, build and validate per platform, and a join.
+    assert len(names) == len(set(names)) == 2 * (3 * 2 + 1)
+    assert any(name.endswith("-validate-ppc64le") for name in names)
+    for name in names:
+        assert DNS_LABEL.match(name) and len(name) <= 63, name
+
+
+@pytest.mark.parametrize("fixture", sorted((tekton_schema.DATA / "valid").glob("*.yaml")),
+                         ids=lambda path: path.name)
+def test_tekton_schema_accepts_its_valid_fixtures(fixture):
+    assert tekton_schema.errors(fixture.read_text()) == []
+
+
+@pytest.mark.parametrize("fixture", sorted((tekton_schema.DATA / "invalid").glob("*.yaml")),
+                         ids=lambda path: path.name)
+def test_tekton_schema_rejects_its_invalid_fixtures(fixture):
+    assert tekton_schema.errors(fixture.read_text()) != []
 
 
 def test_tekton_empty_plan_emits_nothing(tekton_repo, run):
