@@ -5,7 +5,10 @@ extra indexes and find-links) and in config files: `/etc/pip.conf`, `/etc/xdg/pi
 a venv's `pip.conf`, `/etc/uv/uv.toml`, and whatever `PIP_CONFIG_FILE` / `UV_CONFIG_FILE`
 name. Layers are scanned once and cached, before the image's environment is known, so every
 `pip.conf`, `pip.ini` and `uv.toml` a layer holds is read; the verdict judges the ones left
-in the final filesystem.
+in the final filesystem. A file the variables name under another name (or through a
+symlink) is read afterwards from the image's layer stack (`lookup`), as INI for pip and
+TOML for uv whatever its name, and judged the same way; uv refuses to run when its file is
+missing, pip ignores a missing one.
 
 An index whose URL names another toolkit release or accelerator (`cuda12.9-ubi9` in a CUDA
 12.8 image, a ROCm index in a CUDA image) fails the image; an index that names none (public
