@@ -258,9 +258,9 @@ def _scanned_config_files(scans: Sequence[LayerScan], removals: _Removals) -> se
 def unread_named_files(image: PlatformImage, scans: Sequence[LayerScan]) -> list[str]:
     """The files PIP_CONFIG_FILE and UV_CONFIG_FILE name that the layer scans did not read
     (another name, a symlink, absent): `judge` needs them read from the layer stack."""
-    held = _scanned_config_files(scans, _Removals(scans))
-    return sorted({path for _, path in named_files(image.env, image.working_dir)
-                   if path not in held})
+    named = named_files(image.env, image.working_dir)
+    held = _scanned_config_files(scans, _Removals(scans)) if named else set()
+    return sorted({path for _, path in named if path not in held})
 
 
 def _named_file_checks(variable: str, path: str, read: FileRead, expected: Expectation,
@@ -289,7 +289,7 @@ def _named_file_checks(variable: str, path: str, read: FileRead, expected: Expec
                         f"{held}: uv fails every command (it cannot open its config file)",
                         component=variable, component_version=path)]
     return [Finding(WARNING, "index-config", f"config:Env/{variable}",
-                    f"{held}: pip ignores it, and the indexes it was meant to set",
+                    f"{held}: pip ignores it, so the indexes it was meant to set are not used",
                     component=variable, component_version=path)]
 
 

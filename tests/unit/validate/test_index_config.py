@@ -13,7 +13,7 @@ import pytest
 
 from aipcc_build.validate import validate_image
 from aipcc_build.validate.index_config import settings_from_env, settings_from_text, toolkit_of
-from aipcc_build.validate.results import Expectation, ImageVerdict, IndexSetting
+from aipcc_build.validate.results import Expectation, FileRead, ImageVerdict, IndexSetting
 from aipcc_build.validate.verdict import judge
 from tests.support.layers import member, tar_bytes
 from tests.unit.validate.test_validate_units import image, scan
@@ -215,3 +215,26 @@ def test_standard_named_files_need_no_second_read(tmp_path: Path,
                                    cache_dir=tmp_path / "cache")
         assert verdict.ok and index_findings(verdict) == {("ok", "/etc/pip.conf"),
                                                           ("ok", "/etc/uv/uv.toml")}
+
+
+def test_a_named_file_that_cannot_be_judged_says_why() -> None:
+    path = "/opt/conf/site-pip.ini"
+    env = {"PIP_CONFIG_FILE": path}
+
+    def verdict(read: FileRead) -> ImageVerdict:
+        return judge("ref", image(env), [], Expectation("cuda", "12.8"), (), False, 0,
+                     {path: read})
+
+    linked = verdict(FileRead("/srv/real.ini", "sha256:1", f"[global]\nindex-url={OURS}\n"))
+    assert linked.ok and linked.findings[-1].reason.endswith(
+        "PIP_CONFIG_FILE names this file, a symlink to /srv/real.ini")
+    broken = verdict(FileRead(path, "sha256:1", "[global"))
+    assert broken.ok and broken.findings[-1].status == "warning"
+    assert broken.findings[-1].reason.startswith("cannot parse")
+    big = verdict(FileRead(path, "sha256:1", problem="2000000 bytes, more than 1048576: "
+                                                     "not read"))
+    assert big.ok and big.findings[-1].layer_digest == "sha256:1"
+    assert big.findings[-1].reason.endswith("not read; PIP_CONFIG_FILE names this file")
+    unreadable = verdict(FileRead(path, error="layer sha256:1 is unreadable: truncated"))
+    assert unreadable.verdict == "unreadable" and unreadable.error == \
+        "layer sha256:1 is unreadable: truncated"
