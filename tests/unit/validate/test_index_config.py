@@ -4,9 +4,7 @@ files) and fails one that belongs to another toolkit; a foreign extra index is a
 from __future__ import annotations
 
 import hashlib
-import json
 import tarfile
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -15,7 +13,7 @@ from aipcc_build.validate import validate_image
 from aipcc_build.validate.index_config import settings_from_env, settings_from_text, toolkit_of
 from aipcc_build.validate.results import Expectation, FileRead, ImageVerdict, IndexSetting
 from aipcc_build.validate.verdict import judge
-from tests.support.layers import member, tar_bytes
+from tests.support.layers import member, oci_layout, tar_bytes
 from tests.unit.validate.test_validate_units import image, scan
 
 RHAI = "https://packages.redhat.com/api/pypi/public-rhai/rhoai/3.0/"
@@ -113,29 +111,6 @@ def test_a_later_layer_replaces_or_removes_a_config_file(tmp_path: Path) -> None
     assert verdict.ok and not [f for f in verdict.findings if f.evidence == "index-config"]
 
 
-def oci_image(root: Path, layers: Sequence[bytes], env: dict[str, str],
-              workdir: str = "") -> str:
-    """An OCI layout of one image of uncompressed LAYERS (bottom first)."""
-    blobs = root / "blobs" / "sha256"
-    blobs.mkdir(parents=True)
-
-    def put(data: bytes) -> str:
-        digest = hashlib.sha256(data).hexdigest()
-        (blobs / digest).write_bytes(data)
-        return f"sha256:{digest}"
-
-    digests = [put(data) for data in layers]
-    config = json.dumps({"os": "linux", "architecture": "amd64",
-                         "config": {"Env": [f"{k}={v}" for k, v in env.items()],
-                                    "WorkingDir": workdir},
-                         "rootfs": {"type": "layers", "diff_ids": digests}}).encode()
-    manifest = json.dumps({"schemaVersion": 2, "config": {"digest": put(config)},
-                           "layers": [{"digest": d, "size": 0} for d in digests]}).encode()
-    (root / "index.json").write_text(json.dumps(
-        {"schemaVersion": 2, "manifests": [{"digest": put(manifest)}]}))
-    return f"oci:{root}"
-
-
 def index_findings(verdict: ImageVerdict) -> set[tuple[str, str]]:
     return {(f.status, f.path) for f in verdict.findings if f.evidence == "index-config"}
 
@@ -147,7 +122,7 @@ def test_a_file_pip_config_file_names_is_read_from_the_layer_stack(tmp_path: Pat
                               f"[global]\nindex-url = {THEIRS}\n[install]\n"
                               "extra-index-url = https://pypi.org/simple/\n".encode())])
     env = {"PIP_CONFIG_FILE": "/opt/conf/site-pip.ini"}
-    ref = oci_image(tmp_path / "wrong", [base, wrong], env)
+    ref = oci_layout(tmp_path / "wrong", [base, wrong], env)
     [verdict] = validate_image(ref, expect=Expectation("cuda", "12.8"),
                                cache_dir=tmp_path / "cache")
     assert verdict.verdict == "failed"
@@ -159,7 +134,7 @@ def test_a_file_pip_config_file_names_is_read_from_the_layer_stack(tmp_path: Pat
     assert "cuda 12.9 wheels, in a cuda 12.8 image" in bad.reason
     assert "PIP_CONFIG_FILE names this file" in bad.line()
     # The lower layer's good copy alone passes; the read goes through the same cache.
-    good = oci_image(tmp_path / "good", [base], env)
+    good = oci_layout(tmp_path / "good", [base], env)
     [verdict] = validate_image(good, expect=Expectation("cuda", "12.8"),
                                cache_dir=tmp_path / "cache")
     assert verdict.ok and index_findings(verdict) == {("ok", "/opt/conf/site-pip.ini")}
@@ -169,7 +144,7 @@ def test_the_syntax_follows_the_variable_and_relative_names_the_working_dir(
         tmp_path: Path) -> None:
     layer = tar_bytes([member("etc/uv/settings", f'index-url = "{THEIRS}"\n'.encode()),
                        member("app/pip.toml", f"[global]\nindex-url = {OURS}\n".encode())])
-    ref = oci_image(tmp_path / "image", [layer], {"UV_CONFIG_FILE": "/etc/uv//./settings",
+    ref = oci_layout(tmp_path / "image", [layer], {"UV_CONFIG_FILE": "/etc/uv//./settings",
                                                   "PIP_CONFIG_FILE": "pip.toml"}, "/app")
     [verdict] = validate_image(ref, expect=Expectation("cuda", "12.8"),
                                cache_dir=tmp_path / "cache")
@@ -185,7 +160,7 @@ def test_the_syntax_follows_the_variable_and_relative_names_the_working_dir(
 def test_a_named_file_the_image_lacks_warns_for_pip_and_fails_for_uv(tmp_path: Path) -> None:
     layer = tar_bytes([member("etc/uv/settings.toml", kind=tarfile.DIRTYPE),
                        member("etc/pip.conf", b"[global]\ntimeout = 5\n")])
-    ref = oci_image(tmp_path / "image", [layer], {
+    ref = oci_layout(tmp_path / "image", [layer], {
         "PIP_CONFIG_FILE": "/etc/aipcc/pip-settings", "UV_CONFIG_FILE": "/etc/uv/settings.toml"})
     [verdict] = validate_image(ref, expect=Expectation("cuda", "12.8"),
                                cache_dir=tmp_path / "cache")
@@ -208,7 +183,7 @@ def test_standard_named_files_need_no_second_read(tmp_path: Path,
     monkeypatch.setattr(lookup, "read_path", refused)
     layer = tar_bytes([member("etc/pip.conf", f"[global]\nindex-url = {OURS}\n".encode()),
                        member("etc/uv/uv.toml", f'index-url = "{OURS}"\n'.encode())])
-    ref = oci_image(tmp_path / "image", [layer], {"PIP_CONFIG_FILE": "/etc/pip.conf",
+    ref = oci_layout(tmp_path / "image", [layer], {"PIP_CONFIG_FILE": "/etc/pip.conf",
                                                   "UV_CONFIG_FILE": "/etc/uv/uv.toml"})
     for _ in range(2):  # cold, then from the cache
         [verdict] = validate_image(ref, expect=Expectation("cuda", "12.8"),
