@@ -356,7 +356,7 @@ class LayerDetector:
     def content(self, path: str, data: bytes) -> None:
         text = data.decode("utf-8", "replace")
         if CONFIG_FILE.search(path):
-            settings, problem = settings_from_text(path, text)
+            settings, problem = settings_from_text(path, text, path.endswith(".toml"))
             self.index_settings.extend(settings)
             if problem:
                 self.hazards.append(Hazard("unparsable-file", path, problem, severe=False))

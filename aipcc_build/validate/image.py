@@ -56,6 +56,10 @@ class PlatformImage:
         return dict(p.split("=", 1) for p in pairs if "=" in p)
 
     @property
+    def working_dir(self) -> str:
+        return str((self.config.get("config") or {}).get("WorkingDir") or "/")
+
+    @property
     def labels(self) -> dict[str, str]:
         return dict((self.config.get("config") or {}).get("Labels") or {})
 
@@ -76,6 +80,8 @@ def config_problem(config: Mapping[str, Any]) -> Optional[str]:
     env = settings.get("Env") or []
     if not isinstance(env, list) or not all(isinstance(item, str) for item in env):
         return "config.Env: expected a list of strings"
+    if not isinstance(settings.get("WorkingDir") or "", str):
+        return "config.WorkingDir: expected a string"
     labels = settings.get("Labels") or {}
     if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
         return "config.Labels: expected an object of strings"

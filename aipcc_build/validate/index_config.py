@@ -5,7 +5,10 @@ extra indexes and find-links) and in config files: `/etc/pip.conf`, `/etc/xdg/pi
 a venv's `pip.conf`, `/etc/uv/uv.toml`, and whatever `PIP_CONFIG_FILE` / `UV_CONFIG_FILE`
 name. Layers are scanned once and cached, before the image's environment is known, so every
 `pip.conf`, `pip.ini` and `uv.toml` a layer holds is read; the verdict judges the ones left
-in the final filesystem.
+in the final filesystem. A file the variables name under another name (or through a
+symlink) is read afterwards from the image's layer stack (`lookup`), as INI for pip and
+TOML for uv whatever its name, and judged the same way; uv refuses to run when its file is
+missing, pip ignores a missing one.
 
 An index whose URL names another toolkit release or accelerator (`cuda12.9-ubi9` in a CUDA
 12.8 image, a ROCm index in a CUDA image) fails the image; an index that names none (public
@@ -14,6 +17,7 @@ PyPI beside ours) is a warning: pip may then pick a wheel built against another 
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
@@ -42,15 +46,16 @@ _PYTORCH_CUDA = re.compile(r"(?:^|/)cu(\d+)(\d)(?=$|/)")
 _UNVERSIONED = re.compile(r"(?:^|/)(cuda|rocm|cpu)(?=$|[/_-])")
 
 
-def settings_from_text(path: str, text: str) -> tuple[list[IndexSetting], Optional[str]]:
-    """The index settings of a pip (INI) or uv (TOML) config file, and a parse error."""
+def settings_from_text(path: str, text: str, toml: bool
+                       ) -> tuple[list[IndexSetting], Optional[str]]:
+    """The index settings of a uv (TOML) or pip (INI) config file, and a parse error."""
     # Only images that carry such a file pay for these imports.
     import configparser
 
     import tomllib
 
     try:
-        if path.endswith(".toml"):
+        if toml:
             return _uv_settings(path, tomllib.loads(text)), None
         parser = configparser.RawConfigParser(strict=False, interpolation=None)
         parser.read_string(text, source=path)
@@ -111,6 +116,11 @@ def _same(a: str, b: str) -> bool:
     return a.rstrip("/") == b.rstrip("/")
 
 
+def _primary(key: str) -> bool:
+    # pip's INI keys carry their section ("global.index-url"), uv's [pip] table "pip.".
+    return key in _PRIMARY or key.endswith(".index-url")
+
+
 def judge_settings(settings: Sequence[tuple[IndexSetting, Optional[str]]],
                    expected: Expectation, index: Optional[str]) -> list[Finding]:
     """A finding per setting (with the layer digest of its file, None for the environment):
@@ -119,7 +129,7 @@ def judge_settings(settings: Sequence[tuple[IndexSetting, Optional[str]]],
     for setting, digest in settings:
         url = setting.url
         claim = toolkit_of(url)
-        status, reason = _judge_claim(claim, expected, setting.key in _PRIMARY)
+        status, reason = _judge_claim(claim, expected, _primary(setting.key))
         own = index is not None and _same(url, index)
         if own and status == WARNING:  # ours, though its URL does not say so
             status, reason = OK, "the image's own index"
@@ -153,7 +163,13 @@ def _judge_claim(claim: Optional[tuple[str, Optional[str]]], expected: Expectati
     return OK, f"{role} serves {named} wheels"
 
 
-def named_files(env: Mapping[str, str]) -> list[tuple[str, str]]:
-    """(variable, path) of the config files the environment names."""
-    return [(name, env[name]) for name in ("PIP_CONFIG_FILE", "UV_CONFIG_FILE")
-            if env.get(name) and env[name] != "/dev/null"]
+def named_files(env: Mapping[str, str], workdir: str) -> list[tuple[str, str]]:
+    """(variable, path) of the config files the environment names; a relative path is
+    taken from the image's working directory, and ".." lexically, as the scans do."""
+    named = []
+    for name in ("PIP_CONFIG_FILE", "UV_CONFIG_FILE"):
+        value = env.get(name, "")
+        if value and value != "/dev/null":
+            path = posixpath.normpath(posixpath.join("/", workdir, value))
+            named.append((name, "/" + path.lstrip("/")))
+    return named

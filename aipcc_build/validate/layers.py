@@ -12,6 +12,7 @@ import io
 import os
 import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Callable, Optional, Union
 
@@ -367,6 +368,18 @@ def _decode(raw: bytes) -> str:
     return raw.decode("utf-8", "surrogateescape")
 
 
+def _whiteout(parent: str, base: str, whiteouts: list[str], opaque: list[str]) -> bool:
+    """Whether the member BASE in directory PARENT is a whiteout; what it removes from lower
+    layers goes to WHITEOUTS (a path) or OPAQUE (a directory's whole lower content)."""
+    if not base.startswith(".wh."):
+        return False
+    if base == ".wh..wh..opq":
+        opaque.append(parent or "/")
+    elif not base.startswith(".wh..wh."):  # other ".wh..wh." names are aufs metadata
+        whiteouts.append(f"{parent}/{base[4:]}")
+    return True
+
+
 def _walk(stream: Union[BinaryIO, TarSplitStream], detector: LayerDetector, workdir: Path,
           hazards: list[Hazard], whiteouts: list[str], opaque: list[str],
           symlinks: dict[str, str]) -> int:
@@ -397,11 +410,7 @@ def _walk(stream: Union[BinaryIO, TarSplitStream], detector: LayerDetector, work
         if path is None:
             continue
         parent, _, base = path.rpartition("/")
-        if base.startswith(".wh."):
-            if base == ".wh..wh..opq":
-                opaque.append(parent or "/")
-            elif not base.startswith(".wh..wh."):  # other ".wh..wh." names are aufs metadata
-                whiteouts.append(f"{parent}/{base[4:]}")
+        if _whiteout(parent, base, whiteouts, opaque):
             continue
         if kind in (CHARDEV, BLOCKDEV):
             # debootstrap and mmdebstrap write /dev/console, /dev/null, /dev/ptmx... into
@@ -503,3 +512,74 @@ def scan_layer(job: LayerJob) -> LayerScan:
         error=error,
         index_settings=tuple(detector.index_settings),
     )
+
+
+@dataclass
+class LayerView:
+    """What one layer says about any path: each member's kind (the last member of a name
+    counts), the targets of its symlinks and hard links, its whiteouts and opaque
+    directories; and the bytes of the one regular file WANTED, if it holds it (`size`
+    bytes, read when within the reader's limit)."""
+
+    wanted: str
+    kinds: dict[str, str] = field(default_factory=dict)
+    links: dict[str, str] = field(default_factory=dict)
+    whiteouts: list[str] = field(default_factory=list)
+    opaque: list[str] = field(default_factory=list)
+    size: int = 0
+    content: Optional[bytes] = None
+
+
+def _view(stream: Union[BinaryIO, TarSplitStream], view: LayerView, limit: int) -> None:
+    walker = TarWalker(stream)
+    for entry in walker:
+        path, _ = normalize(_decode(entry.name))
+        if path is None:
+            continue
+        parent, _, base = path.rpartition("/")
+        if _whiteout(parent, base, view.whiteouts, view.opaque):
+            continue
+        view.kinds[path] = entry.kind
+        if entry.kind == SYMLINK:
+            view.links[path] = _decode(entry.link)
+        elif entry.kind == HARDLINK:
+            view.links[path] = normalize(_decode(entry.link))[0] or ""
+        if path == view.wanted:
+            view.size = entry.size
+            view.content = walker.read_data() \
+                if entry.kind == REGULAR and entry.size <= limit else None
+
+
+def view_layer(job: LayerJob, wanted: str, limit: int) -> LayerView:
+    """Walk one layer for a lookup of paths (a second read, after the scans). Raises
+    TarError when the layer cannot be read, does not match its digest, or local storage
+    refuses WANTED's content."""
+    view = LayerView(wanted)
+    location = job.location
+    if isinstance(location, TarSplitLayer):
+        try:
+            with TarSplitStream(location) as stream:
+                _view(stream, view, limit)
+                refused = dict(stream.refused)
+        except (TarError, TarSplitError, OSError, EOFError) as exc:
+            raise TarError(f"layer {job.digest} is unreadable in local storage: {exc}") \
+                from exc
+        if wanted in refused:
+            raise TarError(f"layer {job.digest}: {wanted} not read: {refused[wanted]}")
+        return view
+    try:
+        raw = _RangeFile(location, job.digest)
+    except (OSError, ValueError) as exc:
+        raise TarError(f"cannot open layer blob: {exc}") from exc
+    try:
+        with open_layer(raw) as stream:
+            _view(stream, view, limit)
+        actual = raw.actual_digest()
+    except (TarError, OSError, EOFError, zstandard.ZstdError) as exc:
+        raise TarError(f"layer {job.digest} is unreadable: {exc}") from exc
+    finally:
+        raw.release()
+    if actual is not None:
+        raise TarError(f"layer {job.digest} does not match its digest (its bytes hash to "
+                       f"{actual}): refused")
+    return view

@@ -12,9 +12,9 @@ from ..errors import AipccError
 from ..tools.skopeo import Skopeo
 from .blobs import LayerJob, TarSplitLayer
 from .cache import LayerCache, default_cache_dir
-from .image import open_image
-from .results import Expectation, ImageVerdict, LayerScan
-from .verdict import judge
+from .image import PlatformImage, open_image
+from .results import Expectation, FileRead, ImageVerdict, LayerScan
+from .verdict import judge, unread_named_files
 
 if TYPE_CHECKING:
     from concurrent.futures import ProcessPoolExecutor
@@ -139,13 +139,29 @@ def validate_image(
                 jobs.setdefault(layer.digest,
                                 LayerJob(layer.digest, layer.media_type, layer.location))
         scans, cached = scan_layers(jobs.values(), cache)
-        return [
-            replace(judge(ref, image, [scans[layer.digest] for layer in image.layers], expect,
-                          allow, strict_layers,
-                          sum(1 for layer in image.layers if layer.digest in cached)),
-                    layers_read=opened.layers_read)
-            for image in opened.images
-        ]
+        verdicts = []
+        for image in opened.images:
+            image_scans = [scans[layer.digest] for layer in image.layers]
+            reads = _read_named_files(image, image_scans,
+                                      [jobs[layer.digest] for layer in image.layers])
+            verdicts.append(replace(
+                judge(ref, image, image_scans, expect, allow, strict_layers,
+                      sum(1 for layer in image.layers if layer.digest in cached), reads),
+                layers_read=opened.layers_read))
+        return verdicts
+
+
+def _read_named_files(image: PlatformImage, scans: Sequence[LayerScan],
+                     layers: Sequence[LayerJob]) -> dict[str, FileRead]:
+    """The config files the image's environment names that its layer scans did not read,
+    read now from its LAYERS; none for an image whose named files are the usual ones."""
+    unread = unread_named_files(image, scans)
+    if not unread:
+        return {}
+    # Imported here: the usual image never needs this second read.
+    from .lookup import read_path
+
+    return {path: read_path(layers, path) for path in unread}
 
 
 @dataclass(frozen=True)

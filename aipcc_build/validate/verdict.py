@@ -18,7 +18,13 @@ from typing import TYPE_CHECKING, Optional
 from .components import fits, known_releases, knows_release, release_components, resolve
 from .detect import config_evidence, major_minor
 from .image import PlatformImage
-from .index_config import judge_settings, named_files, settings_from_env
+from .index_config import (
+    CONFIG_FILE,
+    judge_settings,
+    named_files,
+    settings_from_env,
+    settings_from_text,
+)
 from .results import (
     ALLOWED,
     OK,
@@ -28,6 +34,7 @@ from .results import (
     WARNING,
     Evidence,
     Expectation,
+    FileRead,
     Finding,
     ImageVerdict,
     IndexSetting,
@@ -242,29 +249,67 @@ def _config_checks(image: PlatformImage, ref: str, expected: Expectation) -> lis
     return findings
 
 
+def _scanned_config_files(scans: Sequence[LayerScan], removals: _Removals) -> set[str]:
+    """The pip and uv config files the layer scans read that the final filesystem holds."""
+    return {path for number, scan in enumerate(scans) for path in scan.content_paths
+            if CONFIG_FILE.search(path) and removals.removed_by(number, path, True) is None}
+
+
+def unread_named_files(image: PlatformImage, scans: Sequence[LayerScan]) -> list[str]:
+    """The files PIP_CONFIG_FILE and UV_CONFIG_FILE name that the layer scans did not read
+    (another name, a symlink, absent): `judge` needs them read from the layer stack."""
+    named = named_files(image.env, image.working_dir)
+    held = _scanned_config_files(scans, _Removals(scans)) if named else set()
+    return sorted({path for _, path in named if path not in held})
+
+
+def _named_file_checks(variable: str, path: str, read: FileRead, expected: Expectation,
+                       index: Optional[str]) -> list[Finding]:
+    """A named file read on demand, judged as the scanned ones; one the tool cannot open
+    fails the image when uv refuses to run without it, and warns when pip ignores it."""
+    named = f"{variable} names this file" + (
+        f", a symlink to {read.path}" if read.path != path else "")
+    if read.text is not None:
+        settings, problem = settings_from_text(path, read.text, variable == "UV_CONFIG_FILE")
+        findings = [replace(f, reason=f"{f.reason}; {named}") for f in judge_settings(
+            [(setting, read.layer) for setting in settings], expected, index)]
+        if problem:
+            findings.append(Finding(WARNING, "index-config", path, f"{problem}; {named}",
+                                    component=variable, layer_digest=read.layer))
+        return findings
+    if read.error is not None:
+        return []  # the verdict is "unreadable"
+    if not read.absent:
+        return [Finding(WARNING, "index-config", path, f"{read.problem}; {named}",
+                        component=variable, layer_digest=read.layer)]
+    held = f"{variable} names {path}, which the image does not hold as a file " \
+           f"({read.problem})"
+    if variable == "UV_CONFIG_FILE":
+        return [Finding(VIOLATION, "index-config", f"config:Env/{variable}",
+                        f"{held}: uv fails every command (it cannot open its config file)",
+                        component=variable, component_version=path)]
+    return [Finding(WARNING, "index-config", f"config:Env/{variable}",
+                    f"{held}: pip ignores it, so the indexes it was meant to set are not used",
+                    component=variable, component_version=path)]
+
+
 def _index_checks(image: PlatformImage, scans: Sequence[LayerScan], removals: _Removals,
-                  expected: Expectation) -> list[Finding]:
-    """The indexes the image's pip and uv are told to use: its variables, and the config
-    files left in its final filesystem (a later copy of a file replaces the earlier one)."""
+                  expected: Expectation, reads: Mapping[str, FileRead]) -> list[Finding]:
+    """The indexes the image's pip and uv are told to use: its variables, the config files
+    left in its final filesystem (a later copy of a file replaces the earlier one), and the
+    files its variables name under other names (READS)."""
     settings: list[tuple[IndexSetting, Optional[str]]] = [
         (setting, None) for setting in settings_from_env(image.env)]
-    files: set[str] = set()
     for number, scan in enumerate(scans):
-        for path in scan.content_paths:
-            if removals.removed_by(number, path, content=True) is None:
-                files.add(path)
         for setting in scan.index_settings:
             if removals.removed_by(number, setting.source, content=True) is None:
                 settings.append((setting, scan.digest))
     index = expected.index or image.labels.get(LABEL_WHEEL_INDEX) or None
     findings = judge_settings(settings, expected, index)
-    for variable, path in named_files(image.env):
-        if path not in files:
-            findings.append(Finding(
-                WARNING, "index-config", f"config:Env/{variable}",
-                f"{variable} names {path}, which the image does not hold as a pip.conf, "
-                "pip.ini or uv.toml the validator reads", component=variable,
-                component_version=path))
+    held = _scanned_config_files(scans, removals)
+    for variable, path in named_files(image.env, image.working_dir):
+        if path not in held:
+            findings.extend(_named_file_checks(variable, path, reads[path], expected, index))
     return findings
 
 
@@ -279,7 +324,10 @@ def _final_links(scans: Sequence[LayerScan], removals: _Removals) -> dict[str, s
 
 def judge(ref: str, image: PlatformImage, scans: Sequence[LayerScan],
           expect: Optional[Expectation], allow: Sequence[AllowRule], strict_layers: bool,
-          cached_layers: int) -> ImageVerdict:
+          cached_layers: int, reads: Optional[Mapping[str, FileRead]] = None) -> ImageVerdict:
+    """The verdict on IMAGE from its layer SCANS; READS holds the `unread_named_files`,
+    read from its layer stack."""
+    reads = reads or {}
     removals = _Removals(scans)
     # (evidence, releases, layer digest, removed by layer number)
     items: list[tuple[Evidence, Optional[tuple[str, ...]], Optional[str], Optional[int]]] = []
@@ -345,7 +393,7 @@ def judge(ref: str, image: PlatformImage, scans: Sequence[LayerScan],
             findings.append(Finding(status, "layer", hazard.path, reason,
                                     component=hazard.kind, layer_digest=scan.digest))
     findings.extend(_config_checks(image, ref, expected))
-    findings.extend(_index_checks(image, scans, removals, expected))
+    findings.extend(_index_checks(image, scans, removals, expected, reads))
     findings, stale = _apply_allowlist(findings, allow)
 
     toolkits: dict[str, set[str]] = {}
@@ -354,6 +402,7 @@ def judge(ref: str, image: PlatformImage, scans: Sequence[LayerScan],
             if "." in release:
                 toolkits.setdefault(evidence.toolkit, set()).add(release)
     errors = [s.error for s in scans if s.error]
+    errors += sorted({r.error for r in reads.values() if r.error})
     return ImageVerdict(
         ref=ref, platform=image.platform, digest=image.digest, expected=expected,
         toolkits={k: tuple(sorted(v, key=lambda r: [int(x) for x in r.split(".")]))

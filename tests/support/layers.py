@@ -163,6 +163,29 @@ def append_layer(layout: Path, layer: bytes) -> None:
     (layout / "index.json").write_text(json.dumps(index))
 
 
+def oci_layout(root: Path, layers: Sequence[bytes], env: dict[str, str] | None = None,
+               workdir: str = "") -> str:
+    """An OCI layout of one image of uncompressed LAYERS (bottom first)."""
+    blobs = root / "blobs" / "sha256"
+    blobs.mkdir(parents=True)
+
+    def put(data: bytes) -> str:
+        digest = hashlib.sha256(data).hexdigest()
+        (blobs / digest).write_bytes(data)
+        return f"sha256:{digest}"
+
+    digests = [put(data) for data in layers]
+    config = json.dumps({"os": "linux", "architecture": "amd64",
+                         "config": {"Env": [f"{k}={v}" for k, v in (env or {}).items()],
+                                    "WorkingDir": workdir},
+                         "rootfs": {"type": "layers", "diff_ids": digests}}).encode()
+    manifest = json.dumps({"schemaVersion": 2, "config": {"digest": put(config)},
+                           "layers": [{"digest": d, "size": 0} for d in digests]}).encode()
+    (root / "index.json").write_text(json.dumps(
+        {"schemaVersion": 2, "manifests": [{"digest": put(manifest)}]}))
+    return f"oci:{root}"
+
+
 def tar_bytes(members: Sequence[tuple[tarfile.TarInfo, bytes]],
               fmt: int = tarfile.PAX_FORMAT) -> bytes:
     out = io.BytesIO()

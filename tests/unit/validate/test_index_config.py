@@ -3,14 +3,17 @@ files) and fails one that belongs to another toolkit; a foreign extra index is a
 
 from __future__ import annotations
 
+import hashlib
+import tarfile
 from pathlib import Path
 
 import pytest
 
+from aipcc_build.validate import validate_image
 from aipcc_build.validate.index_config import settings_from_env, settings_from_text, toolkit_of
-from aipcc_build.validate.results import Expectation, IndexSetting
+from aipcc_build.validate.results import Expectation, FileRead, ImageVerdict, IndexSetting
 from aipcc_build.validate.verdict import judge
-from tests.support.layers import member, tar_bytes
+from tests.support.layers import member, oci_layout, tar_bytes
 from tests.unit.validate.test_validate_units import image, scan
 
 RHAI = "https://packages.redhat.com/api/pypi/public-rhai/rhoai/3.0/"
@@ -36,18 +39,18 @@ def test_what_an_index_url_says(url: str, claim: tuple[str, str | None] | None) 
 def test_pip_and_uv_files_and_variables_are_read() -> None:
     pip, problem = settings_from_text(
         "/etc/pip.conf", "[global]\nindex-url = https://a/\nextra_index_url = https://b/\n"
-        "  https://c/\n[install]\nfind-links = /wheels\ntimeout = 5\n")
+        "  https://c/\n[install]\nfind-links = /wheels\ntimeout = 5\n", False)
     assert problem is None
     assert [(s.key, s.url) for s in pip] == [
         ("global.index-url", "https://a/"), ("global.extra-index-url", "https://b/"),
         ("global.extra-index-url", "https://c/"), ("install.find-links", "/wheels")]
     uv, _ = settings_from_text("/etc/uv/uv.toml", 'index-url = "https://a/"\n'
                                'extra-index-url = ["https://b/"]\n[[index]]\nurl = "https://d/"'
-                               '\ndefault = true\n[pip]\nfind-links = ["https://e/"]\n')
+                               '\ndefault = true\n[pip]\nfind-links = ["https://e/"]\n', True)
     assert [(s.key, s.url) for s in uv] == [
         ("index-url", "https://a/"), ("extra-index-url", "https://b/"),
         ("pip.find-links", "https://e/"), ("index.default", "https://d/")]
-    assert settings_from_text("/x/uv.toml", "index-url = [")[1].startswith("cannot parse")
+    assert settings_from_text("/x/uv.toml", "index-url = [", True)[1].startswith("cannot parse")
     env = settings_from_env({"PIP_INDEX_URL": "https://a/", "UV_INDEX": "ours=https://b/ https://c/",
                              "PIP_EXTRA_INDEX_URL": " ", "HOME": "/root"})
     assert env == [IndexSetting("config:Env/PIP_INDEX_URL", "PIP_INDEX_URL", "https://a/"),
@@ -108,9 +111,105 @@ def test_a_later_layer_replaces_or_removes_a_config_file(tmp_path: Path) -> None
     assert verdict.ok and not [f for f in verdict.findings if f.evidence == "index-config"]
 
 
-def test_a_config_file_the_environment_names_but_the_image_lacks(tmp_path: Path) -> None:
-    verdict = judge("ref", image({"PIP_CONFIG_FILE": "/etc/aipcc/pip-settings"}), [],
-                    Expectation("cuda", "12.8"), (), False, 0)
-    assert verdict.ok
-    assert verdict.findings[-1].status == "warning"
-    assert "PIP_CONFIG_FILE names /etc/aipcc/pip-settings" in verdict.findings[-1].reason
+def index_findings(verdict: ImageVerdict) -> set[tuple[str, str]]:
+    return {(f.status, f.path) for f in verdict.findings if f.evidence == "index-config"}
+
+
+def test_a_file_pip_config_file_names_is_read_from_the_layer_stack(tmp_path: Path) -> None:
+    base = tar_bytes([member("opt/conf/site-pip.ini", f"[global]\nindex-url = {OURS}\n"
+                                                      .encode())])
+    wrong = tar_bytes([member("opt/conf/site-pip.ini",
+                              f"[global]\nindex-url = {THEIRS}\n[install]\n"
+                              "extra-index-url = https://pypi.org/simple/\n".encode())])
+    env = {"PIP_CONFIG_FILE": "/opt/conf/site-pip.ini"}
+    ref = oci_layout(tmp_path / "wrong", [base, wrong], env)
+    [verdict] = validate_image(ref, expect=Expectation("cuda", "12.8"),
+                               cache_dir=tmp_path / "cache")
+    assert verdict.verdict == "failed"
+    assert index_findings(verdict) == {("violation", "/opt/conf/site-pip.ini"),
+                                       ("warning", "/opt/conf/site-pip.ini")}
+    bad = next(f for f in verdict.findings if f.status == "violation")
+    assert bad.layer_digest == "sha256:" + hashlib.sha256(wrong).hexdigest()
+    assert (bad.component, bad.component_version) == ("global.index-url", THEIRS)
+    assert "cuda 12.9 wheels, in a cuda 12.8 image" in bad.reason
+    assert "PIP_CONFIG_FILE names this file" in bad.line()
+    # The lower layer's good copy alone passes; the read goes through the same cache.
+    good = oci_layout(tmp_path / "good", [base], env)
+    [verdict] = validate_image(good, expect=Expectation("cuda", "12.8"),
+                               cache_dir=tmp_path / "cache")
+    assert verdict.ok and index_findings(verdict) == {("ok", "/opt/conf/site-pip.ini")}
+
+
+def test_the_syntax_follows_the_variable_and_relative_names_the_working_dir(
+        tmp_path: Path) -> None:
+    layer = tar_bytes([member("etc/uv/settings", f'index-url = "{THEIRS}"\n'.encode()),
+                       member("app/pip.toml", f"[global]\nindex-url = {OURS}\n".encode())])
+    ref = oci_layout(tmp_path / "image", [layer], {"UV_CONFIG_FILE": "/etc/uv//./settings",
+                                                  "PIP_CONFIG_FILE": "pip.toml"}, "/app")
+    [verdict] = validate_image(ref, expect=Expectation("cuda", "12.8"),
+                               cache_dir=tmp_path / "cache")
+    assert index_findings(verdict) == {("violation", "/etc/uv/settings"),
+                                       ("ok", "/app/pip.toml")}
+    uv, pip = (next(f.reason for f in verdict.findings if f.path == path)
+               for path in ("/etc/uv/settings", "/app/pip.toml"))
+    assert uv == ("the index serves cuda 12.9 wheels, in a cuda 12.8 image; UV_CONFIG_FILE "
+                  "names this file")
+    assert pip == "the index serves cuda 12.8 wheels; PIP_CONFIG_FILE names this file"
+
+
+def test_a_named_file_the_image_lacks_warns_for_pip_and_fails_for_uv(tmp_path: Path) -> None:
+    layer = tar_bytes([member("etc/uv/settings.toml", kind=tarfile.DIRTYPE),
+                       member("etc/pip.conf", b"[global]\ntimeout = 5\n")])
+    ref = oci_layout(tmp_path / "image", [layer], {
+        "PIP_CONFIG_FILE": "/etc/aipcc/pip-settings", "UV_CONFIG_FILE": "/etc/uv/settings.toml"})
+    [verdict] = validate_image(ref, expect=Expectation("cuda", "12.8"),
+                               cache_dir=tmp_path / "cache")
+    assert verdict.verdict == "failed"
+    assert index_findings(verdict) == {("warning", "config:Env/PIP_CONFIG_FILE"),
+                                       ("violation", "config:Env/UV_CONFIG_FILE")}
+    pip, uv = (f.reason for f in verdict.findings if f.evidence == "index-config")
+    assert pip.startswith("PIP_CONFIG_FILE names /etc/aipcc/pip-settings, which the image "
+                          "does not hold as a file (no such file): pip ignores it")
+    assert "(a directory): uv fails every command" in uv
+
+
+def test_standard_named_files_need_no_second_read(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from aipcc_build.validate import lookup
+
+    def refused(*args: object) -> None:
+        raise AssertionError("a second read for files the layer scans read")
+
+    monkeypatch.setattr(lookup, "read_path", refused)
+    layer = tar_bytes([member("etc/pip.conf", f"[global]\nindex-url = {OURS}\n".encode()),
+                       member("etc/uv/uv.toml", f'index-url = "{OURS}"\n'.encode())])
+    ref = oci_layout(tmp_path / "image", [layer], {"PIP_CONFIG_FILE": "/etc/pip.conf",
+                                                  "UV_CONFIG_FILE": "/etc/uv/uv.toml"})
+    for _ in range(2):  # cold, then from the cache
+        [verdict] = validate_image(ref, expect=Expectation("cuda", "12.8"),
+                                   cache_dir=tmp_path / "cache")
+        assert verdict.ok and index_findings(verdict) == {("ok", "/etc/pip.conf"),
+                                                          ("ok", "/etc/uv/uv.toml")}
+
+
+def test_a_named_file_that_cannot_be_judged_says_why() -> None:
+    path = "/opt/conf/site-pip.ini"
+    env = {"PIP_CONFIG_FILE": path}
+
+    def verdict(read: FileRead) -> ImageVerdict:
+        return judge("ref", image(env), [], Expectation("cuda", "12.8"), (), False, 0,
+                     {path: read})
+
+    linked = verdict(FileRead("/srv/real.ini", "sha256:1", f"[global]\nindex-url={OURS}\n"))
+    assert linked.ok and linked.findings[-1].reason.endswith(
+        "PIP_CONFIG_FILE names this file, a symlink to /srv/real.ini")
+    broken = verdict(FileRead(path, "sha256:1", "[global"))
+    assert broken.ok and broken.findings[-1].status == "warning"
+    assert broken.findings[-1].reason.startswith("cannot parse")
+    big = verdict(FileRead(path, "sha256:1", problem="2000000 bytes, more than 1048576: "
+                                                     "not read"))
+    assert big.ok and big.findings[-1].layer_digest == "sha256:1"
+    assert big.findings[-1].reason.endswith("not read; PIP_CONFIG_FILE names this file")
+    unreadable = verdict(FileRead(path, error="layer sha256:1 is unreadable: truncated"))
+    assert unreadable.verdict == "unreadable" and unreadable.error == \
+        "layer sha256:1 is unreadable: truncated"

@@ -27,7 +27,7 @@ from aipcc_build.validate.rpmdb import read_packages
 from aipcc_build.validate.symlinks import resolve_link
 from aipcc_build.validate.verdict import judge
 from tests.support.fakes import RecordingRunner
-from tests.support.layers import member, rpmdb, tar_bytes
+from tests.support.layers import member, oci_layout, rpmdb, tar_bytes
 
 
 def scan(tmp_path: Path, data: bytes, name: str = "layer") -> LayerScan:
@@ -265,23 +265,8 @@ def test_cli_exit_codes_and_json(tmp_path: Path, capsys: pytest.CaptureFixture[s
                                  monkeypatch: pytest.MonkeyPatch) -> None:
     from aipcc_build.cli import main
 
-    layout = tmp_path / "layout"
-    blobs = layout / "blobs" / "sha256"
-    blobs.mkdir(parents=True)
-
-    def put(data: bytes) -> str:
-        import hashlib
-        digest = hashlib.sha256(data).hexdigest()
-        (blobs / digest).write_bytes(data)
-        return f"sha256:{digest}"
-
     layer = tar_bytes([member("usr/local/cuda-12.9/x", b"x"), member("usr/local/cuda-12.8/y")])
-    config = json.dumps({"os": "linux", "architecture": "amd64", "config": {},
-                         "rootfs": {"type": "layers", "diff_ids": [put(layer)]}}).encode()
-    manifest = json.dumps({"schemaVersion": 2, "config": {"digest": put(config)},
-                           "layers": [{"digest": put(layer), "size": len(layer)}]}).encode()
-    (layout / "index.json").write_text(json.dumps(
-        {"schemaVersion": 2, "manifests": [{"digest": put(manifest)}]}))
+    layout = oci_layout(tmp_path / "layout", [layer])
 
     def run(*args: str) -> tuple[int, str, str]:
         with pytest.raises(SystemExit) as code:
@@ -290,17 +275,17 @@ def test_cli_exit_codes_and_json(tmp_path: Path, capsys: pytest.CaptureFixture[s
         return int(code.value.code or 0), out, err
 
     monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
-    code, out, _ = run(f"oci:{layout}", "--expect", "cuda=12.8")
+    code, out, _ = run(layout, "--expect", "cuda=12.8")
     assert code == 1 and "violation: cuda 12.9" in out
-    code, out, _ = run(f"oci:{layout}", "--expect", "cuda=12.8", "--json")
+    code, out, _ = run(layout, "--expect", "cuda=12.8", "--json")
     payload = json.loads(out)
     assert payload["schema"] == 1 and payload["images"][0]["verdict"] == "failed"
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
-    code, out, _ = run(f"oci:{layout}", "--expect", "cuda=12.8")
+    code, out, _ = run(layout, "--expect", "cuda=12.8")
     assert "::error title=aipcc-build validate::" in out
     code, _, err = run(f"oci:{tmp_path}/nope")
     assert code == 2 and "no such file or directory" in err and "Traceback" not in err
-    code, _, err = run(f"oci:{layout}", "--expect", "cuda")
+    code, _, err = run(layout, "--expect", "cuda")
     assert code == 2 and "--expect" in err
 
 
