@@ -29,7 +29,7 @@ demo: system venv
 	scripts/demo $(DEMO_ARGS)
 
 test: system venv
-	$(VENV)/bin/tox -e py,lint,type
+	$(VENV)/bin/tox -e py,oldest,lint,type
 
 system:
 	@if command -v apt-get >/dev/null; then \

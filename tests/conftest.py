@@ -78,6 +78,14 @@ def wheel_index(wheelhouse: Path, tmp_path_factory: pytest.TempPathFactory
         pytest.fail(f"scripts/demo-index failed: {published.stderr.strip()}")
     root = Path(published.stdout.strip().splitlines()[-1])
     pidfile, log = work / "server.pid", work / "requests.log"
+    # The demo's own index server (`make demo`, a CI job's fetch) may hold the port the demo
+    # matrix names; these tests serve their generation there, with a request log. Stopping
+    # it is harmless: scripts/demo-wheel-index-serve starts it again when it finds the port
+    # silent.
+    demo_index = Path(os.environ.get("AIPCC_DEMO_INDEX")
+                      or Path.home() / ".cache" / "aipcc-build" / "demo-index")
+    subprocess.run([str(REPO / "scripts" / "serve-dir"), "--stop", "--pidfile",
+                    str(demo_index / "server.pid")], capture_output=True, timeout=60)
     served = subprocess.run([str(REPO / "scripts" / "serve-dir"), str(root), "--port",
                              str(port), "--pidfile", str(pidfile), "--log", str(log)],
                             capture_output=True, text=True, timeout=60)

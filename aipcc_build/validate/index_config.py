@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
@@ -52,7 +53,10 @@ def settings_from_text(path: str, text: str, toml: bool
     # Only images that carry such a file pay for these imports.
     import configparser
 
-    import tomllib
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:
+        import tomli as tomllib
 
     try:
         if toml:
