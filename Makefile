@@ -28,6 +28,11 @@ ci-image: system venv
 demo: system venv
 	scripts/demo $(DEMO_ARGS)
 
+# tox's `oldest` env: a Python 3.9 on PATH, else pyenv's (as on the project's CI machines);
+# none: the env is skipped.
+export AIPCC_OLDEST_PYTHON ?= $(or $(shell command -v python3.9 2>/dev/null | grep -v /shims/),\
+	$(lastword $(wildcard $(HOME)/.pyenv/versions/3.9.*/bin/python3.9)),python3.9)
+
 test: system venv
 	$(VENV)/bin/tox -e py,oldest,lint,type
 
