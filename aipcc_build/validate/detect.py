@@ -17,7 +17,7 @@ from typing import Optional
 
 from .components import is_cuda_component
 from .index_config import CONFIG_FILE, CONFIG_FILE_SUFFIXES, settings_from_text
-from .results import Evidence, Hazard, IndexSetting
+from .results import UNPARSABLE, Evidence, Hazard, IndexSetting
 from .rpmdb import RpmdbError, read_packages
 
 WANT_NONE, WANT_MEMORY, WANT_FILE = 0, 1, 2
@@ -359,12 +359,12 @@ class LayerDetector:
             settings, problem = settings_from_text(path, text, path.endswith(".toml"))
             self.index_settings.extend(settings)
             if problem:
-                self.hazards.append(Hazard("unparsable-file", path, problem, severe=False))
+                self.hazards.append(Hazard(UNPARSABLE, path, problem, severe=False))
         elif path.endswith("/version.json"):
             try:
                 version = str(json.loads(text)["cuda"]["version"])
             except (ValueError, KeyError, TypeError):
-                self.hazards.append(Hazard("unparsable-file", path, "no cuda.version",
+                self.hazards.append(Hazard(UNPARSABLE, path, "no cuda.version",
                                            severe=False))
                 return
             self.evidence.append(Evidence("version-file", path, "cuda", "toolkit", version,

@@ -177,3 +177,38 @@ def named_files(env: Mapping[str, str], workdir: str) -> list[tuple[str, str]]:
             path = posixpath.normpath(posixpath.join("/", workdir, value))
             named.append((name, "/" + path.lstrip("/")))
     return named
+
+
+# What a config file that does not parse does to the tool that loads it.
+TOOL_STOPS = {
+    "pip": "pip cannot load it, so every pip command in the image fails",
+    "uv": "uv cannot load it, so every uv command in the image fails",
+}
+
+
+def files_the_tools_load(env: Mapping[str, str]) -> dict[str, str]:
+    """Config file -> "pip" or "uv", for the files at fixed places that pip and uv load in
+    an image with environment ENV (besides the ones its variables name): a file there that
+    does not parse stops the tool. pip loads its global, user and site files and then
+    PIP_CONFIG_FILE's; uv loads its system and user files only when UV_CONFIG_FILE (or
+    UV_NO_CONFIG) does not replace them (of its system files the first that exists: all
+    are listed, a broken one beside another is a false alarm worth the simplicity)."""
+    loaded: dict[str, str] = {}
+    if env.get("PIP_CONFIG_FILE") != "/dev/null":  # pip's way to load no file at all
+        xdg_dirs = env.get("XDG_CONFIG_DIRS") or "/etc/xdg"
+        loaded.update({f"{d.rstrip('/')}/pip/pip.conf": "pip" for d in xdg_dirs.split(":")
+                       if d.startswith("/")})
+        loaded["/etc/pip.conf"] = "pip"
+        if env.get("VIRTUAL_ENV", "").startswith("/"):
+            loaded[f"{env['VIRTUAL_ENV'].rstrip('/')}/pip.conf"] = "pip"
+        if env.get("HOME", "").startswith("/"):
+            home = env["HOME"].rstrip("/")
+            loaded.update({f"{home}/.config/pip/pip.conf": "pip", f"{home}/.pip/pip.conf": "pip"})
+    if not env.get("UV_CONFIG_FILE") and not env.get("UV_NO_CONFIG"):
+        xdg_dirs = env.get("XDG_CONFIG_DIRS") or "/etc/xdg"
+        loaded.update({f"{d.rstrip('/')}/uv/uv.toml": "uv" for d in xdg_dirs.split(":")
+                       if d.startswith("/")})
+        loaded["/etc/uv/uv.toml"] = "uv"
+        if env.get("HOME", "").startswith("/"):
+            loaded[f"{env['HOME'].rstrip('/')}/.config/uv/uv.toml"] = "uv"
+    return loaded

@@ -20,6 +20,8 @@ from .detect import config_evidence, major_minor
 from .image import PlatformImage
 from .index_config import (
     CONFIG_FILE,
+    TOOL_STOPS,
+    files_the_tools_load,
     judge_settings,
     named_files,
     settings_from_env,
@@ -30,6 +32,7 @@ from .results import (
     OK,
     SETUID,
     UNMAPPED,
+    UNPARSABLE,
     VIOLATION,
     WARNING,
     Evidence,
@@ -274,7 +277,9 @@ def _named_file_checks(variable: str, path: str, read: FileRead, expected: Expec
         findings = [replace(f, reason=f"{f.reason}; {named}") for f in judge_settings(
             [(setting, read.layer) for setting in settings], expected, index)]
         if problem:
-            findings.append(Finding(WARNING, "index-config", path, f"{problem}; {named}",
+            tool = "uv" if variable == "UV_CONFIG_FILE" else "pip"
+            findings.append(Finding(VIOLATION, "index-config", path,
+                                    f"{problem}; {named}: {TOOL_STOPS[tool]}",
                                     component=variable, layer_digest=read.layer))
         return findings
     if read.error is not None:
@@ -382,10 +387,16 @@ def judge(ref: str, image: PlatformImage, scans: Sequence[LayerScan],
             status, evidence.kind, evidence.path, reason, toolkit=evidence.toolkit,
             version=", ".join(releases) if releases else None, component=evidence.component,
             component_version=evidence.version, layer_digest=digest))
+    loaded = files_the_tools_load(image.env)
     for number, scan in enumerate(scans):
         for hazard in scan.hazards:
             status = VIOLATION if hazard.severe else WARNING
             reason = f"{hazard.kind}: {hazard.detail}"
+            tool = loaded.get(hazard.path) if hazard.kind == UNPARSABLE else None
+            if tool and removals.removed_by(number, hazard.path, True) is None:
+                # The copy the image ends with; a pip.conf elsewhere (a package's example)
+                # is read by nobody and stays a warning.
+                status, reason = VIOLATION, f"{reason}: {TOOL_STOPS[tool]}"
             if hazard.kind == SETUID and number == 0:
                 # The lowest layer is the distribution's root filesystem, whose su, passwd,
                 # mount... are set-user-ID by design: listed, not warned about.

@@ -81,3 +81,26 @@ def test_named_files_that_are_right_pass_and_removed_ones_are_judged_as_the_tool
     assert "/opt/conf/uv-settings.toml is removed by layer" in violation
     assert any("config:Env/PIP_CONFIG_FILE" in line and "pip ignores it" in line
                for line in lines(done, "warning")), done.stdout
+
+
+def test_a_pip_conf_pip_cannot_load_fails_the_image_as_it_fails_pip(
+        images: Images, debian_base: str, tmp_path: Path) -> None:
+    broken = tmp_path / "pip.conf"
+    broken.write_text(f"[global\nindex-url = {INDEX128}\n")  # the section never closes
+    image = images.build("config-file-unparsable", debian_base, [
+        Step(add=[(broken, "/etc/pip.conf"), (broken, "/usr/share/doc/example/pip.conf")])])
+    # Real pip in the image stops on it, whatever the command.
+    container = subprocess.run(["buildah", "from", "--pull=never", image], check=True,
+                               capture_output=True, text=True, timeout=300).stdout.strip()
+    try:
+        pip = subprocess.run(["buildah", "run", "--isolation", "chroot", container, "--",
+                              "python3", "-m", "pip", "download", "--no-deps", "packaging"],
+                             capture_output=True, text=True, timeout=300)
+    finally:
+        subprocess.run(["buildah", "rm", container], capture_output=True, timeout=300)
+    assert pip.returncode != 0 and "/etc/pip.conf" in pip.stderr, pip.stderr
+    done = validate(f"containers-storage:{image}", tmp_path / "cache")
+    assert done.returncode == 1, done.stdout + done.stderr
+    [violation] = lines(done, "violation")
+    assert "/etc/pip.conf" in violation and "pip cannot load it" in violation
+    assert any("/usr/share/doc/example/pip.conf" in line for line in lines(done, "warning"))

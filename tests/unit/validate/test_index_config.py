@@ -10,7 +10,12 @@ from pathlib import Path
 import pytest
 
 from aipcc_build.validate import validate_image
-from aipcc_build.validate.index_config import settings_from_env, settings_from_text, toolkit_of
+from aipcc_build.validate.index_config import (
+    files_the_tools_load,
+    settings_from_env,
+    settings_from_text,
+    toolkit_of,
+)
 from aipcc_build.validate.results import Expectation, FileRead, ImageVerdict, IndexSetting
 from aipcc_build.validate.verdict import judge
 from tests.support.layers import member, oci_layout, tar_bytes
@@ -204,8 +209,10 @@ def test_a_named_file_that_cannot_be_judged_says_why() -> None:
     assert linked.ok and linked.findings[-1].reason.endswith(
         "PIP_CONFIG_FILE names this file, a symlink to /srv/real.ini")
     broken = verdict(FileRead(path, "sha256:1", "[global"))
-    assert broken.ok and broken.findings[-1].status == "warning"
+    assert not broken.ok and broken.findings[-1].status == "violation"
     assert broken.findings[-1].reason.startswith("cannot parse")
+    assert broken.findings[-1].reason.endswith(
+        "pip cannot load it, so every pip command in the image fails")
     big = verdict(FileRead(path, "sha256:1", problem="2000000 bytes, more than 1048576: "
                                                      "not read"))
     assert big.ok and big.findings[-1].layer_digest == "sha256:1"
@@ -213,3 +220,40 @@ def test_a_named_file_that_cannot_be_judged_says_why() -> None:
     unreadable = verdict(FileRead(path, error="layer sha256:1 is unreadable: truncated"))
     assert unreadable.verdict == "unreadable" and unreadable.error == \
         "layer sha256:1 is unreadable: truncated"
+
+
+def test_a_config_file_pip_or_uv_loads_fails_the_image_when_it_does_not_parse(
+        tmp_path: Path) -> None:
+    broken = "[global\nindex-url = x\n"
+    lower = config_layer(tmp_path, "lower", {
+        "etc/pip.conf": broken,                       # pip loads it: the image's pip is broken
+        "usr/share/doc/tool/examples/pip.conf": broken,  # nobody loads it
+        "etc/xdg/pip/pip.conf": broken,               # replaced by the upper layer's copy
+        "etc/uv/uv.toml": "index-url = [\n"})          # uv loads it, unless UV_CONFIG_FILE
+    upper = config_layer(tmp_path, "upper", {"etc/xdg/pip/pip.conf": "[global]\ntimeout = 3\n"})
+    verdict = judge("ref", image({"VIRTUAL_ENV": "/opt/venv"}), [lower, upper],
+                    Expectation("cuda", "12.8"), (), False, 0)
+    unparsable = {(f.status, f.path) for f in verdict.findings
+                  if f.component == "unparsable-file"}
+    assert unparsable == {("violation", "/etc/pip.conf"), ("violation", "/etc/uv/uv.toml"),
+                          ("warning", "/usr/share/doc/tool/examples/pip.conf"),
+                          ("warning", "/etc/xdg/pip/pip.conf")}
+    line = next(f.line() for f in verdict.findings if f.path == "/etc/uv/uv.toml")
+    assert "uv cannot load it, so every uv command in the image fails" in line
+    own_file = judge("ref", image({"UV_CONFIG_FILE": "/opt/uv.toml"}), [lower],
+                     Expectation("cuda", "12.8"), (), False, 0, {"/opt/uv.toml": FileRead(
+                         "/opt/uv.toml", "sha256:1", f'index-url = "{OURS}"\n')})
+    assert ("warning", "/etc/uv/uv.toml") in {
+        (f.status, f.path) for f in own_file.findings if f.component == "unparsable-file"}
+
+
+def test_which_files_pip_and_uv_load() -> None:
+    assert files_the_tools_load({}) == {"/etc/xdg/pip/pip.conf": "pip", "/etc/pip.conf": "pip",
+                                        "/etc/xdg/uv/uv.toml": "uv", "/etc/uv/uv.toml": "uv"}
+    loaded = files_the_tools_load({"HOME": "/home/app", "VIRTUAL_ENV": "/opt/venv/",
+                                   "XDG_CONFIG_DIRS": "/etc/xdg:/opt/xdg:relative",
+                                   "UV_NO_CONFIG": "1"})
+    assert loaded == {"/etc/xdg/pip/pip.conf": "pip", "/opt/xdg/pip/pip.conf": "pip",
+                      "/etc/pip.conf": "pip", "/opt/venv/pip.conf": "pip",
+                      "/home/app/.config/pip/pip.conf": "pip", "/home/app/.pip/pip.conf": "pip"}
+    assert set(files_the_tools_load({"PIP_CONFIG_FILE": "/dev/null"}).values()) == {"uv"}
