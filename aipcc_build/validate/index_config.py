@@ -193,22 +193,18 @@ def files_the_tools_load(env: Mapping[str, str]) -> dict[str, str]:
     PIP_CONFIG_FILE's; uv loads its system and user files only when UV_CONFIG_FILE (or
     UV_NO_CONFIG) does not replace them (of its system files the first that exists: all
     are listed, a broken one beside another is a false alarm worth the simplicity)."""
+    system = [d.rstrip("/") for d in (env.get("XDG_CONFIG_DIRS") or "/etc/xdg").split(":")
+              if d.startswith("/")]
+    home = env.get("HOME", "").rstrip("/") if env.get("HOME", "").startswith("/") else None
+    venv = env.get("VIRTUAL_ENV", "").rstrip("/")
     loaded: dict[str, str] = {}
     if env.get("PIP_CONFIG_FILE") != "/dev/null":  # pip's way to load no file at all
-        xdg_dirs = env.get("XDG_CONFIG_DIRS") or "/etc/xdg"
-        loaded.update({f"{d.rstrip('/')}/pip/pip.conf": "pip" for d in xdg_dirs.split(":")
-                       if d.startswith("/")})
-        loaded["/etc/pip.conf"] = "pip"
-        if env.get("VIRTUAL_ENV", "").startswith("/"):
-            loaded[f"{env['VIRTUAL_ENV'].rstrip('/')}/pip.conf"] = "pip"
-        if env.get("HOME", "").startswith("/"):
-            home = env["HOME"].rstrip("/")
-            loaded.update({f"{home}/.config/pip/pip.conf": "pip", f"{home}/.pip/pip.conf": "pip"})
+        pip = [*(f"{d}/pip/pip.conf" for d in system), "/etc/pip.conf"]
+        pip += [f"{venv}/pip.conf"] if venv.startswith("/") else []
+        pip += [f"{home}/.config/pip/pip.conf", f"{home}/.pip/pip.conf"] if home else []
+        loaded.update(dict.fromkeys(pip, "pip"))
     if not env.get("UV_CONFIG_FILE") and not env.get("UV_NO_CONFIG"):
-        xdg_dirs = env.get("XDG_CONFIG_DIRS") or "/etc/xdg"
-        loaded.update({f"{d.rstrip('/')}/uv/uv.toml": "uv" for d in xdg_dirs.split(":")
-                       if d.startswith("/")})
-        loaded["/etc/uv/uv.toml"] = "uv"
-        if env.get("HOME", "").startswith("/"):
-            loaded[f"{env['HOME'].rstrip('/')}/.config/uv/uv.toml"] = "uv"
+        uv = [*(f"{d}/uv/uv.toml" for d in system), "/etc/uv/uv.toml"]
+        uv += [f"{home}/.config/uv/uv.toml"] if home else []
+        loaded.update(dict.fromkeys(uv, "uv"))
     return loaded
