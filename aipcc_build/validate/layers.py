@@ -445,14 +445,37 @@ def _walk(stream: Union[BinaryIO, TarSplitStream], detector: LayerDetector, work
     return entries
 
 
-def _walk_tar_split(layer: TarSplitLayer, detector: LayerDetector, workdir: Path,
-                    hazards: list[Hazard], whiteouts: list[str], opaque: list[str],
-                    symlinks: dict[str, str]) -> int:
-    with TarSplitStream(layer) as stream:
-        entries = _walk(stream, detector, workdir, hazards, whiteouts, opaque, symlinks)
-        hazards.extend(Hazard("unsafe-content-path", name, f"content not read: {why}",
-                              severe=True) for name, why in stream.refused)
-    return entries
+def _read_layer(job: LayerJob, walk: Callable[[Union[BinaryIO, TarSplitStream]], None]
+                ) -> list[tuple[str, str]]:
+    """Stream JOB's layer through WALK: in place from local storage (through its
+    tar-split), else from its blob, hashed as it streams. Returns (member, why) for the
+    members whose content local storage refused to read; raises TarError naming the layer
+    when it cannot be read or does not match its digest."""
+    location = job.location
+    if isinstance(location, TarSplitLayer):
+        try:
+            with TarSplitStream(location) as stream:
+                walk(stream)
+                return list(stream.refused)
+        except (TarError, TarSplitError, OSError, EOFError) as exc:
+            raise TarError(f"layer {job.digest} is unreadable in local storage: {exc}") \
+                from exc
+    try:
+        raw = _RangeFile(location, job.digest)
+    except (OSError, ValueError) as exc:
+        raise TarError(f"cannot open layer blob: {exc}") from exc
+    try:
+        with open_layer(raw) as stream:
+            walk(stream)
+        actual = raw.actual_digest()
+    except (TarError, OSError, EOFError, zstandard.ZstdError) as exc:
+        raise TarError(f"layer {job.digest} is unreadable: {exc}") from exc
+    finally:
+        raw.release()
+    if actual is not None:
+        raise TarError(f"layer {job.digest} does not match its digest (its bytes hash to "
+                       f"{actual}): refused")
+    return []
 
 
 def scan_layer(job: LayerJob) -> LayerScan:
@@ -463,32 +486,18 @@ def scan_layer(job: LayerJob) -> LayerScan:
     symlinks: dict[str, str] = {}
     error: Optional[str] = None
     entries = 0
-    location = job.location
     with tempfile.TemporaryDirectory(prefix="aipcc-validate-") as tmp:
         detector = LayerDetector()
-        if isinstance(location, TarSplitLayer):
-            try:
-                entries = _walk_tar_split(location, detector, Path(tmp), hazards, whiteouts,
-                                          opaque, symlinks)
-            except (TarError, TarSplitError, OSError, EOFError) as exc:
-                error = f"layer {job.digest} is unreadable in local storage: {exc}"
-        else:
-            try:
-                raw = _RangeFile(location, job.digest)
-            except (OSError, ValueError) as exc:
-                return LayerScan(job.digest, 0, error=f"cannot open layer blob: {exc}")
-            try:
-                with open_layer(raw) as stream:
-                    entries = _walk(stream, detector, Path(tmp), hazards, whiteouts, opaque,
-                                    symlinks)
-                actual = raw.actual_digest()
-                if actual is not None:
-                    error = (f"layer {job.digest} does not match its digest (its bytes hash "
-                             f"to {actual}): refused")
-            except (TarError, OSError, EOFError, zstandard.ZstdError) as exc:
-                error = f"layer {job.digest} is unreadable: {exc}"
-            finally:
-                raw.release()
+
+        def walk(stream: Union[BinaryIO, TarSplitStream]) -> None:
+            nonlocal entries
+            entries = _walk(stream, detector, Path(tmp), hazards, whiteouts, opaque, symlinks)
+
+        try:
+            hazards.extend(Hazard("unsafe-content-path", name, f"content not read: {why}",
+                                  severe=True) for name, why in _read_layer(job, walk))
+        except TarError as exc:
+            error = str(exc)
         evidence, content_paths, found = detector.finish()
     budget = Budget(len(symlinks))
     try:
@@ -555,31 +564,7 @@ def view_layer(job: LayerJob, wanted: str, limit: int) -> LayerView:
     TarError when the layer cannot be read, does not match its digest, or local storage
     refuses WANTED's content."""
     view = LayerView(wanted)
-    location = job.location
-    if isinstance(location, TarSplitLayer):
-        try:
-            with TarSplitStream(location) as stream:
-                _view(stream, view, limit)
-                refused = dict(stream.refused)
-        except (TarError, TarSplitError, OSError, EOFError) as exc:
-            raise TarError(f"layer {job.digest} is unreadable in local storage: {exc}") \
-                from exc
-        if wanted in refused:
-            raise TarError(f"layer {job.digest}: {wanted} not read: {refused[wanted]}")
-        return view
-    try:
-        raw = _RangeFile(location, job.digest)
-    except (OSError, ValueError) as exc:
-        raise TarError(f"cannot open layer blob: {exc}") from exc
-    try:
-        with open_layer(raw) as stream:
-            _view(stream, view, limit)
-        actual = raw.actual_digest()
-    except (TarError, OSError, EOFError, zstandard.ZstdError) as exc:
-        raise TarError(f"layer {job.digest} is unreadable: {exc}") from exc
-    finally:
-        raw.release()
-    if actual is not None:
-        raise TarError(f"layer {job.digest} does not match its digest (its bytes hash to "
-                       f"{actual}): refused")
+    refused = dict(_read_layer(job, lambda stream: _view(stream, view, limit)))
+    if wanted in refused:
+        raise TarError(f"layer {job.digest}: {wanted} not read: {refused[wanted]}")
     return view
