@@ -134,11 +134,12 @@ def build_matrix(request: MatrixBuild, on_event: Callable[[Event], None],
     preflight.check_emulation(plan, request.binfmt_dir)
     processes = processes or ProcessRunner()
     buildah.check_version(processes)
-    with runs.hold(processes) as run_id:
-        for container_id, dead_run in runs.remove_dead(processes).removed:
+    store = buildah.storage(processes)
+    with runs.hold(store) as run_id:
+        for container_id, dead_run in runs.remove_dead(processes, store).removed:
             on_event(Warned(f"removed working container {container_id[:12]}, left by run "
                             f"{dead_run} that is no longer running"))
-        return run(plan, options, BuildahRunner(processes, run_id), on_event, stop,
+        return run(plan, options, BuildahRunner(processes, run_id, store), on_event, stop,
                    validate=validate)
 
 
@@ -147,4 +148,4 @@ def clean(processes: Optional[ProcessRunner] = None) -> runs.Cleaned:
     a crashed host); a live run's are never touched."""
     processes = processes or ProcessRunner()
     buildah.check_version(processes)
-    return runs.remove_dead(processes)
+    return runs.remove_dead(processes, buildah.storage(processes))

@@ -23,9 +23,9 @@ from .schedule import BuildJob, BuildOutcome, ListJob, ListOutcome, PushOutcome
 
 class BuildahRunner:
     """The scheduler's runner on the real buildah (see schedule.Runner), for the run
-    RUN_ID (whose lock the caller holds, see `runs.hold`)."""
+    RUN_ID (whose lock the caller holds, see `runs.hold`), in buildah's STORE."""
 
-    def __init__(self, processes: ProcessRunner, run_id: str) -> None:
+    def __init__(self, processes: ProcessRunner, run_id: str, store: buildah.Storage) -> None:
         self.processes = processes
         self.environ = processes.environ
         self.run_id = run_id
@@ -34,7 +34,7 @@ class BuildahRunner:
         self._stopping = False
         # Containers that existed before we started are never ours to remove.
         self._preexisting = buildah.containers(processes)
-        self._store: Optional[buildah.Storage] = None  # read at the first push
+        self.store = store
 
     def build(self, job: BuildJob, on_line: LineSink) -> BuildOutcome:
         with tempfile.TemporaryDirectory(prefix="aipcc-build-") as scratch:
@@ -135,9 +135,7 @@ class BuildahRunner:
             return self._stopping or (timeout is not None
                                       and time.monotonic() - waited_from > timeout)
 
-        if self._store is None:
-            self._store = buildah.storage(self.processes)
-        directory = uploads.uploads_dir(self._store, reference.split("/", 1)[0])
+        directory = uploads.uploads_dir(self.store, reference.split("/", 1)[0])
         with uploads.first_upload(directory, layers, give_up) as mark:
             pushed = self._push_now(command_for, what, timeout, on_line)
             if pushed.ok:
@@ -181,8 +179,7 @@ class BuildahRunner:
     def remove_leftovers(self) -> list[str]:
         """Remove the working containers this run's stopped builds left; return their IDs.
         Another run's, live or not, carry another run id and stay."""
-        made = runs.owners(buildah.storage(self.processes),
-                           buildah.containers(self.processes) - self._preexisting)
+        made = runs.owners(self.store, buildah.containers(self.processes) - self._preexisting)
         return buildah.remove_containers(
             self.processes, [cid for cid, run_id in made.items() if run_id == self.run_id])
 

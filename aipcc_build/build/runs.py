@@ -34,9 +34,9 @@ def locks_dir(store: buildah.Storage) -> Path:
 
 
 @contextlib.contextmanager
-def hold(processes: Runner) -> Iterator[str]:
+def hold(store: buildah.Storage) -> Iterator[str]:
     """A new run id whose lock this process holds until the block ends."""
-    directory = locks_dir(buildah.storage(processes))
+    directory = locks_dir(store)
     directory.mkdir(parents=True, exist_ok=True)
     run_id = "r" + uuid.uuid4().hex[:12]
     path = directory / f"{run_id}{LOCK_SUFFIX}"
@@ -83,9 +83,8 @@ class Cleaned:
     live_runs: tuple[str, ...]  # runs whose containers were left alone: still running
 
 
-def remove_dead(processes: Runner) -> Cleaned:
+def remove_dead(processes: Runner, store: buildah.Storage) -> Cleaned:
     """Remove the working containers of every run that is no longer alive."""
-    store = buildah.storage(processes)
     directory = locks_dir(store)
     made = owners(store, buildah.containers(processes))
     runs = set(made.values())

@@ -22,6 +22,7 @@ from aipcc_build.build.schedule import BuildJob, BuildOutcome, ScheduleOptions, 
 from aipcc_build.matrix import ImageSpec, ToolkitVersion, load
 from aipcc_build.plan import make_plan
 from aipcc_build.render import apply, render_all
+from aipcc_build.tools import buildah
 from aipcc_build.tools.runner import ProcessRunner
 from tests.support.layers import buildah_json
 
@@ -92,7 +93,7 @@ class PrebuiltRunner(BuildahRunner):
     """The real buildah push; `build` hands out an image that exists already."""
 
     def __init__(self, processes: ProcessRunner, image_id: str) -> None:
-        super().__init__(processes, "rtest")
+        super().__init__(processes, "rtest", buildah.storage(processes))
         self.image_id = image_id
 
     def build(self, job: BuildJob, on_line: Callable[[str], None]) -> BuildOutcome:

@@ -10,7 +10,11 @@ from pathlib import Path
 from aipcc_build.build.runner import BuildahRunner
 from aipcc_build.build.schedule import BuildJob
 from aipcc_build.matrix import ImageSpec
+from aipcc_build.tools.buildah import Storage
 from aipcc_build.tools.runner import ProcessRunner
+
+# Neither test pushes nor cleans up: the store is never opened.
+STORE = Storage(Path("/nonexistent/graph"), Path("/nonexistent/run"), "overlay")
 
 FAKE_BUILDAH = """#!/bin/sh
 case "$1" in
@@ -37,7 +41,7 @@ def test_oci_isolation_failure_names_the_setting_that_fixes_it(tmp_path: Path) -
         tag="1-dev", template="t.j2", containerfile=str(tmp_path / "Containerfile"))
     job = BuildJob(image=image, from_image=None, build_args={}, labels={}, layers=None,
                    pull=None, platform=None)
-    outcome = BuildahRunner(ProcessRunner(environ), "rtest").build(job, lambda line: None)
+    outcome = BuildahRunner(ProcessRunner(environ), "rtest", STORE).build(job, lambda line: None)
     assert not outcome.ok and not outcome.transient
     assert outcome.error.startswith('building at STEP "RUN make"')
     assert "set BUILDAH_ISOLATION=chroot" in outcome.error
@@ -74,7 +78,7 @@ def test_the_build_log_never_shows_a_secret_build_arg() -> None:
             return Child()
 
     lines: list[str] = []
-    BuildahRunner(Processes(), "rtest")._run(  # type: ignore[arg-type]
+    BuildahRunner(Processes(), "rtest", STORE)._run(  # type: ignore[arg-type]
         ["buildah", "build", "--build-arg", "GITHUB_TOKEN=ghp_secret", "."], lines.append)
     assert lines[0] == "$ buildah build --build-arg GITHUB_TOKEN=*** ."
     assert not any("ghp_secret" in line for line in lines)
