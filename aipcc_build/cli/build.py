@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Optional
 
 import click
 
+from ..imagebuild.options import ScheduleOptions, default_jobs
 from .options import (
     Context,
     cli,
@@ -20,16 +21,15 @@ from .options import (
 if TYPE_CHECKING:
     from ..matrix import Filters
 
-
-def _default_jobs() -> int:
-    return min(os.cpu_count() or 1, 4)
+# Every default of a run, read once (`ScheduleOptions` is where each lives).
+_RUN = ScheduleOptions()
 
 
 @cli.command()
 @click.option("--dry-run", is_flag=True, help="Print the build plan; build nothing.")
 @click.option("--json", "as_json", is_flag=True, help="With --dry-run: print JSON (schema 1).")
 @reference_options
-@click.option("-j", "--jobs", type=click.IntRange(min=1), default=_default_jobs,
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=default_jobs,
               show_default="CPUs, at most 4", help="Builds at most at once.")
 @click.option("--capacity", metavar="SLOT=N,...", default="",
               help="Override or add resource slots: cpu=8,memory=32Gi,gpu=0 "
@@ -37,12 +37,13 @@ def _default_jobs() -> int:
 @click.option("--history", metavar="REPORT",
               help="Order builds by the durations in an earlier run's build report.")
 @click.option("--fail-fast", is_flag=True, help="Stop everything at the first failure.")
-@click.option("--retries", type=click.IntRange(min=0), default=1, show_default=True,
+@click.option("--retries", type=click.IntRange(min=0), default=_RUN.retries, show_default=True,
               help="Retries of a pull/network failure or a push, with backoff.")
 @click.option("--build-timeout", type=click.FloatRange(min=0, min_open=True),
-              default=4 * 3600.0, show_default=True, metavar="SECONDS",
+              default=_RUN.build_timeout, show_default=True, metavar="SECONDS",
               help="Stop one image's buildah build after this long (it failed).")
-@click.option("--push-timeout", type=click.FloatRange(min=0, min_open=True), default=600.0,
+@click.option("--push-timeout", type=click.FloatRange(min=0, min_open=True),
+              default=_RUN.push_timeout,
               show_default=True, metavar="SECONDS",
               help="Stop one push attempt after this long (then retry, see --retries).")
 @click.option("--render", "rerender", is_flag=True,
@@ -52,9 +53,9 @@ def _default_jobs() -> int:
               help="Build id of from_image parents this run does not build (a change-aware "
                    "plan left them out): children are built FROM them.")
 @click.option("--push", is_flag=True, help="Push every image that built to its repository.")
-@click.option("--tls-verify", type=click.BOOL, default=True, show_default=True,
+@click.option("--tls-verify", type=click.BOOL, default=_RUN.tls_verify, show_default=True,
               metavar="true|false", help="Verify the registry's TLS certificate.")
-@click.option("--log-dir", default="logs", show_default=True, metavar="DIR",
+@click.option("--log-dir", default=_RUN.log_dir, show_default=True, metavar="DIR",
               help="One log file per image: DIR/<kind>/<name>.log.")
 @click.option("--report", "report_path", default="build-report.json", show_default=True,
               metavar="PATH", help="The JSON build report (schema 1).")
@@ -79,26 +80,28 @@ def matrix(context: Context, filters: Filters, dry_run: bool, as_json: bool,
     import signal
     import threading
 
-    from ..build import MatrixBuild, build_matrix, plan_matrix
-    from ..build.preflight import parse_capacity
     from ..environment import provenance_labels
+    from ..imagebuild import matrix_build
+    from ..imagebuild.preflight import parse_capacity
     from ..report import build_report, junit, progress
     from ..report import images as report_images
 
     resolved = resolved_build_id(build_id)
-    request = MatrixBuild(
+    request = matrix_build.MatrixBuild(
         matrix_path=context.matrix_path, filters=filters, build_id=resolved,
-        registry=registry, parent_build_id=parent_build_id, jobs=jobs,
-        capacity=parse_capacity(capacity),
-        history=build_report.durations(build_report.read(history, field="history"))
-        if history else {},
-        fail_fast=fail_fast, retries=retries, build_timeout=build_timeout,
-        push_timeout=push_timeout, rerender=rerender, allow_eol=allow_eol,
-        push=push, tls_verify=tls_verify, log_dir=log_dir, build_args=build_args,
-        labels=provenance_labels(os.environ), layers=layers, pull=pull,
+        registry=registry, parent_build_id=parent_build_id, rerender=rerender,
+        allow_eol=allow_eol,
+        schedule=ScheduleOptions(
+            jobs=jobs, capacity=parse_capacity(capacity),
+            history=build_report.durations(build_report.read(history, field="history"))
+            if history else {},
+            fail_fast=fail_fast, retries=retries, build_timeout=build_timeout,
+            push_timeout=push_timeout, push=push, tls_verify=tls_verify, log_dir=log_dir,
+            build_args=build_args, labels=provenance_labels(os.environ), layers=layers,
+            pull=pull),
     )
     if dry_run:
-        report_images.plan(plan_matrix(request), as_json)
+        report_images.plan(matrix_build.plan_matrix(request), as_json)
         return 0
     build_report.check_writable(report_path, field="report")
     if junit_path:
@@ -115,7 +118,7 @@ def matrix(context: Context, filters: Filters, dry_run: bool, as_json: bool,
     previous = {sig: signal.signal(sig, interrupted) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         with progress.MatrixView() as view:
-            result = build_matrix(request, view, stop)
+            result = matrix_build.build_matrix(request, view, stop)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -132,7 +135,7 @@ def matrix(context: Context, filters: Filters, dry_run: bool, as_json: bool,
 def clean() -> int:
     """Remove the working containers that runs of `matrix` killed on this host left behind
     (a run that is still going is left alone)."""
-    from ..build import clean as clean_runs
+    from ..imagebuild.matrix_build import clean as clean_runs
     from ..report import images as report_images
 
     report_images.cleaned(clean_runs())

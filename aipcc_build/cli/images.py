@@ -81,7 +81,7 @@ def plan(context: Context, filters: Filters, output_format: str, changed_since: 
          build_id: Optional[str], registry: Optional[str], tls_verify: bool,
          parent_build_id: Optional[str], jobs: Optional[int], capacity: str) -> int:
     """The build plan as data for people or CI engines."""
-    from ..build.preflight import parse_capacity
+    from ..imagebuild.preflight import parse_capacity
     from ..plan import emit, make_plan, project_path
     from ..plan.changes import select
     from ..report import images as report

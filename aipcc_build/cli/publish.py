@@ -77,8 +77,8 @@ def mirror(context: Context, accelerators: tuple[str, ...], versions: tuple[str,
     registry, an OCI layout or an archive; skip what is already there."""
     from ..publish import mirror as core
     from ..publish import registry_http
-    from ..publish.transfer import Retry
     from ..report import build_report, publish
+    from ..tools.retry import Retry
     from ..tools.skopeo import Skopeo
 
     if sum(x is not None for x in (source, report_path, build_id)) != 1:

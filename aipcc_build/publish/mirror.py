@@ -17,21 +17,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from ..errors import InputError, ToolError
+from ..image_reference import below, repository_of, tag_of
+from ..tools.retry import Retry, last_line, with_retries
 from ..tools.skopeo import Skopeo
 from . import layout, mirror_config
 from .registry_http import UNKNOWN
-from .transfer import (
-    Event,
-    OnEvent,
-    Probe,
-    Retry,
-    below,
-    each,
-    last_line,
-    repository_of,
-    tag_of,
-    with_retries,
-)
+from .transfer import Event, OnEvent, Probe, each
 
 if TYPE_CHECKING:
     from ..report.build_report import ReportEntry

@@ -13,22 +13,14 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from ..errors import InputError
+from ..image_reference import below, repository_of
 from ..matrix.model import Product
 from ..report import build_report
+from ..tools.retry import Retry, with_retries
 from ..tools.runner import Runner
 from ..tools.skopeo import Skopeo
 from .registry_http import UNKNOWN
-from .transfer import (
-    Copy,
-    Event,
-    OnEvent,
-    Probe,
-    Retry,
-    below,
-    each,
-    repository_of,
-    with_retries,
-)
+from .transfer import Copy, Event, OnEvent, Probe, each
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,8 @@ import http.client
 import ssl
 from typing import Optional, Union
 
+from ..image_reference import parse
+
 UNKNOWN = object()  # ask skopeo
 ACCEPT = ", ".join((
     "application/vnd.oci.image.index.v1+json",
@@ -40,10 +42,10 @@ def manifest_digest(ref: str, tls_verify: bool = True) -> Union[Optional[str], o
     UNKNOWN when only skopeo can tell."""
     if not ref.startswith("docker://"):
         return UNKNOWN
-    host, _, rest = ref[len("docker://"):].partition("/")
-    repository, _, tag = rest.rpartition(":")
-    if not repository or not tag or "@" in rest or "." not in host and ":" not in host \
-            and host != "localhost":
+    parsed = parse(ref[len("docker://"):])
+    host = parsed.host
+    if not parsed.path or not parsed.tag or parsed.digest \
+            or "." not in host and ":" not in host and host != "localhost":
         return UNKNOWN
     schemes = ["https"] if tls_verify else _PLAIN.get(host, ["https", "http"])
     for scheme in schemes:
@@ -54,7 +56,7 @@ def manifest_digest(ref: str, tls_verify: bool = True) -> Union[Optional[str], o
             else:
                 conn = http.client.HTTPConnection(host, timeout=TIMEOUT)
             try:
-                conn.request("HEAD", f"/v2/{repository}/manifests/{tag}",
+                conn.request("HEAD", f"/v2/{parsed.path}/manifests/{parsed.tag}",
                              headers={"Accept": ACCEPT})
                 answer = conn.getresponse()
                 status, digest = answer.status, answer.getheader("Docker-Content-Digest")

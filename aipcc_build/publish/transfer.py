@@ -1,56 +1,12 @@
 """What promote and mirror share: one image to copy by digest, the events a copy reports,
-and bounded retries with capped exponential backoff on errors a later attempt can cure."""
+and running copies side by side. Their retries are `tools.retry`'s."""
 
 from __future__ import annotations
 
-import re
-import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Optional, TypeVar
-
-from ..errors import ToolError
-
-# What skopeo (containers/image) prints when the network or the registry failed, not the
-# request: a connection that broke, or a 5xx answer.
-_TRANSIENT = (
-    "connection refused",
-    "connection reset",
-    "broken pipe",
-    "i/o timeout",
-    "tls handshake timeout",
-    "unexpected eof",
-    ": eof",
-    "no such host",
-    "server misbehaving",
-    "too many requests",
-)
-
-
-# A 5xx status as containers/image words it: "received unexpected HTTP status: 503 Service
-# Unavailable", "invalid status code from registry 503 (Service Unavailable)", "status 502".
-_STATUS_5XX = re.compile(r"(status|code)\D{0,40}\b5\d\d\b|\b5\d\d \(?(internal server error|"
-                         r"bad gateway|service unavailable|gateway timeout)")
-
-
-def transient(error: ToolError) -> bool:
-    """Whether ERROR is a connection error or a 5xx answer (retried), not a refusal."""
-    text = error.stderr.lower()
-    return (error.timed_out or any(phrase in text for phrase in _TRANSIENT)
-            or _STATUS_5XX.search(text) is not None)
-
-
-@dataclass(frozen=True)
-class Retry:
-    """ATTEMPTS tries in all; the wait doubles from FIRST seconds up to CAP."""
-
-    attempts: int = 5
-    first: float = 1.0
-    cap: float = 16.0
-
-    def delay(self, attempt: int) -> float:
-        return float(min(self.cap, self.first * (2 ** (attempt - 1))))
+from typing import TypeVar
 
 
 @dataclass(frozen=True)
@@ -97,46 +53,3 @@ def each(action: Callable[[T], R], items: Sequence[T], jobs: int, *,
         return done + [action(item) for item in items]
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         return done + list(pool.map(action, items))
-
-
-def with_retries(action: Callable[[], T], retry: Retry, on_retry: Callable[[int, float, str],
-                 None], sleep: Callable[[float], None] = time.sleep) -> T:
-    """ACTION, tried again after a transient ToolError until RETRY's attempts run out (then
-    the last error is raised); ON_RETRY(attempt, delay, reason) before each wait."""
-    attempt = 1
-    while True:
-        try:
-            return action()
-        except ToolError as exc:
-            if not transient(exc) or attempt >= retry.attempts:
-                raise
-            wait = retry.delay(attempt)
-            on_retry(attempt, wait, last_line(exc))
-            sleep(wait)
-            attempt += 1
-
-
-def last_line(error: ToolError) -> str:
-    lines = error.stderr.strip().splitlines()
-    return lines[-1] if lines else str(error)
-
-
-def repository_of(reference: str) -> str:
-    """REFERENCE without its tag or digest."""
-    repository = reference.split("@", 1)[0]
-    if ":" in repository.rsplit("/", 1)[-1]:
-        repository = repository.rsplit(":", 1)[0]
-    return repository
-
-
-def tag_of(reference: str) -> Optional[str]:
-    name = reference.split("@", 1)[0].rsplit("/", 1)[-1]
-    return name.rsplit(":", 1)[1] if ":" in name else None
-
-
-def below(reference: str, registry: str) -> Optional[str]:
-    """The repository path of REFERENCE below REGISTRY, without tag or digest
-    ("quay.io/aipcc/base/cuda:3.0-1", "quay.io/aipcc" -> "base/cuda"); None when outside."""
-    repository = repository_of(reference)
-    prefix = registry.rstrip("/") + "/"
-    return repository[len(prefix):] if repository.startswith(prefix) else None

@@ -20,7 +20,7 @@ from ..errors import InputError
 from ..fsutil import write_atomic
 
 if TYPE_CHECKING:
-    from ..build import RunResult
+    from ..imagebuild.outcomes import RunResult
 
 REPORT_SCHEMA = 1
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from .console import emit_json, shown_path, table
 
 if TYPE_CHECKING:  # keep jinja2 out of commands that only print
-    from ..build.runs import Cleaned
+    from ..imagebuild.runs import Cleaned
     from ..matrix import ImageSpec, Matrix
     from ..plan import BuildPlan
     from ..render import RenderResult

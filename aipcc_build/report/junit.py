@@ -9,7 +9,7 @@ from ..fsutil import write_atomic
 from .build_report import iso_time
 
 if TYPE_CHECKING:
-    from ..build import RunResult
+    from ..imagebuild.outcomes import RunResult
 
 
 def write_junit(result: RunResult, path: str) -> None:
@@ -17,7 +17,7 @@ def write_junit(result: RunResult, path: str) -> None:
     failures with the tail of their log, for CI dashboards."""
     from xml.etree import ElementTree as ET
 
-    from ..build import Status
+    from ..imagebuild.outcomes import Status
 
     failed = {Status.FAILED, Status.PUSH_FAILED}
     suite = ET.Element("testsuite", {

@@ -14,7 +14,7 @@ from ..environment import on_github_actions
 from .console import interactive, shown_path, table, warning
 
 if TYPE_CHECKING:
-    from ..build import Event, RunResult
+    from ..imagebuild.outcomes import Event, RunResult
 
 STEP_LINE = re.compile(r"^(?:\[\d+/\d+\] )?STEP \d+/\d+: ")
 
@@ -52,7 +52,7 @@ class MatrixView:
             self.live.stop()
 
     def __call__(self, event: Event) -> None:
-        from ..build import LogLine, Planned, Retrying, Status, Warned
+        from ..imagebuild.outcomes import LogLine, Planned, Retrying, Status, Warned
 
         if isinstance(event, Planned):
             self.keys = [build.key for build in event.plan.builds]

@@ -1,6 +1,7 @@
 """Every buildah command aipcc-build makes: argument lists (never a shell), run through
-the process runner; what buildah's output means (transient errors, the isolation hint, the
-FROM lines and image IDs of a build) is read here too."""
+the process runner; what buildah's output means (a failed RUN step, the isolation hint, the
+FROM lines and image IDs of a build) is read here too; which failures are transient,
+in `retry`."""
 
 from __future__ import annotations
 
@@ -19,14 +20,6 @@ PROGRAM = "buildah"
 MIN_VERSION = (1, 28)
 STOP_GRACE_SECONDS = 10.0
 
-# Messages of containers/image and Go's net stack that mean "try again later".
-TRANSIENT = re.compile(
-    r"connection refused|connection reset by peer|i/o timeout|TLS handshake timeout|"
-    r"no such host|temporary failure in name resolution|unexpected EOF|"
-    r"50[234] (Bad Gateway|Service Unavailable|Gateway Timeout)|"
-    r"429 Too Many Requests|toomanyrequests|request canceled",
-    re.IGNORECASE,
-)
 # A failing RUN step is the template's fault: retrying it would only fail again.
 RUN_STEP_FAILED = re.compile(r'building at STEP "RUN ')
 # The OCI runtime cannot create containers on hosts with hybrid cgroups; chroot isolation can.

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Optional, Union
 
 from ..errors import InputError
+from ..image_reference import repository_of
 from ..tools.skopeo import Skopeo, json_object, split_transport
 from .blobs import BlobLocation, TarSplitLayer
 
@@ -331,9 +332,7 @@ def _copy_with_skopeo(ref: str, transport: str, rest: str, platform: Optional[st
     if top.get("mediaType") in INDEX_TYPES or "manifests" in top:
         if transport != "docker":
             raise InputError(f"{ref}: is an image index; validate its images one by one")
-        repository = rest.lstrip("/").split("@")[0]
-        if ":" in repository.rsplit("/", 1)[-1]:
-            repository = repository.rsplit(":", 1)[0]
+        repository = repository_of(rest.lstrip("/"))
         for descriptor in top.get("manifests") or []:
             declared = descriptor.get("platform") or {}
             if declared.get("os") == "unknown" or not _matches(

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from aipcc_build.build import Event, MatrixBuild, Planned, Status, StatusChanged, build_matrix
+from aipcc_build.imagebuild.matrix_build import MatrixBuild, build_matrix
+from aipcc_build.imagebuild.options import ScheduleOptions
+from aipcc_build.imagebuild.outcomes import Event, Planned, Status, StatusChanged
 
 from .test_matrix_build import write_matrix
 
@@ -22,8 +24,9 @@ def test_build_matrix_runs_a_real_build_without_the_cli(tmp_path: Path,
     matrix = write_matrix(tmp_path, base, {"12.8.1": {"sleep": 0}})
     events: list[Event] = []
     result = build_matrix(
-        MatrixBuild(matrix_path=str(matrix), registry=namespace, build_id="lib", jobs=2,
-                    log_dir=str(tmp_path / "logs"), push=True, tls_verify=False),
+        MatrixBuild(matrix_path=str(matrix), registry=namespace, build_id="lib",
+                    schedule=ScheduleOptions(jobs=2, log_dir=str(tmp_path / "logs"), push=True,
+                                             tls_verify=False)),
         events.append, threading.Event(), validate=None)
     assert result.ok, [(i.image.key, i.status, i.message) for i in result.images]
     assert isinstance(events[0], Planned)

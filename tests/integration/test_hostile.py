@@ -17,8 +17,11 @@ from typing import Callable
 
 import pytest
 
-from aipcc_build.build.runner import BuildahRunner
-from aipcc_build.build.schedule import BuildJob, BuildOutcome, ScheduleOptions, Status, run
+from aipcc_build.imagebuild.buildah_builder import BuildahBuilder
+from aipcc_build.imagebuild.builder import BuildJob, BuildOutcome
+from aipcc_build.imagebuild.options import ScheduleOptions
+from aipcc_build.imagebuild.outcomes import Status
+from aipcc_build.imagebuild.scheduler import run
 from aipcc_build.matrix import ImageSpec, ToolkitVersion, load
 from aipcc_build.plan import make_plan
 from aipcc_build.render import apply, render_all
@@ -89,7 +92,7 @@ def spec(name: str, reference_host: str) -> ImageSpec:
     )
 
 
-class PrebuiltRunner(BuildahRunner):
+class PrebuiltBuilder(BuildahBuilder):
     """The real buildah push; `build` hands out an image that exists already."""
 
     def __init__(self, processes: ProcessRunner, image_id: str) -> None:
@@ -105,7 +108,7 @@ def test_push_to_a_silent_registry_ends_push_failed_within_the_timeouts(
     timeout, retries, slack = 3.0, 1, 10.0
     options = ScheduleOptions(log_dir=str(tmp_path / "logs"), push=True, tls_verify=False,
                               retries=retries, retry_delay=0.1, push_timeout=timeout)
-    runner = PrebuiltRunner(ProcessRunner(), local_image)
+    runner = PrebuiltBuilder(ProcessRunner(), local_image)
     started = time.monotonic()
     result = run(make_plan([spec("silent", f"127.0.0.1:{silent_registry.port}")]), options,
                  runner, lambda event: None, threading.Event())

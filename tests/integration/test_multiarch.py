@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from aipcc_build.build import MatrixBuild, Planned, build_matrix
 from aipcc_build.errors import InputError
+from aipcc_build.imagebuild.matrix_build import MatrixBuild, build_matrix
+from aipcc_build.imagebuild.options import ScheduleOptions
+from aipcc_build.imagebuild.outcomes import Planned
 from aipcc_build.matrix import load
 from aipcc_build.render import apply, render_all
 from tests.support.artifacts import wheel
@@ -141,7 +143,8 @@ def test_a_foreign_platform_without_emulation_is_refused_before_building(
     events: list[object] = []
     request = MatrixBuild(matrix_path=str(project / "matrix" / "m.yaml"),
                           registry="localhost/aipcc-test-multiarch/refused",
-                          log_dir=str(tmp_path / "logs"), binfmt_dir=str(empty))
+                          schedule=ScheduleOptions(log_dir=str(tmp_path / "logs")),
+                          binfmt_dir=str(empty))
     with pytest.raises(InputError) as caught:
         build_matrix(request, events.append, threading.Event())
     assert caught.value.exit_code == 2

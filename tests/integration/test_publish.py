@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 
 from aipcc_build.publish import mirror as mirror_core
-from aipcc_build.publish.transfer import Event, Retry
+from aipcc_build.publish.transfer import Event
 from aipcc_build.report import build_report
+from aipcc_build.tools.retry import Retry
 from tests.support.publish import PASSWORD, REPO, FlakyProxy, build_image, digest_at, push, run_cli
 
 pytestmark = pytest.mark.integration

@@ -151,12 +151,12 @@ def test_render_refuses_a_symlinked_kind_directory(project: Project, tmp_path: P
 @pytest.mark.parametrize("option", ["--report", "--junit"])
 def test_unwritable_report_paths_fail_before_any_build(project: Project, tmp_path: Path,
                                                        cli, monkeypatch, option: str) -> None:
-    import aipcc_build.build as build
+    from aipcc_build.imagebuild import matrix_build
 
     def no_build(*args: object, **kwargs: object) -> None:
         raise AssertionError("a build started")
 
-    monkeypatch.setattr(build, "build_matrix", no_build)
+    monkeypatch.setattr(matrix_build, "build_matrix", no_build)
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     code, err = run(cli, "--matrix", str(project.matrix), "matrix", option,

@@ -8,14 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from aipcc_build.errors import InputError, ToolError
+from aipcc_build.errors import InputError
+from aipcc_build.image_reference import below
 from aipcc_build.matrix import load
 from aipcc_build.matrix.model import Product
 from aipcc_build.publish import mirror_config
 from aipcc_build.publish.mirror import Image, MirrorRequest, destination, mirror
 from aipcc_build.publish.promote import PromoteRequest, plan, promote, release_tags
 from aipcc_build.publish.registry_http import UNKNOWN
-from aipcc_build.publish.transfer import Event, Retry, below, each, transient, with_retries
+from aipcc_build.publish.transfer import Event, each
+from aipcc_build.tools.retry import Retry
 from tests.support.fakes import RecordingRunner
 
 MANIFEST = {"a": b'{"schemaVersion":2,"a":1}', "b": b'{"schemaVersion":2,"b":1}'}
@@ -153,32 +155,6 @@ def test_dry_run_copies_nothing_and_authfile_reaches_skopeo(tmp_path: Path) -> N
     assert not result.copied and {e.kind for e in events} == {"planned"}
     assert not [c for c in runner.calls if c[1] == "copy"]
     assert all("--authfile" in c and "--tls-verify=false" in c for c in runner.calls)
-
-
-def test_transient_errors_are_connection_errors_and_5xx() -> None:
-    def error(text: str) -> ToolError:
-        return ToolError(["skopeo"], 1, text)
-    assert transient(error("received unexpected HTTP status: 503 Service Unavailable"))
-    assert transient(error("invalid status code from registry 502 (Bad Gateway)"))
-    assert transient(error("dial tcp 127.0.0.1:5000: connect: connection refused"))
-    assert not transient(error("unauthorized: authentication required"))
-    assert not transient(error("manifest unknown"))
-
-
-def test_retries_are_bounded_with_capped_backoff() -> None:
-    waits: list[float] = []
-    calls = []
-
-    def flaky() -> None:
-        calls.append(1)
-        raise ToolError(["skopeo"], 1, "status 503")
-    with pytest.raises(ToolError):
-        with_retries(flaky, Retry(attempts=6, first=1, cap=4), lambda *a: None, waits.append)
-    assert len(calls) == 6 and waits == [1, 2, 4, 4, 4]
-    with pytest.raises(ToolError):  # not transient: no retry
-        with_retries(lambda: (_ for _ in ()).throw(ToolError(["x"], 1, "denied")),
-                     Retry(), lambda *a: None, waits.append)
-    assert len(waits) == 5
 
 
 def test_mirror_failed_image_then_rest_and_config(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""The scheduler's runner on the real buildah: a scheduled job becomes `buildah build` /
+"""The scheduler's builder on the real buildah: a scheduled job becomes `buildah build` /
 `buildah push` (streamed, each child in its own process group), and after an interruption
 the working containers our killed builds left behind are removed: only this run's, known
 by the run id each of its builds passes to buildah (see `runs`)."""
@@ -14,15 +14,15 @@ from typing import Callable, Optional
 
 from ..errors import STDERR_TAIL_LINES, AipccError, ToolError
 from ..plan import build_context
-from ..tools import buildah
+from ..tools import buildah, retry
 from ..tools.runner import LineSink, Process, ProcessRunner
 from ..tools.skopeo import Skopeo
 from . import runs, uploads
-from .schedule import BuildJob, BuildOutcome, ListJob, ListOutcome, PushOutcome
+from .builder import BuildJob, BuildOutcome, ListJob, ListOutcome, PushOutcome
 
 
-class BuildahRunner:
-    """The scheduler's runner on the real buildah (see schedule.Runner), for the run
+class BuildahBuilder:
+    """The scheduler's builder on the real buildah (see `builder.Builder`), for the run
     RUN_ID (whose lock the caller holds, see `runs.hold`), in buildah's STORE."""
 
     def __init__(self, processes: ProcessRunner, run_id: str, store: buildah.Storage) -> None:
@@ -69,7 +69,7 @@ class BuildahRunner:
                 error = f"{error} ({buildah.ISOLATION_HINT})"
             return BuildOutcome(
                 ok=False, stopped=stopped, error=error,
-                transient=bool(buildah.TRANSIENT.search(text))
+                transient=retry.transient_text(text)
                 and not buildah.RUN_STEP_FAILED.search(text),
             )
 

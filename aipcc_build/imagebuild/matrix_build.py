@@ -1,14 +1,13 @@
-"""The build stage: `build_matrix` builds every selected image of a matrix concurrently in
-dependency order, validates each between build and push, and pushes it. Callable without
-the CLI: a benchmark, a test or another program passes one frozen request, an event
-callback and a stop flag, and gets a `RunResult` back."""
+"""`build_matrix`: builds every selected image of a matrix concurrently in dependency
+order, validates each between build and push, and pushes it. Callable without the CLI: a
+benchmark, a test or another program passes one frozen request, an event callback and a
+stop flag, and gets a `RunResult` back."""
 
 from __future__ import annotations
 
 import datetime as dt
 import threading
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Optional
 
 from ..errors import InputError
@@ -18,26 +17,9 @@ from ..render import BUILD_ID_ARG, ensure_current
 from ..tools import buildah
 from ..tools.runner import ProcessRunner
 from . import preflight, runs
-from .schedule import (
-    Event,
-    ImageResult,
-    LogLine,
-    Planned,
-    Retrying,
-    RunResult,
-    ScheduleOptions,
-    Status,
-    StatusChanged,
-    ValidationOutcome,
-    Warned,
-    run,
-)
-
-__all__ = [
-    "Event", "ImageResult", "LogLine", "MatrixBuild", "Planned", "Retrying", "RunResult",
-    "Status", "StatusChanged", "ValidationOutcome", "Warned", "build_matrix", "clean",
-    "plan_matrix", "validate_step",
-]
+from .options import ScheduleOptions
+from .outcomes import Event, Planned, RunResult, ValidationOutcome, Warned
+from .scheduler import run
 
 
 @dataclass(frozen=True)
@@ -51,22 +33,11 @@ class MatrixBuild:
     # Build id of from_image parents this run does not build (default: build_id): children
     # build FROM them, in `registry`.
     parent_build_id: Optional[str] = None
-    jobs: int = 1
-    capacity: Mapping[str, float] = field(default_factory=dict)  # over the host's cpu/memory
-    history: Mapping[str, float] = field(default_factory=dict)  # build key -> seconds
-    fail_fast: bool = False
-    retries: int = 1
-    build_timeout: Optional[float] = 4 * 3600.0  # seconds for one image's `buildah build`
-    push_timeout: Optional[float] = 600.0  # seconds for one push attempt
     rerender: bool = False  # render stale Containerfiles first instead of refusing them
     allow_eol: bool = False
-    push: bool = False
-    tls_verify: bool = True
-    log_dir: str = "logs"
-    build_args: Mapping[str, str] = field(default_factory=dict)
-    labels: Mapping[str, str] = field(default_factory=dict)
-    layers: Optional[bool] = None
-    pull: Optional[str] = None
+    # How the run goes; its capacity is added over the host's cpu/memory, its build args
+    # get the build id.
+    schedule: ScheduleOptions = field(default_factory=ScheduleOptions)
     # Where the kernel lists emulators (preflight.check_emulation); a test points it elsewhere.
     binfmt_dir: str = preflight.BINFMT_DIR
 
@@ -93,32 +64,28 @@ def build_matrix(request: MatrixBuild, on_event: Callable[[Event], None],
                  = validate_step) -> RunResult:
     """Build, validate and push every image REQUEST selects. Setting STOP (from a signal
     handler) stops the builds, removes what they left behind and returns what finished."""
-    from .runner import BuildahRunner
+    from .buildah_builder import BuildahBuilder
 
+    given = request.schedule
     for name in ("build_timeout", "push_timeout"):
-        value = getattr(request, name)
+        value = getattr(given, name)
         if value is not None and not value > 0:
             raise InputError(f"must be a positive number of seconds, not {value:g}",
                              field=name)
-    if BUILD_ID_ARG in request.build_args:
+    if BUILD_ID_ARG in given.build_args:
         raise InputError(f"{BUILD_ID_ARG} comes from the build id (it is part of every tag)",
                          field="build_args")
-    if runs.RUN_ARG in request.build_args:
+    if runs.RUN_ARG in given.build_args:
         raise InputError(f"{runs.RUN_ARG} is set by aipcc-build: it tells which run made a "
                          "working container", field="build_args")
     matrix = load(request.matrix_path)
     images = expand(matrix, build_id=request.build_id, registry=request.registry,
                     filters=request.filters)
     plan = make_plan(images)
-    options = ScheduleOptions(
-        log_dir=request.log_dir, jobs=request.jobs,
-        capacity={**preflight.detect_capacity(), **request.capacity},
-        retries=request.retries, build_timeout=request.build_timeout,
-        push_timeout=request.push_timeout, fail_fast=request.fail_fast, push=request.push,
-        tls_verify=request.tls_verify,
-        build_args={**request.build_args, BUILD_ID_ARG: request.build_id},
-        labels=request.labels, layers=request.layers, pull=request.pull,
-        history=request.history,
+    options = replace(
+        given,
+        capacity={**preflight.detect_capacity(), **given.capacity},
+        build_args={**given.build_args, BUILD_ID_ARG: request.build_id},
         # A parent this run does not build is the one pushed under the parents' build id
         # (this one unless --parent-build-id) to this run's registry: never the matrix's
         # registry when --registry names another (per-image CI jobs build it there).
@@ -139,7 +106,7 @@ def build_matrix(request: MatrixBuild, on_event: Callable[[Event], None],
         for container_id, dead_run in runs.remove_dead(processes, store).removed:
             on_event(Warned(f"removed working container {container_id[:12]}, left by run "
                             f"{dead_run} that is no longer running"))
-        return run(plan, options, BuildahRunner(processes, run_id, store), on_event, stop,
+        return run(plan, options, BuildahBuilder(processes, run_id, store), on_event, stop,
                    validate=validate)
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from aipcc_build.build.runner import BuildahRunner
-from aipcc_build.build.schedule import BuildJob
+from aipcc_build.imagebuild.buildah_builder import BuildahBuilder
+from aipcc_build.imagebuild.builder import BuildJob
 from aipcc_build.matrix import ImageSpec
 from aipcc_build.tools.buildah import Storage
 from aipcc_build.tools.runner import ProcessRunner
@@ -41,7 +41,7 @@ def test_oci_isolation_failure_names_the_setting_that_fixes_it(tmp_path: Path) -
         tag="1-dev", template="t.j2", containerfile=str(tmp_path / "Containerfile"))
     job = BuildJob(image=image, from_image=None, build_args={}, labels={}, layers=None,
                    pull=None, platform=None)
-    outcome = BuildahRunner(ProcessRunner(environ), "rtest", STORE).build(job, lambda line: None)
+    outcome = BuildahBuilder(ProcessRunner(environ), "rtest", STORE).build(job, lambda line: None)
     assert not outcome.ok and not outcome.transient
     assert outcome.error.startswith('building at STEP "RUN make"')
     assert "set BUILDAH_ISOLATION=chroot" in outcome.error
@@ -60,7 +60,7 @@ def test_secret_looking_build_args_are_masked_in_the_logged_command() -> None:
 
 
 def test_the_build_log_never_shows_a_secret_build_arg() -> None:
-    from aipcc_build.build.runner import BuildahRunner
+    from aipcc_build.imagebuild.buildah_builder import BuildahBuilder
     from aipcc_build.tools.runner import Completed
 
     class Child:
@@ -78,7 +78,7 @@ def test_the_build_log_never_shows_a_secret_build_arg() -> None:
             return Child()
 
     lines: list[str] = []
-    BuildahRunner(Processes(), "rtest", STORE)._run(  # type: ignore[arg-type]
+    BuildahBuilder(Processes(), "rtest", STORE)._run(  # type: ignore[arg-type]
         ["buildah", "build", "--build-arg", "GITHUB_TOKEN=ghp_secret", "."], lines.append)
     assert lines[0] == "$ buildah build --build-arg GITHUB_TOKEN=*** ."
     assert not any("ghp_secret" in line for line in lines)
@@ -99,7 +99,7 @@ def test_validate_tls_verify_false_reaches_skopeo() -> None:
 
 def test_the_run_id_build_arg_stays_out_of_buildahs_unconsumed_warning() -> None:
     """issue 16.3: the run id every build passes is not the user's unused argument."""
-    from aipcc_build.build.runs import RUN_ARG
+    from aipcc_build.imagebuild.runs import RUN_ARG
     from aipcc_build.tools.buildah import without_unconsumed
 
     warning = "[Warning] one or more build args were not consumed: [{}]"

@@ -13,22 +13,19 @@ from typing import Callable, Optional
 
 import pytest
 
-from aipcc_build.build.preflight import check_eol, parse_capacity
-from aipcc_build.build.schedule import (
-    BuildJob,
-    BuildOutcome,
+from aipcc_build.errors import CheckFailed, InputError
+from aipcc_build.imagebuild.builder import BuildJob, BuildOutcome, PushOutcome
+from aipcc_build.imagebuild.options import ScheduleOptions
+from aipcc_build.imagebuild.outcomes import (
     Event,
-    PushOutcome,
     Retrying,
     RunResult,
-    ScheduleOptions,
     Status,
     StatusChanged,
     ValidationOutcome,
-    priorities,
-    run,
 )
-from aipcc_build.errors import CheckFailed, InputError
+from aipcc_build.imagebuild.preflight import check_eol, parse_capacity
+from aipcc_build.imagebuild.scheduler import priorities, run
 from aipcc_build.matrix import ImageSpec, ToolkitVersion
 from aipcc_build.plan import make_plan
 from aipcc_build.report import build_report
@@ -48,7 +45,7 @@ def image(name: str, kind: str = "base", from_kind: Optional[str] = None,
 
 
 @dataclass
-class FakeRunner:
+class FakeBuilder:
     """Sleeps DURATIONS[key] (0.05 s by default); fails as told; records what happened."""
 
     durations: dict[str, float] = field(default_factory=dict)
@@ -104,7 +101,7 @@ class FakeRunner:
         return []
 
 
-def schedule(images: list[ImageSpec], runner: FakeRunner, tmp_path: Path,
+def schedule(images: list[ImageSpec], runner: FakeBuilder, tmp_path: Path,
              stop: Optional[threading.Event] = None, validate=None,
              **options: object) -> tuple[RunResult, list[Event]]:
     events: list[Event] = []
@@ -120,14 +117,14 @@ def statuses(result: RunResult) -> dict[str, str]:
 
 
 def test_independent_builds_overlap_up_to_jobs(tmp_path: Path) -> None:
-    runner = FakeRunner(durations={f"base/i{n}": 0.1 for n in range(6)})
+    runner = FakeBuilder(durations={f"base/i{n}": 0.1 for n in range(6)})
     result, _ = schedule([image(f"i{n}") for n in range(6)], runner, tmp_path, jobs=3)
     assert result.ok
     assert runner.max_running == 3
 
 
 def test_child_starts_after_parent_from_its_image_id(tmp_path: Path) -> None:
-    runner = FakeRunner()
+    runner = FakeBuilder()
     result, _ = schedule([image("a", "devel", from_kind="base"), image("a")], runner,
                          tmp_path)
     assert result.ok
@@ -137,7 +134,7 @@ def test_child_starts_after_parent_from_its_image_id(tmp_path: Path) -> None:
 
 
 def test_failure_skips_dependents_and_others_go_on(tmp_path: Path) -> None:
-    runner = FakeRunner(fail={"base/a"})
+    runner = FakeBuilder(fail={"base/a"})
     images = [image("a"), image("a", "devel", "base"), image("a", "app", "devel"), image("b")]
     result, events = schedule(images, runner, tmp_path)
     assert statuses(result) == {"base/a": "failed", "devel/a": "skipped",
@@ -151,7 +148,7 @@ def test_failure_skips_dependents_and_others_go_on(tmp_path: Path) -> None:
 
 
 def test_fail_fast_cancels_running_and_queued(tmp_path: Path) -> None:
-    runner = FakeRunner(fail={"base/a"}, durations={"base/a": 0.01, "base/b": 5,
+    runner = FakeBuilder(fail={"base/a"}, durations={"base/a": 0.01, "base/b": 5,
                                                     "base/c": 5})
     images = [image("a"), image("b"), image("c")]
     started = time.monotonic()
@@ -165,7 +162,7 @@ def test_fail_fast_cancels_running_and_queued(tmp_path: Path) -> None:
 
 
 def test_interrupt_stops_everything_and_reports(tmp_path: Path) -> None:
-    runner = FakeRunner(durations={"base/a": 5, "base/b": 5})
+    runner = FakeBuilder(durations={"base/a": 5, "base/b": 5})
     stop = threading.Event()
     threading.Timer(0.2, stop.set).start()
     result, _ = schedule([image("a"), image("b"), image("c")], runner, tmp_path, jobs=2,
@@ -181,7 +178,7 @@ def test_priority_is_the_longest_remaining_path(tmp_path: Path) -> None:
     plan = make_plan(images)
     assert priorities(plan, {}) == {"base/short": 1, "base/long": 3, "devel/long": 2,
                                     "app/long": 1}
-    runner = FakeRunner()
+    runner = FakeBuilder()
     schedule(images, runner, tmp_path, jobs=1)
     assert min(runner.intervals, key=lambda k: runner.intervals[k][0]) == "base/long"
 
@@ -190,7 +187,7 @@ def test_history_durations_order_the_builds(tmp_path: Path) -> None:
     images = [image("a"), image("b"), image("c")]
     assert priorities(make_plan(images), {"base/b": 30, "base/c": 10}) == {
         "base/a": 20, "base/b": 30, "base/c": 10}  # a new image counts as the mean
-    runner = FakeRunner()
+    runner = FakeBuilder()
     schedule(images, runner, tmp_path, jobs=1, history={"base/b": 30, "base/c": 10})
     assert sorted(runner.intervals, key=lambda k: runner.intervals[k][0]) == \
         ["base/b", "base/a", "base/c"]
@@ -214,7 +211,7 @@ def read_history(path: str) -> dict[str, float]:
 
 def test_resource_slots_limit_concurrency(tmp_path: Path) -> None:
     images = [image(f"i{n}", resources={"cpu": 2, "memory": 4 * 2**30}) for n in range(4)]
-    runner = FakeRunner(durations={i.key: 0.1 for i in images})
+    runner = FakeBuilder(durations={i.key: 0.1 for i in images})
     result, _ = schedule(images, runner, tmp_path, jobs=4,
                          capacity={"cpu": 4, "memory": 32 * 2**30})
     assert result.ok
@@ -224,7 +221,7 @@ def test_resource_slots_limit_concurrency(tmp_path: Path) -> None:
 def test_builds_without_resources_still_run_beside_heavy_ones(tmp_path: Path) -> None:
     images = [image("heavy", resources={"gpu": 1}), image("heavy2", resources={"gpu": 1}),
               image("light")]
-    runner = FakeRunner(durations={i.key: 0.1 for i in images})
+    runner = FakeBuilder(durations={i.key: 0.1 for i in images})
     result, _ = schedule(images, runner, tmp_path, jobs=4, capacity={"gpu": 1})
     assert result.ok
     assert runner.max_running == 2  # one gpu build and the light one
@@ -232,7 +229,7 @@ def test_builds_without_resources_still_run_beside_heavy_ones(tmp_path: Path) ->
 
 def test_a_slot_nobody_provides_fails_at_once(tmp_path: Path) -> None:
     images = [image("a", resources={"gpu": 1}), image("a", "devel", "base"), image("b")]
-    runner = FakeRunner()
+    runner = FakeBuilder()
     result, _ = schedule(images, runner, tmp_path, capacity={"cpu": 2, "gpu": 0})
     assert statuses(result) == {"base/a": "failed", "devel/a": "skipped", "base/b": "ok"}
     failed = result.images[0]
@@ -243,14 +240,14 @@ def test_a_slot_nobody_provides_fails_at_once(tmp_path: Path) -> None:
 
 
 def test_more_than_the_capacity_fails_at_once(tmp_path: Path) -> None:
-    result, _ = schedule([image("a", resources={"cpu": 16})], FakeRunner(), tmp_path,
+    result, _ = schedule([image("a", resources={"cpu": 16})], FakeBuilder(), tmp_path,
                          capacity={"cpu": 8})
     assert result.images[0].status is Status.FAILED
     assert "needs cpu=16 but the capacity is cpu=8" in result.images[0].message
 
 
 def test_transient_errors_are_retried_with_backoff(tmp_path: Path) -> None:
-    runner = FakeRunner(transient_failures={"base/a": 1})
+    runner = FakeBuilder(transient_failures={"base/a": 1})
     result, events = schedule([image("a")], runner, tmp_path, retries=1)
     assert result.ok
     assert result.images[0].retries == 1
@@ -258,21 +255,21 @@ def test_transient_errors_are_retried_with_backoff(tmp_path: Path) -> None:
 
 
 def test_retries_run_out(tmp_path: Path) -> None:
-    runner = FakeRunner(transient_failures={"base/a": 5})
+    runner = FakeBuilder(transient_failures={"base/a": 5})
     result, _ = schedule([image("a")], runner, tmp_path, retries=2)
     assert result.images[0].status is Status.FAILED
     assert runner.build_calls["base/a"] == 3
 
 
 def test_a_failing_run_step_is_not_retried(tmp_path: Path) -> None:
-    runner = FakeRunner(fail={"base/a"})
+    runner = FakeBuilder(fail={"base/a"})
     result, _ = schedule([image("a")], runner, tmp_path, retries=3)
     assert runner.build_calls["base/a"] == 1
     assert result.images[0].retries == 0
 
 
 def test_push_retries_then_push_failed_while_the_rest_go_on(tmp_path: Path) -> None:
-    runner = FakeRunner(push_failures={"base/a": 9, "base/b": 1})
+    runner = FakeBuilder(push_failures={"base/a": 9, "base/b": 1})
     result, _ = schedule([image("a"), image("b"), image("c")], runner, tmp_path, push=True,
                          retries=1)
     assert statuses(result) == {"base/a": "push-failed", "base/b": "ok", "base/c": "ok"}
@@ -297,7 +294,7 @@ def test_validation_runs_before_push_and_its_failure_blocks_it(tmp_path: Path) -
         return ValidationOutcome(ok=True, toolkits={"cuda": ["12.8.90"]},
                                  warnings=(HYGIENE,))
 
-    runner = FakeRunner()
+    runner = FakeBuilder()
     images = [image("bad"), image("bad", "devel", "base"), image("good")]
     result, events = schedule(images, runner, tmp_path, push=True, validate=validate)
     assert statuses(result) == {"base/bad": "failed", "devel/bad": "skipped",
@@ -344,7 +341,7 @@ def test_validation_frees_the_build_slot_but_dependents_wait_for_it(tmp_path: Pa
         validated[spec.key] = time.monotonic()
         return ValidationOutcome(ok=True)
 
-    runner = FakeRunner()
+    runner = FakeBuilder()
     images = [image("a"), image("a", "devel", "base"), image("b")]
     result, _ = schedule(images, runner, tmp_path, jobs=1, validate=validate)
     assert all(r.status is Status.OK for r in result.images)
@@ -355,7 +352,7 @@ def test_validation_frees_the_build_slot_but_dependents_wait_for_it(tmp_path: Pa
 
 
 def test_a_parent_outside_the_plan_is_named_by_reference(tmp_path: Path) -> None:
-    runner = FakeRunner()
+    runner = FakeBuilder()
     parent = "reg.example/base/a:1.0-41"
     result, _ = schedule([image("a", "devel", "base")], runner, tmp_path,
                          parent_references={"devel/a": parent})
@@ -366,7 +363,7 @@ def test_a_parent_outside_the_plan_is_named_by_reference(tmp_path: Path) -> None
 # ---- issue 16: a worker that raises fails its image; the run never hangs -----------------
 
 @dataclass
-class RaisingRunner(FakeRunner):
+class RaisingRunner(FakeBuilder):
     """Raises inside build for the keys in RAISE (a full disk, a bug in a runner)."""
 
     raise_on: set[str] = field(default_factory=set)
@@ -398,7 +395,7 @@ def test_worker_exception_fails_the_image_and_the_run_ends(tmp_path: Path) -> No
 
 def test_unwritable_log_dir_fails_every_image_and_the_run_ends(tmp_path: Path) -> None:
     (tmp_path / "logs").write_text("a file where the log directory should be")
-    runner = FakeRunner()
+    runner = FakeBuilder()
     images = [image("a"), image("b"), image("c", resources={"gpu": 2})]
     thread, box = _run_in_thread(
         lambda: schedule(images, runner, tmp_path, capacity={"gpu": 1})[0])
@@ -422,7 +419,7 @@ def test_interrupt_still_ends_a_run_after_a_worker_raised(tmp_path: Path) -> Non
 
 
 def test_retry_backoff_is_capped(tmp_path: Path) -> None:
-    runner = FakeRunner(push_failures={"base/a": 3})
+    runner = FakeBuilder(push_failures={"base/a": 3})
     result, events = schedule([image("a")], runner, tmp_path, push=True, retries=3,
                               retry_delay=0.01, max_retry_delay=0.02)
     assert result.ok
@@ -431,6 +428,6 @@ def test_retry_backoff_is_capped(tmp_path: Path) -> None:
 
 
 def test_timeouts_reach_the_runner(tmp_path: Path) -> None:
-    runner = FakeRunner()
+    runner = FakeBuilder()
     schedule([image("a")], runner, tmp_path, build_timeout=7.0, push_timeout=3.0)
     assert (runner.jobs["base/a"].build_timeout, runner.jobs["base/a"].push_timeout) == (7, 3)

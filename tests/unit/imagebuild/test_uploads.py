@@ -6,7 +6,7 @@ import threading
 import time
 from pathlib import Path
 
-from aipcc_build.build.uploads import first_upload, uploads_dir
+from aipcc_build.imagebuild.uploads import first_upload, uploads_dir
 from aipcc_build.tools.buildah import Storage
 
 OS_LAYER, CUDA_LAYER, CPU_LAYER = "sha256:" + "a" * 64, "sha256:" + "b" * 64, "sha256:" + "c" * 64

@@ -11,22 +11,17 @@ from typing import Callable
 
 import pytest
 
-from aipcc_build.build.preflight import check_emulation, emulator_registered
-from aipcc_build.build.schedule import (
-    ListJob,
-    ListOutcome,
-    ScheduleOptions,
-    Status,
-    ValidationOutcome,
-    priorities,
-    run,
-)
 from aipcc_build.errors import InputError
+from aipcc_build.imagebuild.builder import ListJob, ListOutcome
+from aipcc_build.imagebuild.options import ScheduleOptions
+from aipcc_build.imagebuild.outcomes import Status, ValidationOutcome
+from aipcc_build.imagebuild.preflight import check_emulation, emulator_registered
+from aipcc_build.imagebuild.scheduler import priorities, run
 from aipcc_build.matrix import ImageSpec
 from aipcc_build.matrix.platforms import EMULATION_SLOWDOWN
 from aipcc_build.plan import make_plan
 from aipcc_build.report import build_report, junit
-from tests.unit.build.test_schedule import FakeRunner, image
+from tests.unit.imagebuild.test_scheduler import FakeBuilder, image
 
 AMD, ARM = "linux/amd64", "linux/arm64"
 
@@ -39,8 +34,8 @@ def multi(name: str, kind: str = "base", from_kind: str | None = None) -> ImageS
 
 
 @dataclass
-class PlatformRunner(FakeRunner):
-    """FakeRunner with manifest lists."""
+class PlatformBuilder(FakeBuilder):
+    """FakeBuilder with manifest lists."""
 
     lists: dict[str, ListJob] = field(default_factory=dict)
     list_pushes: list[str] = field(default_factory=list)
@@ -56,7 +51,7 @@ class PlatformRunner(FakeRunner):
                            instance_digests={p: f"sha256:{p}" for p in job.instances})
 
 
-def schedule(images: list[ImageSpec], runner: FakeRunner, tmp_path: Path, validate=None,
+def schedule(images: list[ImageSpec], runner: FakeBuilder, tmp_path: Path, validate=None,
              **options: object):
     opts = ScheduleOptions(log_dir=str(tmp_path / "logs"),
                            **{"jobs": 4, "retry_delay": 0.01, "capacity": {"emulation": 4},
@@ -67,7 +62,7 @@ def schedule(images: list[ImageSpec], runner: FakeRunner, tmp_path: Path, valida
 
 def test_each_platform_is_a_build_and_children_use_their_own_platforms_parent(
         tmp_path: Path) -> None:
-    runner = PlatformRunner()
+    runner = PlatformBuilder()
     result = schedule([multi("a"), multi("a", "top", "base")], runner, tmp_path, push=True)
     assert [r.key for r in result.images] == ["base/a@linux/amd64", "base/a@linux/arm64",
                                               "top/a@linux/amd64", "top/a@linux/arm64"]
@@ -93,7 +88,7 @@ def test_each_platform_is_a_build_and_children_use_their_own_platforms_parent(
 
 
 def test_a_platform_failing_validation_fails_the_image_naming_it(tmp_path: Path) -> None:
-    runner = PlatformRunner()
+    runner = PlatformBuilder()
 
     def validate(spec: ImageSpec, image_id: str) -> ValidationOutcome:
         if image_id.endswith(ARM):
@@ -112,7 +107,7 @@ def test_a_platform_failing_validation_fails_the_image_naming_it(tmp_path: Path)
 
 
 def test_emulated_builds_hold_the_emulation_slot(tmp_path: Path) -> None:
-    runner = PlatformRunner(durations={f"base/{n}@{ARM}": 0.2 for n in "abc"})
+    runner = PlatformBuilder(durations={f"base/{n}@{ARM}": 0.2 for n in "abc"})
     result = schedule([multi(n) for n in "abc"], runner, tmp_path, capacity={"emulation": 1})
     assert result.ok
     arm = sorted(runner.intervals[f"base/{n}@{ARM}"] for n in "abc")

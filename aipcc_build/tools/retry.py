@@ -1,0 +1,120 @@
+"""Which failures a later attempt can cure, and how long to wait before it: the one table
+of transient errors and the one backoff behind every retry (buildah builds and pushes, skopeo
+copies and looks, registry HTTP, the scheduler).
+
+A failure is transient when the network or the registry failed, not the request: a
+connection that broke or timed out, a 5xx answer, or a 429 (too many requests), whose
+`Retry-After` is honoured when the answer carries one.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from typing import Callable, Optional, TypeVar
+
+from ..errors import ToolError
+
+# How containers/image, Go's net stack and Python's http.client word a failure of the
+# network or of the registry. A 5xx status as containers/image words it: "received
+# unexpected HTTP status: 503 Service Unavailable", "invalid status code from registry 503
+# (Service Unavailable)", "status 502".
+TRANSIENT = re.compile(
+    r"connection refused|connection reset|broken pipe|i/o timeout|TLS handshake timeout|"
+    r"no such host|temporary failure in name resolution|server misbehaving|"
+    r"unexpected EOF|: EOF\b|request canceled|"
+    r"\b429\b|too ?many ?requests|"
+    r"(status|code)\D{0,40}\b5\d\d\b|"
+    r"\b5\d\d \(?(internal server error|bad gateway|service unavailable|gateway timeout)",
+    re.IGNORECASE,
+)
+# A Retry-After a registry sent, as an error message carries it ("retry after 3 s" is how
+# `TransientAnswer` words it).
+_RETRY_AFTER = re.compile(r"retry[ -]after:? (\d+(?:\.\d+)?)", re.IGNORECASE)
+# The longest Retry-After obeyed: a registry asking for more is retried after this long.
+MAX_RETRY_AFTER = 300.0
+
+
+def transient_text(text: str) -> bool:
+    """Whether TEXT (an outside program's stderr, an HTTP error) names a transient failure."""
+    return TRANSIENT.search(text) is not None
+
+
+def transient(error: ToolError) -> bool:
+    """Whether ERROR is a timeout, a connection error, a 5xx or a 429 (retried), not a
+    refusal."""
+    return error.timed_out or transient_text(error.stderr)
+
+
+def retry_after(text: str) -> Optional[float]:
+    """The seconds a registry asked to wait, when TEXT carries its Retry-After."""
+    match = _RETRY_AFTER.search(text)
+    return float(match.group(1)) if match else None
+
+
+def parse_retry_after(header: Optional[str]) -> Optional[float]:
+    """A Retry-After header's seconds (its HTTP-date form counts from now); None when
+    absent or unreadable."""
+    if not header:
+        return None
+    header = header.strip()
+    if header.isdigit():
+        return float(header)
+    from email.utils import parsedate_to_datetime  # here: only a 429 with a date needs it
+
+    try:
+        when = parsedate_to_datetime(header)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+class TransientAnswer(ToolError):
+    """A registry answered 429 or 5xx to one of our own HTTP requests (no outside program
+    ran): transient like a skopeo that saw the same answer, with the Retry-After it sent."""
+
+    def __init__(self, url: str, status: int, reason: str,
+                 wait: Optional[float] = None) -> None:
+        after = f" (retry after {wait:g} s)" if wait is not None else ""
+        super().__init__(["http", url], 1, f"{url}: status {status} {reason}{after}")
+
+
+@dataclass(frozen=True)
+class Retry:
+    """ATTEMPTS tries in all; the wait doubles from FIRST seconds up to CAP, and is at
+    least what the registry asked for (Retry-After, up to MAX_RETRY_AFTER)."""
+
+    attempts: int = 5
+    first: float = 1.0
+    cap: float = 16.0
+
+    def delay(self, attempt: int, asked: Optional[float] = None) -> float:
+        """The wait after failed attempt number ATTEMPT (from 1)."""
+        backoff = float(min(self.cap, self.first * (2 ** (attempt - 1))))
+        return backoff if asked is None else max(backoff, min(asked, MAX_RETRY_AFTER))
+
+
+T = TypeVar("T")
+
+
+def with_retries(action: Callable[[], T], retry: Retry, on_retry: Callable[[int, float, str],
+                 None], sleep: Callable[[float], None] = time.sleep) -> T:
+    """ACTION, tried again after a transient ToolError until RETRY's attempts run out (then
+    the last error is raised); ON_RETRY(attempt, delay, reason) before each wait."""
+    attempt = 1
+    while True:
+        try:
+            return action()
+        except ToolError as exc:
+            if not transient(exc) or attempt >= retry.attempts:
+                raise
+            wait = retry.delay(attempt, retry_after(exc.stderr))
+            on_retry(attempt, wait, last_line(exc))
+            sleep(wait)
+            attempt += 1
+
+
+def last_line(error: ToolError) -> str:
+    lines = error.stderr.strip().splitlines()
+    return lines[-1] if lines else str(error)
