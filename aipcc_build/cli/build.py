@@ -83,8 +83,7 @@ def matrix(context: Context, filters: Filters, dry_run: bool, as_json: bool,
     from ..environment import provenance_labels
     from ..imagebuild import matrix_build
     from ..imagebuild.preflight import parse_capacity
-    from ..report import build_report, junit, progress
-    from ..report import images as report_images
+    from ..report import build_report, junit, matrix_output, progress
 
     resolved = resolved_build_id(build_id)
     request = matrix_build.MatrixBuild(
@@ -101,7 +100,7 @@ def matrix(context: Context, filters: Filters, dry_run: bool, as_json: bool,
             pull=pull),
     )
     if dry_run:
-        report_images.plan(matrix_build.plan_matrix(request), as_json)
+        matrix_output.plan(matrix_build.plan_matrix(request), as_json)
         return 0
     build_report.check_writable(report_path, field="report")
     if junit_path:
@@ -136,7 +135,7 @@ def clean() -> int:
     """Remove the working containers that runs of `matrix` killed on this host left behind
     (a run that is still going is left alone)."""
     from ..imagebuild.matrix_build import clean as clean_runs
-    from ..report import images as report_images
+    from ..report import matrix_output
 
-    report_images.cleaned(clean_runs())
+    matrix_output.cleaned(clean_runs())
     return 0

@@ -57,8 +57,7 @@ def compat(context: Context, filters: Filters, output_format: str, report_path: 
     from ..compat.table import build_compat_table, eol_findings
     from ..fsutil import same_content, write_atomic
     from ..matrix import expand
-    from ..report import build_report
-    from ..report import compat as compat_report
+    from ..report import build_report, compat_formats
 
     if check_drift and not output:
         raise click.UsageError("--check-drift compares against -o FILE")
@@ -72,24 +71,24 @@ def compat(context: Context, filters: Filters, output_format: str, report_path: 
                                digests=digests)
     if check:
         findings = eol_findings(table)
-        sys.stdout.write(compat_report.render_eol_findings(findings))
+        sys.stdout.write(compat_formats.render_eol_findings(findings))
         sys.stderr.write(f"{len(table.rows)} image(s) checked against EOL on "
                          f"{table.today.isoformat()}: {len(findings)} past EOL or within "
                          f"{warn_days} days\n")
         return 1 if findings else 0
     if output_format == "table" and not output:
-        report.table(*compat_report.table_columns(table))
+        report.table(*compat_formats.table_columns(table))
         for warning in table.warnings:
             report.warning(warning)
         return 0
     if output_format == "markdown":
-        text = compat_report.render_markdown(table, facts.sources(), stable=stable)
+        text = compat_formats.render_markdown(table, facts.sources(), stable=stable)
     elif output_format == "json":
-        text = compat_report.render_json(table)
+        text = compat_formats.render_json(table)
     elif output_format == "html":
-        text = compat_report.render_html(table)
+        text = compat_formats.render_html(table)
     else:
-        text = compat_report.render_text(table)
+        text = compat_formats.render_text(table)
     if check_drift:
         assert output is not None  # checked above
         if not same_content(output, text):
@@ -134,7 +133,7 @@ def select(context: Context, filters: Filters, gpu: Optional[str],
         select_images,
     )
     from ..matrix import expand
-    from ..report import compat as compat_report
+    from ..report import compat_formats
 
     if node_file and (gpu or compute_capability or driver):
         raise click.UsageError("--node replaces --gpu, --compute-capability and --driver")
@@ -149,11 +148,11 @@ def select(context: Context, filters: Filters, gpu: Optional[str],
     if emit == "k8s":
         if selection.runnable:
             best = selection.runnable[0].image
-            sys.stdout.write(compat_report.render_k8s(best, scheduling_constraints(best, facts)))
+            sys.stdout.write(compat_formats.render_k8s(best, scheduling_constraints(best, facts)))
     elif as_json:
-        sys.stdout.write(compat_report.render_selection_json(selection))
+        sys.stdout.write(compat_formats.render_selection_json(selection))
     else:
-        sys.stdout.write(compat_report.render_selection_text(selection))
+        sys.stdout.write(compat_formats.render_selection_text(selection))
     if not selection.runnable:
         from .. import report
 

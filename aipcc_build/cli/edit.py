@@ -28,12 +28,12 @@ def add_version(context: Context, accelerator: str, version: str, min_driver: Op
     """
     from ..matrix.edit import NewVersion
     from ..render.edits import add_version
-    from ..report import images as report
+    from ..report import matrix_output
 
     result = add_version(context.matrix_path, NewVersion(
         accelerator=accelerator, version=version, min_driver=min_driver,
         eol=eol.date() if eol else None, vars=variables))
-    report.added_version(result)
+    matrix_output.added_version(result)
     return 0
 
 
@@ -50,7 +50,7 @@ def retire(context: Context, accelerator: str, version: str, eol: Optional[dt.da
     """Mark VERSION of ACCELERATOR end-of-life, or remove it with --remove."""
     from ..matrix.edit import Retirement
     from ..render.edits import retire
-    from ..report import images as report
+    from ..report import matrix_output
 
     if not remove and eol is None:
         raise click.UsageError("give --eol YYYY-MM-DD (or --remove to delete the version)")
@@ -59,5 +59,5 @@ def retire(context: Context, accelerator: str, version: str, eol: Optional[dt.da
     result = retire(context.matrix_path, Retirement(
         accelerator=accelerator, version=version, eol=eol.date() if eol else None,
         remove=remove))
-    report.retired(result)
+    matrix_output.retired(result)
     return 0

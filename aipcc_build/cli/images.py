@@ -29,13 +29,13 @@ def render(context: Context, filters: Filters, check: bool) -> int:
     """Render the Containerfiles of the matrix from its templates."""
     from ..matrix import EVERYTHING
     from ..render import apply, render_all
-    from ..report import images as report
+    from ..report import matrix_output
 
     matrix = context.load()
     rendered = render_all(matrix, filters)
     # Stale files can only be told apart when the whole matrix was rendered.
     result = apply(matrix, rendered, check=check, remove_stale=filters == EVERYTHING)
-    report.render_result(result)
+    matrix_output.render_result(result)
     return 1 if check and result.changes else 0
 
 
@@ -48,11 +48,11 @@ def list_images(context: Context, filters: Filters, as_json: bool, build_id: Opt
                 registry: Optional[str]) -> int:
     """One row per image: name, kind, accelerator, version, OS, variant, reference."""
     from ..matrix import expand
-    from ..report import images as report
+    from ..report import matrix_output
 
     images = expand(context.load(), build_id=resolved_build_id(build_id), registry=registry,
                     filters=filters)
-    report.image_list(images, as_json)
+    matrix_output.image_list(images, as_json)
     return 0
 
 
@@ -84,7 +84,7 @@ def plan(context: Context, filters: Filters, output_format: str, changed_since: 
     from ..imagebuild.preflight import parse_capacity
     from ..plan import emit, make_plan, project_path
     from ..plan.changes import select
-    from ..report import images as report
+    from ..report import matrix_output
     from ..tools.runner import ProcessRunner
 
     matrix = context.load()
@@ -100,24 +100,24 @@ def plan(context: Context, filters: Filters, output_format: str, changed_since: 
         tls_verify=tls_verify, parent_build_id=parent_build_id, jobs=jobs, capacity=capacity,
         fetch=matrix.ci.fetch, platforms=filters.platforms)
     if output_format == "json":
-        report.plan_json(matrix, build_plan, changed_since)
+        matrix_output.plan_json(matrix, build_plan, changed_since)
     elif output_format == "github":
         from ..plan.emit import github
 
-        report.ci_document(github.github(matrix, build_plan, command), build_plan)
+        matrix_output.ci_document(github.github(matrix, build_plan, command), build_plan)
     elif output_format == "gitlab":
         from ..plan.emit import gitlab
 
-        report.ci_document(gitlab.gitlab(matrix, build_plan, command), build_plan)
+        matrix_output.ci_document(gitlab.gitlab(matrix, build_plan, command), build_plan)
     elif output_format == "konflux":
         from ..plan.emit import tekton
 
-        report.ci_document(tekton.tekton(matrix, build_plan, command, None), build_plan)
+        matrix_output.ci_document(tekton.tekton(matrix, build_plan, command, None), build_plan)
     else:
         from ..plan.emit import tekton
         from ..tools.git import Git
 
         git = Git(processes, os.path.dirname(os.path.abspath(matrix.path)))
         source = emit.GitSource(url=git.remote_url(), revision=git.head_commit())
-        report.ci_document(tekton.tekton(matrix, build_plan, command, source), build_plan)
+        matrix_output.ci_document(tekton.tekton(matrix, build_plan, command, source), build_plan)
     return 0

@@ -36,14 +36,14 @@ def promote(context: Context, report_path: str, to: str, dry_run: bool,
     from ..publish import registry_http
     from ..publish.promote import PromoteRequest
     from ..publish.promote import promote as run
-    from ..report import publish
+    from ..report import copy_progress
 
     matrix = context.load()
     request = PromoteRequest(report=report_path, to=to,
                              source_registry=registry or matrix.registry,
                              product=matrix.product, dry_run=dry_run, tls_verify=tls_verify,
                              authfile=authfile)
-    publish.promoted(run(request, on_event=publish.event_printer(),
+    copy_progress.promoted(run(request, on_event=copy_progress.event_printer(),
                           probe=registry_http.manifest_digest))
     return 0
 
@@ -77,7 +77,7 @@ def mirror(context: Context, accelerators: tuple[str, ...], versions: tuple[str,
     registry, an OCI layout or an archive; skip what is already there."""
     from ..publish import mirror as core
     from ..publish import registry_http
-    from ..report import build_report, publish
+    from ..report import build_report, copy_progress
     from ..tools.retry import Retry
     from ..tools.skopeo import Skopeo
 
@@ -107,14 +107,14 @@ def mirror(context: Context, accelerators: tuple[str, ...], versions: tuple[str,
                                      source_registry=source_registry, out=out,
                                      tls_verify=tls_verify, authfile=authfile,
                                      retry=Retry(attempts=retries), jobs=jobs)
-        result = core.mirror(request, on_event=publish.event_printer(),
+        result = core.mirror(request, on_event=copy_progress.event_printer(),
                              probe=registry_http.manifest_digest)
     finally:
         if temporary is not None:
             from ..publish import layout
 
             layout.remove(temporary)
-    publish.mirrored(result)
+    copy_progress.mirrored(result)
     return 1 if result.failed else 0
 
 
@@ -134,7 +134,7 @@ def index(context: Context, root: str, wheels: tuple[str, ...], keep: int, dry_r
     another toolkit refuses the whole run (exit 1); a new generation replaces the current
     one atomically."""
     from ..publish.wheel_index import IndexRequest, publish
-    from ..report import wheel_index as report
+    from ..report import index_summary
 
     directories: dict[str, tuple[str, ...]] = {}
     for item in wheels:
@@ -144,5 +144,5 @@ def index(context: Context, root: str, wheels: tuple[str, ...], keep: int, dry_r
         directories[variant] = directories.get(variant, ()) + (directory,)
     result = publish(context.load(), IndexRequest(root=root, wheels=directories,
                                                   dry_run=dry_run, keep=keep))
-    report.published(result, as_json)
+    index_summary.published(result, as_json)
     return 1 if result.refusals else 0

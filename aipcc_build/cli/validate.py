@@ -64,7 +64,7 @@ def validate(context: Context, accelerators: tuple[str, ...], versions: tuple[st
     REF is any skopeo transport: oci:DIR[:TAG], oci-archive:FILE, docker-archive:FILE,
     docker://REF, containers-storage:REF. Exit 0 clean, 1 violations, 2 unreadable.
     """
-    from ..report import validation as report
+    from ..report import validation
     from ..validate import Target, validate_targets
 
     if matrix_file is None and not refs:
@@ -96,5 +96,5 @@ def validate(context: Context, accelerators: tuple[str, ...], versions: tuple[st
 
     outcomes = validate_targets(targets, strict_layers=strict_layers, platform=platform,
                                 cache_dir=cache_dir, skopeo=Skopeo(tls_verify=tls_verify))
-    report.validation(outcomes, as_json)
+    validation.validation(outcomes, as_json)
     return max([o.exit_code for o in outcomes] + [0])

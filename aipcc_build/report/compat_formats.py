@@ -1,8 +1,8 @@
 """Formatting of the compatibility matrix and of `select` answers: text, markdown, JSON, HTML.
 
-Kept apart from `report.py` (build and validation output) because the HTML page and the
-generated docs/compatibility.md are large and only this command family needs them.
-Every function returns a string; the CLI decides where it goes.
+Only the compat command family imports it (the HTML page and the generated
+docs/compatibility.md are large). Every function returns a string; the CLI decides where
+it goes.
 """
 
 from __future__ import annotations
