@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Callable, Optional, TypeVar
 
 from ..matrix import ImageSpec
-from ..tools.retry import retry_after
 from .builder import Builder, BuildJob, BuildOutcome, ListJob, ListOutcome, PushOutcome
 from .options import ScheduleOptions
 from .outcomes import (
@@ -228,7 +227,7 @@ class Worker:
                     or retries + 1 >= retry.attempts or self.cancelled.is_set():
                 return outcome, retries
             retries += 1
-            delay = retry.delay(retries, retry_after(outcome.error))
+            delay = retry.delay(retries)
             line(f"{action} failed ({outcome.error}); attempt {retries + 1} in {delay:g} s")
             self.send(Message(key, event=Retrying(key, action, retries + 1, delay,
                                                   outcome.error)))

@@ -213,9 +213,17 @@ def mirror(request: MirrorRequest, runner: Optional[Runner] = None,
     probed: dict[int, object] = {}
     if probe and transport == "docker":
         # The quick looks first, all of them: a rerun with nothing new ends here.
-        looks = each(lambda image: probe(f"{target}/{image.path}:{image.tag}",
-                                         request.tls_verify),
-                     request.images, request.jobs, first_alone=True)
+        def look(image: Image) -> object:
+            ref = f"{target}/{image.path}:{image.tag}"
+            try:
+                return with_retries(lambda: probe(ref, request.tls_verify), request.retry,
+                                    lambda n, wait, why: emit(Event(
+                                        image.key, "retry", ref, f"{why} (attempt {n + 1} of "
+                                        f"{request.retry.attempts} in {wait:g} s)")), sleep)
+            except ToolError:
+                return UNKNOWN  # skopeo looks again, and the image fails alone
+
+        looks = each(look, request.images, request.jobs, first_alone=True)
         probed = dict(enumerate(looks, 1))
     # Registries take concurrent pushes; an OCI layout's index.json does not.
     outcomes = each(lambda pair: one(*pair), numbered,

@@ -98,15 +98,18 @@ def promote(request: PromoteRequest, runner: Optional[Runner] = None,
 
     def digest(pair: tuple[str, str]) -> Optional[str]:
         ref, key = pair
-        quick = probe(f"docker://{ref}", request.tls_verify) if probe else UNKNOWN
+
+        def on_retry(n: int, wait: float, why: str) -> None:
+            emit(Event(key, "retry", ref, f"{why} (retry {n} in {wait:g} s)"))
+
+        quick = with_retries(lambda: probe(f"docker://{ref}", request.tls_verify),
+                             request.retry, on_retry) if probe else UNKNOWN
         if quick is not UNKNOWN:
             return quick if isinstance(quick, str) else None
         return with_retries(
             lambda: skopeo.manifest_digest(f"docker://{ref}", tls_verify=request.tls_verify,
                                            authfile=request.authfile),
-            request.retry,
-            lambda n, wait, why: emit(Event(key, "retry", ref, f"{why} (retry {n} in "
-                                                              f"{wait:g} s)")))
+            request.retry, on_retry)
 
     # The source must still hold what the report says, for every image, before any copy.
     entries = build_report.read(request.report)  # plan() checked each has a reference

@@ -1,7 +1,9 @@
 """A fast, anonymous look at a registry tag's digest: one HTTP HEAD of its manifest instead
 of a skopeo process, so that a rerun with nothing to copy costs little. It sends no
 credentials: when the registry asks for them (401/403), or answers anything unexpected, it
-returns UNKNOWN and the caller asks skopeo, which reads the auth files."""
+returns UNKNOWN and the caller asks skopeo, which reads the auth files. A 429 or 5xx
+answer raises `TransientAnswer` (with the registry's Retry-After): the caller retries it
+like any registry call."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import ssl
 from typing import Optional, Union
 
 from ..image_reference import parse
+from ..tools.retry import TransientAnswer, parse_retry_after
 
 UNKNOWN = object()  # ask skopeo
 ACCEPT = ", ".join((
@@ -60,6 +63,8 @@ def manifest_digest(ref: str, tls_verify: bool = True) -> Union[Optional[str], o
                              headers={"Accept": ACCEPT})
                 answer = conn.getresponse()
                 status, digest = answer.status, answer.getheader("Docker-Content-Digest")
+                wait = parse_retry_after(answer.getheader("Retry-After"))
+                reason = answer.reason
             finally:
                 conn.close()
         except (OSError, http.client.HTTPException):
@@ -70,5 +75,8 @@ def manifest_digest(ref: str, tls_verify: bool = True) -> Union[Optional[str], o
             return digest
         if status == 404:
             return None
+        if status == 429 or status >= 500:
+            raise TransientAnswer(f"{scheme}://{host}/v2/{parsed.path}/manifests/{parsed.tag}",
+                                  status, reason, wait)
         return UNKNOWN
     return UNKNOWN

@@ -70,6 +70,14 @@ def parse_retry_after(header: Optional[str]) -> Optional[float]:
     return max(0.0, when.timestamp() - time.time())
 
 
+class StillFailing(ToolError):
+    """A transient failure that outlasted every attempt: the registry or the network failed,
+    not the request, so it ends the command like a failed build (exit 1), not as refused
+    input (exit 2)."""
+
+    exit_code = 1
+
+
 class TransientAnswer(ToolError):
     """A registry answered 429 or 5xx to one of our own HTTP requests (no outside program
     ran): transient like a skopeo that saw the same answer, with the Retry-After it sent."""
@@ -101,14 +109,17 @@ T = TypeVar("T")
 def with_retries(action: Callable[[], T], retry: Retry, on_retry: Callable[[int, float, str],
                  None], sleep: Callable[[float], None] = time.sleep) -> T:
     """ACTION, tried again after a transient ToolError until RETRY's attempts run out (then
-    the last error is raised); ON_RETRY(attempt, delay, reason) before each wait."""
+    StillFailing with the last error); ON_RETRY(attempt, delay, reason) before each wait."""
     attempt = 1
     while True:
         try:
             return action()
         except ToolError as exc:
-            if not transient(exc) or attempt >= retry.attempts:
+            if not transient(exc):
                 raise
+            if attempt >= retry.attempts:
+                raise StillFailing(exc.command, exc.returncode, exc.stderr,
+                                   exc.timed_out) from exc
             wait = retry.delay(attempt, retry_after(exc.stderr))
             on_retry(attempt, wait, last_line(exc))
             sleep(wait)

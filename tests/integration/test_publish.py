@@ -14,7 +14,10 @@ from typing import Any
 
 import pytest
 
+from aipcc_build.matrix.model import Product
 from aipcc_build.publish import mirror as mirror_core
+from aipcc_build.publish import promote as promote_core
+from aipcc_build.publish import registry_http
 from aipcc_build.publish.transfer import Event
 from aipcc_build.report import build_report
 from aipcc_build.tools.retry import Retry
@@ -202,3 +205,49 @@ def test_mirror_by_build_id_pins_the_matrix_tags_to_their_digests(
     assert missing.returncode == 2
     assert "base/cpu-el9" in missing.stderr and "3.0-43 does not exist" in missing.stderr
     assert digest_at(f"{dst}/base-images/cpu-el9:3.0-43") is None
+
+
+def test_promote_waits_out_429_with_retry_after_and_a_copy_that_keeps_failing_exits_1(
+        release: dict[str, Any], registries: dict[str, Any], authfile: Path,
+        tmp_path: Path) -> None:
+    """Issue 22.4: one table of transient errors for every registry call, Retry-After
+    honoured, skopeo's 429 retried; a copy that still fails is a failure (exit 1), not a
+    refusal (exit 2)."""
+    upstream = registries["src"].host
+    # Our own look at a tag (an HTTP HEAD) gets 429 twice: each retry waits what the
+    # registry asked (2 s, more than the backoff's first second).
+    with FlakyProxy(upstream, failures=2, status=429, retry_after=2) as slow:
+        done = promote(release, f"{slow.host}/looked", authfile)
+        assert done.returncode == 0, done.stderr
+        assert "retry" in done.stderr and "429" in done.stderr
+        answered = slow.answered
+    refused = [n for n, (_, status) in enumerate(answered) if status == 429]
+    assert len(refused) == 2
+    for n in refused:
+        assert answered[n + 1][0] - answered[n][0] >= 1.9, answered[:6]
+    for entry in release["entries"]:
+        assert digest_at(f"{upstream}/looked/base-images/{entry['name']}:3.0-42") == \
+            entry["digest"]
+
+    # skopeo itself waits out a few 429s, then gives up ("too many requests"): the copy is
+    # tried again and lands. (skopeo 1.9 asks 8 times before it gives up.)
+    report = build_report.read(release["report"])[:1]
+    events: list[Event] = []
+    with FlakyProxy(upstream, failures=9, status=429, retry_after=1, methods=("GET",)) as busy:
+        result = promote_core.promote(
+            promote_core.PromoteRequest(
+                report=str(release["report"]), to=f"{busy.host}/busy",
+                source_registry=release["ns"], product=Product("aipcc", "3.0", ()),
+                tls_verify=False, retry=Retry(attempts=3, first=0.1, cap=0.2), jobs=1),
+            on_event=events.append, probe=registry_http.manifest_digest)
+    assert len(result.copied) == 3
+    assert any(e.kind == "retry" and "too many requests" in e.message.lower()
+               for e in events), [e.message for e in events if e.kind == "retry"]
+    assert digest_at(f"{upstream}/busy/base-images/{report[0].name}:3.0-42") == \
+        report[0].digest
+
+    # Uploads answered 503 for good: the copy fails after its attempts, exit 1.
+    with FlakyProxy(upstream, failures=-1, methods=("POST", "PUT", "PATCH")) as dead:
+        failed = promote(release, f"{dead.host}/dead", authfile)
+    assert failed.returncode == 1, failed.stderr
+    assert "503" in failed.stderr and "Traceback" not in failed.stderr

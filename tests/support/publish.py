@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 import urllib.error
 import urllib.request
 import uuid
@@ -92,11 +93,17 @@ def digest_at(ref: str, authfile: Path | None = None) -> str | None:
 
 
 class FlakyProxy:
-    """An HTTP proxy on 127.0.0.1 to a registry that answers 503 to its first FAILURES
-    requests (FAILURES < 0: always)."""
+    """An HTTP proxy on 127.0.0.1 to a registry that answers STATUS (503 by default, with
+    RETRY_AFTER seconds when given) to its first FAILURES requests (FAILURES < 0: always)
+    whose method is one of METHODS (default: any). ANSWERED records (monotonic time,
+    status) of every request."""
 
-    def __init__(self, upstream: str, failures: int) -> None:
+    def __init__(self, upstream: str, failures: int, status: int = 503,
+                 retry_after: int | None = None,
+                 methods: tuple[str, ...] | None = None) -> None:
         self.upstream, self.failures, self.seen = upstream, failures, 0
+        self.status, self.retry_after, self.methods = status, retry_after, methods
+        self.answered: list[tuple[float, int]] = []
         proxy = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -106,26 +113,32 @@ class FlakyProxy:
                 pass
 
             def _forward(self) -> None:
-                proxy.seen += 1
-                if proxy.failures < 0 or proxy.seen <= proxy.failures:
+                counted = proxy.methods is None or self.command in proxy.methods
+                proxy.seen += counted
+                if counted and (proxy.failures < 0 or proxy.seen <= proxy.failures):
+                    proxy.answered.append((time.monotonic(), proxy.status))
                     body = b"unavailable"
-                    self.send_response(503)
+                    self.send_response(proxy.status)
+                    if proxy.retry_after is not None:
+                        self.send_header("Retry-After", str(proxy.retry_after))
                     self.send_header("Content-Length", str(len(body)))
                     self.end_headers()
                     self.wfile.write(body)
                     return
-                length = int(self.headers.get("Content-Length") or 0)
-                data = self.rfile.read(length) if length else None
+                data = self._body()
                 request = urllib.request.Request(f"http://{proxy.upstream}{self.path}",
                                                  data=data, method=self.command)
                 for name, value in self.headers.items():
-                    if name.lower() not in ("host", "connection", "content-length"):
+                    if name.lower() not in ("host", "connection", "content-length",
+                                            "transfer-encoding"):
                         request.add_header(name, value)
                 try:
                     answer = urllib.request.urlopen(request, timeout=60)
                 except urllib.error.HTTPError as exc:
                     answer = exc
                 payload = answer.read()
+                proxy.answered.append((time.monotonic(), answer.status if hasattr(
+                    answer, "status") else answer.code))
                 self.send_response(answer.status if hasattr(answer, "status") else answer.code)
                 for name, value in answer.headers.items():
                     if name.lower() in ("transfer-encoding", "connection") or (
@@ -139,6 +152,20 @@ class FlakyProxy:
                 self.end_headers()
                 if self.command != "HEAD":
                     self.wfile.write(payload)
+
+            def _body(self) -> bytes | None:
+                """The request's body, sent with a length or in chunks (skopeo's PATCH)."""
+                if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+                    chunks = []
+                    while True:
+                        size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                        chunk = self.rfile.read(size)
+                        self.rfile.readline()  # the CRLF after the chunk
+                        if not size:
+                            return b"".join(chunks)
+                        chunks.append(chunk)
+                length = int(self.headers.get("Content-Length") or 0)
+                return self.rfile.read(length) if length else None
 
             do_GET = do_HEAD = do_PUT = do_POST = do_PATCH = do_DELETE = _forward
 

@@ -7,7 +7,12 @@ import pytest
 
 from aipcc_build.errors import ToolError
 from aipcc_build.tools.retry import (
+    MAX_RETRY_AFTER,
     Retry,
+    StillFailing,
+    TransientAnswer,
+    parse_retry_after,
+    retry_after,
     transient,
     with_retries,
 )
@@ -37,3 +42,53 @@ def test_retries_are_bounded_with_capped_backoff() -> None:
         with_retries(lambda: (_ for _ in ()).throw(ToolError(["x"], 1, "denied")),
                      Retry(), lambda *a: None, waits.append)
     assert len(waits) == 5
+
+
+def test_one_table_for_buildah_skopeo_and_http() -> None:
+    def error(text: str) -> ToolError:
+        return ToolError(["x"], 1, text)
+    # skopeo and buildah on a 429: containers/image words it either way.
+    assert transient(error("reading manifest 1 in h/r: toomanyrequests: slow down"))
+    assert transient(error("received unexpected HTTP status: 429 Too Many Requests"))
+    # buildah's pulls.
+    assert transient(error("dial tcp: lookup quay.io: Temporary failure in name resolution"))
+    assert transient(error("pinging container registry h: Get ...: net/http: TLS handshake "
+                           "timeout"))
+    assert transient(ToolError(["x"], -9, "", timed_out=True))
+    assert transient(TransientAnswer("http://h/v2/r/manifests/t", 503, "Service Unavailable"))
+    # A digest that happens to hold 429 or 503 is no status.
+    assert not transient(error("manifest unknown: sha256:4290503aa"))
+
+
+def test_retry_after_is_honoured_up_to_a_bound() -> None:
+    assert parse_retry_after("7") == 7.0
+    assert parse_retry_after(None) is None and parse_retry_after("soon") is None
+    assert 0 <= parse_retry_after("Thu, 01 Jan 1970 00:00:00 GMT") == 0.0  # type: ignore[operator]
+    answer = TransientAnswer("http://h/v2/r/manifests/t", 429, "Too Many Requests", 7.0)
+    assert retry_after(answer.stderr) == 7.0
+    retry = Retry(attempts=3, first=1, cap=4)
+    assert retry.delay(1) == 1 and retry.delay(1, 7.0) == 7.0 and retry.delay(3, 0.5) == 4
+    assert retry.delay(1, 10 * MAX_RETRY_AFTER) == MAX_RETRY_AFTER
+
+    waits: list[float] = []
+    answers = [answer, answer]
+
+    def flaky() -> str:
+        if answers:
+            raise answers.pop()
+        return "ok"
+    assert with_retries(flaky, retry, lambda *a: None, waits.append) == "ok"
+    assert waits == [7.0, 7.0]
+
+
+def test_a_transient_failure_that_outlasts_the_attempts_exits_1() -> None:
+    def down() -> None:
+        raise ToolError(["skopeo", "copy"], 1, "received unexpected HTTP status: 502 Bad "
+                                              "Gateway")
+    with pytest.raises(StillFailing) as caught:
+        with_retries(down, Retry(attempts=2, first=0, cap=0), lambda *a: None, lambda s: None)
+    assert caught.value.exit_code == 1 and "502 Bad Gateway" in str(caught.value)
+    with pytest.raises(ToolError) as refused:  # a refusal stays what it was (exit 2)
+        with_retries(lambda: (_ for _ in ()).throw(ToolError(["x"], 1, "denied")), Retry(),
+                     lambda *a: None, lambda s: None)
+    assert refused.value.exit_code == 2
