@@ -76,4 +76,5 @@ def unknown_hint(name: str) -> str:
 
 
 def needs_emulation(name: str, host: Optional[str] = None) -> bool:
+    """Whether a build for NAME runs under qemu on HOST (default: this machine)."""
     return name != (host or host_platform())

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..matrix import ImageSpec, Matrix
-from ..matrix.platforms import describe, host_platform
+from ..matrix.platforms import describe, host_platform, needs_emulation
 
 
 @dataclass(frozen=True)
@@ -111,7 +111,7 @@ def make_plan(images: list[ImageSpec], host: str = "", per_platform: bool = True
             needs=(node_key(selected[image.depends_on], platform),)
             if image.depends_on in selected else (),
             wave=wave[image.key], platform=platform,
-            emulated=bool(platform) and platform != host,
+            emulated=bool(platform) and needs_emulation(platform, host),
         )
         for image in ordered
         for platform in (image.platforms if per_platform else ()) or ("",)
