@@ -55,7 +55,6 @@ def compat(context: Context, filters: Filters, output_format: str, report_path: 
     from .. import report
     from ..compat.facts import load_facts
     from ..compat.table import build_compat_table, eol_findings
-    from ..fsutil import same_content, write_atomic
     from ..matrix import expand
     from ..report import build_report, compat_formats
 
@@ -81,27 +80,8 @@ def compat(context: Context, filters: Filters, output_format: str, report_path: 
         for warning in table.warnings:
             report.warning(warning)
         return 0
-    if output_format == "markdown":
-        text = compat_formats.render_markdown(table, facts.sources(), stable=stable)
-    elif output_format == "json":
-        text = compat_formats.render_json(table)
-    elif output_format == "html":
-        text = compat_formats.render_html(table)
-    else:
-        text = compat_formats.render_text(table)
-    if check_drift:
-        assert output is not None  # checked above
-        if not same_content(output, text):
-            report.error(f"{report.shown_path(output)} is out of date: rerun without "
-                         "--check-drift")
-            return 1
-        sys.stderr.write(f"{report.shown_path(output)} is up to date\n")
-    elif output:
-        write_atomic(output, text)
-        report.wrote(output)
-    else:
-        sys.stdout.write(text)
-    return 0
+    text = compat_formats.document(table, output_format, facts.sources(), stable=stable)
+    return 0 if report.deliver(text, output, check_drift=check_drift) else 1
 
 
 @cli.command()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import html
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Optional
 
 import yaml
@@ -66,6 +66,16 @@ def table_columns(table: CompatTable, *, stable: bool = False
             cells.append(row.digest or "-")
         rows.append(cells)
     return header, rows
+
+
+def document(table: CompatTable, output_format: str,
+             facts_sources: Iterable[tuple[str, str]] = (), *, stable: bool = False) -> str:
+    """The table as a document in OUTPUT_FORMAT: table (plain text), markdown, json, html."""
+    if output_format == "markdown":
+        return render_markdown(table, facts_sources, stable=stable)
+    plain: dict[str, Callable[[CompatTable], str]] = {
+        "json": render_json, "html": render_html, "table": render_text}
+    return plain[output_format](table)
 
 
 def render_text(table: CompatTable) -> str:

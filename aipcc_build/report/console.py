@@ -54,6 +54,25 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], title: str = ""
         sys.stdout.write("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() + "\n")
 
 
+def deliver(text: str, output: Optional[str], *, check_drift: bool = False) -> bool:
+    """A generated document: TEXT on stdout; or written to OUTPUT (atomically); or, with
+    CHECK_DRIFT, compared with OUTPUT and nothing written. False when OUTPUT drifted."""
+    if output is None:
+        sys.stdout.write(text)
+        return True
+    from ..fsutil import same_content, write_atomic  # here: most output goes to stdout
+
+    if check_drift:
+        if not same_content(output, text):
+            error(f"{shown_path(output)} is out of date: rerun without --check-drift")
+            return False
+        sys.stderr.write(f"{shown_path(output)} is up to date\n")
+        return True
+    write_atomic(output, text)
+    wrote(output)
+    return True
+
+
 def shown_path(path: str) -> str:
     """Paths below the working directory are shown relative to it."""
     relative = os.path.relpath(path)
