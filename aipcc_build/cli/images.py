@@ -101,23 +101,13 @@ def plan(context: Context, filters: Filters, output_format: str, changed_since: 
         fetch=matrix.ci.fetch, platforms=filters.platforms)
     if output_format == "json":
         matrix_output.plan_json(matrix, build_plan, changed_since)
-    elif output_format == "github":
-        from ..plan.emit import github
-
-        matrix_output.ci_document(github.github(matrix, build_plan, command), build_plan)
-    elif output_format == "gitlab":
-        from ..plan.emit import gitlab
-
-        matrix_output.ci_document(gitlab.gitlab(matrix, build_plan, command), build_plan)
-    elif output_format == "konflux":
-        from ..plan.emit import tekton
-
-        matrix_output.ci_document(tekton.tekton(matrix, build_plan, command, None), build_plan)
-    else:
-        from ..plan.emit import tekton
+        return 0
+    source = None
+    if output_format in emit.PINS_COMMIT:
         from ..tools.git import Git
 
         git = Git(processes, os.path.dirname(os.path.abspath(matrix.path)))
         source = emit.GitSource(url=git.remote_url(), revision=git.head_commit())
-        matrix_output.ci_document(tekton.tekton(matrix, build_plan, command, source), build_plan)
+    matrix_output.ci_document(
+        emit.ci_document(output_format, matrix, build_plan, command, source), build_plan)
     return 0

@@ -1,12 +1,17 @@
 """Fan a build plan out on CI engines: one module per engine, each returning its
-document's text (`report` writes it). What every engine's per-image job runs is here.
-The formats and their limits are explained in docs/ci/README.md."""
+document's text (`report` writes it); `ci_document` picks it by format. What every engine's
+per-image job runs is here. The formats and their limits are explained in
+docs/ci/README.md."""
 
 from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
-from typing import Optional
+from typing import TYPE_CHECKING, Callable, Optional
+
+if TYPE_CHECKING:
+    from ...matrix import Matrix
+    from ..dag import BuildPlan
 
 # Where every per-image job writes what the engine keeps as artifacts, relative to the
 # project root the job runs in.
@@ -62,3 +67,23 @@ class GitSource:
 
     url: str
     revision: str
+
+
+# Formats whose document names the commit it was planned from (a GitSource).
+PINS_COMMIT = frozenset({"tekton"})
+
+
+def ci_document(output_format: str, matrix: Matrix, plan: BuildPlan, command: JobCommand,
+                source: Optional[GitSource] = None) -> str:
+    """The CI document of OUTPUT_FORMAT (github, gitlab, tekton, konflux) for PLAN; SOURCE
+    for the formats in PINS_COMMIT."""
+    from . import github, gitlab, tekton
+
+    emitters: dict[str, Callable[[], str]] = {
+        "github": lambda: github.github(matrix, plan, command),
+        "gitlab": lambda: gitlab.gitlab(matrix, plan, command),
+        "tekton": lambda: tekton.tekton(matrix, plan, command, source),
+        # Pipelines-as-Code clones the commit that triggered the run: nothing to pin.
+        "konflux": lambda: tekton.tekton(matrix, plan, command, None),
+    }
+    return emitters[output_format]()
