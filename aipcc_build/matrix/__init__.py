@@ -33,9 +33,9 @@ from .model import (
 )
 
 if TYPE_CHECKING:
-    from .loader import EVERY_IMAGE, Selector, line_owners, load, parse
+    from .loader import load, parse
 
-_FROM_LOADER = ("EVERY_IMAGE", "Selector", "line_owners", "load", "parse")
+_FROM_LOADER = ("load", "parse")
 
 
 def __getattr__(name: str) -> Any:
@@ -47,8 +47,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "EVERYTHING", "EVERY_IMAGE", "Accelerator", "AllowRule", "CiSettings", "Exclude", "Filters",
-    "ImageKind", "ImageSpec", "Matrix", "OsSpec", "Product", "Selector", "ToolkitVersion", "Where",
-    "check_filters", "expand", "image_name", "line_owners", "load", "matching", "parse",
-    "version_matches",
+    "EVERYTHING", "Accelerator", "AllowRule", "CiSettings", "Exclude", "Filters", "ImageKind",
+    "ImageSpec", "Matrix", "OsSpec", "Product", "ToolkitVersion", "Where", "check_filters",
+    "expand", "image_name", "load", "matching", "parse", "version_matches",
 ]

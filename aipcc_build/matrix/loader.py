@@ -1,22 +1,22 @@
 """Load a matrix file into the typed model and expand it into image specs.
 
-Every error names the file, line, column and field, so the loader walks PyYAML's node
-tree (which keeps positions) instead of the plain objects `yaml.safe_load` returns.
+Every error names the file, line, column and field: the loader walks the node tree with
+`positioned_yaml`'s reader.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import difflib
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Optional
 
 import yaml
 
+from .. import positioned_yaml
 from ..errors import InputError
+from ..positioned_yaml import shown
 from .expand import expand_all
 from .model import (
     DEFAULT_BUNDLES,
@@ -45,63 +45,11 @@ BUNDLE_REFERENCE = re.compile(r"[A-Za-z0-9._:/-]+(@sha256:[0-9a-f]{64})?")
 DRIVER = re.compile(r"[0-9]+(\.[0-9]+){1,2}")
 
 
-class _Reader:
-    """Walks YAML nodes of one file, raising InputError that point at the node."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-
-    def error(self, node: Optional[yaml.Node], field: str, message: str) -> InputError:
-        if node is None:
-            return InputError(message, file=self.path, field=field)
-        mark = node.start_mark
-        return InputError(message, file=self.path, line=mark.line + 1,
-                          column=mark.column + 1, field=field)
+class _Reader(positioned_yaml.Reader):
+    """The positioned reader with the matrix's own kinds of value."""
 
     def where(self, node: yaml.Node) -> Where:
         return Where(self.path, node.start_mark.line + 1, node.start_mark.column + 1)
-
-    def mapping(self, node: yaml.Node, field: str, allowed: Sequence[str],
-                required: Sequence[str] = ()) -> dict[str, tuple[yaml.Node, yaml.Node]]:
-        """Key -> (key node, value node); rejects unknown and duplicate keys."""
-        if not isinstance(node, yaml.MappingNode):
-            raise self.error(node, field, "expected a mapping")
-        found: dict[str, tuple[yaml.Node, yaml.Node]] = {}
-        for key_node, value_node in node.value:
-            key = str(key_node.value)
-            sub = f"{field}.{key}" if field else key
-            if allowed and key not in allowed:
-                hint = difflib.get_close_matches(key, allowed, n=1)
-                extra = f" (did you mean '{hint[0]}'?)" if hint else \
-                    f" (expected one of: {', '.join(allowed)})"
-                raise self.error(key_node, sub, f"unknown key '{key}'{extra}")
-            if key in found:
-                raise self.error(key_node, sub, f"duplicate key '{key}'")
-            found[key] = (key_node, value_node)
-        for key in required:
-            if key not in found:
-                raise self.error(node, f"{field}.{key}" if field else key,
-                                 f"required key '{key}' is missing")
-        return found
-
-    def entries(self, node: yaml.Node, field: str) -> list[tuple[str, yaml.Node, yaml.Node]]:
-        """A mapping whose keys are names chosen by the user (os, accelerators, kinds)."""
-        return [(key, k, v) for key, (k, v) in self.mapping(node, field, allowed=()).items()]
-
-    def sequence(self, node: yaml.Node, field: str) -> list[yaml.Node]:
-        if not isinstance(node, yaml.SequenceNode):
-            raise self.error(node, field, "expected a list")
-        return list(node.value)
-
-    def scalar(self, node: yaml.Node, field: str,
-               pattern: Optional[re.Pattern[str]] = None, what: str = "") -> str:
-        # The raw text, not the resolved value: `12.10` must not become the float 12.1.
-        if not isinstance(node, yaml.ScalarNode) or node.value == "" and node.tag.endswith("null"):
-            raise self.error(node, field, "expected a single value")
-        text = str(node.value)
-        if pattern is not None and not pattern.fullmatch(text):
-            raise self.error(node, field, f"'{shown(text)}' is not {what}")
-        return text
 
     def name(self, node: yaml.Node, field: str) -> str:
         return self.scalar(node, field, SAFE_NAME,
@@ -113,27 +61,6 @@ class _Reader:
         if amount is None:
             raise self.error(node, field, f"'{text}' is not a quantity (like 2, 0.5 or 4Gi)")
         return amount
-
-    def date(self, node: yaml.Node, field: str) -> dt.date:
-        text = self.scalar(node, field)
-        try:
-            return dt.date.fromisoformat(text)
-        except ValueError:
-            raise self.error(node, field, f"'{text}' is not a date (YYYY-MM-DD)") from None
-
-    def plain(self, node: yaml.Node, field: str) -> object:
-        try:
-            return yaml.SafeLoader("").construct_object(node, deep=True)
-        except yaml.constructor.ConstructorError as exc:
-            mark = exc.problem_mark or exc.context_mark
-            raise InputError(str(exc.problem or exc.context), file=self.path, field=field,
-                             line=mark.line + 1 if mark else None,
-                             column=mark.column + 1 if mark else None) from None
-
-
-def shown(text: str) -> str:
-    """TEXT for a one-line message: control characters (a newline) escaped."""
-    return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
 
 
 def canonical_version(version: str) -> str:
@@ -187,18 +114,7 @@ def parse(text: str, file: str) -> Matrix:
 
 def _parse(text: str, file: str) -> Matrix:
     reader = _Reader(file)
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        raise InputError(f"YAML syntax error: {exc.problem or exc.context}", file=file,
-                         line=mark.line + 1 if mark else None,
-                         column=mark.column + 1 if mark else None) from None
-    except yaml.reader.ReaderError as exc:
-        raise InputError(f"YAML syntax error: character {exc.character!r} is not allowed",
-                         file=file, line=text.count("\n", 0, exc.position) + 1) from None
-    except yaml.YAMLError as exc:
-        raise InputError(f"YAML syntax error: {exc}", file=file) from None
+    root = positioned_yaml.compose(text, file)
     if root is None:
         raise InputError("the matrix file is empty", file=file)
 
@@ -621,72 +537,3 @@ def _exclude(reader: _Reader, node: yaml.Node, field: str) -> Exclude:
     if "platform" in fields:
         _platform(reader, fields["platform"][1], f"{field}.platform")
     return Exclude(**values)
-
-
-# ---- which matrix entry each line of the file belongs to (plan --changed-since) ----------
-
-# What a changed part of the matrix file touches: ("all",), ("accelerator", name),
-# ("version", accelerator, version), ("os", name) or ("kind", name).
-Selector = tuple[str, ...]
-EVERY_IMAGE: Selector = ("all",)
-
-
-def line_owners(text: str) -> dict[int, Selector]:
-    """Line (1-based) -> the innermost matrix entry it belongs to; lines of no entry absent."""
-    root = yaml.compose(text, Loader=yaml.SafeLoader)
-    owner: dict[int, Selector] = {}
-    if not isinstance(root, yaml.MappingNode):
-        return owner
-
-    def paint(key: yaml.Node, value: yaml.Node, selector: Selector) -> None:
-        for line in range(key.start_mark.line + 1, _last_line(value) + 1):
-            owner[line] = selector
-
-    # Outer entries first, inner ones overwrite them.
-    for key, value in root.value:
-        paint(key, value, EVERY_IMAGE)
-        section = {"os": "os", "images": "kind", "accelerators": "accelerator"}.get(key.value)
-        if section is None or not isinstance(value, yaml.MappingNode):
-            continue
-        for entry_key, entry in value.value:
-            paint(entry_key, entry, (section, str(entry_key.value)))
-            if section == "accelerator":
-                _paint_versions(str(entry_key.value), entry, owner)
-    return owner
-
-
-def _paint_versions(accelerator: str, entry: yaml.Node, owner: dict[int, Selector]) -> None:
-    if not isinstance(entry, yaml.MappingNode):
-        return
-    for key, value in entry.value:
-        if key.value != "versions" or not isinstance(value, yaml.SequenceNode):
-            continue
-        for item in value.value:
-            version = _version_of(item)
-            if version is None:
-                continue
-            for line in range(item.start_mark.line + 1, _last_line(item) + 1):
-                owner[line] = ("version", accelerator, version)
-
-
-def _version_of(item: yaml.Node) -> Optional[str]:
-    if isinstance(item, yaml.MappingNode):
-        for key, value in item.value:
-            if key.value == "version" and isinstance(value, yaml.ScalarNode):
-                return str(value.value)
-    return None
-
-
-def _last_line(node: yaml.Node) -> int:
-    """The last line (1-based) holding NODE's own text.
-
-    A block collection's end mark lies at the next token, possibly on the next entry's
-    line, so the last line is found through its last child instead.
-    """
-    if isinstance(node, yaml.MappingNode) and not node.flow_style and node.value:
-        return _last_line(node.value[-1][1])
-    if isinstance(node, yaml.SequenceNode) and not node.flow_style and node.value:
-        return _last_line(node.value[-1])
-    end = node.end_mark
-    # A block scalar ends at column 0 of the line after its text.
-    return end.line + 1 if end.column > 0 or end.line == node.start_mark.line else end.line

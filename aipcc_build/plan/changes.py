@@ -13,21 +13,12 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Optional
 
-from ..matrix import (
-    EVERY_IMAGE,
-    Filters,
-    ImageSpec,
-    Matrix,
-    Selector,
-    check_filters,
-    expand,
-    line_owners,
-    matching,
-)
+from ..matrix import Filters, ImageSpec, Matrix, check_filters, expand, matching
 from ..render import template_inputs
 from ..tools.git import Git, Hunk
 from ..tools.runner import Runner
 from .dag import build_context
+from .matrix_lines import EVERY_IMAGE, Selector, line_owners
 
 
 def select(matrix: Matrix, *, build_id: str, registry: Optional[str], filters: Filters,
