@@ -81,9 +81,9 @@ def matrix(context: Context, filters: Filters, dry_run: bool, as_json: bool,
     import threading
 
     from ..environment import provenance_labels
-    from ..imagebuild import matrix_build
+    from ..imagebuild import build_report, matrix_build
     from ..imagebuild.preflight import parse_capacity
-    from ..report import build_report, junit, matrix_output, progress
+    from ..report import junit, matrix_output, progress
 
     resolved = resolved_build_id(build_id)
     request = matrix_build.MatrixBuild(

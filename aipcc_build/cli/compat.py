@@ -55,8 +55,9 @@ def compat(context: Context, filters: Filters, output_format: str, report_path: 
     from .. import report
     from ..compat.facts import load_facts
     from ..compat.table import build_compat_table, eol_findings
+    from ..imagebuild import build_report
     from ..matrix import expand
-    from ..report import build_report, compat_formats
+    from ..report import compat_formats
 
     if check_drift and not output:
         raise click.UsageError("--check-drift compares against -o FILE")

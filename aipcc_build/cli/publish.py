@@ -75,9 +75,10 @@ def mirror(context: Context, accelerators: tuple[str, ...], versions: tuple[str,
            registry: Optional[str], tls_verify: bool, authfile: Optional[str]) -> int:
     """Copy every image of a release, by digest with all platforms and digests kept, to a
     registry, an OCI layout or an archive; skip what is already there."""
+    from ..imagebuild import build_report
     from ..publish import mirror as core
     from ..publish import registry_http
-    from ..report import build_report, copy_progress
+    from ..report import copy_progress
     from ..tools.retry import Retry
     from ..tools.skopeo import Skopeo
 

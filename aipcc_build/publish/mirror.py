@@ -25,7 +25,7 @@ from .registry_http import UNKNOWN
 from .transfer import Event, OnEvent, Probe, each
 
 if TYPE_CHECKING:
-    from ..report.build_report import ReportEntry
+    from ..imagebuild.build_report import ReportEntry
     from ..tools.runner import Runner
 
 

@@ -14,8 +14,8 @@ from typing import Optional
 
 from ..errors import InputError
 from ..image_reference import below, repository_of
+from ..imagebuild import build_report
 from ..matrix.model import Product
-from ..report import build_report
 from ..tools.retry import Retry, with_retries
 from ..tools.runner import Runner
 from ..tools.skopeo import Skopeo

@@ -1,5 +1,6 @@
-"""The report stage: how every result looks (console, live progress, JSON, JUnit, the
-build report). Core code returns typed results; only this package writes them out."""
+"""The report stage: how every result looks (console, live progress, JSON, JUnit). Core
+code returns typed results; only this package shows them. (The build report, a file the
+later stages read, is the build stage's: `imagebuild.build_report`.)"""
 
 from .console import deliver, emit_json, error, interactive, shown_path, table, warning, wrote
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..fsutil import write_atomic
-from .build_report import iso_time
+from ..imagebuild.build_report import iso_time
 
 if TYPE_CHECKING:
     from ..imagebuild.outcomes import RunResult

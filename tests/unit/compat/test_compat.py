@@ -19,8 +19,8 @@ from aipcc_build.compat.table import (
     requirements,
 )
 from aipcc_build.errors import InputError
+from aipcc_build.imagebuild import build_report
 from aipcc_build.matrix import ImageSpec
-from aipcc_build.report import build_report
 from tests.unit.compat.compat_images import TODAY, image
 
 

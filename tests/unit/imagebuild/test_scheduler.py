@@ -14,6 +14,7 @@ from typing import Callable, Optional
 import pytest
 
 from aipcc_build.errors import CheckFailed, InputError
+from aipcc_build.imagebuild import build_report
 from aipcc_build.imagebuild.builder import BuildJob, BuildOutcome, PushOutcome
 from aipcc_build.imagebuild.options import ScheduleOptions
 from aipcc_build.imagebuild.outcomes import (
@@ -28,7 +29,6 @@ from aipcc_build.imagebuild.preflight import check_eol, parse_capacity
 from aipcc_build.imagebuild.scheduler import priorities, run
 from aipcc_build.matrix import ImageSpec, ToolkitVersion
 from aipcc_build.plan import make_plan
-from aipcc_build.report import build_report
 from aipcc_build.report.junit import write_junit
 
 

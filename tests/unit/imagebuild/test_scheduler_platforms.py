@@ -12,6 +12,7 @@ from typing import Callable
 import pytest
 
 from aipcc_build.errors import InputError
+from aipcc_build.imagebuild import build_report
 from aipcc_build.imagebuild.builder import ListJob, ListOutcome
 from aipcc_build.imagebuild.options import ScheduleOptions
 from aipcc_build.imagebuild.outcomes import Status, ValidationOutcome
@@ -20,7 +21,7 @@ from aipcc_build.imagebuild.scheduler import priorities, run
 from aipcc_build.matrix import ImageSpec
 from aipcc_build.matrix.platforms import EMULATION_SLOWDOWN
 from aipcc_build.plan import make_plan
-from aipcc_build.report import build_report, junit
+from aipcc_build.report import junit
 from tests.unit.imagebuild.test_scheduler import FakeBuilder, image
 
 AMD, ARM = "linux/amd64", "linux/arm64"

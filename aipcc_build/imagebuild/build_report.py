@@ -1,4 +1,6 @@
-"""The build report (`matrix --report`): the one module that writes it and reads it.
+"""The build report (`matrix --report`): the one module that writes it and reads it. It
+records what the build stage did, so it lives in that stage; the stages after it (promote,
+mirror, compat) and `report/junit` read it from here.
 
 Schema 1 is documented in docs/commands/matrix.md. `matrix --history` reads the build
 durations from it, `compat --report` the digests, `promote` the images to release.
@@ -20,7 +22,7 @@ from ..errors import InputError
 from ..fsutil import write_atomic
 
 if TYPE_CHECKING:
-    from ..imagebuild.outcomes import RunResult
+    from .outcomes import RunResult
 
 REPORT_SCHEMA = 1
 
