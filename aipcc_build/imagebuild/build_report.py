@@ -103,6 +103,13 @@ class ReportEntry:
 def read(path: Union[str, Path], field: str = "report") -> list[ReportEntry]:
     """The images of a build report; InputError naming the file and FIELD (the option or
     request field the path came from) when it is not one."""
+    return read_release(path, field)[1]
+
+
+def read_release(path: Union[str, Path], field: str = "report"
+                 ) -> tuple[Optional[str], list[ReportEntry]]:
+    """(the build id the report was written for: `promote` tags releases with it; its
+    images), from one read of the file."""
     path = str(path)
     try:
         data = json.loads(Path(path).read_text())
@@ -136,7 +143,7 @@ def read(path: Union[str, Path], field: str = "report") -> list[ReportEntry]:
         ))
         if _text(entry.get("list_digest")):
             list_digests[entries[-1].key] = _text(entry.get("list_digest"))
-    return _by_image(entries, list_digests)
+    return _text(data.get("build_id")), _by_image(entries, list_digests)
 
 
 def _by_image(entries: list[ReportEntry], list_digests: dict[str, Optional[str]]
@@ -154,13 +161,6 @@ def _by_image(entries: list[ReportEntry], list_digests: dict[str, Optional[str]]
         result.append(replace(group[0], status=status, digest=list_digests.get(key),
                               build_duration=None, platform=None, instances=tuple(group)))
     return result
-
-
-def build_id(path: Union[str, Path], field: str = "report") -> Optional[str]:
-    """The build id the report was written for (`promote` tags releases with it)."""
-    read(path, field)
-    value = json.loads(Path(str(path)).read_text()).get("build_id")
-    return _text(value)
 
 
 def _text(value: Any) -> Optional[str]:

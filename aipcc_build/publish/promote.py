@@ -15,6 +15,7 @@ from typing import Optional
 from ..errors import InputError
 from ..image_reference import below, repository_of
 from ..imagebuild import build_report
+from ..imagebuild.build_report import ReportEntry
 from ..matrix.model import Product
 from ..tools.retry import Retry, with_retries
 from ..tools.runner import Runner
@@ -58,8 +59,13 @@ def release_tags(product: Product, build_id: str) -> list[str]:
 def plan(request: PromoteRequest) -> tuple[str, list[Copy]]:
     """(build id, the copies): refuses (InputError naming every image) an image not ok,
     without a digest, or outside the source registry. Reads nothing but the report."""
-    entries = build_report.read(request.report)
-    build_id = build_report.build_id(request.report)
+    build_id, _, copies = _plan(request)
+    return build_id, copies
+
+
+def _plan(request: PromoteRequest) -> tuple[str, list[ReportEntry], list[Copy]]:
+    """(build id, the report's images, the copies), from one read of the report."""
+    build_id, entries = build_report.read_release(request.report)
     if build_id is None:
         raise InputError("the build report has no build_id", file=request.report,
                          field="build_id")
@@ -85,7 +91,7 @@ def plan(request: PromoteRequest) -> tuple[str, list[Copy]]:
                                    dest=f"{to}/{path}:{tag}", digest=entry.digest))
     if problems:
         raise InputError("refusing to promote: " + "; ".join(problems), file=request.report)
-    return build_id, copies
+    return build_id, entries, copies
 
 
 def promote(request: PromoteRequest, runner: Optional[Runner] = None,
@@ -94,7 +100,7 @@ def promote(request: PromoteRequest, runner: Optional[Runner] = None,
     new costs one look per tag), then copy each image once and give it its other tags."""
     skopeo = Skopeo(runner)
     emit = on_event or (lambda event: None)
-    build_id, copies = plan(request)
+    build_id, entries, copies = _plan(request)
 
     def digest(pair: tuple[str, str]) -> Optional[str]:
         ref, key = pair
@@ -111,8 +117,8 @@ def promote(request: PromoteRequest, runner: Optional[Runner] = None,
                                            authfile=request.authfile),
             request.retry, on_retry)
 
-    # The source must still hold what the report says, for every image, before any copy.
-    entries = build_report.read(request.report)  # plan() checked each has a reference
+    # The source must still hold what the report says, for every image, before any copy
+    # (_plan checked each has a reference).
     found = each(digest, [(str(e.reference), e.key) for e in entries], request.jobs,
                  first_alone=True)
     moved = [f"{entry.key}: {entry.reference} is now {now or 'gone'}, the report says "
