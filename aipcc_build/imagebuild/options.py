@@ -8,9 +8,10 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-from ..tools.retry import Retry
+if TYPE_CHECKING:
+    from ..tools.retry import Retry
 
 
 def default_jobs() -> int:
@@ -41,5 +42,7 @@ class ScheduleOptions:
 
     @property
     def retry(self) -> Retry:
+        from ..tools.retry import Retry  # here: the CLI reads these defaults while it starts
+
         return Retry(attempts=self.retries + 1, first=self.retry_delay,
                      cap=self.max_retry_delay)
