@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -35,14 +34,15 @@ STORAGE_IMAGE = "localhost/aipcc-bench/warm:1"
 
 
 def wall(command: list[str], env: dict[str, str], repeat: int) -> float:
-    """Median wall seconds of REPEAT runs (after one unmeasured run)."""
+    """The shortest wall time of REPEAT runs, after one unmeasured run (the minimum filters
+    out what other processes on the machine cost it)."""
     subprocess.run(command, env=env, stdout=subprocess.DEVNULL, check=True)
     times = []
     for _ in range(repeat):
         start = time.perf_counter()
         subprocess.run(command, env=env, stdout=subprocess.DEVNULL, check=True)
         times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return min(times)
 
 
 def in_storage(layout: Path) -> None:

@@ -21,7 +21,6 @@ taking its locks; a build committing meanwhile does not wait for a validation.
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import os
 import re
@@ -31,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+from ..digest import hexdigest
 from .blobs import TarSplitLayer
 
 if sys.version_info >= (3, 11):
@@ -181,7 +181,7 @@ def _read_image(store: Store, reference: str) -> StoredImage:
     config_digest = str(manifest["config"]["digest"])
     config_bytes = _big_data(store, image_id, config_digest)
     algorithm, _, expected = config_digest.partition(":")
-    if hashlib.new(algorithm, config_bytes).hexdigest() != expected:
+    if hexdigest(algorithm, config_bytes) != expected:
         raise NotInPlace(f"image {image_id[:12]}: its config does not match its digest")
     config = json.loads(config_bytes)
     diff_ids = [str(d) for d in config["rootfs"]["diff_ids"]]

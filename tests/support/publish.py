@@ -128,10 +128,11 @@ class FlakyProxy:
                 data = self._body()
                 request = urllib.request.Request(f"http://{proxy.upstream}{self.path}",
                                                  data=data, method=self.command)
-                for name, value in self.headers.items():
+                for name in set(self.headers.keys()):
                     if name.lower() not in ("host", "connection", "content-length",
                                             "transfer-encoding"):
-                        request.add_header(name, value)
+                        # skopeo sends one Accept header per media type: all of them.
+                        request.add_header(name, ", ".join(self.headers.get_all(name) or []))
                 try:
                     answer = urllib.request.urlopen(request, timeout=60)
                 except urllib.error.HTTPError as exc:
