@@ -25,6 +25,17 @@ def as_installed() -> dict[str, str]:
     return env
 
 
+def installed_script() -> str:
+    """The `aipcc-build` next to this python (or on PATH); exits when there is none."""
+    import shutil
+
+    script = shutil.which("aipcc-build", path=os.path.dirname(sys.executable)) or \
+        shutil.which("aipcc-build")
+    if script is None:
+        sys.exit("aipcc-build is not installed")
+    return script
+
+
 def write_matrix(root: Path, text: str, templates: dict[str, str]) -> Path:
     """Write the matrix and its templates under ROOT and render it."""
     sys.path.insert(0, str(REPO))

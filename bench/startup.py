@@ -5,14 +5,12 @@ Run: python bench/startup.py   (uses the aipcc-build on PATH next to this python
 
 from __future__ import annotations
 
-import os
-import shutil
 import statistics
 import subprocess
 import sys
 import time
 
-from common import as_installed
+from common import as_installed, installed_script
 
 
 def wall(command: list[str], env: dict[str, str], repeat: int = 21) -> float:
@@ -25,11 +23,7 @@ def wall(command: list[str], env: dict[str, str], repeat: int = 21) -> float:
 
 
 def main() -> int:
-    script = shutil.which("aipcc-build", path=os.path.dirname(sys.executable)) or \
-        shutil.which("aipcc-build")
-    if script is None:
-        print("aipcc-build is not installed", file=sys.stderr)
-        return 2
+    script = installed_script()
     env = as_installed()
     wall([sys.executable, "-c", "import click"], env, repeat=3)  # warm the page cache
     click_time = wall([sys.executable, "-c", "import click"], env)

@@ -12,15 +12,13 @@ Run: python bench/warm_validate.py [--repeat N]
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from common import as_installed
+from common import as_installed, installed_script
 from validate_speed import build_layout, layers_of
 
 # Four layers of real files, about 1.07 GiB uncompressed on a Debian host.
@@ -71,11 +69,7 @@ def main() -> int:
           f"{sum(size for _, size in layers) / 2**30:.2f} GiB uncompressed")
     in_storage(args.layout)
 
-    script = shutil.which("aipcc-build", path=os.path.dirname(sys.executable)) or \
-        shutil.which("aipcc-build")
-    if script is None:
-        print("aipcc-build is not installed", file=sys.stderr)
-        return 2
+    script = installed_script()
     env = as_installed()
     version = wall([script, "--version"], env, args.repeat)
     print(f"aipcc-build --version: {version * 1000:.1f} ms")
