@@ -20,7 +20,7 @@ from aipcc_build.publish import mirror as mirror_core
 from aipcc_build.publish import promote as promote_core
 from aipcc_build.publish import registry_http
 from aipcc_build.publish.transfer import Event
-from aipcc_build.tools.retry import Retry
+from aipcc_build.tools.retry import Retry, StillFailing
 from tests.support.publish import PASSWORD, REPO, FlakyProxy, build_image, digest_at, push, run_cli
 
 pytestmark = pytest.mark.integration
@@ -246,8 +246,14 @@ def test_promote_waits_out_429_with_retry_after_and_a_copy_that_keeps_failing_ex
     assert digest_at(f"{upstream}/busy/base-images/{report[0].name}:3.0-42") == \
         report[0].digest
 
-    # Uploads answered 503 for good: the copy fails after its attempts, exit 1.
-    with FlakyProxy(upstream, failures=-1, methods=("POST", "PUT", "PATCH")) as dead:
-        failed = promote(release, f"{dead.host}/dead", authfile)
-    assert failed.returncode == 1, failed.stderr
-    assert "503" in failed.stderr and "Traceback" not in failed.stderr
+    # Uploads answered 503 for good: the copy fails after its attempts, and the run ends
+    # as a failure (exit 1), not as refused input (exit 2).
+    with FlakyProxy(upstream, failures=-1, methods=("POST", "PUT", "PATCH")) as dead, \
+            pytest.raises(StillFailing) as failed:
+        promote_core.promote(
+            promote_core.PromoteRequest(
+                report=str(release["report"]), to=f"{dead.host}/dead",
+                source_registry=release["ns"], product=Product("aipcc", "3.0", ()),
+                tls_verify=False, retry=Retry(attempts=2, first=0.1, cap=0.1), jobs=1),
+            probe=registry_http.manifest_digest)
+    assert failed.value.exit_code == 1 and "503" in str(failed.value)
