@@ -33,11 +33,6 @@ from typing import Any, Optional
 from ..digest import hexdigest
 from .blobs import TarSplitLayer
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:
-    import tomli as tomllib
-
 CONFIG_ENV = "CONTAINERS_STORAGE_CONF"
 DRIVER_ENV = "STORAGE_DRIVER"
 CONFIG_FILES = (Path("/etc/containers/storage.conf"),
@@ -99,6 +94,11 @@ def find_store(environ: Mapping[str, str] = os.environ) -> Store:
     settings: Any = {}
     path = _config_file(environ)
     if path is not None and path.exists():  # containers/storage ignores a missing file too
+        # Imported here: hosts without the file (and every warm validation on them) skip it.
+        if sys.version_info >= (3, 11):
+            import tomllib
+        else:
+            import tomli as tomllib
         try:
             settings = tomllib.loads(path.read_text()).get("storage") or {}
         except (OSError, ValueError) as exc:
