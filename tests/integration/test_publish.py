@@ -230,10 +230,11 @@ def test_promote_waits_out_429_with_retry_after_and_a_copy_that_keeps_failing_ex
             entry["digest"]
 
     # skopeo itself waits out a few 429s, then gives up ("too many requests"): the copy is
-    # tried again and lands. (skopeo 1.9 asks 8 times before it gives up.)
+    # tried again and lands. (skopeo 1.9 asks 8 times before it gives up; Retry-After: 0
+    # keeps its waits short.)
     report = build_report.read(release["report"])[:1]
     events: list[Event] = []
-    with FlakyProxy(upstream, failures=9, status=429, retry_after=1, methods=("GET",)) as busy:
+    with FlakyProxy(upstream, failures=9, status=429, retry_after=0, methods=("GET",)) as busy:
         result = promote_core.promote(
             promote_core.PromoteRequest(
                 report=str(release["report"]), to=f"{busy.host}/busy",
