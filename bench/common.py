@@ -25,6 +25,17 @@ def as_installed() -> dict[str, str]:
     return env
 
 
+def shortest(command: list[str], env: dict[str, str], repeat: int = 21) -> float:
+    """The shortest wall time of REPEAT runs of COMMAND: the minimum filters out other
+    processes' share of the machine (the median moved by 2x on a loaded two-core host)."""
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL, env=env)
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
 def installed_script() -> str:
     """The `aipcc-build` next to this python (or on PATH); exits when there is none."""
     import shutil

@@ -15,10 +15,9 @@ import argparse
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from common import as_installed, installed_script
+from common import as_installed, installed_script, shortest
 from validate_speed import build_layout, layers_of
 
 # Four layers of real files, about 1.07 GiB uncompressed on a Debian host.
@@ -32,15 +31,10 @@ STORAGE_IMAGE = "localhost/aipcc-bench/warm:1"
 
 
 def wall(command: list[str], env: dict[str, str], repeat: int) -> float:
-    """The shortest wall time of REPEAT runs, after one unmeasured run (the minimum filters
-    out what other processes on the machine cost it)."""
+    """The shortest of REPEAT runs, after one unmeasured run (for validate: the cold one,
+    which fills the cache)."""
     subprocess.run(command, env=env, stdout=subprocess.DEVNULL, check=True)
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        subprocess.run(command, env=env, stdout=subprocess.DEVNULL, check=True)
-        times.append(time.perf_counter() - start)
-    return min(times)
+    return shortest(command, env, repeat)
 
 
 def in_storage(layout: Path) -> None:
