@@ -14,12 +14,13 @@ def main() -> int:
     script = installed_script()
     env = as_installed()
     shortest([sys.executable, "-c", "import click"], env, repeat=3)  # warm the page cache
-    click_time = shortest([sys.executable, "-c", "import click"], env)
-    version_time = shortest([script, "--version"], env)
-    ratio = version_time / click_time
-    print(f"python -c 'import click': {click_time * 1000:.1f} ms; "
-          f"aipcc-build --version: {version_time * 1000:.1f} ms")
-    print(f"ratio: {ratio:.2f} (target <= 1.5)")
+    click_wall, click_cpu = shortest([sys.executable, "-c", "import click"], env)
+    version_wall, version_cpu = shortest([script, "--version"], env)
+    ratio = version_wall / click_wall
+    print(f"python -c 'import click': {click_wall * 1000:.1f} ms ({click_cpu * 1000:.1f} ms "
+          f"CPU); aipcc-build --version: {version_wall * 1000:.1f} ms "
+          f"({version_cpu * 1000:.1f} ms CPU)")
+    print(f"ratio: {ratio:.2f} (target <= 1.5); in CPU time: {version_cpu / click_cpu:.2f}")
     return 0 if ratio <= 1.5 else 1
 
 
