@@ -20,7 +20,6 @@ import yaml
 from ..errors import InputError
 from .expand import expand_all
 from .model import (
-    DEFAULT_ACTIVATION_KEY,
     DEFAULT_BRANCH,
     DEFAULT_CI_IMAGE,
     SAFE_NAME,
@@ -282,7 +281,7 @@ def _parse(text: str, file: str) -> Matrix:
 
 def _ci(reader: _Reader, node: yaml.Node) -> CiSettings:
     fields = reader.mapping(node, "ci", ("fetch", "image", "bundles", "hermetic",
-                                         "prefetch_input", "activation_key", "branch"))
+                                         "prefetch_input", "branch"))
     known = default_bundles()
     bundles = dict(known)
     if "bundles" in fields:
@@ -317,8 +316,6 @@ def _ci(reader: _Reader, node: yaml.Node) -> CiSettings:
         bundles=bundles,
         hermetic=hermetic,
         prefetch_input=prefetch_input,
-        activation_key=text("activation_key", DEFAULT_ACTIVATION_KEY, SAFE_NAME,
-                            "a secret name"),
         branch=text("branch", DEFAULT_BRANCH, SAFE_REFERENCE, "a branch name"),
     )
 

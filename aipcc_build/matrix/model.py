@@ -84,9 +84,6 @@ class Product:
 # The Konflux task bundles every component's build pipeline references when the matrix
 # names none: one file the project keeps (task -> `tag@sha256:digest`, with its source).
 KONFLUX_BUNDLES_FILE = "konflux-bundles.yaml"
-# The secret Konflux's buildah and prefetch tasks read a RHEL activation key from (`org`,
-# `activationkey`), as the tasks name it by default.
-DEFAULT_ACTIVATION_KEY = "activation-key"
 # The branch whose pushes build and release, and pull requests into which are built.
 DEFAULT_BRANCH = "main"
 
@@ -118,7 +115,6 @@ class CiSettings:
     # `prefetch_input` (Konflux's prefetch-input JSON: pip requirements, an RPM lockfile).
     hermetic: bool = False
     prefetch_input: str = ""
-    activation_key: str = DEFAULT_ACTIVATION_KEY
     branch: str = DEFAULT_BRANCH
 
 

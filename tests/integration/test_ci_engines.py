@@ -310,8 +310,8 @@ def test_tekton_validates_each_platform_then_its_join_pushes_the_manifest_list(
     def tekton_tasks(*args: str) -> dict[str, dict]:
         planned = subprocess.run(
             [sys.executable, "-m", "aipcc_build", "--matrix", str(project / "matrix/demo.yaml"),
-             "plan", "--format", "tekton", "--allow-loopback", "--only", "base/cpu-debian", "--registry",
-             namespace, "--tls-verify", "false", "--build-id", "3", *args],
+             "plan", "--format", "tekton", "--allow-loopback", "--only", "base/cpu-debian",
+             "--registry", namespace, "--tls-verify", "false", "--build-id", "3", *args],
             cwd=REPO, capture_output=True, text=True, timeout=120)
         assert planned.returncode == 0, planned.stderr
         document = yaml.safe_load(planned.stdout)

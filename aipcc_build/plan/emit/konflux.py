@@ -40,8 +40,11 @@ MAX_KEEP_RUNS = "3"
 # The multi-platform controller's names for platforms (buildah-remote-oci-ta's PLATFORM, the
 # values of `build-platforms`): OCI's, except the cluster's own, named after the kernel's.
 KONFLUX_PLATFORMS = {"linux/amd64": "linux/x86_64"}
-# Registries whose base images are RHEL: their builds get the activation key (RHEL content).
+# Registries whose base images are RHEL (UBI too): their builds get the activation key
+# (RHEL content), the secret the Konflux tasks read it from by default (keys `org` and
+# `activationkey`; the prefetch task reads the same secret for hermetic RPM inputs).
 RHEL_REGISTRIES = ("registry.redhat.io/", "registry.access.redhat.com/")
+ACTIVATION_KEY_SECRET = "activation-key"
 # A build of the largest images (CUDA devel) with every check after it.
 PIPELINE_TIMEOUT = "5h"
 DNS_LABEL_LIMIT = 63
@@ -182,7 +185,7 @@ def _build_pipeline(matrix: Matrix, image: ImageSpec) -> dict[str, Any]:
     index, then the source image and the checks Konflux's policy requires."""
     rhel = image.os_from.startswith(RHEL_REGISTRIES) or any(
         base.startswith(RHEL_REGISTRIES) for base in image.os_froms.values())
-    key = [{"name": "ACTIVATION_KEY", "value": matrix.ci.activation_key}] if rhel else []
+    key = [{"name": "ACTIVATION_KEY", "value": ACTIVATION_KEY_SECRET}] if rhel else []
     ref = _TaskRefs(matrix.ci.bundles)
     expires = "$(params.image-expires-after)"
     sources = [{"name": "SOURCE_ARTIFACT", "value": ARTIFACT.format("SOURCE_ARTIFACT")},
@@ -241,7 +244,7 @@ def _build_pipeline(matrix: Matrix, image: ImageSpec) -> dict[str, Any]:
                     {"name": "SOURCE_ARTIFACT",
                      "value": "$(tasks.clone-repository.results.SOURCE_ARTIFACT)"},
                     {"name": "ociStorage", "value": "$(params.output-image).prefetch"},
-                    {"name": "ociArtifactExpiresAfter", "value": expires}, *key],
+                    {"name": "ociArtifactExpiresAfter", "value": expires}],
          "workspaces": [{"name": "git-basic-auth", "workspace": "git-auth"},
                         {"name": "netrc", "workspace": "netrc"}]},
         *builds,
@@ -249,9 +252,7 @@ def _build_pipeline(matrix: Matrix, image: ImageSpec) -> dict[str, Any]:
          "taskRef": ref("build-image-index"),
          "params": [{"name": "IMAGE", "value": "$(params.output-image)"},
                     {"name": "ALWAYS_BUILD_INDEX", "value": "true"},
-                    {"name": "IMAGES", "value": refs},
-                    {"name": "COMMIT_SHA", "value": "$(tasks.clone-repository.results.commit)"},
-                    {"name": "IMAGE_EXPIRES_AFTER", "value": expires}]},
+                    {"name": "IMAGES", "value": refs}]},
         {"name": "build-source-image", "runAfter": ["build-image-index"],
          "taskRef": ref("source-build-oci-ta"),
          "params": [{"name": "BINARY_IMAGE", "value": INDEX.format("IMAGE_URL")},
