@@ -397,20 +397,26 @@ def _snapshot_pipeline(matrix: Matrix, application: str) -> dict[str, Any]:
             "params": [{"name": "SNAPSHOT", "type": "string",
                         "description": "The Snapshot integration-service tests (JSON)"},
                        {"name": "ci-image", "type": "string", "default": matrix.ci.image,
-                        "description": "The image aipcc-build runs in (matrix ci.image)"}],
+                        "description": "The image aipcc-build runs in (matrix ci.image)"},
+                       {"name": "tls-verify", "type": "string", "default": "true",
+                        "description": "Verify the registry's TLS certificate"}],
             "results": [{"name": "TEST_OUTPUT",
                          "value": "$(tasks.validate.results.TEST_OUTPUT)"}],
             "tasks": [{
                 "name": "validate",
                 "params": [{"name": "SNAPSHOT", "value": "$(params.SNAPSHOT)"},
-                           {"name": "ci-image", "value": "$(params.ci-image)"}],
+                           {"name": "ci-image", "value": "$(params.ci-image)"},
+                           {"name": "tls-verify", "value": "$(params.tls-verify)"}],
                 "taskSpec": {
                     "params": [{"name": "SNAPSHOT", "type": "string"},
-                               {"name": "ci-image", "type": "string"}],
+                               {"name": "ci-image", "type": "string"},
+                               {"name": "tls-verify", "type": "string"}],
                     "results": [{"name": "TEST_OUTPUT",
                                  "description": "Konflux's test summary (JSON)"}],
                     "steps": [{"name": "validate", "image": "$(params.ci-image)",
-                               "env": [{"name": "SNAPSHOT", "value": "$(params.SNAPSHOT)"}],
+                               "env": [{"name": "SNAPSHOT", "value": "$(params.SNAPSHOT)"},
+                                       {"name": "TLSVERIFY",
+                                        "value": "$(params.tls-verify)"}],
                                "script": VALIDATE_SNAPSHOT}],
                 },
                 "timeout": "2h",
@@ -425,8 +431,10 @@ def _snapshot_pipeline(matrix: Matrix, application: str) -> dict[str, Any]:
 VALIDATE_SNAPSHOT = '''#!/usr/bin/env python3
 import datetime, json, os, subprocess, sys
 
+TLS = os.environ.get("TLSVERIFY", "true")
+
 def platforms(image):
-    raw = subprocess.run(["skopeo", "inspect", "--raw", "docker://" + image],
+    raw = subprocess.run(["skopeo", "inspect", "--raw", "--tls-verify=" + TLS, "docker://" + image],
                          capture_output=True, text=True, timeout=600)
     if raw.returncode != 0:
         raise RuntimeError(raw.stderr.strip())
@@ -453,8 +461,8 @@ for component in snapshot.get("components", []):
     for platform in wanted:
         label = f"{name} {platform}".strip()
         print(f"== {label}: {image}", flush=True)
-        argv = ["aipcc-build", "validate", *(["--platform", platform] if platform else []),
-                "docker://" + image]
+        argv = ["aipcc-build", "validate", "--tls-verify", TLS,
+                *(["--platform", platform] if platform else []), "docker://" + image]
         try:
             code = subprocess.run(argv, timeout=3600).returncode
         except subprocess.TimeoutExpired:
