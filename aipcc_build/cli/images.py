@@ -75,6 +75,8 @@ PLAN_FORMATS = ("json", "github", "gitlab", "tekton", "konflux")
               help="Passed to each job's aipcc-build matrix.")
 @click.option("--capacity", metavar="SLOT=N,...", default="",
               help="Passed to each job's aipcc-build matrix: its runner's slots.")
+@click.option("--push/--no-push", default=True, show_default=True,
+              help="Jobs push what they build; --no-push: they build and validate only.")
 @click.option("--output-dir", metavar="DIR", type=click.Path(file_okay=False),
               help="konflux: where .tekton/ and konflux/ go [default: the project root].")
 @click.option("--check", is_flag=True,
@@ -87,7 +89,7 @@ PLAN_FORMATS = ("json", "github", "gitlab", "tekton", "konflux")
 @pass_context
 def plan(context: Context, filters: Filters, output_format: str, changed_since: Optional[str],
          build_id: Optional[str], registry: Optional[str], tls_verify: bool,
-         parent_build_id: Optional[str], jobs: Optional[int], capacity: str,
+         parent_build_id: Optional[str], jobs: Optional[int], capacity: str, push: bool,
          output_dir: Optional[str], check: bool, allow_loopback: bool) -> int:
     """The build plan as data for people or CI engines."""
     from ..build.preflight import parse_capacity
@@ -109,7 +111,7 @@ def plan(context: Context, filters: Filters, output_format: str, changed_since: 
     command = emit.JobCommand(
         matrix_path=project_path(matrix, matrix.path), build_id=build, registry=registry,
         tls_verify=tls_verify, parent_build_id=parent_build_id, jobs=jobs, capacity=capacity,
-        fetch=matrix.ci.fetch, platforms=filters.platforms)
+        fetch=matrix.ci.fetch, platforms=filters.platforms, push=push)
     if output_format in ("tekton", "konflux") and not allow_loopback:
         from ..plan.emit.cluster import refuse_loopback
 

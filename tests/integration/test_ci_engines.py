@@ -217,7 +217,7 @@ def act(engines: dict[str, str], clone: Path, artifacts: Path, plan_args: str
         ) -> subprocess.CompletedProcess[str]:
     return run({**engines, "AIPCC_ACT_ARTIFACTS": str(artifacts)}, clone,
                "act", "workflow_dispatch", "-W", WORKFLOW, "-P", "ubuntu-latest=-self-hosted",
-               "--local-repository", f"actions/upload-artifact@v4={UPLOAD_STAND_IN}",
+               "--local-repository", f"actions/upload-artifact@v7={UPLOAD_STAND_IN}",
                "--var", "AIPCC_BUILD_INSTALLED=true",
                "--var", "AIPCC_BUILD_MATRIX=matrix/demo.yaml",
                "--var", f"AIPCC_PLAN_ARGS={plan_args}")

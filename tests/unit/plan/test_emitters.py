@@ -94,6 +94,36 @@ def test_shipped_workflow_runs_one_job_per_image_with_dependents_later():
     assert 'skopeo inspect' in check["run"]
 
 
+def test_shipped_workflow_builds_pull_requests_to_their_own_tags_and_forks_without_pushing():
+    workflow = yaml.safe_load((REPO / "docs/ci/github-actions.yml").read_text())
+    jobs = workflow["jobs"]
+    uses = [step["uses"] for job in jobs.values() for step in job["steps"] if "uses" in step]
+    # The current major versions (checkout 6, upload-artifact 7: Node 24).
+    assert set(uses) == {"actions/checkout@v6", "actions/upload-artifact@v7"}
+    plan_step = next(s for s in jobs["plan"]["steps"] if s.get("id") == "plan")
+    assert plan_step["env"]["FORK"] == (
+        "${{ github.event.pull_request.head.repo.full_name != github.repository }}")
+    assert '--build-id "on-pr-$HEAD_SHA"' in plan_step["run"]
+    assert "--no-push" in plan_step["run"]
+    for name in ("build", "build-dependents"):
+        login = next(s for s in jobs[name]["steps"] if s.get("name") == "Log in to the registry")
+        assert login["if"] == "fromJSON(needs.plan.outputs.plan).push"
+    assert "fromJSON(needs.plan.outputs.plan).push" in jobs["build-dependents"]["if"]
+
+
+def test_github_plan_without_push(project, run):
+    document = json.loads(plan(run, project / "matrix/aipcc.yaml", "--format", "github",
+                               "--no-push", "--build-id", "on-pr-abc").out)
+    assert document["push"] is False
+    for wave in ("wave1", "wave2"):
+        for entry in document[wave]["include"]:
+            assert not entry["command"].endswith("--push")
+            assert "--build-id on-pr-abc" in entry["command"]
+    pushed = json.loads(plan(run, project / "matrix/aipcc.yaml", "--format", "github").out)
+    assert pushed["push"] is True
+    assert all(e["command"].endswith(" --push") for e in pushed["wave1"]["include"])
+
+
 def test_github_matrix_per_wave_validates(project, run, tmp_path):
     output = plan(run, project / "matrix/aipcc.yaml", "--format", "github").out
     assert output.count("\n") == 1  # one line: it goes into $GITHUB_OUTPUT as plan=<json>
@@ -156,7 +186,7 @@ def test_github_schema_of_our_own_rejects_an_empty_or_oversized_matrix(tmp_path)
     entry = {"key": "builder/x", "name": "x", "kind": "builder", "accelerator": "cpu",
              "version": None, "os": "ubi9", "reference": "r", "parent": "", "fetch": "",
              "command": "aipcc-build matrix --only builder/x --push"}
-    top = {"registry_host": "quay.io", "tls_verify": True}
+    top = {"registry_host": "quay.io", "tls_verify": True, "push": True}
     for bad in ({"images": 0, "waves": 1, "wave1": {"include": []}, **top},
                 {"images": 257, "waves": 1, "wave1": {"include": [entry] * 257}, **top}):
         (tmp_path / "bad.json").write_text(json.dumps(bad))
@@ -167,7 +197,7 @@ def test_github_schema_of_our_own_rejects_an_empty_or_oversized_matrix(tmp_path)
 def test_github_empty_plan_emits_no_matrix_and_says_so(project, run, tmp_path):
     result = plan(run, project / "matrix/aipcc.yaml", "--format", "github", *EMPTY_SELECTION)
     assert json.loads(result.out) == {"images": 0, "waves": 0, "registry_host": "quay.io",
-                                      "tls_verify": True}
+                                      "tls_verify": True, "push": True}
     assert "nothing to build" in result.err
     (tmp_path / "plan.json").write_text(result.out)
     assert check_jsonschema("--schemafile", str(SCHEMA),
