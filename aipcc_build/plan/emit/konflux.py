@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,17 +70,20 @@ def application_name(matrix: Matrix) -> str:
 
 def component_names(matrix: Matrix, images: Iterable[ImageSpec]) -> dict[str, str]:
     """Image key -> its component: `aipcc-3-0-devel-cuda-12-8-el9-6`, unique within the
-    tenant's namespace across releases; too long a name keeps a hash of the key as its
-    tail, so names stay stable."""
+    tenant's namespace across releases; a name too long, or equal to another's after the
+    mapping, ends in a hash of the key instead, so names stay unique and stable."""
+    images = list(images)
+    plain = {image.key: _dns_label(f"{application_name(matrix)}-{image.kind}-{image.name}")
+             for image in images}
+    taken = Counter(plain.values())
+    # Room for the PipelineRun suffix Konflux derives TaskRun names from.
+    limit = DNS_LABEL_LIMIT - len("-on-pull-request")
     names = {}
-    for image in images:
-        name = _dns_label(f"{application_name(matrix)}-{image.kind}-{image.name}")
-        # Room for the PipelineRun suffix Konflux derives TaskRun names from.
-        limit = DNS_LABEL_LIMIT - len("-on-pull-request")
-        if len(name) > limit:
-            digest = hashlib.sha256(image.key.encode()).hexdigest()[:8]
+    for key, name in plain.items():
+        if len(name) > limit or taken[name] > 1:
+            digest = hashlib.sha256(key.encode()).hexdigest()[:8]
             name = f"{name[:limit - 9].rstrip('-')}-{digest}"
-        names[image.key] = name
+        names[key] = name
     return names
 
 
@@ -192,6 +196,8 @@ def _build_pipeline(matrix: Matrix, image: ImageSpec) -> dict[str, Any]:
                {"name": "CACHI2_ARTIFACT", "value": ARTIFACT.format("CACHI2_ARTIFACT")}]
     built = [{"name": "image-digest", "value": INDEX.format("IMAGE_DIGEST")},
              {"name": "image-url", "value": INDEX.format("IMAGE_URL")}]
+    indexed = [{"name": "IMAGE_URL", "value": INDEX.format("IMAGE_URL")},
+               {"name": "IMAGE_DIGEST", "value": INDEX.format("IMAGE_DIGEST")}]
     build_params = [
         {"name": "IMAGE", "value": "$(params.output-image)"},
         {"name": "CONTEXT", "value": "$(params.path-context)"},
@@ -259,27 +265,18 @@ def _build_pipeline(matrix: Matrix, image: ImageSpec) -> dict[str, Any]:
                     {"name": "BINARY_IMAGE_DIGEST", "value": INDEX.format("IMAGE_DIGEST")},
                     *sources]},
         {"name": "deprecated-base-image-check", "runAfter": ["build-image-index"],
-         "taskRef": ref("deprecated-image-check"), "when": SKIP_CHECKS,
-         "params": [{"name": "IMAGE_URL", "value": INDEX.format("IMAGE_URL")},
-                    {"name": "IMAGE_DIGEST", "value": INDEX.format("IMAGE_DIGEST")}]},
+         "taskRef": ref("deprecated-image-check"), "when": SKIP_CHECKS, "params": indexed},
         {"name": "clair-scan", "runAfter": ["build-image-index"], "taskRef": ref("clair-scan"),
          "when": SKIP_CHECKS, "params": built,
          "matrix": {"params": [{"name": "image-platform", "value": [per_platform]}]}},
-        {"name": "sast-snyk-check", "runAfter": ["build-image-index"],
-         "taskRef": ref("sast-snyk-check-oci-ta"), "when": SKIP_CHECKS,
-         "params": [*built, *sources]},
         {"name": "clamav-scan", "runAfter": ["build-image-index"], "taskRef": ref("clamav-scan"),
          "when": SKIP_CHECKS, "params": built,
          "matrix": {"params": [{"name": "image-arch", "value": [per_platform]}]}},
-        {"name": "sast-shell-check", "runAfter": ["build-image-index"],
-         "taskRef": ref("sast-shell-check-oci-ta"), "when": SKIP_CHECKS,
-         "params": [*built, *sources]},
-        {"name": "sast-unicode-check", "runAfter": ["build-image-index"],
-         "taskRef": ref("sast-unicode-check-oci-ta"), "when": SKIP_CHECKS,
-         "params": [*built, *sources]},
+        *({"name": f"sast-{check}-check", "runAfter": ["build-image-index"],
+           "taskRef": ref(f"sast-{check}-check-oci-ta"), "when": SKIP_CHECKS,
+           "params": [*built, *sources]} for check in ("snyk", "shell", "unicode")),
         {"name": "apply-tags", "runAfter": ["build-image-index"], "taskRef": ref("apply-tags"),
-         "params": [{"name": "IMAGE_URL", "value": INDEX.format("IMAGE_URL")},
-                    {"name": "IMAGE_DIGEST", "value": INDEX.format("IMAGE_DIGEST")}]},
+         "params": indexed},
         {"name": "push-dockerfile", "runAfter": ["build-image-index"],
          "taskRef": ref("push-dockerfile-oci-ta"),
          "params": [{"name": "IMAGE", "value": INDEX.format("IMAGE_URL")},

@@ -20,6 +20,7 @@ from aipcc_build.matrix.model import default_bundles
 from aipcc_build.plan.emit.cluster import _image_host, _loopback
 from tests.support import tekton_schema
 from tests.support.project import git
+from tests.unit.plan.test_emitters import before
 
 KONFLUX = Path(__file__).resolve().parents[2] / "data" / "konflux"
 DEFINITIONS = KONFLUX / "build-definitions"
@@ -126,7 +127,7 @@ def check_against_konflux(text: str) -> dict[str, Any]:
             assert params <= {p["name"] for p in used.get("params", [])} | {
                 p["name"] for p in used.get("matrix", {}).get("params", [])}, name
         for producer, result, _ in RESULT_REF.findall(json.dumps(task)):
-            assert producer in closure(after, name), (name, producer)
+            assert producer in before(after, name), (name, producer)
             assert result in results_of(tasks[producer]), (producer, result)
         for param, _ in PARAM_REF.findall(json.dumps(task)):
             assert param in declared, (name, param)
@@ -155,17 +156,6 @@ def _results_of(name: str) -> frozenset[str]:
         if ref_task["taskRef"]["name"] == name:
             found |= {r for t, r, _ in RESULT_REF.findall(text) if t == ref_task["name"]}
     return frozenset(found)
-
-
-def closure(after: dict[str, list[str]], name: str) -> set[str]:
-    found: set[str] = set()
-    todo = list(after[name])
-    while todo:
-        task = todo.pop()
-        if task not in found:
-            found.add(task)
-            todo += after[task]
-    return found
 
 
 def required_by_conforma() -> list[Any]:
@@ -374,6 +364,15 @@ def test_a_hand_written_file_or_a_link_in_the_way_is_refused_and_nothing_written
     result = run("--matrix", str(kx_repo / "matrix/aipcc.yaml"), "plan", "--format", "konflux")
     assert result.code == 2 and "not a regular file" in result.err
     assert not (kx_repo / "konflux").exists()
+    # A directory on the way that leads elsewhere: nothing is written through it.
+    mine.unlink()
+    tekton.rmdir()
+    elsewhere = kx_repo.parent / "elsewhere"
+    elsewhere.mkdir()
+    tekton.symlink_to(elsewhere)
+    result = run("--matrix", str(kx_repo / "matrix/aipcc.yaml"), "plan", "--format", "konflux")
+    assert result.code == 2 and "symbolic link" in result.err and "Traceback" not in result.err
+    assert list(elsewhere.iterdir()) == [] and not (kx_repo / "konflux").exists()
 
 
 @pytest.mark.parametrize(("edit", "field", "engine"), [
