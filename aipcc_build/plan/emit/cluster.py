@@ -21,7 +21,9 @@ def refuse_loopback(matrix: Matrix, images: Iterable[ImageSpec],
     if registry is not None and _loopback(_image_host(registry)):
         raise _refused("--registry", registry)
     if _loopback(_image_host(matrix.registry)):
-        raise _refused("registry", matrix.registry, matrix)
+        # Not field="registry": errors with that field name the --registry option.
+        raise InputError("registry: " + _refused("", matrix.registry).message,
+                         file=matrix.path)
     for name, spec in matrix.os.items():
         for base in (spec.from_ref, *spec.platform_froms.values()):
             if _loopback(_image_host(base)):
@@ -40,7 +42,7 @@ def _refused(field: str, value: str, matrix: Optional[Matrix] = None,
                "no build cluster reaches: name a registry, base image and index the cluster "
                "can reach, or pass --allow-loopback for a cluster on this machine")
     if matrix is None:
-        return InputError(message, field=field)
+        return InputError(message, field=field or None)
     return matrix.error(field, message)
 
 
