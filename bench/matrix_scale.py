@@ -73,7 +73,10 @@ def main() -> int:
         base = [sys.executable, "-m", "aipcc_build", "--matrix", str(matrix)]
         subprocess.run([*base, "render"], cwd=root, env=env, check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        subprocess.run(["git", "init", "-q"], cwd=root, check=True)  # plan names the project
+        # Plans name the project's repository; Konflux's PipelineRuns clone it from origin.
+        subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+        subprocess.run(["git", "remote", "add", "origin", "https://git.example.com/bench.git"],
+                       cwd=root, check=True)
         print(f"{10 * args.versions} images ({REPO.name} checkout)")
         for label, command in COMMANDS:
             runs = [timed([*base, *command], root, env) for _ in range(3)]
