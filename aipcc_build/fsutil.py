@@ -5,39 +5,52 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Union
+from typing import BinaryIO, Optional, Union
 
 Payload = Union[str, bytes, Iterable[bytes]]
 
 
 def write_atomic(path: Union[str, Path], data: Payload) -> None:
-    """Write DATA (text, bytes, or chunks of bytes) to PATH.
+    """Write DATA (text, bytes, or chunks of bytes) to PATH through `output`."""
+    with output(path) as handle:
+        for chunk in _chunks(data):
+            handle.write(chunk)
+
+
+@contextlib.contextmanager
+def output(path: Union[str, Path]) -> Iterator[BinaryIO]:
+    """A binary handle whose content becomes PATH's when the block ends without an error.
 
     A regular file, or a new one, is replaced at once through a temporary file beside it
-    (renamed over it, the temporary removed on every failure); a symbolic link to one stays a
-    link and its target is replaced; an existing file keeps its mode (new files get 0644).
-    What exists and is not a regular file is never replaced: a character device (a
+    (renamed over it; the temporary is removed on every failure); a symbolic link to one
+    stays a link and its target is replaced; an existing file keeps its mode (new files get
+    0644). What exists and is not a regular file is never replaced: a character device (a
     `/dev/null`), a FIFO, a pipe or terminal behind `/dev/stdout` is written into as it is;
     a directory, a block device or a socket is refused. Every file-system error names PATH
-    (not the temporary file), so the one place that maps errors can say which path failed."""
+    (not the temporary file), so the one place that maps errors says which path failed."""
     try:
-        _write(Path(path), data)
+        with _output(Path(path)) as handle:
+            yield handle
     except OSError as exc:
         if exc.filename == str(path):
             raise
         raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from None
 
 
-def _write(path: Path, data: Payload) -> None:
+@contextlib.contextmanager
+def _output(path: Path) -> Iterator[BinaryIO]:
     try:
-        found = path.stat()
+        found: Optional[os.stat_result] = path.stat()
     except FileNotFoundError:
         found = None
-    if found is not None and not stat.S_ISREG(found.st_mode):
-        _write_into(path, found.st_mode, data)
+    own = _descriptor(path)
+    if found is not None and (not stat.S_ISREG(found.st_mode) or own is not None):
+        with _into(path, found.st_mode, own) as handle:
+            yield handle
         return
     import tempfile  # here: commands that write nothing do not pay for it
 
@@ -48,8 +61,7 @@ def _write(path: Path, data: Payload) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:64]}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
-            for chunk in _chunks(data):
-                handle.write(chunk)
+            yield handle
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, mode)
@@ -60,21 +72,43 @@ def _write(path: Path, data: Payload) -> None:
         raise
 
 
-def _write_into(path: Path, mode: int, data: Payload) -> None:
-    """A device, FIFO or pipe written into as it is (a block device or a socket refused:
-    writing a report over a disk destroys it; a socket cannot be opened)."""
+def _into(path: Path, mode: int, own: Optional[int]) -> BinaryIO:
+    """A device, FIFO, pipe or open descriptor opened to be written into as it is (no
+    O_TRUNC, no O_CREAT: nothing about the node changes but what it receives; a regular file
+    behind /dev/stdout is appended to, as the process's own output is). A block device or a
+    socket is refused: a report written over a disk destroys it; a socket cannot be
+    opened."""
     import errno
 
     if stat.S_ISDIR(mode):
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
-    if not (stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)):
-        raise OSError(errno.EINVAL, "not a regular file, a character device or a FIFO: "
+    if not (stat.S_ISCHR(mode) or stat.S_ISFIFO(mode) or stat.S_ISREG(mode)):
+        raise OSError(errno.EINVAL, "neither a regular file, a character device nor a FIFO: "
                       "refused", str(path))
-    # No O_TRUNC, no O_CREAT: nothing about the node changes but what it receives.
-    fd = os.open(path, os.O_WRONLY | os.O_NOCTTY)
-    with os.fdopen(fd, "wb") as handle:
-        for chunk in _chunks(data):
-            handle.write(chunk)
+    if own is not None and own >= 0:
+        return os.fdopen(os.dup(own), "wb")  # where this process writes it: same offset
+    return os.fdopen(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOCTTY), "wb")
+
+
+_DESCRIPTOR = re.compile(r"^/(?:dev|proc/(self|thread-self|\d+))/fd/(\d+)$")
+
+
+def _descriptor(path: Path) -> Optional[int]:
+    """When PATH names an open descriptor (/dev/stdout -> /proc/self/fd/1): its number if
+    it is this process's, else -1; None for any other path. The file behind a descriptor is
+    a process's output, which a rename would cut it off from."""
+    link = str(path)
+    for _ in range(40):
+        match = _DESCRIPTOR.match(os.path.normpath(os.path.abspath(link)))
+        if match:
+            mine = match.group(1) in (None, "self", "thread-self", str(os.getpid()))
+            return int(match.group(2)) if mine else -1
+        try:
+            target = os.readlink(link)
+        except OSError:
+            return None
+        link = os.path.join(os.path.dirname(link), target)
+    return None
 
 
 def _chunks(data: Payload) -> Iterable[bytes]:
