@@ -136,19 +136,26 @@ def images_from_layout(source: str) -> tuple[list[Image], str, Optional[Path]]:
         import tempfile
 
         temporary = Path(tempfile.mkdtemp(prefix="aipcc-mirror-"))
-        layout.unpack(path, temporary)
-        path = temporary
-    elif not (path / "index.json").is_file():
-        raise InputError("not an OCI layout (no index.json)", file=location, field="source")
-    registry = layout.source_registry(path)
-    if registry is None:
-        raise InputError(f"no {layout.META}: not written by aipcc-build mirror",
-                         file=location, field="source")
-    images = []
-    for ref, digest in sorted(layout.refs(path).items()):
-        name, _, tag = ref.rpartition(":")
-        images.append(Image(key=name, path=name, tag=tag, digest=digest,
-                            source=f"oci:{path}:{ref}"))
+    try:
+        if temporary is not None:
+            layout.unpack(path, temporary)
+            path = temporary
+        elif not (path / "index.json").is_file():
+            raise InputError("not an OCI layout (no index.json)", file=location,
+                             field="source")
+        registry = layout.source_registry(path)
+        if registry is None:
+            raise InputError(f"no {layout.META}: not written by aipcc-build mirror",
+                             file=location, field="source")
+        images = []
+        for ref, digest in sorted(layout.refs(path).items()):
+            name, _, tag = ref.rpartition(":")
+            images.append(Image(key=name, path=name, tag=tag, digest=digest,
+                                source=f"oci:{path}:{ref}"))
+    except BaseException:
+        if temporary is not None:  # refused: the caller never gets it to remove
+            layout.remove(temporary)
+        raise
     return images, registry, temporary
 
 

@@ -71,9 +71,12 @@ def data(result: RunResult, build_id: str) -> dict[str, Any]:
     }
 
 
+def text(result: RunResult, build_id: str) -> str:
+    return json.dumps(data(result, build_id), indent=2) + "\n"
+
+
 def write(result: RunResult, build_id: str, path: str) -> None:
-    text = json.dumps(data(result, build_id), indent=2) + "\n"
-    write_atomic(path, text)
+    write_atomic(path, text(result, build_id))
 
 
 @dataclass(frozen=True)

@@ -196,3 +196,66 @@ def test_a_dangling_symbolic_link_as_index_root(commands: dict, tmp_path: Path, 
     done = cli(*commands["index ROOT"](str(root)))
     one_line(done, root)
     assert "missing" in done.err
+
+
+# ---- 22.16: mirror --from leaves no temporary directory on a refusal -----------------------
+
+@pytest.mark.parametrize("content", ["not a tar", "a layout of another tool"])
+def test_mirror_from_a_refused_archive_leaves_no_temporary_directory(
+        tmp_path: Path, cli, monkeypatch: pytest.MonkeyPatch, content: str) -> None:
+    import tarfile
+    import tempfile
+
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    archive = tmp_path / "in.tar"
+    if content == "not a tar":
+        archive.write_bytes(b"\0" * 1000 + b"garbage")
+    else:
+        index = tmp_path / "index.json"
+        index.write_text('{"schemaVersion": 2, "manifests": []}')
+        with tarfile.open(archive, "w") as tar:
+            tar.add(index, arcname="index.json")
+    done = cli("--matrix", DEMO, "mirror", "--from", f"oci-archive:{archive}", "--to",
+               f"dir:{tmp_path / 'out'}")
+    one_line(done, archive)
+    assert list(scratch.iterdir()) == []
+
+
+# ---- 22.13: a full file system for the report loses neither the summary nor the digests ----
+
+DIGEST = "sha256:" + "ab" * 32
+
+
+@pytest.mark.parametrize("option", ["--report", "--junit"])
+def test_a_full_disk_for_the_report_keeps_the_summary_and_the_digests(
+        tmp_path: Path, cli, monkeypatch: pytest.MonkeyPatch, option: str) -> None:
+    import aipcc_build.build as build
+    from aipcc_build.matrix import expand, load
+
+    image = expand(load(DEMO))[0]
+
+    def built(*args: object, **kwargs: object) -> build.RunResult:
+        return build.RunResult(images=(build.ImageResult(
+            image=image, status=build.Status.OK, log="", digest=DIGEST, start=1.0,
+            end=2.0),), start=0.0, end=3.0)
+
+    monkeypatch.setattr(build, "build_matrix", built)
+    with full_tmpfs(tmp_path / "full") as mount:
+        target = mount / "out"
+        paths = {"--report": str(target), "--junit": str(tmp_path / "r.json")}
+        args = ["--report", paths["--report"]]
+        if option == "--junit":
+            args = ["--report", str(tmp_path / "r.json"), "--junit", str(target)]
+        done = cli("--matrix", DEMO, "matrix", "--push", *args)
+        assert done.code == 2, done.err
+        assert "Traceback" not in done.err
+        assert f"{image.reference}@{DIGEST}" in done.out  # the summary
+        assert f"{target}: No space left on device" in done.err.splitlines()[-1]
+        if option == "--report":
+            assert json.loads(done.err[done.err.index("{"):done.err.rindex("}") + 1])[
+                "images"][0]["digest"] == DIGEST
+        else:
+            assert json.loads((tmp_path / "r.json").read_text())["images"][0]["digest"] == \
+                DIGEST
