@@ -42,6 +42,7 @@ OPTION_OF_FIELD = {
     "wheels": "VARIANT=DIR",
     "root": "ROOT",
     "keep": "--keep",
+    "changed_since": "--changed-since",
 }
 
 
