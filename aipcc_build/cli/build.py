@@ -123,12 +123,15 @@ def matrix(context: Context, filters: Filters, dry_run: bool, as_json: bool,
     # The builds are done and pushed: whatever the disk says, the summary comes, the report
     # goes to stderr when its file cannot be written, and the error comes last.
     unwritten: list[OSError] = []
-    for write in (lambda: build_report.write(result, resolved, report_path),
-                  lambda: junit_path and junit.write_junit(result, junit_path)):
-        try:
-            write()
-        except OSError as exc:
-            unwritten.append(exc)
+    try:
+        build_report.write(result, resolved, report_path)
+    except OSError as exc:
+        unwritten.append(exc)
+    try:
+        if junit_path:
+            junit.write_junit(result, junit_path)
+    except OSError as exc:
+        unwritten.append(exc)
     lost = bool(unwritten) and unwritten[0].filename == report_path
     progress.matrix_summary(result, None if lost else report_path)
     if lost:
