@@ -43,6 +43,7 @@ OPTION_OF_FIELD = {
     "root": "ROOT",
     "keep": "--keep",
     "changed_since": "--changed-since",
+    "parent_build_id": "--parent-build-id",
 }
 
 

@@ -82,6 +82,7 @@ def plan(context: Context, filters: Filters, output_format: str, changed_since: 
          parent_build_id: Optional[str], jobs: Optional[int], capacity: str) -> int:
     """The build plan as data for people or CI engines."""
     from ..build.preflight import parse_capacity
+    from ..matrix import check_build_id
     from ..plan import emit, make_plan, project_path
     from ..plan.changes import select
     from ..report import images as report
@@ -89,6 +90,8 @@ def plan(context: Context, filters: Filters, output_format: str, changed_since: 
 
     matrix = context.load()
     build = resolved_build_id(build_id)
+    if parent_build_id is not None:
+        check_build_id(parent_build_id, "parent_build_id")  # it goes into every job
     parse_capacity(capacity)  # a bad slot is an input error now, not in every job
     processes = ProcessRunner()
     # One job per image: it builds all the image's platforms (and joins them).

@@ -28,6 +28,7 @@ from .transfer import (
     below,
     each,
     last_line,
+    no_credentials,
     repository_of,
     tag_of,
     with_retries,
@@ -81,6 +82,7 @@ class MirrorResult:
 
 def destination(to: str) -> tuple[str, str]:
     """(transport, location) of a --to or --from value; InputError on anything else."""
+    no_credentials(to)
     for transport in ("docker://", "oci-archive:", "dir:"):
         if to.startswith(transport) and len(to) > len(transport):
             return transport.rstrip(":/"), to[len(transport):].rstrip("/")
@@ -241,9 +243,8 @@ def mirror(request: MirrorRequest, runner: Optional[Runner] = None,
     failed = any(o.status == "failed" for o in outcomes)
     if transport == "docker":
         mirrors = {request.source_registry: location}
-        name = "aipcc-" + location.replace("/", "-").replace(":", "-").replace(".", "-")
-        written += [str(p) for p in mirror_config.write(Path(request.out), name.lower(),
-                                                        mirrors)]
+        written += [str(p) for p in mirror_config.write(
+            Path(request.out), mirror_config.resource_name(f"aipcc-{location}"), mirrors)]
     else:
         layout.write_meta(work, request.source_registry)
         if archive is not None and not failed:
