@@ -86,6 +86,10 @@ def _into(path: Path, mode: int, own: Optional[int]) -> BinaryIO:
         raise OSError(errno.EINVAL, "neither a regular file, a character device nor a FIFO: "
                       "refused", str(path))
     if own is not None and own >= 0:
+        import sys
+
+        for stream in (sys.stdout, sys.stderr):  # what the process printed comes first
+            stream.flush()
         return os.fdopen(os.dup(own), "wb")  # where this process writes it: same offset
     return os.fdopen(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOCTTY), "wb")
 
