@@ -319,14 +319,13 @@ def running() -> Iterator[Pulp]:
                 ("content", [str(bin_ / "pulpcore-content"), "--bind",
                              f"127.0.0.1:{content_port}", "--workers", "1"]),
                 ("worker", [str(bin_ / "pulpcore-worker")])):
-            log = open(work / f"{name}.log", "wb")
             # gunicorn puts its control socket under HOME: one per service.
             home_ = work / f"home-{name}"
             home_.mkdir()
-            processes.append(subprocess.Popen(argv, env={**env, "HOME": str(home_)}, stdout=log, stderr=log,
-                                              stdin=subprocess.DEVNULL,
-                                              start_new_session=True))
-            log.close()
+            with open(work / f"{name}.log", "wb") as log:
+                processes.append(subprocess.Popen(
+                    argv, env={**env, "HOME": str(home_)}, stdout=log, stderr=log,
+                    stdin=subprocess.DEVNULL, start_new_session=True))
         api = f"http://127.0.0.1:{api_port}"
         deadline = time.monotonic() + START_TIMEOUT
         _wait(f"{api}/pulp/api/v3/status/", processes, deadline, check='"online_workers":[{')
