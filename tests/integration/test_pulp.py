@@ -26,13 +26,25 @@ from aipcc_build.publish import pulp as core
 from aipcc_build.publish import simple_index
 from aipcc_build.publish.pulp_config import PulpServer
 from aipcc_build.render import apply, render_all
-from tests.integration.test_wheel_index import TEMPLATE, build, uv_wheel  # noqa: F401
+from tests.integration.test_wheel_index import build, uv_wheel  # noqa: F401
 from tests.support import pulp as pulp_server
 from tests.support.artifacts import wheel
 from tests.support.project import REPO
 from tests.support.wheels import make_wheel
 
 pytestmark = pytest.mark.integration
+
+# Plain installs: the index is whatever the renderer configured (pip first, then uv from
+# the same index). The CPU index has no CUDA wheels: two small projects of its own.
+TEMPLATE = textwrap.dedent("""\
+    FROM {{ os_from }}
+    ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 UV_NO_CACHE=1
+    {% set first, second = ("nvidia-cuda-runtime-cu12", "nvidia-nvtx-cu12") if version
+       else ("cpu-lib", "cpu-tool") %}
+    RUN python3 -m venv --without-pip /opt/venv \\
+     && pip --python /opt/venv/bin/python install {{ first }} uv \\
+     && /opt/venv/bin/uv pip install --python /opt/venv/bin/python {{ second }}
+    """)
 
 MATRIX = textwrap.dedent("""\
     schema: 1
@@ -133,8 +145,8 @@ def test_three_variants_then_pip_and_uv_install_from_each(
         sources.append(f"{variant}={directory}")
     cpu = project.wheels("cpu-debian")
     (cpu / uv_wheel.name).symlink_to(uv_wheel)
-    make_wheel(cpu, "nvidia-cuda-runtime-cu12", "0.0.1")  # a CPU stand-in of the name
-    make_wheel(cpu, "nvidia-nvtx-cu12", "0.0.1")
+    make_wheel(cpu, "cpu-lib", "1.0")
+    make_wheel(cpu, "cpu-tool", "1.0")
     sources.append(f"cpu-debian={cpu}")
 
     dry = project.index(f"pulp+{pulp.api}", *sources, "--dry-run")
@@ -163,17 +175,20 @@ def test_three_variants_then_pip_and_uv_install_from_each(
     apply(matrix, render_all(matrix), check=False, remove_stale=False)
     tags = []
     try:
-        for variant, expected in (("cuda-12.8-debian", "12.8.90"),
-                                  ("cuda-12.9-debian", "12.9.79"), ("cpu-debian", "0.0.1")):
+        for variant, pip_wants, uv_wants in (
+                ("cuda-12.8-debian", "nvidia-cuda-runtime-cu12-12.8.90",
+                 "+ nvidia-nvtx-cu12==12.8.90"),
+                ("cuda-12.9-debian", "nvidia-cuda-runtime-cu12-12.9.79",
+                 "+ nvidia-nvtx-cu12==12.9.79"),
+                ("cpu-debian", "cpu-lib-1.0", "+ cpu-tool==1.0")):
             containerfile = tmp_path / "containerfiles" / "app" / variant / "Containerfile"
             tag = f"localhost/aipcc-test-pulp/app-{uuid.uuid4().hex[:8]}"
             built = build(str(containerfile), tag)
             assert built.returncode == 0, built.stderr[-3000:]
             tags.append(tag)
             log = built.stdout + built.stderr
-            assert f"nvidia-cuda-runtime-cu12-{expected}" in log.split(
-                "Successfully installed", 1)[1]  # pip
-            assert f"+ nvidia-nvtx-cu12=={expected}" in log  # uv
+            assert pip_wants in log.split("Successfully installed", 1)[1]
+            assert uv_wants in log
     finally:
         if tags:
             subprocess.run(["buildah", "rmi", "-f", *tags], capture_output=True, timeout=300)
