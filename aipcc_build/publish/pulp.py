@@ -24,6 +24,7 @@ failed afterwards is found again and used by the next run, not made twice.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -44,6 +45,7 @@ from .wheel_index import (
     targets,
 )
 
+UPLOAD_JOBS = 4  # wheels uploaded at once
 _LOOKUP_BATCH = 100  # sha256 values per content query (the URL stays short)
 _FIELDS = "pulp_href,sha256,filename"
 
@@ -202,9 +204,15 @@ def _units(client: Client, variant: _Variant) -> dict[str, str]:
         for unit in client.all("content/python/packages/", sha256__in=",".join(batch),
                                fields=_FIELDS):
             hrefs[unit["sha256"]] = unit["pulp_href"]
-    for name, (path, facts) in sorted(variant.wheels.items()):
-        if facts.sha256 not in hrefs:
-            hrefs[facts.sha256] = client.upload(path, name)
+    uploads = {facts.sha256: (path, name) for name, (path, facts) in
+               sorted(variant.wheels.items()) if facts.sha256 not in hrefs}
+    if uploads:
+        # Each upload waits on the server's hashing and storing: a few at once.
+        with ThreadPoolExecutor(max_workers=UPLOAD_JOBS) as pool:
+            done = {sha: pool.submit(client.upload, path, name)
+                    for sha, (path, name) in uploads.items()}
+            for sha, future in done.items():
+                hrefs[sha] = future.result()
     return hrefs
 
 
