@@ -84,8 +84,10 @@ def ours(pulp: pulp_server.Pulp, work: Path, count: int) -> tuple[float, float]:
 
     def run() -> float:
         start = time.perf_counter()
-        subprocess.run(args, check=True, capture_output=True, env=env, cwd=project,
-                       timeout=3600)
+        done = subprocess.run(args, capture_output=True, text=True, env=env, cwd=project,
+                              timeout=3600)
+        if done.returncode != 0:
+            raise SystemExit(f"aipcc-build index failed: {done.stderr[-2000:]}")
         return time.perf_counter() - start
 
     first = run()

@@ -46,7 +46,7 @@ from .wheel_index import (
 )
 
 UPLOAD_JOBS = 4  # wheels uploaded at once
-_LOOKUP_BATCH = 100  # sha256 values per content query (the URL stays short)
+_LOOKUP_BATCH = 40  # sha256 values per content query: a request line under 4 KiB (gunicorn)
 _FIELDS = "pulp_href,sha256,filename"
 
 
