@@ -136,8 +136,9 @@ def mirror(context: Context, accelerators: tuple[str, ...], versions: tuple[str,
 def index(context: Context, root: str, wheels: tuple[str, ...], keep: int, dry_run: bool,
           rollbacks: tuple[str, ...], profile: Optional[str], as_json: bool) -> int:
     """Publish per-variant wheel indexes laid out as the matrix's wheel_index says. Each
-    VARIANT=DIR gives a variant (cuda12.8-ubi9) a directory of its wheels (repeatable). A
-    wheel built for another toolkit refuses the whole run (exit 1).
+    VARIANT=DIR gives a variant (cuda12.8-ubi9) a directory of its wheels (repeatable), or
+    VARIANT=https://.../simple/ an index to mirror (a Pulp distribution). A wheel built for
+    another toolkit refuses the whole run (exit 1).
 
     ROOT a directory: static PEP 503 pages with hashes and PEP 658 metadata; a new
     generation replaces the current one atomically. ROOT pulp+https://HOST: each variant
@@ -161,6 +162,8 @@ def index(context: Context, root: str, wheels: tuple[str, ...], keep: int, dry_r
         if not sep or not variant or not directory:
             raise click.BadParameter(f"'{item}' is not VARIANT=DIR", param_hint="VARIANT=DIR")
         directories[variant] = directories.get(variant, ()) + (directory,)
+    from ..publish import index_source
+
     if pulp:
         from ..publish import pulp as core
         from ..publish.pulp_config import server
@@ -169,12 +172,14 @@ def index(context: Context, root: str, wheels: tuple[str, ...], keep: int, dry_r
         if rollbacks:
             report.rolled_back(core.rollback(context.load(), target, rollbacks), as_json)
             return 0
-        result = core.publish(context.load(), core.PulpRequest(
-            server=target, wheels=directories, dry_run=dry_run, keep=keep))
+        with index_source.local(directories) as local:
+            result = core.publish(context.load(), core.PulpRequest(
+                server=target, wheels=local, dry_run=dry_run, keep=keep))
     else:
         from ..publish.wheel_index import IndexRequest, publish
 
-        result = publish(context.load(), IndexRequest(root=root, wheels=directories,
-                                                      dry_run=dry_run, keep=keep))
+        with index_source.local(directories) as local:
+            result = publish(context.load(), IndexRequest(root=root, wheels=local,
+                                                          dry_run=dry_run, keep=keep))
     report.published(result, as_json)
     return 1 if result.refusals else 0

@@ -22,7 +22,7 @@ import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, BinaryIO, Callable, Optional
 from urllib.parse import urlencode, urlsplit
 
 from ..errors import AipccError
@@ -90,8 +90,9 @@ class Client:
     the hrefs Pulp returns ("/pulp/api/v3/...")."""
 
     def __init__(self, server: PulpServer, retry: Optional[Retry] = None,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], None] = time.sleep, label: str = "Pulp") -> None:
         self.server = server
+        self.label = label  # what errors call the server: "Pulp", "the index source"
         self.retry = retry or Retry()
         self.sleep = sleep
         parts = urlsplit(server.base_url)
@@ -168,7 +169,8 @@ class Client:
             path += ("&" if "?" in path else "?") + urlencode(query)
         return path
 
-    def _once(self, method: str, url: str, body: Any, headers: Mapping[str, str]) -> _Answer:
+    def _once(self, method: str, url: str, body: Any, headers: Mapping[str, str],
+              sink: Optional[Callable[[], BinaryIO]] = None) -> _Answer:
         connection = self._connection()
         try:
             connection.request(method, url, body=body, headers={
@@ -176,13 +178,24 @@ class Client:
             answer = connection.getresponse()
             cookies = [cookie.split(";", 1)[0].strip().partition("=")
                        for name, cookie in answer.getheaders() if name.lower() == "set-cookie"]
-            return _Answer(answer.status, dict(answer.getheaders()), answer.read(),
+            if sink is not None and answer.status == 200:
+                with sink() as out:  # a large file goes to disk, not to memory
+                    while True:
+                        chunk = answer.read(_CHUNK)
+                        if not chunk:
+                            break
+                        out.write(chunk)
+                data = b""
+            else:
+                data = answer.read()
+            return _Answer(answer.status, dict(answer.getheaders()), data,
                            [(n, v) for n, _, v in cookies])
         finally:
             connection.close()
 
     def _attempts(self, method: str, url: str, make_body: Callable[[], Any],
-                  headers: Mapping[str, str]) -> _Answer:
+                  headers: Mapping[str, str],
+                  sink: Optional[Callable[[], BinaryIO]] = None) -> _Answer:
         """The one retry loop: transient failures again after the backoff's wait."""
         what = f"{method} {self.server.base_url}{url.split('?')[0]}"
         attempt = 0
@@ -190,7 +203,7 @@ class Client:
             attempt += 1
             last = attempt >= self.retry.attempts
             try:
-                answer = self._once(method, url, make_body(), headers)
+                answer = self._once(method, url, make_body(), headers, sink)
             except ssl.SSLError as exc:
                 raise PulpUnreachable(f"TLS with {self.server.base_url} failed: "
                                       f"{exc.reason or exc}") from None
@@ -199,7 +212,7 @@ class Client:
                 if last or (method == "POST" and not refused):
                     reason = exc.strerror if isinstance(exc, OSError) and exc.strerror \
                         else type(exc).__name__ if not str(exc) else str(exc)
-                    raise PulpUnreachable(f"cannot reach Pulp at {self.server.base_url}: "
+                    raise PulpUnreachable(f"cannot reach {self.label} at {self.server.base_url}: "
                                           f"{reason} ({what})") from None
                 self.sleep(self.retry.delay(attempt))
                 continue
@@ -214,15 +227,17 @@ class Client:
             return answer
 
     def request(self, method: str, path: str, *, query: Optional[Mapping[str, Any]] = None,
-                payload: Any = None, ok: tuple[int, ...] = (200, 201, 202, 204)) -> Any:
+                payload: Any = None, ok: tuple[int, ...] = (200, 201, 202, 204),
+                raw: bool = False) -> Any:
+        """The answer's JSON; with RAW, its text (an HTML page)."""
         url = self._url(path, query)
         data = None if payload is None else json.dumps(payload).encode()
-        headers = {"Accept": "application/json"}
+        headers = {"Accept": "text/html" if raw else "application/json"}
         if data is not None:
             headers["Content-Type"] = "application/json"
         answer = self._attempts(method, url, lambda: data, headers)
         self._check(method, url, answer, ok)
-        return answer.json()
+        return answer.body.decode("utf-8", "replace") if raw else answer.json()
 
     def _check(self, method: str, url: str, answer: _Answer, ok: tuple[int, ...]) -> None:
         if answer.status in ok:
@@ -236,7 +251,7 @@ class Client:
         if answer.status == 403:
             raise PulpAuthError(f"Pulp at {self.server.base_url}: the user may not "
                                 f"{method} {url.split('?')[0]} (403)")
-        raise PulpError(f"Pulp answered {answer.status} to {method} {where}: "
+        raise PulpError(f"{self.label} answered {answer.status} to {method} {where}: "
                         f"{_detail(answer.body)}")
 
     # ---- conveniences ----------------------------------------------------------------------
@@ -279,6 +294,13 @@ class Client:
         """A request answered with a task (202), waited for."""
         answer = self.request(method, path, payload=payload)
         return self.wait(answer["task"])
+
+    def download(self, path: str, destination: Path) -> None:
+        """GET PATH (of this server) into DESTINATION, streamed (rewritten on a retry)."""
+        url = self._url(path)
+        answer = self._attempts("GET", url, lambda: None, {},
+                                sink=lambda: destination.open("wb"))
+        self._check("GET", url, answer, (200,))
 
     def upload(self, path: Path, filename: str) -> str:
         """Upload one wheel (streamed, multipart); the href of its content unit."""

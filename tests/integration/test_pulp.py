@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
@@ -327,3 +328,66 @@ def test_readers_never_see_a_missing_page_or_two_generations(
     print(f"downloads that raced a switch: {len(raced)} of {len(markers)}")
     # Retention: the served version and 3 older ones (and version 0).
     assert versions(pulp, project)[f"{project.prefix}/2.1/cpu-debian"] == [0, 8, 9, 10, 11]
+
+
+def test_mirror_a_pulp_distribution_to_a_static_tree_and_to_another_pulp(
+        pulp: pulp_server.Pulp, tmp_path: Path, wheelhouse: Path) -> None:
+    """A disconnected site's mirror: `aipcc-build index` reads the Pulp distribution as its
+    source (VARIANT=URL), judging every wheel on the way in."""
+    source = make_project(pulp, tmp_path / "source", "localhost/unused")
+    w128 = source.wheels("cuda12.8-debian")
+    for name in ("nvidia-cuda-runtime-cu12", "nvidia-nvtx-cu12"):
+        found = wheel(wheelhouse, name, "12.8.90")
+        (w128 / found.name).symlink_to(found)
+    make_wheel(w128, "lib", "1.0")
+    assert source.index(f"pulp+{pulp.api}", f"cuda12.8-debian={w128}").returncode == 0
+    url = f"{pulp.api}/pypi/{source.prefix}/2.1/cuda12.8-debian/simple/"
+
+    # Pulp -> static tree: the mirror's own matrix lays it out.
+    mirror = make_project(pulp, tmp_path / "mirror", "localhost/unused")
+    mirror.matrix.write_text(mirror.matrix.read_text().replace(
+        f"{pulp.api}/pypi/{mirror.prefix}/", "https://mirror.example/rhoai/"))
+    root = tmp_path / "tree"
+    done = mirror.index(str(root), f"cuda12.8-debian={url}")
+    assert done.returncode == 0, done.stderr
+    pages = root / "2.1" / "cuda12.8-debian" / "simple"
+    assert sorted(p.name for p in pages.iterdir() if p.is_dir()) == [
+        "lib", "nvidia-cuda-runtime-cu12", "nvidia-nvtx-cu12"]
+    served = {link.filename: link.sha256 for name in ("lib", "nvidia-nvtx-cu12")
+              for link in page(f"{url}{name}/")}
+    mirrored = {link.filename: link.sha256 for name in ("lib", "nvidia-nvtx-cu12")
+                for link in simple_index.read_project_page(
+                    (pages / name / "index.html").read_text())}
+    assert mirrored == served
+
+    # Pulp -> Pulp: the same source into another prefix (another Pulp's distributions).
+    other = make_project(pulp, tmp_path / "other", "localhost/unused")
+    done = other.index(f"pulp+{pulp.api}", f"cuda12.8-debian={url}")
+    assert done.returncode == 0, done.stderr
+    copy = f"{pulp.api}/pypi/{other.prefix}/2.1/cuda12.8-debian/simple/"
+    assert {x.filename: x.sha256 for x in page(copy + "lib/")} == \
+        {x.filename: x.sha256 for x in page(url + "lib/")}
+
+    # A wheel someone put into the source by hand (a 12.9 runtime in the 12.8 index) is
+    # refused on the way in: neither mirror changes.
+    wrong = wheel(wheelhouse, "nvidia-cuda-runtime-cu12", "12.9.79")
+    from aipcc_build.publish.pulp_api import Client
+
+    with Client(source.server) as api:
+        unit = api.upload(wrong, wrong.name)
+        distribution = api.get("distributions/python/pypi/",
+                               base_path=f"{source.prefix}/2.1/cuda12.8-debian")["results"][0]
+        repository = distribution["repository_version"].split("versions/")[0]
+        task = api.run("POST", repository + "modify/", {
+            "add_content_units": [unit], "base_version": distribution["repository_version"]})
+        api.run("PATCH", distribution["pulp_href"], {
+            "repository_version": task["created_resources"][0]})
+    before = sorted(str(p) for p in root.rglob("*"))
+    state = versions(pulp, other)
+    refused = mirror.index(str(root), f"cuda12.8-debian={url}")
+    assert refused.returncode == 1 and "nvidia_cuda_runtime_cu12-12.9.79" in refused.stderr
+    assert sorted(str(p) for p in root.rglob("*")) == before
+    refused = other.index(f"pulp+{pulp.api}", f"cuda12.8-debian={url}")
+    assert refused.returncode == 1 and "refused: cuda12.8-debian" in refused.stderr
+    assert versions(pulp, other) == state
+    assert not list(Path(tempfile.gettempdir()).glob("aipcc-index-source-*"))
