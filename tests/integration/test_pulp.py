@@ -6,6 +6,7 @@ pip and uv inside an image built on the Debian base from the demo's kind of temp
 from __future__ import annotations
 
 import hashlib
+import json
 import subprocess
 import sys
 import tempfile
@@ -367,6 +368,23 @@ def test_mirror_a_pulp_distribution_to_a_static_tree_and_to_another_pulp(
     copy = f"{pulp.api}/pypi/{other.prefix}/2.1/cuda12.8-debian/simple/"
     assert {x.filename: x.sha256 for x in page(copy + "lib/")} == \
         {x.filename: x.sha256 for x in page(url + "lib/")}
+
+    # Pulp -> Pulp with Pulp's own sync (pulp-cli, as the how-to says): a remote on the
+    # distribution, downloaded at once (policy immediate) for a disconnected site.
+    base = f"{source.prefix}/2.1/cuda12.8-debian"
+    for args in (("remote", "create", "--name", f"{base}-remote", "--url",
+                  f"{pulp.api}/pypi/{base}/", "--policy", "immediate", "--includes",
+                  '["lib", "nvidia-nvtx-cu12", "nvidia-cuda-runtime-cu12"]'),
+                 ("repository", "create", "--name", f"{base}-synced", "--remote",
+                  f"{base}-remote"),
+                 ("repository", "sync", "--name", f"{base}-synced")):
+        synced = pulp.cli("python", *args)
+        assert synced.returncode == 0, synced.stderr
+    listed = pulp.cli("python", "repository", "content", "list", "--repository",
+                      f"{base}-synced")
+    runtime = wheel(wheelhouse, "nvidia-cuda-runtime-cu12", "12.8.90")
+    assert {x["filename"]: x["sha256"] for x in json.loads(listed.stdout)} == {
+        **served, runtime.name: hashlib.sha256(runtime.read_bytes()).hexdigest()}
 
     # A wheel someone put into the source by hand (a 12.9 runtime in the 12.8 index) is
     # refused on the way in: neither mirror changes.
