@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -409,3 +411,31 @@ def test_mirror_a_pulp_distribution_to_a_static_tree_and_to_another_pulp(
     assert refused.returncode == 1 and "refused: cuda12.8-debian" in refused.stderr
     assert versions(pulp, other) == state
     assert not list(Path(tempfile.gettempdir()).glob("aipcc-index-source-*"))
+
+
+def test_a_publish_killed_midway_switches_nothing_and_the_next_run_finishes(
+        pulp: pulp_server.Pulp, tmp_path: Path) -> None:
+    project = make_project(pulp, tmp_path, "localhost/unused")
+    cpu, w128 = project.wheels("cpu-debian"), project.wheels("cuda12.8-debian")
+    for number in range(60):
+        make_wheel(cpu, f"{project.prefix}p{number}", "1.0",
+                   files={"p/x.py": os.urandom(4096)})
+    make_wheel(w128, "lib", "1.0")
+    args = [sys.executable, "-m", "aipcc_build", "--matrix", str(project.matrix), "index",
+            f"pulp+{pulp.api}", f"cpu-debian={cpu}", f"cuda12.8-debian={w128}"]
+    process = subprocess.Popen(args, cwd=project.directory, env=project.env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    # Killed once the first uploads are in (before all 60 are).
+    deadline = time.monotonic() + 120
+    while not pulp.get(f"/pulp/api/v3/content/python/packages/?filename__contains="
+                       f"{project.prefix}p&limit=1")["count"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.communicate(timeout=60)
+    assert all(v is None for v in served(pulp, project).values())  # nothing switched
+    done = project.index(f"pulp+{pulp.api}", f"cpu-debian={cpu}", f"cuda12.8-debian={w128}")
+    assert done.returncode == 0, done.stderr
+    assert versions(pulp, project) == {f"{project.prefix}/2.1/cpu-debian": [0, 1],
+                                       f"{project.prefix}/2.1/cuda12.8-debian": [0, 1]}
+    url = f"{pulp.api}/pypi/{project.prefix}/2.1/cpu-debian/simple/{project.prefix}p59/"
+    assert [link.filename for link in page(url)] == [f"{project.prefix}p59-1.0-py3-none-any.whl"]
