@@ -18,43 +18,22 @@ import subprocess
 import sys
 import tempfile
 import time
-import zipfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from tests.support import pulp as pulp_server  # noqa: E402
+from tests.support import wheels  # noqa: E402
 
 VARIANTS = ("cpu-debian", "cuda12.8-debian", "cuda12.9-debian")
-MATRIX = """\
-schema: 1
-product: {{name: bench, version: "1.0"}}
-registry: localhost/aipcc-bench-pulp
-wheel_index: "{api}/pypi/{prefix}/{{release}}/{{variant}}/simple/"
-os:
-  debian: {{from: localhost/unused}}
-accelerators:
-  cuda:
-    variant: "cuda-{{os}}"
-    versions: [{{version: 12.9.1}}, {{version: 12.8.1}}]
-  cpu: {{}}
-images:
-  app: {{template: app.Containerfile.j2, os: [debian]}}
-"""
 
 
 def make_wheel(directory: Path, name: str, version: str) -> Path:
-    stem = f"{name}-{version}"
-    path = directory / f"{stem}-py3-none-any.whl"
-    with zipfile.ZipFile(path, "w") as archive:
-        archive.writestr(f"{name}/__init__.py", os.urandom(8192).hex()[:8192])
-        archive.writestr(f"{stem}.dist-info/METADATA",
-                         f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
-                         "Requires-Python: >=3.9\n")
-        archive.writestr(f"{stem}.dist-info/WHEEL", "Wheel-Version: 1.0\nTag: py3-none-any\n")
-        archive.writestr(f"{stem}.dist-info/RECORD", "")
-    return path
+    # 8 KiB of payload each, as bench/index_publish.py's: small wheels, the worst case for
+    # the ratio (the fixed costs of a run weigh most).
+    return wheels.make_wheel(directory, name, version,
+                             files={f"{name}/__init__.py": os.urandom(4096).hex().encode()})
 
 
 def wheel_sets(root: Path, count: int) -> dict[str, Path]:
@@ -75,7 +54,8 @@ def ours(pulp: pulp_server.Pulp, work: Path, count: int) -> tuple[float, float]:
     (project / "templates").mkdir()
     (project / "templates" / "app.Containerfile.j2").write_text("FROM {{ os_from }}\n")
     matrix = project / "matrix" / "bench.yaml"
-    matrix.write_text(MATRIX.format(api=pulp.api, prefix=prefix))
+    matrix.write_text(pulp_server.MATRIX.format(api=pulp.api, prefix=prefix,
+                                                base="localhost/unused"))
     sets = wheel_sets(work / "ours-wheels", count)
     env = {**os.environ, "PYTHONPATH": str(REPO),
            "XDG_CONFIG_HOME": str(pulp.work / "config")}

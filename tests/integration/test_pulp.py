@@ -50,21 +50,6 @@ TEMPLATE = textwrap.dedent("""\
      && /opt/venv/bin/uv pip install --python /opt/venv/bin/python {{ second }}
     """)
 
-MATRIX = textwrap.dedent("""\
-    schema: 1
-    product: {{name: wheeltest, version: "2.1"}}
-    registry: localhost/aipcc-test-pulp
-    wheel_index: "{api}/pypi/{prefix}/{{release}}/{{variant}}/simple/"
-    os:
-      debian: {{from: {base}}}
-    accelerators:
-      cuda:
-        variant: "cuda-{{os}}"
-        versions: [{{version: 12.9.1}}, {{version: 12.8.1}}]
-      cpu: {{}}
-    images:
-      app: {{template: app.Containerfile.j2, os: [debian]}}
-    """)
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +88,7 @@ def make_project(pulp: pulp_server.Pulp, work: Path, base: str) -> Project:
     (work / "templates" / "app.Containerfile.j2").write_text(TEMPLATE)
     matrix = work / "matrix" / "pulp.yaml"
     matrix.parent.mkdir()
-    matrix.write_text(MATRIX.format(api=pulp.api, prefix=prefix, base=base))
+    matrix.write_text(pulp_server.MATRIX.format(api=pulp.api, prefix=prefix, base=base))
     config = work / "config" / "pulp"
     config.mkdir(parents=True)
     (config / "cli.toml").write_text(f'[cli]\nbase_url = "{pulp.api}"\nusername = '

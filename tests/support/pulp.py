@@ -41,6 +41,23 @@ PINS = ("pulpcore==3.123.1", "pulp-python==3.36.4", "pulp-cli==0.41.1")
 USER = "admin"
 PASSWORD = "aipcc-test-password"  # a throwaway server on 127.0.0.1
 PG_BIN_GLOB = "/usr/lib/postgresql/*/bin"
+# A matrix whose wheel_index is on a Pulp (format with api, prefix and base): three
+# variants, cpu-debian, cuda12.8-debian and cuda12.9-debian, below PREFIX.
+MATRIX = """\
+schema: 1
+product: {{name: wheeltest, version: "2.1"}}
+registry: localhost/aipcc-test-pulp
+wheel_index: "{api}/pypi/{prefix}/{{release}}/{{variant}}/simple/"
+os:
+  debian: {{from: {base}}}
+accelerators:
+  cuda:
+    variant: "cuda-{{os}}"
+    versions: [{{version: 12.9.1}}, {{version: 12.8.1}}]
+  cpu: {{}}
+images:
+  app: {{template: app.Containerfile.j2, os: [debian]}}
+"""
 START_TIMEOUT = 120.0
 
 
