@@ -2,8 +2,8 @@
 
 Its own PostgreSQL cluster (Debian's `postgresql` package: initdb, pg_ctl) on a free port
 under a temporary directory, then pulpcore-api, pulpcore-content and one pulpcore-worker.
-Two things are cached under $AIPCC_CACHE/pulp/<key>/, the key naming the pins below and the
-PostgreSQL major version:
+Two things are cached under $AIPCC_CACHE/pulp/<key>/, the key naming the pins below, the
+PostgreSQL major version and the Python the venv is made with:
   venv/      pulpcore, pulp-python and pulp-cli from PyPI (~45 s to install, ~260 MB)
   pgdata/    a cluster with Pulp's database migrated and its admin password set (a copy of
              it starts in a second; migrating takes ~20 s)
@@ -96,7 +96,9 @@ def _python() -> str:
 
 
 def _key(pg: Path) -> str:
-    return hashlib.sha256(json.dumps([PINS, pg.parent.name]).encode()).hexdigest()[:12]
+    """The cache's name: the pins, PostgreSQL's major version and the venv's Python."""
+    python = os.path.realpath(_python())
+    return hashlib.sha256(json.dumps([PINS, pg.parent.name, python]).encode()).hexdigest()[:12]
 
 
 @contextlib.contextmanager
