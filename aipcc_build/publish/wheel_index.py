@@ -221,6 +221,19 @@ def _plan(root: Path, target: IndexTarget) -> tuple[_Plan, list[Refusal]]:
         manifest = _generations_dir(root, target) / f"{_name(current)}.json"
         previous = {f.filename: f for f in read_manifest(manifest)}
     plan = _Plan(target, current, previous)
+    return plan, _judge(plan)
+
+
+def judge(target: IndexTarget) -> tuple[dict[str, tuple[Path, WheelFacts]], list[Refusal]]:
+    """Every wheel of TARGET read and judged (file name -> path and facts), and the
+    refusals: what any destination of an index (a tree, a Pulp) takes or refuses."""
+    plan = _Plan(target, None, {})
+    refusals = _judge(plan)
+    return plan.wheels, refusals
+
+
+def _judge(plan: _Plan) -> list[Refusal]:
+    target = plan.target
     refusals: list[Refusal] = []
     seen: dict[str, Path] = {}
     installs_as: dict[tuple[str, str, str], str] = {}  # what pip tells apart -> file name
@@ -249,7 +262,7 @@ def _plan(root: Path, target: IndexTarget) -> tuple[_Plan, list[Refusal]]:
                 refusals.append(Refusal(target.variant, str(path), reason))
                 continue
             plan.wheels[facts.filename] = (path, facts)
-    return plan, refusals
+    return refusals
 
 
 def _facts(plan: _Plan, path: Path) -> WheelFacts:
