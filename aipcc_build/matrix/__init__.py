@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from .expand import (
     EVERYTHING,
     Filters,
+    check_build_id,
     check_filters,
     expand,
     image_name,
@@ -48,6 +49,6 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "EVERYTHING", "Accelerator", "AllowRule", "CiSettings", "Exclude", "Filters", "ImageKind",
-    "ImageSpec", "Matrix", "OsSpec", "Product", "ToolkitVersion", "Where", "check_filters",
-    "expand", "image_name", "load", "matching", "parse", "version_matches",
+    "ImageSpec", "Matrix", "OsSpec", "Product", "ToolkitVersion", "Where", "check_build_id",
+    "check_filters", "expand", "image_name", "load", "matching", "parse", "version_matches",
 ]

@@ -16,12 +16,13 @@ from ..errors import InputError
 from ..image_reference import below, repository_of
 from ..imagebuild import build_report
 from ..imagebuild.build_report import ReportEntry
+from ..matrix.expand import check_build_id
 from ..matrix.model import Product
 from ..tools.retry import Retry, with_retries
 from ..tools.runner import Runner
 from ..tools.skopeo import Skopeo
 from .registry_http import UNKNOWN
-from .transfer import Copy, Event, OnEvent, Probe, each
+from .transfer import Copy, Event, OnEvent, Probe, each, no_credentials
 
 
 @dataclass(frozen=True)
@@ -65,10 +66,15 @@ def plan(request: PromoteRequest) -> tuple[str, list[Copy]]:
 
 def _plan(request: PromoteRequest) -> tuple[str, list[ReportEntry], list[Copy]]:
     """(build id, the report's images, the copies), from one read of the report."""
+    no_credentials(request.to)
     build_id, entries = build_report.read_release(request.report)
+    # Fields of the report: never named after an option (promote has no --build-id).
     if build_id is None:
-        raise InputError("the build report has no build_id", file=request.report,
-                         field="build_id")
+        raise InputError('the build report has no "build_id"', file=request.report)
+    try:
+        check_build_id(build_id)
+    except InputError as exc:
+        raise InputError(f'"build_id": {exc.message}', file=request.report) from None
     if not entries:
         raise InputError("the build report lists no images", file=request.report)
     problems, copies = [], []

@@ -1,6 +1,6 @@
-"""The "simple" repository HTML format (PEP 503, with PEP 658/714 metadata) as `aipcc-build
-index` writes it: the one module that knows it (pip and uv read it; the tests read it back
-with `tests/support/simple_pages`).
+"""The "simple" repository HTML format (PEP 503, with PEP 658/714 metadata): written by
+`aipcc-build index`, read from an index a variant mirrors (`index_source`) and by whoever
+checks a published index. The one module that knows it.
 
 A project page links each file with a `#sha256=` fragment (pip checks the download
 against it), `data-requires-python` (pip skips files for other Pythons without
@@ -14,6 +14,7 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 from dataclasses import dataclass
+from html.parser import HTMLParser
 from typing import Optional
 
 REPOSITORY_VERSION = "1.0"
@@ -58,3 +59,54 @@ def root_page(projects: Sequence[str], generation: Optional[int] = None) -> str:
     wrote it."""
     return _page("Simple index", [f'<a href="{html.escape(p)}/">{html.escape(p)}</a>'
                                   for p in projects], generation)
+
+
+class _Anchors(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.anchors: list[tuple[dict[str, Optional[str]], str]] = []
+        self.meta: dict[str, str] = {}
+        self._open: Optional[dict[str, Optional[str]]] = None
+        self._text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, Optional[str]]]) -> None:
+        if tag == "a":
+            self._open, self._text = dict(attrs), []
+        elif tag == "meta":
+            values = dict(attrs)
+            if values.get("name") and values.get("content") is not None:
+                self.meta[str(values["name"])] = str(values["content"])
+
+    def handle_data(self, data: str) -> None:
+        if self._open is not None:
+            self._text.append(data)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "a" and self._open is not None:
+            self.anchors.append((self._open, "".join(self._text).strip()))
+            self._open = None
+
+
+def read_project_page(text: str) -> list[FileLink]:
+    parser = _Anchors()
+    parser.feed(text)
+    links = []
+    for attributes, name in parser.anchors:
+        url, _, fragment = (attributes.get("href") or "").partition("#")
+        metadata = attributes.get("data-core-metadata") or \
+            attributes.get("data-dist-info-metadata")
+        links.append(FileLink(
+            filename=name, url=url, sha256=fragment.removeprefix("sha256="),
+            requires_python=attributes.get("data-requires-python"),
+            metadata_sha256=metadata.removeprefix("sha256=")
+            if metadata and metadata != "true" else None))
+    return links
+
+
+def read_root_page(text: str) -> tuple[list[str], Optional[int]]:
+    """(projects, generation) of a root page."""
+    parser = _Anchors()
+    parser.feed(text)
+    generation = parser.meta.get(GENERATION_META)
+    return ([name for _, name in parser.anchors],
+            int(generation) if generation and generation.isdigit() else None)

@@ -8,6 +8,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TypeVar
 
+from ..errors import InputError, without_credentials
+
 
 @dataclass(frozen=True)
 class Copy:
@@ -53,3 +55,13 @@ def each(action: Callable[[T], R], items: Sequence[T], jobs: int, *,
         return done + [action(item) for item in items]
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         return done + list(pool.map(action, items))
+
+
+def no_credentials(destination: str, field: str = "to") -> str:
+    """DESTINATION, refused (with the password masked) when it holds user:password@: skopeo
+    takes none there and echoes the reference in its errors; --authfile holds them."""
+    masked = without_credentials(destination)
+    if masked != destination:
+        raise InputError(f"'{masked}' holds credentials: they would show in logs and errors; "
+                         "give them in an auth file (--authfile)", field=field)
+    return destination

@@ -25,7 +25,6 @@ from aipcc_build.matrix import load
 from aipcc_build.publish import simple_index
 from aipcc_build.publish.wheel_index import IndexRequest, publish
 from aipcc_build.render import apply, render_all
-from tests.support import simple_pages
 from tests.support.artifacts import wheel
 from tests.support.project import REPO
 from tests.support.wheels import make_wheel
@@ -150,7 +149,7 @@ def test_pip_and_uv_in_a_cuda128_image_install_from_its_own_index(
     # The 12.9 index offers 12.9.79 (and nothing of 12.8).
     page = urllib.request.urlopen(site.url + "2.1/cuda12.9-debian/simple/"
                                   "nvidia-cuda-runtime-cu12/", timeout=30).read().decode()
-    assert [link.filename.split("-")[1] for link in simple_pages.read_project_page(page)] == \
+    assert [link.filename.split("-")[1] for link in simple_index.read_project_page(page)] == \
         ["12.9.79"]
 
     matrix = load(matrix_path)
@@ -219,7 +218,7 @@ def test_readers_never_see_a_missing_page_or_two_generations(
 
     def check_page(project: str) -> list[simple_index.FileLink]:
         page_url = f"{base}{project}/"
-        links = simple_pages.read_project_page(fetch(page_url).decode())
+        links = simple_index.read_project_page(fetch(page_url).decode())
         for link in links:
             data = fetch(page_url + link.url)
             if hashlib.sha256(data).hexdigest() != link.sha256:
@@ -234,7 +233,7 @@ def test_readers_never_see_a_missing_page_or_two_generations(
         while time.monotonic() < deadline and not problems:
             finished = done.is_set()
             try:
-                projects, generation = simple_pages.read_root_page(fetch(base).decode())
+                projects, generation = simple_index.read_root_page(fetch(base).decode())
                 assert generation is not None
                 if seen and generation < seen[-1]:
                     problems.append(f"generation went back from {seen[-1]} to {generation}")

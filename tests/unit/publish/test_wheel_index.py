@@ -12,7 +12,6 @@ import pytest
 from aipcc_build.matrix import load
 from aipcc_build.publish import simple_index, wheel_index
 from aipcc_build.publish.wheel_index import IndexRequest, publish
-from tests.support import simple_pages
 from tests.support.project import REPO
 from tests.support.wheels import make_wheel
 
@@ -41,7 +40,7 @@ def run(cli, root: Path, *pairs: str, options: tuple[str, ...] = ()):
 
 
 def page(root: Path, project: str) -> list[simple_index.FileLink]:
-    return simple_pages.read_project_page(
+    return simple_index.read_project_page(
         (root / CUDA128 / "simple" / project / "index.html").read_text())
 
 
@@ -56,7 +55,7 @@ def test_pages_hashes_metadata_and_versions_side_by_side(tmp_path: Path, cli) ->
     assert done.out == ("cuda12.8-debian\tpublished\tg000001\t"
                         "http://127.0.0.1:8580/1.0/cuda12.8-debian/simple/\n")
     assert os.readlink(root / CUDA128) == ".generations/cuda12.8-debian/g000001"
-    projects, generation = simple_pages.read_root_page(
+    projects, generation = simple_index.read_root_page(
         (root / CUDA128 / "simple" / "index.html").read_text())
     assert projects == ["demo-app", "other-lib"] and generation == 1
     links = page(root, "demo-app")
