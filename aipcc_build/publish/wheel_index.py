@@ -41,7 +41,7 @@ from typing import Any, Optional, Union
 
 from ..errors import InputError
 from ..matrix import Matrix, expand
-from ..validate.components import resolve
+from ..toolkit.components import resolve
 from ..validate.results import FAILING, Evidence, Expectation
 from ..validate.verdict import FAMILIES, judge_evidence
 from . import simple_index

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Optional
 
-from .components import is_cuda_component
+from ..toolkit.components import is_cuda_component
 from .index_config import CONFIG_FILE, CONFIG_FILE_SUFFIXES, settings_from_text
 from .results import UNPARSABLE, Evidence, Hazard, IndexSetting
 from .rpmdb import RpmdbError, read_packages

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Optional
 
-from .components import fits, known_releases, knows_release, release_components, resolve
+from ..toolkit.components import fits, known_releases, knows_release, release_components, resolve
 from .detect import config_evidence, major_minor
 from .image import PlatformImage
 from .index_config import (

@@ -15,10 +15,10 @@ import zstandard
 
 from aipcc_build.errors import InputError
 from aipcc_build.matrix import AllowRule
+from aipcc_build.toolkit.components import fits, resolve
 from aipcc_build.tools.skopeo import Skopeo
 from aipcc_build.validate.blobs import BlobLocation, LayerJob
 from aipcc_build.validate.cache import LayerCache
-from aipcc_build.validate.components import fits, resolve
 from aipcc_build.validate.detect import config_evidence, package_evidence, rocm_release
 from aipcc_build.validate.image import PlatformImage
 from aipcc_build.validate.layers import TarWalker, escapes_root, normalize, scan_layer

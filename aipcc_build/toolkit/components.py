@@ -14,9 +14,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Optional
-
-from .results import Evidence
+from typing import Optional, Protocol
 
 _SUFFIX = re.compile(r"^(.+)-cu(\d+)$")
 _RELEASE = re.compile(r"^\d+\.\d+\.\d+$")
@@ -30,6 +28,19 @@ _ALIASES = {
     "cupti": "cuda-cupti",
     "nvcc": "cuda-nvcc",
 }
+
+
+class Found(Protocol):
+    """What names a component version: the validator's evidence, a wheel's name."""
+
+    @property
+    def toolkit(self) -> str: ...
+    @property
+    def component(self) -> str: ...
+    @property
+    def version(self) -> str: ...
+    @property
+    def release(self) -> Optional[str]: ...
 
 
 class UnknownRelease(KeyError):
@@ -59,7 +70,7 @@ def _key(version: str) -> tuple[int, ...]:
 def table() -> ComponentTable:
     # The package's own data file, read by path: importlib.resources would import tempfile,
     # shutil and zipfile, a tenth of a validation served from the cache. aipcc-build is
-    # installed as files (compat/facts.py relies on it too).
+    # installed as files (facts.py relies on it too).
     text = (Path(__file__).resolve().parent.parent / "data" / "cuda-components.json").read_text()
     data = json.loads(text)
     exact: dict[tuple[str, str], list[str]] = {}
@@ -113,7 +124,7 @@ def _exact(known: ComponentTable, base: str, version: str) -> Optional[tuple[str
     return releases
 
 
-def resolve(evidence: Evidence) -> Optional[tuple[str, ...]]:
+def resolve(evidence: Found) -> Optional[tuple[str, ...]]:
     """The releases this evidence belongs to ("12.8", or "12" for any 12.x); None: unmapped."""
     if evidence.release:
         return (evidence.release,)

@@ -6,7 +6,7 @@ from typing import Optional
 
 import pytest
 
-from aipcc_build.validate.components import (
+from aipcc_build.toolkit.components import (
     UnknownRelease,
     known_releases,
     knows_release,
