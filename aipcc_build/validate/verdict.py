@@ -242,6 +242,14 @@ def judge_evidence(evidence: Evidence, releases: Optional[tuple[str, ...]],
     """(status, reason) of one piece of evidence in an image that should hold EXPECTED; the
     wheel index judges the wheels it publishes with it too. LOADED: the image loads the
     file as its runtime (its directory is on LD_LIBRARY_PATH)."""
+    status, reason = _judge(evidence, releases, expected, loaded)
+    if evidence.detail and evidence.kind != PRIVATE_TOOLCHAIN:  # _private says it
+        reason += f" ({evidence.detail})"
+    return status, reason
+
+
+def _judge(evidence: Evidence, releases: Optional[tuple[str, ...]], expected: Expectation,
+           loaded: bool) -> tuple[str, str]:
     found = f"{evidence.toolkit} {', '.join(releases)}" if releases else evidence.toolkit
     if evidence.kind == PRIVATE_TOOLCHAIN and not loaded:
         return _private(evidence, releases, expected)
@@ -464,8 +472,6 @@ def judge(ref: str, image: PlatformImage, scans: Sequence[LayerScan],
     for evidence, releases, digest, gone in items:
         status, reason = judge_evidence(evidence, releases, expected,
                                         evidence.path.rsplit("/", 1)[0] in library_path)
-        if evidence.detail and evidence.kind != PRIVATE_TOOLCHAIN:
-            reason += f" ({evidence.detail})"
         if evidence.toolkit in mixed and releases and status == OK:
             status = WARNING
             reason = (f"{evidence.toolkit} {', '.join(releases)}: part of a mix of "
