@@ -29,7 +29,8 @@ pytestmark = [
 CORPUS = yaml.safe_load((REPO / "tests" / "data" / "validator-corpus.yaml").read_text())
 VENV = "/opt/venv"
 SITE = f"{VENV}/lib/python3.11/site-packages"
-PIP = f"{VENV}/bin/python -m pip install --quiet --no-deps --no-index --no-compile"
+# Debian's pip installs into the venv (PIP_PYTHON), as bench/validate_real.py does.
+PIP = "pip install --quiet --no-deps --no-index --no-compile"
 CASES = [(entry, kind) for entry in CORPUS["entries"] for kind in ("cpu", "cuda-12.8")]
 
 
@@ -59,7 +60,7 @@ def corpus(debian_base: str, corpus_wheels: Path, wheelhouse: Path,
         if key not in built:
             files = [wheel(corpus_wheels, *spec.split("==")).name for spec in entry["wheels"]]
             cpu = images.build(f"corpus-{entry['id']}-cpu", venv, [Step(
-                script=f"pip --version >/dev/null 2>&1; {PIP} "
+                script=f"{PIP} "
                        + " ".join(f"/wheels/{name}" for name in files),
                 volumes=[(corpus_wheels, "/wheels")],
                 labels={"ai.aipcc.accelerator": "cpu"})])
