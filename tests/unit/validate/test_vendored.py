@@ -3,20 +3,25 @@ the distribution that brought a file, links named like CUDA libraries, declared 
 
 from __future__ import annotations
 
+import hashlib
+import json
 import tarfile
 from pathlib import Path
 
+from aipcc_build.validate import validate_image
 from aipcc_build.validate.image import PlatformImage
 from aipcc_build.validate.results import OK, VIOLATION, WARNING, Expectation, Finding
 from aipcc_build.validate.verdict import judge
 from tests.support.elf import EM_AARCH64, EM_X86_64, runtime_elf
-from tests.support.layers import member, tar_bytes
+from tests.support.layers import member, oci_layout, tar_bytes
 
 from .test_validate_units import image, scan
 
 SITE = "opt/venv/lib/python3.11/site-packages"
 CUDA128 = Expectation("cuda", "12.8.1")
 CPU = Expectation("cpu")
+INDEX = "application/vnd.oci.image.index.v1+json"
+MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 
 
 def record(dist: str, *files: str) -> tuple[tarfile.TarInfo, bytes]:
@@ -171,3 +176,25 @@ def test_a_declared_platform_its_config_contradicts_fails(tmp_path: Path) -> Non
     assert finding.status == VIOLATION and "linux/amd64" in finding.reason
     honest = PlatformImage("linux/amd64", None, config, ())
     assert judge("r", honest, [layer], CPU, (), False, 0).ok
+
+
+def test_an_index_labelling_an_amd64_manifest_arm64_is_caught(tmp_path: Path) -> None:
+    """Issue 22 item 18: the platform an index declares is compared with the config's."""
+    layer = tar_bytes([member("etc/os-release", b"ID=debian\n")])
+    ref = oci_layout(tmp_path / "image", [layer])
+    # The layout's index.json leads to an image index (as `buildah manifest push` writes)
+    # whose one manifest, an amd64 image, is declared linux/arm64.
+    top = tmp_path / "image" / "index.json"
+    [manifest] = json.loads(top.read_text())["manifests"]
+    nested = json.dumps({"schemaVersion": 2, "mediaType": INDEX, "manifests": [
+        {**manifest, "mediaType": MANIFEST,
+         "platform": {"os": "linux", "architecture": "arm64"}}]}).encode()
+    digest = hashlib.sha256(nested).hexdigest()
+    (tmp_path / "image" / "blobs" / "sha256" / digest).write_bytes(nested)
+    top.write_text(json.dumps({"schemaVersion": 2, "manifests": [
+        {"mediaType": INDEX, "digest": f"sha256:{digest}", "size": len(nested)}]}))
+    [verdict] = validate_image(ref, expect=CPU, platform="linux/arm64",
+                               cache_dir=tmp_path / "cache")
+    assert verdict.platform == "linux/arm64" and verdict.verdict == "failed"
+    [finding] = [f for f in verdict.findings if f.status == VIOLATION]
+    assert finding.path == "config:architecture" and "linux/amd64" in finding.reason
