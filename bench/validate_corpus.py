@@ -11,7 +11,6 @@ the image, removes it afterwards)
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import subprocess
 import sys
@@ -27,15 +26,12 @@ CONTAINERFILE = """\
 FROM {base}
 ENV PIP_PYTHON=/opt/venv/bin/python PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN python3 -m venv --without-pip /opt/venv
-RUN --mount=type=bind,source=corpus,target=/wheels pip install \\
-    --quiet --no-deps --no-index --no-compile /wheels/*.whl
-RUN --mount=type=bind,source=runtime,target=/wheels pip install \\
-    --quiet --no-deps --no-index --no-compile \\
-    /wheels/nvidia_cuda_runtime_cu12-12.8.90-*.whl /wheels/nvidia_nvtx_cu12-12.8.90-*.whl
+RUN pip install --quiet --no-deps --no-index --no-compile {wheels}
+RUN pip install --quiet --no-deps --no-index --no-compile \\
+    /runtime/nvidia_cuda_runtime_cu12-12.8.90-*.whl /runtime/nvidia_nvtx_cu12-12.8.90-*.whl
 LABEL ai.aipcc.accelerator=cuda ai.aipcc.accelerator.version=12.8.1
 ENV CUDA_VERSION=12.8.1
 """
-
 
 def timed(command: list[str], env: dict[str, str]) -> float:
     start = time.perf_counter()
@@ -55,6 +51,14 @@ def measure(env: dict[str, str]) -> tuple[float, float]:
             colds.append(timed([*validate, cache], env))
             warms += [timed([*validate, cache], env) for _ in range(5)]
     return statistics.median(colds), statistics.median(warms)
+
+
+def newest(corpus: Path) -> list[str]:
+    """The corpus wheels to install side by side: the newest version of each project."""
+    by_project: dict[str, Path] = {}
+    for path in sorted(corpus.glob("*.whl")):
+        by_project[path.name.split("-")[0]] = path
+    return [f"/wheels/{path.name}" for path in by_project.values()]
 
 
 def checkout(revision: str, into: Path) -> Path:
@@ -83,13 +87,14 @@ def main() -> int:
     base, runtime = script("base-os"), script("fetch-wheels")
     corpus = script("fetch-corpus-wheels")
     with tempfile.TemporaryDirectory() as work:
-        context = Path(work) / "context"
-        context.mkdir()
-        os.symlink(corpus, context / "corpus")
-        os.symlink(runtime, context / "runtime")
-        subprocess.run(["buildah", "build", "-q", "-t", IMAGE, "-f", "-", str(context)],
-                       input=CONTAINERFILE.format(base=base), text=True, check=True,
-                       capture_output=True, env=env, timeout=1800)
+        built = subprocess.run(
+            ["buildah", "build", "-q", "-t", IMAGE, f"--volume={corpus}:/wheels:ro",
+             f"--volume={runtime}:/runtime:ro", "-f", "-", work],
+            input=CONTAINERFILE.format(base=base, wheels=" ".join(newest(Path(corpus)))),
+            text=True, capture_output=True, env=env,
+            timeout=1800)
+        if built.returncode != 0:
+            raise SystemExit(f"buildah build failed: {built.stderr[-2000:]}")
         try:
             size = subprocess.run(["buildah", "inspect", "--format", "{{.Docker.Size}}",
                                    IMAGE], capture_output=True, text=True).stdout.strip()
