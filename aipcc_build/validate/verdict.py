@@ -192,6 +192,12 @@ def _unplaced(evidence: Evidence, expected: Expectation) -> tuple[str, str]:
     if kind is None:
         return WARNING, (f"{what}: not a component the table knows (it lists every wheel "
                          "NVIDIA's cuda-toolkit pins): cannot place it")
+    numbered = re.match(r"(\d{1,2})\.\d+", evidence.version)
+    if kind == RELEASE_NUMBERED and numbered and numbered.group(1) != major:
+        # An older or newer CUDA major than the table lists (cudart 11.8.89): the
+        # numbering still names it. CUPTI's year numbering (2025.1.1) is not a major.
+        return VIOLATION, (f"{what}: {base} follows the CUDA release numbering, so it is "
+                           f"CUDA {major_minor(evidence.version)}'s, not CUDA {release}'s")
     if kind == RELEASE_NUMBERED:
         return WARNING, (f"{what}: {base} follows the CUDA release numbering, but "
                          f"{major_minor(evidence.version) or evidence.version} is no CUDA "

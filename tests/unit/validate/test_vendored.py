@@ -198,3 +198,14 @@ def test_an_index_labelling_an_amd64_manifest_arm64_is_caught(tmp_path: Path) ->
     assert verdict.platform == "linux/arm64" and verdict.verdict == "failed"
     [finding] = [f for f in verdict.findings if f.status == VIOLATION]
     assert finding.path == "config:architecture" and "linux/amd64" in finding.reason
+
+
+def test_a_release_numbered_version_of_another_major_is_placed_by_its_numbering(
+        tmp_path: Path) -> None:
+    lib = "usr/lib/x86_64-linux-gnu"
+    members = [member(f"{lib}/libcudart.so.11.8.89", b"x"),
+               member(f"{lib}/libcupti.so.2025.1.1", b"x")]
+    layer = scan(tmp_path, tar_bytes(members))
+    verdict = judge("r", image(), [layer], CUDA128, (), False, 0)
+    status = {f.path.rsplit("/", 1)[-1]: f.status for f in verdict.findings}
+    assert status == {"libcudart.so.11.8.89": VIOLATION, "libcupti.so.2025.1.1": WARNING}
