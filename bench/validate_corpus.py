@@ -96,14 +96,15 @@ def main() -> int:
         if built.returncode != 0:
             raise SystemExit(f"buildah build failed: {built.stderr[-2000:]}")
         try:
-            size = subprocess.run(["buildah", "inspect", "--format", "{{.Docker.Size}}",
-                                   IMAGE], capture_output=True, text=True).stdout.strip()
+            size = subprocess.run(["buildah", "images", "--noheading", "--format",
+                                   "{{.Size}}", IMAGE], capture_output=True,
+                                  text=True).stdout.strip()
             cold, warm = measure(env)
             old_env = dict(env, PYTHONPATH=str(checkout(base_rev, Path(work))))
             old_cold, old_warm = measure(old_env)
         finally:
             subprocess.run(["buildah", "rmi", "-f", IMAGE], capture_output=True, timeout=300)
-    print(f"largest corpus image ({size or '?'} bytes): this checkout cold {cold * 1000:.0f} ms, "
+    print(f"largest corpus image ({size or '?'}): this checkout cold {cold * 1000:.0f} ms, "
           f"warm {warm * 1000:.0f} ms; base {base_rev[:12]} cold {old_cold * 1000:.0f} ms, "
           f"warm {old_warm * 1000:.0f} ms")
     print(f"cold / base cold: {cold / old_cold:.2f} (target <= 1.2); "
