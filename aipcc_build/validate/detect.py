@@ -382,17 +382,20 @@ class LayerDetector:
         library = _LIBRARY.search(path)
         if library:
             return self._library(path, library, size, None, regular=True)
-        if _CUDA_BUILD.search(path) and package:
-            self.evidence.append(Evidence(
-                "cuda-build", path, "cuda", package.group(2), "",
-                detail="a shared object named for CUDA: a CUDA build of its package"))
-            return WANT_NONE
+        self._cuda_build(path, package, "")
         conda = _CONDA_META.search(path)
         if conda:
             found = conda_evidence(path, conda.group(1))
             if found:
                 self.evidence.append(found)
         return WANT_NONE
+
+    def _cuda_build(self, path: str, package: Optional[re.Match[str]], version: str) -> None:
+        """A package's shared object named for CUDA (libtorch_cuda.so)."""
+        if package and _CUDA_BUILD.search(path):
+            self.evidence.append(Evidence(
+                "cuda-build", path, "cuda", package.group(2), version,
+                detail="a shared object named for CUDA: a CUDA build of its package"))
 
     def _library(self, path: str, library: re.Match[str], size: int, link: Optional[str],
                  regular: bool) -> int:
@@ -403,15 +406,10 @@ class LayerDetector:
                                               major_minor(version), detail=link))
             return WANT_NONE
         component = library_component(stem)
-        if component is None:
-            if _CUDA_BUILD.search(path) and _SITE_PACKAGE.match(path):
-                package = _SITE_PACKAGE.match(path)
-                assert package is not None
-                self.evidence.append(Evidence(
-                    "cuda-build", path, "cuda", package.group(2), version,
-                    detail="a shared object named for CUDA: a CUDA build of its package"))
-            return WANT_NONE
         package = _SITE_PACKAGE.match(path)
+        if component is None:
+            self._cuda_build(path, package, version)
+            return WANT_NONE
         owner = package.group(2) if package else None
         vendored = bool(library.group("hash")) or (owner or "").endswith(".libs")
         if owner and owner != "nvidia" and not vendored and component in _TOOLCHAIN_COMPONENTS:
