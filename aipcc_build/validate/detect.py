@@ -278,6 +278,18 @@ def dpkg_packages(text: str, installed_by_default: bool = False
     return found
 
 
+def _names_its_target(library: re.Match[str], target: str) -> bool:
+    """Whether a link named LIBRARY only shortens the name of its TARGET, the same
+    library with a longer version (libcudart.so.11.0 -> libcudart.so.11.8.89): the target
+    is judged by its own name. A link whose name claims more than its target's name
+    (libcudart.so.12.9.79 -> libfoo.so, or -> libcudart.so.12.8.90) is judged by its name."""
+    named = _LIBRARY.search("/" + target.rsplit("/", 1)[-1])
+    if named is None or named.group("stem") != library.group("stem"):
+        return False
+    ours, theirs = library.group("version").split("."), (named.group("version") or "").split(".")
+    return len(ours) < len(theirs) and theirs[0] == ours[0]
+
+
 class LayerDetector:
     """Collects the evidence of one layer from the entries the tar walker shows it."""
 
@@ -356,7 +368,8 @@ class LayerDetector:
             return WANT_NONE
         if kind in ("1", "2"):
             library = _LIBRARY.search(path)
-            if library and "." in (library.group("version") or ""):
+            if library and "." in (library.group("version") or "") \
+                    and not _names_its_target(library, link):
                 how = "symbolic" if kind == "2" else "hard"
                 self._library(path, library, size, f"a {how} link to {link}", regular=False)
             return WANT_NONE

@@ -209,3 +209,16 @@ def test_a_release_numbered_version_of_another_major_is_placed_by_its_numbering(
     verdict = judge("r", image(), [layer], CUDA128, (), False, 0)
     status = {f.path.rsplit("/", 1)[-1]: f.status for f in verdict.findings}
     assert status == {"libcudart.so.11.8.89": VIOLATION, "libcupti.so.2025.1.1": WARNING}
+
+
+def test_a_link_that_only_shortens_its_targets_name_adds_nothing(tmp_path: Path) -> None:
+    """Debian's libcudart.so.11.0 -> libcudart.so.11.8.89: the file is judged once."""
+    lib = "usr/lib/x86_64-linux-gnu"
+    members = [member(f"{lib}/libcudart.so.11.8.89", b"x"),
+               member(f"{lib}/libcudart.so.11.0", kind=tarfile.SYMTYPE,
+                      link="libcudart.so.11.8.89"),
+               member(f"{lib}/libcudart.so.12.8.90", kind=tarfile.SYMTYPE,
+                      link="libcudart.so.11.8.89")]
+    layer = scan(tmp_path, tar_bytes(members))
+    paths = sorted(e.path.rsplit("/", 1)[-1] for e in layer.evidence)
+    assert paths == ["libcudart.so.11.8.89", "libcudart.so.12.8.90"]
