@@ -509,8 +509,8 @@ class LayerDetector:
         if release is not None and (not major or release.split(".")[0] == major):
             self.evidence.append(Evidence(
                 "library", path, "cuda", "cuda-runtime", release, release, detail=(
-                    "a vendored copy; its release read from its code (the version "
-                    "cudaRuntimeGetVersion returns)")))
+                    "a vendored copy; its release read from its code: the version "
+                    "cudaRuntimeGetVersion returns")))
             return
         why = "its code holds no version this reader knows" if release is None else \
             f"its code says {release}, its name {major}"
