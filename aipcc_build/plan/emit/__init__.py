@@ -33,6 +33,7 @@ class JobCommand:
     capacity: str = ""  # slots over the runner's own: "cpu=8,memory=32Gi"
     fetch: Optional[str] = None
     platforms: tuple[str, ...] = ()  # the plan's --platform filter
+    push: bool = True  # False: build and validate only (a pull request from a fork)
 
     def argv(self, key: str) -> list[str]:
         args = ["aipcc-build", "--matrix", self.matrix_path, "matrix", "--only", key,
@@ -49,7 +50,8 @@ class JobCommand:
             args += ["--jobs", str(self.jobs)]
         if self.capacity:
             args += ["--capacity", self.capacity]
-        return [*args, "--report", REPORT, "--junit", JUNIT, "--log-dir", LOG_DIR, "--push"]
+        return [*args, "--report", REPORT, "--junit", JUNIT, "--log-dir", LOG_DIR,
+                *(["--push"] if self.push else [])]
 
     def script(self, key: str) -> list[str]:
         """The job's shell lines: the fetch command, then the build."""
