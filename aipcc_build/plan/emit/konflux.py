@@ -20,10 +20,10 @@ import yaml
 from ...errors import InputError
 from ...fsutil import write_atomic
 from ...matrix import ImageSpec, Matrix, expand
+from ...matrix.model import CLONABLE
 from ...render import BUILD_ID_ARG, PARENT_ARG
 from ...render.containerfiles import FileChange, RenderResult
 from ..dag import BuildPlan, build_context, project_path
-from .tekton import CLONABLE
 
 # Where the files go, relative to the repository root (the project root).
 TEKTON_DIR = ".tekton"
@@ -607,6 +607,7 @@ def refuse_unclonable(url: str) -> None:
     """The IntegrationTestScenario's git resolver clones URL in the cluster."""
     if not CLONABLE.match(url):
         raise InputError(f"Konflux would resolve the integration test pipeline from '{url}', "
-                         "which a cluster cannot reach: point the 'origin' remote at the "
-                         "repository's https, ssh or git URL", field="git_url")
+                         "which a cluster cannot reach: set the matrix's ci.source_url, or point "
+                         "the 'origin' remote at the repository's https, ssh or git URL",
+                         field="git_url")
 

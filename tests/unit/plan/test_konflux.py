@@ -19,7 +19,7 @@ from aipcc_build.matrix import expand, load
 from aipcc_build.matrix.model import default_bundles
 from aipcc_build.plan.emit.cluster import _image_host, _loopback
 from tests.support import tekton_schema
-from tests.support.project import git
+from tests.support.project import git, with_origin, without_source_url
 from tests.unit.plan.test_emitters import before
 
 KONFLUX = Path(__file__).resolve().parents[2] / "data" / "konflux"
@@ -59,8 +59,7 @@ def versions() -> dict[str, str]:
 
 
 def konflux_repo(repo: Path) -> Path:
-    git(repo, "remote", "add", "origin", ORIGIN)
-    return repo
+    return with_origin(repo, ORIGIN)
 
 
 def generate(run, matrix: Path, *args: str) -> dict[str, str]:
@@ -419,6 +418,7 @@ def test_check_and_output_dir_go_with_konflux_only(kx_repo, run):
 
 
 def test_without_a_clonable_origin_konflux_is_a_clear_input_error(repo, run):
+    without_source_url(repo)
     result = run("--matrix", str(repo / "matrix/aipcc.yaml"), "plan", "--format", "konflux")
     assert result.code == 2 and "origin" in result.err and "Traceback" not in result.err
     git(repo, "remote", "add", "origin", str(repo))
@@ -509,3 +509,41 @@ def test_a_dependent_builds_from_its_parent_by_digest_and_a_nudge_is_no_drift(kx
     generate(run, matrix)
     assert f"=quay.io/aipcc-next/base-images/cuda-12.8-el9.6:3.0@sha256:{'0' * 64}" in (
         kx_repo / args_file).read_text()
+
+
+def test_the_matrix_names_the_repository_and_a_clone_without_origin_passes_the_check(
+        repo, run, tmp_path):
+    """matrix/aipcc.yaml names ci.source_url, so the committed files are the same in every
+    clone: one whose origin is elsewhere, or that has none, checks them clean."""
+    url = "https://github.com/aipcc/aipcc-build.git"
+    assert f"source_url: {url}" in (repo / "matrix/aipcc.yaml").read_text()
+    files = generate(run, repo / "matrix/aipcc.yaml")
+    component = yaml.safe_load(
+        files["konflux/tenant/component-aipcc-3-0-base-cuda-12-8-el9-6.yaml"])
+    assert component["spec"]["source"]["git"]["url"] == url
+    scenario = yaml.safe_load(files["konflux/tenant/integration-test-scenario.yaml"])
+    assert {"name": "url", "value": url} in scenario["spec"]["resolverRef"]["params"]
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "konflux files")
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", str(repo), str(clone))
+    git(clone, "remote", "remove", "origin")
+    checked = run("--matrix", str(clone / "matrix/aipcc.yaml"), "plan", "--format", "konflux",
+                  "--check")
+    assert checked.code == 0, checked.out + checked.err
+    git(clone, "remote", "add", "origin", "https://git.example.com/a/fork.git")
+    checked = run("--matrix", str(clone / "matrix/aipcc.yaml"), "plan", "--format", "konflux",
+                  "--check")
+    assert checked.code == 0, checked.out + checked.err
+
+
+@pytest.mark.parametrize("url", ["/srv/git/images", "https://x.example.com/a b.git",
+                                 "-ohttps://x.example.com/a.git", "https://x\n.example.com"])
+def test_a_source_url_no_cluster_can_clone_is_refused_naming_the_field(repo, run, url):
+    matrix = repo / "matrix/aipcc.yaml"
+    matrix.write_text(re.sub(r"source_url: .*", f"source_url: {json.dumps(url)}",
+                             matrix.read_text()))
+    result = run("--matrix", str(matrix), "plan", "--format", "konflux")
+    assert result.code == 2 and "ci.source_url" in result.err, result.err
+    assert "aipcc.yaml:" in result.err and "Traceback" not in result.err
+    assert not (repo / ".tekton").exists()
