@@ -19,6 +19,7 @@ from aipcc_build.matrix import expand, load
 from aipcc_build.matrix.model import default_bundles
 from aipcc_build.plan.emit.cluster import _image_host, _loopback
 from tests.support import tekton_schema
+from tests.support.konflux import renovate_nudge
 from tests.support.project import git, with_origin, without_source_url
 from tests.unit.plan.test_emitters import before
 
@@ -437,25 +438,6 @@ def test_the_bundle_file_pins_what_build_definitions_publishes():
             (DEFINITIONS / "bundles" / f"{task}-{version}.yaml").read_text())["task_bundle"]
         assert default_bundles()[task] == published
     assert set(default_bundles()) == set(versions()) - LEFT_OUT
-
-
-def renovate_nudge(root: Path, file_match: str, repository: str, digest: str) -> list[str]:
-    """What build-service's nudge does to the repository after REPOSITORY's build: in the
-    files FILE_MATCH (the nudge-files annotation, Renovate fileMatch regexes) rewrite the
-    digest of every `<repository>(:.*)?@sha256:...` (build-service's matchStrings)."""
-    patterns = [re.compile(p.strip()) for p in file_match.split(",")]
-    match = re.compile(re.escape(repository) + r"(:.*)?@(?P<currentDigest>sha256:[a-f0-9]+)")
-    changed = []
-    for path in sorted(p for p in root.rglob("*") if p.is_file() and ".git" not in p.parts):
-        relative = path.relative_to(root).as_posix()
-        if not any(p.search(relative) for p in patterns):
-            continue
-        text = path.read_text()
-        new = match.sub(lambda m: m[0].replace(m["currentDigest"], digest), text)
-        if new != text:
-            path.write_text(new)
-            changed.append(relative)
-    return changed
 
 
 def test_a_dependent_builds_from_its_parent_by_digest_and_a_nudge_is_no_drift(kx_repo, run):
