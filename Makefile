@@ -3,10 +3,12 @@
 VENV ?= .venv
 PYTHON ?= python3
 # mmdebstrap builds the Debian base image (scripts/base-os); qemu-user-static and binfmt-support
-# run foreign-architecture (arm64) RUN steps (scripts/setup-emulation).
+# run foreign-architecture (arm64) RUN steps (scripts/setup-emulation). postgresql: the
+# tests' own Pulp keeps its database in a cluster of its own (tests/support/pulp.py).
 SYSTEM_PACKAGES_DEB := buildah skopeo docker-registry busybox-static zstd chromium git \
-	mmdebstrap qemu-user-static binfmt-support
-SYSTEM_PACKAGES_RPM := buildah skopeo docker-distribution busybox zstd chromium git
+	mmdebstrap qemu-user-static binfmt-support postgresql
+SYSTEM_PACKAGES_RPM := buildah skopeo docker-distribution busybox zstd chromium git \
+	postgresql-server
 # RPM hosts build the base image with dnf --installroot (no mmdebstrap needed) and register
 # qemu through systemd-binfmt (no binfmt-support package). RHEL has no qemu-user-static:
 # without it the arm64 tests skip, so it must not fail the install.

@@ -89,17 +89,20 @@ def mirror(context: Context, accelerators: tuple[str, ...], versions: tuple[str,
         if source is not None:
             images, source_registry, temporary = core.images_from_layout(source)
         else:
-            source_registry = registry or context.load().registry
-            if report_path is not None:
-                images = core.images_from_report(build_report.read(report_path),
-                                                  source_registry)
-            else:
-                from ..matrix import expand
+            from ..matrix import EVERYTHING, expand
 
+            source_registry = registry or context.load().registry
+            filters = make_filters(accelerators, versions, oses, kinds, names)
+            if report_path is not None:
+                entries = build_report.read(report_path)
+                if filters != EVERYTHING:  # the filters pick the report's images by key
+                    keys = {s.key for s in expand(context.load(), build_id="any",
+                                                  registry=registry, filters=filters)}
+                    entries = [entry for entry in entries if entry.key in keys]
+                images = core.images_from_report(entries, source_registry)
+            else:
                 specs = expand(context.load(), build_id=resolved_build_id(build_id),
-                               registry=registry,
-                               filters=make_filters(accelerators, versions, oses, kinds,
-                                                    names))
+                               registry=registry, filters=filters)
                 images = core.images_from_references(
                     [(s.key, s.reference) for s in specs], source_registry, Skopeo(),
                     tls_verify=tls_verify, authfile=authfile)
@@ -119,30 +122,67 @@ def mirror(context: Context, accelerators: tuple[str, ...], versions: tuple[str,
 
 
 @cli.command("index")
-@click.argument("root", type=click.Path(file_okay=False))
-@click.argument("wheels", nargs=-1, required=True, metavar="VARIANT=DIR...")
+@click.argument("root", metavar="ROOT|pulp+https://HOST[:PORT]")
+@click.argument("wheels", nargs=-1, metavar="VARIANT=DIR...")
 @click.option("--keep", type=click.IntRange(min=0), default=3, show_default=True,
-              help="Older generations kept besides the current one.")
+              help="Older generations (Pulp: repository versions) kept besides the current "
+                   "one.")
 @click.option("--dry-run", is_flag=True, help="Print what would change; write nothing.")
+@click.option("--rollback", "rollbacks", multiple=True, metavar="VARIANT",
+              help="Pulp: point VARIANT's distribution back at its previous version "
+                   "(repeatable; no VARIANT=DIR then).")
+@click.option("--profile", metavar="NAME",
+              help="Pulp: the pulp-cli profile ([cli-NAME] of ~/.config/pulp/cli.toml) with "
+                   "the credentials (default: PULP_PROFILE, else [cli]).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @pass_context
 def index(context: Context, root: str, wheels: tuple[str, ...], keep: int, dry_run: bool,
-          as_json: bool) -> int:
-    """Publish static per-variant wheel indexes below ROOT, laid out as the matrix's
-    wheel_index says: PEP 503 pages with hashes, PEP 658 metadata. Each VARIANT=DIR gives a
-    variant (cuda12.8-ubi9) a directory of its wheels (repeatable). A wheel built for
-    another toolkit refuses the whole run (exit 1); a new generation replaces the current
-    one atomically."""
-    from ..publish.wheel_index import IndexRequest, publish
+          rollbacks: tuple[str, ...], profile: Optional[str], as_json: bool) -> int:
+    """Publish per-variant wheel indexes laid out as the matrix's wheel_index says. Each
+    VARIANT=DIR gives a variant (cuda12.8-ubi9) a directory of its wheels (repeatable), or
+    VARIANT=https://.../simple/ an index to mirror (a Pulp distribution). A wheel built for
+    another toolkit refuses the whole run (exit 1).
+
+    ROOT a directory: static PEP 503 pages with hashes and PEP 658 metadata; a new
+    generation replaces the current one atomically. ROOT pulp+https://HOST: each variant
+    is a pulp_python repository whose distribution's base path is the variant's URL; one
+    new repository version per changed variant, the distributions switched once all are
+    ready. Credentials come from pulp-cli's configuration (--profile) or PULP_USERNAME and
+    PULP_PASSWORD."""
     from ..report import wheel_index as report
 
+    pulp = root.startswith("pulp+")
+    if rollbacks and (wheels or not pulp or dry_run):
+        raise click.UsageError("--rollback takes a pulp+https:// server and no VARIANT=DIR "
+                               "nor --dry-run")
+    if not rollbacks and not wheels:
+        raise click.UsageError("give at least one VARIANT=DIR")
+    if profile is not None and not pulp:
+        raise click.UsageError("--profile is for a pulp+https:// server")
     directories: dict[str, tuple[str, ...]] = {}
     for item in wheels:
         variant, sep, directory = item.partition("=")
         if not sep or not variant or not directory:
             raise click.BadParameter(f"'{item}' is not VARIANT=DIR", param_hint="VARIANT=DIR")
         directories[variant] = directories.get(variant, ()) + (directory,)
-    result = publish(context.load(), IndexRequest(root=root, wheels=directories,
-                                                  dry_run=dry_run, keep=keep))
+    from ..publish import index_source
+
+    if pulp:
+        from ..publish import pulp as core
+        from ..publish.pulp_config import server
+
+        target = server(root, profile)
+        if rollbacks:
+            report.rolled_back(core.rollback(context.load(), target, rollbacks), as_json)
+            return 0
+        with index_source.local(directories) as local:
+            result = core.publish(context.load(), core.PulpRequest(
+                server=target, wheels=local, dry_run=dry_run, keep=keep))
+    else:
+        from ..publish.wheel_index import IndexRequest, publish
+
+        with index_source.local(directories) as local:
+            result = publish(context.load(), IndexRequest(root=root, wheels=local,
+                                                          dry_run=dry_run, keep=keep))
     report.published(result, as_json)
     return 1 if result.refusals else 0

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from .expand import (
     EVERYTHING,
     Filters,
+    check_build_id,
     check_filters,
     expand,
     image_name,
@@ -49,6 +50,6 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "EVERYTHING", "EVERY_IMAGE", "Accelerator", "AllowRule", "CiSettings", "Exclude", "Filters",
     "ImageKind", "ImageSpec", "Matrix", "OsSpec", "Product", "Selector", "ToolkitVersion", "Where",
-    "check_filters", "expand", "image_name", "line_owners", "load", "matching", "parse",
-    "version_matches",
+    "check_build_id", "check_filters", "expand", "image_name", "line_owners", "load", "matching",
+    "parse", "version_matches",
 ]

@@ -141,6 +141,22 @@ def shown(text: str) -> str:
     return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
 
 
+# A template variable is rendered into a Containerfile, where a line break starts a new
+# instruction (`RUN ...`): its value must be one line.
+ONE_LINE = "a template variable's value goes into a Containerfile: it must be one line"
+
+
+def several_lines(value: object) -> bool:
+    """Whether VALUE (or a string inside it) holds a line break, as str.splitlines sees one."""
+    if isinstance(value, str):
+        return len(value.splitlines()) > 1 or value != "".join(value.splitlines())
+    if isinstance(value, dict):
+        return any(several_lines(k) or several_lines(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return any(several_lines(item) for item in value)
+    return False
+
+
 def canonical_version(version: str) -> str:
     """12.08.1 -> 12.8.1: the one spelling a version has in names and tags."""
     return ".".join(str(int(part)) for part in version.split("."))
@@ -524,6 +540,8 @@ def _toolkit_version(reader: _Reader, node: yaml.Node, field: str) -> ToolkitVer
                 raise reader.error(key_node, f"{field}.vars.{key}",
                                    "a template variable name must be an identifier")
             variables[key] = reader.plain(value, f"{field}.vars.{key}")
+            if several_lines(variables[key]):
+                raise reader.error(value, f"{field}.vars.{key}", ONE_LINE)
     return ToolkitVersion(
         version=version, min_driver=min_driver, eol=eol, gpu_archs=gpu_archs,
         vars=variables, allow=_allow_rules(reader, fields, field),

@@ -10,11 +10,15 @@ from typing import TYPE_CHECKING, Optional
 from .console import emit_json, shown_path
 
 if TYPE_CHECKING:
+    from ..publish.pulp import RollbackResult
     from ..publish.wheel_index import IndexResult, VariantResult
 
 
-def _generation(number: Optional[int]) -> str:
-    return f"g{number:06d}" if number is not None else "-"
+def _generation(number: Optional[int], pulp: bool = False) -> str:
+    """A static index's generation (g000007), a Pulp repository version (version 7)."""
+    if number is None:
+        return "-" if not pulp else "new version"
+    return f"version {number}" if pulp else f"g{number:06d}"
 
 
 def _state(result: VariantResult, dry_run: bool) -> str:
@@ -39,19 +43,32 @@ def published(result: IndexResult, as_json: bool) -> None:
         sys.stderr.write(f"index: {len(result.refusals)} wheel(s) refused: nothing was "
                          "published\n")
         return
+    pulp = result.root.startswith("pulp+")
     for variant in result.variants:
         if not as_json:
             sys.stdout.write(f"{variant.variant}\t{_state(variant, result.dry_run)}\t"
-                             f"{_generation(variant.generation)}\t{variant.url}\n")
+                             f"{_generation(variant.generation, pulp)}\t{variant.url}\n")
             if result.dry_run:
                 for name in variant.added:
                     sys.stdout.write(f"+\t{variant.variant}\t{name}\n")
                 for name in variant.removed:
                     sys.stdout.write(f"-\t{variant.variant}\t{name}\n")
         pruned = f", pruned {len(variant.pruned)} older" if variant.pruned else ""
+        reused = "" if pulp else f", {variant.reused} unchanged (not read again)"
         sys.stderr.write(
             f"index: {variant.variant}: {variant.wheels} wheel(s), {len(variant.added)} "
-            f"added, {len(variant.removed)} removed, {variant.reused} unchanged (not read "
-            f"again); {_generation(variant.generation)} "
+            f"added, {len(variant.removed)} removed{reused}; "
+            f"{_generation(variant.generation, pulp)} "
             f"{'would be' if result.dry_run and variant.changed else 'is'} current at "
-            f"{shown_path(variant.path)}{pruned}\n")
+            f"{variant.path if pulp else shown_path(variant.path)}{pruned}\n")
+
+
+def rolled_back(results: list[RollbackResult], as_json: bool) -> None:
+    if as_json:
+        emit_json({"rolled_back": [asdict(r) for r in results]})
+    for result in results:
+        if not as_json:
+            sys.stdout.write(f"{result.variant}\trolled-back\tversion {result.version}\t"
+                             f"{result.url}\n")
+        sys.stderr.write(f"index: {result.variant}: serves version {result.version} again "
+                         f"(was version {result.previous})\n")

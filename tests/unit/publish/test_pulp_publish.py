@@ -1,0 +1,168 @@
+"""The order of a Pulp publish, against an in-memory Pulp: every variant's version is made
+and checked before any distribution switches, so a failing task in the second variant
+leaves the first one's distribution as it was; a dry run changes nothing."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any, Optional
+
+import pytest
+
+from aipcc_build.matrix import load
+from aipcc_build.publish import pulp as core
+from aipcc_build.publish.pulp_api import Client, PulpError
+from aipcc_build.publish.pulp_config import PulpServer
+from tests.support.wheels import make_wheel
+
+API = "/pulp/api/v3/"
+SERVER = PulpServer("https://pulp.example")
+MATRIX = """\
+schema: 1
+product: {name: demo, version: "1.0"}
+registry: localhost/unused
+wheel_index: "https://pulp.example/pypi/{release}/{variant}/simple/"
+os:
+  debian: {from: localhost/unused}
+accelerators:
+  cuda: {variant: "cuda-{os}", versions: [{version: 12.8.1}]}
+  cpu: {}
+images:
+  app: {template: app.Containerfile.j2, os: [debian]}
+"""
+
+
+class MemoryPulp(Client):
+    """Repositories, versions, content and distributions in dicts; the calls recorded."""
+
+    def __init__(self, fail_modify: Optional[str] = None) -> None:
+        super().__init__(SERVER)
+        self.fail_modify = fail_modify
+        self.calls: list[tuple[str, str]] = []
+        self.repos: dict[str, dict[str, Any]] = {}
+        self.versions: dict[str, list[set[str]]] = {}  # repo href -> content by number
+        self.units: dict[str, dict[str, str]] = {}  # content href -> unit
+        self.dists: dict[str, dict[str, Any]] = {}
+
+    def login(self) -> None:
+        pass
+
+    def logout(self) -> None:
+        pass
+
+    def _repo(self, href: str) -> dict[str, Any]:
+        number = len(self.versions[href]) - 1
+        return {**self.repos[href], "latest_version_href": f"{href}versions/{number}/"}
+
+    def get(self, path: str, **query: Any) -> Any:
+        if path == "status/":
+            return {"domain_enabled": False}
+        if path == "distributions/python/pypi/":
+            return {"results": [d for d in self.dists.values()
+                                if d["base_path"] == query["base_path"]]}
+        if path == "repositories/python/python/":
+            return {"results": [self._repo(h) for h, r in self.repos.items()
+                                if r["name"] == query["name"]]}
+        raise AssertionError(path)
+
+    def all(self, path: str, **query: Any) -> list[Any]:
+        if path == "content/python/packages/":
+            if "repository_version" in query:
+                repo, _, number = query["repository_version"].rstrip("/").rpartition(
+                    "versions/")
+                return [self.units[h] for h in self.versions[repo][int(number)]]
+            wanted = query["sha256__in"].split(",")
+            return [u for u in self.units.values() if u["sha256"] in wanted]
+        repo = path.rpartition("versions/")[0]
+        return [{"number": n} for n in range(len(self.versions[repo]))]
+
+    def request(self, method: str, path: str, *, query: Any = None, payload: Any = None,
+                ok: tuple[int, ...] = (), raw: bool = False) -> Any:
+        self.calls.append((method, path))
+        if method == "GET":
+            return self._repo(path)
+        assert (method, path) == ("POST", "repositories/python/python/")
+        href = f"{API}repositories/python/python/{len(self.repos)}/"
+        self.repos[href] = {"pulp_href": href, "name": payload["name"],
+                            "versions_href": f"{href}versions/"}
+        self.versions[href] = [set()]
+        return self._repo(href)
+
+    def run(self, method: str, path: str, payload: Any = None) -> dict[str, Any]:
+        self.calls.append((method, path))
+        if path.endswith("modify/"):
+            repo = path[:-len("modify/")]
+            if self.fail_modify and self.repos[repo]["name"].endswith(self.fail_modify):
+                raise PulpError("Pulp task add_and_remove failed: disk full")
+            base = payload.get("base_version")
+            content = set(self.versions[repo][int(base.rstrip("/").rsplit("/", 1)[1])]) \
+                if base else set()
+            content |= set(payload["add_content_units"])
+            content -= set(payload["remove_content_units"])
+            self.versions[repo].append(content)
+            return {"created_resources": [f"{repo}versions/{len(self.versions[repo]) - 1}/"]}
+        if path == "distributions/python/pypi/":
+            href = f"{API}distributions/python/pypi/{len(self.dists)}/"
+            self.dists[href] = {"pulp_href": href, **payload, "publication": None}
+            return {}
+        if method == "PATCH":
+            self.dists[path].update(payload)
+            return {}
+        raise AssertionError((method, path))
+
+    def upload(self, path: Path, filename: str) -> str:
+        href = f"{API}content/python/packages/{len(self.units)}/"
+        self.units[href] = {"pulp_href": href, "filename": filename,
+                            "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+        self.calls.append(("UPLOAD", filename))
+        return href
+
+
+@pytest.fixture
+def matrix(tmp_path: Path) -> Any:
+    (tmp_path / "templates").mkdir()
+    (tmp_path / "templates" / "app.Containerfile.j2").write_text("FROM {{ os_from }}\n")
+    (tmp_path / "matrix").mkdir()
+    path = tmp_path / "matrix" / "m.yaml"
+    path.write_text(MATRIX)
+    return load(path)
+
+
+def request(tmp_path: Path, dry_run: bool = False) -> core.PulpRequest:
+    cpu, cuda = tmp_path / "cpu", tmp_path / "cuda"
+    if not cpu.exists():
+        make_wheel(cpu, "lib", "1.0")
+        make_wheel(cuda, "app", "1.0")
+    return core.PulpRequest(server=SERVER, dry_run=dry_run,
+                            wheels={"cpu-debian": (str(cpu),), "cuda12.8-debian": (str(cuda),)})
+
+
+def test_a_failing_task_in_one_variant_switches_no_distribution(tmp_path: Path,
+                                                                 matrix: Any) -> None:
+    pulp = MemoryPulp(fail_modify="cuda12.8-debian")
+    with pytest.raises(PulpError, match="disk full"):
+        core.publish(matrix, request(tmp_path), make_client=lambda server: pulp)
+    assert pulp.dists == {}  # cpu-debian's version was made, its distribution not created
+    assert [len(v) for v in pulp.versions.values()] == [2, 1]
+
+
+def test_versions_first_then_switches_then_nothing_new(tmp_path: Path, matrix: Any) -> None:
+    pulp = MemoryPulp()
+    dry = core.publish(matrix, request(tmp_path, dry_run=True),
+                       make_client=lambda server: pulp)
+    assert [v.added for v in dry.variants] == [("lib-1.0-py3-none-any.whl",),
+                                               ("app-1.0-py3-none-any.whl",)]
+    assert pulp.repos == {} and pulp.units == {}
+    result = core.publish(matrix, request(tmp_path), make_client=lambda server: pulp)
+    assert [v.generation for v in result.variants] == [1, 1]
+    order = [p for _, p in pulp.calls]
+    last_modify = max(i for i, p in enumerate(order) if p.endswith("modify/"))
+    first_switch = min(i for i, p in enumerate(order) if "distributions" in p)
+    assert last_modify < first_switch
+    before = len(pulp.calls)
+    again = core.publish(matrix, request(tmp_path), make_client=lambda server: pulp)
+    assert [v.changed for v in again.variants] == [False, False]
+    # Only looked at (the repositories the distributions serve): nothing uploaded,
+    # modified or switched.
+    assert {method for method, _ in pulp.calls[before:]} == {"GET"}
