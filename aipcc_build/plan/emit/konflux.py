@@ -116,7 +116,7 @@ def konflux(matrix: Matrix, plan: BuildPlan, source: KonfluxSource) -> dict[str,
                                 f"update the digest.\n"
                                 f"{PARENT_ARG}={parents[image.key].repository}:"
                                 f"{matrix.product.version}@{UNPINNED}\n")
-        nudged = [re.escape(build_args_file(child)) for child in children.get(image.key, [])]
+        nudged = [_file_match(build_args_file(child)) for child in children.get(image.key, [])]
         for pull_request in (False, True):
             path = f"{TEKTON_DIR}/{component}-{'pull-request' if pull_request else 'push'}.yaml"
             run = _pipeline_run(matrix, image, application, component, path, pull_request,
@@ -139,6 +139,12 @@ def konflux(matrix: Matrix, plan: BuildPlan, source: KonfluxSource) -> dict[str,
 def build_args_file(component: str) -> str:
     """Where COMPONENT's parent pin lives, relative to the repository root."""
     return f"{BUILD_ARGS_DIR}/{component}.conf"
+
+
+def _file_match(path: str) -> str:
+    """PATH as one of Renovate's fileMatch patterns (JavaScript regular expressions), whole:
+    component names hold only [a-z0-9-], so '.' is the one character to escape."""
+    return "^" + path.replace(".", "\\.") + "$"
 
 
 def _parents(matrix: Matrix, images: list[ImageSpec]) -> dict[str, ImageSpec]:

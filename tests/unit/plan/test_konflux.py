@@ -467,6 +467,8 @@ def test_a_dependent_builds_from_its_parent_by_digest_and_a_nudge_is_no_drift(kx
             document["metadata"]["annotations"])
     push = yaml.safe_load(files[f".tekton/{parent}-push.yaml"])
     nudge_files = push["metadata"]["annotations"]["build.appstudio.openshift.io/build-nudge-files"]
+    # Renovate's fileMatch, a JavaScript regular expression (no escaped '-'): that file only.
+    assert nudge_files == f"^{args_file.replace('.', chr(92) + '.')}$"
     pull_request = yaml.safe_load(files[f".tekton/{parent}-pull-request.yaml"])
     assert "build.appstudio.openshift.io/build-nudge-files" not in (
         pull_request["metadata"]["annotations"])
