@@ -135,7 +135,8 @@ def plan(context: Context, filters: Filters, output_format: str, changed_since: 
         from ..plan.emit import konflux
         from ..tools.git import Git
 
-        url = Git(processes, os.path.dirname(os.path.abspath(matrix.path))).remote_url()
+        url = matrix.ci.source_url or Git(
+            processes, os.path.dirname(os.path.abspath(matrix.path))).remote_url()
         konflux.refuse_unclonable(url)
         files = konflux.konflux(matrix, build_plan, konflux.KonfluxSource(url=url))
         result = konflux.write(output_dir or str(project_root(matrix)), files, check=check,
@@ -147,6 +148,7 @@ def plan(context: Context, filters: Filters, output_format: str, changed_since: 
         from ..tools.git import Git
 
         git = Git(processes, os.path.dirname(os.path.abspath(matrix.path)))
-        source = emit.GitSource(url=git.remote_url(), revision=git.head_commit())
+        source = emit.GitSource(url=matrix.ci.source_url or git.remote_url(),
+                                revision=git.head_commit())
         report.ci_document(tekton.tekton(matrix, build_plan, command, source), build_plan)
     return 0
