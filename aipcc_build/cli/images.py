@@ -129,7 +129,8 @@ def plan(context: Context, filters: Filters, output_format: str, changed_since: 
         from ..plan.emit import konflux
         from ..tools.git import Git
 
-        url = Git(processes, os.path.dirname(os.path.abspath(matrix.path))).remote_url()
+        url = matrix.ci.source_url or Git(
+            processes, os.path.dirname(os.path.abspath(matrix.path))).remote_url()
         konflux.refuse_unclonable(url)
         files = konflux.konflux(matrix, build_plan, konflux.KonfluxSource(url=url))
         result = konflux.write(output_dir or str(project_root(matrix)), files, check=check,
@@ -142,7 +143,8 @@ def plan(context: Context, filters: Filters, output_format: str, changed_since: 
         from ..tools.git import Git
 
         git = Git(processes, os.path.dirname(os.path.abspath(matrix.path)))
-        source = emit.GitSource(url=git.remote_url(), revision=git.head_commit())
+        source = emit.GitSource(url=matrix.ci.source_url or git.remote_url(),
+                                revision=git.head_commit())
     matrix_output.ci_document(
         emit.ci_document(output_format, matrix, build_plan, command, source), build_plan)
     return 0

@@ -21,6 +21,7 @@ from ..errors import InputError
 from ..positioned_yaml import shown
 from .expand import expand_all
 from .model import (
+    CLONABLE,
     DEFAULT_BRANCH,
     DEFAULT_CI_IMAGE,
     SAFE_NAME,
@@ -45,6 +46,7 @@ SCHEMA = 1
 VERSION = re.compile(r"[0-9]+\.[0-9]+(\.[0-9]+)?")
 # A Tekton bundle: an image reference, pinned by digest or not.
 BOOLEAN = re.compile(r"true|false")
+SOURCE_URL = re.compile(CLONABLE.pattern + r"[A-Za-z0-9._~:/@%+-]+")
 BUNDLE_REFERENCE = re.compile(r"[A-Za-z0-9._:/-]+(@sha256:[0-9a-f]{64})?")
 DRIVER = re.compile(r"[0-9]+(\.[0-9]+){1,2}")
 
@@ -214,7 +216,7 @@ def _parse(text: str, file: str) -> Matrix:
 
 def _ci(reader: _Reader, node: yaml.Node) -> CiSettings:
     fields = reader.mapping(node, "ci", ("fetch", "image", "bundles", "hermetic",
-                                         "prefetch_input", "branch"))
+                                         "prefetch_input", "branch", "source_url"))
     known = default_bundles()
     bundles = dict(known)
     if "bundles" in fields:
@@ -250,6 +252,8 @@ def _ci(reader: _Reader, node: yaml.Node) -> CiSettings:
         hermetic=hermetic,
         prefetch_input=prefetch_input,
         branch=text("branch", DEFAULT_BRANCH, SAFE_REFERENCE, "a branch name"),
+        source_url=text("source_url", "", SOURCE_URL, "a URL a build cluster can clone "
+                        "(https://, ssh://, git://, user@host:path)") or None,
     )
 
 

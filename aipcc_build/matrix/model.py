@@ -19,6 +19,8 @@ from ..errors import InputError
 SAFE_NAME = re.compile(r"[A-Za-z0-9._-]+")
 # Registries and repositories also need ':' (port) and '/' (path); still no whitespace or quotes.
 SAFE_REFERENCE = re.compile(r"[A-Za-z0-9._:/-]+")
+# A repository URL a build cluster can clone: https, ssh, git, or scp-like user@host:path.
+CLONABLE = re.compile(r"^((https?|ssh|git)://|[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:)")
 # Resource quantities: the matrix's `resources` and the scheduler's capacity.
 QUANTITY = re.compile(r"([0-9]+(?:\.[0-9]+)?)\s*([KMGTP]i?)?")
 UNITS = {
@@ -116,6 +118,10 @@ class CiSettings:
     hermetic: bool = False
     prefetch_input: str = ""
     branch: str = DEFAULT_BRANCH
+    # The repository clusters clone (Tekton's PipelineRun, Konflux's Components and
+    # IntegrationTestScenario). None: the checkout's `origin` remote, which differs between
+    # clones; a matrix whose CI files are committed names it.
+    source_url: Optional[str] = None
 
 
 @dataclass(frozen=True)

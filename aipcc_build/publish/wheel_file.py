@@ -42,6 +42,9 @@ class WheelError(Exception):
     """The file is not a wheel this index can publish (the message says why)."""
 
 
+INSTALLED = "/site-packages/"
+
+
 def normalize(name: str) -> str:
     """PEP 503's name normalisation: runs of '-', '_' and '.' become '-', lower case."""
     return re.sub(r"[-_.]+", "-", name).lower()
@@ -147,7 +150,9 @@ def read(path: Path) -> tuple[WheelFacts, bytes]:
                 for info in archive.infolist():
                     if info.is_dir():
                         continue
-                    member = "/" + info.filename
+                    # Named as pip installs it, so that what the wheel keeps under its
+                    # own package (triton's CUPTI, torchvision.libs/) is told from the rest.
+                    member = INSTALLED + info.filename
                     if detector.visit(member, "0", info.file_size) == WANT_MEMORY:
                         detector.content(member, archive.read(info))
         except _ZIP_ERRORS as exc:
@@ -156,7 +161,8 @@ def read(path: Path) -> tuple[WheelFacts, bytes]:
     name = headers.get("Name")
     if name is None or normalize(name) != project:
         raise WheelError(f"its metadata names the project {name!r}, its file name {project!r}")
-    evidence = [replace(e, path=e.path.lstrip("/")) for e in detector.evidence]
+    evidence = [replace(e, path=e.path.removeprefix(INSTALLED), distribution=None)
+                for e in detector.evidence]
     for requirement in headers.get_all("Requires-Dist") or []:
         found = _requirement_evidence(str(requirement))
         if found is not None:

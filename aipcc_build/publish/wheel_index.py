@@ -44,16 +44,17 @@ from typing import Any, Optional, Union
 from ..errors import InputError
 from ..fsutil import write_atomic
 from ..matrix import Matrix, expand
-from ..validate.components import resolve
 from ..validate.results import FAILING, Evidence, Expectation
-from ..validate.verdict import FAMILIES, judge_evidence
+from ..validate.verdict import FAMILIES, judge_evidence, place
 from . import simple_index
 from .wheel_file import CHUNK, WheelError, WheelFacts, identity, metadata_of, open_wheel, read
 
 GENERATIONS = ".generations"
 POOL = "files"
 DEFAULT_KEEP = 3
-MANIFEST_SCHEMA = 1
+# 2: evidence carries the distribution, how it was found, and whether it is a build record;
+# wheels read by schema 1 were read without vendored runtimes: read again.
+MANIFEST_SCHEMA = 2
 _GENERATION = re.compile(r"^g(\d{6,})$")
 
 
@@ -285,7 +286,7 @@ def refusal(facts: WheelFacts, expected: Expectation) -> Optional[str]:
     if facts.version.partition("+")[2] == "cpu" and expected.accelerator in FAMILIES:
         return f"its local version +cpu says it is built for CPU, not for {expected}"
     for evidence in facts.evidence:
-        status, reason = judge_evidence(evidence, resolve(evidence), expected)
+        status, reason = judge_evidence(evidence, place(evidence), expected)
         if status in FAILING:
             what = " ".join(x for x in (evidence.component, evidence.version) if x)
             return f"{what} ({evidence.kind} {evidence.path}): {reason}"
@@ -539,8 +540,8 @@ def write_manifest(path: Path, generation: int, target: IndexTarget,
     records = []
     for facts in sorted(wheels, key=lambda f: f.filename):
         record: dict[str, Any] = {name: getattr(facts, name) for name in _FACT_FIELDS}
-        record["evidence"] = [[e.kind, e.path, e.toolkit, e.component, e.version, e.release]
-                              for e in facts.evidence]
+        record["evidence"] = [[e.kind, e.path, e.toolkit, e.component, e.version, e.release,
+                               e.distribution, e.detail, e.built] for e in facts.evidence]
         records.append(record)
     write_atomic(path, json.dumps({"schema": MANIFEST_SCHEMA, "generation": generation,
                                    "variant": target.variant, "url": target.url,

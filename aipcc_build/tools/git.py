@@ -55,7 +55,8 @@ class Git:
             return self._run(["remote", "get-url", remote]).strip()
         except ToolError:
             raise InputError(f"the repository has no '{remote}' remote: a Tekton PipelineRun "
-                             f"clones the repository from it (git remote add {remote} URL)",
+                             f"clones the repository from it (git remote add {remote} URL, "
+                             "or set the matrix's ci.source_url)",
                              file=self.directory) from None
 
     def commit(self, rev: str) -> str:
