@@ -22,7 +22,7 @@ from ..toolkit.components import built_for, is_cuda_component, library_component
 from .config_env import major_minor
 from .elf import runtime_release
 from .index_config import CONFIG_FILE, CONFIG_FILE_SUFFIXES, settings_from_text
-from .results import UNPARSABLE, Evidence, Hazard, IndexSetting
+from .results import PRIVATE_TOOLCHAIN, UNPARSABLE, Evidence, Hazard, IndexSetting
 from .rpmdb import RpmdbError, read_packages
 
 WANT_NONE, WANT_MEMORY, WANT_FILE = 0, 1, 2
@@ -40,7 +40,6 @@ EVIDENCE_KINDS = (
     "torch-version", "conda", "env", "symlink", "build-info", "private-toolchain",
     "cuda-build",
 )
-PRIVATE_TOOLCHAIN = "private-toolchain"
 
 # The tar walker's first filter, on raw name bytes (which lack the leading "/").
 CANDIDATE_BYTES = re.compile(

@@ -50,6 +50,10 @@ SETUID = "setuid"
 # The hazard kind of a small file the scan reads (a version file, a pip or uv config) that
 # does not parse (the verdict fails a config file that pip or uv loads).
 UNPARSABLE = "unparsable-file"
+# The evidence kind of CUDA compiler tools a package carries for itself (ptxas, nvlink):
+# judged apart by the verdict (kept here, beside the other kinds, so a warm validation
+# judges without loading the detectors).
+PRIVATE_TOOLCHAIN = "private-toolchain"
 
 
 @dataclass(frozen=True)

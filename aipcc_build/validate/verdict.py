@@ -27,7 +27,6 @@ from ..toolkit.components import (
     scheme,
 )
 from .config_env import config_evidence, major_minor
-from .detect import PRIVATE_TOOLCHAIN
 from .image import PlatformImage
 from .index_config import (
     CONFIG_FILE,
@@ -41,6 +40,7 @@ from .index_config import (
 from .results import (
     ALLOWED,
     OK,
+    PRIVATE_TOOLCHAIN,
     SETUID,
     UNPARSABLE,
     VIOLATION,
