@@ -7,11 +7,21 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 if TYPE_CHECKING:
     from ...matrix import Matrix
     from ..dag import BuildPlan
+
+def yaml_text(document: Any) -> str:
+    """DOCUMENT as the YAML every engine's file is written in: keys in the order built,
+    long lines kept whole. libyaml's emitter when PyYAML has it: the pure-Python one spent
+    nineteen twentieths of a 2,000-image Konflux plan (two minutes) writing YAML."""
+    import yaml
+
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    return yaml.dump(document, Dumper=dumper, sort_keys=False, width=4096)
+
 
 # Where every per-image job writes what the engine keeps as artifacts, relative to the
 # project root the job runs in.

@@ -15,8 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-import yaml
-
 from ...errors import InputError
 from ...fsutil import write_atomic
 from ...matrix import ImageSpec, Matrix, expand
@@ -24,6 +22,7 @@ from ...matrix.model import CLONABLE
 from ...render import BUILD_ID_ARG, PARENT_ARG
 from ...render.containerfiles import FileChange, RenderResult
 from ..dag import BuildPlan, build_context, project_path
+from . import yaml_text
 
 # Where the files go, relative to the repository root (the project root).
 TEKTON_DIR = ".tekton"
@@ -522,7 +521,7 @@ sys.exit(1 if failed else 0)
 
 def _document(document: dict[str, Any], source_note: str) -> str:
     return (f"{HEADER} {source_note}: do not edit, regenerate.\n"
-            + yaml.safe_dump(document, sort_keys=False, width=4096))
+            + yaml_text(document))
 
 
 def write(root: str, files: Mapping[str, str], *, check: bool,
