@@ -14,7 +14,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Optional, Union
 
-import yaml
 from packaging.version import Version
 
 from ..errors import InputError
@@ -180,77 +179,105 @@ def default_facts_path() -> Path:
 
 
 def load_facts(path: Union[str, Path, None] = None) -> ToolkitFacts:
-    """Load the data file (the packaged one by default) into typed facts."""
+    """Load the data file (the packaged one by default) into typed facts; an error names
+    the file, line, column and field, as the matrix's do (one reader of hand-written YAML)."""
+    from ..positioned_yaml import Reader, compose
+
     path = Path(path) if path is not None else default_facts_path()
     try:
-        raw = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as err:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
         raise InputError(f"cannot read compatibility facts: {err}", file=str(path)) from err
-    reader = _Reader(str(path))
-    cuda = reader.section(raw, "cuda")
-    rocm = reader.section(raw, "rocm")
+    root = compose(text, str(path))
+    read = _FactsReader(Reader(str(path)))
+    top = read.mapping(root, "", ("schema", "cuda", "rocm"), ("cuda", "rocm"))
+    cuda = read.mapping(top["cuda"], "cuda", ("majors", "releases", "architectures", "gpus"),
+                        ("majors", "releases", "architectures", "gpus"))
+    rocm = read.mapping(top["rocm"], "rocm", ("releases", "gpus"), ("releases", "gpus"))
     majors = {}
-    for entry in reader.items(cuda, "majors"):
-        major = CudaMajor(int(reader.get(entry, "major")),
-                          reader.driver(entry, "min_driver"), reader.get(entry, "source"))
+    for field, entry in read.items(cuda["majors"], "cuda.majors",
+                                   ("major", "min_driver", "source")):
+        major = CudaMajor(int(read.text(entry, field, "major", _NUMBER, "a whole number")),
+                          read.driver(entry, field, "min_driver"),
+                          read.text(entry, field, "source"))
         majors[major.major] = major
     releases = {}
-    for entry in reader.items(cuda, "releases"):
-        release = CudaRelease(str(reader.get(entry, "version")), reader.driver(entry, "driver"),
-                              reader.get(entry, "source"))
+    for field, entry in read.items(cuda["releases"], "cuda.releases",
+                                   ("version", "driver", "source")):
+        release = CudaRelease(read.text(entry, field, "version"),
+                              read.driver(entry, field, "driver"),
+                              read.text(entry, field, "source"))
         releases[release.version] = release
     archs = tuple(sorted(
-        (CudaArchitectures(str(reader.get(e, "minor")),
-                           tuple(str(cc) for cc in reader.get(e, "compute_capabilities")),
-                           reader.get(e, "source"))
-         for e in reader.items(cuda, "architectures")),
+        (CudaArchitectures(read.text(entry, field, "minor"),
+                           read.texts(entry, field, "compute_capabilities"),
+                           read.text(entry, field, "source"))
+         for field, entry in read.items(cuda["architectures"], "cuda.architectures",
+                                        ("minor", "compute_capabilities", "source"))),
         key=lambda a: Version(a.minor),
     ))
     rocm_releases = {}
-    for entry in reader.items(rocm, "releases"):
+    for field, entry in read.items(rocm["releases"], "rocm.releases",
+                                   ("minor", "release", "gfx_targets", "os_releases",
+                                    "source")):
         release_r = RocmRelease(
-            str(reader.get(entry, "minor")), str(reader.get(entry, "release")),
-            tuple(reader.get(entry, "gfx_targets")), tuple(reader.get(entry, "os_releases")),
-            reader.get(entry, "source"),
+            read.text(entry, field, "minor"), read.text(entry, field, "release"),
+            read.texts(entry, field, "gfx_targets"), read.texts(entry, field, "os_releases"),
+            read.text(entry, field, "source"),
         )
         rocm_releases[release_r.minor] = release_r
     gpus = []
-    for vendor, section, arch_key in (("nvidia", cuda, "compute_capability"),
-                                      ("amd", rocm, "gfx_target")):
-        table = reader.section(section, "gpus")
-        source = reader.get(table, "source")
-        for entry in reader.items(table, "products"):
-            pci_ids = tuple(str(i).lower() for i in entry.get("pci_device_ids", ()))
-            gpus.append(Gpu(str(reader.get(entry, "name")), vendor,
-                            str(reader.get(entry, arch_key)), pci_ids, source))
+    for vendor, section, name, arch_key in (("nvidia", cuda, "cuda", "compute_capability"),
+                                            ("amd", rocm, "rocm", "gfx_target")):
+        table = read.mapping(section["gpus"], f"{name}.gpus", ("products", "source"),
+                             ("products", "source"))
+        source = read.text(table, f"{name}.gpus", "source")
+        for field, entry in read.items(table["products"], f"{name}.gpus.products",
+                                       ("name", arch_key, "pci_device_ids")):
+            pci_ids = tuple(i.lower() for i in read.texts(entry, field, "pci_device_ids",
+                                                          required=False))
+            gpus.append(Gpu(read.text(entry, field, "name"), vendor,
+                            read.text(entry, field, arch_key), pci_ids, source))
     return ToolkitFacts(str(path), majors, releases, archs, rocm_releases, tuple(gpus))
 
 
-class _Reader:
-    """Field access that names the data file and the missing field on error."""
+_NUMBER = re.compile(r"\d+")
 
-    def __init__(self, path: str) -> None:
-        self.path = path
 
-    def section(self, parent: Any, key: str) -> dict[str, Any]:
-        value = self.get(parent, key)
-        if not isinstance(value, dict):
-            raise InputError("expected a mapping", file=self.path, field=key)
-        return value
+class _FactsReader:
+    """The data file's shapes on top of the positioned reader: every value is read as its
+    text (`12.10` stays 12.10), every error points at its node."""
 
-    def items(self, parent: Any, key: str) -> list:
-        value = self.get(parent, key)
-        if not isinstance(value, list):
-            raise InputError("expected a list", file=self.path, field=key)
-        return value
+    def __init__(self, reader: Any) -> None:
+        self.reader = reader
 
-    def get(self, parent: Any, key: str) -> Any:
-        if not isinstance(parent, dict) or key not in parent:
-            raise InputError("missing", file=self.path, field=key)
-        return parent[key]
+    def mapping(self, node: Any, field: str, allowed: tuple[str, ...],
+                required: tuple[str, ...] = ()) -> dict[str, Any]:
+        found = self.reader.mapping(node, field, allowed, required)
+        return {key: value for key, (_, value) in found.items()}
 
-    def driver(self, parent: Any, key: str) -> DriverVersion:
+    def items(self, node: Any, field: str,
+              allowed: tuple[str, ...]) -> list[tuple[str, dict[str, Any]]]:
+        """(field of the entry, its keys -> value nodes) per entry of the list at NODE; every
+        key but `pci_device_ids` is required."""
+        required = tuple(key for key in allowed if key != "pci_device_ids")
+        return [(f"{field}[{index}]", self.mapping(entry, f"{field}[{index}]", allowed, required))
+                for index, entry in enumerate(self.reader.sequence(node, field))]
+
+    def text(self, entry: dict[str, Any], field: str, key: str,
+             pattern: Optional[re.Pattern[str]] = None, what: str = "") -> str:
+        return self.reader.scalar(entry[key], f"{field}.{key}", pattern, what)
+
+    def texts(self, entry: dict[str, Any], field: str, key: str, *,
+              required: bool = True) -> tuple[str, ...]:
+        if key not in entry and not required:
+            return ()
+        return tuple(self.reader.scalar(node, f"{field}.{key}[{index}]") for index, node in
+                     enumerate(self.reader.sequence(entry[key], f"{field}.{key}")))
+
+    def driver(self, entry: dict[str, Any], field: str, key: str) -> DriverVersion:
+        text = self.text(entry, field, key)
         try:
-            return DriverVersion.parse(self.get(parent, key))
+            return DriverVersion.parse(text)
         except ValueError as err:
-            raise InputError(str(err), file=self.path, field=key) from err
+            raise self.reader.error(entry[key], f"{field}.{key}", str(err)) from None

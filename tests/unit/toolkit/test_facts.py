@@ -117,6 +117,18 @@ def test_gpu_names_are_unique(facts: ToolkitFacts) -> None:
 def test_a_broken_data_file_names_the_field(tmp_path: Path) -> None:
     broken = tmp_path / "compat.yaml"
     broken.write_text("schema: 1\ncuda: {majors: []}\nrocm: {}\n")
-    with pytest.raises(InputError, match="releases: missing") as err:
+    with pytest.raises(InputError, match="required key 'releases' is missing") as err:
         load_facts(broken)
-    assert err.value.file == str(broken)
+    assert (err.value.file, err.value.line, err.value.field) == (str(broken), 2, "cuda.releases")
+
+
+def test_a_bad_value_in_the_data_file_names_its_line_and_field(tmp_path: Path) -> None:
+    # The facts are read like the matrix: by position, each value as written.
+    packaged = Path(__file__).resolve().parents[3] / "aipcc_build" / "data" / "compat.yaml"
+    broken = tmp_path / "compat.yaml"
+    text = packaged.read_text()
+    broken.write_text(text.replace("min_driver: ", "min_driver: x", 1))
+    with pytest.raises(InputError, match="is not a driver version") as err:
+        load_facts(broken)
+    line = text[:text.index("min_driver: ")].count("\n") + 1
+    assert (err.value.line, err.value.field) == (line, "cuda.majors[0].min_driver")
