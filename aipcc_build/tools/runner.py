@@ -12,7 +12,7 @@ import contextlib
 import os
 import signal
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Callable, Optional, Protocol
 
@@ -21,6 +21,10 @@ from ..errors import ToolError, ToolMissing
 LineSink = Callable[[str], None]
 # A short call (inspect, version, rev-parse) that has not answered in this long is hung.
 SHORT_TIMEOUT = 120.0
+# The longest line a streamed child's output is passed on as: a child printing without
+# newlines is cut into lines of this many bytes, so what is held stays bounded.
+MAX_LINE = 64 * 1024
+_READ = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -60,7 +64,6 @@ class Process:
             self.process = subprocess.Popen(
                 self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT, env=dict(environ), start_new_session=True,
-                text=True, errors="replace", bufsize=1,
             )
         except FileNotFoundError:
             raise ToolMissing(self.argv[0]) from None
@@ -80,8 +83,8 @@ class Process:
             timer.start()
         try:
             assert self.process.stdout is not None
-            for line in self.process.stdout:
-                on_line(line.rstrip("\n"))
+            for line in bounded_lines(self.process.stdout.fileno()):
+                on_line(line)
             return self.process.wait(), timed_out.is_set()
         finally:
             if timer is not None:
@@ -93,6 +96,30 @@ class Process:
 
     def running(self) -> bool:
         return self.process.poll() is None
+
+
+def bounded_lines(fd: int, max_line: int = MAX_LINE) -> Iterator[str]:
+    """The lines read from FD until its end, without their newline, decoded (invalid UTF-8
+    replaced); a line longer than MAX_LINE bytes comes in pieces of MAX_LINE bytes."""
+    pending = b""
+    while True:
+        chunk = os.read(fd, _READ)
+        if not chunk:
+            break
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            yield from _pieces(line, max_line)
+        while len(pending) >= max_line:
+            yield pending[:max_line].decode("utf-8", "replace")
+            pending = pending[max_line:]
+    if pending:
+        yield pending.decode("utf-8", "replace")
+
+
+def _pieces(line: bytes, size: int) -> Iterator[str]:
+    for start in range(0, max(len(line), 1), size):
+        yield line[start:start + size].decode("utf-8", "replace")
 
 
 class ProcessRunner:

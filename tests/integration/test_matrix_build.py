@@ -312,3 +312,47 @@ def test_real_oci_isolation_failure_names_the_fix(
     image = by_key(report(tmp_path))["base/cuda-12.8-bb"]
     assert image["status"] == "failed"
     assert "set BUILDAH_ISOLATION=chroot" in image["message"]
+
+
+@pytest.fixture
+def small_fs(tmp_path: Path) -> Any:
+    """A 256 KiB tmpfs under tmp_path (unmounted afterwards): a log directory that fills."""
+    mount = tmp_path / "small"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+
+
+def test_a_build_stopped_by_its_timeout_or_a_full_log_dir_leaves_no_container(
+        tmp_path: Path, unique_base: tuple[str, str], namespace: str, small_fs: Path) -> None:
+    """Issue 22.15: a run removes the working containers it made on every path, not only
+    when interrupted."""
+    write_matrix(tmp_path, unique_base[0], {"12.9.1": {"sleep": 120}}, child=False)
+    started = time.monotonic()
+    done = aipcc_build(tmp_path, "--matrix", "matrix/test.yaml", "matrix", "--registry",
+                       namespace, "--build-timeout", "5", "--retries", "0")
+    assert done.returncode == 1, done.stderr
+    assert time.monotonic() - started < 60
+    image = report(tmp_path)["images"][0]
+    assert image["status"] == "failed" and "build_timeout" in image["message"]
+    assert our_containers(unique_base[1]) == []
+
+    # The RUN step prints more than the log directory holds, then sleeps.
+    noisy = tmp_path / "noisy"
+    write_matrix(noisy, unique_base[0], {"12.9.1": {"sleep": "0; seq 1 200000; sleep 120"}},
+                 child=False)
+    done = aipcc_build(noisy, "--matrix", "matrix/test.yaml", "matrix", "--registry",
+                       namespace, "--log-dir", str(small_fs), "--retries", "0",
+                       "--report", str(tmp_path / "noisy.json"))
+    assert done.returncode == 1, done.stderr
+    assert time.monotonic() - started < 120
+    image = json.loads((tmp_path / "noisy.json").read_text())["images"][0]
+    assert image["status"] == "failed" and "No space left" in image["message"], image
+    assert "Traceback" not in done.stderr
+    assert our_containers(unique_base[1]) == []
