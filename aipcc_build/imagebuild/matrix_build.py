@@ -106,8 +106,9 @@ def build_matrix(request: MatrixBuild, on_event: Callable[[Event], None],
         for container_id, dead_run in runs.remove_dead(processes, store).removed:
             on_event(Warned(f"removed working container {container_id[:12]}, left by run "
                             f"{dead_run} that is no longer running"))
-        return run(plan, options, BuildahBuilder(processes, run_id, store), on_event, stop,
-                   validate=validate)
+        result = run(plan, options, BuildahBuilder(processes, run_id, store), on_event, stop,
+                     validate=validate)
+    return replace(result, registry=request.registry or matrix.registry)
 
 
 def clean(processes: Optional[ProcessRunner] = None) -> runs.Cleaned:

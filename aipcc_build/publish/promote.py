@@ -30,8 +30,10 @@ from .transfer import Copy, Event, OnEvent, Probe, each
 class PromoteRequest:
     report: str  # build report path
     to: str  # HOST/NAMESPACE of the release repositories
-    source_registry: str  # the registry the build pushed to (the matrix's by default)
+    # The registry the build pushed to; None: the one the report records, else the matrix's.
+    source_registry: Optional[str]
     product: Product
+    matrix_registry: str = ""
     dry_run: bool = False
     tls_verify: bool = True
     authfile: Optional[str] = None
@@ -67,7 +69,9 @@ def plan(request: PromoteRequest) -> tuple[str, list[Copy]]:
 
 def _plan(request: PromoteRequest) -> tuple[str, list[ReportEntry], list[Copy]]:
     """(build id, the report's images, the copies), from one read of the report."""
-    build_id, entries = build_report.read_release(request.report)
+    release = build_report.read_release(request.report)
+    build_id, entries = release.build_id, release.images
+    source = request.source_registry or release.registry or request.matrix_registry
     if build_id is None:
         raise InputError("the build report has no build_id", file=request.report,
                          field="build_id")
@@ -77,7 +81,7 @@ def _plan(request: PromoteRequest) -> tuple[str, list[ReportEntry], list[Copy]]:
     tags = release_tags(request.product, build_id)
     to = request.to.rstrip("/")
     for entry in entries:
-        path = below(entry.reference, request.source_registry) if entry.reference else None
+        path = below(entry.reference, source) if entry.reference else None
         if entry.status != "ok":
             problems.append(f"{entry.key} is {entry.status or 'without a status'} in the "
                             "report, not ok")
@@ -85,7 +89,7 @@ def _plan(request: PromoteRequest) -> tuple[str, list[ReportEntry], list[Copy]]:
             problems.append(f"{entry.key} has no pushed digest in the report")
         elif path is None:
             problems.append(f"{entry.key}: {entry.reference} is not below "
-                            f"{request.source_registry}")
+                            f"{source}")
         else:
             repository = repository_of(entry.reference)
             for tag in tags:

@@ -256,6 +256,8 @@ def test_credentials_from_an_auth_file_never_show(
                        "--registry", namespace, "--tls-verify=false", "--junit", "junit.xml",
                        env={"REGISTRY_AUTH_FILE": str(auth_file)})
     assert done.returncode == 0, done.stderr
+    # Where the run pushed: promote and mirror default to it (issue 22.20).
+    assert report(tmp_path)["registry"] == namespace
     log = (tmp_path / "logs" / "base" / "cuda-12.9-bb.log").read_text()
     assert f"--authfile {auth_file}" in log  # the file's path, never its content
     outputs = [done.stdout, done.stderr, log, (tmp_path / "build-report.json").read_text(),

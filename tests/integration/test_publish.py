@@ -324,3 +324,33 @@ def test_promote_and_mirror_hash_the_manifest_not_the_digest_header(
     assert digest_at(f"{src}/lied/base-images/img0:latest") == wanted
     assert {o.image.key: o.status for o in mirrored.outcomes}["base/img0"] == "copied"
     assert digest_at(f"{src}/mlied/base-images/img0:3.0-42") == wanted
+
+
+def test_promote_and_mirror_take_the_registry_the_report_records(
+        release: dict[str, Any], registries: dict[str, Any], tmp_path: Path) -> None:
+    """Issue 22.20: the build pushed elsewhere than the matrix's registry (`matrix
+    --registry`); its report says where, and promote and mirror need no --registry."""
+    src = registries["src"].host
+    elsewhere = release["matrix"].parent / "elsewhere.yaml"
+    elsewhere.write_text(release["matrix"].read_text().replace(
+        f"registry: {release['ns']}", "registry: quay.example/not-here"))
+    data = json.loads(release["report"].read_text())
+    data["registry"] = release["ns"]
+    recorded = tmp_path / "recorded.json"
+    recorded.write_text(json.dumps(data))
+    done = run_cli("--matrix", str(elsewhere), "promote", "--report", str(recorded),
+                   "--to", f"{src}/rec", "--no-tls-verify")
+    assert done.returncode == 0, done.stderr
+    mirrored = run_cli("--matrix", str(elsewhere), "mirror", "--report", str(recorded),
+                       "--to", f"docker://{src}/recm", "--no-tls-verify", "--out",
+                       str(tmp_path / "conf"))
+    assert mirrored.returncode == 0, mirrored.stderr
+    for entry in release["entries"]:
+        assert digest_at(f"{src}/rec/base-images/{entry['name']}:3.0-42") == entry["digest"]
+        assert digest_at(f"{src}/recm/base-images/{entry['name']}:3.0-42") == entry["digest"]
+    assert f'source: "{release["ns"]}"' in (tmp_path / "conf" /
+                                             "imagedigestmirrorset.yaml").read_text()
+    # An explicit --registry still wins: the report's images are not below it.
+    wrong = run_cli("--matrix", str(elsewhere), "promote", "--report", str(recorded),
+                    "--to", f"{src}/rec2", "--no-tls-verify", "--registry", "other.io/ns")
+    assert wrong.returncode == 2 and "is not below other.io/ns" in wrong.stderr
