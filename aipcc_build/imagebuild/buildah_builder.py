@@ -78,7 +78,8 @@ class BuildahBuilder:
         return self._push(
             lambda digestfile: buildah.push_command(image_id, job.image.reference, digestfile,
                                                     tls_verify, self.environ),
-            "buildah push", job.push_timeout, on_line, job.image.reference, [image_id])
+            "buildah push", job.push_timeout, on_line, job.image.reference, [image_id],
+            tls_verify)
 
     def make_list(self, job: ListJob, on_line: LineSink) -> ListOutcome:
         name = job.image.reference
@@ -96,9 +97,10 @@ class BuildahBuilder:
             lambda digestfile: buildah.push_list_command(reference, reference, digestfile,
                                                          tls_verify, self.environ),
             "buildah manifest push", job.push_timeout, on_line, reference,
-            list(job.instances.values()))
+            list(job.instances.values()), tls_verify)
         if not pushed.ok:
-            return ListOutcome(ok=False, stopped=pushed.stopped, error=pushed.error)
+            return ListOutcome(ok=False, stopped=pushed.stopped, error=pushed.error,
+                               refused=pushed.refused)
         digest = pushed.digest
         # The registry has the instances as pushed (recompressed): their digests are read
         # back from the list there, not from the local one.
@@ -117,10 +119,30 @@ class BuildahBuilder:
 
     def _push(self, command_for: Callable[[str], list[str]], what: str,
               timeout: Optional[float], on_line: LineSink, reference: str,
-              images: list[str]) -> PushOutcome:
+              images: list[str], tls_verify: bool) -> PushOutcome:
         """Run the push command COMMAND_FOR(digest file) makes; the digest it wrote.
         The layers of IMAGES that no other push of this host has sent to REFERENCE's
-        registry are sent by this one alone (see `uploads`)."""
+        registry are sent by this one alone (see `uploads`).
+
+        A build id is pushed once: REFERENCE is claimed for this run first (another live
+        run of this host that claimed it refuses this push), and a tag the registry already
+        holds for other images (another run, maybe on another host, pushed it) is never
+        overwritten. The same images again (a rerun) are pushed again."""
+        holder = runs.claim(self.store, self.run_id, reference)
+        if holder is not None:
+            return PushOutcome(ok=False, refused=True, error=f"{reference} is being pushed by "
+                                                             f"another run ({holder})")
+        try:
+            held = held_images(Skopeo(self.processes, tls_verify=tls_verify), reference,
+                               tls_verify)
+        except AipccError as exc:
+            return PushOutcome(ok=False, error=f"{reference} cannot be looked at: {exc}")
+        ours = {image if image.startswith("sha256:") else f"sha256:{image}"
+                for image in images}
+        if held is not None and held != ours:
+            return PushOutcome(ok=False, refused=True, error=(
+                f"{reference} already holds other images (pushed by another run of this "
+                "build id): a build id's tags are pushed once"))
         try:
             layers = [layer for image in images
                       for layer in buildah.diff_ids(self.processes, image)]
@@ -205,3 +227,20 @@ class BuildahBuilder:
                 stopped = self._stopping
         # buildah catches SIGTERM and exits 1 after cleaning up, so the code cannot tell.
         return code, stopped, timed_out and not stopped
+
+
+def held_images(skopeo: Skopeo, reference: str, tls_verify: bool) -> Optional[set[str]]:
+    """The images (config digests: local image IDs) the registry's REFERENCE holds, every
+    platform's for a list; None when the tag does not exist. skopeo reads the auth file
+    the run's environment names (REGISTRY_AUTH_FILE), like buildah."""
+    ref = f"docker://{reference}"
+    digest = skopeo.manifest_digest(ref, tls_verify=tls_verify)
+    if digest is None:
+        return None
+    manifest = skopeo.inspect_raw(ref)
+    if "manifests" not in manifest:
+        return {str((manifest.get("config") or {}).get("digest", ""))}
+    repository = reference.rsplit(":", 1)[0]
+    return {str((skopeo.inspect_raw(f"docker://{repository}@{entry.get('digest')}")
+                 .get("config") or {}).get("digest", ""))
+            for entry in manifest.get("manifests") or []}

@@ -46,6 +46,7 @@ class ListOutcome:
     instance_digests: Mapping[str, str] = field(default_factory=dict)  # platform -> digest
     error: str = ""
     stopped: bool = False
+    refused: bool = False  # see PushOutcome
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,7 @@ class PushOutcome:
     digest: str = ""
     error: str = ""
     stopped: bool = False
+    refused: bool = False  # the tag is another run's: never retried
 
 
 class Builder(Protocol):

@@ -219,7 +219,8 @@ class Worker:
         retries = 0
         while True:
             outcome = call()
-            retryable = outcome.transient if isinstance(outcome, BuildOutcome) else True
+            retryable = outcome.transient if isinstance(outcome, BuildOutcome) \
+                else not outcome.refused
             if outcome.ok or outcome.stopped or not retryable \
                     or retries + 1 >= retry.attempts or self.cancelled.is_set():
                 return outcome, retries

@@ -358,3 +358,34 @@ def test_a_build_stopped_by_its_timeout_or_a_full_log_dir_leaves_no_container(
     assert image["status"] == "failed" and "No space left" in image["message"], image
     assert "Traceback" not in done.stderr
     assert our_containers(unique_base[1]) == []
+
+
+def test_two_concurrent_runs_of_one_build_id_never_overwrite_each_other(
+        tmp_path: Path, unique_base: tuple[str, str], namespace: str) -> None:
+    """Issue 22.8: two `matrix --push` runs with one build id at once: one pushes, the other
+    refuses to overwrite it (before, both succeeded and the tag held the later one's)."""
+    runs = []
+    for name in ("first", "second"):
+        root = tmp_path / name
+        write_matrix(root, unique_base[0], {"12.9.1": {"sleep": 2}}, child=False)
+        runs.append((root, subprocess.Popen(
+            [sys.executable, "-m", "aipcc_build", "--matrix", "matrix/test.yaml", "matrix",
+             "--push", "--registry", namespace, "--tls-verify=false", "--build-id", "7",
+             "--retries", "0", "--no-layers"],
+            cwd=root, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
+    outcomes = {}
+    for root, proc in runs:
+        _, stderr = proc.communicate(timeout=240)
+        image = report(root)["images"][0]
+        outcomes[image["status"]] = (proc.returncode, image, stderr)
+    assert set(outcomes) == {"ok", "push-failed"}, outcomes
+    code, refused, stderr = outcomes["push-failed"]
+    assert code == 1 and ("already holds other images" in refused["message"]
+                          or "being pushed by another run" in refused["message"]), refused
+    assert "Traceback" not in stderr
+    winner = outcomes["ok"][1]
+    reference = f"{namespace}/base/cuda-12.9-bb:1-7"
+    held = subprocess.run(["skopeo", "inspect", "--raw", "--tls-verify=false",
+                           f"docker://{reference}"], capture_output=True, check=True).stdout
+    import hashlib
+    assert "sha256:" + hashlib.sha256(held).hexdigest() == winner["digest"]
