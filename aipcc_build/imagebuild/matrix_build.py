@@ -101,6 +101,9 @@ def build_matrix(request: MatrixBuild, on_event: Callable[[Event], None],
     preflight.check_emulation(plan, request.binfmt_dir)
     processes = processes or ProcessRunner()
     buildah.check_version(processes)
+    if given.push:
+        preflight.check_registries([image.reference for image in images], given.tls_verify,
+                                   processes.environ)
     store = buildah.storage(processes)
     with runs.hold(store) as run_id:
         for container_id, dead_run in runs.remove_dead(processes, store).removed:

@@ -230,10 +230,20 @@ def test_a_slot_nobody_provides_fails_at_once(tmp_path: Path, unique_base: tuple
 def test_push_to_a_stopped_registry_ends_push_failed(
         tmp_path: Path, unique_base: tuple[str, str], namespace: str,
         registry: Registry) -> None:
-    write_matrix(tmp_path, unique_base[0], {"12.9.1": {"sleep": 0}}, child=False)
+    write_matrix(tmp_path, unique_base[0], {"12.9.1": {"sleep": 3}}, child=False)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "aipcc_build", "--matrix", "matrix/test.yaml", "matrix",
+         "--push", "--registry", namespace, "--tls-verify=false", "--retries", "1"],
+        cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # The registry answered the check before the first build, then stops.
+    log = tmp_path / "logs" / "base" / "cuda-12.9-bb.log"
+    deadline = time.monotonic() + 60
+    while not (log.exists() and "RUN echo start" in log.read_text()):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.1)
     registry.stop()
-    done = aipcc_build(tmp_path, "--matrix", "matrix/test.yaml", "matrix", "--push",
-                       "--registry", namespace, "--tls-verify=false", "--retries", "1")
+    _, stderr = proc.communicate(timeout=120)
+    done = subprocess.CompletedProcess(proc.args, proc.returncode, "", stderr)
     assert done.returncode == 1
     image = report(tmp_path)["images"][0]
     assert image["status"] == "push-failed"
@@ -389,3 +399,57 @@ def test_two_concurrent_runs_of_one_build_id_never_overwrite_each_other(
                            f"docker://{reference}"], capture_output=True, check=True).stdout
     import hashlib
     assert "sha256:" + hashlib.sha256(held).hexdigest() == winner["digest"]
+
+
+def test_a_registry_that_never_answers_or_refuses_the_login_stops_the_run_before_building(
+        tmp_path: Path, unique_base: tuple[str, str]) -> None:
+    """Issue 22.17: checked with a short timeout before the first build (it held every push
+    for the whole push timeout, after the builds)."""
+    import socket
+
+    import bcrypt
+
+    from tests.support.registry import Registry as Real
+
+    write_matrix(tmp_path, unique_base[0], {"12.9.1": {"sleep": 0}}, child=False)
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)  # connections are accepted by the kernel; nothing ever answers
+        host = f"127.0.0.1:{silent.getsockname()[1]}"
+        started = time.monotonic()
+        done = aipcc_build(tmp_path, "--matrix", "matrix/test.yaml", "matrix", "--push",
+                           "--registry", f"{host}/ns", "--tls-verify=false")
+        took = time.monotonic() - started
+    assert done.returncode == 1, done.stderr
+    assert f"registry {host} does not answer within 10 s" in done.stderr
+    assert took < 60 and "Traceback" not in done.stderr
+    assert not (tmp_path / "logs").exists()  # nothing was built
+
+    htpasswd = tmp_path / "htpasswd"
+    htpasswd.write_text("robot:" + bcrypt.hashpw(b"right", bcrypt.gensalt(5)).decode() + "\n")
+    (tmp_path / "reg").mkdir()
+    locked = Real(tmp_path / "reg", htpasswd)
+    locked.start()
+    try:
+        auth_file = tmp_path / "auth.json"
+        wrong = base64.b64encode(b"robot:wrong").decode()
+        auth_file.write_text(json.dumps({"auths": {locked.host: {"auth": wrong}}}))
+        done = aipcc_build(tmp_path, "--matrix", "matrix/test.yaml", "matrix", "--push",
+                           "--registry", f"{locked.host}/ns", "--tls-verify=false",
+                           env={"REGISTRY_AUTH_FILE": str(auth_file)})
+        assert done.returncode == 1, done.stderr
+        assert f"registry {locked.host} does not accept the credentials" in done.stderr
+        assert "wrong" not in done.stderr and wrong not in done.stderr
+        assert not (tmp_path / "logs").exists()
+        right = base64.b64encode(b"robot:right").decode()
+        auth_file.write_text(json.dumps({"auths": {locked.host: {"auth": right}}}))
+        done = aipcc_build(tmp_path, "--matrix", "matrix/test.yaml", "matrix", "--push",
+                           "--registry", f"{locked.host}/ns", "--tls-verify=false",
+                           env={"REGISTRY_AUTH_FILE": str(auth_file)})
+        assert done.returncode == 0, done.stderr
+    finally:
+        locked.stop()
+        ours = [image["id"] for image in buildah_json("images")
+                if any(name.startswith(f"{locked.host}/") for name in image.get("names") or [])]
+        if ours:
+            subprocess.run(["buildah", "rmi", "-f", *ours], capture_output=True)
