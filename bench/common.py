@@ -25,6 +25,34 @@ def as_installed() -> dict[str, str]:
     return env
 
 
+def shortest(command: list[str], env: dict[str, str], repeat: int = 21) -> tuple[float, float]:
+    """(wall, CPU) seconds of COMMAND: the shortest of REPEAT runs each. The minimum filters
+    out other processes' share of the machine (the median moved by 2x on a loaded two-core
+    host); CPU time (user + system, the process and its children) is what the run costs
+    whatever else runs beside it."""
+    walls, cpus = [], []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
+        walls.append(time.perf_counter() - start)
+        cpus.append(usage.ru_utime + usage.ru_stime)
+        if os.waitstatus_to_exitcode(status) != 0:
+            sys.exit(f"{' '.join(command)} failed")
+    return min(walls), min(cpus)
+
+
+def installed_script() -> str:
+    """The `aipcc-build` next to this python (or on PATH); exits when there is none."""
+    import shutil
+
+    script = shutil.which("aipcc-build", path=os.path.dirname(sys.executable)) or \
+        shutil.which("aipcc-build")
+    if script is None:
+        sys.exit("aipcc-build is not installed")
+    return script
+
+
 def write_matrix(root: Path, text: str, templates: dict[str, str]) -> Path:
     """Write the matrix and its templates under ROOT and render it."""
     sys.path.insert(0, str(REPO))

@@ -61,12 +61,13 @@ def make_layer(sources: tuple[str, ...], work: Path, number: int) -> tuple[str, 
     return sha256_file(blob), diff_id, size, blob
 
 
-def build_layout(layout: Path) -> None:
+def build_layout(layout: Path, sources: tuple[tuple[str, ...], ...] = LAYER_SOURCES) -> None:
+    """An OCI layout of one image, tagged `bench`: one gzip layer per entry of SOURCES."""
     blobs = layout / "blobs" / "sha256"
     blobs.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=layout) as tmp, ThreadPoolExecutor(2) as pool:
         layers = list(pool.map(lambda item: make_layer(item[1], Path(tmp), item[0]),
-                               enumerate(LAYER_SOURCES)))
+                               enumerate(sources)))
         for digest, _, _, blob in layers:
             os.replace(blob, blobs / digest.split(":")[1])
 

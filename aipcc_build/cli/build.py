@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Optional
 
 import click
 
-from ..imagebuild.options import ScheduleOptions, default_jobs
+from ..imagebuild import defaults
 from .options import (
     Context,
     cli,
@@ -21,15 +21,12 @@ from .options import (
 if TYPE_CHECKING:
     from ..matrix import Filters
 
-# Every default of a run, read once (`ScheduleOptions` is where each lives).
-_RUN = ScheduleOptions()
-
 
 @cli.command()
 @click.option("--dry-run", is_flag=True, help="Print the build plan; build nothing.")
 @click.option("--json", "as_json", is_flag=True, help="With --dry-run: print JSON (schema 1).")
 @reference_options
-@click.option("-j", "--jobs", type=click.IntRange(min=1), default=default_jobs,
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=defaults.jobs,
               show_default="CPUs, at most 4", help="Builds at most at once.")
 @click.option("--capacity", metavar="SLOT=N,...", default="",
               help="Override or add resource slots: cpu=8,memory=32Gi,gpu=0 "
@@ -37,13 +34,14 @@ _RUN = ScheduleOptions()
 @click.option("--history", metavar="REPORT",
               help="Order builds by the durations in an earlier run's build report.")
 @click.option("--fail-fast", is_flag=True, help="Stop everything at the first failure.")
-@click.option("--retries", type=click.IntRange(min=0), default=_RUN.retries, show_default=True,
+@click.option("--retries", type=click.IntRange(min=0), default=defaults.RETRIES,
+              show_default=True,
               help="Retries of a pull/network failure or a push, with backoff.")
 @click.option("--build-timeout", type=click.FloatRange(min=0, min_open=True),
-              default=_RUN.build_timeout, show_default=True, metavar="SECONDS",
+              default=defaults.BUILD_TIMEOUT, show_default=True, metavar="SECONDS",
               help="Stop one image's buildah build after this long (it failed).")
 @click.option("--push-timeout", type=click.FloatRange(min=0, min_open=True),
-              default=_RUN.push_timeout,
+              default=defaults.PUSH_TIMEOUT,
               show_default=True, metavar="SECONDS",
               help="Stop one push attempt after this long (then retry, see --retries).")
 @click.option("--render", "rerender", is_flag=True,
@@ -53,9 +51,9 @@ _RUN = ScheduleOptions()
               help="Build id of from_image parents this run does not build (a change-aware "
                    "plan left them out): children are built FROM them.")
 @click.option("--push", is_flag=True, help="Push every image that built to its repository.")
-@click.option("--tls-verify", type=click.BOOL, default=_RUN.tls_verify, show_default=True,
+@click.option("--tls-verify", type=click.BOOL, default=True, show_default=True,
               metavar="true|false", help="Verify the registry's TLS certificate.")
-@click.option("--log-dir", default=_RUN.log_dir, show_default=True, metavar="DIR",
+@click.option("--log-dir", default=defaults.LOG_DIR, show_default=True, metavar="DIR",
               help="One log file per image: DIR/<kind>/<name>.log.")
 @click.option("--report", "report_path", default="build-report.json", show_default=True,
               metavar="PATH", help="The JSON build report (schema 1).")
@@ -82,6 +80,7 @@ def matrix(context: Context, filters: Filters, dry_run: bool, as_json: bool,
 
     from ..environment import provenance_labels
     from ..imagebuild import build_report, matrix_build
+    from ..imagebuild.options import ScheduleOptions
     from ..imagebuild.preflight import parse_capacity
     from ..report import junit, matrix_output, progress
 

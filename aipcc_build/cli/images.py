@@ -75,11 +75,22 @@ PLAN_FORMATS = ("json", "github", "gitlab", "tekton", "konflux")
               help="Passed to each job's aipcc-build matrix.")
 @click.option("--capacity", metavar="SLOT=N,...", default="",
               help="Passed to each job's aipcc-build matrix: its runner's slots.")
+@click.option("--push/--no-push", default=True, show_default=True,
+              help="Jobs push what they build; --no-push: they build and validate only.")
+@click.option("--output-dir", metavar="DIR", type=click.Path(file_okay=False),
+              help="konflux: where .tekton/ and konflux/ go [default: the project root].")
+@click.option("--check", is_flag=True,
+              help="konflux: write nothing; list drifted, missing and stale files; exit 1 if "
+                   "any.")
+@click.option("--allow-loopback", is_flag=True,
+              help="tekton, konflux: allow a registry, base image or index on this machine "
+                   "(a cluster running here).")
 @matrix_filters
 @pass_context
 def plan(context: Context, filters: Filters, output_format: str, changed_since: Optional[str],
          build_id: Optional[str], registry: Optional[str], tls_verify: bool,
-         parent_build_id: Optional[str], jobs: Optional[int], capacity: str) -> int:
+         parent_build_id: Optional[str], jobs: Optional[int], capacity: str, push: bool,
+         output_dir: Optional[str], check: bool, allow_loopback: bool) -> int:
     """The build plan as data for people or CI engines."""
     from ..imagebuild.preflight import parse_capacity
     from ..plan import emit, make_plan, project_path
@@ -87,6 +98,8 @@ def plan(context: Context, filters: Filters, output_format: str, changed_since: 
     from ..report import matrix_output
     from ..tools.runner import ProcessRunner
 
+    if (output_dir is not None or check) and output_format != "konflux":
+        raise click.UsageError("--output-dir and --check go with --format konflux")
     matrix = context.load()
     build = resolved_build_id(build_id)
     parse_capacity(capacity)  # a bad slot is an input error now, not in every job
@@ -98,10 +111,29 @@ def plan(context: Context, filters: Filters, output_format: str, changed_since: 
     command = emit.JobCommand(
         matrix_path=project_path(matrix, matrix.path), build_id=build, registry=registry,
         tls_verify=tls_verify, parent_build_id=parent_build_id, jobs=jobs, capacity=capacity,
-        fetch=matrix.ci.fetch, platforms=filters.platforms)
+        fetch=matrix.ci.fetch, platforms=filters.platforms, push=push)
+    if output_format in ("tekton", "konflux") and not allow_loopback:
+        from ..plan.emit.cluster import refuse_loopback
+
+        refuse_loopback(matrix, [b.image for b in build_plan.builds], registry)
     if output_format == "json":
         matrix_output.plan_json(matrix, build_plan, changed_since)
         return 0
+    if output_format == "konflux":
+        # Not one document: a tree of files under the project, written or checked.
+        from ..matrix import EVERYTHING
+        from ..plan.dag import project_root
+        from ..plan.emit import konflux
+        from ..tools.git import Git
+
+        url = Git(processes, os.path.dirname(os.path.abspath(matrix.path))).remote_url()
+        konflux.refuse_unclonable(url)
+        files = konflux.konflux(matrix, build_plan, konflux.KonfluxSource(url=url))
+        result = konflux.write(output_dir or str(project_root(matrix)), files, check=check,
+                               remove_stale=filters == EVERYTHING and not changed_since)
+        matrix_output.render_result(result, "Konflux file(s)",
+                                    "aipcc-build plan --format konflux")
+        return 1 if check and result.changes else 0
     source = None
     if output_format in emit.PINS_COMMIT:
         from ..tools.git import Git

@@ -7,10 +7,12 @@ Every error names the file, line, column and field: the loader walks the node tr
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Optional
 
 import yaml
 
@@ -19,7 +21,7 @@ from ..errors import InputError
 from ..positioned_yaml import shown
 from .expand import expand_all
 from .model import (
-    DEFAULT_BUNDLES,
+    DEFAULT_BRANCH,
     DEFAULT_CI_IMAGE,
     SAFE_NAME,
     SAFE_REFERENCE,
@@ -33,6 +35,7 @@ from .model import (
     Product,
     ToolkitVersion,
     Where,
+    default_bundles,
     parse_quantity,
 )
 from .platforms import KNOWN as KNOWN_PLATFORMS
@@ -41,6 +44,7 @@ from .platforms import unknown_hint
 SCHEMA = 1
 VERSION = re.compile(r"[0-9]+\.[0-9]+(\.[0-9]+)?")
 # A Tekton bundle: an image reference, pinned by digest or not.
+BOOLEAN = re.compile(r"true|false")
 BUNDLE_REFERENCE = re.compile(r"[A-Za-z0-9._:/-]+(@sha256:[0-9a-f]{64})?")
 DRIVER = re.compile(r"[0-9]+(\.[0-9]+){1,2}")
 
@@ -193,20 +197,43 @@ def _parse(text: str, file: str) -> Matrix:
 
 
 def _ci(reader: _Reader, node: yaml.Node) -> CiSettings:
-    fields = reader.mapping(node, "ci", ("fetch", "image", "bundles"))
-    bundles = dict(DEFAULT_BUNDLES)
+    fields = reader.mapping(node, "ci", ("fetch", "image", "bundles", "hermetic",
+                                         "prefetch_input", "branch"))
+    known = default_bundles()
+    bundles = dict(known)
     if "bundles" in fields:
         for task, key_node, value in reader.entries(fields["bundles"][1], "ci.bundles"):
-            if task not in DEFAULT_BUNDLES:
+            if task not in known:
                 raise reader.error(key_node, f"ci.bundles.{task}", f"unknown task '{task}' "
-                                   f"(expected one of: {', '.join(DEFAULT_BUNDLES)})")
+                                   f"(expected one of: {', '.join(known)})")
             bundles[task] = reader.scalar(value, f"ci.bundles.{task}", BUNDLE_REFERENCE,
                                           "an image reference (with an optional @sha256:)")
+
+    def text(name: str, default: str, pattern: Optional[re.Pattern[str]] = None,
+             what: str = "") -> str:
+        return reader.scalar(fields[name][1], f"ci.{name}", pattern, what) \
+            if name in fields else default
+
+    hermetic = text("hermetic", "false", BOOLEAN, "true or false") == "true"
+    prefetch_input = text("prefetch_input", "")
+    if prefetch_input:
+        try:
+            json.loads(prefetch_input)
+        except ValueError as exc:
+            raise reader.error(fields["prefetch_input"][1], "ci.prefetch_input",
+                               f"not JSON ({exc}): Konflux's prefetch-input is JSON, e.g. "
+                               '\'[{"type": "pip", "path": "."}]\'') from None
+    if hermetic and not prefetch_input:
+        raise reader.error(fields["hermetic"][1], "ci.hermetic",
+                           "a hermetic build has no network: give ci.prefetch_input, what "
+                           "the prefetch task fetches before it (pip requirements, RPMs)")
     return CiSettings(
-        fetch=reader.scalar(fields["fetch"][1], "ci.fetch") if "fetch" in fields else None,
-        image=reader.scalar(fields["image"][1], "ci.image", SAFE_REFERENCE,
-                            "an image reference") if "image" in fields else DEFAULT_CI_IMAGE,
+        fetch=text("fetch", "") or None,
+        image=text("image", DEFAULT_CI_IMAGE, SAFE_REFERENCE, "an image reference"),
         bundles=bundles,
+        hermetic=hermetic,
+        prefetch_input=prefetch_input,
+        branch=text("branch", DEFAULT_BRANCH, SAFE_REFERENCE, "a branch name"),
     )
 
 

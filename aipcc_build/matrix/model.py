@@ -6,9 +6,12 @@ Nothing here re-validates: `matrix.load` guarantees every invariant before it bu
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from importlib import resources
+from types import MappingProxyType
 from typing import Optional
 
 from ..errors import InputError
@@ -78,17 +81,22 @@ class Product:
     moving_tags: tuple[str, ...] = ()
 
 
-# The Konflux task bundles a PipelineRun references when the matrix names none: the
-# tasks Konflux's build-definitions publish (git-clone 0.1, buildah 0.4: BUILD_ARGS,
-# TLSVERIFY; for an image of several platforms buildah-remote 0.4, the same build on a
-# machine of its PLATFORM, and build-image-index 0.1, which joins the platforms' images in
-# an index). Pin them by digest in the matrix (`ci.bundles`) for reproducible runs.
-DEFAULT_BUNDLES: Mapping[str, str] = {
-    "git-clone": "quay.io/konflux-ci/tekton-catalog/task-git-clone:0.1",
-    "buildah": "quay.io/konflux-ci/tekton-catalog/task-buildah:0.4",
-    "buildah-remote": "quay.io/konflux-ci/tekton-catalog/task-buildah-remote:0.4",
-    "build-image-index": "quay.io/konflux-ci/tekton-catalog/task-build-image-index:0.1",
-}
+# The Konflux task bundles every component's build pipeline references when the matrix
+# names none: one file the project keeps (task -> `tag@sha256:digest`, with its source).
+KONFLUX_BUNDLES_FILE = "konflux-bundles.yaml"
+# The branch whose pushes build and release, and pull requests into which are built.
+DEFAULT_BRANCH = "main"
+
+
+@functools.lru_cache(maxsize=1)
+def default_bundles() -> Mapping[str, str]:
+    """The packaged Konflux task bundles (aipcc_build/data/konflux-bundles.yaml)."""
+    import yaml
+
+    text = resources.files("aipcc_build").joinpath(f"data/{KONFLUX_BUNDLES_FILE}").read_text()
+    return MappingProxyType(dict(yaml.safe_load(text)))
+
+
 # The image CI jobs run in (buildah, skopeo, git, aipcc-build): matrix/ci.yaml builds it,
 # the repository's own CI pushes it under build id `main`.
 DEFAULT_CI_IMAGE = "quay.io/aipcc/ci/aipcc-build:1-main"
@@ -102,7 +110,12 @@ class CiSettings:
     # contexts need and git does not hold (the demo's wheelhouse). None: nothing to fetch.
     fetch: Optional[str] = None
     image: str = DEFAULT_CI_IMAGE
-    bundles: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_BUNDLES))
+    bundles: Mapping[str, str] = field(default_factory=lambda: dict(default_bundles()))
+    # Konflux: builds without network, from what the prefetch task fetched as described by
+    # `prefetch_input` (Konflux's prefetch-input JSON: pip requirements, an RPM lockfile).
+    hermetic: bool = False
+    prefetch_input: str = ""
+    branch: str = DEFAULT_BRANCH
 
 
 @dataclass(frozen=True)

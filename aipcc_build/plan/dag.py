@@ -75,10 +75,14 @@ def build_context(image: ImageSpec) -> str:
     return image.context or os.path.dirname(image.containerfile)
 
 
+def project_root(matrix: Matrix) -> Path:
+    """The project root: the matrix directory's parent, where CI runs."""
+    return Path(matrix.path).resolve().parent.parent
+
+
 def project_path(matrix: Matrix, path: str) -> str:
-    """PATH relative to the project root (the matrix directory's parent), where CI runs."""
-    project = Path(matrix.path).resolve().parent.parent
-    return Path(path).resolve().relative_to(project).as_posix()
+    """PATH relative to the project root, where CI runs."""
+    return Path(path).resolve().relative_to(project_root(matrix)).as_posix()
 
 
 def make_plan(images: list[ImageSpec], host: str = "", per_platform: bool = True) -> BuildPlan:

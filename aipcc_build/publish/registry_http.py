@@ -16,7 +16,7 @@ import http.client
 import ssl
 from typing import Optional, Union
 
-from ..image_reference import parse
+from ..image_reference import split
 from ..tools.retry import TransientAnswer, parse_retry_after
 
 UNKNOWN = object()  # ask skopeo
@@ -52,9 +52,11 @@ def manifest_digest(ref: str, tls_verify: bool = True) -> Union[Optional[str], o
     UNKNOWN when only skopeo can tell."""
     if not ref.startswith("docker://"):
         return UNKNOWN
-    parsed = parse(ref[len("docker://"):])
-    host = parsed.host
-    if not parsed.path or not parsed.tag or parsed.digest \
+    repository, tag, digest = split(ref[len("docker://"):])
+    # The first component names a registry host when it holds a dot or a port, or is
+    # localhost (the rule docker and containers/image follow).
+    host, _, path = repository.partition("/")
+    if not path or not tag or digest \
             or "." not in host and ":" not in host and host != "localhost":
         return UNKNOWN
     schemes = ["https"] if tls_verify else _PLAIN.get(host, ["https", "http"])
@@ -66,7 +68,7 @@ def manifest_digest(ref: str, tls_verify: bool = True) -> Union[Optional[str], o
             else:
                 conn = http.client.HTTPConnection(host, timeout=TIMEOUT)
             try:
-                conn.request("GET", f"/v2/{parsed.path}/manifests/{parsed.tag}",
+                conn.request("GET", f"/v2/{path}/manifests/{tag}",
                              headers={"Accept": ACCEPT})
                 answer = conn.getresponse()
                 status = answer.status
@@ -84,7 +86,7 @@ def manifest_digest(ref: str, tls_verify: bool = True) -> Union[Optional[str], o
         if status == 404:
             return None
         if status == 429 or status >= 500:
-            raise TransientAnswer(f"{scheme}://{host}/v2/{parsed.path}/manifests/{parsed.tag}",
+            raise TransientAnswer(f"{scheme}://{host}/v2/{path}/manifests/{tag}",
                                   status, reason, wait)
         return UNKNOWN
     return UNKNOWN

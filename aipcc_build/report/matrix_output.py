@@ -59,15 +59,18 @@ def _render_changes(result: RenderResult) -> None:
         sys.stdout.write(f"{words[change.state]}: {shown_path(change.path)}\n")
 
 
-def render_result(result: RenderResult) -> None:
+def render_result(result: RenderResult, what: str = "Containerfile(s)",
+                  command: str = "aipcc-build render") -> None:
+    """What a run that writes generated files (render, plan --format konflux) did, or
+    with --check found."""
     _render_changes(result)
     total = len(result.changes) + result.unchanged
     if result.checked:
         verdict = "up to date" if not result.changes else \
-            f"{len(result.changes)} file(s) differ: run 'aipcc-build render'"
-        sys.stderr.write(f"{total} Containerfile(s) checked, {verdict}\n")
+            f"{len(result.changes)} file(s) differ: run '{command}'"
+        sys.stderr.write(f"{total} {what} checked, {verdict}\n")
     else:
-        sys.stderr.write(f"{total} Containerfile(s): {len(result.changes)} written or removed, "
+        sys.stderr.write(f"{total} {what}: {len(result.changes)} written or removed, "
                          f"{result.unchanged} unchanged\n")
 
 

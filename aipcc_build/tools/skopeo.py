@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from ..errors import InputError, ToolError
-from .runner import ProcessRunner, Runner
+
+if TYPE_CHECKING:
+    from .runner import Runner
 
 # Phrases skopeo and containers/image print when the image itself does not exist: a bad
 # reference is the user's input (exit 2 with a clear message), not a tool breakdown.
@@ -33,7 +35,7 @@ class Skopeo:
 
     def __init__(self, runner: Optional[Runner] = None, executable: str = "skopeo",
                  registries_conf: Optional[str] = None, tls_verify: bool = True) -> None:
-        self._runner = runner or ProcessRunner()
+        self._runner = runner  # None: the process runner, made at the first call
         self._executable = executable
         # skopeo 1.9 ignores CONTAINERS_REGISTRIES_CONF: a private registry's settings
         # (an insecure test registry, a mirror) must be passed as a global option.
@@ -46,6 +48,12 @@ class Skopeo:
     def _call(self, args: Sequence[str], ref: Optional[str] = None,
               timeout: float = INSPECT_TIMEOUT) -> bytes:
         argv = [self._executable, *self._global, *args]
+        if self._runner is None:
+            # Made here: a validation read in place never starts skopeo, and need not load
+            # the process runner.
+            from .runner import ProcessRunner
+
+            self._runner = ProcessRunner()
         result = self._runner.run(argv, timeout=timeout, check=False)
         if result.returncode != 0:
             stderr = result.error_text

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Optional
 
 from .components import is_cuda_component
+from .config_env import major_minor
 from .index_config import CONFIG_FILE, CONFIG_FILE_SUFFIXES, settings_from_text
 from .results import UNPARSABLE, Evidence, Hazard, IndexSetting
 from .rpmdb import RpmdbError, read_packages
@@ -97,11 +97,6 @@ _CONDA_CUDA = {
     "libcusolver": "cusolver", "libcusparse": "cusparse", "libnvjitlink": "nvjitlink",
     "libcufile": "cufile", "libnpp": "npp", "nccl": "nccl", "cudnn": "cudnn",
 }
-
-
-def major_minor(version: str) -> Optional[str]:
-    match = re.match(r"(\d+)\.(\d+)", version)
-    return f"{match.group(1)}.{match.group(2)}" if match else None
 
 
 def rocm_release(version: str) -> Optional[str]:
@@ -201,28 +196,6 @@ def conda_evidence(path: str, record: str) -> Optional[Evidence]:
         toolkit = "cuda" if built.group(0).startswith("cuda") else "rocm"
         return Evidence("conda", path, toolkit, name, f"{version}-{build}", built.group(1))
     return None
-
-
-def config_evidence(env: Mapping[str, str]) -> list[Evidence]:
-    """Evidence from the image config's environment."""
-    found = []
-    for key in ("CUDA_VERSION", "NV_CUDA_LIB_VERSION"):
-        if env.get(key):
-            found.append(Evidence("env", f"config:Env/{key}", "cuda", "toolkit", env[key],
-                                  major_minor(env[key])))
-    if env.get("NV_CUDA_CUDART_VERSION"):
-        value = env["NV_CUDA_CUDART_VERSION"]
-        found.append(Evidence("env", "config:Env/NV_CUDA_CUDART_VERSION", "cuda",
-                              "cuda-runtime", value, major_minor(value)))
-    require = env.get("NVIDIA_REQUIRE_CUDA", "")
-    match = re.search(r"cuda>=(\d+\.\d+)", require)
-    if match:
-        found.append(Evidence("env", "config:Env/NVIDIA_REQUIRE_CUDA", "cuda", "driver-requirement",
-                              require, match.group(1)))
-    if env.get("ROCM_VERSION"):
-        found.append(Evidence("env", "config:Env/ROCM_VERSION", "rocm", "toolkit",
-                              env["ROCM_VERSION"], major_minor(env["ROCM_VERSION"])))
-    return found
 
 
 _DPKG_FIELD = re.compile(r"^(Package|Version|Status|Source|Architecture): *(.*?)\s*$", re.M)

@@ -11,7 +11,6 @@ uncompressed): nothing is recompressed.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Mapping
@@ -19,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Union
 
+from ..digest import hexdigest
 from ..errors import InputError
 from ..image_reference import repository_of
 from ..tools.skopeo import Skopeo, json_object, split_transport
@@ -113,9 +113,9 @@ class _Store:
             handle.seek(loc.offset)
             data = handle.read(-1 if loc.length is None else loc.length)
         algorithm, _, expected = digest.partition(":")
-        if algorithm not in hashlib.algorithms_available:
+        actual = hexdigest(algorithm, data)
+        if actual is None:
             raise InputError(f"blob {digest}: unknown digest algorithm")
-        actual = hashlib.new(algorithm, data).hexdigest()
         if actual != expected:
             raise InputError(f"blob {digest} does not match its digest ({algorithm}:{actual})")
         return data

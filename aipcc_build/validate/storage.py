@@ -21,7 +21,6 @@ taking its locks; a build committing meanwhile does not wait for a validation.
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import os
 import re
@@ -31,12 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+from ..digest import hexdigest
 from .blobs import TarSplitLayer
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:
-    import tomli as tomllib
 
 CONFIG_ENV = "CONTAINERS_STORAGE_CONF"
 DRIVER_ENV = "STORAGE_DRIVER"
@@ -99,6 +94,11 @@ def find_store(environ: Mapping[str, str] = os.environ) -> Store:
     settings: Any = {}
     path = _config_file(environ)
     if path is not None and path.exists():  # containers/storage ignores a missing file too
+        # Imported here: hosts without the file (and every warm validation on them) skip it.
+        if sys.version_info >= (3, 11):
+            import tomllib
+        else:
+            import tomli as tomllib
         try:
             settings = tomllib.loads(path.read_text()).get("storage") or {}
         except (OSError, ValueError) as exc:
@@ -181,7 +181,7 @@ def _read_image(store: Store, reference: str) -> StoredImage:
     config_digest = str(manifest["config"]["digest"])
     config_bytes = _big_data(store, image_id, config_digest)
     algorithm, _, expected = config_digest.partition(":")
-    if hashlib.new(algorithm, config_bytes).hexdigest() != expected:
+    if hexdigest(algorithm, config_bytes) != expected:
         raise NotInPlace(f"image {image_id[:12]}: its config does not match its digest")
     config = json.loads(config_bytes)
     diff_ids = [str(d) for d in config["rootfs"]["diff_ids"]]

@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Optional
 
 from .components import fits, known_releases, knows_release, release_components, resolve
-from .detect import config_evidence, major_minor
+from .config_env import config_evidence, major_minor
 from .image import PlatformImage
 from .index_config import (
     CONFIG_FILE,

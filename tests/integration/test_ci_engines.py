@@ -213,11 +213,14 @@ def test_github_workflow_passes_actionlint(engines: dict[str, str], tmp_path: Pa
     assert run(engines, REPO, "actionlint", str(broken), timeout=120).returncode == 1
 
 
-def act(engines: dict[str, str], clone: Path, artifacts: Path, plan_args: str
-        ) -> subprocess.CompletedProcess[str]:
+def act(engines: dict[str, str], clone: Path, artifacts: Path, plan_args: str,
+        *event: str) -> subprocess.CompletedProcess[str]:
+    """The workflow under act: on workflow_dispatch, or on EVENT (`pull_request`, `-e`,
+    its payload file)."""
     return run({**engines, "AIPCC_ACT_ARTIFACTS": str(artifacts)}, clone,
-               "act", "workflow_dispatch", "-W", WORKFLOW, "-P", "ubuntu-latest=-self-hosted",
-               "--local-repository", f"actions/upload-artifact@v4={UPLOAD_STAND_IN}",
+               "act", *(event or ("workflow_dispatch",)), "-W", WORKFLOW,
+               "-P", "ubuntu-latest=-self-hosted",
+               "--local-repository", f"actions/upload-artifact@v7={UPLOAD_STAND_IN}",
                "--var", "AIPCC_BUILD_INSTALLED=true",
                "--var", "AIPCC_BUILD_MATRIX=matrix/demo.yaml",
                "--var", f"AIPCC_PLAN_ARGS={plan_args}")
@@ -236,6 +239,28 @@ def test_github_workflow_runs_end_to_end_under_act(
     for name in ("base-cpu-debian", "runtime-cpu-debian"):
         kept = tmp_path / "artifacts" / name
         assert {p.name for p in kept.iterdir()} >= {"build-report.json", "junit.xml", "logs"}
+
+
+def test_github_pull_request_from_a_fork_builds_and_validates_without_pushing(
+        engines: dict[str, str], ci_registry: Registry, clone: Path, tmp_path: Path) -> None:
+    namespace = f"{ci_registry.host}/github-fork"
+    head = "0123456789abcdef0123456789abcdef01234567"
+    payload = tmp_path / "event.json"
+    payload.write_text(json.dumps({"pull_request": {
+        "number": 7, "head": {"sha": head, "repo": {"full_name": "someone/fork"}},
+        "base": {"sha": ""}}}))
+    done = act(engines, clone, tmp_path / "artifacts",
+               f"--registry {namespace} --tls-verify false --accelerator cpu {HOST}",
+               "pull_request", "-e", str(payload))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr
+    kept = tmp_path / "artifacts" / "base-cpu-debian"
+    junit = (kept / "junit.xml").read_text()
+    assert 'tests="1"' in junit and 'failures="0"' in junit and 'skipped="0"' in junit
+    pushed = subprocess.run(["skopeo", "inspect", "--tls-verify=false", "--raw",
+                             f"docker://{namespace}/base/cpu-debian:1.0-on-pr-{head}"],
+                            capture_output=True, text=True, timeout=120)
+    assert pushed.returncode != 0  # nothing pushed
+    assert not (tmp_path / "artifacts" / "runtime-cpu-debian").exists()  # no parent to use
 
 
 def test_github_failed_image_skips_only_its_dependents(
@@ -310,8 +335,8 @@ def test_tekton_validates_each_platform_then_its_join_pushes_the_manifest_list(
     def tekton_tasks(*args: str) -> dict[str, dict]:
         planned = subprocess.run(
             [sys.executable, "-m", "aipcc_build", "--matrix", str(project / "matrix/demo.yaml"),
-             "plan", "--format", "tekton", "--only", "base/cpu-debian", "--registry",
-             namespace, "--tls-verify", "false", "--build-id", "3", *args],
+             "plan", "--format", "tekton", "--allow-loopback", "--only", "base/cpu-debian",
+             "--registry", namespace, "--tls-verify", "false", "--build-id", "3", *args],
             cwd=REPO, capture_output=True, text=True, timeout=120)
         assert planned.returncode == 0, planned.stderr
         document = yaml.safe_load(planned.stdout)

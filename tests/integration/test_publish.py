@@ -20,7 +20,7 @@ from aipcc_build.publish import mirror as mirror_core
 from aipcc_build.publish import promote as promote_core
 from aipcc_build.publish import registry_http
 from aipcc_build.publish.transfer import Event
-from aipcc_build.tools.retry import Retry
+from aipcc_build.tools.retry import Retry, StillFailing
 from tests.support.publish import PASSWORD, REPO, FlakyProxy, build_image, digest_at, push, run_cli
 
 pytestmark = pytest.mark.integration
@@ -230,11 +230,11 @@ def test_promote_waits_out_429_with_retry_after_and_a_copy_that_keeps_failing_ex
             entry["digest"]
 
     # skopeo itself waits out a few 429s, then gives up ("too many requests"): the copy is
-    # tried again and lands. (skopeo 1.9 asks 8 times before it gives up.) No quick look
-    # here: every GET is skopeo's.
+    # tried again and lands. (skopeo 1.9 asks 8 times before it gives up; Retry-After: 0
+    # keeps its waits short.) No quick look here: every GET is skopeo's.
     report = build_report.read(release["report"])[:1]
     events: list[Event] = []
-    with FlakyProxy(upstream, failures=9, status=429, retry_after=1, methods=("GET",)) as busy:
+    with FlakyProxy(upstream, failures=9, status=429, retry_after=0, methods=("GET",)) as busy:
         result = promote_core.promote(
             promote_core.PromoteRequest(
                 report=str(release["report"]), to=f"{busy.host}/busy",
@@ -247,12 +247,17 @@ def test_promote_waits_out_429_with_retry_after_and_a_copy_that_keeps_failing_ex
     assert digest_at(f"{upstream}/busy/base-images/{report[0].name}:3.0-42") == \
         report[0].digest
 
-    # Uploads answered 503 for good: the copy fails after its attempts, exit 1.
-    with FlakyProxy(upstream, failures=-1, methods=("POST", "PUT", "PATCH")) as dead:
-        failed = promote(release, f"{dead.host}/dead", authfile)
-    assert failed.returncode == 1, failed.stderr
-    assert "503" in failed.stderr and "Traceback" not in failed.stderr
-
+    # Uploads answered 503 for good: the copy fails after its attempts, and the run ends
+    # as a failure (exit 1), not as refused input (exit 2).
+    with FlakyProxy(upstream, failures=-1, methods=("POST", "PUT", "PATCH")) as dead, \
+            pytest.raises(StillFailing) as failed:
+        promote_core.promote(
+            promote_core.PromoteRequest(
+                report=str(release["report"]), to=f"{dead.host}/dead",
+                source_registry=release["ns"], product=Product("aipcc", "3.0", ()),
+                tls_verify=False, retry=Retry(attempts=2, first=0.1, cap=0.1), jobs=1),
+            probe=registry_http.manifest_digest)
+    assert failed.value.exit_code == 1 and "503" in str(failed.value)
 
 def test_promote_refuses_to_move_a_release_tag_and_colliding_report_entries(
         release: dict[str, Any], registries: dict[str, Any], authfile: Path,

@@ -96,15 +96,12 @@ class FlakyProxy:
     """An HTTP proxy on 127.0.0.1 to a registry that answers STATUS (503 by default, with
     RETRY_AFTER seconds when given) to its first FAILURES requests (FAILURES < 0: always)
     whose method is one of METHODS (default: any). ANSWERED records (monotonic time,
-    status) of every request. LIE (path fragment, digest): every answer about a path with
-    the fragment carries Docker-Content-Digest: digest, whatever its content."""
+    status) of every request."""
 
     def __init__(self, upstream: str, failures: int, status: int = 503,
                  retry_after: int | None = None,
-                 methods: tuple[str, ...] | None = None,
-                 lie: tuple[str, str] | None = None) -> None:
+                 methods: tuple[str, ...] | None = None) -> None:
         self.upstream, self.failures, self.seen = upstream, failures, 0
-        self.lie = lie
         self.status, self.retry_after, self.methods = status, retry_after, methods
         self.answered: list[tuple[float, int]] = []
         proxy = self
@@ -134,7 +131,7 @@ class FlakyProxy:
                 for name in set(self.headers.keys()):
                     if name.lower() not in ("host", "connection", "content-length",
                                             "transfer-encoding"):
-                        # Repeated headers (skopeo sends one Accept per media type) as one.
+                        # skopeo sends one Accept header per media type: all of them.
                         request.add_header(name, ", ".join(self.headers.get_all(name) or []))
                 try:
                     answer = urllib.request.urlopen(request, timeout=60)
@@ -150,9 +147,6 @@ class FlakyProxy:
                         continue
                     if name.lower() == "location":
                         value = value.replace(proxy.upstream, proxy.host)
-                    if name.lower() == "docker-content-digest" and proxy.lie \
-                            and proxy.lie[0] in self.path:
-                        value = proxy.lie[1]
                     self.send_header(name, value)
                 if self.command != "HEAD":
                     self.send_header("Content-Length", str(len(payload)))

@@ -38,6 +38,7 @@ class JobCommand:
     capacity: str = ""  # slots over the runner's own: "cpu=8,memory=32Gi"
     fetch: Optional[str] = None
     platforms: tuple[str, ...] = ()  # the plan's --platform filter
+    push: bool = True  # False: build and validate only (a pull request from a fork)
 
     def argv(self, key: str) -> list[str]:
         args = ["aipcc-build", "--matrix", self.matrix_path, "matrix", "--only", key,
@@ -54,7 +55,8 @@ class JobCommand:
             args += ["--jobs", str(self.jobs)]
         if self.capacity:
             args += ["--capacity", self.capacity]
-        return [*args, "--report", REPORT, "--junit", JUNIT, "--log-dir", LOG_DIR, "--push"]
+        return [*args, "--report", REPORT, "--junit", JUNIT, "--log-dir", LOG_DIR,
+                *(["--push"] if self.push else [])]
 
     def script(self, key: str) -> list[str]:
         """The job's shell lines: the fetch command, then the build."""
@@ -75,15 +77,17 @@ PINS_COMMIT = frozenset({"tekton"})
 
 def ci_document(output_format: str, matrix: Matrix, plan: BuildPlan, command: JobCommand,
                 source: Optional[GitSource] = None) -> str:
-    """The CI document of OUTPUT_FORMAT (github, gitlab, tekton, konflux) for PLAN; SOURCE
-    for the formats in PINS_COMMIT."""
+    """The one-document CI format OUTPUT_FORMAT (github, gitlab, tekton) for PLAN; SOURCE
+    for the formats in PINS_COMMIT. (Konflux is a tree of files: `konflux.write`.)"""
     from . import github, gitlab, tekton
+
+    def pinned() -> str:
+        assert source is not None, "tekton pins the commit it was planned from"
+        return tekton.tekton(matrix, plan, command, source)
 
     emitters: dict[str, Callable[[], str]] = {
         "github": lambda: github.github(matrix, plan, command),
         "gitlab": lambda: gitlab.gitlab(matrix, plan, command),
-        "tekton": lambda: tekton.tekton(matrix, plan, command, source),
-        # Pipelines-as-Code clones the commit that triggered the run: nothing to pin.
-        "konflux": lambda: tekton.tekton(matrix, plan, command, None),
+        "tekton": pinned,
     }
     return emitters[output_format]()

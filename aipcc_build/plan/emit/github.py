@@ -20,7 +20,8 @@ GITHUB_OUTPUT_LIMIT = 1_000_000  # bytes of UTF-16; 1 MB read as the smaller 10*
 
 def github(matrix: Matrix, plan: BuildPlan, command: JobCommand) -> str:
     """One-line JSON: a `strategy.matrix` per wave ("wave1", "wave2", ...), the registry
-    host the jobs log in to and whether its TLS certificate is verified.
+    host the jobs log in to, whether its TLS certificate is verified, and whether the jobs
+    push (images built FROM a parent need it pushed: without, the workflow skips them).
 
     A wave with no image gets no key, so a workflow never hands GitHub an empty matrix: it
     skips that wave's job with `if: fromJSON(needs.plan.outputs.plan).waveN`. Each entry
@@ -31,7 +32,7 @@ def github(matrix: Matrix, plan: BuildPlan, command: JobCommand) -> str:
     registry = command.registry or matrix.registry
     document: dict[str, Any] = {"images": len(plan.builds), "waves": len(plan.waves),
                                 "registry_host": registry.split("/", 1)[0],
-                                "tls_verify": command.tls_verify}
+                                "tls_verify": command.tls_verify, "push": command.push}
     references = {build.image.key: build.image.reference for build in plan.builds}
     for number, wave in enumerate(plan.waves, start=1):
         if len(wave) > GITHUB_MATRIX_LIMIT:

@@ -1,7 +1,6 @@
 """Tekton: a tekton.dev/v1 PipelineRun, per image a clone, a fetch, a buildah build and a
-validation, and for an image of several platforms a build and a validation per platform
-joined in a manifest list; and the same as a Pipelines-as-Code PipelineRun for Konflux
-(`.tekton/`)."""
+validation on a node of each platform's architecture, and for an image of several
+platforms one join into a manifest list. (Konflux's component builds: konflux.py.)"""
 
 from __future__ import annotations
 
@@ -23,26 +22,13 @@ from . import GitSource, JobCommand
 # Kubernetes object names used as Tekton task names: DNS-1123 labels.
 DNS_LABEL_LIMIT = 63
 # Per image: <name>-clone, <name>-fetch, <name>-build, <name>-validate. An image of several
-# platforms has per platform <name>-build-<arch> and <name>-validate-<arch> (plain Tekton:
-# <name>-clone-<arch> and <name>-fetch-<arch> too), then one <name>-join.
+# platforms has per platform <name>-clone-<arch>, <name>-fetch-<arch>, <name>-build-<arch>
+# and <name>-validate-<arch>, then one <name>-join.
 STEPS = ("clone", "fetch", "build", "validate")
 # Per-task timeouts (Tekton's default, one hour for the whole run, would stop long builds).
 TIMEOUT_MINUTES = {"clone": 10, "fetch": 30, "build": 4 * 60, "validate": 30, "join": 15}
 # What a cluster can clone: a network URL or scp-like ssh (user@host:path), not a path.
 CLONABLE = re.compile(r"^((https?|ssh|git)://|[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:)")
-# What Pipelines-as-Code substitutes when it starts the run (Konflux's .tekton/ files).
-PAC_URL, PAC_REVISION = "{{source_url}}", "{{revision}}"
-# Konflux's git-clone task checks out into this subdirectory of its `output` workspace, and
-# its buildah task builds from there (SOURCE_CODE_DIR); the catalog's pair uses the root.
-KONFLUX_SOURCE_DIR = "source"
-# The platform the tasks run on when nothing places them: Konflux's cluster is x86_64, and
-# the catalog's buildah builds its node's platform. A build of another platform is placed:
-# on Konflux by buildah-remote's PLATFORM, on plain Tekton by a node selector.
-UNPLACED_PLATFORM = "linux/amd64"
-# The multi-platform controller's names for platforms (buildah-remote's PLATFORM, the values
-# of Konflux's `build-platforms`): OCI's, except the cluster's own platform, which it builds
-# in the cluster rather than on a VM under the kernel's name.
-KONFLUX_PLATFORMS = {"linux/amd64": "linux/x86_64"}
 # The label Kubernetes gives every node: its OCI architecture (amd64, arm64).
 NODE_ARCH_LABEL = "kubernetes.io/arch"
 # An image pushed as IMAGE (`repository:tag`) by its DIGEST: containers/image refuses a
@@ -67,11 +53,8 @@ JOIN_SCRIPT = "\n".join((
 ))
 
 
-def tekton(matrix: Matrix, plan: BuildPlan, command: JobCommand,
-           source: Optional[GitSource]) -> str:
-    """A tekton.dev/v1 PipelineRun. SOURCE None: the Pipelines-as-Code form for Konflux
-    (bundles resolver, {{source_url}}, {{revision}} as the build id, on-event annotations);
-    else a plain PipelineRun cloning SOURCE with the catalog's tasks installed in the
+def tekton(matrix: Matrix, plan: BuildPlan, command: JobCommand, source: GitSource) -> str:
+    """A tekton.dev/v1 PipelineRun cloning SOURCE with the catalog's tasks installed in the
     cluster (git-clone, buildah 0.8 or later: BUILD_ARGS, TLSVERIFY).
 
     Per image: clone into the image's own volume (no ReadWriteOnce volume shared by every
@@ -79,26 +62,23 @@ def tekton(matrix: Matrix, plan: BuildPlan, command: JobCommand,
     push with buildah, validate the pushed image with aipcc-build in the CI image; an image
     built FROM another starts building once its parent is validated.
 
-    An image of several platforms is built natively per platform and tagged
-    `reference-<arch>` (Konflux: buildah-remote on a machine of that platform, from the
-    image's one clone; plain Tekton: the catalog's buildah on a node of that architecture,
-    from a clone of its own there), each platform's image is validated, and then one join
-    task makes the manifest list under the image's reference (Konflux: build-image-index;
-    plain Tekton: buildah in the CI image). Its dependents build after the join, each
-    platform pulling its own from the list.
+    Every build runs on a node of its platform's architecture (the catalog's buildah builds
+    its node's platform), from a clone of its own there, and is validated as that platform.
+    An image of several platforms is tagged `reference-<arch>` per platform, and then one
+    join task (buildah in the CI image) makes the manifest list under the image's
+    reference. Its dependents build after the join, each platform pulling its own.
 
     Empty when the plan is: Kubernetes has no valid PipelineRun without a build task.
     """
     if not plan.builds:
         return ""
-    if source is not None and not CLONABLE.match(source.url):
+    if not CLONABLE.match(source.url):
         raise InputError(f"the PipelineRun would clone '{source.url}', which a cluster cannot "
                          "reach: point the 'origin' remote at the repository's https, ssh or "
                          "git URL", field="git_url")
     _check_parents(matrix, plan, command)
-    konflux = source is None
-    build_id = PAC_REVISION if konflux else command.build_id
-    run = _Run(matrix, konflux, build_id, str(command.tls_verify).lower())
+    build_id = command.build_id
+    run = _Run(matrix, build_id, str(command.tls_verify).lower())
     names = tekton_task_names(plan.builds)
     ready: dict[str, str] = {}  # image key -> the task its dependents' builds run after
     finish: dict[str, int] = {}  # image key -> minutes until that task ends, at most
@@ -107,25 +87,15 @@ def tekton(matrix: Matrix, plan: BuildPlan, command: JobCommand,
         ready[key] = run.image(build.image, names[key], [ready[need] for need in build.needs])
         finish[key] = max((finish[need] for need in build.needs), default=0) + _chain_minutes(
             build.image)
-    if konflux:
-        run.workspaces.append({"name": "git-auth",
-                               "secret": {"secretName": "{{ git_auth_secret }}"}})
     product = _dns_label(matrix.product.name)
     metadata: dict[str, Any] = {
-        "name": f"{product}-images-on-push",
-        "annotations": {
-            "pipelinesascode.tekton.dev/on-event": "[push]",
-            "pipelinesascode.tekton.dev/on-target-branch": "[main]",
-            "pipelinesascode.tekton.dev/max-keep-runs": "3",
-        },
-    } if konflux else {
         "generateName": f"{product}-build-",
         "labels": {"ai.aipcc/build-id": build_id},
     }
     spec: dict[str, Any] = {
         "params": [
-            {"name": "git-url", "value": source.url if source else PAC_URL},
-            {"name": "git-revision", "value": source.revision if source else PAC_REVISION},
+            {"name": "git-url", "value": source.url},
+            {"name": "git-revision", "value": source.revision},
             {"name": "ci-image", "value": matrix.ci.image},
         ],
         # The longest chain of images, each cloned, fetched, built, validated (and joined)
@@ -145,9 +115,7 @@ def tekton(matrix: Matrix, plan: BuildPlan, command: JobCommand,
         spec["taskRunSpecs"] = run.task_run_specs
     document = {"apiVersion": "tekton.dev/v1", "kind": "PipelineRun", "metadata": metadata,
                 "spec": spec}
-    header = ("# Generated by aipcc-build plan --format konflux: a Pipelines-as-Code "
-              "PipelineRun for .tekton/.\n" if konflux else
-              "# Generated by aipcc-build plan --format tekton: per image a clone, a fetch, "
+    header = ("# Generated by aipcc-build plan --format tekton: per image a clone, a fetch, "
               "a buildah build and a validation.\n")
     return header + yaml.safe_dump(document, sort_keys=False, width=4096)
 
@@ -157,7 +125,6 @@ class _Run:
     """The PipelineRun's parts, image by image."""
 
     matrix: Matrix
-    konflux: bool
     build_id: str
     tls_verify: str  # "true" or "false", as the tasks take it
     tasks: list[dict[str, Any]] = field(default_factory=list)
@@ -168,18 +135,15 @@ class _Run:
         """The tasks of IMAGE, named after NAME, building after the PARENTS tasks; returns
         the task its dependents build after."""
         reference = f"{image.repository}:{self.matrix.product.version}-{self.build_id}"
-        shared = self.source(name) if self.konflux else None
         validated, instances = [], []
-        for platform in image.platforms or ("",):
+        for platform in image.platforms:
             # Only an image of several platforms names its tasks and tags by platform.
             arch = describe(platform).arch if image.multi_platform else ""
-            placed = platform if image.multi_platform or platform not in (
-                "", UNPLACED_PLATFORM) else ""
-            ready, workspace = shared or self.source(name, arch, placed)
+            ready, workspace = self.source(name, arch, platform)
             build = _name(name, "build", arch)
             tag = f"{reference}-{arch}" if arch else reference
-            self.build(build, [ready, *parents], image, platform, placed, tag, workspace)
-            validated.append(self.validate(_name(name, "validate", arch), build, tag, placed))
+            self.build(build, [ready, *parents], image, platform, tag, workspace)
+            validated.append(self.validate(_name(name, "validate", arch), build, tag, platform))
             instances.append(f"{tag}@$(tasks.{build}.results.IMAGE_DIGEST)")
         if not image.multi_platform:
             return validated[0]
@@ -196,20 +160,17 @@ class _Run:
         ready = _name(name, "clone", arch)
         self.tasks.append({
             "name": ready,
-            "taskRef": self.task_ref("git-clone"),
+            "taskRef": {"name": "git-clone"},
             "params": [
                 {"name": "url", "value": "$(params.git-url)"},
                 {"name": "revision", "value": "$(params.git-revision)"},
-                {"name": "subdirectory", "value": KONFLUX_SOURCE_DIR if self.konflux else ""},
+                {"name": "subdirectory", "value": ""},
             ],
-            "workspaces": [{"name": "output", "workspace": workspace},
-                           *([{"name": "basic-auth", "workspace": "git-auth"}]
-                             if self.konflux else [])],
+            "workspaces": [{"name": "output", "workspace": workspace}],
             "timeout": _minutes("clone"),
         })
         self.place(ready, placed)
-        checkout = "$(workspaces.source.path)" + (
-            f"/{KONFLUX_SOURCE_DIR}" if self.konflux else "")
+        checkout = "$(workspaces.source.path)"
         if self.matrix.ci.fetch:
             fetch = _name(name, "fetch", arch)
             self.tasks.append(_ci_task(fetch, "fetch", [ready], self.matrix.ci.fetch,
@@ -218,14 +179,13 @@ class _Run:
             ready = fetch
         return ready, workspace
 
-    def build(self, name: str, after: list[str], image: ImageSpec, platform: str,
-              placed: str, tag: str, workspace: str) -> None:
-        """Build IMAGE's PLATFORM with buildah and push it as TAG; on PLACED's machines when
-        given (Konflux: buildah-remote, whose PLATFORM picks the machine)."""
-        remote = self.konflux and bool(placed)
+    def build(self, name: str, after: list[str], image: ImageSpec, platform: str, tag: str,
+              workspace: str) -> None:
+        """Build IMAGE's PLATFORM with buildah on a node of its architecture and push it as
+        TAG."""
         self.tasks.append({
             "name": name,
-            "taskRef": self.task_ref("buildah-remote" if remote else "buildah"),
+            "taskRef": {"name": "buildah"},
             "runAfter": after,
             "params": [
                 {"name": "IMAGE", "value": tag},
@@ -234,13 +194,11 @@ class _Run:
                 {"name": "CONTEXT", "value": project_path(self.matrix, build_context(image))},
                 {"name": "BUILD_ARGS", "value": [f"{BUILD_ID_ARG}={self.build_id}"]},
                 {"name": "TLSVERIFY", "value": self.tls_verify},
-                *([{"name": "PLATFORM", "value": KONFLUX_PLATFORMS.get(placed, placed)}]
-                  if remote else []),
             ],
             "workspaces": [{"name": "source", "workspace": workspace}],
             "timeout": _minutes("build"),
         })
-        self.place(name, placed)
+        self.place(name, platform)
 
     def validate(self, name: str, build: str, tag: str, placed: str) -> str:
         """aipcc-build validate, in the CI image, on the image BUILD pushed as TAG; that it
@@ -257,20 +215,6 @@ class _Run:
     def join(self, name: str, after: list[str], reference: str, instances: list[str]) -> str:
         """The manifest list of INSTANCES (`tag@digest` each), pushed as REFERENCE once every
         task of AFTER passed."""
-        if self.konflux:
-            self.tasks.append({
-                "name": name,
-                "taskRef": self.task_ref("build-image-index"),
-                "runAfter": after,
-                "params": [
-                    {"name": "IMAGE", "value": reference},
-                    {"name": "IMAGES", "value": instances},
-                    {"name": "COMMIT_SHA", "value": PAC_REVISION},
-                    {"name": "TLSVERIFY", "value": self.tls_verify},
-                ],
-                "timeout": _minutes("join"),
-            })
-            return name
         task = _ci_task(name, "join", after, JOIN_SCRIPT, None, None)
         _pass_params(task, {"IMAGE": reference, "TLSVERIFY": self.tls_verify})
         task["params"].append({"name": "IMAGES", "value": instances})
@@ -283,20 +227,10 @@ class _Run:
         return name
 
     def place(self, task: str, platform: str) -> None:
-        """Plain Tekton: run TASK on a node of PLATFORM's architecture, when given (Konflux
-        places only builds, through buildah-remote's PLATFORM)."""
-        if platform and not self.konflux:
+        """Run TASK on a node of PLATFORM's architecture, when given."""
+        if platform:
             self.task_run_specs.append({"pipelineTaskName": task, "podTemplate": {
                 "nodeSelector": {NODE_ARCH_LABEL: describe(platform).arch}}})
-
-    def task_ref(self, task: str) -> dict[str, Any]:
-        if not self.konflux:
-            return {"name": task}
-        return {"resolver": "bundles", "params": [
-            {"name": "name", "value": task},
-            {"name": "bundle", "value": self.matrix.ci.bundles[task]},
-            {"name": "kind", "value": "task"},
-        ]}
 
 
 def _name(image: str, step: str, arch: str) -> str:

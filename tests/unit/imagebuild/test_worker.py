@@ -7,16 +7,10 @@ import threading
 from pathlib import Path
 from typing import Optional
 
+from aipcc_build.imagebuild import outcomes
 from aipcc_build.imagebuild.builder import BuildJob, ListJob, ListOutcome
 from aipcc_build.imagebuild.options import ScheduleOptions
-from aipcc_build.imagebuild.outcomes import (
-    ImageResult,
-    LogLine,
-    Retrying,
-    Status,
-    StatusChanged,
-    ValidationOutcome,
-)
+from aipcc_build.imagebuild.outcomes import ImageResult, Status, ValidationOutcome
 from aipcc_build.imagebuild.worker import Message, Worker
 from tests.unit.imagebuild.test_scheduler import FakeBuilder, image
 
@@ -58,14 +52,14 @@ def test_build_validate_push_in_order(tmp_path: Path) -> None:
     assert result.status is Status.OK and result.digest == "sha256:base/a"
     assert checked == ["id-base/a"] and builder.pushed == ["base/a"]
     assert result.toolkits == {"cuda": ["12.8.90"]} and result.warnings == ("w",)
-    statuses = [e.status for e in events(sent) if isinstance(e, StatusChanged)]
+    statuses = [e.status for e in events(sent) if isinstance(e, outcomes.StatusChanged)]
     assert statuses == [Status.VALIDATING, Status.PUSHING]
     # The build slot is released before validating; dependents may start once validated.
     kinds = [("released" if m.released else "built" if m.built_id else None) for m in sent]
     assert kinds.index("released") < kinds.index("built")
     log = (tmp_path / "a.log").read_text()
     assert "STEP 1/1: RUN make" in log and "validation warning: w" in log
-    assert any(isinstance(e, LogLine) for e in events(sent))
+    assert any(isinstance(e, outcomes.LogLine) for e in events(sent))
 
 
 def test_failed_validation_is_not_pushed(tmp_path: Path) -> None:
@@ -81,7 +75,7 @@ def test_transient_build_failure_is_retried_with_the_backoff(tmp_path: Path) -> 
     builder = FakeBuilder(transient_failures={"base/a": 2})
     result, sent = drive(builder, tmp_path, retries=2, max_retry_delay=0.015)
     assert result.status is Status.OK and result.retries == 2
-    assert [(e.attempt, e.delay) for e in events(sent) if isinstance(e, Retrying)] == \
+    assert [(e.attempt, e.delay) for e in events(sent) if isinstance(e, outcomes.Retrying)] == \
         [(2, 0.01), (3, 0.015)]
 
 

@@ -190,13 +190,31 @@ def test_filter_that_matches_nothing_is_an_error(project: Project, cli, option: 
 
 def test_ci_bundle_of_an_unknown_task(project: Project, cli) -> None:
     project.edit("registry: quay.io/aipcc", "registry: quay.io/aipcc\n"
-                 "ci: {bundles: {buildha: quay.io/x/task-buildah:0.4}}")
-    assert_input_error(project, cli, "ci.bundles.buildha", "unknown task 'buildha'",
-                       at="buildha")
+                 "ci: {bundles: {buildah-remote: quay.io/x/task-buildah-remote:0.4}}")
+    assert_input_error(project, cli, "ci.bundles.buildah-remote",
+                       "unknown task 'buildah-remote'", "buildah-remote-oci-ta",
+                       at="buildah-remote")
 
 
 def test_ci_bundle_digest_must_be_sha256(project: Project, cli) -> None:
     project.edit("registry: quay.io/aipcc", "registry: quay.io/aipcc\n"
-                 "ci: {bundles: {buildah: 'quay.io/x/task-buildah:0.4@sha256:zz'}}")
-    assert_input_error(project, cli, "ci.bundles.buildah", "is not an image reference",
-                       at="task-buildah")
+                 "ci: {bundles: {buildah-remote-oci-ta: "
+                 "'quay.io/x/task-buildah-remote-oci-ta:0.10@sha256:zz'}}")
+    assert_input_error(project, cli, "ci.bundles.buildah-remote-oci-ta",
+                       "is not an image reference", at="task-buildah")
+
+
+def test_ci_hermetic_needs_a_prefetch_input(project: Project, cli) -> None:
+    project.edit("registry: quay.io/aipcc", "registry: quay.io/aipcc\nci: {hermetic: true}")
+    assert_input_error(project, cli, "ci.hermetic", "ci.prefetch_input", at="true")
+
+
+def test_ci_prefetch_input_is_json(project: Project, cli) -> None:
+    project.edit("registry: quay.io/aipcc", "registry: quay.io/aipcc\n"
+                 "ci: {prefetch_input: '[{type: pip'}")
+    assert_input_error(project, cli, "ci.prefetch_input", "not JSON", at="[{type")
+
+
+def test_ci_hermetic_is_a_boolean(project: Project, cli) -> None:
+    project.edit("registry: quay.io/aipcc", "registry: quay.io/aipcc\nci: {hermetic: yes}")
+    assert_input_error(project, cli, "ci.hermetic", "'yes' is not true or false", at="yes")

@@ -23,9 +23,7 @@ DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 # - Tekton catalog, task/buildah/0.10/buildah.yaml: IMAGE, DOCKERFILE, CONTEXT,
 #   STORAGE_DRIVER (no type: string), BUILD_ARGS (type: array, "Dockerfile build arguments,
 #   array of key=value"); workspace `source` (required).
-# - Konflux build-definitions, task/buildah (README's parameter table): IMAGE, DOCKERFILE,
-#   CONTEXT, BUILD_ARGS ("Array of --build-arg values ("arg=value" strings)").
-# Both also take TLSVERIFY ("true"/"false"); Konflux's 0.4 README lists it too.
+# It also takes TLSVERIFY ("true"/"false").
 BUILDAH_PARAMS = {"IMAGE": str, "DOCKERFILE": str, "CONTEXT": str, "BUILD_ARGS": list,
                   "STORAGE_DRIVER": str, "TLSVERIFY": str}
 BUILDAH_REQUIRED = {"IMAGE"}
@@ -96,6 +94,36 @@ def test_shipped_workflow_runs_one_job_per_image_with_dependents_later():
     assert 'skopeo inspect' in check["run"]
 
 
+def test_shipped_workflow_builds_pull_requests_to_their_own_tags_and_forks_without_pushing():
+    workflow = yaml.safe_load((REPO / "docs/ci/github-actions.yml").read_text())
+    jobs = workflow["jobs"]
+    uses = [step["uses"] for job in jobs.values() for step in job["steps"] if "uses" in step]
+    # The current major versions (checkout 6, upload-artifact 7: Node 24).
+    assert set(uses) == {"actions/checkout@v6", "actions/upload-artifact@v7"}
+    plan_step = next(s for s in jobs["plan"]["steps"] if s.get("id") == "plan")
+    assert plan_step["env"]["FORK"] == (
+        "${{ github.event.pull_request.head.repo.full_name != github.repository }}")
+    assert '--build-id "on-pr-$HEAD_SHA"' in plan_step["run"]
+    assert "--no-push" in plan_step["run"]
+    for name in ("build", "build-dependents"):
+        login = next(s for s in jobs[name]["steps"] if s.get("name") == "Log in to the registry")
+        assert login["if"] == "fromJSON(needs.plan.outputs.plan).push"
+    assert "fromJSON(needs.plan.outputs.plan).push" in jobs["build-dependents"]["if"]
+
+
+def test_github_plan_without_push(project, run):
+    document = json.loads(plan(run, project / "matrix/aipcc.yaml", "--format", "github",
+                               "--no-push", "--build-id", "on-pr-abc").out)
+    assert document["push"] is False
+    for wave in ("wave1", "wave2"):
+        for entry in document[wave]["include"]:
+            assert not entry["command"].endswith("--push")
+            assert "--build-id on-pr-abc" in entry["command"]
+    pushed = json.loads(plan(run, project / "matrix/aipcc.yaml", "--format", "github").out)
+    assert pushed["push"] is True
+    assert all(e["command"].endswith(" --push") for e in pushed["wave1"]["include"])
+
+
 def test_github_matrix_per_wave_validates(project, run, tmp_path):
     output = plan(run, project / "matrix/aipcc.yaml", "--format", "github").out
     assert output.count("\n") == 1  # one line: it goes into $GITHUB_OUTPUT as plan=<json>
@@ -158,7 +186,7 @@ def test_github_schema_of_our_own_rejects_an_empty_or_oversized_matrix(tmp_path)
     entry = {"key": "builder/x", "name": "x", "kind": "builder", "accelerator": "cpu",
              "version": None, "os": "ubi9", "reference": "r", "parent": "", "fetch": "",
              "command": "aipcc-build matrix --only builder/x --push"}
-    top = {"registry_host": "quay.io", "tls_verify": True}
+    top = {"registry_host": "quay.io", "tls_verify": True, "push": True}
     for bad in ({"images": 0, "waves": 1, "wave1": {"include": []}, **top},
                 {"images": 257, "waves": 1, "wave1": {"include": [entry] * 257}, **top}):
         (tmp_path / "bad.json").write_text(json.dumps(bad))
@@ -169,7 +197,7 @@ def test_github_schema_of_our_own_rejects_an_empty_or_oversized_matrix(tmp_path)
 def test_github_empty_plan_emits_no_matrix_and_says_so(project, run, tmp_path):
     result = plan(run, project / "matrix/aipcc.yaml", "--format", "github", *EMPTY_SELECTION)
     assert json.loads(result.out) == {"images": 0, "waves": 0, "registry_host": "quay.io",
-                                      "tls_verify": True}
+                                      "tls_verify": True, "push": True}
     assert "nothing to build" in result.err
     (tmp_path / "plan.json").write_text(result.out)
     assert check_jsonschema("--schemafile", str(SCHEMA),
@@ -307,8 +335,7 @@ def check_tekton_document(document: dict, matrix_path: Path, build_id: str
     by_key: dict[str, list[dict]] = {}
     for task in builds:
         given = {p["name"]: p["value"] for p in task["params"]}
-        allowed = set(BUILDAH_PARAMS) | ({"PLATFORM"} if "PLATFORM" in given else set())
-        assert set(given) <= allowed and set(given) >= BUILDAH_REQUIRED
+        assert set(given) <= set(BUILDAH_PARAMS) and set(given) >= BUILDAH_REQUIRED
         for name, value in given.items():
             assert isinstance(value, BUILDAH_PARAMS.get(name, str)), (name, value)
         assert {w["name"] for w in task["workspaces"]} == BUILDAH_WORKSPACES
@@ -393,39 +420,26 @@ def test_tekton_pipelinerun_structure(tekton_repo, run):
         assert {p["name"] for p in clone["params"]} >= set(GIT_CLONE_PARAMS)
     assert all(task["taskRef"] == {"name": "buildah"}
                for builds in by_key.values() for task in builds)
-    assert "taskRunSpecs" not in document["spec"]  # one platform: no placement
+    # One platform too: clone, fetch and build on a node of its architecture (the catalog's
+    # buildah builds its node's platform), validated as that platform.
+    pinned = {entry["pipelineTaskName"]: entry["podTemplate"]
+              for entry in document["spec"]["taskRunSpecs"]}
+    for builds in by_key.values():
+        for task in builds:
+            stem = task["name"].rpartition("-build")[0]
+            for name in (task["name"], f"{stem}-clone"):
+                assert pinned[name] == {"nodeSelector": {"kubernetes.io/arch": "amd64"}}
+            validate = by_name(document)[f"{stem}-validate"]
+            assert {"name": "PLATFORM", "value": "linux/amd64"} in validate["params"]
 
 
-def test_konflux_pipelinerun_is_pipelines_as_code_with_bundles(project, run):
-    matrix_path = project / "matrix/aipcc.yaml"
-    output = plan(run, matrix_path, "--format", "konflux").out  # no git remote needed
-    assert tekton_schema.errors(output) == []
-    document = yaml.safe_load(output)
-    annotations = document["metadata"]["annotations"]
-    assert annotations["pipelinesascode.tekton.dev/on-event"] == "[push]"
-    assert annotations["pipelinesascode.tekton.dev/on-target-branch"] == "[main]"
-    params = {p["name"]: p["value"] for p in document["spec"]["params"]}
-    assert params["git-url"] == "{{source_url}}" and params["git-revision"] == "{{revision}}"
-    by_key = check_tekton_document(document, matrix_path, "{{revision}}")
-    for task in (task for builds in by_key.values() for task in builds):
-        ref = {p["name"]: p["value"] for p in task["taskRef"]["params"]}
-        assert task["taskRef"]["resolver"] == "bundles"
-        assert ref == {"name": "buildah", "kind": "task",
-                       "bundle": "quay.io/konflux-ci/tekton-catalog/task-buildah:0.4"}
+def by_name(document: dict) -> dict[str, dict]:
+    return {task["name"]: task for task in document["spec"]["pipelineSpec"]["tasks"]}
 
 
-def test_konflux_bundles_come_from_the_matrix(project, run):
-    bundle = "quay.io/konflux-ci/tekton-catalog/task-buildah:0.4@sha256:" + "ab" * 32
-    matrix = project / "matrix/aipcc.yaml"
-    setting = f"ci: {{bundles: {{buildah: '{bundle}'}}}}"
-    matrix.write_text(matrix.read_text().replace(
-        "registry: quay.io/aipcc", f"registry: quay.io/aipcc\n{setting}", 1))
-    output = plan(run, project / "matrix/aipcc.yaml", "--format", "konflux").out
-    assert f"value: {bundle}" in output and tekton_schema.errors(output) == []
-
-
-def test_demo_tekton_fetches_its_context_before_the_build(project, run):
-    output = plan(run, REPO / "matrix/demo.yaml", "--format", "konflux",
+def test_demo_tekton_fetches_its_context_before_the_build(repo, run):
+    git(repo, "remote", "add", "origin", "https://git.example.com/aipcc/images.git")
+    output = plan(run, repo / "matrix/demo.yaml", "--format", "tekton", "--allow-loopback",
                   "--platform", "linux/arm64").out
     assert tekton_schema.errors(output) == []
     tasks = {t["name"]: t for t in yaml.safe_load(output)["spec"]["pipelineSpec"]["tasks"]}
@@ -437,63 +451,19 @@ def test_demo_tekton_fetches_its_context_before_the_build(project, run):
     assert tasks["base-cpu-debian-build"]["runAfter"] == ["base-cpu-debian-fetch"]
     assert tasks["runtime-cpu-debian-build"]["runAfter"] == [
         "runtime-cpu-debian-fetch", "base-cpu-debian-validate"]
-    # One platform, not Konflux's own x86_64: built on an arm64 machine, and checked to be
-    # arm64; no join.
-    assert bundle_of(tasks["base-cpu-debian-build"])[0] == "buildah-remote"
-    assert params["PLATFORM"] == "linux/arm64"
+    # One platform: built on an arm64 node, and checked to be arm64; no join.
+    pinned = {entry["pipelineTaskName"]: entry["podTemplate"]["nodeSelector"]
+              for entry in yaml.safe_load(output)["spec"]["taskRunSpecs"]}
+    assert pinned["base-cpu-debian-build"] == {"kubernetes.io/arch": "arm64"}
     validate = {p["name"]: p["value"] for p in tasks["base-cpu-debian-validate"]["params"]}
     assert validate["PLATFORM"] == "linux/arm64" and "base-cpu-debian-join" not in tasks
 
 
-def test_tekton_refuses_a_registry_its_buildah_task_would_not_build_from(project, run):
-    result = run("--matrix", str(REPO / "matrix/demo.yaml"), "plan", "--format", "konflux",
-                 "--registry", "127.0.0.1:5000/x")
+def test_tekton_refuses_a_registry_its_buildah_task_would_not_build_from(tekton_repo, run):
+    result = run("--matrix", str(tekton_repo / "matrix/demo.yaml"), "plan", "--format",
+                 "tekton", "--allow-loopback", "--registry", "127.0.0.1:5000/x")
     assert result.code == 2 and "--registry" in result.err and result.out == ""
     assert "FROM its parent in localhost/aipcc-demo" in result.err
-
-
-def test_konflux_builds_each_platform_remotely_then_joins_them_in_an_index(project, run):
-    """The demo (linux/amd64 and linux/arm64, runtime built FROM base): per platform a
-    buildah-remote build with its PLATFORM, pushed as `reference-<arch>`, and a validation of
-    that platform; one build-image-index per image after every validation; the dependent's
-    builds after its parent's index."""
-    matrix_path = project / "matrix/demo.yaml"
-    output = plan(run, matrix_path, "--format", "konflux").out
-    assert tekton_schema.errors(output) == []
-    document = yaml.safe_load(output)
-    by_key = check_tekton_document(document, matrix_path, "{{revision}}")
-    assert all(len(builds) == 2 for builds in by_key.values())
-    assert "taskRunSpecs" not in document["spec"]  # Konflux places builds by PLATFORM
-    tasks = {t["name"]: t for t in document["spec"]["pipelineSpec"]["tasks"]}
-    reference = "localhost/aipcc-demo/base/cpu-debian:1.0-{{revision}}"
-    for arch, konflux_platform in (("amd64", "linux/x86_64"), ("arm64", "linux/arm64")):
-        build = tasks[f"base-cpu-debian-build-{arch}"]
-        assert bundle_of(build) == ("buildah-remote",
-                                    "quay.io/konflux-ci/tekton-catalog/task-buildah-remote:0.4")
-        given = {p["name"]: p["value"] for p in build["params"]}
-        assert given["PLATFORM"] == konflux_platform and given["IMAGE"] == f"{reference}-{arch}"
-        # Both platforms build from the image's one clone (copied to the remote machine).
-        assert build["runAfter"] == ["base-cpu-debian-fetch"]
-        assert build["workspaces"] == [{"name": "source", "workspace": "source-base-cpu-debian"}]
-        validate = tasks[f"base-cpu-debian-validate-{arch}"]
-        checked = {p["name"]: p["value"] for p in validate["params"]}
-        assert checked == {"IMAGE": f"{reference}-{arch}", "TLSVERIFY": "true",
-                           "DIGEST": f"$(tasks.base-cpu-debian-build-{arch}.results.IMAGE_DIGEST)",
-                           "PLATFORM": f"linux/{arch}"}
-        assert '--platform "$PLATFORM"' in validate["taskSpec"]["steps"][0]["script"]
-    join = tasks["base-cpu-debian-join"]
-    assert bundle_of(join) == ("build-image-index",
-                               "quay.io/konflux-ci/tekton-catalog/task-build-image-index:0.1")
-    assert join["runAfter"] == ["base-cpu-debian-validate-amd64", "base-cpu-debian-validate-arm64"]
-    assert {p["name"]: p["value"] for p in join["params"]} == {
-        "IMAGE": reference, "COMMIT_SHA": "{{revision}}", "TLSVERIFY": "true",
-        "IMAGES": [f"{reference}-{arch}@$(tasks.base-cpu-debian-build-{arch}.results.IMAGE_DIGEST)"
-                   for arch in ("amd64", "arm64")]}
-    for arch in ("amd64", "arm64"):
-        assert tasks[f"runtime-cpu-debian-build-{arch}"]["runAfter"] == [
-            "runtime-cpu-debian-fetch", "base-cpu-debian-join"]
-    # Two images in a chain, each cloned, fetched, built, validated and joined.
-    assert document["spec"]["timeouts"]["pipeline"] == f"{2 * (10 + 30 + 240 + 30 + 15)}m"
 
 
 def test_tekton_pins_each_platform_to_its_nodes_then_joins_them_with_buildah(repo, run):
@@ -502,7 +472,8 @@ def test_tekton_pins_each_platform_to_its_nodes_then_joins_them_with_buildah(rep
     anywhere; the join is buildah in the CI image."""
     git(repo, "remote", "add", "origin", "https://git.example.com/aipcc/images.git")
     matrix_path = repo / "matrix/demo.yaml"
-    output = plan(run, matrix_path, "--format", "tekton", "--build-id", "9").out
+    output = plan(run, matrix_path, "--format", "tekton", "--build-id", "9",
+                  "--allow-loopback").out
     assert tekton_schema.errors(output) == []
     document = yaml.safe_load(output)
     by_key = check_tekton_document(document, matrix_path, "9")
@@ -537,26 +508,6 @@ def test_tekton_pins_each_platform_to_its_nodes_then_joins_them_with_buildah(rep
     for arch in ("amd64", "arm64"):
         assert tasks[f"runtime-cpu-debian-build-{arch}"]["runAfter"] == [
             f"runtime-cpu-debian-fetch-{arch}", "base-cpu-debian-join"]
-
-
-def bundle_of(task: dict) -> tuple[str, str]:
-    ref = {p["name"]: p["value"] for p in task["taskRef"]["params"]}
-    assert task["taskRef"]["resolver"] == "bundles" and ref["kind"] == "task"
-    return ref["name"], ref["bundle"]
-
-
-def test_konflux_remote_bundles_come_from_the_matrix(project, run):
-    remote = "quay.io/example/task-buildah-remote:0.4@sha256:" + "cd" * 32
-    index = "quay.io/example/task-build-image-index:0.1@sha256:" + "ef" * 32
-    matrix = project / "matrix/demo.yaml"
-    matrix.write_text(matrix.read_text().replace(
-        "ci:\n", f"ci:\n  bundles: {{buildah-remote: '{remote}', build-image-index: '{index}'}}\n",
-        1))
-    output = plan(run, matrix, "--format", "konflux", "--only", "base/cpu-debian").out
-    assert tekton_schema.errors(output) == []
-    tasks = {t["name"]: t for t in yaml.safe_load(output)["spec"]["pipelineSpec"]["tasks"]}
-    assert bundle_of(tasks["base-cpu-debian-build-arm64"])[1] == remote
-    assert bundle_of(tasks["base-cpu-debian-join"])[1] == index
 
 
 def test_tekton_refuses_a_local_path_as_the_clone_url(project, run):

@@ -18,9 +18,11 @@ from aipcc_build.tools.retry import (
 )
 
 
+def error(text: str) -> ToolError:
+    return ToolError(["skopeo"], 1, text)
+
+
 def test_transient_errors_are_connection_errors_and_5xx() -> None:
-    def error(text: str) -> ToolError:
-        return ToolError(["skopeo"], 1, text)
     assert transient(error("received unexpected HTTP status: 503 Service Unavailable"))
     assert transient(error("invalid status code from registry 502 (Bad Gateway)"))
     assert transient(error("dial tcp 127.0.0.1:5000: connect: connection refused"))
@@ -45,8 +47,6 @@ def test_retries_are_bounded_with_capped_backoff() -> None:
 
 
 def test_one_table_for_buildah_skopeo_and_http() -> None:
-    def error(text: str) -> ToolError:
-        return ToolError(["x"], 1, text)
     # skopeo and buildah on a 429: containers/image words it either way.
     assert transient(error("reading manifest 1 in h/r: toomanyrequests: slow down"))
     assert transient(error("received unexpected HTTP status: 429 Too Many Requests"))

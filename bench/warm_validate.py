@@ -1,0 +1,85 @@
+"""Issue 23 target: re-validating an image whose layers are all cached costs about a
+start-up: warm `aipcc-build validate` / `aipcc-build --version` at most 1.5, on a 1 GiB
+four-layer OCI layout and on the same image in containers-storage.
+
+The layout is built once under ~/.cache/aipcc-build/bench/warm-oci (this machine's files,
+gzip layers); the containers-storage copy is `localhost/aipcc-bench/warm:1` (removed with
+`buildah rmi localhost/aipcc-bench/warm:1`).
+
+Run: python bench/warm_validate.py [--repeat N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from common import as_installed, installed_script, shortest
+from validate_speed import build_layout, layers_of
+
+# Four layers of real files, about 1.07 GiB uncompressed on a Debian host.
+SOURCES = (
+    ("usr/lib/x86_64-linux-gnu",),
+    ("usr/include",),
+    ("usr/lib/gcc", "usr/lib/python3", "usr/lib/python3.11"),
+    ("usr/libexec", "usr/sbin"),
+)
+STORAGE_IMAGE = "localhost/aipcc-bench/warm:1"
+
+
+def wall(command: list[str], env: dict[str, str], repeat: int) -> tuple[float, float]:
+    """(wall, CPU) seconds, the shortest of REPEAT runs each, after one unmeasured run (for
+    validate: the cold one, which fills the cache)."""
+    subprocess.run(command, env=env, stdout=subprocess.DEVNULL, check=True)
+    return shortest(command, env, repeat)
+
+
+def in_storage(layout: Path) -> None:
+    """The layout's image in containers-storage, copied once."""
+    known = subprocess.run(["buildah", "images", "--quiet", STORAGE_IMAGE],
+                           capture_output=True, text=True)
+    if known.returncode == 0 and known.stdout.strip():
+        return
+    print(f"copying the image into containers-storage as {STORAGE_IMAGE} (once)...",
+          file=sys.stderr)
+    subprocess.run(["skopeo", "copy", "--quiet", f"oci:{layout}:bench",
+                    f"containers-storage:{STORAGE_IMAGE}"], check=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--layout", type=Path,
+                        default=Path.home() / ".cache" / "aipcc-build" / "bench" / "warm-oci")
+    parser.add_argument("--repeat", type=int, default=11)
+    args = parser.parse_args()
+    if not (args.layout / "index.json").exists():
+        print(f"building the benchmark image in {args.layout} (once)...", file=sys.stderr)
+        build_layout(args.layout, SOURCES)
+    layers = layers_of(args.layout)
+    print(f"image: {len(layers)} gzip layers, "
+          f"{sum(size for _, size in layers) / 2**30:.2f} GiB uncompressed")
+    in_storage(args.layout)
+
+    script = installed_script()
+    env = as_installed()
+    version, version_cpu = wall([script, "--version"], env, args.repeat)
+    print(f"aipcc-build --version: {version * 1000:.1f} ms ({version_cpu * 1000:.1f} ms CPU)")
+    ok = True
+    with tempfile.TemporaryDirectory() as cache:
+        for name, ref in (("OCI layout", f"oci:{args.layout}:bench"),
+                          ("containers-storage", f"containers-storage:{STORAGE_IMAGE}")):
+            command = [script, "validate", ref, "--cache-dir", cache, "--json"]
+            warm, warm_cpu = wall(command, env, args.repeat)
+            ratio = warm / version
+            ok = ok and ratio <= 1.5
+            print(f"warm validate, {name}: {warm * 1000:.1f} ms ({warm_cpu * 1000:.1f} ms CPU) "
+                  f"-> ratio {ratio:.2f} (target <= 1.5); in CPU time: "
+                  f"{warm_cpu / version_cpu:.2f}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
