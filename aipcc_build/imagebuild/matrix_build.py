@@ -67,7 +67,7 @@ def build_matrix(request: MatrixBuild, on_event: Callable[[Event], None],
     from .buildah_builder import BuildahBuilder
 
     given = request.schedule
-    for name in ("build_timeout", "push_timeout"):
+    for name in ("build_timeout", "push_timeout", "push_stall"):
         value = getattr(given, name)
         if value is not None and not value > 0:
             raise InputError(f"must be a positive number of seconds, not {value:g}",

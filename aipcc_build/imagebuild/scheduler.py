@@ -188,7 +188,7 @@ class _Scheduler:
                 platform=build.platform if build.emulated or build.image.multi_platform
                 else None,
                 build_timeout=self.options.build_timeout,
-                push_timeout=self.options.push_timeout,
+                push_timeout=self.options.push_timeout, push_stall=self.options.push_stall,
                 containerfile=build.containerfile, tag=build.tag,
             )
             self.results[key] = replace(self.results[key], status=Status.BUILDING,

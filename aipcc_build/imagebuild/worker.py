@@ -170,7 +170,8 @@ class Worker:
         image = results[keys[0]].image
         job = ListJob(image=image,
                       instances={r.platform: r.image_id for r in results.values()},
-                      push_timeout=self.options.push_timeout)
+                      push_timeout=self.options.push_timeout,
+                      push_stall=self.options.push_stall)
         first = keys[0]
 
         def line(text: str) -> None:

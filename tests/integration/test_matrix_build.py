@@ -453,3 +453,30 @@ def test_a_registry_that_never_answers_or_refuses_the_login_stops_the_run_before
                 if any(name.startswith(f"{locked.host}/") for name in image.get("names") or [])]
         if ours:
             subprocess.run(["buildah", "rmi", "-f", *ours], capture_output=True)
+
+
+def test_a_push_that_makes_no_progress_is_stopped(
+        tmp_path: Path, unique_base: tuple[str, str], namespace: str,
+        registry: Registry) -> None:
+    """Issue 22.17: a registry that answers the check, then accepts uploads and never
+    answers, stops a push after --push-stall seconds without progress (it held it for the
+    whole push timeout, 600 s by default)."""
+    from tests.support.publish import FlakyProxy
+
+    write_matrix(tmp_path, unique_base[0], {"12.9.1": {"sleep": 0}}, child=False)
+    path = namespace.split("/", 1)[1]
+    with FlakyProxy(registry.host, failures=0, hang=("POST", "PUT", "PATCH")) as silent:
+        started = time.monotonic()
+        done = aipcc_build(tmp_path, "--matrix", "matrix/test.yaml", "matrix", "--push",
+                           "--registry", f"{silent.host}/{path}", "--tls-verify=false",
+                           "--retries", "0", "--push-stall", "3")
+        took = time.monotonic() - started
+    assert done.returncode == 1, done.stderr
+    image = report(tmp_path)["images"][0]
+    assert image["status"] == "push-failed"
+    assert "made no progress for 3 s (push_stall)" in image["message"], image
+    assert took < 60
+    ours = [i["id"] for i in buildah_json("images")
+            if any(name.startswith(f"{silent.host}/") for name in i.get("names") or [])]
+    if ours:
+        subprocess.run(["buildah", "rmi", "-f", *ours], capture_output=True)
