@@ -430,22 +430,22 @@ def test_a_registry_that_never_answers_or_refuses_the_login_stops_the_run_before
     (tmp_path / "reg").mkdir()
     locked = Real(tmp_path / "reg", htpasswd)
     locked.start()
-    try:
-        auth_file = tmp_path / "auth.json"
-        wrong = base64.b64encode(b"robot:wrong").decode()
-        auth_file.write_text(json.dumps({"auths": {locked.host: {"auth": wrong}}}))
-        done = aipcc_build(tmp_path, "--matrix", "matrix/test.yaml", "matrix", "--push",
+    auth_file = tmp_path / "auth.json"
+
+    def push_as(login: bytes) -> tuple[subprocess.CompletedProcess[str], str]:
+        auth = base64.b64encode(login).decode()
+        auth_file.write_text(json.dumps({"auths": {locked.host: {"auth": auth}}}))
+        return aipcc_build(tmp_path, "--matrix", "matrix/test.yaml", "matrix", "--push",
                            "--registry", f"{locked.host}/ns", "--tls-verify=false",
-                           env={"REGISTRY_AUTH_FILE": str(auth_file)})
+                           env={"REGISTRY_AUTH_FILE": str(auth_file)}), auth
+
+    try:
+        done, wrong = push_as(b"robot:wrong")
         assert done.returncode == 1, done.stderr
         assert f"registry {locked.host} does not accept the credentials" in done.stderr
         assert "wrong" not in done.stderr and wrong not in done.stderr
         assert not (tmp_path / "logs").exists()
-        right = base64.b64encode(b"robot:right").decode()
-        auth_file.write_text(json.dumps({"auths": {locked.host: {"auth": right}}}))
-        done = aipcc_build(tmp_path, "--matrix", "matrix/test.yaml", "matrix", "--push",
-                           "--registry", f"{locked.host}/ns", "--tls-verify=false",
-                           env={"REGISTRY_AUTH_FILE": str(auth_file)})
+        done, _ = push_as(b"robot:right")
         assert done.returncode == 0, done.stderr
     finally:
         locked.stop()
