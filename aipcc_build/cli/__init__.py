@@ -25,6 +25,7 @@ OPTION_OF_FIELD = {
     "build_args": "--build-arg",
     "build_timeout": "--build-timeout",
     "push_timeout": "--push-timeout",
+    "push_stall": "--push-stall",
     "allow_eol": "--allow-eol",
     "min_driver": "--min-driver",
     "vars": "--var NAME=VALUE",

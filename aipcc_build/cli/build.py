@@ -45,6 +45,10 @@ if TYPE_CHECKING:
               default=defaults.PUSH_TIMEOUT,
               show_default=True, metavar="SECONDS",
               help="Stop one push attempt after this long (then retry, see --retries).")
+@click.option("--push-stall", type=click.FloatRange(min=0, min_open=True),
+              default=defaults.PUSH_STALL, show_default=True, metavar="SECONDS",
+              help="Stop one push attempt that sends and receives nothing for this long "
+                   "(then retry, see --retries).")
 @click.option("--render", "rerender", is_flag=True,
               help="Render the Containerfiles first instead of refusing stale ones.")
 @click.option("--allow-eol", is_flag=True, help="Build toolkit versions past their eol date.")
@@ -74,7 +78,7 @@ def matrix(context: Context, filters: Filters, dry_run: bool, as_json: bool,
            junit_path: Optional[str], pull: Optional[str], layers: Optional[bool],
            build_args: dict[str, str],
            parent_build_id: Optional[str], build_timeout: float,
-           push_timeout: float) -> int:
+           push_timeout: float, push_stall: float) -> int:
     """Build every image of the matrix, concurrently and in dependency order."""
     import signal
     import threading
@@ -95,7 +99,8 @@ def matrix(context: Context, filters: Filters, dry_run: bool, as_json: bool,
             history=build_report.durations(build_report.read(history, field="history"))
             if history else {},
             fail_fast=fail_fast, retries=retries, build_timeout=build_timeout,
-            push_timeout=push_timeout, push=push, tls_verify=tls_verify, log_dir=log_dir,
+            push_timeout=push_timeout, push_stall=push_stall, push=push,
+            tls_verify=tls_verify, log_dir=log_dir,
             build_args=build_args, labels=provenance_labels(os.environ), layers=layers,
             pull=pull),
     )

@@ -16,7 +16,7 @@ AUTHFILE = click.option("--authfile", type=click.Path(dir_okay=False), metavar="
                              "skopeo's default auth.json).")
 SOURCE_REGISTRY = click.option("--registry", metavar="HOST/NAMESPACE",
                                help="The registry the build pushed to (default: the "
-                                    "matrix's).")
+                                    "one the build report records, else the matrix's).")
 
 
 @cli.command()
@@ -39,10 +39,9 @@ def promote(context: Context, report_path: str, to: str, dry_run: bool,
     from ..report import copy_progress
 
     matrix = context.load()
-    request = PromoteRequest(report=report_path, to=to,
-                             source_registry=registry or matrix.registry,
-                             product=matrix.product, dry_run=dry_run, tls_verify=tls_verify,
-                             authfile=authfile)
+    request = PromoteRequest(report=report_path, to=to, source_registry=registry,
+                             matrix_registry=matrix.registry, product=matrix.product,
+                             dry_run=dry_run, tls_verify=tls_verify, authfile=authfile)
     copy_progress.promoted(run(request, on_event=copy_progress.event_printer(),
                           probe=registry_http.manifest_digest))
     return 0
@@ -92,16 +91,19 @@ def mirror(context: Context, accelerators: tuple[str, ...], versions: tuple[str,
         else:
             from ..matrix import EVERYTHING, expand
 
-            source_registry = registry or context.load().registry
             filters = make_filters(accelerators, versions, oses, kinds, names)
             if report_path is not None:
-                entries = build_report.read(report_path)
+                release = build_report.read_release(report_path)
+                # Where the build pushed, as its report records it, unless told otherwise.
+                source_registry = registry or release.registry or context.load().registry
+                entries = release.images
                 if filters != EVERYTHING:  # the filters pick the report's images by key
                     keys = {s.key for s in expand(context.load(), build_id="any",
                                                   registry=registry, filters=filters)}
                     entries = [entry for entry in entries if entry.key in keys]
                 images = core.images_from_report(entries, source_registry)
             else:
+                source_registry = registry or context.load().registry
                 specs = expand(context.load(), build_id=resolved_build_id(build_id),
                                registry=registry, filters=filters)
                 images = core.images_from_references(

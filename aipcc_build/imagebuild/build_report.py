@@ -43,6 +43,9 @@ def data(result: RunResult, build_id: str) -> dict[str, Any]:
     return {
         "schema": REPORT_SCHEMA,
         "build_id": build_id,
+        # Where the images were pushed (the {registry} of their references): promote and
+        # mirror take their sources from there unless told otherwise.
+        "registry": result.registry or None,
         "start": iso_time(result.start),
         "end": iso_time(result.end),
         "duration": round(result.end - result.start, 3),
@@ -104,16 +107,25 @@ class ReportEntry:
         return (self.platform,) if self.platform else ()
 
 
+@dataclass(frozen=True)
+class Release:
+    """What a build report says of the build: its build id (`promote` tags releases with
+    it), the registry it pushed to (None in a report written before it was recorded) and
+    its images."""
+
+    build_id: Optional[str]
+    registry: Optional[str]
+    images: list[ReportEntry]
+
+
 def read(path: Union[str, Path], field: str = "report") -> list[ReportEntry]:
     """The images of a build report; InputError naming the file and FIELD (the option or
     request field the path came from) when it is not one."""
-    return read_release(path, field)[1]
+    return read_release(path, field).images
 
 
-def read_release(path: Union[str, Path], field: str = "report"
-                 ) -> tuple[Optional[str], list[ReportEntry]]:
-    """(the build id the report was written for: `promote` tags releases with it; its
-    images), from one read of the file."""
+def read_release(path: Union[str, Path], field: str = "report") -> Release:
+    """The build a report records, from one read of the file."""
     path = str(path)
     try:
         data = json.loads(Path(path).read_text())
@@ -147,7 +159,8 @@ def read_release(path: Union[str, Path], field: str = "report"
         ))
         if _text(entry.get("list_digest")):
             list_digests[entries[-1].key] = _text(entry.get("list_digest"))
-    return _text(data.get("build_id")), _by_image(entries, list_digests)
+    return Release(_text(data.get("build_id")), _text(data.get("registry")),
+                   _by_image(entries, list_digests))
 
 
 def _by_image(entries: list[ReportEntry], list_digests: dict[str, Optional[str]]

@@ -56,9 +56,9 @@ class BuildahBuilder:
                 del tail[:-STDERR_TAIL_LINES]
                 on_line(shown)
 
-            code, stopped, timed_out = self._run(buildah.build_command(request, self.environ),
-                                                 line, job.build_timeout)
-            if timed_out:
+            code, stopped, limit = self._run(buildah.build_command(request, self.environ),
+                                             line, job.build_timeout)
+            if limit:
                 return BuildOutcome(ok=False, error=f"buildah build did not end within "
                                                     f"{job.build_timeout:g} s (build_timeout)")
             if code == 0:
@@ -78,7 +78,8 @@ class BuildahBuilder:
         return self._push(
             lambda digestfile: buildah.push_command(image_id, job.image.reference, digestfile,
                                                     tls_verify, self.environ),
-            "buildah push", job.push_timeout, on_line, job.image.reference, [image_id])
+            "buildah push", job.push_timeout, on_line, job.image.reference, [image_id],
+            tls_verify, job.push_stall)
 
     def make_list(self, job: ListJob, on_line: LineSink) -> ListOutcome:
         name = job.image.reference
@@ -96,9 +97,10 @@ class BuildahBuilder:
             lambda digestfile: buildah.push_list_command(reference, reference, digestfile,
                                                          tls_verify, self.environ),
             "buildah manifest push", job.push_timeout, on_line, reference,
-            list(job.instances.values()))
+            list(job.instances.values()), tls_verify, job.push_stall)
         if not pushed.ok:
-            return ListOutcome(ok=False, stopped=pushed.stopped, error=pushed.error)
+            return ListOutcome(ok=False, stopped=pushed.stopped, error=pushed.error,
+                               refused=pushed.refused)
         digest = pushed.digest
         # The registry has the instances as pushed (recompressed): their digests are read
         # back from the list there, not from the local one.
@@ -117,10 +119,30 @@ class BuildahBuilder:
 
     def _push(self, command_for: Callable[[str], list[str]], what: str,
               timeout: Optional[float], on_line: LineSink, reference: str,
-              images: list[str]) -> PushOutcome:
+              images: list[str], tls_verify: bool, stall: Optional[float]) -> PushOutcome:
         """Run the push command COMMAND_FOR(digest file) makes; the digest it wrote.
         The layers of IMAGES that no other push of this host has sent to REFERENCE's
-        registry are sent by this one alone (see `uploads`)."""
+        registry are sent by this one alone (see `uploads`).
+
+        A build id is pushed once: REFERENCE is claimed for this run first (another live
+        run of this host that claimed it refuses this push), and a tag the registry already
+        holds for other images (another run, maybe on another host, pushed it) is never
+        overwritten. The same images again (a rerun) are pushed again."""
+        holder = runs.claim(self.store, self.run_id, reference)
+        if holder is not None:
+            return PushOutcome(ok=False, refused=True, error=f"{reference} is being pushed by "
+                                                             f"another run ({holder})")
+        try:
+            held = held_images(Skopeo(self.processes, tls_verify=tls_verify), reference,
+                               tls_verify)
+        except AipccError as exc:
+            return PushOutcome(ok=False, error=f"{reference} cannot be looked at: {exc}")
+        ours = {image if image.startswith("sha256:") else f"sha256:{image}"
+                for image in images}
+        if held is not None and held != ours:
+            return PushOutcome(ok=False, refused=True, error=(
+                f"{reference} already holds other images (pushed by another run of this "
+                "build id): a build id's tags are pushed once"))
         try:
             layers = [layer for image in images
                       for layer in buildah.diff_ids(self.processes, image)]
@@ -137,13 +159,14 @@ class BuildahBuilder:
 
         directory = uploads.uploads_dir(self.store, reference.split("/", 1)[0])
         with uploads.first_upload(directory, layers, give_up) as mark:
-            pushed = self._push_now(command_for, what, timeout, on_line)
+            pushed = self._push_now(command_for, what, timeout, on_line, stall)
             if pushed.ok:
                 mark()
         return pushed
 
     def _push_now(self, command_for: Callable[[str], list[str]], what: str,
-                  timeout: Optional[float], on_line: LineSink) -> PushOutcome:
+                  timeout: Optional[float], on_line: LineSink,
+                  stall: Optional[float]) -> PushOutcome:
         with tempfile.TemporaryDirectory(prefix="aipcc-push-") as scratch:
             digestfile = str(Path(scratch) / "digest")
             tail: list[str] = []
@@ -153,8 +176,11 @@ class BuildahBuilder:
                 del tail[:-STDERR_TAIL_LINES]
                 on_line(text)
 
-            code, stopped, timed_out = self._run(command_for(digestfile), line, timeout)
-            if timed_out:
+            code, stopped, limit = self._run(command_for(digestfile), line, timeout, stall)
+            if limit == "stall":
+                return PushOutcome(ok=False, error=f"{what} made no progress for {stall:g} s "
+                                                   "(push_stall)")
+            if limit:
                 return PushOutcome(ok=False, error=f"{what} did not end within {timeout:g} s "
                                                    "(push_timeout)")
             if code == 0:
@@ -183,18 +209,19 @@ class BuildahBuilder:
         return buildah.remove_containers(
             self.processes, [cid for cid, run_id in made.items() if run_id == self.run_id])
 
-    def _run(self, command: list[str], on_line: LineSink,
-             timeout: Optional[float] = None) -> tuple[int, bool, bool]:
-        """Run to completion; (exit code, whether `stop` ended it, whether TIMEOUT seconds
-        ran out first and the child's group was killed)."""
+    def _run(self, command: list[str], on_line: LineSink, timeout: Optional[float] = None,
+             stall: Optional[float] = None) -> tuple[int, bool, Optional[str]]:
+        """Run to completion; (exit code, whether `stop` ended it, the limit that killed the
+        child's group first: "timeout" (TIMEOUT seconds), "stall" (no progress for STALL
+        seconds), see `Process.stream`)."""
         on_line("$ " + buildah.shown(command))
         with self._lock:
             if self._stopping:
-                return -signal.SIGTERM, True, False
+                return -signal.SIGTERM, True, None
             child = self.processes.start(command)
             self._children.add(child)
         try:
-            code, timed_out = child.stream(on_line, timeout)
+            code, limit = child.stream(on_line, timeout, stall)
         except BaseException:
             # ON_LINE failed (a full disk under the log): the child must not outlive us.
             child.signal_group(signal.SIGKILL)
@@ -204,4 +231,21 @@ class BuildahBuilder:
                 self._children.discard(child)
                 stopped = self._stopping
         # buildah catches SIGTERM and exits 1 after cleaning up, so the code cannot tell.
-        return code, stopped, timed_out and not stopped
+        return code, stopped, None if stopped else limit
+
+
+def held_images(skopeo: Skopeo, reference: str, tls_verify: bool) -> Optional[set[str]]:
+    """The images (config digests: local image IDs) the registry's REFERENCE holds, every
+    platform's for a list; None when the tag does not exist. skopeo reads the auth file
+    the run's environment names (REGISTRY_AUTH_FILE), like buildah."""
+    ref = f"docker://{reference}"
+    digest = skopeo.manifest_digest(ref, tls_verify=tls_verify)
+    if digest is None:
+        return None
+    manifest = skopeo.inspect_raw(ref)
+    if "manifests" not in manifest:
+        return {str((manifest.get("config") or {}).get("digest", ""))}
+    repository = reference.rsplit(":", 1)[0]
+    return {str((skopeo.inspect_raw(f"docker://{repository}@{entry.get('digest')}")
+                 .get("config") or {}).get("digest", ""))
+            for entry in manifest.get("manifests") or []}

@@ -26,6 +26,9 @@ class BuildJob:
     # (a registry that accepts the connection and never answers); None: no limit.
     build_timeout: Optional[float] = None
     push_timeout: Optional[float] = None
+    # Seconds a push may go without progress (no output, no byte sent or read) before it is
+    # stopped, like a push past its timeout; None: no limit.
+    push_stall: Optional[float] = None
     containerfile: str = ""  # this platform's; "" = the image's
     tag: str = ""  # the local name of what is built; "" = the image's reference
 
@@ -37,6 +40,7 @@ class ListJob:
     image: ImageSpec
     instances: Mapping[str, str]  # platform -> local image ID
     push_timeout: Optional[float] = None
+    push_stall: Optional[float] = None
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,7 @@ class ListOutcome:
     instance_digests: Mapping[str, str] = field(default_factory=dict)  # platform -> digest
     error: str = ""
     stopped: bool = False
+    refused: bool = False  # see PushOutcome
 
 
 @dataclass(frozen=True)
@@ -63,6 +68,7 @@ class PushOutcome:
     digest: str = ""
     error: str = ""
     stopped: bool = False
+    refused: bool = False  # the tag is another run's: never retried
 
 
 class Builder(Protocol):

@@ -12,6 +12,7 @@ RETRY_DELAY = 2.0  # seconds before the first retry; doubles after each
 MAX_RETRY_DELAY = 60.0  # ... up to this
 BUILD_TIMEOUT = 4 * 3600.0  # seconds for one image's `buildah build`
 PUSH_TIMEOUT = 600.0  # seconds for one push attempt
+PUSH_STALL = 60.0  # seconds one push attempt may send and receive nothing
 
 
 def jobs() -> int:

@@ -67,7 +67,7 @@ def build_matrix(request: MatrixBuild, on_event: Callable[[Event], None],
     from .buildah_builder import BuildahBuilder
 
     given = request.schedule
-    for name in ("build_timeout", "push_timeout"):
+    for name in ("build_timeout", "push_timeout", "push_stall"):
         value = getattr(given, name)
         if value is not None and not value > 0:
             raise InputError(f"must be a positive number of seconds, not {value:g}",
@@ -103,13 +103,17 @@ def build_matrix(request: MatrixBuild, on_event: Callable[[Event], None],
     preflight.check_emulation(plan, request.binfmt_dir)
     processes = processes or ProcessRunner()
     buildah.check_version(processes)
+    if given.push:
+        preflight.check_registries([image.reference for image in images], given.tls_verify,
+                                   processes.environ)
     store = buildah.storage(processes)
     with runs.hold(store) as run_id:
         for container_id, dead_run in runs.remove_dead(processes, store).removed:
             on_event(Warned(f"removed working container {container_id[:12]}, left by run "
                             f"{dead_run} that is no longer running"))
-        return run(plan, options, BuildahBuilder(processes, run_id, store), on_event, stop,
-                   validate=validate)
+        result = run(plan, options, BuildahBuilder(processes, run_id, store), on_event, stop,
+                     validate=validate)
+    return replace(result, registry=request.registry or matrix.registry)
 
 
 def clean(processes: Optional[ProcessRunner] = None) -> runs.Cleaned:

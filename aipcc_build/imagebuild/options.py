@@ -24,6 +24,7 @@ class ScheduleOptions:
     max_retry_delay: float = defaults.MAX_RETRY_DELAY
     build_timeout: Optional[float] = defaults.BUILD_TIMEOUT  # None: no limit
     push_timeout: Optional[float] = defaults.PUSH_TIMEOUT  # None: no limit
+    push_stall: Optional[float] = defaults.PUSH_STALL  # None: no limit
     fail_fast: bool = False
     push: bool = False
     tls_verify: bool = True

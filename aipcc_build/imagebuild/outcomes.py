@@ -125,6 +125,7 @@ class RunResult:
     start: float
     end: float
     stopped_by: Optional[str] = None  # "interrupt" or "fail-fast"
+    registry: str = ""  # what {registry} was in every reference: where the run pushes
 
     @property
     def ok(self) -> bool:

@@ -1,14 +1,15 @@
 """What is checked before the first build starts, so that a run fails in a second with one
 clear error instead of after an hour: end-of-life toolkits, build contexts, the capacity,
-emulation for foreign platforms."""
+emulation for foreign platforms, the registries a pushing run goes to."""
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Optional
 
 from ..errors import CheckFailed, InputError
 from ..matrix import ImageSpec
@@ -95,3 +96,103 @@ def emulator_registered(platform: str, binfmt_dir: str = BINFMT_DIR) -> bool:
         except OSError:
             continue
     return False
+
+
+# How long a registry has to answer the check before the first build.
+REGISTRY_CHECK_TIMEOUT = 10.0
+
+
+def check_registries(references: Sequence[str], tls_verify: bool,
+                     environ: Mapping[str, str],
+                     timeout: float = REGISTRY_CHECK_TIMEOUT) -> None:
+    """Before a pushing run builds anything: every registry REFERENCES go to answers
+    (`GET /v2/` within TIMEOUT seconds) and, when it asks for a login and the auth file has
+    credentials for it, accepts them. CheckFailed naming the registry otherwise: a registry
+    that accepts connections and never answers would hold every push for its whole
+    timeout, after the builds."""
+    for host in sorted({reference.split("/", 1)[0] for reference in references}):
+        status, challenge, why = _get(host, "/v2/", tls_verify, timeout)
+        if status is None:
+            raise CheckFailed(f"registry {host} does not answer within {timeout:g} s: {why}",
+                              field="registry")
+        if status != 401:
+            continue
+        login = _auth_of(host, environ)
+        if login is None:
+            continue  # buildah may have other ways in (credential helpers): the push tells
+        if not _accepts(host, challenge, login, tls_verify, timeout):
+            raise CheckFailed(f"registry {host} does not accept the credentials the auth "
+                              "file holds for it", field="registry")
+
+
+def _get(host: str, target: str, tls_verify: bool, timeout: float,
+         headers: Optional[Mapping[str, str]] = None, scheme_host: Optional[str] = None
+         ) -> tuple[Optional[int], str, str]:
+    """(status, WWW-Authenticate, "") of GET TARGET on HOST, or (None, "", why)."""
+    import http.client
+    import ssl
+
+    why = ""
+    for scheme in ("https",) if tls_verify else ("https", "http"):
+        try:
+            if scheme == "https":
+                context = ssl.create_default_context()
+                if not tls_verify:
+                    context.check_hostname = False
+                    context.verify_mode = ssl.CERT_NONE
+                conn: http.client.HTTPConnection = http.client.HTTPSConnection(
+                    scheme_host or host, timeout=timeout, context=context)
+            else:
+                conn = http.client.HTTPConnection(scheme_host or host, timeout=timeout)
+            try:
+                conn.request("GET", target, headers=dict(headers or {}))
+                answer = conn.getresponse()
+                answer.read(65536)
+                return answer.status, answer.getheader("WWW-Authenticate") or "", ""
+            finally:
+                conn.close()
+        except (OSError, http.client.HTTPException) as exc:
+            why = str(exc) or type(exc).__name__
+    return None, "", why
+
+
+def _auth_of(host: str, environ: Mapping[str, str]) -> Optional[str]:
+    """The base64 user:password the containers auth files hold for HOST (buildah's order:
+    REGISTRY_AUTH_FILE, the runtime dir's, ~/.config/containers', ~/.docker's)."""
+    import json
+
+    home = environ.get("HOME", "")
+    candidates = [environ.get("REGISTRY_AUTH_FILE", ""),
+                  os.path.join(environ.get("XDG_RUNTIME_DIR", ""), "containers", "auth.json")
+                  if environ.get("XDG_RUNTIME_DIR") else "",
+                  os.path.join(home, ".config", "containers", "auth.json") if home else "",
+                  os.path.join(home, ".docker", "config.json") if home else ""]
+    for candidate in filter(None, candidates):
+        try:
+            auths = json.loads(Path(candidate).read_text()).get("auths") or {}
+        except (OSError, ValueError, AttributeError):
+            continue
+        entry = auths.get(host) if isinstance(auths, dict) else None
+        if isinstance(entry, dict) and isinstance(entry.get("auth"), str):
+            return str(entry["auth"])
+    return None
+
+
+def _accepts(host: str, challenge: str, login: str, tls_verify: bool,
+             timeout: float) -> bool:
+    """Whether HOST takes LOGIN: Basic on /v2/, or a token from a Bearer realm."""
+    import re
+    import urllib.parse
+
+    basic = {"Authorization": f"Basic {login}"}
+    if not challenge.lower().startswith("bearer"):
+        status, _, _ = _get(host, "/v2/", tls_verify, timeout, basic)
+        return status is not None and status != 401
+    params = dict(re.findall(r'(\w+)="([^"]*)"', challenge))
+    realm = urllib.parse.urlsplit(params.get("realm", ""))
+    if not realm.netloc:
+        return True  # nothing to ask: the push tells
+    query = urllib.parse.urlencode({"service": params.get("service", ""), "account": ""})
+    status, _, _ = _get(realm.netloc, f"{realm.path or '/'}?{query}",
+                        tls_verify and realm.scheme == "https", timeout, basic)
+    return status is not None and status not in (401, 403)

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import os
 import uuid
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Optional
 
 from ..tools import buildah
 from ..tools.runner import Runner
@@ -75,6 +76,25 @@ def owners(store: buildah.Storage, container_ids: Collection[str]) -> dict[str, 
         if isinstance(run_id, str) and run_id:
             found[container_id] = run_id
     return found
+
+
+def claim(store: buildah.Storage, run_id: str, name: str) -> Optional[str]:
+    """Claim NAME (an image reference to push) for RUN_ID on this host; None when claimed
+    (or already ours), else the live run that holds it. A dead run's claim is taken over.
+    One lock over the claims makes look-and-take atomic between runs."""
+    directory = locks_dir(store) / "claims"
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / hashlib.sha256(name.encode()).hexdigest()
+    with (directory / ".lock").open("a") as guard:
+        fcntl.flock(guard, fcntl.LOCK_EX)
+        try:
+            holder = path.read_text().strip()
+        except FileNotFoundError:
+            holder = ""
+        if holder and holder != run_id and _alive(locks_dir(store), holder):
+            return holder
+        path.write_text(run_id + "\n")
+    return None
 
 
 @dataclass(frozen=True)

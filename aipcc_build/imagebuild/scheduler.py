@@ -112,20 +112,26 @@ class _Scheduler:
 
     def run(self) -> RunResult:
         start = time.time()
-        self._fail_unsatisfiable()
-        while True:
-            if self.stop.is_set() and self.stopped_by is None:
-                self._cancel("interrupt")
-            if self.stopped_by is None:
-                self._start_ready()
-            if not self.workers:
-                break
-            try:
-                message = self.messages.get(timeout=0.1)
-            except queue.Empty:
-                continue
-            self._handle(message)
-        if self.stopped_by is not None:
+        try:
+            self._fail_unsatisfiable()
+            while True:
+                if self.stop.is_set() and self.stopped_by is None:
+                    self._cancel("interrupt")
+                if self.stopped_by is None:
+                    self._start_ready()
+                if not self.workers:
+                    break
+                try:
+                    message = self.messages.get(timeout=0.1)
+                except queue.Empty:
+                    continue
+                self._handle(message)
+        finally:
+            # A run removes what it made on every path, not only when stopped: a build
+            # killed by its timeout, or whose log could not be written, leaves its working
+            # container too. Only now, when none of this run's builds is running.
+            if self.workers:  # the loop itself failed: its builds must not outlive it
+                self.builder.stop()
             self.builder.remove_leftovers()
         for key, result in self.results.items():
             if result.status is Status.BUILT:
@@ -182,7 +188,7 @@ class _Scheduler:
                 platform=build.platform if build.emulated or build.image.multi_platform
                 else None,
                 build_timeout=self.options.build_timeout,
-                push_timeout=self.options.push_timeout,
+                push_timeout=self.options.push_timeout, push_stall=self.options.push_stall,
                 containerfile=build.containerfile, tag=build.tag,
             )
             self.results[key] = replace(self.results[key], status=Status.BUILDING,

@@ -13,10 +13,10 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Callable, Optional, TypeVar
 
 from ..matrix import ImageSpec
+from .build_log import BuildLog
 from .builder import Builder, BuildJob, BuildOutcome, ListJob, ListOutcome, PushOutcome
 from .options import ScheduleOptions
 from .outcomes import (
@@ -83,13 +83,10 @@ class Worker:
     def _work_on(self, key: str, job: BuildJob, result: ImageResult,
                  sent: list[bool]) -> None:
         tail: list[str] = []
-        path = Path(result.log)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("w", encoding="utf-8", errors="replace") as log:
+        with BuildLog(result.log) as log:
 
             def line(text: str) -> None:
-                log.write(text + "\n")
-                log.flush()
+                log.write(text)
                 tail.append(text)
                 del tail[:-LOG_TAIL_LINES]
                 self.send(Message(key, event=LogLine(key, text)))
@@ -173,7 +170,8 @@ class Worker:
         image = results[keys[0]].image
         job = ListJob(image=image,
                       instances={r.platform: r.image_id for r in results.values()},
-                      push_timeout=self.options.push_timeout)
+                      push_timeout=self.options.push_timeout,
+                      push_stall=self.options.push_stall)
         first = keys[0]
 
         def line(text: str) -> None:
@@ -222,7 +220,8 @@ class Worker:
         retries = 0
         while True:
             outcome = call()
-            retryable = outcome.transient if isinstance(outcome, BuildOutcome) else True
+            retryable = outcome.transient if isinstance(outcome, BuildOutcome) \
+                else not outcome.refused
             if outcome.ok or outcome.stopped or not retryable \
                     or retries + 1 >= retry.attempts or self.cancelled.is_set():
                 return outcome, retries

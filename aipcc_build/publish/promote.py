@@ -4,7 +4,9 @@ the release repositories, tagged `{version}-{build_id}` and the matrix's moving 
 Everything is checked before anything is copied: an image the report does not mark ok, or
 whose digest in the source registry is no longer the report's, refuses the whole promotion.
 A tag the destination already holds at the same digest is not copied again; tags are never
-deleted.
+deleted. The `{version}-{build_id}` tag is immutable: when the destination holds it at
+another digest (the build id was rebuilt), or when two images of the report would land on
+one destination tag, nothing is copied.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from ..errors import InputError
+from ..errors import CheckFailed, InputError
 from ..image_reference import below, repository_of
 from ..imagebuild import build_report
 from ..imagebuild.build_report import ReportEntry
@@ -29,8 +31,10 @@ from .transfer import Copy, Event, OnEvent, Probe, each, no_credentials
 class PromoteRequest:
     report: str  # build report path
     to: str  # HOST/NAMESPACE of the release repositories
-    source_registry: str  # the registry the build pushed to (the matrix's by default)
+    # The registry the build pushed to; None: the one the report records, else the matrix's.
+    source_registry: Optional[str]
     product: Product
+    matrix_registry: str = ""
     dry_run: bool = False
     tls_verify: bool = True
     authfile: Optional[str] = None
@@ -67,7 +71,9 @@ def plan(request: PromoteRequest) -> tuple[str, list[Copy]]:
 def _plan(request: PromoteRequest) -> tuple[str, list[ReportEntry], list[Copy]]:
     """(build id, the report's images, the copies), from one read of the report."""
     no_credentials(request.to)
-    build_id, entries = build_report.read_release(request.report)
+    release = build_report.read_release(request.report)
+    build_id, entries = release.build_id, release.images
+    source = request.source_registry or release.registry or request.matrix_registry
     # Fields of the report: never named after an option (promote has no --build-id).
     if build_id is None:
         raise InputError('the build report has no "build_id"', file=request.report)
@@ -81,7 +87,7 @@ def _plan(request: PromoteRequest) -> tuple[str, list[ReportEntry], list[Copy]]:
     tags = release_tags(request.product, build_id)
     to = request.to.rstrip("/")
     for entry in entries:
-        path = below(entry.reference, request.source_registry) if entry.reference else None
+        path = below(entry.reference, source) if entry.reference else None
         if entry.status != "ok":
             problems.append(f"{entry.key} is {entry.status or 'without a status'} in the "
                             "report, not ok")
@@ -89,7 +95,7 @@ def _plan(request: PromoteRequest) -> tuple[str, list[ReportEntry], list[Copy]]:
             problems.append(f"{entry.key} has no pushed digest in the report")
         elif path is None:
             problems.append(f"{entry.key}: {entry.reference} is not below "
-                            f"{request.source_registry}")
+                            f"{source}")
         else:
             repository = repository_of(entry.reference)
             for tag in tags:
@@ -97,6 +103,12 @@ def _plan(request: PromoteRequest) -> tuple[str, list[ReportEntry], list[Copy]]:
                                    dest=f"{to}/{path}:{tag}", digest=entry.digest))
     if problems:
         raise InputError("refusing to promote: " + "; ".join(problems), file=request.report)
+    first: dict[str, Copy] = {}
+    for item in copies:
+        other = first.setdefault(item.dest, item)
+        if other.key != item.key:
+            raise InputError(f"refusing to promote: {other.key} and {item.key} would both be "
+                             f"{item.dest}", file=request.report)
     return build_id, entries, copies
 
 
@@ -107,6 +119,7 @@ def promote(request: PromoteRequest, runner: Optional[Runner] = None,
     skopeo = Skopeo(runner)
     emit = on_event or (lambda event: None)
     build_id, entries, copies = _plan(request)
+    tags = release_tags(request.product, build_id)
 
     def digest(pair: tuple[str, str]) -> Optional[str]:
         ref, key = pair
@@ -133,6 +146,11 @@ def promote(request: PromoteRequest, runner: Optional[Runner] = None,
         raise InputError("refusing to promote, the source changed since the build: " +
                          "; ".join(moved), file=request.report)
     there = each(digest, [(c.dest, c.key) for c in copies], request.jobs, first_alone=True)
+    immutable = f":{tags[0]}"
+    for item, now in zip(copies, there):
+        if item.dest.endswith(immutable) and now is not None and now != item.digest:
+            raise CheckFailed(f"refusing to promote: {item.dest} already holds {now}, not "
+                              f"{item.digest} ({item.key}): a release tag never changes")
     number = {item: n for n, item in enumerate(copies, 1)}
     skipped = [c for c, now in zip(copies, there) if now == c.digest]
     for item in skipped:

@@ -1,5 +1,8 @@
-"""A fast, anonymous look at a registry tag's digest: one HTTP HEAD of its manifest instead
-of a skopeo process, so that a rerun with nothing to copy costs little. It sends no
+"""A fast, anonymous look at a registry tag's digest: one HTTP GET of its manifest instead
+of a skopeo process, so that a rerun with nothing to copy costs little. The digest is the
+sha256 of the manifest bytes received, never the registry's `Docker-Content-Digest` header
+alone: a registry or proxy that sends the header for other content cannot make promote or
+mirror skip a copy. It sends no
 credentials: when the registry asks for them (401/403), or answers anything unexpected, it
 returns UNKNOWN and the caller asks skopeo, which reads the auth files. A 429 or 5xx
 answer raises `TransientAnswer` (with the registry's Retry-After): the caller retries it
@@ -8,6 +11,7 @@ like any registry call."""
 from __future__ import annotations
 
 import functools
+import hashlib
 import http.client
 import ssl
 from typing import Optional, Union
@@ -23,6 +27,9 @@ ACCEPT = ", ".join((
     "application/vnd.docker.distribution.manifest.v2+json",
 ))
 TIMEOUT = 10.0
+# The largest manifest read (distribution refuses to store one above 4 MiB): a longer
+# answer is not a manifest, and only skopeo can tell.
+MAX_MANIFEST = 4 * 1024 * 1024
 
 
 # Hosts that answered on plain HTTP (only ever tried with TLS verification off).
@@ -61,20 +68,21 @@ def manifest_digest(ref: str, tls_verify: bool = True) -> Union[Optional[str], o
             else:
                 conn = http.client.HTTPConnection(host, timeout=TIMEOUT)
             try:
-                conn.request("HEAD", f"/v2/{path}/manifests/{tag}",
+                conn.request("GET", f"/v2/{path}/manifests/{tag}",
                              headers={"Accept": ACCEPT})
                 answer = conn.getresponse()
-                status, digest = answer.status, answer.getheader("Docker-Content-Digest")
+                status = answer.status
                 wait = parse_retry_after(answer.getheader("Retry-After"))
                 reason = answer.reason
+                body = answer.read(MAX_MANIFEST + 1) if status == 200 else b""
             finally:
                 conn.close()
         except (OSError, http.client.HTTPException):
             continue  # no TLS there (try plain HTTP when allowed), or unreachable
         if scheme == "http":
             _PLAIN[host] = ["http"]  # the next look at this host skips the TLS attempt
-        if status == 200 and digest and digest.startswith("sha256:"):
-            return digest
+        if status == 200 and len(body) <= MAX_MANIFEST:
+            return "sha256:" + hashlib.sha256(body).hexdigest()
         if status == 404:
             return None
         if status == 429 or status >= 500:

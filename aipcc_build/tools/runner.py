@@ -12,8 +12,10 @@ import contextlib
 import os
 import signal
 import threading
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Optional, Protocol
 
 from ..errors import ToolError, ToolMissing
@@ -21,6 +23,10 @@ from ..errors import ToolError, ToolMissing
 LineSink = Callable[[str], None]
 # A short call (inspect, version, rev-parse) that has not answered in this long is hung.
 SHORT_TIMEOUT = 120.0
+# The longest line a streamed child's output is passed on as: a child printing without
+# newlines is cut into lines of this many bytes, so what is held stays bounded.
+MAX_LINE = 64 * 1024
+_READ = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -60,32 +66,63 @@ class Process:
             self.process = subprocess.Popen(
                 self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT, env=dict(environ), start_new_session=True,
-                text=True, errors="replace", bufsize=1,
             )
         except FileNotFoundError:
             raise ToolMissing(self.argv[0]) from None
 
-    def stream(self, on_line: LineSink, timeout: Optional[float] = None) -> tuple[int, bool]:
-        """Pass every output line to ON_LINE until the child exits; (exit code, whether
-        TIMEOUT seconds ran out first, in which case the whole group was killed)."""
-        timed_out = threading.Event()
-        timer = None
-        if timeout is not None:
-            def expire() -> None:
-                timed_out.set()
-                self.signal_group(signal.SIGKILL)
+    def stream(self, on_line: LineSink, timeout: Optional[float] = None,
+               stall: Optional[float] = None) -> tuple[int, Optional[str]]:
+        """Pass every output line to ON_LINE until the child exits; (exit code, the limit
+        that ended it, when one did and the whole group was killed: "timeout" when TIMEOUT
+        seconds ran out, "stall" when it made no progress for STALL seconds: no output line
+        and no byte read or written (a registry that stopped answering))."""
+        limit: list[str] = []
+        ended = threading.Event()
+        lines = [0]
 
-            timer = threading.Timer(timeout, expire)
-            timer.daemon = True
-            timer.start()
+        def progress() -> object:
+            try:
+                counters = Path(f"/proc/{self.process.pid}/io").read_text().split()
+            except OSError:
+                return time.monotonic()  # cannot tell: never judged stalled
+            return lines[0], counters[1], counters[3]  # rchar, wchar
+
+        def watch() -> None:
+            start = last_move = time.monotonic()
+            last = progress()
+            tick = min(1.0, stall / 4) if stall is not None else timeout
+            while not ended.wait(tick):
+                now = time.monotonic()
+                if timeout is not None and now - start >= timeout:
+                    limit.append("timeout")
+                elif stall is not None:
+                    seen = progress()
+                    if seen != last:
+                        last, last_move = seen, now
+                        continue
+                    if now - last_move < stall:
+                        continue
+                    limit.append("stall")
+                else:
+                    continue
+                self.signal_group(signal.SIGKILL)
+                return
+
+        watcher = None
+        if timeout is not None or stall is not None:
+            watcher = threading.Thread(target=watch, daemon=True, name="process limits")
+            watcher.start()
         try:
             assert self.process.stdout is not None
-            for line in self.process.stdout:
-                on_line(line.rstrip("\n"))
-            return self.process.wait(), timed_out.is_set()
+            for line in bounded_lines(self.process.stdout.fileno()):
+                lines[0] += 1
+                on_line(line)
+            code = self.process.wait()
         finally:
-            if timer is not None:
-                timer.cancel()
+            ended.set()
+            if watcher is not None:
+                watcher.join()
+        return code, limit[0] if limit else None
 
     def signal_group(self, signum: int) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -93,6 +130,30 @@ class Process:
 
     def running(self) -> bool:
         return self.process.poll() is None
+
+
+def bounded_lines(fd: int, max_line: int = MAX_LINE) -> Iterator[str]:
+    """The lines read from FD until its end, without their newline, decoded (invalid UTF-8
+    replaced); a line longer than MAX_LINE bytes comes in pieces of MAX_LINE bytes."""
+    pending = b""
+    while True:
+        chunk = os.read(fd, _READ)
+        if not chunk:
+            break
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            yield from _pieces(line, max_line)
+        while len(pending) >= max_line:
+            yield pending[:max_line].decode("utf-8", "replace")
+            pending = pending[max_line:]
+    if pending:
+        yield pending.decode("utf-8", "replace")
+
+
+def _pieces(line: bytes, size: int) -> Iterator[str]:
+    for start in range(0, max(len(line), 1), size):
+        yield line[start:start + size].decode("utf-8", "replace")
 
 
 class ProcessRunner:

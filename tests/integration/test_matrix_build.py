@@ -230,10 +230,20 @@ def test_a_slot_nobody_provides_fails_at_once(tmp_path: Path, unique_base: tuple
 def test_push_to_a_stopped_registry_ends_push_failed(
         tmp_path: Path, unique_base: tuple[str, str], namespace: str,
         registry: Registry) -> None:
-    write_matrix(tmp_path, unique_base[0], {"12.9.1": {"sleep": 0}}, child=False)
+    write_matrix(tmp_path, unique_base[0], {"12.9.1": {"sleep": 3}}, child=False)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "aipcc_build", "--matrix", "matrix/test.yaml", "matrix",
+         "--push", "--registry", namespace, "--tls-verify=false", "--retries", "1"],
+        cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # The registry answered the check before the first build, then stops.
+    log = tmp_path / "logs" / "base" / "cuda-12.9-bb.log"
+    deadline = time.monotonic() + 60
+    while not (log.exists() and "RUN echo start" in log.read_text()):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.1)
     registry.stop()
-    done = aipcc_build(tmp_path, "--matrix", "matrix/test.yaml", "matrix", "--push",
-                       "--registry", namespace, "--tls-verify=false", "--retries", "1")
+    _, stderr = proc.communicate(timeout=120)
+    done = subprocess.CompletedProcess(proc.args, proc.returncode, "", stderr)
     assert done.returncode == 1
     image = report(tmp_path)["images"][0]
     assert image["status"] == "push-failed"
@@ -256,6 +266,8 @@ def test_credentials_from_an_auth_file_never_show(
                        "--registry", namespace, "--tls-verify=false", "--junit", "junit.xml",
                        env={"REGISTRY_AUTH_FILE": str(auth_file)})
     assert done.returncode == 0, done.stderr
+    # Where the run pushed: promote and mirror default to it (issue 22.20).
+    assert report(tmp_path)["registry"] == namespace
     log = (tmp_path / "logs" / "base" / "cuda-12.9-bb.log").read_text()
     assert f"--authfile {auth_file}" in log  # the file's path, never its content
     outputs = [done.stdout, done.stderr, log, (tmp_path / "build-report.json").read_text(),
@@ -312,3 +324,159 @@ def test_real_oci_isolation_failure_names_the_fix(
     image = by_key(report(tmp_path))["base/cuda-12.8-bb"]
     assert image["status"] == "failed"
     assert "set BUILDAH_ISOLATION=chroot" in image["message"]
+
+
+@pytest.fixture
+def small_fs(tmp_path: Path) -> Any:
+    """A 256 KiB tmpfs under tmp_path (unmounted afterwards): a log directory that fills."""
+    mount = tmp_path / "small"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+
+
+def test_a_build_stopped_by_its_timeout_or_a_full_log_dir_leaves_no_container(
+        tmp_path: Path, unique_base: tuple[str, str], namespace: str, small_fs: Path) -> None:
+    """Issue 22.15: a run removes the working containers it made on every path, not only
+    when interrupted."""
+    write_matrix(tmp_path, unique_base[0], {"12.9.1": {"sleep": 120}}, child=False)
+    started = time.monotonic()
+    done = aipcc_build(tmp_path, "--matrix", "matrix/test.yaml", "matrix", "--registry",
+                       namespace, "--build-timeout", "5", "--retries", "0")
+    assert done.returncode == 1, done.stderr
+    assert time.monotonic() - started < 60
+    image = report(tmp_path)["images"][0]
+    assert image["status"] == "failed" and "build_timeout" in image["message"]
+    assert our_containers(unique_base[1]) == []
+
+    # The RUN step prints more than the log directory holds, then sleeps.
+    noisy = tmp_path / "noisy"
+    write_matrix(noisy, unique_base[0], {"12.9.1": {"sleep": "0; seq 1 200000; sleep 120"}},
+                 child=False)
+    done = aipcc_build(noisy, "--matrix", "matrix/test.yaml", "matrix", "--registry",
+                       namespace, "--log-dir", str(small_fs), "--retries", "0",
+                       "--report", str(tmp_path / "noisy.json"))
+    assert done.returncode == 1, done.stderr
+    assert time.monotonic() - started < 120
+    image = json.loads((tmp_path / "noisy.json").read_text())["images"][0]
+    assert image["status"] == "failed" and "No space left" in image["message"], image
+    assert "Traceback" not in done.stderr
+    assert our_containers(unique_base[1]) == []
+
+
+def test_two_concurrent_runs_of_one_build_id_never_overwrite_each_other(
+        tmp_path: Path, unique_base: tuple[str, str], namespace: str) -> None:
+    """Issue 22.8: two `matrix --push` runs with one build id at once: one pushes, the other
+    refuses to overwrite it (before, both succeeded and the tag held the later one's)."""
+    runs = []
+    for name in ("first", "second"):
+        root = tmp_path / name
+        write_matrix(root, unique_base[0], {"12.9.1": {"sleep": 2}}, child=False)
+        runs.append((root, subprocess.Popen(
+            [sys.executable, "-m", "aipcc_build", "--matrix", "matrix/test.yaml", "matrix",
+             "--push", "--registry", namespace, "--tls-verify=false", "--build-id", "7",
+             "--retries", "0", "--no-layers"],
+            cwd=root, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
+    outcomes = {}
+    for root, proc in runs:
+        _, stderr = proc.communicate(timeout=240)
+        image = report(root)["images"][0]
+        outcomes[image["status"]] = (proc.returncode, image, stderr)
+    assert set(outcomes) == {"ok", "push-failed"}, outcomes
+    code, refused, stderr = outcomes["push-failed"]
+    assert code == 1 and ("already holds other images" in refused["message"]
+                          or "being pushed by another run" in refused["message"]), refused
+    assert "Traceback" not in stderr
+    winner = outcomes["ok"][1]
+    reference = f"{namespace}/base/cuda-12.9-bb:1-7"
+    held = subprocess.run(["skopeo", "inspect", "--raw", "--tls-verify=false",
+                           f"docker://{reference}"], capture_output=True, check=True).stdout
+    import hashlib
+    assert "sha256:" + hashlib.sha256(held).hexdigest() == winner["digest"]
+
+
+def test_a_registry_that_never_answers_or_refuses_the_login_stops_the_run_before_building(
+        tmp_path: Path, unique_base: tuple[str, str]) -> None:
+    """Issue 22.17: checked with a short timeout before the first build (it held every push
+    for the whole push timeout, after the builds)."""
+    import socket
+
+    import bcrypt
+
+    from tests.support.registry import Registry as Real
+
+    write_matrix(tmp_path, unique_base[0], {"12.9.1": {"sleep": 0}}, child=False)
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)  # connections are accepted by the kernel; nothing ever answers
+        host = f"127.0.0.1:{silent.getsockname()[1]}"
+        started = time.monotonic()
+        done = aipcc_build(tmp_path, "--matrix", "matrix/test.yaml", "matrix", "--push",
+                           "--registry", f"{host}/ns", "--tls-verify=false")
+        took = time.monotonic() - started
+    assert done.returncode == 1, done.stderr
+    assert f"registry {host} does not answer within 10 s" in done.stderr
+    assert took < 60 and "Traceback" not in done.stderr
+    assert not (tmp_path / "logs").exists()  # nothing was built
+
+    htpasswd = tmp_path / "htpasswd"
+    htpasswd.write_text("robot:" + bcrypt.hashpw(b"right", bcrypt.gensalt(5)).decode() + "\n")
+    (tmp_path / "reg").mkdir()
+    locked = Real(tmp_path / "reg", htpasswd)
+    locked.start()
+    auth_file = tmp_path / "auth.json"
+
+    def push_as(login: bytes) -> tuple[subprocess.CompletedProcess[str], str]:
+        auth = base64.b64encode(login).decode()
+        auth_file.write_text(json.dumps({"auths": {locked.host: {"auth": auth}}}))
+        return aipcc_build(tmp_path, "--matrix", "matrix/test.yaml", "matrix", "--push",
+                           "--registry", f"{locked.host}/ns", "--tls-verify=false",
+                           env={"REGISTRY_AUTH_FILE": str(auth_file)}), auth
+
+    try:
+        done, wrong = push_as(b"robot:wrong")
+        assert done.returncode == 1, done.stderr
+        assert f"registry {locked.host} does not accept the credentials" in done.stderr
+        assert "wrong" not in done.stderr and wrong not in done.stderr
+        assert not (tmp_path / "logs").exists()
+        done, _ = push_as(b"robot:right")
+        assert done.returncode == 0, done.stderr
+    finally:
+        locked.stop()
+        ours = [image["id"] for image in buildah_json("images")
+                if any(name.startswith(f"{locked.host}/") for name in image.get("names") or [])]
+        if ours:
+            subprocess.run(["buildah", "rmi", "-f", *ours], capture_output=True)
+
+
+def test_a_push_that_makes_no_progress_is_stopped(
+        tmp_path: Path, unique_base: tuple[str, str], namespace: str,
+        registry: Registry) -> None:
+    """Issue 22.17: a registry that answers the check, then accepts uploads and never
+    answers, stops a push after --push-stall seconds without progress (it held it for the
+    whole push timeout, 600 s by default)."""
+    from tests.support.publish import FlakyProxy
+
+    write_matrix(tmp_path, unique_base[0], {"12.9.1": {"sleep": 0}}, child=False)
+    path = namespace.split("/", 1)[1]
+    with FlakyProxy(registry.host, failures=0, hang=("POST", "PUT", "PATCH")) as silent:
+        started = time.monotonic()
+        done = aipcc_build(tmp_path, "--matrix", "matrix/test.yaml", "matrix", "--push",
+                           "--registry", f"{silent.host}/{path}", "--tls-verify=false",
+                           "--retries", "0", "--push-stall", "3")
+        took = time.monotonic() - started
+    assert done.returncode == 1, done.stderr
+    image = report(tmp_path)["images"][0]
+    assert image["status"] == "push-failed"
+    assert "made no progress for 3 s (push_stall)" in image["message"], image
+    assert took < 60
+    ours = [i["id"] for i in buildah_json("images")
+            if any(name.startswith(f"{silent.host}/") for name in i.get("names") or [])]
+    if ours:
+        subprocess.run(["buildah", "rmi", "-f", *ours], capture_output=True)

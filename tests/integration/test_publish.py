@@ -231,7 +231,7 @@ def test_promote_waits_out_429_with_retry_after_and_a_copy_that_keeps_failing_ex
 
     # skopeo itself waits out a few 429s, then gives up ("too many requests"): the copy is
     # tried again and lands. (skopeo 1.9 asks 8 times before it gives up; Retry-After: 0
-    # keeps its waits short.)
+    # keeps its waits short.) No quick look here: every GET is skopeo's.
     report = build_report.read(release["report"])[:1]
     events: list[Event] = []
     with FlakyProxy(upstream, failures=9, status=429, retry_after=0, methods=("GET",)) as busy:
@@ -240,7 +240,7 @@ def test_promote_waits_out_429_with_retry_after_and_a_copy_that_keeps_failing_ex
                 report=str(release["report"]), to=f"{busy.host}/busy",
                 source_registry=release["ns"], product=Product("aipcc", "3.0", ()),
                 tls_verify=False, retry=Retry(attempts=3, first=0.1, cap=0.2), jobs=1),
-            on_event=events.append, probe=registry_http.manifest_digest)
+            on_event=events.append)
     assert len(result.copied) == 3
     assert any(e.kind == "retry" and "too many requests" in e.message.lower()
                for e in events), [e.message for e in events if e.kind == "retry"]
@@ -258,3 +258,104 @@ def test_promote_waits_out_429_with_retry_after_and_a_copy_that_keeps_failing_ex
                 tls_verify=False, retry=Retry(attempts=2, first=0.1, cap=0.1), jobs=1),
             probe=registry_http.manifest_digest)
     assert failed.value.exit_code == 1 and "503" in str(failed.value)
+
+def test_promote_refuses_to_move_a_release_tag_and_colliding_report_entries(
+        release: dict[str, Any], registries: dict[str, Any], authfile: Path,
+        tmp_path: Path, base_image: str) -> None:
+    """Issue 22.2: `{version}-{build_id}` is immutable; two entries for one destination tag
+    would flip it on every rerun."""
+    src = registries["src"].host
+    to = f"{src}/held"
+    # The same build id was rebuilt and promoted before: img1's release tag holds another
+    # digest.
+    other = f"localhost/aipcc-test-release/rebuilt-{os.getpid()}"
+    build_image(base_image, other, "rebuilt")
+    try:
+        held = push(other, f"{to}/base-images/img1:3.0-42")
+    finally:
+        subprocess.run(["buildah", "rmi", "-f", other], capture_output=True)
+    refused = promote(release, to, authfile)
+    assert refused.returncode == 1, refused.stderr
+    assert f"{to}/base-images/img1:3.0-42 already holds {held}" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert digest_at(f"{to}/base-images/img1:3.0-42") == held
+    for name in ("img0", "img2"):
+        assert digest_at(f"{to}/base-images/{name}:3.0-42") is None, name
+    assert digest_at(f"{to}/base-images/img1:latest") is None
+
+    # Two entries (other keys) land on one destination: refused before anything is looked at.
+    data = json.loads(release["report"].read_text())
+    data["images"][2]["reference"] = data["images"][0]["reference"]
+    colliding = tmp_path / "colliding.json"
+    colliding.write_text(json.dumps(data))
+    clash = run_cli("--matrix", str(release["matrix"]), "promote", "--report",
+                    str(colliding), "--to", f"{src}/clash", "--no-tls-verify")
+    assert clash.returncode == 2, clash.stderr
+    assert f"{src}/clash/base-images/img0:3.0-42" in clash.stderr
+    assert "base/img0" in clash.stderr and "base/img2" in clash.stderr
+    assert digest_at(f"{src}/clash/base-images/img0:3.0-42") is None
+
+
+def test_promote_and_mirror_hash_the_manifest_not_the_digest_header(
+        release: dict[str, Any], registries: dict[str, Any], tmp_path: Path,
+        base_image: str) -> None:
+    """Issue 22.3: a registry (or proxy) that answers Docker-Content-Digest for other
+    content does not make promote or mirror skip a copy."""
+    src = registries["src"].host
+    wanted = release["entries"][0]["digest"]
+    other = f"localhost/aipcc-test-release/stale-{os.getpid()}"
+    build_image(base_image, other, "stale")
+    try:
+        # A moving tag (promote may move it) and a mirror's tag hold stale content.
+        push(other, f"{src}/lied/base-images/img0:latest")
+        push(other, f"{src}/mlied/base-images/img0:3.0-42")
+    finally:
+        subprocess.run(["buildah", "rmi", "-f", other], capture_output=True)
+    with FlakyProxy(src, failures=0, lie=("/base-images/img0/manifests/", wanted)) as liar:
+        result = promote_core.promote(
+            promote_core.PromoteRequest(
+                report=str(release["report"]), to=f"{liar.host}/lied",
+                source_registry=release["ns"],
+                product=Product("aipcc", "3.0", ("latest",)), tls_verify=False, jobs=1),
+            probe=registry_http.manifest_digest)
+        mirrored = mirror_core.mirror(
+            mirror_core.MirrorRequest(
+                images=tuple(mirror_core.images_from_report(
+                    build_report.read(release["report"]), release["ns"])),
+                to=f"docker://{liar.host}/mlied", source_registry=release["ns"],
+                out=str(tmp_path / "conf"), tls_verify=False, jobs=1),
+            probe=registry_http.manifest_digest)
+    assert f"{liar.host}/lied/base-images/img0:latest" in {c.dest for c in result.copied}
+    assert digest_at(f"{src}/lied/base-images/img0:latest") == wanted
+    assert {o.image.key: o.status for o in mirrored.outcomes}["base/img0"] == "copied"
+    assert digest_at(f"{src}/mlied/base-images/img0:3.0-42") == wanted
+
+
+def test_promote_and_mirror_take_the_registry_the_report_records(
+        release: dict[str, Any], registries: dict[str, Any], tmp_path: Path) -> None:
+    """Issue 22.20: the build pushed elsewhere than the matrix's registry (`matrix
+    --registry`); its report says where, and promote and mirror need no --registry."""
+    src = registries["src"].host
+    elsewhere = release["matrix"].parent / "elsewhere.yaml"
+    elsewhere.write_text(release["matrix"].read_text().replace(
+        f"registry: {release['ns']}", "registry: quay.example/not-here"))
+    data = json.loads(release["report"].read_text())
+    data["registry"] = release["ns"]
+    recorded = tmp_path / "recorded.json"
+    recorded.write_text(json.dumps(data))
+    done = run_cli("--matrix", str(elsewhere), "promote", "--report", str(recorded),
+                   "--to", f"{src}/rec", "--no-tls-verify")
+    assert done.returncode == 0, done.stderr
+    mirrored = run_cli("--matrix", str(elsewhere), "mirror", "--report", str(recorded),
+                       "--to", f"docker://{src}/recm", "--no-tls-verify", "--out",
+                       str(tmp_path / "conf"))
+    assert mirrored.returncode == 0, mirrored.stderr
+    for entry in release["entries"]:
+        assert digest_at(f"{src}/rec/base-images/{entry['name']}:3.0-42") == entry["digest"]
+        assert digest_at(f"{src}/recm/base-images/{entry['name']}:3.0-42") == entry["digest"]
+    assert f'source: "{release["ns"]}"' in (tmp_path / "conf" /
+                                             "imagedigestmirrorset.yaml").read_text()
+    # An explicit --registry still wins: the report's images are not below it.
+    wrong = run_cli("--matrix", str(elsewhere), "promote", "--report", str(recorded),
+                    "--to", f"{src}/rec2", "--no-tls-verify", "--registry", "other.io/ns")
+    assert wrong.returncode == 2 and "is not below other.io/ns" in wrong.stderr

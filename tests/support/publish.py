@@ -96,12 +96,18 @@ class FlakyProxy:
     """An HTTP proxy on 127.0.0.1 to a registry that answers STATUS (503 by default, with
     RETRY_AFTER seconds when given) to its first FAILURES requests (FAILURES < 0: always)
     whose method is one of METHODS (default: any). ANSWERED records (monotonic time,
-    status) of every request."""
+    status) of every request. LIE (path fragment, digest): every answer about a path with
+    the fragment carries Docker-Content-Digest: digest, whatever its content. HANG: requests
+    of these methods are accepted and never answered."""
 
     def __init__(self, upstream: str, failures: int, status: int = 503,
                  retry_after: int | None = None,
-                 methods: tuple[str, ...] | None = None) -> None:
+                 methods: tuple[str, ...] | None = None,
+                 lie: tuple[str, str] | None = None,
+                 hang: tuple[str, ...] = ()) -> None:
         self.upstream, self.failures, self.seen = upstream, failures, 0
+        self.lie = lie
+        self.hang, self.released = hang, threading.Event()
         self.status, self.retry_after, self.methods = status, retry_after, methods
         self.answered: list[tuple[float, int]] = []
         proxy = self
@@ -113,6 +119,10 @@ class FlakyProxy:
                 pass
 
             def _forward(self) -> None:
+                if self.command in proxy.hang:
+                    proxy.released.wait(300)
+                    self.close_connection = True
+                    return
                 counted = proxy.methods is None or self.command in proxy.methods
                 proxy.seen += counted
                 if counted and (proxy.failures < 0 or proxy.seen <= proxy.failures):
@@ -147,6 +157,9 @@ class FlakyProxy:
                         continue
                     if name.lower() == "location":
                         value = value.replace(proxy.upstream, proxy.host)
+                    if name.lower() == "docker-content-digest" and proxy.lie \
+                            and proxy.lie[0] in self.path:
+                        value = proxy.lie[1]
                     self.send_header(name, value)
                 if self.command != "HEAD":
                     self.send_header("Content-Length", str(len(payload)))
@@ -184,5 +197,6 @@ class FlakyProxy:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.released.set()
         self.server.shutdown()
         self.server.server_close()

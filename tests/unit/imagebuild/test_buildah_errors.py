@@ -64,9 +64,9 @@ def test_the_build_log_never_shows_a_secret_build_arg() -> None:
     from aipcc_build.tools.runner import Completed
 
     class Child:
-        def stream(self, on_line, timeout=None):  # type: ignore[no-untyped-def]
+        def stream(self, on_line, timeout=None, stall=None):  # type: ignore[no-untyped-def]
             on_line("STEP 1/1: FROM scratch")
-            return 0, False
+            return 0, None
 
     class Processes:
         environ: dict[str, str] = {}
