@@ -19,6 +19,7 @@ from .expand import (
     version_matches,
 )
 from .model import (
+    INDEX_AUTH_MODES,
     Accelerator,
     AllowRule,
     CiSettings,
@@ -47,7 +48,8 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "EVERYTHING", "EVERY_IMAGE", "Accelerator", "AllowRule", "CiSettings", "Exclude", "Filters",
+    "EVERYTHING", "EVERY_IMAGE", "INDEX_AUTH_MODES", "Accelerator", "AllowRule", "CiSettings",
+    "Exclude", "Filters",
     "ImageKind", "ImageSpec", "Matrix", "OsSpec", "Product", "Selector", "ToolkitVersion", "Where",
     "check_filters", "expand", "image_name", "line_owners", "load", "matching", "parse",
     "version_matches",
