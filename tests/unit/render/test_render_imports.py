@@ -1,4 +1,5 @@
-"""render reads the CUDA component table without loading the validator's layer readers."""
+"""render reads the CUDA component table and the index authentication names (label, paths)
+without loading the validator's layer readers."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ def test_render_loads_only_the_light_validate_modules() -> None:
                          text=True, timeout=60).stdout.split()
     assert "aipcc_build.validate.components" in out
     assert set(out) <= {"aipcc_build.validate", "aipcc_build.validate.components",
-                        "aipcc_build.validate.results"}
+                        "aipcc_build.validate.index_config", "aipcc_build.validate.results"}
 
 
 def test_validate_names_still_import_lazily() -> None:
