@@ -192,3 +192,15 @@ def test_the_uv_wrapper_runs_the_next_uv_with_the_combined_pem(tmp_path: Path) -
     alone = subprocess.run(command, env={**env, "PATH": str(wrapper_dir)},
                            capture_output=True, text=True, timeout=60)
     assert alone.returncode == 127 and "uv is not installed" in alone.stderr
+
+
+def test_a_kubernetes_secret_mount_is_followed(helper: ModuleType, tmp_path: Path) -> None:
+    """OpenShift's etc-pki-entitlement secret: entitlement.pem and entitlement-key.pem are
+    symlinks into a ..data directory, as the kubelet mounts every secret."""
+    mount = tmp_path / "etc-pki-entitlement"
+    entitlement(mount / "..2026_11_24_14_00_00.1", "entitlement")
+    (mount / "..data").symlink_to("..2026_11_24_14_00_00.1")
+    for name in ("entitlement.pem", "entitlement-key.pem"):
+        (mount / name).symlink_to(f"..data/{name}")
+    assert helper.find((str(mount),)) == (str(mount / "entitlement.pem"),
+                                          str(mount / "entitlement-key.pem"))
