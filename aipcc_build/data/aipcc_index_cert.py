@@ -70,10 +70,13 @@ def combine(certificate, key, runtime=RUNTIME):
     temporary = f"{path}.{os.getpid()}"
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     try:
-        os.write(fd, data)
-    finally:
-        os.close(fd)
-    os.replace(temporary, path)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(temporary, path)
+    except BaseException:  # a full /dev/shm: leave no partial file behind
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
     return path
 
 

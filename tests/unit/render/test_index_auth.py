@@ -204,3 +204,26 @@ def test_a_kubernetes_secret_mount_is_followed(helper: ModuleType, tmp_path: Pat
         (mount / name).symlink_to(f"..data/{name}")
     assert helper.find((str(mount),)) == (str(mount / "entitlement.pem"),
                                           str(mount / "entitlement-key.pem"))
+
+
+def test_a_failed_write_leaves_nothing_and_pip_is_told(
+        helper: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    dirs = (str(entitlement(tmp_path / "e")),)
+    monkeypatch.delenv("PIP_CLIENT_CERT", raising=False)
+    real_replace = os.replace
+
+    def full(*args: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(helper.os, "replace", full)
+    helper.present("PIP_CLIENT_CERT", "pip", ["install"], helper.PIP_COMMANDS, dirs,
+                   str(tmp_path))
+    monkeypatch.setattr(helper.os, "replace", real_replace)
+    assert "cannot prepare the client certificate" in capsys.readouterr().err
+    assert "PIP_CLIENT_CERT" not in os.environ
+    assert os.listdir(tmp_path / f"aipcc-index-cert-{os.getuid()}") == []
+    # No /dev/shm at all: told, not a traceback.
+    helper.present("PIP_CLIENT_CERT", "pip", ["install"], helper.PIP_COMMANDS, dirs,
+                   str(tmp_path / "absent"))
+    assert "cannot prepare the client certificate" in capsys.readouterr().err
