@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Optional
 
@@ -58,6 +59,13 @@ class CheckFailed(AipccError):
 
 
 STDERR_TAIL_LINES = 20
+# user:password@ in a URL or reference (`docker://me:s3cret@host/ns`, `me:s3cret@host`).
+_USERINFO = re.compile(r"(^|[\s'\"=]|://)[^\s/@:'\"]+:[^\s/@'\"]+@")
+
+
+def without_credentials(text: str) -> str:
+    """TEXT with every user:password@ of a URL masked: what an error or a log may show."""
+    return _USERINFO.sub(r"\1***@", text)
 
 
 class ToolError(AipccError):
@@ -66,8 +74,10 @@ class ToolError(AipccError):
 
     def __init__(self, command: Sequence[str], returncode: int, stderr: str,
                  timed_out: bool = False) -> None:
-        self.command = list(command)
+        # A password given in a reference is echoed by the tool: never kept, never shown.
+        self.command = [without_credentials(arg) for arg in command]
         self.returncode = returncode
+        stderr = without_credentials(stderr)
         self.stderr = "\n".join(stderr.strip().splitlines()[-STDERR_TAIL_LINES:])
         self.timed_out = timed_out
         tail = "\n".join(stderr.strip().splitlines()[-5:])

@@ -1,31 +1,67 @@
-"""Atomic file writes: a reader sees the old file or the new one, never half of one."""
+"""The one writer of output files: a reader sees the old file or the new one, never half of
+one, and what is not a regular file is never replaced."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import stat
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Union
+from typing import BinaryIO, Optional, Union
+
+Payload = Union[str, bytes, Iterable[bytes]]
 
 
-def write_atomic(path: Union[str, Path], data: Union[str, bytes]) -> None:
-    """Replace PATH's content at once. A symbolic link stays a link: its target is replaced
-    (renamed into the target's directory); an existing file keeps its mode (new files get
-    0644); the temporary file is removed on every failure."""
+def write_atomic(path: Union[str, Path], data: Payload) -> None:
+    """Write DATA (text, bytes, or chunks of bytes) to PATH through `output`."""
+    with output(path) as handle:
+        for chunk in _chunks(data):
+            handle.write(chunk)
+
+
+@contextlib.contextmanager
+def output(path: Union[str, Path]) -> Iterator[BinaryIO]:
+    """A binary handle whose content becomes PATH's when the block ends without an error.
+
+    A regular file, or a new one, is replaced at once through a temporary file beside it
+    (renamed over it; the temporary is removed on every failure); a symbolic link to one
+    stays a link and its target is replaced; an existing file keeps its mode (new files get
+    0644). What exists and is not a regular file is never replaced: a character device (a
+    `/dev/null`), a FIFO, a pipe or terminal behind `/dev/stdout` is written into as it is;
+    a directory, a block device or a socket is refused. Every file-system error names PATH
+    (not the temporary file), so the one place that maps errors says which path failed."""
+    try:
+        with _output(Path(path)) as handle:
+            yield handle
+    except OSError as exc:
+        if exc.filename == str(path):
+            raise
+        raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from None
+
+
+@contextlib.contextmanager
+def _output(path: Path) -> Iterator[BinaryIO]:
+    try:
+        found: Optional[os.stat_result] = path.stat()
+    except FileNotFoundError:
+        found = None
+    own = _descriptor(path)
+    if found is not None and (not stat.S_ISREG(found.st_mode) or own is not None):
+        with _into(path, found.st_mode, own) as handle:
+            yield handle
+        return
     import tempfile  # here: commands that write nothing do not pay for it
 
-    path = Path(os.path.realpath(path)) if Path(path).is_symlink() else Path(path)
+    if path.is_symlink():
+        path = Path(os.path.realpath(path))
     path.parent.mkdir(parents=True, exist_ok=True)
-    payload = data.encode() if isinstance(data, str) else data
-    try:
-        mode = stat.S_IMODE(path.stat().st_mode)
-    except FileNotFoundError:
-        mode = 0o644
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    mode = stat.S_IMODE(found.st_mode) if found is not None else 0o644
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:64]}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(payload)
+            yield handle
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, mode)
@@ -34,6 +70,57 @@ def write_atomic(path: Union[str, Path], data: Union[str, bytes]) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def _into(path: Path, mode: int, own: Optional[int]) -> BinaryIO:
+    """A device, FIFO, pipe or open descriptor opened to be written into as it is (no
+    O_TRUNC, no O_CREAT: nothing about the node changes but what it receives; a regular file
+    behind /dev/stdout is appended to, as the process's own output is). A block device or a
+    socket is refused: a report written over a disk destroys it; a socket cannot be
+    opened."""
+    import errno
+
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+    if not (stat.S_ISCHR(mode) or stat.S_ISFIFO(mode) or stat.S_ISREG(mode)):
+        raise OSError(errno.EINVAL, "neither a regular file, a character device nor a FIFO: "
+                      "refused", str(path))
+    if own is not None and own >= 0:
+        import sys
+
+        for stream in (sys.stdout, sys.stderr):  # what the process printed comes first
+            stream.flush()
+        return os.fdopen(os.dup(own), "wb")  # where this process writes it: same offset
+    return os.fdopen(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOCTTY), "wb")
+
+
+_DESCRIPTOR = re.compile(r"^/(?:dev|proc/(self|thread-self|\d+))/fd/(\d+)$")
+
+
+def _descriptor(path: Path) -> Optional[int]:
+    """When PATH names an open descriptor (/dev/stdout -> /proc/self/fd/1): its number if
+    it is this process's, else -1; None for any other path. The file behind a descriptor is
+    a process's output, which a rename would cut it off from."""
+    link = str(path)
+    for _ in range(40):
+        match = _DESCRIPTOR.match(os.path.normpath(os.path.abspath(link)))
+        if match:
+            mine = match.group(1) in (None, "self", "thread-self", str(os.getpid()))
+            return int(match.group(2)) if mine else -1
+        try:
+            target = os.readlink(link)
+        except OSError:
+            return None
+        link = os.path.join(os.path.dirname(link), target)
+    return None
+
+
+def _chunks(data: Payload) -> Iterable[bytes]:
+    if isinstance(data, str):
+        return (data.encode(),)
+    if isinstance(data, bytes):
+        return (data,)
+    return data
 
 
 def same_content(path: Union[str, Path], text: str) -> bool:

@@ -25,6 +25,13 @@ def as_installed() -> dict[str, str]:
     return env
 
 
+def script(name: str) -> str:
+    """Run scripts/NAME (they print what they made or fetched last); its last line."""
+    out = subprocess.run([str(REPO / "scripts" / name)], check=True, capture_output=True,
+                         text=True, timeout=3600).stdout
+    return out.strip().splitlines()[-1]
+
+
 def write_matrix(root: Path, text: str, templates: dict[str, str]) -> Path:
     """Write the matrix and its templates under ROOT and render it."""
     sys.path.insert(0, str(REPO))

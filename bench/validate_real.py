@@ -16,7 +16,7 @@ import sys
 import tempfile
 import time
 
-from common import REPO, as_installed
+from common import as_installed, script
 
 IMAGE = "localhost/aipcc-bench/validate-real:cuda-12.8"
 CONTAINERFILE = """\
@@ -30,12 +30,6 @@ LABEL ai.aipcc.accelerator=cuda ai.aipcc.accelerator.version=12.8.1 \\
       ai.aipcc.variant=cuda-deb12
 ENV FROMAGER_VARIANT=cuda-deb12 CUDA_VERSION=12.8.1
 """
-
-
-def script(name: str) -> str:
-    out = subprocess.run([str(REPO / "scripts" / name)], check=True, capture_output=True,
-                         text=True, timeout=3600).stdout
-    return out.strip().splitlines()[-1]
 
 
 def timed(command: list[str], env: dict[str, str]) -> float:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from aipcc_build.cli import main
+from aipcc_build.toolkit.facts import ToolkitFacts, load_facts
 from tests.support.project import Project, small_project
 from tests.support.registry import Registry
 
@@ -96,6 +97,12 @@ def wheel_index(wheelhouse: Path, tmp_path_factory: pytest.TempPathFactory
     finally:
         subprocess.run([str(REPO / "scripts" / "serve-dir"), "--stop", "--pidfile",
                         str(pidfile)], capture_output=True, timeout=60)
+
+
+@pytest.fixture(scope="session")
+def facts() -> ToolkitFacts:
+    """The packaged toolkit facts (compat and the toolkit tests read them)."""
+    return load_facts()
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from ..errors import InputError
-from ..matrix import EVERYTHING, Filters, ImageSpec, expand, load
+from ..matrix import EVERYTHING, Filters, ImageSpec, check_build_id, expand, load
 from ..plan import BuildPlan, make_plan, outside_parents
 from ..render import BUILD_ID_ARG, ensure_current
 from ..tools import buildah
@@ -106,6 +106,8 @@ def build_matrix(request: MatrixBuild, on_event: Callable[[Event], None],
     if runs.RUN_ARG in request.build_args:
         raise InputError(f"{runs.RUN_ARG} is set by aipcc-build: it tells which run made a "
                          "working container", field="build_args")
+    if request.parent_build_id is not None:
+        check_build_id(request.parent_build_id, "parent_build_id")
     matrix = load(request.matrix_path)
     images = expand(matrix, build_id=request.build_id, registry=request.registry,
                     filters=request.filters)

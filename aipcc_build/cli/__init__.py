@@ -42,6 +42,8 @@ OPTION_OF_FIELD = {
     "wheels": "VARIANT=DIR",
     "root": "ROOT",
     "keep": "--keep",
+    "changed_since": "--changed-since",
+    "parent_build_id": "--parent-build-id",
 }
 
 
@@ -55,6 +57,25 @@ def message(exc: AipccError) -> str:
         return str(InputError(exc.message, file=exc.file, line=exc.line, column=exc.column,
                               field=option))
     return f"{exc} ({option})"
+
+
+def os_error_message(exc: OSError) -> str:
+    """A file-system error as one line naming its path: too long a name, a read-only or
+    full file system, a file where a directory is wanted, a dangling symbolic link."""
+    import os
+    from pathlib import Path
+
+    what = exc.strerror or str(exc)
+    if not isinstance(exc.filename, (str, bytes, os.PathLike)):
+        return what
+    path = os.fsdecode(exc.filename)
+    link = next((str(p) for p in (Path(path), *Path(path).parents)
+                 if os.path.islink(p) and not os.path.exists(p)), None)
+    if link is not None and isinstance(exc, (FileNotFoundError, FileExistsError)):
+        what = f"{link} is a symbolic link to a missing {os.readlink(link)}"
+    elif isinstance(exc, FileExistsError):
+        what = "exists and is not a directory"
+    return f"{path}: {what}"
 
 
 def main(argv: Optional[list[str]] = None) -> None:
@@ -73,4 +94,11 @@ def main(argv: Optional[list[str]] = None) -> None:
 
         error(message(exc))
         code = exc.exit_code
+    except OSError as exc:
+        if debug:
+            raise
+        from ..report import error
+
+        error(os_error_message(exc))
+        code = 2
     sys.exit(code if isinstance(code, int) else 0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from typing import TYPE_CHECKING, Optional
 
 import click
@@ -119,10 +120,24 @@ def matrix(context: Context, filters: Filters, dry_run: bool, as_json: bool,
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    build_report.write(result, resolved, report_path)
-    if junit_path:
-        junit.write_junit(result, junit_path)
-    progress.matrix_summary(result, report_path)
+    # The builds are done and pushed: whatever the disk says, the summary comes, the report
+    # goes to stderr when its file cannot be written, and the error comes last.
+    unwritten: list[OSError] = []
+    try:
+        build_report.write(result, resolved, report_path)
+    except OSError as exc:
+        unwritten.append(exc)
+    try:
+        if junit_path:
+            junit.write_junit(result, junit_path)
+    except OSError as exc:
+        unwritten.append(exc)
+    lost = bool(unwritten) and unwritten[0].filename == report_path
+    progress.matrix_summary(result, None if lost else report_path)
+    if lost:
+        sys.stderr.write(build_report.text(result, resolved))
+    if unwritten:
+        raise unwritten[0]
     if received:
         return 128 + received[0]
     return 0 if result.ok else 1

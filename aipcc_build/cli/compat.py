@@ -53,12 +53,12 @@ def compat(context: Context, filters: Filters, output_format: str, report_path: 
     """The compatibility matrix: per image the driver it needs, the GPU architectures it
     supports, its EOL date and status, and its digest from a build report."""
     from .. import report
-    from ..compat.facts import load_facts
     from ..compat.table import build_compat_table, eol_findings
     from ..fsutil import same_content, write_atomic
     from ..matrix import expand
     from ..report import build_report
     from ..report import compat as compat_report
+    from ..toolkit.facts import load_facts
 
     if check_drift and not output:
         raise click.UsageError("--check-drift compares against -o FILE")
@@ -126,7 +126,6 @@ def select(context: Context, filters: Filters, gpu: Optional[str],
            build_id: Optional[str], registry: Optional[str]) -> int:
     """The images that run on a node, best first, and why every other image does not.
     Exits 1 when none runs."""
-    from ..compat.facts import load_facts
     from ..compat.select import (
         node_from_flags,
         node_from_k8s,
@@ -135,6 +134,7 @@ def select(context: Context, filters: Filters, gpu: Optional[str],
     )
     from ..matrix import expand
     from ..report import compat as compat_report
+    from ..toolkit.facts import load_facts
 
     if node_file and (gpu or compute_capability or driver):
         raise click.UsageError("--node replaces --gpu, --compute-capability and --driver")

@@ -93,6 +93,7 @@ def plan(context: Context, filters: Filters, output_format: str, changed_since: 
          output_dir: Optional[str], check: bool, allow_loopback: bool) -> int:
     """The build plan as data for people or CI engines."""
     from ..build.preflight import parse_capacity
+    from ..matrix import check_build_id
     from ..plan import emit, make_plan, project_path
     from ..plan.changes import select
     from ..report import images as report
@@ -102,6 +103,8 @@ def plan(context: Context, filters: Filters, output_format: str, changed_since: 
         raise click.UsageError("--output-dir and --check go with --format konflux")
     matrix = context.load()
     build = resolved_build_id(build_id)
+    if parent_build_id is not None:
+        check_build_id(parent_build_id, "parent_build_id")  # it goes into every job
     parse_capacity(capacity)  # a bad slot is an input error now, not in every job
     processes = ProcessRunner()
     # One job per image: it builds all the image's platforms (and joins them).
@@ -132,7 +135,8 @@ def plan(context: Context, filters: Filters, output_format: str, changed_since: 
         from ..plan.emit import konflux
         from ..tools.git import Git
 
-        url = Git(processes, os.path.dirname(os.path.abspath(matrix.path))).remote_url()
+        url = matrix.ci.source_url or Git(
+            processes, os.path.dirname(os.path.abspath(matrix.path))).remote_url()
         konflux.refuse_unclonable(url)
         files = konflux.konflux(matrix, build_plan, konflux.KonfluxSource(url=url))
         result = konflux.write(output_dir or str(project_root(matrix)), files, check=check,
@@ -144,6 +148,7 @@ def plan(context: Context, filters: Filters, output_format: str, changed_since: 
         from ..tools.git import Git
 
         git = Git(processes, os.path.dirname(os.path.abspath(matrix.path)))
-        source = emit.GitSource(url=git.remote_url(), revision=git.head_commit())
+        source = emit.GitSource(url=matrix.ci.source_url or git.remote_url(),
+                                revision=git.head_commit())
         report.ci_document(tekton.tekton(matrix, build_plan, command, source), build_plan)
     return 0

@@ -89,17 +89,20 @@ def mirror(context: Context, accelerators: tuple[str, ...], versions: tuple[str,
         if source is not None:
             images, source_registry, temporary = core.images_from_layout(source)
         else:
-            source_registry = registry or context.load().registry
-            if report_path is not None:
-                images = core.images_from_report(build_report.read(report_path),
-                                                  source_registry)
-            else:
-                from ..matrix import expand
+            from ..matrix import EVERYTHING, expand
 
+            source_registry = registry or context.load().registry
+            filters = make_filters(accelerators, versions, oses, kinds, names)
+            if report_path is not None:
+                entries = build_report.read(report_path)
+                if filters != EVERYTHING:  # the filters pick the report's images by key
+                    keys = {s.key for s in expand(context.load(), build_id="any",
+                                                  registry=registry, filters=filters)}
+                    entries = [entry for entry in entries if entry.key in keys]
+                images = core.images_from_report(entries, source_registry)
+            else:
                 specs = expand(context.load(), build_id=resolved_build_id(build_id),
-                               registry=registry,
-                               filters=make_filters(accelerators, versions, oses, kinds,
-                                                    names))
+                               registry=registry, filters=filters)
                 images = core.images_from_references(
                     [(s.key, s.reference) for s in specs], source_registry, Skopeo(),
                     tls_verify=tls_verify, authfile=authfile)

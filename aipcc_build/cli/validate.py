@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Optional
 
 import click
 
+from ..tools.skopeo import COPY_TIMEOUT
 from .options import (
     Context,
     cli,
@@ -49,6 +50,9 @@ def parse_expect(value: Optional[str]) -> Optional[Expectation]:
               help="Layer scan cache (env AIPCC_BUILD_CACHE, default ~/.cache/aipcc-build).")
 @click.option("--matrix", "matrix_file", metavar="PATH",
               help="Validate every image of this matrix present in local storage.")
+@click.option("--copy-timeout", type=click.FloatRange(min=0, min_open=True),
+              default=COPY_TIMEOUT, show_default=True, metavar="SECONDS",
+              help="Stop the copy of an image that cannot be read in place after this long.")
 @reference_options
 @raw_filters
 @pass_context
@@ -58,7 +62,7 @@ def validate(context: Context, accelerators: tuple[str, ...], versions: tuple[st
              expect: Optional[str],
              as_json: bool, strict_layers: bool, platform: Optional[str],
              cache_dir: Optional[Path], matrix_file: Optional[str], build_id: Optional[str],
-             registry: Optional[str], tls_verify: bool = True) -> int:
+             registry: Optional[str], copy_timeout: float, tls_verify: bool = True) -> int:
     """Check that images do not mix accelerator toolkit versions.
 
     REF is any skopeo transport: oci:DIR[:TAG], oci-archive:FILE, docker-archive:FILE,
@@ -95,6 +99,7 @@ def validate(context: Context, accelerators: tuple[str, ...], versions: tuple[st
     from ..tools.skopeo import Skopeo
 
     outcomes = validate_targets(targets, strict_layers=strict_layers, platform=platform,
-                                cache_dir=cache_dir, skopeo=Skopeo(tls_verify=tls_verify))
+                                cache_dir=cache_dir, skopeo=Skopeo(tls_verify=tls_verify,
+                                                          copy_timeout=copy_timeout))
     report.validation(outcomes, as_json)
     return max([o.exit_code for o in outcomes] + [0])

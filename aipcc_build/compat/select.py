@@ -20,7 +20,7 @@ import yaml
 
 from ..errors import InputError
 from ..matrix import ImageSpec
-from .facts import DriverVersion, ToolkitFacts
+from ..toolkit.facts import DriverVersion, ToolkitFacts
 from .table import (
     DEFAULT_WARN_DAYS,
     EOL,

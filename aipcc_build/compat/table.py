@@ -16,7 +16,7 @@ from packaging.version import Version
 
 from ..errors import InputError
 from ..matrix import ImageSpec
-from .facts import DriverVersion, ToolkitFacts
+from ..toolkit.facts import DriverVersion, ToolkitFacts
 
 SUPPORTED = "supported"
 EOL_SOON = "eol-soon"

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from .expand import (
     EVERYTHING,
     Filters,
+    check_build_id,
     check_filters,
     expand,
     image_name,
@@ -51,6 +52,6 @@ __all__ = [
     "EVERYTHING", "EVERY_IMAGE", "INDEX_AUTH_MODES", "Accelerator", "AllowRule", "CiSettings",
     "Exclude", "Filters",
     "ImageKind", "ImageSpec", "Matrix", "OsSpec", "Product", "Selector", "ToolkitVersion", "Where",
-    "check_filters", "expand", "image_name", "line_owners", "load", "matching", "parse",
-    "version_matches",
+    "check_build_id", "check_filters", "expand", "image_name", "line_owners", "load", "matching",
+    "parse", "version_matches",
 ]

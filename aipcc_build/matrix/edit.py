@@ -21,7 +21,7 @@ from typing import Any, Optional
 
 from ..errors import InputError
 from .expand import expand
-from .loader import DRIVER, canonical_version, load, parse, shown
+from .loader import DRIVER, ONE_LINE, canonical_version, load, parse, several_lines, shown
 from .model import Accelerator, ImageSpec, Matrix, ToolkitVersion
 
 # add-version takes full releases only: "12.9" would not say which patch the images pin.
@@ -74,10 +74,12 @@ def add_version(path: str, new: NewVersion) -> MatrixEdit:
     if new.min_driver is not None and not DRIVER.match(new.min_driver):
         raise InputError(f"'{new.min_driver}' is not a driver version (like 570.124.06)",
                          field="min_driver")
-    for name in new.vars:
+    for name, value in new.vars.items():
         if not name.isidentifier():
-            raise InputError(f"'{name}' is not a template variable name (an identifier)",
-                             field="vars")
+            raise InputError(f"'{shown(name)}' is not a template variable name (an "
+                             "identifier)", field="vars")
+        if several_lines(value):
+            raise InputError(f"{name}: {ONE_LINE} ('{shown(value)}')", field="vars")
     if not accelerator.versions:
         raise InputError(f"accelerator '{accelerator.name}' is declared without versions, so "
                          f"its images carry no version ({accelerator.name}-<os>); give it a "
@@ -179,7 +181,8 @@ def _var_value(text: str) -> Any:
     """A `--var` value as the matrix file would hold it: typed as YAML 1.2 reads the plain
     scalar (`3` an int, `true` a bool, `on` and `1:20` text), and quoted where the matrix
     loader's YAML 1.1 rules would read the text as something else (`on` -> true, `1:20` ->
-    80), so that loading the file gives back exactly this value."""
+    80) or would not read it back as given (` padded `, `x # y`, `'q'`), so that loading
+    the file gives back exactly this value."""
     import yaml
     from ruamel.yaml import YAML
     from ruamel.yaml.scalarstring import SingleQuotedScalarString
@@ -194,8 +197,9 @@ def _var_value(text: str) -> Any:
         as_11 = yaml.safe_load(text)
     except yaml.YAMLError:
         as_11 = None
-    if isinstance(value, str) and (as_11 != value or type(as_11) is not str):
-        return SingleQuotedScalarString(value)
+    if isinstance(value, str) and (value != text or as_11 != value or
+                                   type(as_11) is not str):
+        return SingleQuotedScalarString(text)  # written as given: spaces, '#', quotes
     if not isinstance(value, str) and (as_11 != value or type(as_11) is not type(value)):
         return SingleQuotedScalarString(text)  # the two rule sets disagree: keep the text
     return value

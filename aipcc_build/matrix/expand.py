@@ -126,10 +126,17 @@ def check_filters(matrix: Matrix, images: list[ImageSpec], filters: Filters) -> 
                              field="filters.versions")
 
 
-def expand_all(matrix: Matrix, *, build_id: str, registry: Optional[str]) -> list[ImageSpec]:
+def check_build_id(build_id: str, field: str = "build_id") -> None:
+    """A build id goes into every tag: InputError (naming FIELD: `build_id`,
+    `parent_build_id`) unless it is letters, digits, '.', '_' and '-'."""
     if not SAFE_NAME.fullmatch(build_id):
-        raise InputError(f"build id '{build_id}' may hold only letters, digits, '.', '_', '-'",
-                         field="build_id")
+        shown = build_id.encode("unicode_escape").decode("ascii")  # one line, whatever it is
+        raise InputError(f"build id '{shown}' may hold only letters, digits, '.', '_', '-'",
+                         field=field)
+
+
+def expand_all(matrix: Matrix, *, build_id: str, registry: Optional[str]) -> list[ImageSpec]:
+    check_build_id(build_id)
     if registry is not None and not SAFE_REFERENCE.fullmatch(registry):
         raise InputError(f"'{registry}' is not a registry reference", field="registry")
     tag = f"{matrix.product.version}-{build_id}"

@@ -20,6 +20,7 @@ import yaml
 from ..errors import InputError
 from .expand import expand_all
 from .model import (
+    CLONABLE,
     DEFAULT_BRANCH,
     DEFAULT_CI_IMAGE,
     INDEX_AUTH_MODES,
@@ -45,6 +46,7 @@ SCHEMA = 1
 VERSION = re.compile(r"[0-9]+\.[0-9]+(\.[0-9]+)?")
 # A Tekton bundle: an image reference, pinned by digest or not.
 BOOLEAN = re.compile(r"true|false")
+SOURCE_URL = re.compile(CLONABLE.pattern + r"[A-Za-z0-9._~:/@%+-]+")
 BUNDLE_REFERENCE = re.compile(r"[A-Za-z0-9._:/-]+(@sha256:[0-9a-f]{64})?")
 DRIVER = re.compile(r"[0-9]+(\.[0-9]+){1,2}")
 
@@ -138,6 +140,22 @@ class _Reader:
 def shown(text: str) -> str:
     """TEXT for a one-line message: control characters (a newline) escaped."""
     return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
+
+
+# A template variable is rendered into a Containerfile, where a line break starts a new
+# instruction (`RUN ...`): its value must be one line.
+ONE_LINE = "a template variable's value goes into a Containerfile: it must be one line"
+
+
+def several_lines(value: object) -> bool:
+    """Whether VALUE (or a string inside it) holds a line break, as str.splitlines sees one."""
+    if isinstance(value, str):
+        return len(value.splitlines()) > 1 or value != "".join(value.splitlines())
+    if isinstance(value, dict):
+        return any(several_lines(k) or several_lines(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return any(several_lines(item) for item in value)
+    return False
 
 
 def canonical_version(version: str) -> str:
@@ -286,7 +304,7 @@ def _parse(text: str, file: str) -> Matrix:
 
 def _ci(reader: _Reader, node: yaml.Node) -> CiSettings:
     fields = reader.mapping(node, "ci", ("fetch", "image", "bundles", "hermetic",
-                                         "prefetch_input", "branch"))
+                                         "prefetch_input", "branch", "source_url"))
     known = default_bundles()
     bundles = dict(known)
     if "bundles" in fields:
@@ -322,6 +340,8 @@ def _ci(reader: _Reader, node: yaml.Node) -> CiSettings:
         hermetic=hermetic,
         prefetch_input=prefetch_input,
         branch=text("branch", DEFAULT_BRANCH, SAFE_REFERENCE, "a branch name"),
+        source_url=text("source_url", "", SOURCE_URL, "a URL a build cluster can clone "
+                        "(https://, ssh://, git://, user@host:path)") or None,
     )
 
 
@@ -558,6 +578,8 @@ def _toolkit_version(reader: _Reader, node: yaml.Node, field: str) -> ToolkitVer
                 raise reader.error(key_node, f"{field}.vars.{key}",
                                    "a template variable name must be an identifier")
             variables[key] = reader.plain(value, f"{field}.vars.{key}")
+            if several_lines(variables[key]):
+                raise reader.error(value, f"{field}.vars.{key}", ONE_LINE)
     return ToolkitVersion(
         version=version, min_driver=min_driver, eol=eol, gpu_archs=gpu_archs,
         vars=variables, allow=_allow_rules(reader, fields, field),

@@ -19,6 +19,8 @@ from ..errors import InputError
 SAFE_NAME = re.compile(r"[A-Za-z0-9._-]+")
 # Registries and repositories also need ':' (port) and '/' (path); still no whitespace or quotes.
 SAFE_REFERENCE = re.compile(r"[A-Za-z0-9._:/-]+")
+# A repository URL a build cluster can clone: https, ssh, git, or scp-like user@host:path.
+CLONABLE = re.compile(r"^((https?|ssh|git)://|[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:)")
 # Resource quantities: the matrix's `resources` and the scheduler's capacity.
 QUANTITY = re.compile(r"([0-9]+(?:\.[0-9]+)?)\s*([KMGTP]i?)?")
 UNITS = {
@@ -86,6 +88,13 @@ class Product:
 # /etc/pki/entitlement/<id>.pem and <id>-key.pem), as Red Hat's CDN wants; "netrc", a user
 # and password from a netrc file the customer mounts as a secret.
 INDEX_AUTH_MODES = ("none", "client-cert", "netrc")
+# What the renderer writes for them and the validator checks: the label (written when not
+# "none"); for client-cert, the directory of the uv wrapper, first on PATH (the helper,
+# data/aipcc_index_cert.py, is also pip's .pth hook); for netrc, where podman's and
+# buildah's `--secret id=netrc` put the file (/run/secrets/ID).
+LABEL_WHEEL_INDEX_AUTH = "ai.aipcc.wheel-index.auth"
+AUTH_BIN = "/usr/local/libexec/aipcc-build"
+NETRC_SECRET = "/run/secrets/netrc"
 
 
 # The Konflux task bundles every component's build pipeline references when the matrix
@@ -123,6 +132,10 @@ class CiSettings:
     hermetic: bool = False
     prefetch_input: str = ""
     branch: str = DEFAULT_BRANCH
+    # The repository clusters clone (Tekton's PipelineRun, Konflux's Components and
+    # IntegrationTestScenario). None: the checkout's `origin` remote, which differs between
+    # clones; a matrix whose CI files are committed names it.
+    source_url: Optional[str] = None
 
 
 @dataclass(frozen=True)

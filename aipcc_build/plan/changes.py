@@ -47,6 +47,7 @@ def changed_images(matrix: Matrix, images: Sequence[ImageSpec], rev: str,
     """Keys of IMAGES whose inputs differ between REV and the work tree, with dependents."""
     git = Git(runner, str(Path(matrix.path).resolve().parent))
     top = git.toplevel()
+    rev = git.commit(rev)
     changed = {str(top / name) for name in git.changed_files(rev)}
     selected: set[str] = set()
 

@@ -9,12 +9,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any, Optional
 
 from ..errors import InputError
-from ..fsutil import write_atomic
+from ..fsutil import output, write_atomic
 
 META = "aipcc-mirror.json"
 META_SCHEMA = 1
@@ -79,21 +78,13 @@ def unpack(archive: Path, into: Path) -> None:
 
 
 def pack(layout: Path, archive: Path) -> None:
-    """Tar LAYOUT into ARCHIVE atomically: a reader sees the old archive or the new one."""
+    """Tar LAYOUT into ARCHIVE through the one safe writer: a reader sees the old archive
+    or the new one (a stream, "w|": a FIFO or /dev/stdout takes it as well)."""
     import tarfile
 
-    archive.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{archive.name}.", suffix=".tmp", dir=archive.parent)
-    os.close(fd)
-    try:
-        with tarfile.open(tmp, "w") as tar:
-            for entry in sorted(os.listdir(layout)):
-                tar.add(layout / entry, arcname=entry)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, archive)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    with output(archive) as handle, tarfile.open(fileobj=handle, mode="w|") as tar:
+        for entry in sorted(os.listdir(layout)):
+            tar.add(layout / entry, arcname=entry)
 
 
 def remove(layout: Path) -> None:

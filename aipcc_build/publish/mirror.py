@@ -28,6 +28,7 @@ from .transfer import (
     below,
     each,
     last_line,
+    no_credentials,
     repository_of,
     tag_of,
     with_retries,
@@ -81,6 +82,7 @@ class MirrorResult:
 
 def destination(to: str) -> tuple[str, str]:
     """(transport, location) of a --to or --from value; InputError on anything else."""
+    no_credentials(to)
     for transport in ("docker://", "oci-archive:", "dir:"):
         if to.startswith(transport) and len(to) > len(transport):
             return transport.rstrip(":/"), to[len(transport):].rstrip("/")
@@ -136,19 +138,26 @@ def images_from_layout(source: str) -> tuple[list[Image], str, Optional[Path]]:
         import tempfile
 
         temporary = Path(tempfile.mkdtemp(prefix="aipcc-mirror-"))
-        layout.unpack(path, temporary)
-        path = temporary
-    elif not (path / "index.json").is_file():
-        raise InputError("not an OCI layout (no index.json)", file=location, field="source")
-    registry = layout.source_registry(path)
-    if registry is None:
-        raise InputError(f"no {layout.META}: not written by aipcc-build mirror",
-                         file=location, field="source")
-    images = []
-    for ref, digest in sorted(layout.refs(path).items()):
-        name, _, tag = ref.rpartition(":")
-        images.append(Image(key=name, path=name, tag=tag, digest=digest,
-                            source=f"oci:{path}:{ref}"))
+    try:
+        if temporary is not None:
+            layout.unpack(path, temporary)
+            path = temporary
+        elif not (path / "index.json").is_file():
+            raise InputError("not an OCI layout (no index.json)", file=location,
+                             field="source")
+        registry = layout.source_registry(path)
+        if registry is None:
+            raise InputError(f"no {layout.META}: not written by aipcc-build mirror",
+                             file=location, field="source")
+        images = []
+        for ref, digest in sorted(layout.refs(path).items()):
+            name, _, tag = ref.rpartition(":")
+            images.append(Image(key=name, path=name, tag=tag, digest=digest,
+                                source=f"oci:{path}:{ref}"))
+    except BaseException:
+        if temporary is not None:  # refused: the caller never gets it to remove
+            layout.remove(temporary)
+        raise
     return images, registry, temporary
 
 
@@ -234,9 +243,8 @@ def mirror(request: MirrorRequest, runner: Optional[Runner] = None,
     failed = any(o.status == "failed" for o in outcomes)
     if transport == "docker":
         mirrors = {request.source_registry: location}
-        name = "aipcc-" + location.replace("/", "-").replace(":", "-").replace(".", "-")
-        written += [str(p) for p in mirror_config.write(Path(request.out), name.lower(),
-                                                        mirrors)]
+        written += [str(p) for p in mirror_config.write(
+            Path(request.out), mirror_config.resource_name(f"aipcc-{location}"), mirrors)]
     else:
         layout.write_meta(work, request.source_registry)
         if archive is not None and not failed:

@@ -5,6 +5,7 @@ module that writes both."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -12,6 +13,13 @@ from ..fsutil import same_content, write_atomic
 
 IDMS_FILE = "imagedigestmirrorset.yaml"
 REGISTRIES_FILE = "registries.conf"
+
+
+def resource_name(text: str) -> str:
+    """TEXT as a Kubernetes object name (an RFC 1123 label: lower-case letters, digits and
+    '-', starting and ending with a letter or digit, at most 63 characters)."""
+    name = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:63].rstrip("-")
+    return name or "aipcc-mirror"
 
 
 def idms_text(name: str, mirrors: Mapping[str, str]) -> str:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from ..errors import InputError
+from ..matrix.expand import check_build_id
 from ..matrix.model import Product
 from ..report import build_report
 from ..tools.runner import Runner
@@ -26,6 +27,7 @@ from .transfer import (
     Retry,
     below,
     each,
+    no_credentials,
     repository_of,
     with_retries,
 )
@@ -66,11 +68,16 @@ def release_tags(product: Product, build_id: str) -> list[str]:
 def plan(request: PromoteRequest) -> tuple[str, list[Copy]]:
     """(build id, the copies): refuses (InputError naming every image) an image not ok,
     without a digest, or outside the source registry. Reads nothing but the report."""
+    no_credentials(request.to)
     entries = build_report.read(request.report)
     build_id = build_report.build_id(request.report)
+    # Fields of the report: never named after an option (promote has no --build-id).
     if build_id is None:
-        raise InputError("the build report has no build_id", file=request.report,
-                         field="build_id")
+        raise InputError('the build report has no "build_id"', file=request.report)
+    try:
+        check_build_id(build_id)
+    except InputError as exc:
+        raise InputError(f'"build_id": {exc.message}', file=request.report) from None
     if not entries:
         raise InputError("the build report lists no images", file=request.report)
     problems, copies = [], []

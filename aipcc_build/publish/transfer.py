@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Optional, TypeVar
 
-from ..errors import ToolError
+from ..errors import InputError, ToolError, without_credentials
 
 # What skopeo (containers/image) prints when the network or the registry failed, not the
 # request: a connection that broke, or a 5xx answer.
@@ -140,3 +140,13 @@ def below(reference: str, registry: str) -> Optional[str]:
     repository = repository_of(reference)
     prefix = registry.rstrip("/") + "/"
     return repository[len(prefix):] if repository.startswith(prefix) else None
+
+
+def no_credentials(destination: str, field: str = "to") -> str:
+    """DESTINATION, refused (with the password masked) when it holds user:password@: skopeo
+    takes none there and echoes the reference in its errors; --authfile holds them."""
+    masked = without_credentials(destination)
+    if masked != destination:
+        raise InputError(f"'{masked}' holds credentials: they would show in logs and errors; "
+                         "give them in an auth file (--authfile)", field=field)
+    return destination

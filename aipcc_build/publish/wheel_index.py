@@ -30,27 +30,31 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import hashlib
 import json
 import os
 import re
 import shutil
+import stat
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Optional, Union
 
 from ..errors import InputError
+from ..fsutil import write_atomic
 from ..matrix import Matrix, expand
-from ..validate.components import resolve
 from ..validate.results import FAILING, Evidence, Expectation
-from ..validate.verdict import FAMILIES, judge_evidence
+from ..validate.verdict import FAMILIES, judge_evidence, place
 from . import simple_index
-from .wheel_file import WheelError, WheelFacts, metadata_of, read
+from .wheel_file import CHUNK, WheelError, WheelFacts, identity, metadata_of, open_wheel, read
 
 GENERATIONS = ".generations"
 POOL = "files"
 DEFAULT_KEEP = 3
-MANIFEST_SCHEMA = 1
+# 2: evidence carries the distribution, how it was found, and whether it is a build record;
+# wheels read by schema 1 were read without vendored runtimes: read again.
+MANIFEST_SCHEMA = 2
 _GENERATION = re.compile(r"^g(\d{6,})$")
 
 
@@ -233,6 +237,7 @@ def _judge(plan: _Plan) -> list[Refusal]:
     target = plan.target
     refusals: list[Refusal] = []
     seen: dict[str, Path] = {}
+    installs_as: dict[tuple[str, str, str], str] = {}  # what pip tells apart -> file name
     for directory in target.sources:
         for path in (Path(directory, name) for name in sorted(os.listdir(directory))
                      if name.endswith(".whl")):
@@ -248,6 +253,11 @@ def _judge(plan: _Plan) -> list[Refusal]:
                                             f"{seen[facts.filename].parent}"))
                 continue
             seen[facts.filename] = path
+            alike = installs_as.setdefault(identity(facts.filename), facts.filename)
+            if alike != facts.filename:
+                refusals.append(Refusal(target.variant, str(path), "the same project, version "
+                                        f"and tags as {alike}: an installer sees one wheel"))
+                continue
             reason = refusal(facts, target.expected)
             if reason is not None:
                 refusals.append(Refusal(target.variant, str(path), reason))
@@ -259,10 +269,12 @@ def _judge(plan: _Plan) -> list[Refusal]:
 def _facts(plan: _Plan, path: Path) -> WheelFacts:
     known = plan.previous.get(path.name)
     if known is not None:
-        stat = path.stat()
-        if (stat.st_size, stat.st_mtime_ns) == (known.size, known.mtime_ns):
-            plan.reused += 1
-            return known
+        with contextlib.suppress(OSError):
+            found = path.stat()
+            if stat.S_ISREG(found.st_mode) and \
+                    (found.st_size, found.st_mtime_ns) == (known.size, known.mtime_ns):
+                plan.reused += 1
+                return known
     facts, metadata = read(path)
     plan.metadata[facts.filename] = metadata
     return facts
@@ -274,7 +286,7 @@ def refusal(facts: WheelFacts, expected: Expectation) -> Optional[str]:
     if facts.version.partition("+")[2] == "cpu" and expected.accelerator in FAMILIES:
         return f"its local version +cpu says it is built for CPU, not for {expected}"
     for evidence in facts.evidence:
-        status, reason = judge_evidence(evidence, resolve(evidence), expected)
+        status, reason = judge_evidence(evidence, place(evidence), expected)
         if status in FAILING:
             what = " ".join(x for x in (evidence.component, evidence.version) if x)
             return f"{what} ({evidence.kind} {evidence.path}): {reason}"
@@ -331,26 +343,46 @@ def _publish(root: Path, plan: _Plan, keep: int) -> VariantResult:
     # Removed again, newest first, if anything fails before the switch.
     created: list[Path] = [p for p in reversed([generations, *generations.parents])
                            if not p.exists()]
-    generations.mkdir(parents=True, exist_ok=True)
-    with _locked(generations):
-        if _current(root, target) != plan.current:
-            raise InputError(f"{root / target.directory}: another publisher changed it "
-                             "meanwhile: run again", field="root")
-        generation = _next_generation(root, target, plan.current)
-        try:
-            _write_generation(generations, plan, generation, created)
-            _switch(root / target.directory, f"{GENERATIONS}/{generations.name}/"
-                                             f"{_name(generation)}")
-        except BaseException:
-            for path in reversed(created):
-                if path.is_dir() and not path.is_symlink():
-                    shutil.rmtree(path, ignore_errors=True)
-                else:
-                    with contextlib.suppress(FileNotFoundError):
-                        path.unlink()
+    try:
+        generations.mkdir(parents=True, exist_ok=True)
+        with _locked(generations):
+            if _current(root, target) != plan.current:
+                raise InputError(f"{root / target.directory}: another publisher changed it "
+                                 "meanwhile: run again", field="root")
+            _remove_interrupted(root / target.directory, generations)
+            generation = _next_generation(root, target, plan.current)
+            try:
+                _write_generation(generations, plan, generation, created)
+                _switch(root / target.directory, f"{GENERATIONS}/{generations.name}/"
+                                                 f"{_name(generation)}")
+            except BaseException:
+                for path in reversed(created):
+                    if path.is_dir() and not path.is_symlink():
+                        shutil.rmtree(path, ignore_errors=True)
+                    else:
+                        with contextlib.suppress(FileNotFoundError):
+                            path.unlink()
+                raise
+            pruned = _prune(generations, generation, keep)
+    except OSError as exc:
+        if exc.filename is not None:
             raise
-        pruned = _prune(generations, generation, keep)
+        # A write that found the disk full names no file: the index it was writing.
+        raise OSError(exc.errno, exc.strerror, str(root / target.directory)) from None
     return _summary(root, plan, generation, pruned)
+
+
+def _remove_interrupted(link: Path, generations: Path) -> None:
+    """What a publish killed midway left (under the lock: no publisher is running): its
+    staging generation and temporary files, its half-made switch link. Every name that
+    starts with '.' there is one."""
+    for path in generations.glob(".*"):
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+    for path in link.parent.glob(f".{link.name}.switch-*"):
+        path.unlink(missing_ok=True)
 
 
 def _write_generation(generations: Path, plan: _Plan, generation: int,
@@ -408,25 +440,47 @@ def _pool_path(facts: WheelFacts) -> str:
 def _add_to_pool(generations: Path, path: Path, facts: WheelFacts,
                  metadata: Optional[bytes], created: list[Path]) -> None:
     """The wheel and its core metadata in the pool, under the wheel's hash (a rebuilt wheel
-    of the same name is another entry: a page never links changed bytes)."""
+    of the same name is another entry: a page never links changed bytes). Copies, never
+    links: a source rewritten in place later must not change what is served. Each file is
+    written whole and renamed in place, so one that exists is complete."""
     wheel = generations / _pool_path(facts)
-    if wheel.exists() and wheel.with_name(wheel.name + ".metadata").exists():
-        return
     entry = wheel.parent
     for directory in (entry.parent.parent, entry.parent, entry):
         if not directory.exists():
             directory.mkdir()
             created.append(directory)
-    staged = entry / f".{facts.filename}.tmp"
-    if not _link(path, staged):
-        shutil.copyfile(path, staged)
-    os.replace(staged, wheel)
-    (entry / f"{facts.filename}.metadata").write_bytes(
-        metadata if metadata is not None else metadata_of(path))
+    for leftover in entry.glob(".*"):  # an interrupted publish's temporary file
+        leftover.unlink(missing_ok=True)
+    core = entry / f"{facts.filename}.metadata"
+    if not core.exists():
+        write_atomic(core, metadata if metadata is not None else _source(metadata_of, path))
+    if not wheel.exists():
+        write_atomic(wheel, _copy(path, facts.sha256))
+
+
+def _copy(path: Path, sha256: str) -> Iterator[bytes]:
+    """The bytes of the wheel at PATH, checked against the hash its page will give."""
+    digest = hashlib.sha256()
+    with _source(open_wheel, path) as handle:
+        while chunk := handle.read(CHUNK):
+            digest.update(chunk)
+            yield chunk
+    if digest.hexdigest() != sha256:
+        raise InputError(f"{path}: changed while it was published: run again",
+                         field="wheels")
+
+
+def _source(reader: Any, path: Path) -> Any:
+    """READER(PATH), a source that became unreadable since it was judged an input error."""
+    try:
+        return reader(path)
+    except WheelError as exc:
+        raise InputError(f"{path}: {exc}", field="wheels") from None
 
 
 def _link(source: Union[str, Path], destination: Union[str, Path]) -> bool:
-    """A hard link; False where the file system cannot link (another device, no source)."""
+    """A hard link between two generations' pages (written once, never changed); False
+    where the file system cannot link."""
     try:
         os.link(source, destination)
     except OSError as exc:
@@ -458,12 +512,10 @@ def _prune(generations: Path, current: int, keep: int) -> tuple[int, ...]:
     older = [n for n in numbers if n < current]
     doomed = older[:max(len(older) - keep, 0)]
     for number in doomed:
-        (generations / f"{_name(number)}.json").unlink(missing_ok=True)
+        # The manifest last: a generation half removed by a killed run is still listed.
         shutil.rmtree(generations / _name(number), ignore_errors=True)
-    stale = list(generations.glob(".g*.tmp-*"))  # an interrupted run of another process
-    for path in stale:
-        shutil.rmtree(path, ignore_errors=True)
-    if not doomed and not stale:
+        (generations / f"{_name(number)}.json").unlink(missing_ok=True)
+    if not doomed:
         return ()  # every pool entry is still linked by a generation kept
     wanted = {facts.sha256 for number in numbers if number not in doomed
               for facts in read_manifest(generations / f"{_name(number)}.json")}
@@ -488,14 +540,12 @@ def write_manifest(path: Path, generation: int, target: IndexTarget,
     records = []
     for facts in sorted(wheels, key=lambda f: f.filename):
         record: dict[str, Any] = {name: getattr(facts, name) for name in _FACT_FIELDS}
-        record["evidence"] = [[e.kind, e.path, e.toolkit, e.component, e.version, e.release]
-                              for e in facts.evidence]
+        record["evidence"] = [[e.kind, e.path, e.toolkit, e.component, e.version, e.release,
+                               e.distribution, e.detail, e.built] for e in facts.evidence]
         records.append(record)
-    staged = path.with_name(f".{path.name}.tmp")
-    staged.write_text(json.dumps({"schema": MANIFEST_SCHEMA, "generation": generation,
-                                  "variant": target.variant, "url": target.url,
-                                  "wheels": records}, separators=(",", ":")))
-    os.replace(staged, path)
+    write_atomic(path, json.dumps({"schema": MANIFEST_SCHEMA, "generation": generation,
+                                   "variant": target.variant, "url": target.url,
+                                   "wheels": records}, separators=(",", ":")))
 
 
 def read_manifest(path: Path) -> list[WheelFacts]:

@@ -4,6 +4,7 @@ shared with change detection), written atomically, and the drift check."""
 from .containerfiles import (
     BUILD_ID_ARG,
     HEADER_PREFIX,
+    PARENT_ARG,
     FileChange,
     RenderedFile,
     RenderResult,
@@ -16,6 +17,6 @@ from .containerfiles import (
 )
 
 __all__ = [
-    "BUILD_ID_ARG", "HEADER_PREFIX", "FileChange", "RenderResult", "RenderedFile", "apply",
-    "ensure_current", "environment", "render_all", "tag_expression", "template_inputs",
+    "BUILD_ID_ARG", "HEADER_PREFIX", "PARENT_ARG", "FileChange", "RenderResult", "RenderedFile",
+    "apply", "ensure_current", "environment", "render_all", "tag_expression", "template_inputs",
 ]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union
@@ -70,9 +71,12 @@ def data(result: RunResult, build_id: str) -> dict[str, Any]:
     }
 
 
+def text(result: RunResult, build_id: str) -> str:
+    return json.dumps(data(result, build_id), indent=2) + "\n"
+
+
 def write(result: RunResult, build_id: str, path: str) -> None:
-    text = json.dumps(data(result, build_id), indent=2) + "\n"
-    write_atomic(path, text)
+    write_atomic(path, text(result, build_id))
 
 
 @dataclass(frozen=True)
@@ -192,8 +196,11 @@ def check_writable(path: Union[str, Path], field: str = "report") -> None:
     if target.is_dir():
         raise InputError("is a directory, not a file", file=str(target), field=field)
     existing = target.parent
-    while not existing.exists():
+    while not os.path.lexists(existing):
         existing = existing.parent
+    if existing.is_symlink() and not existing.exists():
+        raise InputError(f"cannot be written: {existing} is a symbolic link to a missing "
+                         f"{os.readlink(existing)}", file=str(target), field=field)
     if not existing.is_dir():
         raise InputError(f"cannot be written: {existing} is not a directory", file=str(target),
                          field=field)

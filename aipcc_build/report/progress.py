@@ -26,8 +26,8 @@ class MatrixView:
     prefixed by the image key. Failures show the last lines of their log either way.
     """
 
-    def __init__(self, stream: TextIO = sys.stderr) -> None:
-        self.stream = stream
+    def __init__(self, stream: Optional[TextIO] = None) -> None:
+        stream = self.stream = stream or sys.stderr  # the one at the call: tests swap it
         self.keys: list[str] = []  # plan order, from the Planned event
         self.status: dict[str, str] = {}
         self.step: dict[str, str] = {}

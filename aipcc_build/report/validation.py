@@ -26,7 +26,8 @@ def _finding_record(finding: Finding) -> dict[str, Any]:
     return {"status": finding.status, "toolkit": finding.toolkit, "version": finding.version,
             "component": finding.component, "component_version": finding.component_version,
             "evidence": finding.evidence, "path": finding.path,
-            "layer_digest": finding.layer_digest, "reason": finding.reason}
+            "layer_digest": finding.layer_digest, "distribution": finding.distribution,
+            "reason": finding.reason}
 
 
 def _verdict_record(outcome: Outcome, verdict: ImageVerdict) -> dict[str, Any]:
@@ -47,7 +48,7 @@ def _verdict_record(outcome: Outcome, verdict: ImageVerdict) -> dict[str, Any]:
         "layers_read": verdict.layers_read,
         "error": verdict.error,
         "counts": {s: verdict.count(s)
-                   for s in ("violation", "unmapped", "warning", "allowed", "ok")},
+                   for s in ("violation", "warning", "allowed", "ok")},
         "findings": [_finding_record(f) for f in verdict.findings],
         "stale_rules": [_rule_record(r) for r in verdict.stale_rules],
     }
@@ -70,7 +71,7 @@ def _annotate(outcome: Outcome) -> None:
         if verdict.error:
             line("error", f"{where}: unreadable: {verdict.error}")
         for finding in verdict.findings:
-            if finding.status in ("violation", "unmapped"):
+            if finding.status == "violation":
                 line("error", f"{where}: {finding.line()}")
             elif finding.status == "warning":
                 line("warning", f"{where}: {finding.line()}")

@@ -55,17 +55,34 @@ class Git:
             return self._run(["remote", "get-url", remote]).strip()
         except ToolError:
             raise InputError(f"the repository has no '{remote}' remote: a Tekton PipelineRun "
-                             f"clones the repository from it (git remote add {remote} URL)",
+                             f"clones the repository from it (git remote add {remote} URL, "
+                             "or set the matrix's ci.source_url)",
                              file=self.directory) from None
 
-    def changed_files(self, rev: str) -> list[str]:
-        """Paths (relative to the top level) that differ between REV and the work tree."""
-        out = self._run([*DIFF, "--name-only", "-z", rev, "--"])
+    def commit(self, rev: str) -> str:
+        """The commit REV names, as its hash; InputError when it names none. A value the
+        user gave never reaches git where an option could be read (`-p`, `--output=FILE`):
+        after --end-of-options here, and as a hash everywhere after."""
+        try:
+            found = self._run(["rev-parse", "--verify", "--quiet", "--end-of-options",
+                               f"{rev}^{{commit}}"]).strip()
+        except ToolError:
+            found = ""
+        if not re.fullmatch(r"[0-9a-f]{40,64}", found):
+            raise InputError(f"'{rev}' is not a commit of this repository",
+                             field="changed_since")
+        return found
+
+    def changed_files(self, commit: str) -> list[str]:
+        """Paths (relative to the top level) that differ between COMMIT (a hash from
+        `commit`) and the work tree."""
+        out = self._run([*DIFF, "--name-only", "-z", "--end-of-options", commit, "--"])
         return [name for name in out.split("\0") if name]
 
-    def changed_lines(self, rev: str, path: str) -> list[Hunk]:
-        """The hunks of PATH (relative to the top level) between REV and the work tree."""
-        return parse_hunks(self._run([*DIFF, "-U0", rev, "--", f":(top){path}"]))
+    def changed_lines(self, commit: str, path: str) -> list[Hunk]:
+        """The hunks of PATH (relative to the top level) between COMMIT and the work tree."""
+        return parse_hunks(self._run([*DIFF, "-U0", "--end-of-options", commit, "--",
+                                      f":(top){path}"]))
 
 
 def parse_hunks(out: str) -> list[Hunk]:

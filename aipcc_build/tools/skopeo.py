@@ -32,8 +32,10 @@ class Skopeo:
     """A thin wrapper over the skopeo executable."""
 
     def __init__(self, runner: Optional[Runner] = None, executable: str = "skopeo",
-                 registries_conf: Optional[str] = None, tls_verify: bool = True) -> None:
+                 registries_conf: Optional[str] = None, tls_verify: bool = True,
+                 copy_timeout: float = COPY_TIMEOUT) -> None:
         self._runner = runner or ProcessRunner()
+        self._copy_timeout = copy_timeout
         self._executable = executable
         # skopeo 1.9 ignores CONTAINERS_REGISTRIES_CONF: a private registry's settings
         # (an insecure test registry, a mirror) must be passed as a global option.
@@ -75,7 +77,7 @@ class Skopeo:
     def copy(self, source: str, dest: str, extra: Sequence[str] = ()) -> None:
         """Copy an image; EXTRA are further `skopeo copy` options."""
         self._call(["copy", "--quiet", *self._src_tls, *extra, source, dest], source,
-                   timeout=COPY_TIMEOUT)
+                   timeout=self._copy_timeout)
 
 
     def manifest_digest(self, ref: str, *, tls_verify: bool = True,

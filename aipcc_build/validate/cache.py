@@ -18,7 +18,7 @@ from typing import Any, Optional
 from ..fsutil import write_atomic
 from .results import Evidence, Hazard, IndexSetting, LayerScan
 
-SCAN_FORMAT = 5
+SCAN_FORMAT = 6
 _DIGEST = re.compile(r"^([a-z0-9]+):([a-f0-9]{32,128})$")
 
 
@@ -32,8 +32,8 @@ def _to_json(scan: LayerScan) -> dict[str, Any]:
         "format": SCAN_FORMAT,
         "digest": scan.digest,
         "entries": scan.entries,
-        "evidence": [[e.kind, e.path, e.toolkit, e.component, e.version, e.release]
-                     for e in scan.evidence],
+        "evidence": [[e.kind, e.path, e.toolkit, e.component, e.version, e.release,
+                      e.distribution, e.detail, e.built] for e in scan.evidence],
         "whiteouts": list(scan.whiteouts),
         "opaque_dirs": list(scan.opaque_dirs),
         "content_paths": list(scan.content_paths),

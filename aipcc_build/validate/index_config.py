@@ -29,15 +29,9 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
-from ..matrix.model import INDEX_AUTH_MODES
+from ..matrix.model import AUTH_BIN, INDEX_AUTH_MODES, LABEL_WHEEL_INDEX_AUTH, NETRC_SECRET
 from .results import OK, VIOLATION, WARNING, Expectation, Finding, IndexSetting
 
-LABEL_WHEEL_INDEX_AUTH = "ai.aipcc.wheel-index.auth"  # written by render when not "none"
-# client-cert: where the renderer links the uv wrapper (first on PATH); the same helper is
-# pip's .pth hook (aipcc_build/data/aipcc_index_cert.py).
-AUTH_BIN = "/usr/local/libexec/aipcc-build"
-# netrc: where podman's and buildah's `--secret id=netrc` put the file (/run/secrets/ID).
-NETRC_SECRET = "/run/secrets/netrc"
 # Variables that give pip and uv a certificate of their own.
 CERT_VARIABLES = ("PIP_CLIENT_CERT", "SSL_CLIENT_CERT")
 

@@ -386,10 +386,16 @@ def _walk(stream: Union[BinaryIO, TarSplitStream], detector: LayerDetector, work
     entries = 0
     walker = TarWalker(stream)
     looks_interesting = CANDIDATE_BYTES.search
+    # A hard link names a member earlier in the same layer: the names seen so far (hashed,
+    # a few bytes each), to tell a hard link whose target is missing.
+    names: set[int] = set()
+    remember = names.add
+    hardlinks: list[tuple[str, bytes]] = []
     for entry in walker:
         entries += 1
         kind = entry.kind
         raw = entry.name
+        remember(hash(raw))
         # Most members are ordinary files no detector cares about: a few bytes checks and
         # one regex decide that before any decoding.
         if (kind in _PLAIN_KINDS and raw[:1] != b"/" and b".." not in raw
@@ -430,11 +436,13 @@ def _walk(stream: Union[BinaryIO, TarSplitStream], detector: LayerDetector, work
             if escapes_root(path, link):
                 hazards.append(Hazard("symlink-escape", path,
                                       f"points outside the image: {link}", severe=False))
-        elif kind == HARDLINK and normalize(link)[1] == "path-traversal":
-            hazards.append(Hazard("path-traversal", path, f"hard link to {link!r}",
-                                  severe=True))
-            continue
-        want = detector.visit(path, kind, entry.size)
+        elif kind == HARDLINK:
+            if normalize(link)[1] == "path-traversal":
+                hazards.append(Hazard("path-traversal", path, f"hard link to {link!r}",
+                                      severe=True))
+                continue
+            hardlinks.append((path, entry.link))
+        want = detector.visit(path, kind, entry.size, link)
         if want == WANT_MEMORY:
             detector.content(path, walker.read_data())
         elif want == WANT_FILE:
@@ -442,6 +450,13 @@ def _walk(stream: Union[BinaryIO, TarSplitStream], detector: LayerDetector, work
             with open(target, "wb") as out:
                 walker.copy_data(out)
             detector.content_file(path, target)
+    for path, linked in hardlinks:
+        bare = linked[2:] if linked.startswith(b"./") else linked.lstrip(b"/")
+        if not {hash(bare), hash(b"./" + bare), hash(b"/" + bare)} & names:
+            hazards.append(Hazard(
+                "hardlink-target-missing", path, f"hard link to {_decode(linked)!r}, which "
+                "this layer does not hold: the file is empty or missing when unpacked",
+                severe=False))
     return entries
 
 

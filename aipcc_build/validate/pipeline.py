@@ -13,7 +13,7 @@ from ..tools.skopeo import Skopeo
 from .blobs import LayerJob, TarSplitLayer
 from .cache import LayerCache, default_cache_dir
 from .image import PlatformImage, open_image
-from .results import Expectation, FileRead, ImageVerdict, LayerScan
+from .results import VIOLATION, Expectation, FileRead, ImageVerdict, LayerScan
 from .verdict import judge, unread_named_files
 
 if TYPE_CHECKING:
@@ -194,7 +194,7 @@ class Outcome:
             return self.error
         return "\n".join(finding.line() for verdict in self.verdicts
                          for finding in verdict.findings
-                         if finding.status in ("violation", "unmapped"))
+                         if finding.status == VIOLATION)
 
     def warnings(self) -> tuple[str, ...]:
         """Findings that do not fail the image (layer hygiene, among others), one line each."""

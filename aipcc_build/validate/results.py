@@ -17,13 +17,13 @@ if TYPE_CHECKING:
     from ..matrix.model import AllowRule
 
 
-# Finding statuses. Only violations and unmapped versions fail an image.
+# Finding statuses. Only violations fail an image (a version the component table cannot
+# place is a warning that says why).
 OK = "ok"
 ALLOWED = "allowed"
 WARNING = "warning"
-UNMAPPED = "unmapped"
 VIOLATION = "violation"
-FAILING = (VIOLATION, UNMAPPED)
+FAILING = (VIOLATION,)
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,12 @@ class Evidence:
     component: str  # "cuda-runtime", "cufft", "cuda-cudart-12-9", "torch", "toolkit"
     version: str  # the version as found: "12.9.79", "2.8.0+cu129", "2.27.3-1+cuda12.9"
     release: Optional[str] = None  # "12.9" when the evidence names its release itself
+    # The distribution whose RECORD lists the file ("torch 2.7.0"), when one does.
+    distribution: Optional[str] = None
+    detail: Optional[str] = None  # how it was found: "vendored copy", "symbolic link to ..."
+    # A record of the toolkit it was compiled with (torch/version.py, +cu126), not a copy
+    # of the toolkit's libraries.
+    built: bool = False
 
 
 # The hazard kind of a set-user-ID or set-group-ID file (the verdict treats the base
@@ -118,7 +124,7 @@ class Expectation:
 
 @dataclass(frozen=True)
 class Finding:
-    status: str  # ok | allowed | warning | unmapped | violation
+    status: str  # ok | allowed | warning | violation
     evidence: str  # kind of evidence, or "config"/"layer" for checks and hazards
     path: str
     reason: str
@@ -127,6 +133,7 @@ class Finding:
     component: Optional[str] = None
     component_version: Optional[str] = None
     layer_digest: Optional[str] = None  # None for the image config
+    distribution: Optional[str] = None  # the installed distribution that brought the file
 
     def line(self) -> str:
         """One line for people: build logs, the console, annotations."""
@@ -134,8 +141,9 @@ class Finding:
         component = " ".join(x for x in (self.component, self.component_version) if x)
         layer = f" [layer {self.layer_digest[:19]}]" if self.layer_digest else ""
         head = f"{what}: " if what else ""
+        brought = f" (from {self.distribution})" if self.distribution else ""
         return f"{self.status}: {head}{component} ({self.evidence}) at {self.path}" \
-               f"{layer}: {self.reason}"
+               f"{brought}{layer}: {self.reason}"
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Optional
 
-from .components import fits, known_releases, knows_release, release_components, resolve
-from .detect import config_evidence, major_minor
+from ..toolkit.components import (
+    OWN_SCHEME,
+    RELEASE_NUMBERED,
+    built_for,
+    fits,
+    known_releases,
+    knows_release,
+    release_components,
+    resolve,
+    scheme,
+)
+from .detect import PRIVATE_TOOLCHAIN, config_evidence, major_minor
 from .image import PlatformImage
 from .index_config import (
     CONFIG_FILE,
@@ -32,7 +42,6 @@ from .results import (
     ALLOWED,
     OK,
     SETUID,
-    UNMAPPED,
     UNPARSABLE,
     VIOLATION,
     WARNING,
@@ -62,6 +71,23 @@ _NAME_TOOLKIT = re.compile(r"(?:^|[-_/.])(cuda|rocm)-?(\d+\.\d+)(?:$|[-_/.:])")
 # A FROMAGER_VARIANT naming a toolkit version ("cuda-12.8-deb12", "rocm6.4-ubi9"): variants
 # stay generic, the version lives in the index URL and the labels.
 _VERSIONED_VARIANT = re.compile(r"(?:^|[-_.])(?:cuda|rocm|cu|hip)-?\d+(?:[._]\d+)?(?:$|[-_.])")
+
+
+def _copy(evidence: Evidence) -> bool:
+    """Whether EVIDENCE is a copy of the toolkit that the image runs with: not a build
+    record (a framework built with CUDA 12.2 runs on 12.8), not a private toolchain."""
+    return not evidence.built and evidence.kind != PRIVATE_TOOLCHAIN
+
+
+def place(evidence: Evidence) -> Optional[tuple[str, ...]]:
+    """The releases EVIDENCE belongs to (`resolve`); a component on its own scheme takes
+    the CUDA major from the distribution that brought it (nvidia-cudnn-cu12)."""
+    releases = resolve(evidence)
+    if releases is None and evidence.distribution and scheme(evidence.component) == OWN_SCHEME:
+        _, build = built_for(evidence.distribution.split(" ")[0].replace("_", "-"))
+        if build:
+            return (build.split(".")[0],)
+    return releases
 
 
 def _ancestors(path: str) -> list[str]:
@@ -104,7 +130,7 @@ def _infer(present: Sequence[tuple[Evidence, Optional[tuple[str, ...]]]],
         if env.get(key) and family in (None, toolkit):
             return Expectation(toolkit, major_minor(env[key]), source="inferred")
     counts: Counter[tuple[str, str]] = Counter(
-        (e.toolkit, r) for e, releases in present if releases
+        (e.toolkit, r) for e, releases in present if releases and _copy(e)
         for r in releases if "." in r and family in (None, e.toolkit))
     if not counts:
         return Expectation(family or "cpu", source="inferred")
@@ -119,7 +145,8 @@ def _common_release(present: Sequence[tuple[Evidence, Optional[tuple[str, ...]]]
 
     Evidence mapping to several releases (cuSPARSE 12.5.x) or a major only (cupy-cuda12x)
     fits any of them; with no release all evidence fits, the image is a mix."""
-    pinned = [r for e, r in present if r and e.toolkit == family and any("." in x for x in r)]
+    pinned = [r for e, r in present
+              if r and e.toolkit == family and _copy(e) and any("." in x for x in r)]
     candidates = sorted({x for r in pinned for x in r if "." in x},
                         key=lambda r: [int(p) for p in r.split(".")])
     common = [c for c in candidates if all(fits(r, c) for r in pinned)]
@@ -144,41 +171,107 @@ def _mixed_finding(present: Sequence[tuple[Evidence, Optional[tuple[str, ...]]]]
 
 
 def _unplaced(evidence: Evidence, expected: Expectation) -> tuple[str, str]:
-    """A CUDA component version the table cannot place: the table decides how bad it is."""
+    """A CUDA component version the table cannot place: a warning that says why, unless
+    its name places it in another CUDA major."""
     release = expected.release
+    what = f"{evidence.component} {evidence.version}".strip()
     if evidence.toolkit != "cuda" or release is None:
-        return UNMAPPED, (f"{evidence.component} {evidence.version} is not in the component "
-                          "table: its CUDA release is unknown")
-    suffix = re.search(r"-cu(\d+)$", evidence.component)
-    if suffix and suffix.group(1) != release.split(".")[0]:
-        return VIOLATION, (f"{evidence.component} {evidence.version} is built for CUDA "
-                           f"{suffix.group(1)} (its name says so), not for CUDA {release}")
-    if knows_release(release):
-        component = re.sub(r"-cu\d+$", "", evidence.component)
-        listed = sorted({v for full in known_releases() if full.rsplit(".", 1)[0] == release
-                         for name, v in release_components(full).items() if name == component})
-        table_says = (f" (the component table lists {', '.join(listed)} for CUDA {release})"
-                      if listed else "")
-        return VIOLATION, (f"{evidence.component} {evidence.version} is not a version of CUDA "
-                           f"{release}{table_says}")
-    return WARNING, (f"the component table does not know CUDA {release} yet: cannot tell "
-                     f"whether {evidence.component} {evidence.version} belongs to it (add "
-                     f"CUDA {release}'s components to the table)")
+        return WARNING, f"{what}: its CUDA release is unknown"
+    base, build = built_for(evidence.component)
+    major = release.split(".")[0]
+    if build and build.split(".")[0] != major:
+        return VIOLATION, (f"{what} is built for CUDA {build} (its name says so), not for "
+                           f"CUDA {release}")
+    if not knows_release(release):
+        return WARNING, (f"the component table does not know CUDA {release} yet: cannot tell "
+                         f"whether {what} belongs to it (rerun scripts/gen-cuda-components)")
+    kind = scheme(base)
+    if kind == OWN_SCHEME:
+        return WARNING, (f"{base} is versioned on its own scheme and built per CUDA major; "
+                         f"nothing names the major this copy was built for (no -cuNN "
+                         f"distribution brought it): cannot tell whether it is CUDA {major}'s")
+    if kind is None:
+        return WARNING, (f"{what}: not a component the table knows (it lists every wheel "
+                         "NVIDIA's cuda-toolkit pins): cannot place it")
+    numbered = re.match(r"(\d{1,2})\.\d+", evidence.version)
+    if kind == RELEASE_NUMBERED and numbered and numbered.group(1) != major:
+        # An older or newer CUDA major than the table lists (cudart 11.8.89): the
+        # numbering still names it. CUPTI's year numbering (2025.1.1) is not a major.
+        return VIOLATION, (f"{what}: {base} follows the CUDA release numbering, so it is "
+                           f"CUDA {major_minor(evidence.version)}'s, not CUDA {release}'s")
+    if kind == RELEASE_NUMBERED:
+        return WARNING, (f"{what}: {base} follows the CUDA release numbering, but "
+                         f"{major_minor(evidence.version) or evidence.version} is no CUDA "
+                         "release the table knows (a private build or a new numbering?): "
+                         "cannot place it")
+    listed = sorted({v for full in known_releases() if full.rsplit(".", 1)[0] == release
+                     for name, v in release_components(full).items() if name == base})
+    table_says = (f"; the table lists {', '.join(listed)} for CUDA {release}"
+                  if listed else "")
+    return WARNING, (f"{what}: no CUDA release pins this {base} version (its numbering is its "
+                     f"own), so it cannot be placed{table_says}")
+
+
+def _private(evidence: Evidence, releases: Optional[tuple[str, ...]],
+             expected: Expectation) -> tuple[str, str]:
+    """A toolchain a package keeps for itself (triton's ptxas, CUPTI): not the image's
+    runtime; a warning only where it cannot belong."""
+    whose = evidence.detail or "a private toolchain"
+    if expected.accelerator != "cuda":
+        return WARNING, (f"{whose}: a CUDA toolchain in a {expected} image, unused without an "
+                         "NVIDIA GPU (not loaded as the image's runtime)")
+    if not releases:
+        return OK, f"{whose}: not the image's toolkit (not loaded as its runtime)"
+    if expected.release is None or fits(releases, expected.release):
+        return OK, f"{whose}, of CUDA {', '.join(releases)}: not the image's runtime"
+    return WARNING, (f"{whose}, of CUDA {', '.join(releases)}, in a {expected} image: not "
+                     "loaded as the image's runtime")
+
+
+def _built(evidence: Evidence, releases: tuple[str, ...], expected: Expectation
+           ) -> tuple[str, str]:
+    """A build record naming another release than the image's: a framework built with an
+    older minor of the same major runs on the image's runtime (CUDA's minor-version
+    compatibility); a newer minor or another major needs another runtime."""
+    assert expected.release is not None
+    built = releases[0]
+    major, minor = (int(p) for p in expected.release.split("."))
+    parts = [int(p) for p in built.split(".")]
+    if parts[0] == major and len(parts) > 1 and parts[1] < minor:
+        return WARNING, (f"built with CUDA {built}: it runs on the image's CUDA "
+                         f"{expected.release} runtime under minor-version compatibility")
+    return VIOLATION, (f"cuda {built} in a {expected} image: a build for CUDA {built} needs "
+                       "another runtime than the image's")
 
 
 def judge_evidence(evidence: Evidence, releases: Optional[tuple[str, ...]],
-                   expected: Expectation) -> tuple[str, str]:
+                   expected: Expectation, loaded: bool = False) -> tuple[str, str]:
     """(status, reason) of one piece of evidence in an image that should hold EXPECTED; the
-    wheel index judges the wheels it publishes with it too."""
+    wheel index judges the wheels it publishes with it too. LOADED: the image loads the
+    file as its runtime (its directory is on LD_LIBRARY_PATH)."""
+    status, reason = _judge(evidence, releases, expected, loaded)
+    if evidence.detail and evidence.kind != PRIVATE_TOOLCHAIN:  # _private says it
+        reason += f" ({evidence.detail})"
+    return status, reason
+
+
+def _judge(evidence: Evidence, releases: Optional[tuple[str, ...]], expected: Expectation,
+           loaded: bool) -> tuple[str, str]:
     found = f"{evidence.toolkit} {', '.join(releases)}" if releases else evidence.toolkit
+    if evidence.kind == PRIVATE_TOOLCHAIN and not loaded:
+        return _private(evidence, releases, expected)
     if expected.accelerator not in FAMILIES:
         return VIOLATION, f"{found} evidence in a {expected.accelerator} image"
     if evidence.toolkit != expected.accelerator:
         return VIOLATION, f"second accelerator family: {found} in a {expected} image"
+    if evidence.kind == "cuda-build" and not releases:
+        return OK, f"a CUDA build in a {expected} image"
     if not releases:
         return _unplaced(evidence, expected)
     if expected.release is None or fits(releases, expected.release):
         return OK, f"{found} matches the expected {expected}"
+    if evidence.built:
+        return _built(evidence, releases, expected)
     return VIOLATION, f"{found} in a {expected} image"
 
 
@@ -201,7 +294,7 @@ def _apply_allowlist(findings: list[Finding], rules: Sequence[AllowRule]
     used: set[int] = set()
     result = []
     for finding in findings:
-        if finding.status in (VIOLATION, UNMAPPED, WARNING):
+        if finding.status in (VIOLATION, WARNING):
             for number, rule in enumerate(rules):
                 if _rule_matches(rule, finding):
                     used.add(number)
@@ -242,6 +335,15 @@ def _config_checks(image: PlatformImage, ref: str, expected: Expectation) -> lis
                 f"labels say {label_accel} {label_version or ''}".rstrip()
                 + f", expected {expected}", component="labels",
                 component_version=f"{label_accel} {label_version or ''}".rstrip()))
+    architecture = image.config.get("architecture")
+    declared = image.platform.split("/")
+    if isinstance(architecture, str) and len(declared) > 1 and (
+            declared[1] != architecture or declared[0] != image.config.get("os", declared[0])):
+        findings.append(Finding(
+            VIOLATION, "config", "config:architecture",
+            f"the index declares this image {image.platform}, but its config says "
+            f"{image.config.get('os')}/{architecture}: it would be pulled for the wrong "
+            "machine", component="platform", component_version=image.platform))
     named = _NAME_TOOLKIT.search(ref.rsplit("/", 1)[-1])
     if named and label_accel and label_version and (
             (named.group(1), named.group(2)) != (label_accel, major_minor(label_version))):
@@ -341,7 +443,7 @@ def judge(ref: str, image: PlatformImage, scans: Sequence[LayerScan],
         contents = set(scan.content_paths)
         for evidence in scan.evidence:
             gone = removals.removed_by(number, evidence.path, evidence.path in contents)
-            items.append((evidence, resolve(evidence), scan.digest, gone))
+            items.append((evidence, place(evidence), scan.digest, gone))
     links = _final_links(scans, removals)
     for link, (toolkit, pattern) in TOOLKIT_LINKS.items():
         if link in links:
@@ -353,6 +455,7 @@ def judge(ref: str, image: PlatformImage, scans: Sequence[LayerScan],
                 items.append((evidence, (match.group(1),), None, None))
     for evidence in config_evidence(image.env):
         items.append((evidence, resolve(evidence), None, None))
+    library_path = {p.rstrip("/") for p in image.env.get("LD_LIBRARY_PATH", "").split(":") if p}
 
     present = [(e, r) for e, r, _, gone in items if gone is None]
     findings: list[Finding] = []
@@ -374,7 +477,8 @@ def judge(ref: str, image: PlatformImage, scans: Sequence[LayerScan],
         expected = replace(expected, version=inferred.version)
 
     for evidence, releases, digest, gone in items:
-        status, reason = judge_evidence(evidence, releases, expected)
+        status, reason = judge_evidence(evidence, releases, expected,
+                                        evidence.path.rsplit("/", 1)[0] in library_path)
         if evidence.toolkit in mixed and releases and status == OK:
             status = WARNING
             reason = (f"{evidence.toolkit} {', '.join(releases)}: part of a mix of "
@@ -387,7 +491,8 @@ def judge(ref: str, image: PlatformImage, scans: Sequence[LayerScan],
         findings.append(Finding(
             status, evidence.kind, evidence.path, reason, toolkit=evidence.toolkit,
             version=", ".join(releases) if releases else None, component=evidence.component,
-            component_version=evidence.version, layer_digest=digest))
+            component_version=evidence.version, layer_digest=digest,
+            distribution=evidence.distribution))
     loaded = files_the_tools_load(image.env)
     for number, scan in enumerate(scans):
         for hazard in scan.hazards:

@@ -4,6 +4,7 @@ as a git repository."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -110,6 +111,22 @@ def git_repository(project: Path) -> Path:
     git(project, "add", "-A")
     git(project, "commit", "-q", "-m", "initial")
     return project
+
+
+def without_source_url(repo: Path) -> Path:
+    """REPO with a matrix that names no ci.source_url (its `ci:` holds nothing else):
+    clusters clone what the `origin` remote says."""
+    matrix = repo / "matrix/aipcc.yaml"
+    matrix.write_text(re.sub(r"^ci:\n(?:  .*\n)+\n", "", matrix.read_text(), flags=re.M))
+    git(repo, "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "--allow-empty",
+        "-am", "no source_url: origin")
+    return repo
+
+
+def with_origin(repo: Path, url: str) -> Path:
+    """REPO whose clusters clone its `origin` remote, URL."""
+    git(repo, "remote", "add", "origin", url)
+    return without_source_url(repo)
 
 
 def check_jsonschema(*args: str) -> subprocess.CompletedProcess[str]:

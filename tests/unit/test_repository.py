@@ -18,3 +18,21 @@ def test_no_large_file_is_tracked() -> None:
     large = [entry.split("\t", 1)[1] for entry in listed.split("\0")
              if entry and entry.split()[3].isdigit() and int(entry.split()[3]) > LIMIT]
     assert large == []
+
+
+# Issue 22.1: what a machine behind a TLS-intercepting proxy sets for the tools the suite
+# runs (npm, node, pip, uv, git, curl, skopeo): tox must pass every one of them.
+PROXY_AND_CA = ("NODE_EXTRA_CA_CERTS", "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE",
+                "CURL_CA_BUNDLE", "GIT_SSL_CAINFO", "PIP_CERT", "PIP_INDEX_URL",
+                "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS", "UV_INDEX_URL", "UV_NATIVE_TLS",
+                "http_proxy", "https_proxy", "no_proxy", "all_proxy", "HTTP_PROXY",
+                "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "npm_config_cafile",
+                "npm_config_registry", "NPM_CONFIG_CAFILE", "NPM_CONFIG_REGISTRY")
+
+
+def test_tox_passes_the_proxy_and_ca_settings() -> None:
+    from tests.support.tox import tox_environment
+
+    given = {name: f"value-of-{name}" for name in PROXY_AND_CA}
+    passed = tox_environment(given)
+    assert [name for name in PROXY_AND_CA if passed.get(name) != given[name]] == []

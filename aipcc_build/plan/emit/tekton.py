@@ -14,6 +14,7 @@ import yaml
 
 from ...errors import InputError
 from ...matrix import ImageSpec, Matrix
+from ...matrix.model import CLONABLE
 from ...matrix.platforms import describe
 from ...render import BUILD_ID_ARG
 from ..dag import BuildPlan, PlannedBuild, build_context, project_path
@@ -27,8 +28,6 @@ DNS_LABEL_LIMIT = 63
 STEPS = ("clone", "fetch", "build", "validate")
 # Per-task timeouts (Tekton's default, one hour for the whole run, would stop long builds).
 TIMEOUT_MINUTES = {"clone": 10, "fetch": 30, "build": 4 * 60, "validate": 30, "join": 15}
-# What a cluster can clone: a network URL or scp-like ssh (user@host:path), not a path.
-CLONABLE = re.compile(r"^((https?|ssh|git)://|[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:)")
 # The label Kubernetes gives every node: its OCI architecture (amd64, arm64).
 NODE_ARCH_LABEL = "kubernetes.io/arch"
 # An image pushed as IMAGE (`repository:tag`) by its DIGEST: containers/image refuses a

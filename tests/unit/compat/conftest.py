@@ -6,14 +6,8 @@ import datetime as dt
 
 import pytest
 
-from aipcc_build.compat.facts import ToolkitFacts, load_facts
 from aipcc_build.matrix import ImageSpec
 from tests.unit.compat.compat_images import image
-
-
-@pytest.fixture(scope="session")
-def facts() -> ToolkitFacts:
-    return load_facts()
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from aipcc_build.compat.facts import ToolkitFacts
 from aipcc_build.compat.table import (
     EOL,
     EOL_SOON,
@@ -21,6 +20,7 @@ from aipcc_build.compat.table import (
 from aipcc_build.errors import InputError
 from aipcc_build.matrix import ImageSpec
 from aipcc_build.report import build_report
+from aipcc_build.toolkit.facts import ToolkitFacts
 from tests.unit.compat.compat_images import TODAY, image
 
 

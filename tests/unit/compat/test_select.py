@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 
 from aipcc_build.cli import message
-from aipcc_build.compat.facts import ToolkitFacts
 from aipcc_build.compat.select import (
     ARCH_NOT_SUPPORTED,
     CPU_ONLY,
@@ -25,6 +24,7 @@ from aipcc_build.compat.select import (
 )
 from aipcc_build.errors import InputError
 from aipcc_build.matrix import ImageSpec
+from aipcc_build.toolkit.facts import ToolkitFacts
 from tests.unit.compat.compat_images import TODAY, image
 
 DATA = Path(__file__).parent / "data"

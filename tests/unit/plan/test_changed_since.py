@@ -127,12 +127,28 @@ def test_git_is_called_a_fixed_number_of_times(repo, changed, monkeypatch):
     edit(repo / "matrix/aipcc.yaml", "cudnn: 9.8.0.87", "cudnn: 9.8.0.88")
     edit(repo / "templates/_toolkit.j2", "dnf clean all", "dnf clean all ")
     changed()
-    # top level, changed names, the matrix file's hunks: never one call per image.
-    assert [args[0] for args in calls] == ["rev-parse", "diff", "diff"]
+    # top level, the revision's commit, changed names, the matrix file's hunks: never one
+    # call per image.
+    assert [args[0] for args in calls] == ["rev-parse", "rev-parse", "diff", "diff"]
 
 
 def test_unknown_revision_is_a_clear_error(repo, run):
     result = run("--matrix", str(repo / "matrix/aipcc.yaml"), "plan",
                  "--changed-since", "no-such-rev")
     assert result.code == 2
-    assert "git exited" in result.err and "no-such-rev" in result.err
+    assert "'no-such-rev' is not a commit of this repository" in result.err
+
+
+# ---- issue 22.10: a revision is never read as an option -----------------------------------
+
+@pytest.mark.parametrize("value", ["--output={victim}", "-p", "--no-index", "--", "HEAD~99"])
+def test_a_value_that_is_no_revision_is_refused_and_touches_nothing(
+        repo: Path, run, value: str) -> None:
+    victim = repo / "victim.txt"
+    victim.write_text("precious\n")
+    done = run("--matrix", str(repo / "matrix/aipcc.yaml"), "plan", "--changed-since",
+               value.format(victim=victim))
+    assert done.code == 2, (done.code, done.out, done.err)
+    assert "Traceback" not in done.err
+    assert "--changed-since" in done.err and "not a commit" in done.err, done.err
+    assert victim.read_text() == "precious\n"

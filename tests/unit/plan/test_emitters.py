@@ -13,7 +13,7 @@ import yaml
 from aipcc_build.matrix import expand, load
 from aipcc_build.plan.emit.github import GITHUB_OUTPUT_LIMIT
 from tests.support import tekton_schema
-from tests.support.project import REPO, check_jsonschema, git
+from tests.support.project import REPO, check_jsonschema, git, with_origin, without_source_url
 
 SCHEMA = Path(__file__).with_name("github-plan.schema.json")
 # A DNS-1123 label (Kubernetes object and Tekton task names): RFC 1123, at most 63 chars.
@@ -294,8 +294,7 @@ def test_gitlab_schema_check_can_fail(tmp_path):
 
 @pytest.fixture
 def tekton_repo(repo: Path) -> Path:
-    git(repo, "remote", "add", "origin", "https://git.example.com/aipcc/images.git")
-    return repo
+    return with_origin(repo, "https://git.example.com/aipcc/images.git")
 
 
 def check_tekton_document(document: dict, matrix_path: Path, build_id: str
@@ -514,7 +513,7 @@ def test_tekton_refuses_a_local_path_as_the_clone_url(project, run):
     git(project, "init", "-q")
     git(project, "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "--allow-empty",
         "-m", "x")
-    git(project, "remote", "add", "origin", str(project))
+    with_origin(project, str(project))
     result = run("--matrix", str(project / "matrix/aipcc.yaml"), "plan", "--format", "tekton")
     assert result.code == 2 and "which a cluster cannot reach" in result.err
 
@@ -599,6 +598,7 @@ def test_emitted_documents_do_not_depend_on_the_working_directory(project, run, 
 
 def test_tekton_without_an_origin_remote_is_a_clear_input_error(project, run):
     git(project, "init", "-q")
+    without_source_url(project)
     result = run("--matrix", str(project / "matrix/aipcc.yaml"), "plan", "--format", "tekton")
     assert result.code == 2
     assert "no 'origin' remote" in result.err and "git remote add origin" in result.err

@@ -12,6 +12,7 @@ import pytest
 from aipcc_build.matrix import load
 from aipcc_build.publish import simple_index, wheel_index
 from aipcc_build.publish.wheel_index import IndexRequest, publish
+from tests.support.elf import EM_AARCH64, EM_X86_64, runtime_elf
 from tests.support.project import REPO
 from tests.support.wheels import make_wheel
 
@@ -86,6 +87,18 @@ REFUSED = [
      ("libs/libcudart.so.12.8.90", "in a cpu image")),
     ("a CPU build into a CUDA index", "cuda12.9-debian",
      dict(name="torch", version="2.8.0+cpu"), ("+cpu says it is built for CPU", "cuda 12.9")),
+    ("a vendored runtime into cpu", "cpu-debian",
+     dict(name="fastlib", version="1.0", files={
+         "fastlib.libs/libcudart.45e7f3ed.so.12": runtime_elf(EM_X86_64, 12080)}),
+     ("fastlib.libs/libcudart.45e7f3ed.so.12", "in a cpu image")),
+    ("another release's vendored runtime", "cuda12.8-debian",
+     dict(name="fastlib", version="1.0", files={
+         "fastlib.libs/libcudart-53d54daa.so.12.6.68": b"\x7fELF"}),
+     ("cuda-runtime 12.6.68", "cuda 12.6 in a cuda 12.8")),
+    ("a vendored runtime named by its major, of another release", "cuda12.8-debian",
+     dict(name="fastlib", version="1.0", files={
+         "fastlib.libs/libcudart.45e7f3ed.so.12": runtime_elf(EM_AARCH64, 12060)}),
+     ("cuda 12.6 in a cuda 12.8", "cudaRuntimeGetVersion")),
 ]
 
 

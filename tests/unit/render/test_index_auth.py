@@ -17,8 +17,8 @@ from types import ModuleType
 import pytest
 
 from aipcc_build.matrix import load
+from aipcc_build.matrix.model import AUTH_BIN
 from aipcc_build.render import render_all
-from aipcc_build.validate.index_config import AUTH_BIN
 from tests.support.project import Project
 
 PATTERN = "https://idx.example/{release}/{variant}/simple/"

@@ -15,10 +15,10 @@ import zstandard
 
 from aipcc_build.errors import InputError
 from aipcc_build.matrix import AllowRule
+from aipcc_build.toolkit.components import fits, resolve
 from aipcc_build.tools.skopeo import Skopeo
 from aipcc_build.validate.blobs import BlobLocation, LayerJob
 from aipcc_build.validate.cache import LayerCache
-from aipcc_build.validate.components import fits, resolve
 from aipcc_build.validate.detect import config_evidence, package_evidence, rocm_release
 from aipcc_build.validate.image import PlatformImage
 from aipcc_build.validate.layers import TarWalker, escapes_root, normalize, scan_layer
@@ -120,7 +120,7 @@ def test_evidence_from_names(tmp_path: Path) -> None:
     }
 
 
-def test_component_table_maps_own_numbering_and_leaves_unknowns_unmapped() -> None:
+def test_component_table_maps_own_numbering_and_leaves_unknowns_unplaced() -> None:
     def releases(component: str, version: str) -> tuple[str, ...] | None:
         return resolve(Evidence("dist-info", "/x", "cuda", component, version))
 
@@ -130,7 +130,9 @@ def test_component_table_maps_own_numbering_and_leaves_unknowns_unmapped() -> No
     assert releases("cublas", "13.1.0.3") == ("13.0",)  # exact entry beats the prefix rule
     assert releases("cuda-runtime-cu12", "12.9.79") == ("12.9",)
     assert releases("cudnn-cu12", "9.10.2.21") == ("12",)
-    assert releases("cudnn-cu13", "9.10.2.21") is None  # that pin exists only for CUDA 12
+    # cuDNN numbers itself: any version fits any minor of the major its name says.
+    assert releases("cudnn-cu13", "9.10.2.21") == ("13",)
+    assert releases("cudnn", "9.10.2.21") is None  # no major named: cannot tell
     assert releases("cusparse-cu12", "12.5.99.1") is None
     assert releases("cuda-runtime-cu12", "12.7.1") is None  # there is no CUDA 12.7
     assert fits(("12",), "12.8") and not fits(("12.9",), "12.8")

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from aipcc_build.compat.facts import DriverVersion, ToolkitFacts, load_facts
 from aipcc_build.errors import InputError
 from aipcc_build.matrix import expand, load
+from aipcc_build.toolkit.facts import DriverVersion, ToolkitFacts, load_facts
 from tests.support.project import REPO  # noqa: E402
 
 

@@ -2,21 +2,34 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
 from typing import Optional
 
 import pytest
 
-from aipcc_build.validate.components import (
+from aipcc_build.toolkit.components import (
+    EXACT,
+    OWN_SCHEME,
+    RELEASE_NUMBERED,
     UnknownRelease,
+    built_for,
     known_releases,
     knows_release,
+    library_component,
     release_components,
     resolve,
     rpm_versions,
+    scheme,
     table,
     wheel_requirement,
 )
 from aipcc_build.validate.results import Evidence
+from tests.support.project import REPO
+
+TABLE = REPO / "aipcc_build" / "data" / "cuda-components.json"
 
 # Every CUDA release from 12.0.0 to the newest NVIDIA had published by 2026-11 (no 12.7, no 13.4.0).
 RELEASES = [
@@ -46,17 +59,51 @@ def test_every_release_from_12_0_0_is_listed() -> None:
         assert knows_release(major_minor) and knows_release(release)
 
 
-def test_every_entry_names_a_known_source() -> None:
-    import json
-    from importlib import resources
+def test_the_table_is_what_its_generator_writes_from_its_pins(tmp_path: Path) -> None:
+    """Offline drift check: the committed file's derived parts follow from its pins, and
+    a hand edit is caught."""
+    generator = [sys.executable, str(REPO / "scripts" / "gen-cuda-components"), "--check"]
+    done = subprocess.run(generator, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(TABLE.read_text())
+    assert data["generated"]["by"].startswith("scripts/gen-cuda-components")
+    assert "cuda-toolkit" in data["generated"]["source"]
+    data["release_numbered"]["cufft"] = ["12"]
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(data, indent=1) + "\n")
+    done = subprocess.run([*generator, str(edited)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "rerun scripts/gen-cuda-components" in done.stderr
 
-    table = resources.files("aipcc_build").joinpath("data/cuda-components.json")
-    data = json.loads(table.read_text())
-    assert data["schema"] == 2
-    for entry in data["releases"]:
-        assert entry["sources"] and set(entry["sources"]) <= set(data["sources"]), entry["release"]
-    for entry in data["components"]:
-        assert set(entry["sources"]) <= set(data["sources"])
+
+def test_components_are_classified_by_how_nvidia_numbers_them() -> None:
+    assert scheme("cuda-runtime-cu12") == RELEASE_NUMBERED
+    assert scheme("cuda-cccl") == RELEASE_NUMBERED  # in CUDA 12; known because generated
+    assert scheme("nvjpeg-cu12") == EXACT and scheme("cufft") == EXACT
+    for own in ("cudnn-cu12", "nccl-cu12", "nvshmem-cu12", "cusparselt-cu12", "nvcomp-cu12",
+                "nvimgcodec-cu12", "nvjpeg2k-cu12", "nvtiff-cu12", "dali-cuda120"):
+        assert scheme(own) == OWN_SCHEME, own
+    assert scheme("ml-py") is None
+    assert library_component("cudart") == "cuda-runtime"
+    assert library_component("cudnn_adv") == "cudnn" and library_component("nccl") == "nccl"
+    assert library_component("torch_cuda") is None
+
+
+def test_the_cuda_build_a_name_carries() -> None:
+    assert built_for("cudnn-cu12") == ("cudnn", "12")
+    assert built_for("torch-cu126") == ("torch", "12.6")
+    assert built_for("foo-cu120") == ("foo", "12.0")
+    assert built_for("cupy-cuda12x") == ("cupy", "12")
+    assert built_for("cupy-cuda117") == ("cupy", "11.7")
+    assert built_for("jax-cuda12-plugin") == ("jax", "12")
+    assert built_for("numpy") == ("numpy", None)
+
+
+def test_versions_of_the_exact_release_the_old_table_missed() -> None:
+    """cuda-cccl 12.8.90 and nvjpeg 12.3.5.92 ship with CUDA 12.8.1 (issue 21)."""
+    assert releases("cuda-cccl-cu12", "12.8.90") == ("12.8",)
+    assert releases("nvjpeg-cu12", "12.3.5.92") == ("12.8",)
+    assert releases("nccl-cu12", "2.26.2") == ("12",)  # any NCCL fits any 12.x
+    assert releases("cuda-cupti-cu12", "2025.1.1") is None  # CUPTI's own library numbering
 
 
 def test_spot_values_from_the_manifests() -> None:

@@ -1,0 +1,120 @@
+"""Issue 22.19: no password echoed, build ids checked wherever they come from, mirror's
+filters honoured for a report, valid Kubernetes names, report fields named as such, and
+validate's copy timeout an option."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from aipcc_build.errors import ToolError
+from aipcc_build.publish import mirror_config
+from aipcc_build.tools.skopeo import COPY_TIMEOUT, Skopeo
+from tests.support.fakes import RecordingRunner
+from tests.support.project import REPO
+
+DEMO = str(REPO / "matrix" / "demo.yaml")
+SECRET = "s3cret-pw"
+DIGEST = "sha256:" + "cd" * 32
+KEYS = ("base/cuda-12.9-debian", "base/cpu-debian")
+
+
+def report(path: Path, build_id: object = "7") -> Path:
+    images = [{"key": key, "status": "ok", "digest": DIGEST,
+               "reference": f"localhost/aipcc-demo/{key}:1.0-7"} for key in KEYS]
+    path.write_text(json.dumps({"schema": 1, "build_id": build_id, "images": images}))
+    return path
+
+
+@pytest.fixture
+def layout(tmp_path: Path) -> Path:
+    found = tmp_path / "layout"
+    found.mkdir()
+    (found / "index.json").write_text('{"schemaVersion": 2, "manifests": []}')
+    (found / "aipcc-mirror.json").write_text(
+        '{"schema": 1, "source_registry": "localhost/aipcc-demo"}')
+    return found
+
+
+def test_a_password_in_mirror_to_is_never_shown(layout: Path, cli) -> None:
+    done = cli("--matrix", DEMO, "mirror", "--from", f"dir:{layout}", "--to",
+               f"docker://me:{SECRET}@127.0.0.1:9/ns", "--out", str(layout.parent))
+    assert done.code == 2, done.err
+    assert SECRET not in done.out + done.err
+    assert "***@127.0.0.1:9" in done.err and "--authfile" in done.err
+
+
+def test_a_password_in_promote_to_is_never_shown(tmp_path: Path, cli) -> None:
+    done = cli("--matrix", DEMO, "promote", "--report", str(report(tmp_path / "r.json")),
+               "--to", f"me:{SECRET}@127.0.0.1:9/release", "--no-tls-verify")
+    assert done.code == 2, done.err
+    assert SECRET not in done.out + done.err
+
+
+def test_a_tool_error_never_keeps_a_password() -> None:
+    error = ToolError(["skopeo", "copy", "a", f"docker://me:{SECRET}@host/ns/x:1"], 1,
+                      f'invalid reference "docker://me:{SECRET}@host/ns/x:1"')
+    assert SECRET not in str(error) + error.stderr + " ".join(error.command)
+    # An image reference by digest is no credential.
+    kept = ToolError(["skopeo"], 1, "reading quay.io/ns/img:3.0@sha256:ab and img:1@sha256:cd")
+    assert "quay.io/ns/img:3.0@sha256:ab" in kept.stderr
+
+
+@pytest.mark.parametrize("command", ["matrix", "plan"])
+def test_parent_build_id_is_checked_and_named(tmp_path: Path, cli, command: str) -> None:
+    extra = ["--report", str(tmp_path / "r.json")] if command == "matrix" else []
+    done = cli("--matrix", DEMO, command, "--parent-build-id", "7\nRUN evil", *extra)
+    assert done.code == 2, done.err
+    assert "Traceback" not in done.err
+    assert "--parent-build-id" in done.err and "--build-id:" not in done.err, done.err
+    assert len(done.err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("build_id", [None, 5, "a b"])
+def test_a_bad_build_id_in_the_report_is_blamed_on_the_report(tmp_path: Path, cli,
+                                                                build_id: object) -> None:
+    path = report(tmp_path / "r.json", build_id)
+    done = cli("--matrix", DEMO, "promote", "--report", str(path), "--to", "127.0.0.1:9/r",
+               "--dry-run")
+    assert done.code == 2, done.err
+    assert "--build-id" not in done.err, done.err
+    assert str(path) in done.err and '"build_id"' in done.err, done.err
+
+
+def test_mirror_report_honours_only(tmp_path: Path, cli) -> None:
+    path = report(tmp_path / "r.json")
+    done = cli("--matrix", DEMO, "mirror", "--report", str(path), "--only", "cpu-debian",
+               "--to", "docker://127.0.0.1:9/ns", "--retries", "1", "--no-tls-verify",
+               "--out", str(tmp_path))
+    assert "base/cpu-debian" in done.out + done.err
+    assert "cuda-12.9-debian" not in done.out + done.err, done.out + done.err
+
+
+def test_the_mirror_set_name_is_a_kubernetes_name(tmp_path: Path, layout: Path, cli) -> None:
+    done = cli("--matrix", DEMO, "mirror", "--from", f"dir:{layout}", "--to",
+               "docker://Mirror_Host.example:5000/My_NS/sub_dir", "--out", str(tmp_path))
+    assert done.code == 0, done.err
+    text = (tmp_path / mirror_config.IDMS_FILE).read_text()
+    name = json.loads(re.search(r"^  name: (.*)$", text, re.M).group(1))
+    assert re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", name), name
+    assert name == "aipcc-mirror-host-example-5000-my-ns-sub-dir"
+
+
+def test_validate_copy_timeout_is_an_option_with_one_default(cli) -> None:
+    done = cli("validate", "--help")
+    assert "--copy-timeout" in done.out and f"{COPY_TIMEOUT:g}" in done.out.replace(
+        "3600.0", "3600")
+    runner = RecordingRunner(lambda argv: (0, b"", b""))
+    seen: list[float] = []
+    real = runner.run
+
+    def timed(argv, *, timeout: float = 120.0, **options):  # type: ignore[no-untyped-def]
+        seen.append(timeout)
+        return real(argv, timeout=timeout, **options)
+
+    runner.run = timed  # type: ignore[method-assign]
+    Skopeo(runner, copy_timeout=42.0).copy("oci:a", "dir:b")
+    assert seen == [42.0]

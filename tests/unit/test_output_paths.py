@@ -1,0 +1,261 @@
+"""Issue 22.9 and 22.12: every output goes through the one safe writer (fsutil), which never
+replaces what is not a regular file; every file-system error on a path option ends in one
+line naming the path and exit 2, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from aipcc_build import fsutil
+from tests.support.filesystems import device_node, full_tmpfs, tmpfs
+from tests.support.project import REPO
+
+DEMO = str(REPO / "matrix" / "demo.yaml")
+LONG = "x" * 300  # longer than any file system's name limit (255)
+
+
+# ---- 22.9: the writer ---------------------------------------------------------------------
+
+def test_a_device_node_is_written_into_never_replaced(tmp_path: Path) -> None:
+    node = device_node(tmp_path)
+    before = os.stat(node)
+    fsutil.write_atomic(node, "a report\n")
+    after = os.stat(node)
+    assert stat.S_ISCHR(after.st_mode) and after.st_rdev == before.st_rdev
+    assert after.st_ino == before.st_ino
+    assert os.listdir(tmp_path) == ["null"]  # no temporary left beside it
+
+
+def test_a_fifo_receives_the_bytes_and_stays_a_fifo(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()))
+    reader.start()
+    fsutil.write_atomic(fifo, b"through the pipe")
+    reader.join(10)
+    assert received == [b"through the pipe"]
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+
+
+def test_dev_stdout_piped_ends_in_the_pipe(tmp_path: Path) -> None:
+    done = subprocess.run(f"'{sys.executable}' -m aipcc_build --matrix '{DEMO}' compat "
+                          "--format json -o /dev/stdout | cat", shell=True, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    assert json.loads(done.stdout)["schema"] == 1
+
+
+def test_dev_stdout_to_a_file_keeps_the_file_and_what_came_before(tmp_path: Path) -> None:
+    out = tmp_path / "out.txt"
+    code = ("import sys; from aipcc_build import fsutil; print('before', flush=True); "
+            "fsutil.write_atomic('/dev/stdout', 'written\\n'); print('after')")
+    with open(out, "w") as handle:
+        inode = os.fstat(handle.fileno()).st_ino
+        subprocess.run([sys.executable, "-c", code], stdout=handle, check=True, timeout=60,
+                       env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert out.read_text() == "before\nwritten\nafter\n"
+    assert os.stat(out).st_ino == inode
+
+
+def test_a_directory_is_refused_naming_the_path(tmp_path: Path) -> None:
+    with pytest.raises(IsADirectoryError) as caught:
+        fsutil.write_atomic(tmp_path, "x")
+    assert caught.value.filename == str(tmp_path)
+
+
+def test_compat_into_a_device_node(tmp_path: Path, cli) -> None:
+    node = device_node(tmp_path)
+    done = cli("--matrix", DEMO, "compat", "--format", "json", "-o", str(node))
+    assert done.code == 0, done.err
+    assert stat.S_ISCHR(os.stat(node).st_mode)
+
+
+# ---- 22.12: one line and exit 2 for every path option --------------------------------------
+
+def one_line(done, path: object) -> None:  # type: ignore[no-untyped-def]
+    assert done.code == 2, (done.code, done.err)
+    assert "Traceback" not in done.err
+    lines = done.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("aipcc-build: error: "), done.err
+    assert str(path) in lines[0], done.err
+
+
+@pytest.fixture
+def layout(tmp_path: Path) -> Path:
+    """An OCI layout `mirror` wrote, holding no image: enough to reach every path option."""
+    found = tmp_path / "layout"
+    found.mkdir()
+    (found / "index.json").write_text('{"schemaVersion": 2, "manifests": []}')
+    (found / "aipcc-mirror.json").write_text('{"schema": 1, "source_registry": "r.io/ns"}')
+    return found
+
+
+def path_commands(layout: Path) -> dict[str, object]:
+    """Each command's path option, as a function of the path to give it."""
+    return {
+        "compat -o": lambda p: ("--matrix", DEMO, "compat", "--format", "json", "-o", p),
+        "mirror --out": lambda p: ("--matrix", DEMO, "mirror", "--from", f"dir:{layout}",
+                                   "--to", "docker://127.0.0.1:9/ns", "--out", p),
+        "mirror --to dir:": lambda p: ("--matrix", DEMO, "mirror", "--from", f"dir:{layout}",
+                                       "--to", f"dir:{p}"),
+        "mirror --to oci-archive:": lambda p: ("--matrix", DEMO, "mirror", "--from",
+                                               f"dir:{layout}", "--to", f"oci-archive:{p}"),
+        "mirror --from dir:": lambda p: ("--matrix", DEMO, "mirror", "--from", f"dir:{p}",
+                                         "--to", f"dir:{layout}.out"),
+        "mirror --from oci-archive:": lambda p: ("--matrix", DEMO, "mirror", "--from",
+                                                 f"oci-archive:{p}", "--to",
+                                                 f"dir:{layout}.out"),
+        "index ROOT": lambda p: ("--matrix", DEMO, "index", p,
+                                 f"cuda12.8-debian={layout.parent / 'wheels'}"),
+        "matrix --report": lambda p: ("--matrix", DEMO, "matrix", "--report", p),
+        "matrix --junit": lambda p: ("--matrix", DEMO, "matrix", "--junit", p),
+    }
+
+
+COMMANDS = list(path_commands(Path("/")))
+
+
+@pytest.fixture
+def commands(layout: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
+    import aipcc_build.build as build
+
+    def no_build(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a build started")
+
+    monkeypatch.setattr(build, "build_matrix", no_build)
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    from tests.support.wheels import make_wheel
+
+    make_wheel(wheels, "packaging", "24.2")
+    return path_commands(layout)
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_name_too_long(commands: dict, tmp_path: Path, cli, command: str) -> None:
+    path = tmp_path / LONG / "out"
+    one_line(cli(*commands[command](str(path))), tmp_path / LONG)
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_file_where_a_directory_is_wanted(commands: dict, tmp_path: Path, cli,
+                                            command: str) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    one_line(cli(*commands[command](str(blocker / "out"))), blocker)
+
+
+@pytest.mark.parametrize("command", [c for c in COMMANDS if not c.startswith("mirror --from")])
+def test_a_read_only_file_system(commands: dict, tmp_path: Path, cli, command: str) -> None:
+    with tmpfs(tmp_path / "ro", read_only=True) as mount:
+        one_line(cli(*commands[command](str(mount / "out"))), mount / "out")
+
+
+@pytest.mark.parametrize("command", [c for c in COMMANDS if not c.startswith(
+    ("mirror --from", "matrix"))])
+def test_a_full_file_system(commands: dict, tmp_path: Path, cli, command: str) -> None:
+    with full_tmpfs(tmp_path / "full") as mount:
+        one_line(cli(*commands[command](str(mount / "out"))), mount / "out")
+        files = [name for _, _, names in os.walk(mount) for name in names]
+        assert files == ["filler"]  # nothing half-written left
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_dangling_symbolic_link(commands: dict, tmp_path: Path, cli, command: str) -> None:
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "missing" / "target")
+    done = cli(*commands[command](str(link / "out")))
+    one_line(done, link)
+
+
+def test_mirror_to_dir_naming_a_file_and_oci_archive_naming_a_directory(
+        layout: Path, tmp_path: Path, cli) -> None:
+    a_file = tmp_path / "a-file"
+    a_file.write_text("mine")
+    one_line(cli("--matrix", DEMO, "mirror", "--from", f"dir:{layout}", "--to",
+                 f"dir:{a_file}"), a_file)
+    assert a_file.read_text() == "mine"
+    one_line(cli("--matrix", DEMO, "mirror", "--from", f"dir:{layout}", "--to",
+                 f"oci-archive:{tmp_path}"), tmp_path)
+
+
+def test_a_dangling_symbolic_link_as_index_root(commands: dict, tmp_path: Path, cli) -> None:
+    root = tmp_path / "root"
+    root.symlink_to(tmp_path / "gone")
+    done = cli(*commands["index ROOT"](str(root)))
+    one_line(done, root)
+    assert "missing" in done.err
+
+
+# ---- 22.16: mirror --from leaves no temporary directory on a refusal -----------------------
+
+@pytest.mark.parametrize("content", ["not a tar", "a layout of another tool"])
+def test_mirror_from_a_refused_archive_leaves_no_temporary_directory(
+        tmp_path: Path, cli, monkeypatch: pytest.MonkeyPatch, content: str) -> None:
+    import tarfile
+    import tempfile
+
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    archive = tmp_path / "in.tar"
+    if content == "not a tar":
+        archive.write_bytes(b"\0" * 1000 + b"garbage")
+    else:
+        index = tmp_path / "index.json"
+        index.write_text('{"schemaVersion": 2, "manifests": []}')
+        with tarfile.open(archive, "w") as tar:
+            tar.add(index, arcname="index.json")
+    done = cli("--matrix", DEMO, "mirror", "--from", f"oci-archive:{archive}", "--to",
+               f"dir:{tmp_path / 'out'}")
+    one_line(done, archive)
+    assert list(scratch.iterdir()) == []
+
+
+# ---- 22.13: a full file system for the report loses neither the summary nor the digests ----
+
+DIGEST = "sha256:" + "ab" * 32
+
+
+@pytest.mark.parametrize("option", ["--report", "--junit"])
+def test_a_full_disk_for_the_report_keeps_the_summary_and_the_digests(
+        tmp_path: Path, cli, monkeypatch: pytest.MonkeyPatch, option: str) -> None:
+    import aipcc_build.build as build
+    from aipcc_build.matrix import expand, load
+
+    image = expand(load(DEMO))[0]
+
+    def built(*args: object, **kwargs: object) -> build.RunResult:
+        return build.RunResult(images=(build.ImageResult(
+            image=image, status=build.Status.OK, log="", digest=DIGEST, start=1.0,
+            end=2.0),), start=0.0, end=3.0)
+
+    monkeypatch.setattr(build, "build_matrix", built)
+    with full_tmpfs(tmp_path / "full") as mount:
+        target = mount / "out"
+        paths = {"--report": str(target), "--junit": str(tmp_path / "r.json")}
+        args = ["--report", paths["--report"]]
+        if option == "--junit":
+            args = ["--report", str(tmp_path / "r.json"), "--junit", str(target)]
+        done = cli("--matrix", DEMO, "matrix", "--push", *args)
+        assert done.code == 2, done.err
+        assert "Traceback" not in done.err
+        assert f"{image.reference}@{DIGEST}" in done.out  # the summary
+        assert f"{target}: No space left on device" in done.err.splitlines()[-1]
+        if option == "--report":
+            assert json.loads(done.err[done.err.index("{"):done.err.rindex("}") + 1])[
+                "images"][0]["digest"] == DIGEST
+        else:
+            assert json.loads((tmp_path / "r.json").read_text())["images"][0]["digest"] == \
+                DIGEST

@@ -1,0 +1,23 @@
+"""toolkit/ is a library under the stages: it loads none of them, and render loads no validator."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+STAGES = ("matrix", "render", "plan", "build", "validate", "compat", "publish", "report", "cli")
+
+def _loaded(module: str) -> set[str]:
+    code = (f"import sys, {module}; print(' '.join(sorted("
+            "m for m in sys.modules if m.startswith('aipcc_build.'))))")
+    return set(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                              text=True, timeout=60).stdout.split())
+
+def test_toolkit_loads_no_stage() -> None:
+    loaded = _loaded("aipcc_build.toolkit.components, aipcc_build.toolkit.facts")
+    assert {m.split(".")[1] for m in loaded} <= {"toolkit", "errors"}
+
+def test_render_reads_the_component_table_without_the_validator() -> None:
+    loaded = _loaded("aipcc_build.render")
+    assert "aipcc_build.toolkit.components" in loaded
+    assert not [m for m in loaded if m.startswith("aipcc_build.validate")]
