@@ -4,11 +4,13 @@ VENV ?= .venv
 PYTHON ?= python3
 # mmdebstrap builds the Debian base image (scripts/base-os); qemu-user-static and binfmt-support
 # run foreign-architecture (arm64) RUN steps (scripts/setup-emulation). postgresql: the
-# tests' own Pulp keeps its database in a cluster of its own (tests/support/pulp.py).
+# tests' own Pulp keeps its database in a cluster of its own (tests/support/pulp.py). nginx:
+# the TLS proxy forwarding client certificates to Pulp's X.509 guard (its own config, no
+# service; tests/integration/test_pulp_client_cert.py).
 SYSTEM_PACKAGES_DEB := buildah skopeo docker-registry busybox-static zstd chromium git \
-	mmdebstrap qemu-user-static binfmt-support postgresql
+	mmdebstrap qemu-user-static binfmt-support postgresql nginx
 SYSTEM_PACKAGES_RPM := buildah skopeo docker-distribution busybox zstd chromium git \
-	postgresql-server
+	postgresql-server nginx
 # RPM hosts build the base image with dnf --installroot (no mmdebstrap needed) and register
 # qemu through systemd-binfmt (no binfmt-support package). RHEL has no qemu-user-static:
 # without it the arm64 tests skip, so it must not fail the install.

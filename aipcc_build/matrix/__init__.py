@@ -20,6 +20,7 @@ from .expand import (
     version_matches,
 )
 from .model import (
+    INDEX_AUTH_MODES,
     Accelerator,
     AllowRule,
     CiSettings,
@@ -48,7 +49,8 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "EVERYTHING", "Accelerator", "AllowRule", "CiSettings", "Exclude", "Filters", "ImageKind",
-    "ImageSpec", "Matrix", "OsSpec", "Product", "ToolkitVersion", "Where", "check_build_id",
-    "check_filters", "expand", "image_name", "load", "matching", "parse", "version_matches",
+    "EVERYTHING", "INDEX_AUTH_MODES", "Accelerator", "AllowRule", "CiSettings", "Exclude",
+    "Filters", "ImageKind", "ImageSpec", "Matrix", "OsSpec", "Product", "ToolkitVersion", "Where",
+    "check_build_id", "check_filters", "expand", "image_name", "load", "matching", "parse",
+    "version_matches",
 ]

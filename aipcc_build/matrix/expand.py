@@ -272,6 +272,8 @@ def _image(matrix: Matrix, kind: ImageKind, accelerator: Accelerator,
         from_kind=kind.from_image, resources=kind.resources, toolkit=version, allow=allow,
         context=kind.context or "", platforms=platforms, os_froms=os_froms,
         containerfiles=containerfiles, wheel_index=wheel_index,
+        wheel_index_auth=(accelerator.wheel_index_auth or matrix.wheel_index_auth)
+        if wheel_index is not None else "none",
     )
 
 

@@ -24,6 +24,7 @@ from .model import (
     CLONABLE,
     DEFAULT_BRANCH,
     DEFAULT_CI_IMAGE,
+    INDEX_AUTH_MODES,
     SAFE_NAME,
     SAFE_REFERENCE,
     Accelerator,
@@ -143,7 +144,8 @@ def _parse(text: str, file: str) -> Matrix:
     top = reader.mapping(
         root, "",
         allowed=("schema", "product", "registry", "templates", "output", "platforms", "os",
-                 "accelerators", "images", "exclude", "wheel_index", "ci"),
+                 "accelerators", "images", "exclude", "wheel_index", "wheel_index_auth",
+                 "ci"),
         required=("schema", "product", "registry", "os", "accelerators", "images"),
     )
     schema_node = top["schema"][1]
@@ -189,6 +191,8 @@ def _parse(text: str, file: str) -> Matrix:
     if "wheel_index" in top:
         wheel_index = _wheel_index(reader, top["wheel_index"][1], "wheel_index")
     _check_unversioned_indexes(reader, top, accelerators)
+    wheel_index_auth = _index_auth(reader, top, "wheel_index_auth")
+    _check_auth_has_index(reader, top, accelerators, wheel_index)
 
     images: dict[str, ImageKind] = {}
     for kind, key_node, value in reader.entries(top["images"][1], "images"):
@@ -206,7 +210,8 @@ def _parse(text: str, file: str) -> Matrix:
         path=file, schema=SCHEMA, product=product, registry=registry,
         templates=str(templates), output=str(output), os=oses,
         accelerators=accelerators, images=images, exclude=excludes, platforms=platforms,
-        wheel_index=wheel_index, ci=_ci(reader, top["ci"][1]) if "ci" in top else CiSettings(),
+        wheel_index=wheel_index, wheel_index_auth=wheel_index_auth or "none",
+        ci=_ci(reader, top["ci"][1]) if "ci" in top else CiSettings(),
         locations=_locations(reader, top),
     )
     # Expanding once here surfaces name clashes and bad patterns as load errors.
@@ -338,7 +343,8 @@ def _accelerator(reader: _Reader, name: str, key_node: yaml.Node,
     reader.name(key_node, field)
     if isinstance(value, yaml.ScalarNode) and value.tag.endswith("null"):
         return Accelerator(name=name, variant="{accelerator}-{os}", versions=())
-    fields = reader.mapping(value, field, ("variant", "versions", "allow", "wheel_index"))
+    fields = reader.mapping(value, field, ("variant", "versions", "allow", "wheel_index",
+                                           "wheel_index_auth"))
     variant = "{accelerator}-{os}"
     if "variant" in fields:
         variant = _pattern(reader, fields["variant"][1], f"{field}.variant",
@@ -360,7 +366,8 @@ def _accelerator(reader: _Reader, name: str, key_node: yaml.Node,
     if "wheel_index" in fields:
         wheel_index = _wheel_index(reader, fields["wheel_index"][1], f"{field}.wheel_index")
     return Accelerator(name=name, variant=variant, versions=tuple(versions), allow=allow,
-                       wheel_index=wheel_index)
+                       wheel_index=wheel_index,
+                       wheel_index_auth=_index_auth(reader, fields, f"{field}.wheel_index_auth"))
 
 
 WHEEL_INDEX_FIELDS = ("release", "accelerator", "major", "minor", "os", "variant")
@@ -403,6 +410,37 @@ def _after_last_field(pattern: str) -> str:
     """The path segments after the one holding the last placeholder: "simple/"."""
     tail = pattern[pattern.rindex("}") + 1:]
     return tail.split("/", 1)[1] if "/" in tail else ""
+
+
+def _index_auth(reader: _Reader, fields: Mapping[str, tuple[yaml.Node, yaml.Node]],
+                field: str) -> Optional[str]:
+    """A `wheel_index_auth` mode, None when not written."""
+    if "wheel_index_auth" not in fields:
+        return None
+    node = fields["wheel_index_auth"][1]
+    mode = reader.scalar(node, field)
+    if mode not in INDEX_AUTH_MODES:
+        raise reader.error(node, field, f"unknown authentication '{shown(mode)}' (expected "
+                           f"one of: {', '.join(INDEX_AUTH_MODES)})")
+    return mode
+
+
+def _check_auth_has_index(reader: _Reader, top: Mapping[str, tuple[yaml.Node, yaml.Node]],
+                          accelerators: Mapping[str, Accelerator],
+                          wheel_index: Optional[str]) -> None:
+    """An authentication setting without an index to apply it to is a mistake, not a no-op."""
+    if wheel_index is None and "wheel_index_auth" in top \
+            and not any(a.wheel_index for a in accelerators.values()):
+        raise reader.error(top["wheel_index_auth"][1], "wheel_index_auth",
+                           "the matrix has no wheel_index for it to apply to")
+    nodes = {str(k.value): v for k, v in top["accelerators"][1].value}
+    for name, accelerator in accelerators.items():
+        if accelerator.wheel_index_auth is not None and accelerator.wheel_index is None \
+                and wheel_index is None:
+            node = next(v for k, v in nodes[name].value if k.value == "wheel_index_auth")
+            raise reader.error(node, f"accelerators.{name}.wheel_index_auth",
+                               "the matrix has no wheel_index for it to apply to (give "
+                               f"wheel_index or accelerators.{name}.wheel_index)")
 
 
 def _check_unversioned_indexes(reader: _Reader, top: Mapping[str, tuple[yaml.Node, yaml.Node]],

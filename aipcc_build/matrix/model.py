@@ -83,6 +83,20 @@ class Product:
     moving_tags: tuple[str, ...] = ()
 
 
+# How readers of a wheel index authenticate (the matrix's `wheel_index_auth`): "none";
+# "client-cert", the entitlement certificate of the host (subscription-manager's
+# /etc/pki/entitlement/<id>.pem and <id>-key.pem), as Red Hat's CDN wants; "netrc", a user
+# and password from a netrc file the customer mounts as a secret.
+INDEX_AUTH_MODES = ("none", "client-cert", "netrc")
+# What the renderer writes for them and the validator checks: the label (written when not
+# "none"); for client-cert, the directory of the uv wrapper, first on PATH (the helper,
+# data/aipcc_index_cert.py, is also pip's .pth hook); for netrc, where podman's and
+# buildah's `--secret id=netrc` put the file (/run/secrets/ID).
+LABEL_WHEEL_INDEX_AUTH = "ai.aipcc.wheel-index.auth"
+AUTH_BIN = "/usr/local/libexec/aipcc-build"
+NETRC_SECRET = "/run/secrets/netrc"
+
+
 # The Konflux task bundles every component's build pipeline references when the matrix
 # names none: one file the project keeps (task -> `tag@sha256:digest`, with its source).
 KONFLUX_BUNDLES_FILE = "konflux-bundles.yaml"
@@ -166,6 +180,7 @@ class Accelerator:
     versions: tuple[ToolkitVersion, ...]  # empty for an accelerator without versions (cpu)
     allow: tuple[AllowRule, ...] = ()
     wheel_index: Optional[str] = None  # URL pattern replacing the matrix's for this one
+    wheel_index_auth: Optional[str] = None  # replaces the matrix's for this accelerator
 
 
 @dataclass(frozen=True)
@@ -203,6 +218,7 @@ class Matrix:
     images: Mapping[str, ImageKind]
     exclude: tuple[Exclude, ...] = ()
     wheel_index: Optional[str] = None  # URL pattern of the per-variant wheel indexes
+    wheel_index_auth: str = "none"  # how readers authenticate to them (INDEX_AUTH_MODES)
     platforms: tuple[str, ...] = ()  # top-level `platforms`; () = the host's unless a level says
     ci: CiSettings = field(default_factory=CiSettings)
     # Field path ("images.devel.from_image") -> where it is written, for later errors.
@@ -239,6 +255,7 @@ class ImageSpec:
     context: str = ""  # the kind's build-context directory; read it with plan.build_context
     wheel_index: Optional[str] = None  # the index pip and uv use in the image, when the
     # matrix has a wheel_index pattern
+    wheel_index_auth: str = "none"  # how pip and uv authenticate to it (INDEX_AUTH_MODES)
     # One instance per platform, joined under `reference` by a manifest list when several.
     platforms: tuple[str, ...] = ()
     os_froms: Mapping[str, str] = field(default_factory=dict)  # platform -> base image

@@ -10,6 +10,7 @@ labels the URL: a template cannot forget them.
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 import traceback
@@ -23,6 +24,7 @@ import jinja2
 from ..errors import CheckFailed, InputError
 from ..fsutil import write_atomic
 from ..matrix import EVERYTHING, Filters, ImageSpec, Matrix, expand
+from ..matrix.model import AUTH_BIN, LABEL_WHEEL_INDEX_AUTH, NETRC_SECRET
 from ..matrix.platforms import describe
 from ..toolkit import components as component_table
 
@@ -103,7 +105,7 @@ def render_all(matrix: Matrix, filters: Filters = EVERYTHING) -> list[RenderedFi
                 *([parent] if parent else []),
                 body.rstrip("\n"),
                 "",
-                _identity(image, tag),
+                _identity(image, tag, body),
             ])
             rendered.append(RenderedFile(image=image, path=image.containerfiles[platform],
                                          text=text, platform=platform))
@@ -254,6 +256,11 @@ def _display_path(matrix: Matrix, template: str) -> str:
 PIP_CONF = "/etc/pip.conf"
 UV_TOML = "/etc/uv/uv.toml"
 LABEL_WHEEL_INDEX = "ai.aipcc.wheel-index"
+# client-cert: the helper is a module of the image's Python, run by a .pth file in every
+# pip, and the `uv` wrapper in AUTH_BIN.
+_HELPER = Path(__file__).resolve().parent.parent / "data" / "aipcc_index_cert.py"
+# A PATH assignment in an ENV line; LD_LIBRARY_PATH and the like are not PATH.
+_PATH_SET = re.compile(r"(?<![A-Za-z0-9_])PATH=([^\s\\]*)")
 _FROM = re.compile(r"^\s*FROM\s+((?:--\S+\s+)*)(\S+)", re.IGNORECASE)
 
 
@@ -265,8 +272,9 @@ def _index_env(url: str) -> str:
         f"PIP_CONFIG_FILE={PIP_CONF}", f"UV_CONFIG_FILE={UV_TOML}"])
 
 
-def index_config(url: str) -> str:
-    """The lines that make pip and uv use URL: variables and both config files."""
+def index_config(url: str, auth: str = "none") -> str:
+    """The lines that make pip and uv use URL (variables and both config files) and
+    authenticate as AUTH says."""
     # The URL holds no quote, space or '$' (the matrix loader checks): safe in '...'.
     return "\n".join([
         "# The wheel index of this image's variant, set by aipcc-build whatever the "
@@ -275,7 +283,42 @@ def index_config(url: str) -> str:
         f"RUN mkdir -p {os.path.dirname(UV_TOML)} \\",
         f" && printf '[global]\\nindex-url = %s\\n' '{url}' > {PIP_CONF} \\",
         f" && printf 'index-url = \"%s\"\\n' '{url}' > {UV_TOML}",
+        *_auth_config(auth),
     ])
+
+
+def _auth_env(auth: str) -> list[str]:
+    if auth == "client-cert":
+        return [f"ENV PATH={AUTH_BIN}:$PATH"]
+    if auth == "netrc":
+        return [f"ENV NETRC={NETRC_SECRET}"]
+    return []
+
+
+def _auth_config(auth: str) -> list[str]:
+    """client-cert: the helper goes into the site-packages of the image's python3 with a
+    .pth file (pip, `python -m pip`, a notebook's %pip) and is linked as `uv` first on PATH.
+    It is written base64-encoded: a Containerfile holds no heredoc every builder reads."""
+    if auth != "client-cert":
+        return _auth_env(auth)
+    encoded = base64.b64encode(_HELPER.read_bytes()).decode()
+    chunks = [encoded[i:i + 76] for i in range(0, len(encoded), 76)]
+    return [
+        "# pip and uv present the host's entitlement certificate (/etc/pki/entitlement, as "
+        "podman and OpenShift mount it), combined at use time in /dev/shm, never in a layer.",
+        *_auth_env(auth),
+        "RUN command -v python3 >/dev/null || { echo 'the wheel index needs a client "
+        "certificate: python3 must be in the base image to present it' >&2; exit 1; } \\",
+        " && site=\"$(python3 -c 'import sysconfig; print(sysconfig.get_path(\"purelib\"))')\" \\",
+        f" && mkdir -p \"$site\" {AUTH_BIN} \\",
+        " && printf '%s\\n' \\",
+        *(f"    {chunk} \\" for chunk in chunks),
+        "    | base64 -d > \"$site/aipcc_index_cert.py\" \\",
+        " && chmod 0755 \"$site/aipcc_index_cert.py\" \\",
+        " && echo 'import aipcc_index_cert; aipcc_index_cert.pip_hook()' "
+        "> \"$site/aipcc-index-cert.pth\" \\",
+        f" && ln -sf \"$site/aipcc_index_cert.py\" {AUTH_BIN}/uv",
+    ]
 
 
 def _with_index_config(body: str, image: ImageSpec, from_ref: Optional[str]) -> str:
@@ -295,13 +338,13 @@ def _with_index_config(body: str, image: ImageSpec, from_ref: Optional[str]) -> 
                 base = match.group(2)
                 wanted = base.lower() != "scratch" and base != from_ref
             if not pending and wanted:
-                out.append(index_config(image.wheel_index))
+                out.append(index_config(image.wheel_index, image.wheel_index_auth))
             continue
         out.append(line)
     return "\n".join(out)
 
 
-def _identity(image: ImageSpec, tag: str) -> str:
+def _identity(image: ImageSpec, tag: str, body: str) -> str:
     labels = {
         "ai.aipcc.accelerator": image.accelerator,
         "ai.aipcc.accelerator.version": image.version,
@@ -311,6 +354,8 @@ def _identity(image: ImageSpec, tag: str) -> str:
         "org.opencontainers.image.title": image.name,
         "org.opencontainers.image.version": tag,
         LABEL_WHEEL_INDEX: image.wheel_index,
+        LABEL_WHEEL_INDEX_AUTH: image.wheel_index_auth
+        if image.wheel_index_auth != "none" else None,
     }
     label_lines = " \\\n      ".join(f'{k}="{v}"' for k, v in labels.items() if v is not None)
     return "\n".join([
@@ -318,9 +363,20 @@ def _identity(image: ImageSpec, tag: str) -> str:
         f"ARG {BUILD_ID_ARG}=dev",
         f"ENV FROMAGER_VARIANT={image.variant}",
         *([_index_env(image.wheel_index)] if image.wheel_index is not None else []),
+        *_identity_auth_env(image.wheel_index_auth, body),
         f"LABEL {label_lines}",
         "",
     ])
+
+
+def _identity_auth_env(auth: str, body: str) -> list[str]:
+    """The authentication variables again at the end, where a template replaced them: a
+    PATH set without $PATH drops the uv wrapper (the wrapper is not added twice otherwise)."""
+    if auth == "client-cert":
+        dropped = any("$PATH" not in value and "${PATH}" not in value
+                      for value in _PATH_SET.findall(body))
+        return _auth_env(auth) if dropped else []
+    return _auth_env(auth)
 
 
 def apply(matrix: Matrix, rendered: list[RenderedFile], *, check: bool,

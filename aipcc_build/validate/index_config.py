@@ -10,6 +10,12 @@ symlink) is read afterwards from the image's layer stack (`lookup`), as INI for 
 TOML for uv whatever its name, and judged the same way; uv refuses to run when its file is
 missing, pip ignores a missing one.
 
+How readers authenticate is labelled (`ai.aipcc.wheel-index.auth`, the matrix's
+`wheel_index_auth`); the environment must agree: client-cert needs the uv wrapper's
+directory on PATH and no fixed certificate variable (which would replace the host's
+entitlement), netrc needs NETRC; an image declared unauthenticated that presents
+credentials anyway gets a warning.
+
 An index whose URL names another toolkit release or accelerator (`cuda12.9-ubi9` in a CUDA
 12.8 image, a ROCm index in a CUDA image) fails the image; an index that names none (public
 PyPI beside ours) is a warning: pip may then pick a wheel built against another toolkit.
@@ -23,7 +29,11 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
+from ..matrix.model import AUTH_BIN, INDEX_AUTH_MODES, LABEL_WHEEL_INDEX_AUTH, NETRC_SECRET
 from .results import OK, VIOLATION, WARNING, Expectation, Finding, IndexSetting
+
+# Variables that give pip and uv a certificate of their own.
+CERT_VARIABLES = ("PIP_CLIENT_CERT", "SSL_CLIENT_CERT")
 
 # The config files a layer scan reads (by name: the environment that names others comes
 # later). Paths as the walker gives them, with a leading "/".
@@ -208,3 +218,40 @@ def files_the_tools_load(env: Mapping[str, str]) -> dict[str, str]:
         uv += [f"{home}/.config/uv/uv.toml"] if home else []
         loaded.update(dict.fromkeys(uv, "uv"))
     return loaded
+
+
+def judge_auth(env: Mapping[str, str], labels: Mapping[str, str]) -> list[Finding]:
+    """Whether the image's environment authenticates to its index as its label says."""
+    mode = labels.get(LABEL_WHEEL_INDEX_AUTH) or "none"
+    source = f"config:Labels/{LABEL_WHEEL_INDEX_AUTH}"
+    on_path = AUTH_BIN in env.get("PATH", "").split(":")
+    fixed = [name for name in CERT_VARIABLES if env.get(name)]
+
+    def finding(status: str, path: str, reason: str) -> Finding:
+        return Finding(status, "index-auth", path, reason, component="wheel_index_auth",
+                       component_version=mode)
+
+    if mode not in INDEX_AUTH_MODES:
+        return [finding(VIOLATION, source, f"unknown authentication '{mode}' (expected one "
+                        f"of: {', '.join(INDEX_AUTH_MODES)})")]
+    if mode == "client-cert":
+        problems = [finding(VIOLATION, f"config:Env/{name}", f"a fixed certificate in {name} "
+                            "replaces the host's entitlement certificate (and a key file in "
+                            "the image sits in a layer)") for name in fixed]
+        if not on_path:
+            problems.append(finding(VIOLATION, "config:Env/PATH", f"{AUTH_BIN} is not on "
+                                    "PATH: uv does not present the entitlement certificate"))
+        return problems or [finding(OK, source, "pip and uv present the host's entitlement "
+                                    "certificate")]
+    if mode == "netrc":
+        if not env.get("NETRC"):
+            return [finding(VIOLATION, "config:Env/NETRC", "NETRC is not set: pip and uv do "
+                            f"not read the netrc secret ({NETRC_SECRET})")]
+        return [finding(OK, source, f"pip and uv read credentials from {env['NETRC']}")]
+    # Declared unauthenticated: credentials presented anyway go to whoever serves the index.
+    presented = [f"config:Env/{name}" for name in fixed]
+    presented += ["config:Env/PATH"] if on_path else []
+    presented += ["config:Env/NETRC"] if env.get("NETRC") else []
+    return [finding(WARNING, path, "the image presents credentials (a client certificate or "
+                    "a netrc file) to an index its labels declare unauthenticated")
+            for path in presented]

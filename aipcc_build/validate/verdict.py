@@ -32,6 +32,7 @@ from .index_config import (
     CONFIG_FILE,
     TOOL_STOPS,
     files_the_tools_load,
+    judge_auth,
     judge_settings,
     named_files,
     settings_from_env,
@@ -418,7 +419,7 @@ def _index_checks(image: PlatformImage, scans: Sequence[LayerScan], removals: _R
     for variable, path in named_files(image.env, image.working_dir):
         if path not in held:
             findings.extend(_named_file_checks(variable, path, reads[path], expected, index))
-    return findings
+    return findings + judge_auth(image.env, image.labels)
 
 
 def _final_links(scans: Sequence[LayerScan], removals: _Removals) -> dict[str, str]:

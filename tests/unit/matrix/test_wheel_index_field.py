@@ -82,3 +82,36 @@ def test_a_bad_override_is_located(project: Project, cli) -> None:
     with_index(project, RHAI, cpu="https://h/{release}/cpu{major}-ubi9/simple/")
     assert_input_error(project, cli, "accelerators.cpu.wheel_index", "uses {major}",
                        at="cpu: {wheel_index")
+
+
+def test_authentication_is_per_index_and_an_accelerator_overrides_it(project: Project) -> None:
+    with_index(project, RHAI, cpu="https://h.example/{release}/cpu-ubi9/simple/")
+    project.edit(f'wheel_index: "{RHAI}"', f'wheel_index: "{RHAI}"\nwheel_index_auth: client-cert')
+    project.edit("  cpu: {wheel_index:", "  cpu: {wheel_index_auth: netrc, wheel_index:")
+    images = {image.key: image for image in expand(load(project.matrix))}
+    assert images["builder/cuda-12.8-ubi9"].wheel_index_auth == "client-cert"
+    assert images["base/cpu-el9.6"].wheel_index_auth == "netrc"
+
+
+def test_without_a_setting_readers_do_not_authenticate(project: Project) -> None:
+    with_index(project, RHAI)
+    assert {image.wheel_index_auth for image in expand(load(project.matrix))} == {"none"}
+
+
+def test_an_unknown_authentication_is_located(project: Project, cli) -> None:
+    with_index(project, RHAI)
+    project.edit(f'wheel_index: "{RHAI}"', f'wheel_index: "{RHAI}"\nwheel_index_auth: kerberos')
+    assert_input_error(project, cli, "wheel_index_auth", "unknown authentication 'kerberos'",
+                       "client-cert, netrc", at="wheel_index_auth:")
+
+
+def test_authentication_without_an_index_is_refused(project: Project, cli) -> None:
+    project.edit("  cpu: {}", "  cpu: {wheel_index_auth: client-cert}")
+    assert_input_error(project, cli, "accelerators.cpu.wheel_index_auth",
+                       "no wheel_index for it to apply to", at="cpu: {wheel_index_auth")
+
+
+def test_a_top_level_authentication_without_an_index_is_refused(project: Project, cli) -> None:
+    project.edit("registry: quay.io/aipcc", "registry: quay.io/aipcc\nwheel_index_auth: netrc")
+    assert_input_error(project, cli, "wheel_index_auth", "no wheel_index",
+                       at="wheel_index_auth:")

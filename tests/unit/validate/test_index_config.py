@@ -257,3 +257,53 @@ def test_which_files_pip_and_uv_load() -> None:
                       "/etc/pip.conf": "pip", "/opt/venv/pip.conf": "pip",
                       "/home/app/.config/pip/pip.conf": "pip", "/home/app/.pip/pip.conf": "pip"}
     assert set(files_the_tools_load({"PIP_CONFIG_FILE": "/dev/null"}).values()) == {"uv"}
+
+
+AUTH_INDEX = "https://idx.example/3.0/cpu-ubi9/simple/"
+
+
+def auth_findings(env: dict[str, str], auth: str | None) -> list[tuple[str, str, str]]:
+    labels = {"ai.aipcc.accelerator": "cpu", "ai.aipcc.wheel-index": AUTH_INDEX}
+    if auth is not None:
+        labels["ai.aipcc.wheel-index.auth"] = auth
+    verdict = judge("ref", image({"PIP_INDEX_URL": AUTH_INDEX, **env}, labels), [], None, (),
+                    False, 0)
+    return [(f.status, f.path, f.reason) for f in verdict.findings
+            if f.evidence == "index-auth"]
+
+
+WRAPPER_PATH = "/usr/local/libexec/aipcc-build:/usr/bin:/bin"
+
+
+def test_client_cert_needs_the_wrapper_on_path_and_no_fixed_certificate() -> None:
+    assert [s for s, _, _ in auth_findings({"PATH": WRAPPER_PATH}, "client-cert")] == ["ok"]
+    dropped = auth_findings({"PATH": "/opt/venv/bin:/usr/bin"}, "client-cert")
+    assert [(s, p) for s, p, _ in dropped] == [("violation", "config:Env/PATH")]
+    assert "uv does not present the entitlement certificate" in dropped[0][2]
+    fixed = auth_findings({"PATH": WRAPPER_PATH, "SSL_CLIENT_CERT": "/etc/pki/my.pem"},
+                          "client-cert")
+    assert [(s, p) for s, p, _ in fixed] == [("violation", "config:Env/SSL_CLIENT_CERT")]
+    assert "replaces the host's entitlement certificate" in fixed[0][2]
+
+
+def test_netrc_needs_netrc_set() -> None:
+    assert auth_findings({"NETRC": "/run/secrets/netrc"}, "netrc")[0][0] == "ok"
+    assert auth_findings({}, "netrc") == [
+        ("violation", "config:Env/NETRC",
+         "NETRC is not set: pip and uv do not read the netrc secret (/run/secrets/netrc)")]
+
+
+def test_credentials_for_an_index_declared_unauthenticated_are_a_warning() -> None:
+    assert auth_findings({"PATH": "/usr/bin"}, None) == []
+    found = auth_findings({"PATH": WRAPPER_PATH, "PIP_CLIENT_CERT": "/x.pem",
+                           "NETRC": "/run/secrets/netrc"}, None)
+    assert {(s, p) for s, p, _ in found} == {
+        ("warning", "config:Env/PIP_CLIENT_CERT"), ("warning", "config:Env/PATH"),
+        ("warning", "config:Env/NETRC")}
+    assert all("declare unauthenticated" in reason for _, _, reason in found)
+
+
+def test_an_unknown_authentication_label_fails_the_image() -> None:
+    found = auth_findings({}, "kerberos")
+    assert [(s, p) for s, p, _ in found] == [
+        ("violation", "config:Labels/ai.aipcc.wheel-index.auth")]

@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""Presents the host's entitlement certificate to pip and uv (written into images by
+aipcc-build for a wheel index with `wheel_index_auth: client-cert`).
+
+subscription-manager keeps a certificate and its key in two files, /etc/pki/entitlement/
+<id>.pem and <id>-key.pem; podman mounts the host's into every container (mounts.conf:
+/run/secrets/etc-pki-entitlement, linked from /etc/pki/entitlement-host on UBI) and
+OpenShift mounts the entitlement secret at /etc/pki/entitlement. pip (PIP_CLIENT_CERT) and
+uv (SSL_CLIENT_CERT) each want the two in one PEM: this writes it, at use time, to a 0600
+file of the user under /dev/shm, a memory file system in every container (podman, buildah,
+Docker, Kubernetes), so no image layer ever holds the key.
+
+Two ways in: a .pth file runs `pip_hook()` at the start of every Python of the image and
+acts only in pip (`pip ...`, `python -m pip ...`, a notebook's `%pip`); this file, run as
+`uv` first on PATH, sets the variable and runs the real uv. A variable the user set is left
+alone. Without a certificate, pip's and uv's install commands are told what is missing and
+where it was looked for, then run (and the index refuses them).
+Standard library only: it runs on the image's Python (3.6 and later).
+"""
+
+import contextlib
+import os
+import stat
+import sys
+
+DIRECTORIES = ("/etc/pki/entitlement", "/run/secrets/etc-pki-entitlement",
+               "/etc/pki/entitlement-host")
+RUNTIME = "/dev/shm"
+PIP_COMMANDS = ("install", "download", "wheel", "index", "lock")
+UV_COMMANDS = ("pip", "sync", "add", "lock", "run", "tool", "venv", "export", "tree")
+
+
+def find(directories=DIRECTORIES):
+    """(certificate, key) paths of the first entitlement in DIRECTORIES, or None."""
+    for directory in directories:
+        try:
+            names = sorted(os.listdir(directory))
+        except OSError:
+            continue
+        for name in names:
+            if not name.endswith("-key.pem"):
+                continue
+            key = os.path.join(directory, name)
+            certificate = os.path.join(directory, name[:-len("-key.pem")] + ".pem")
+            if _regular(key) and _regular(certificate):
+                return certificate, key
+    return None
+
+
+def _regular(path):
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode) and os.access(path, os.R_OK)
+    except OSError:
+        return False
+
+
+def combine(certificate, key, runtime=RUNTIME):
+    """Write certificate and key into one PEM readable by this user only; its path."""
+    directory = os.path.join(runtime, f"aipcc-index-cert-{os.getuid()}")
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(directory, 0o700)
+    info = os.lstat(directory)  # another user's directory or a symlink: refuse it
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+        raise OSError(f"{directory} is not a private directory of this user")
+    with open(certificate, "rb") as handle:
+        data = handle.read().rstrip(b"\n") + b"\n"
+    with open(key, "rb") as handle:
+        data += handle.read()
+    path = os.path.join(directory, "client.pem")
+    temporary = f"{path}.{os.getpid()}"
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(temporary, path)
+    except BaseException:  # a full /dev/shm: leave no partial file behind
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+    return path
+
+
+def missing(tool, directories=DIRECTORIES):
+    return ("{}: this image's wheel index needs a client certificate: no entitlement "
+            "certificate (<id>.pem with <id>-key.pem) in {}. Run on a host registered with "
+            "subscription-manager (podman mounts its certificates), mount the entitlement "
+            "secret at /etc/pki/entitlement (OpenShift), or give the directory with "
+            "-v DIR:/etc/pki/entitlement:ro\n".format(tool, ", ".join(directories)))
+
+
+def present(variable, tool, arguments, wanted, directories=DIRECTORIES, runtime=RUNTIME):
+    """Set VARIABLE to a combined PEM unless the user set it; tell a command that fetches
+    (one of WANTED among ARGUMENTS) when there is none."""
+    if os.environ.get(variable):
+        return
+    found = find(directories)
+    if found is None:
+        if set(arguments) & set(wanted):
+            sys.stderr.write(missing(tool, directories))
+        return
+    try:
+        os.environ[variable] = combine(found[0], found[1], runtime)
+    except OSError as error:
+        sys.stderr.write(f"{tool}: cannot prepare the client certificate: {error}\n")
+
+
+def _pip_arguments(argv):
+    """The arguments after pip in a Python's command line, or None when it is not pip:
+    `python3 [options] -m pip ...` or `python3 [options] /usr/bin/pip3 ...` (a script)."""
+    for index in range(1, len(argv)):
+        argument = argv[index]
+        if argument == "-m":
+            return argv[index + 2:] if argv[index + 1:index + 2] == ["pip"] else None
+        if argument.startswith("-"):
+            if argument in ("-c", "-X", "-W"):  # -c runs no pip; -X/-W take a value
+                return None if argument == "-c" else _pip_arguments(
+                    argv[:index] + argv[index + 2:])
+            continue
+        name = os.path.basename(argument)
+        return argv[index + 1:] if name.split("-")[0].rstrip("0123456789.") == "pip" else None
+    return None
+
+
+def pip_hook():
+    """Run by the .pth file in every Python of the image: act only when it runs pip."""
+    try:
+        with open("/proc/self/cmdline", "rb") as handle:
+            argv = handle.read().decode("utf-8", "replace").split("\0")[:-1]
+    except OSError:
+        return
+    arguments = _pip_arguments(argv)
+    if arguments is not None:
+        present("PIP_CLIENT_CERT", "pip", arguments, PIP_COMMANDS)
+
+
+def run_uv(argv):
+    """Run the real uv (the next one on PATH) with SSL_CLIENT_CERT set."""
+    here = os.path.dirname(os.path.abspath(argv[0]))
+    for directory in os.environ.get("PATH", "").split(os.pathsep):
+        candidate = os.path.join(directory, "uv")
+        if directory and os.path.abspath(directory) != here and os.access(candidate, os.X_OK) \
+                and os.path.isfile(candidate):
+            present("SSL_CLIENT_CERT", "uv", argv[1:], UV_COMMANDS)
+            os.execv(candidate, [candidate] + argv[1:])
+    sys.stderr.write("uv: uv is not installed in this image (only aipcc-build's wrapper "
+                     f"in {here} is on PATH)\n")
+    return 127
+
+
+if __name__ == "__main__":
+    sys.exit(run_uv(sys.argv))

@@ -1,0 +1,261 @@
+"""Authenticated readers (issue 25): a Pulp distribution behind Pulp's X.509 content guard,
+reached through nginx that verifies the client certificate and forwards it URL-encoded in
+X-CLIENT-CERT, as Pulp documents. An image rendered from the demo's templates with
+`wheel_index_auth: client-cert` installs with real pip and uv when an entitlement-style
+certificate (<id>.pem and <id>-key.pem, X.509 v3, made by openssl here) is mounted where
+podman and OpenShift mount it, and says what is missing without it."""
+
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+import ssl
+import subprocess
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from aipcc_build.matrix import load
+from aipcc_build.render import apply, render_all
+from tests.integration.test_pulp import make_project, pulp  # noqa: F401
+from tests.integration.test_wheel_index import build, uv_wheel  # noqa: F401
+from tests.support import pulp as pulp_server
+from tests.support.project import REPO
+from tests.support.wheels import make_wheel
+
+pytestmark = pytest.mark.integration
+
+ENTITLEMENT_ID = "8541735520174529121"  # subscription-manager names the files by serial
+MATRIX = """\
+schema: 1
+product: {{name: wheeltest, version: "2.1"}}
+registry: localhost/aipcc-test-pulp
+wheel_index: "{proxy}/pypi/{prefix}/{{release}}/{{variant}}/simple/"
+wheel_index_auth: client-cert
+templates: {templates}
+output: {output}
+os:
+  debian: {{from: {base}}}
+accelerators:
+  cpu: {{}}
+images:
+  base: {{template: base.Containerfile.j2, os: [debian]}}
+"""
+
+
+def openssl(*args: str, cwd: Path) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
+
+
+def certificates(directory: Path) -> None:
+    """A CA; the proxy's server certificate for 127.0.0.1; a v3 client certificate with
+    its key in a separate file (PKCS#1, as subscription-manager writes it)."""
+    directory.mkdir()
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca-key.pem", "-out",
+            "ca.pem", "-days", "2", "-subj", "/CN=aipcc test entitlement CA", cwd=directory)
+    for name, subject, extensions in (
+            ("server", "/CN=127.0.0.1", "subjectAltName=IP:127.0.0.1\n"
+             "extendedKeyUsage=serverAuth\n"),
+            ("client", f"/CN={ENTITLEMENT_ID}", "extendedKeyUsage=clientAuth\n"
+             "keyUsage=digitalSignature,keyEncipherment\n")):
+        openssl("genrsa", "-traditional", "-out", f"{name}-key.pem", "2048", cwd=directory)
+        openssl("req", "-new", "-key", f"{name}-key.pem", "-out", f"{name}.csr", "-subj",
+                subject, cwd=directory)
+        (directory / f"{name}.ext").write_text(extensions)
+        openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca-key.pem",
+                "-CAcreateserial", "-days", "2", "-extfile", f"{name}.ext", "-out",
+                f"{name}.pem", cwd=directory)
+
+
+NGINX = """\
+daemon off;
+master_process off;
+error_log {d}/error.log;
+pid {d}/nginx.pid;
+events {{}}
+http {{
+  access_log {d}/access.log;
+  client_body_temp_path {d}/body;
+  proxy_temp_path {d}/proxy;
+  fastcgi_temp_path {d}/fastcgi;
+  uwsgi_temp_path {d}/uwsgi;
+  scgi_temp_path {d}/scgi;
+  server {{
+    listen 127.0.0.1:{port} ssl;
+    ssl_certificate {certs}/server.pem;
+    ssl_certificate_key {certs}/server-key.pem;
+    ssl_client_certificate {certs}/ca.pem;
+    ssl_verify_client optional;
+    proxy_set_header X-CLIENT-CERT $ssl_client_escaped_cert;
+    proxy_set_header Accept-Encoding "";
+    sub_filter_types *;
+    sub_filter_once off;
+    sub_filter '{content}' 'https://127.0.0.1:{port}';
+    sub_filter '{api}' 'https://127.0.0.1:{port}';
+    location /pulp/content/ {{ proxy_pass {content}; }}
+    location / {{ proxy_pass {api}; }}
+  }}
+}}
+"""
+
+
+@pytest.fixture
+def proxy(pulp: pulp_server.Pulp, tmp_path: Path) -> Iterator[str]:  # noqa: F811
+    """nginx on a free port of 127.0.0.1 in front of the Pulp; its own config, no service.
+    Pulp's pages link to its content origin: nginx rewrites that to itself."""
+    if shutil.which("nginx") is None:
+        pytest.skip("nginx is not installed (Debian: apt-get install nginx; `make system`)")
+    certificates(tmp_path / "certs")
+    work = tmp_path / "nginx"
+    work.mkdir()
+    port = pulp_server.free_port()
+    (work / "nginx.conf").write_text(NGINX.format(
+        d=work, port=port, certs=tmp_path / "certs", content=pulp.content, api=pulp.api))
+    with open(work / "stdout.log", "wb") as log:
+        process = subprocess.Popen(["nginx", "-p", str(work), "-c", str(work / "nginx.conf")],
+                                   stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert process.poll() is None, (work / "error.log").read_text(errors="replace")
+            try:
+                with urllib.request.urlopen(f"https://127.0.0.1:{port}/pulp/api/v3/status/",
+                                            context=context(tmp_path), timeout=5):
+                    break
+            except (urllib.error.URLError, OSError):
+                assert time.monotonic() < deadline, "nginx did not answer"
+                time.sleep(0.2)
+        yield f"https://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=20)
+
+
+def context(tmp_path: Path, client: bool = False) -> ssl.SSLContext:
+    made = ssl.create_default_context(cafile=str(tmp_path / "certs" / "ca.pem"))
+    if client:
+        made.load_cert_chain(str(tmp_path / "certs" / "client.pem"),
+                             str(tmp_path / "certs" / "client-key.pem"))
+    return made
+
+
+def call(pulp: pulp_server.Pulp, method: str, path: str,  # noqa: F811
+         body: dict[str, object]) -> dict[str, object]:
+    """One Pulp API call; a task it starts is waited for."""
+    request = urllib.request.Request(
+        pulp.api + path if path.startswith("/") else path, method=method,
+        data=json.dumps(body).encode(), headers={
+            "Content-Type": "application/json", "Authorization": "Basic " + base64.b64encode(
+                f"{pulp.user}:{pulp.password}".encode()).decode()})
+    with urllib.request.urlopen(request, timeout=60) as answer:
+        result: dict[str, object] = json.loads(answer.read())
+    if "task" in result:
+        deadline = time.monotonic() + 120
+        while (task := pulp.get(str(result["task"])))["state"] not in ("completed", "failed"):
+            assert time.monotonic() < deadline, task
+            time.sleep(0.2)
+        assert task["state"] == "completed", task
+    return result
+
+
+def test_an_entitlement_certificate_mounted_like_podman_does_lets_pip_and_uv_install(
+        pulp: pulp_server.Pulp, proxy: str, tmp_path: Path, uv_wheel: Path,  # noqa: F811
+        debian_base: str) -> None:
+    project = make_project(pulp, tmp_path / "project", debian_base)
+    wheels = project.wheels("cpu-debian")
+    (wheels / uv_wheel.name).symlink_to(uv_wheel)
+    for name in ("cpu-lib", "cpu-tool", "cpu-extra"):
+        make_wheel(wheels, name, "1.0")
+    done = project.index(f"pulp+{pulp.api}", f"cpu-debian={wheels}")
+    assert done.returncode == 0, done.stderr
+
+    # The distribution goes behind an X.509 guard trusting the test's CA.
+    ca = (tmp_path / "certs" / "ca.pem").read_text()
+    guard = call(pulp, "POST", "/pulp/api/v3/contentguards/certguard/x509/",
+                 {"name": f"{project.prefix}-x509", "ca_certificate": ca})
+    base_path = f"{project.prefix}/2.1/cpu-debian"
+    distribution = pulp.get(f"/pulp/api/v3/distributions/python/pypi/?base_path={base_path}"
+                            )["results"][0]
+    call(pulp, "PATCH", distribution["pulp_href"], {"content_guard": guard["pulp_href"]})
+    wheel_url = f"{proxy}/pulp/content/{base_path}/cpu_lib-1.0-py3-none-any.whl"
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(wheel_url, context=context(tmp_path), timeout=30)
+    assert refused.value.code == 403  # Pulp's guard, no certificate forwarded
+    with urllib.request.urlopen(wheel_url, context=context(tmp_path, client=True),
+                                timeout=30) as answer:
+        assert answer.read(2) == b"PK"
+
+    # One image of the demo's base template, rendered for client-cert.
+    matrix_path = tmp_path / "matrix.yaml"
+    matrix_path.write_text(MATRIX.format(
+        proxy=proxy, prefix=project.prefix, templates=REPO / "templates" / "demo",
+        output=tmp_path / "out", base=debian_base))
+    matrix = load(str(matrix_path))
+    apply(matrix, render_all(matrix), check=False, remove_stale=False)
+    containerfile = tmp_path / "out" / "base" / "cpu-debian" / "Containerfile"
+    tag = f"localhost/aipcc-test-pulp/auth-{uuid.uuid4().hex[:8]}"
+    built = build(str(containerfile), tag)
+    assert built.returncode == 0, built.stderr[-3000:]
+    container = ""
+    entitlement = tmp_path / "entitlement"  # what subscription-manager keeps
+    entitlement.mkdir()
+    shutil.copy(tmp_path / "certs" / "client.pem", entitlement / f"{ENTITLEMENT_ID}.pem")
+    shutil.copy(tmp_path / "certs" / "client-key.pem",
+                entitlement / f"{ENTITLEMENT_ID}-key.pem")
+    shm = Path("/dev/shm/aipcc-index-cert-0")
+    had_shm = shm.exists()
+    try:
+        container = subprocess.run(["buildah", "from", "--pull-never", tag], check=True,
+                                   capture_output=True, text=True, timeout=300).stdout.strip()
+
+        def run(script: str, *mounts: str) -> subprocess.CompletedProcess[str]:
+            volumes = [f"-v={tmp_path / 'certs'}:/test-ca:ro", *(f"-v={m}" for m in mounts)]
+            return subprocess.run(
+                ["buildah", "run", *volumes, "--env=PIP_CERT=/test-ca/ca.pem",
+                 "--env=SSL_CERT_FILE=/test-ca/ca.pem", container, "--", "sh", "-c", script],
+                capture_output=True, text=True, timeout=600)
+
+        # Without a certificate: told what is missing and where, and refused.
+        bare = run("pip install cpu-lib")
+        assert bare.returncode != 0
+        assert "pip: this image's wheel index needs a client certificate" in bare.stderr
+        assert "/etc/pki/entitlement, /run/secrets/etc-pki-entitlement" in bare.stderr
+
+        podman_like = f"{entitlement}:/etc/pki/entitlement:ro"
+        pip = run("pip install cpu-lib uv && /usr/bin/python3 -m pip install cpu-extra",
+                  podman_like)
+        assert pip.returncode == 0, pip.stdout[-2000:] + pip.stderr[-3000:]
+        assert "Successfully installed cpu-lib-1.0" in pip.stdout
+        assert "Successfully installed cpu-extra-1.0" in pip.stdout
+        uv = run("command -v uv && uv pip install cpu-tool", podman_like)
+        assert uv.returncode == 0, uv.stdout + uv.stderr[-3000:]
+        assert uv.stdout.startswith("/usr/local/libexec/aipcc-build/uv")  # the wrapper
+        assert "+ cpu-tool==1.0" in uv.stderr
+
+        uv_bare = run("uv pip install cpu-other")
+        assert uv_bare.returncode != 0
+        assert "uv: this image's wheel index needs a client certificate" in uv_bare.stderr
+
+        # The container's filesystem (what a commit makes a layer of) holds no key: the
+        # combined PEM was made at use time in /dev/shm.
+        key_line = (entitlement / f"{ENTITLEMENT_ID}-key.pem").read_text().splitlines()[1]
+        found = subprocess.run(["buildah", "run", container, "--", "grep", "-rlF", key_line,
+                                "/etc", "/opt", "/usr", "/root", "/tmp", "/var", "/run"],
+                               capture_output=True, text=True, timeout=300)
+        assert found.stdout.strip() == "", found.stdout
+    finally:
+        if container:
+            subprocess.run(["buildah", "rm", container], capture_output=True, timeout=300)
+        subprocess.run(["buildah", "rmi", "-f", tag], capture_output=True, timeout=300)
+        if not had_shm and shm.exists():
+            shutil.rmtree(shm, ignore_errors=True)

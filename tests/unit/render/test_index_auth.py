@@ -1,0 +1,229 @@
+"""wheel_index_auth in rendered Containerfiles, and the helper that presents the host's
+entitlement certificate to pip and uv (aipcc_build/data/aipcc_index_cert.py), run here on
+the host's Python against files made in the test."""
+
+from __future__ import annotations
+
+import base64
+import importlib.util
+import os
+import re
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from aipcc_build.matrix import load
+from aipcc_build.matrix.model import AUTH_BIN
+from aipcc_build.render import render_all
+from tests.support.project import Project
+
+PATTERN = "https://idx.example/{release}/{variant}/simple/"
+HELPER = Path(__file__).resolve().parents[3] / "aipcc_build" / "data" / "aipcc_index_cert.py"
+
+
+def rendered(project: Project, auth: str) -> dict[str, str]:
+    project.edit("registry: quay.io/aipcc", f'registry: quay.io/aipcc\nwheel_index: "{PATTERN}"'
+                 f"\nwheel_index_auth: {auth}")
+    return {item.image.key: item.text for item in render_all(load(project.matrix))}
+
+
+def test_client_cert_installs_the_helper_after_from_and_labels_the_mode(
+        project: Project) -> None:
+    project.template("base.Containerfile.j2", "FROM {{ os_from }}\nRUN pip install torch\n")
+    text = rendered(project, "client-cert")["base/cuda-12.8-el9.6"]
+    config = text[text.index("FROM "):text.index("RUN pip install torch")]
+    assert f"ENV PATH={AUTH_BIN}:$PATH" in config
+    assert "aipcc_index_cert.pip_hook()" in config
+    encoded = "".join(re.findall(r"^    ([A-Za-z0-9+/=]+) \\$", config, re.MULTILINE))
+    assert base64.b64decode(encoded) == HELPER.read_bytes()
+    assert 'ai.aipcc.wheel-index.auth="client-cert"' in text
+    # The template kept PATH: the identity does not add the wrapper's directory twice.
+    assert text.count(f"ENV PATH={AUTH_BIN}:$PATH") == 1
+
+
+def test_a_template_that_replaces_path_gets_the_wrapper_back_at_the_end(
+        project: Project) -> None:
+    project.template("base.Containerfile.j2", "FROM {{ os_from }}\nENV LD_LIBRARY_PATH=/x \\\n"
+                     "    PATH=/opt/venv/bin:/usr/bin\n")
+    text = rendered(project, "client-cert")["base/cuda-12.8-el9.6"]
+    identity = text[text.index("# Image identity"):]
+    assert f"ENV PATH={AUTH_BIN}:$PATH" in identity
+
+
+def test_netrc_points_pip_and_uv_at_the_secret(project: Project) -> None:
+    text = rendered(project, "netrc")["base/cuda-12.8-el9.6"]
+    assert text.count("ENV NETRC=/run/secrets/netrc") == 2  # after FROM and in the identity
+    assert "aipcc_index_cert" not in text
+    assert 'ai.aipcc.wheel-index.auth="netrc"' in text
+
+
+def test_none_writes_no_label(project: Project) -> None:
+    text = rendered(project, "none")["base/cuda-12.8-el9.6"]
+    assert "wheel-index.auth" not in text and "NETRC" not in text
+
+
+@pytest.fixture
+def helper() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("aipcc_index_cert", HELPER)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def entitlement(directory: Path, name: str = "4711") -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / f"{name}.pem").write_text("-----BEGIN CERTIFICATE-----\nC\n"
+                                           "-----END CERTIFICATE-----\n")
+    (directory / f"{name}-key.pem").write_text("-----BEGIN PRIVATE KEY-----\nK\n"
+                                               "-----END PRIVATE KEY-----\n")
+    return directory
+
+
+def test_find_pairs_a_certificate_with_its_key_in_the_first_directory(
+        helper: ModuleType, tmp_path: Path) -> None:
+    first, second = tmp_path / "entitlement", tmp_path / "run-secrets"
+    first.mkdir()
+    (first / "lonely-key.pem").write_text("no certificate beside it")
+    (first / "dir-key.pem").mkdir()  # not a file
+    os.symlink("/dev/null", first / "dev.pem")
+    os.symlink("/dev/null", first / "dev-key.pem")  # a device, not a regular file
+    entitlement(second)
+    assert helper.find((str(tmp_path / "absent"), str(first), str(second))) == (
+        str(second / "4711.pem"), str(second / "4711-key.pem"))
+    assert helper.find((str(first),)) is None
+
+
+def test_combine_writes_one_private_pem(helper: ModuleType, tmp_path: Path) -> None:
+    source = entitlement(tmp_path / "e")
+    path = Path(helper.combine(str(source / "4711.pem"), str(source / "4711-key.pem"),
+                               str(tmp_path)))
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    text = path.read_text()
+    assert text.index("BEGIN CERTIFICATE") < text.index("BEGIN PRIVATE KEY")
+    again = helper.combine(str(source / "4711.pem"), str(source / "4711-key.pem"),
+                           str(tmp_path))
+    assert again == str(path)  # one file per user, replaced, no leftovers
+    assert os.listdir(path.parent) == ["client.pem"]
+
+
+def test_combine_refuses_a_planted_directory(helper: ModuleType, tmp_path: Path) -> None:
+    source = entitlement(tmp_path / "e")
+    target = tmp_path / "attacker"
+    target.mkdir()
+    os.symlink(target, tmp_path / f"aipcc-index-cert-{os.getuid()}")
+    with pytest.raises(OSError, match="not a private directory"):
+        helper.combine(str(source / "4711.pem"), str(source / "4711-key.pem"), str(tmp_path))
+    assert os.listdir(target) == []
+    os.unlink(tmp_path / f"aipcc-index-cert-{os.getuid()}")
+    (tmp_path / f"aipcc-index-cert-{os.getuid()}").mkdir(mode=0o777)
+    os.chmod(tmp_path / f"aipcc-index-cert-{os.getuid()}", 0o777)  # others could swap it
+    with pytest.raises(OSError, match="not a private directory"):
+        helper.combine(str(source / "4711.pem"), str(source / "4711-key.pem"), str(tmp_path))
+
+
+def test_present_sets_the_variable_and_leaves_the_users_alone(
+        helper: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    dirs = (str(entitlement(tmp_path / "e")),)
+    monkeypatch.delenv("PIP_CLIENT_CERT", raising=False)
+    helper.present("PIP_CLIENT_CERT", "pip", ["install", "x"], helper.PIP_COMMANDS, dirs,
+                   str(tmp_path))
+    assert "BEGIN PRIVATE KEY" in Path(os.environ["PIP_CLIENT_CERT"]).read_text()
+    monkeypatch.setenv("PIP_CLIENT_CERT", "/my/own.pem")
+    helper.present("PIP_CLIENT_CERT", "pip", ["install", "x"], helper.PIP_COMMANDS, dirs,
+                   str(tmp_path))
+    assert os.environ["PIP_CLIENT_CERT"] == "/my/own.pem"
+    assert capsys.readouterr().err == ""
+
+
+def test_without_a_certificate_an_install_is_told_what_is_missing_and_where(
+        helper: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.delenv("PIP_CLIENT_CERT", raising=False)
+    dirs = (str(tmp_path / "a"), str(tmp_path / "b"))
+    helper.present("PIP_CLIENT_CERT", "pip", ["--version"], helper.PIP_COMMANDS, dirs,
+                   str(tmp_path))
+    assert capsys.readouterr().err == ""  # only commands that fetch are told
+    helper.present("PIP_CLIENT_CERT", "pip", ["-q", "install", "x"], helper.PIP_COMMANDS,
+                   dirs, str(tmp_path))
+    err = capsys.readouterr().err
+    assert "needs a client certificate" in err and "<id>.pem with <id>-key.pem" in err
+    assert f"{tmp_path}/a, {tmp_path}/b" in err
+    assert "PIP_CLIENT_CERT" not in os.environ
+
+
+@pytest.mark.parametrize("argv, arguments", [
+    (["/usr/bin/python3", "/usr/bin/pip", "install", "x"], ["install", "x"]),
+    (["python3", "-m", "pip", "install"], ["install"]),
+    (["python3", "-I", "-X", "utf8", "-m", "pip", "-q", "install"], ["-q", "install"]),
+    (["python3", "/usr/local/bin/pip3.11", "download"], ["download"]),
+    (["python3", "-c", "import pip"], None),
+    (["python3", "/usr/bin/pipx", "install"], None),
+    (["python3", "-m", "venv", "pip"], None),
+    (["python3"], None),
+])
+def test_the_hook_acts_in_pip_only(helper: ModuleType, argv: list[str],
+                                   arguments: list[str] | None) -> None:
+    assert helper._pip_arguments(argv) == arguments
+
+
+def test_the_uv_wrapper_runs_the_next_uv_with_the_combined_pem(tmp_path: Path) -> None:
+    wrapper_dir, real_dir = tmp_path / "wrapper", tmp_path / "real"
+    wrapper_dir.mkdir()
+    real_dir.mkdir()
+    (wrapper_dir / "uv").symlink_to(HELPER)
+    real = real_dir / "uv"
+    real.write_text('#!/bin/sh\necho "args: $*"\ncat "$SSL_CLIENT_CERT"\n')
+    real.chmod(0o755)
+    env = {"PATH": f"{wrapper_dir}:{real_dir}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    command = [sys.executable, str(wrapper_dir / "uv"), "pip", "install", "x"]
+    # The helper's directories are fixed (the image's); without them, the wrapper tells.
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+    assert "args: pip install x" in result.stdout
+    if not any(Path(d).is_dir() for d in ("/etc/pki/entitlement",
+                                          "/run/secrets/etc-pki-entitlement")):
+        assert "needs a client certificate" in result.stderr
+    alone = subprocess.run(command, env={**env, "PATH": str(wrapper_dir)},
+                           capture_output=True, text=True, timeout=60)
+    assert alone.returncode == 127 and "uv is not installed" in alone.stderr
+
+
+def test_a_kubernetes_secret_mount_is_followed(helper: ModuleType, tmp_path: Path) -> None:
+    """OpenShift's etc-pki-entitlement secret: entitlement.pem and entitlement-key.pem are
+    symlinks into a ..data directory, as the kubelet mounts every secret."""
+    mount = tmp_path / "etc-pki-entitlement"
+    entitlement(mount / "..2026_11_24_14_00_00.1", "entitlement")
+    (mount / "..data").symlink_to("..2026_11_24_14_00_00.1")
+    for name in ("entitlement.pem", "entitlement-key.pem"):
+        (mount / name).symlink_to(f"..data/{name}")
+    assert helper.find((str(mount),)) == (str(mount / "entitlement.pem"),
+                                          str(mount / "entitlement-key.pem"))
+
+
+def test_a_failed_write_leaves_nothing_and_pip_is_told(
+        helper: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    dirs = (str(entitlement(tmp_path / "e")),)
+    monkeypatch.delenv("PIP_CLIENT_CERT", raising=False)
+    real_replace = os.replace
+
+    def full(*args: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(helper.os, "replace", full)
+    helper.present("PIP_CLIENT_CERT", "pip", ["install"], helper.PIP_COMMANDS, dirs,
+                   str(tmp_path))
+    monkeypatch.setattr(helper.os, "replace", real_replace)
+    assert "cannot prepare the client certificate" in capsys.readouterr().err
+    assert "PIP_CLIENT_CERT" not in os.environ
+    assert os.listdir(tmp_path / f"aipcc-index-cert-{os.getuid()}") == []
+    # No /dev/shm at all: told, not a traceback.
+    helper.present("PIP_CLIENT_CERT", "pip", ["install"], helper.PIP_COMMANDS, dirs,
+                   str(tmp_path / "absent"))
+    assert "cannot prepare the client certificate" in capsys.readouterr().err
