@@ -16,7 +16,7 @@ from ..errors import STDERR_TAIL_LINES, AipccError, ToolError
 from ..plan import build_context
 from ..tools import buildah, retry
 from ..tools.runner import LineSink, Process, ProcessRunner
-from ..tools.skopeo import Skopeo
+from ..tools.skopeo import INSPECT_TIMEOUT, Skopeo
 from . import runs, uploads
 from .builder import BuildJob, BuildOutcome, ListJob, ListOutcome, PushOutcome
 
@@ -132,11 +132,16 @@ class BuildahBuilder:
         if holder is not None:
             return PushOutcome(ok=False, refused=True, error=f"{reference} is being pushed by "
                                                              f"another run ({holder})")
+        # The look at the tag is part of the push: a registry that does not answer it is
+        # given no longer than the push itself would be.
+        bounded = timeout is not None and timeout < INSPECT_TIMEOUT
+        look = Skopeo(self.processes, tls_verify=tls_verify,
+                      inspect_timeout=timeout if bounded else INSPECT_TIMEOUT)
         try:
-            held = held_images(Skopeo(self.processes, tls_verify=tls_verify), reference,
-                               tls_verify)
+            held = held_images(look, reference, tls_verify)
         except AipccError as exc:
-            return PushOutcome(ok=False, error=f"{reference} cannot be looked at: {exc}")
+            limit = " (push_timeout)" if bounded and getattr(exc, "timed_out", False) else ""
+            return PushOutcome(ok=False, error=f"{reference} cannot be looked at: {exc}{limit}")
         ours = {image if image.startswith("sha256:") else f"sha256:{image}"
                 for image in images}
         if held is not None and held != ours:

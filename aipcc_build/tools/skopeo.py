@@ -35,9 +35,11 @@ class Skopeo:
 
     def __init__(self, runner: Optional[Runner] = None, executable: str = "skopeo",
                  registries_conf: Optional[str] = None, tls_verify: bool = True,
-                 copy_timeout: float = COPY_TIMEOUT) -> None:
+                 copy_timeout: float = COPY_TIMEOUT,
+                 inspect_timeout: float = INSPECT_TIMEOUT) -> None:
         self._runner = runner  # None: the process runner, made at the first call
         self._copy_timeout = copy_timeout
+        self._inspect_timeout = inspect_timeout
         self._executable = executable
         # skopeo 1.9 ignores CONTAINERS_REGISTRIES_CONF: a private registry's settings
         # (an insecure test registry, a mirror) must be passed as a global option.
@@ -48,7 +50,8 @@ class Skopeo:
         self._src_tls = [] if tls_verify else ["--src-tls-verify=false"]
 
     def _call(self, args: Sequence[str], ref: Optional[str] = None,
-              timeout: float = INSPECT_TIMEOUT) -> bytes:
+              timeout: Optional[float] = None) -> bytes:
+        timeout = self._inspect_timeout if timeout is None else timeout
         argv = [self._executable, *self._global, *args]
         if self._runner is None:
             # Made here: a validation read in place never starts skopeo, and need not load
