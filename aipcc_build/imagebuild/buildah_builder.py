@@ -134,9 +134,9 @@ class BuildahBuilder:
                                                              f"another run ({holder})")
         # The look at the tag is part of the push: a registry that does not answer it is
         # given no longer than the push itself would be.
-        bounded = timeout is not None and timeout < INSPECT_TIMEOUT
-        look = Skopeo(self.processes, tls_verify=tls_verify,
-                      inspect_timeout=timeout if bounded else INSPECT_TIMEOUT)
+        limit_s = min(timeout, INSPECT_TIMEOUT) if timeout is not None else INSPECT_TIMEOUT
+        bounded = limit_s < INSPECT_TIMEOUT
+        look = Skopeo(self.processes, tls_verify=tls_verify, inspect_timeout=limit_s)
         try:
             held = held_images(look, reference, tls_verify)
         except AipccError as exc:
