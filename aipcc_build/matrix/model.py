@@ -88,11 +88,10 @@ class Product:
 # /etc/pki/entitlement/<id>.pem and <id>-key.pem), as Red Hat's CDN wants; "netrc", a user
 # and password from a netrc file the customer mounts as a secret.
 INDEX_AUTH_MODES = ("none", "client-cert", "netrc")
-# What the renderer writes for them and the validator checks: the label (written when not
-# "none"); for client-cert, the directory of the uv wrapper, first on PATH (the helper,
+# What the renderer writes for them and the validator checks, beside the label: for
+# client-cert, the directory of the uv wrapper, first on PATH (the helper,
 # data/aipcc_index_cert.py, is also pip's .pth hook); for netrc, where podman's and
 # buildah's `--secret id=netrc` put the file (/run/secrets/ID).
-LABEL_WHEEL_INDEX_AUTH = "ai.aipcc.wheel-index.auth"
 AUTH_BIN = "/usr/local/libexec/aipcc-build"
 NETRC_SECRET = "/run/secrets/netrc"
 

@@ -21,10 +21,11 @@ from typing import Optional
 
 import jinja2
 
+from .. import image_labels
 from ..errors import CheckFailed, InputError
 from ..fsutil import write_atomic
 from ..matrix import EVERYTHING, Filters, ImageSpec, Matrix, expand
-from ..matrix.model import AUTH_BIN, LABEL_WHEEL_INDEX_AUTH, NETRC_SECRET
+from ..matrix.model import AUTH_BIN, NETRC_SECRET
 from ..matrix.platforms import describe
 from ..toolkit import components as component_table
 
@@ -255,7 +256,6 @@ def _display_path(matrix: Matrix, template: str) -> str:
 # even when a user unsets PIP_CONFIG_FILE / UV_CONFIG_FILE.
 PIP_CONF = "/etc/pip.conf"
 UV_TOML = "/etc/uv/uv.toml"
-LABEL_WHEEL_INDEX = "ai.aipcc.wheel-index"
 # client-cert: the helper is a module of the image's Python, run by a .pth file in every
 # pip, and the `uv` wrapper in AUTH_BIN.
 _HELPER = Path(__file__).resolve().parent.parent / "data" / "aipcc_index_cert.py"
@@ -346,15 +346,15 @@ def _with_index_config(body: str, image: ImageSpec, from_ref: Optional[str]) -> 
 
 def _identity(image: ImageSpec, tag: str, body: str) -> str:
     labels = {
-        "ai.aipcc.accelerator": image.accelerator,
-        "ai.aipcc.accelerator.version": image.version,
-        "ai.aipcc.variant": image.variant,
-        "ai.aipcc.image.kind": image.kind,
-        "ai.aipcc.image.name": image.name,
+        image_labels.ACCELERATOR: image.accelerator,
+        image_labels.ACCELERATOR_VERSION: image.version,
+        image_labels.VARIANT: image.variant,
+        image_labels.IMAGE_KIND: image.kind,
+        image_labels.IMAGE_NAME: image.name,
         "org.opencontainers.image.title": image.name,
         "org.opencontainers.image.version": tag,
-        LABEL_WHEEL_INDEX: image.wheel_index,
-        LABEL_WHEEL_INDEX_AUTH: image.wheel_index_auth
+        image_labels.WHEEL_INDEX: image.wheel_index,
+        image_labels.WHEEL_INDEX_AUTH: image.wheel_index_auth
         if image.wheel_index_auth != "none" else None,
     }
     label_lines = " \\\n      ".join(f'{k}="{v}"' for k, v in labels.items() if v is not None)

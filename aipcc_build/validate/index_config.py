@@ -29,7 +29,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
-from ..matrix.model import AUTH_BIN, INDEX_AUTH_MODES, LABEL_WHEEL_INDEX_AUTH, NETRC_SECRET
+from .. import image_labels
+from ..matrix.model import AUTH_BIN, INDEX_AUTH_MODES, NETRC_SECRET
 from .results import OK, VIOLATION, WARNING, Expectation, Finding, IndexSetting
 
 # Variables that give pip and uv a certificate of their own.
@@ -222,8 +223,8 @@ def files_the_tools_load(env: Mapping[str, str]) -> dict[str, str]:
 
 def judge_auth(env: Mapping[str, str], labels: Mapping[str, str]) -> list[Finding]:
     """Whether the image's environment authenticates to its index as its label says."""
-    mode = labels.get(LABEL_WHEEL_INDEX_AUTH) or "none"
-    source = f"config:Labels/{LABEL_WHEEL_INDEX_AUTH}"
+    mode = labels.get(image_labels.WHEEL_INDEX_AUTH) or "none"
+    source = f"config:Labels/{image_labels.WHEEL_INDEX_AUTH}"
     on_path = AUTH_BIN in env.get("PATH", "").split(":")
     fixed = [name for name in CERT_VARIABLES if env.get(name)]
 

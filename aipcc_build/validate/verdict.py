@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Optional
 
+from .. import image_labels
 from ..toolkit.components import (
     OWN_SCHEME,
     RELEASE_NUMBERED,
@@ -59,10 +60,6 @@ from .symlinks import resolve_link
 if TYPE_CHECKING:
     from ..matrix.model import AllowRule
 
-LABEL_ACCELERATOR = "ai.aipcc.accelerator"
-LABEL_VERSION = "ai.aipcc.accelerator.version"
-LABEL_VARIANT = "ai.aipcc.variant"
-LABEL_WHEEL_INDEX = "ai.aipcc.wheel-index"
 MIXED = "mixed"  # the evidence kind of the finding that reports an unlabelled mix
 FAMILIES = ("cuda", "rocm")
 # Symlinks whose target names the toolkit the image runs with.
@@ -116,12 +113,12 @@ class _Removals:
 
 
 def _expectation_from_labels(labels: Mapping[str, str]) -> Optional[Expectation]:
-    accelerator = labels.get(LABEL_ACCELERATOR)
+    accelerator = labels.get(image_labels.ACCELERATOR)
     if not accelerator:
         return None
-    return Expectation(accelerator, labels.get(LABEL_VERSION) or None,
-                       labels.get(LABEL_VARIANT) or None, source="labels",
-                       index=labels.get(LABEL_WHEEL_INDEX) or None)
+    return Expectation(accelerator, labels.get(image_labels.ACCELERATOR_VERSION) or None,
+                       labels.get(image_labels.VARIANT) or None, source="labels",
+                       index=labels.get(image_labels.WHEEL_INDEX) or None)
 
 
 def _infer(present: Sequence[tuple[Evidence, Optional[tuple[str, ...]]]],
@@ -311,7 +308,8 @@ def _config_checks(image: PlatformImage, ref: str, expected: Expectation) -> lis
     findings = []
     env, labels = image.env, image.labels
     actual = env.get("FROMAGER_VARIANT")
-    variant = expected.variant if expected.variant is not None else labels.get(LABEL_VARIANT)
+    variant = (expected.variant if expected.variant is not None
+               else labels.get(image_labels.VARIANT))
     if actual is not None and _VERSIONED_VARIANT.search(actual):
         wanted = f", expected {variant!r}" if variant and variant != actual else ""
         findings.append(Finding(
@@ -326,13 +324,14 @@ def _config_checks(image: PlatformImage, ref: str, expected: Expectation) -> lis
             if actual is not None else
             f"FROMAGER_VARIANT is not set, expected {variant!r}",
             component="FROMAGER_VARIANT", component_version=actual))
-    label_accel, label_version = labels.get(LABEL_ACCELERATOR), labels.get(LABEL_VERSION)
+    label_accel = labels.get(image_labels.ACCELERATOR)
+    label_version = labels.get(image_labels.ACCELERATOR_VERSION)
     if label_accel and expected.source != "labels":
         label_release = major_minor(label_version) if label_version else None
         if label_accel != expected.accelerator or (
                 label_release and expected.release and label_release != expected.release):
             findings.append(Finding(
-                VIOLATION, "config", f"config:Labels/{LABEL_ACCELERATOR}",
+                VIOLATION, "config", f"config:Labels/{image_labels.ACCELERATOR}",
                 f"labels say {label_accel} {label_version or ''}".rstrip()
                 + f", expected {expected}", component="labels",
                 component_version=f"{label_accel} {label_version or ''}".rstrip()))
@@ -349,7 +348,7 @@ def _config_checks(image: PlatformImage, ref: str, expected: Expectation) -> lis
     if named and label_accel and label_version and (
             (named.group(1), named.group(2)) != (label_accel, major_minor(label_version))):
         findings.append(Finding(
-            VIOLATION, "config", f"config:Labels/{LABEL_VERSION}",
+            VIOLATION, "config", f"config:Labels/{image_labels.ACCELERATOR_VERSION}",
             f"image name says {named.group(1)} {named.group(2)}, labels say "
             f"{label_accel} {label_version}", component="labels",
             component_version=label_version))
@@ -413,7 +412,7 @@ def _index_checks(image: PlatformImage, scans: Sequence[LayerScan], removals: _R
         for setting in scan.index_settings:
             if removals.removed_by(number, setting.source, content=True) is None:
                 settings.append((setting, scan.digest))
-    index = expected.index or image.labels.get(LABEL_WHEEL_INDEX) or None
+    index = expected.index or image.labels.get(image_labels.WHEEL_INDEX) or None
     findings = judge_settings(settings, expected, index)
     held = _scanned_config_files(scans, removals)
     for variable, path in named_files(image.env, image.working_dir):
