@@ -33,10 +33,10 @@ def promote(context: Context, report_path: str, to: str, dry_run: bool,
             registry: Optional[str], tls_verify: bool, authfile: Optional[str]) -> int:
     """Copy every image the build report marks ok, by digest and with all its platforms,
     to the release repositories: tagged VERSION-BUILD_ID and the matrix's moving tags."""
-    from ..publish import registry_http
     from ..publish.promote import PromoteRequest
     from ..publish.promote import promote as run
     from ..report import copy_progress
+    from ..tools import registry_http
 
     matrix = context.load()
     request = PromoteRequest(report=report_path, to=to, source_registry=registry,
@@ -76,8 +76,8 @@ def mirror(context: Context, accelerators: tuple[str, ...], versions: tuple[str,
     registry, an OCI layout or an archive; skip what is already there."""
     from ..imagebuild import build_report
     from ..publish import mirror as core
-    from ..publish import registry_http
     from ..report import copy_progress
+    from ..tools import registry_http
     from ..tools.retry import Retry
     from ..tools.skopeo import Skopeo
 

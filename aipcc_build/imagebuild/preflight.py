@@ -126,34 +126,15 @@ def check_registries(references: Sequence[str], tls_verify: bool,
 
 
 def _get(host: str, target: str, tls_verify: bool, timeout: float,
-         headers: Optional[Mapping[str, str]] = None, scheme_host: Optional[str] = None
-         ) -> tuple[Optional[int], str, str]:
+         headers: Optional[Mapping[str, str]] = None) -> tuple[Optional[int], str, str]:
     """(status, WWW-Authenticate, "") of GET TARGET on HOST, or (None, "", why)."""
-    import http.client
-    import ssl
+    from ..tools import registry_http
 
-    why = ""
-    for scheme in ("https",) if tls_verify else ("https", "http"):
-        try:
-            if scheme == "https":
-                context = ssl.create_default_context()
-                if not tls_verify:
-                    context.check_hostname = False
-                    context.verify_mode = ssl.CERT_NONE
-                conn: http.client.HTTPConnection = http.client.HTTPSConnection(
-                    scheme_host or host, timeout=timeout, context=context)
-            else:
-                conn = http.client.HTTPConnection(scheme_host or host, timeout=timeout)
-            try:
-                conn.request("GET", target, headers=dict(headers or {}))
-                answer = conn.getresponse()
-                answer.read(65536)
-                return answer.status, answer.getheader("WWW-Authenticate") or "", ""
-            finally:
-                conn.close()
-        except (OSError, http.client.HTTPException) as exc:
-            why = str(exc) or type(exc).__name__
-    return None, "", why
+    try:
+        answer = registry_http.get(host, target, tls_verify, timeout, headers)
+    except registry_http.Unreachable as exc:
+        return None, "", str(exc)
+    return answer.status, answer.headers.get("www-authenticate", ""), ""
 
 
 def _auth_of(host: str, environ: Mapping[str, str]) -> Optional[str]:

@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Optional
 
 from ..errors import InputError, ToolError
 from ..image_reference import below, repository_of, tag_of
+from ..tools.registry_http import UNKNOWN
 from ..tools.retry import Retry, last_line, with_retries
 from ..tools.skopeo import Skopeo
 from . import layout, mirror_config
-from .registry_http import UNKNOWN
 from .transfer import Event, OnEvent, Probe, each, no_credentials
 
 if TYPE_CHECKING:

@@ -20,10 +20,10 @@ from ..imagebuild import build_report
 from ..imagebuild.build_report import ReportEntry
 from ..matrix.expand import check_build_id
 from ..matrix.model import Product
+from ..tools.registry_http import UNKNOWN
 from ..tools.retry import Retry, with_retries
 from ..tools.runner import Runner
 from ..tools.skopeo import Skopeo
-from .registry_http import UNKNOWN
 from .transfer import Copy, Event, OnEvent, Probe, each, no_credentials
 
 

@@ -18,8 +18,8 @@ from aipcc_build.imagebuild import build_report
 from aipcc_build.matrix.model import Product
 from aipcc_build.publish import mirror as mirror_core
 from aipcc_build.publish import promote as promote_core
-from aipcc_build.publish import registry_http
 from aipcc_build.publish.transfer import Event
+from aipcc_build.tools import registry_http
 from aipcc_build.tools.retry import Retry, StillFailing
 from tests.support.publish import PASSWORD, REPO, FlakyProxy, build_image, digest_at, push, run_cli
 

@@ -15,8 +15,8 @@ from aipcc_build.matrix.model import Product
 from aipcc_build.publish import mirror_config
 from aipcc_build.publish.mirror import Image, MirrorRequest, destination, mirror
 from aipcc_build.publish.promote import PromoteRequest, plan, promote, release_tags
-from aipcc_build.publish.registry_http import UNKNOWN
 from aipcc_build.publish.transfer import Event, each
+from aipcc_build.tools.registry_http import UNKNOWN
 from aipcc_build.tools.retry import Retry
 from tests.support.fakes import RecordingRunner
 

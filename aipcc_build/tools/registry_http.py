@@ -1,0 +1,123 @@
+"""The one HTTP client for registries (the Docker Registry HTTP API v2), where a process
+per question would cost more than the answer: `get`, one GET on a host over TLS (or, only
+when TLS verification is off, over plain HTTP where the host speaks no TLS), used by the
+build's registry check and by `manifest_digest`.
+
+`manifest_digest` is a fast, anonymous look at a tag's digest: one GET of its manifest
+instead of a skopeo process, so that a rerun with nothing to copy costs little. The digest
+is the sha256 of the manifest bytes received, never the registry's `Docker-Content-Digest`
+header alone: a registry or proxy that sends the header for other content cannot make
+promote or mirror skip a copy. It sends no credentials: when the registry asks for them
+(401/403), or answers anything unexpected, it returns UNKNOWN and the caller asks skopeo,
+which reads the auth files. A 429 or 5xx answer raises `TransientAnswer` (with the
+registry's Retry-After): the caller retries it like any registry call."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import http.client
+import ssl
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Optional, Union
+
+from ..image_reference import split
+from .retry import TransientAnswer, parse_retry_after
+
+UNKNOWN = object()  # ask skopeo
+ACCEPT = ", ".join((
+    "application/vnd.oci.image.index.v1+json",
+    "application/vnd.oci.image.manifest.v1+json",
+    "application/vnd.docker.distribution.manifest.list.v2+json",
+    "application/vnd.docker.distribution.manifest.v2+json",
+))
+TIMEOUT = 10.0
+# The largest manifest read (distribution refuses to store one above 4 MiB): a longer
+# answer is not a manifest, and only skopeo can tell.
+MAX_MANIFEST = 4 * 1024 * 1024
+
+
+# Hosts that answered on plain HTTP (only ever tried with TLS verification off).
+_PLAIN: dict[str, list[str]] = {}
+
+
+@functools.lru_cache(maxsize=2)
+def _context(verify: bool) -> ssl.SSLContext:
+    # Loading the CA bundle takes tens of milliseconds: once per run, not once per image.
+    if verify:
+        return ssl.create_default_context()
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # no CA bundle: nothing is verified
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+def manifest_digest(ref: str, tls_verify: bool = True) -> Union[Optional[str], object]:
+    """The digest REF (docker://HOST/REPO:TAG) points at, None when the tag does not exist,
+    UNKNOWN when only skopeo can tell."""
+    if not ref.startswith("docker://"):
+        return UNKNOWN
+    repository, tag, digest = split(ref[len("docker://"):])
+    # The first component names a registry host when it holds a dot or a port, or is
+    # localhost (the rule docker and containers/image follow).
+    host, _, path = repository.partition("/")
+    if not path or not tag or digest \
+            or "." not in host and ":" not in host and host != "localhost":
+        return UNKNOWN
+    try:
+        answer = get(host, f"/v2/{path}/manifests/{tag}", tls_verify, TIMEOUT,
+                     {"Accept": ACCEPT}, max_body=MAX_MANIFEST + 1)
+    except Unreachable:
+        return UNKNOWN
+    if answer.status == 200 and len(answer.body) <= MAX_MANIFEST:
+        return "sha256:" + hashlib.sha256(answer.body).hexdigest()
+    if answer.status == 404:
+        return None
+    if answer.status == 429 or answer.status >= 500:
+        raise TransientAnswer(answer.url, answer.status, answer.reason,
+                              parse_retry_after(answer.headers.get("retry-after")))
+    return UNKNOWN
+
+
+class Unreachable(Exception):
+    """No answer from a host on any scheme tried; the message says why."""
+
+
+@dataclass(frozen=True)
+class Answer:
+    url: str
+    status: int
+    reason: str
+    headers: Mapping[str, str]  # names in lower case
+    body: bytes  # at most the max_body asked for; only a 200's
+
+
+def get(host: str, target: str, tls_verify: bool, timeout: float,
+        headers: Optional[Mapping[str, str]] = None, max_body: int = 65536) -> Answer:
+    """GET TARGET on HOST (host[:port]) within TIMEOUT seconds per attempt; Unreachable
+    when no scheme answers."""
+    why = ""
+    for scheme in ["https"] if tls_verify else _PLAIN.get(host, ["https", "http"]):
+        try:
+            if scheme == "https":
+                conn: http.client.HTTPConnection = http.client.HTTPSConnection(
+                    host, timeout=timeout, context=_context(tls_verify))
+            else:
+                conn = http.client.HTTPConnection(host, timeout=timeout)
+            try:
+                conn.request("GET", target, headers=dict(headers or {}))
+                response = conn.getresponse()
+                body = response.read(max_body) if response.status == 200 else b""
+                answer = Answer(f"{scheme}://{host}{target}", response.status,
+                                response.reason,
+                                {k.lower(): v for k, v in response.getheaders()}, body)
+            finally:
+                conn.close()
+        except (OSError, http.client.HTTPException) as exc:
+            why = str(exc) or type(exc).__name__
+            continue  # no TLS there (try plain HTTP when allowed), or unreachable
+        if scheme == "http":
+            _PLAIN[host] = ["http"]  # the next look at this host skips the TLS attempt
+        return answer
+    raise Unreachable(why)
