@@ -38,11 +38,14 @@ export AIPCC_OLDEST_PYTHON ?= $(or $(shell command -v python3.9 2>/dev/null | gr
 	$(lastword $(wildcard $(HOME)/.pyenv/versions/3.9.*/bin/python3.9)),python3.9)
 
 # The suite streams; Python 3.9's unit run, lint and types run beside it (in a tox workdir
-# of their own: two tox runs must not share one package env) and their output follows.
+# of their own) and their output follows. The package is built once, before both: two tox
+# runs building it at once share setuptools' staging directory in the tree, and one fails.
+TEST_WHEELS := .tox/dist
 test: system venv
-	@mkdir -p .tox
-	@$(VENV)/bin/tox --workdir .tox/side -e oldest,lint,type >.tox/side.log 2>&1 & side=$$!; \
-	$(VENV)/bin/tox -e py; suite=$$?; \
+	@rm -rf $(TEST_WHEELS) && $(VENV)/bin/pip wheel --quiet --no-deps --wheel-dir $(TEST_WHEELS) .
+	@pkg=$$(echo $(TEST_WHEELS)/*.whl); \
+	$(VENV)/bin/tox --installpkg $$pkg --workdir .tox/side -e oldest,lint,type >.tox/side.log 2>&1 & side=$$!; \
+	$(VENV)/bin/tox --installpkg $$pkg -e py; suite=$$?; \
 	wait $$side; checks=$$?; cat .tox/side.log; \
 	[ $$suite -eq 0 ] && [ $$checks -eq 0 ]
 
