@@ -3,7 +3,11 @@ reached through nginx that verifies the client certificate and forwards it URL-e
 X-CLIENT-CERT, as Pulp documents. An image rendered from the demo's templates with
 `wheel_index_auth: client-cert` installs with real pip and uv when an entitlement-style
 certificate (<id>.pem and <id>-key.pem, X.509 v3, made by openssl here) is mounted where
-podman and OpenShift mount it, and says what is missing without it."""
+podman and OpenShift mount it, and says what is missing without it.
+
+The same for `wheel_index_auth: netrc` against Pulp's own RBAC content guard (no proxy: the
+content app authenticates Pulp users by HTTP basic auth), with the netrc file mounted where
+the renderer's NETRC says. Both tests share the module's Pulp."""
 
 from __future__ import annotations
 
@@ -18,12 +22,13 @@ import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
 from aipcc_build.matrix import load
 from aipcc_build.render import apply, render_all
-from tests.integration.test_pulp import make_project, pulp  # noqa: F401
+from tests.integration.test_pulp import Project, make_project, pulp  # noqa: F401
 from tests.integration.test_wheel_index import build, uv_wheel  # noqa: F401
 from tests.support import pulp as pulp_server
 from tests.support.project import REPO
@@ -37,7 +42,7 @@ schema: 1
 product: {{name: wheeltest, version: "2.1"}}
 registry: localhost/aipcc-test-pulp
 wheel_index: "{proxy}/pypi/{prefix}/{{release}}/{{variant}}/simple/"
-wheel_index_auth: client-cert
+wheel_index_auth: {auth}
 templates: {templates}
 output: {output}
 os:
@@ -168,9 +173,9 @@ def call(pulp: pulp_server.Pulp, method: str, path: str,  # noqa: F811
     return result
 
 
-def test_an_entitlement_certificate_mounted_like_podman_does_lets_pip_and_uv_install(
-        pulp: pulp_server.Pulp, proxy: str, tmp_path: Path, uv_wheel: Path,  # noqa: F811
-        debian_base: str) -> None:
+def published(pulp: pulp_server.Pulp, tmp_path: Path, uv_wheel: Path,  # noqa: F811
+              debian_base: str) -> Project:
+    """cpu-debian on the Pulp: uv's wheel and three small projects of its own."""
     project = make_project(pulp, tmp_path / "project", debian_base)
     wheels = project.wheels("cpu-debian")
     (wheels / uv_wheel.name).symlink_to(uv_wheel)
@@ -178,15 +183,44 @@ def test_an_entitlement_certificate_mounted_like_podman_does_lets_pip_and_uv_ins
         make_wheel(wheels, name, "1.0")
     done = project.index(f"pulp+{pulp.api}", f"cpu-debian={wheels}")
     assert done.returncode == 0, done.stderr
+    return project
 
-    # The distribution goes behind an X.509 guard trusting the test's CA.
-    ca = (tmp_path / "certs" / "ca.pem").read_text()
-    guard = call(pulp, "POST", "/pulp/api/v3/contentguards/certguard/x509/",
-                 {"name": f"{project.prefix}-x509", "ca_certificate": ca})
+
+def guard(pulp: pulp_server.Pulp, project: Project, guard_href: str) -> str:  # noqa: F811
+    """Put cpu-debian's distribution behind the content guard GUARD_HREF; its base path."""
     base_path = f"{project.prefix}/2.1/cpu-debian"
     distribution = pulp.get(f"/pulp/api/v3/distributions/python/pypi/?base_path={base_path}"
                             )["results"][0]
-    call(pulp, "PATCH", distribution["pulp_href"], {"content_guard": guard["pulp_href"]})
+    call(pulp, "PATCH", distribution["pulp_href"], {"content_guard": guard_href})
+    return base_path
+
+
+def demo_image(tmp_path: Path, index: str, prefix: str, debian_base: str, auth: str) -> str:
+    """One image of the demo's base template, rendered for AUTH against the index at INDEX
+    (origin); its tag."""
+    matrix_path = tmp_path / f"matrix-{auth}.yaml"
+    matrix_path.write_text(MATRIX.format(
+        proxy=index, prefix=prefix, auth=auth, templates=REPO / "templates" / "demo",
+        output=tmp_path / f"out-{auth}", base=debian_base))
+    matrix = load(str(matrix_path))
+    apply(matrix, render_all(matrix), check=False, remove_stale=False)
+    containerfile = tmp_path / f"out-{auth}" / "base" / "cpu-debian" / "Containerfile"
+    tag = f"localhost/aipcc-test-pulp/auth-{uuid.uuid4().hex[:8]}"
+    built = build(str(containerfile), tag)
+    assert built.returncode == 0, built.stderr[-3000:]
+    return tag
+
+
+def test_an_entitlement_certificate_mounted_like_podman_does_lets_pip_and_uv_install(
+        pulp: pulp_server.Pulp, proxy: str, tmp_path: Path, uv_wheel: Path,  # noqa: F811
+        debian_base: str) -> None:
+    project = published(pulp, tmp_path, uv_wheel, debian_base)
+
+    # The distribution goes behind an X.509 guard trusting the test's CA.
+    ca = (tmp_path / "certs" / "ca.pem").read_text()
+    x509 = call(pulp, "POST", "/pulp/api/v3/contentguards/certguard/x509/",
+                {"name": f"{project.prefix}-x509", "ca_certificate": ca})
+    base_path = guard(pulp, project, str(x509["pulp_href"]))
     wheel_url = f"{proxy}/pulp/content/{base_path}/cpu_lib-1.0-py3-none-any.whl"
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(wheel_url, context=context(tmp_path), timeout=30)
@@ -195,17 +229,7 @@ def test_an_entitlement_certificate_mounted_like_podman_does_lets_pip_and_uv_ins
                                 timeout=30) as answer:
         assert answer.read(2) == b"PK"
 
-    # One image of the demo's base template, rendered for client-cert.
-    matrix_path = tmp_path / "matrix.yaml"
-    matrix_path.write_text(MATRIX.format(
-        proxy=proxy, prefix=project.prefix, templates=REPO / "templates" / "demo",
-        output=tmp_path / "out", base=debian_base))
-    matrix = load(str(matrix_path))
-    apply(matrix, render_all(matrix), check=False, remove_stale=False)
-    containerfile = tmp_path / "out" / "base" / "cpu-debian" / "Containerfile"
-    tag = f"localhost/aipcc-test-pulp/auth-{uuid.uuid4().hex[:8]}"
-    built = build(str(containerfile), tag)
-    assert built.returncode == 0, built.stderr[-3000:]
+    tag = demo_image(tmp_path, proxy, project.prefix, debian_base, "client-cert")
     container = ""
     entitlement = tmp_path / "entitlement"  # what subscription-manager keeps
     entitlement.mkdir()
@@ -259,3 +283,75 @@ def test_an_entitlement_certificate_mounted_like_podman_does_lets_pip_and_uv_ins
         subprocess.run(["buildah", "rmi", "-f", tag], capture_output=True, timeout=300)
         if not had_shm and shm.exists():
             shutil.rmtree(shm, ignore_errors=True)
+
+
+def test_a_netrc_secret_lets_pip_and_uv_past_pulps_rbac_guard(
+        pulp: pulp_server.Pulp, tmp_path: Path, uv_wheel: Path,  # noqa: F811
+        debian_base: str) -> None:
+    """Pulp's RBAC content guard: the content app authenticates a Pulp user by HTTP basic
+    auth (DRF's authentication classes run in front of every guard) and lets those with the
+    guard's download role fetch. The simple pages stay open, as pulp_python serves them."""
+    project = published(pulp, tmp_path, uv_wheel, debian_base)
+    reader, secret = f"{project.prefix}-reader", uuid.uuid4().hex
+    call(pulp, "POST", "/pulp/api/v3/users/", {"username": reader, "password": secret})
+    rbac = call(pulp, "POST", "/pulp/api/v3/contentguards/core/rbac/",
+                {"name": f"{project.prefix}-rbac"})
+    call(pulp, "POST", f"{rbac['pulp_href']}add_role/",
+         {"role": "core.rbaccontentguard_downloader", "users": [reader]})
+    base_path = guard(pulp, project, str(rbac["pulp_href"]))
+    wheel_url = f"{pulp.content}/pulp/content/{base_path}/cpu_lib-1.0-py3-none-any.whl"
+
+    def fetch(user: str, password: str) -> int:
+        request = urllib.request.Request(wheel_url, headers={
+            "Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode())
+            .decode()} if user else {})
+        try:
+            with urllib.request.urlopen(request, timeout=30) as answer:
+                return int(answer.status)
+        except urllib.error.HTTPError as refused:
+            return refused.code
+
+    assert (fetch("", ""), fetch(reader, "wrong"), fetch(reader, secret)) == (403, 403, 200)
+
+    tag = demo_image(tmp_path, pulp.api, project.prefix, debian_base, "netrc")
+    netrc = tmp_path / "netrc"
+    netrc.write_text(f"machine 127.0.0.1 login {reader} password {secret}\n")
+    netrc.chmod(0o600)
+    wrong = tmp_path / "netrc-elsewhere"
+    wrong.write_text(f"machine pulp.example.com login {reader} password {secret}\n")
+    container = ""
+    try:
+        container = subprocess.run(["buildah", "from", "--pull-never", tag], check=True,
+                                   capture_output=True, text=True, timeout=300).stdout.strip()
+
+        def run(script: str, secret_file: Optional[Path] = None
+                ) -> subprocess.CompletedProcess[str]:
+            mounts = [f"-v={secret_file}:/run/secrets/netrc:ro"] if secret_file else []
+            return subprocess.run(["buildah", "run", *mounts, container, "--", "sh", "-c",
+                                   script], capture_output=True, text=True, timeout=600)
+
+        bare = run("pip install cpu-lib")
+        assert bare.returncode != 0
+        assert "pip: this image's wheel index needs a user and password: no netrc file at " \
+               "/run/secrets/netrc" in bare.stderr, bare.stderr[-3000:]
+        elsewhere = run("pip install cpu-lib", wrong)
+        assert elsewhere.returncode != 0
+        assert "/run/secrets/netrc has no entry for 127.0.0.1" in elsewhere.stderr, \
+            elsewhere.stderr[-3000:]
+
+        pip = run("pip install cpu-lib uv && /usr/bin/python3 -m pip install cpu-extra", netrc)
+        assert pip.returncode == 0, pip.stdout[-2000:] + pip.stderr[-3000:]
+        assert "Successfully installed cpu-lib-1.0" in pip.stdout
+        assert "Successfully installed cpu-extra-1.0" in pip.stdout
+        uv = run("uv pip install cpu-tool", netrc)
+        assert uv.returncode == 0, uv.stdout + uv.stderr[-3000:]
+        assert "+ cpu-tool==1.0" in uv.stderr
+        uv_bare = run("uv pip install --no-cache --reinstall cpu-tool")
+        assert uv_bare.returncode != 0
+        assert "uv: this image's wheel index needs a user and password" in uv_bare.stderr, \
+            uv_bare.stderr[-3000:]
+        assert secret not in pip.stdout + pip.stderr + uv.stdout + uv.stderr
+    finally:
+        if container:
+            subprocess.run(["buildah", "rm", container], capture_output=True, timeout=300)
+        subprocess.run(["buildah", "rmi", "-f", tag], capture_output=True, timeout=300)
