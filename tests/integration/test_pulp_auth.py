@@ -12,6 +12,7 @@ the renderer's NETRC says. Both tests share the module's Pulp."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import shutil
 import ssl
@@ -28,8 +29,9 @@ import pytest
 
 from aipcc_build.matrix import load
 from aipcc_build.render import apply, render_all
-from tests.integration.test_pulp import Project, make_project, pulp  # noqa: F401
+from tests.integration.test_pulp import Project, make_project, pulp, served  # noqa: F401
 from tests.integration.test_wheel_index import build, uv_wheel  # noqa: F401
+from tests.support import oauth
 from tests.support import pulp as pulp_server
 from tests.support.project import REPO
 from tests.support.wheels import make_wheel
@@ -78,7 +80,8 @@ def certificates(directory: Path) -> None:
                 f"{name}.pem", cwd=directory)
 
 
-NGINX = """\
+# nginx's own files under {d}; one server follows.
+NGINX_HTTP = """\
 daemon off;
 master_process off;
 error_log {d}/error.log;
@@ -91,6 +94,8 @@ http {{
   fastcgi_temp_path {d}/fastcgi;
   uwsgi_temp_path {d}/uwsgi;
   scgi_temp_path {d}/scgi;
+"""
+NGINX = NGINX_HTTP + """\
   server {{
     listen 127.0.0.1:{port} ssl;
     ssl_certificate {certs}/server.pem;
@@ -110,18 +115,14 @@ http {{
 """
 
 
-@pytest.fixture
-def proxy(pulp: pulp_server.Pulp, tmp_path: Path) -> Iterator[str]:  # noqa: F811
-    """nginx on a free port of 127.0.0.1 in front of the Pulp; its own config, no service.
-    Pulp's pages link to its content origin: nginx rewrites that to itself."""
+@contextlib.contextmanager
+def nginx(work: Path, config: str, probe: str,
+          ssl_context: Optional[ssl.SSLContext] = None) -> Iterator[None]:
+    """nginx with CONFIG (its own files under WORK, no service) until PROBE answers."""
     if shutil.which("nginx") is None:
         pytest.skip("nginx is not installed (Debian: apt-get install nginx; `make system`)")
-    certificates(tmp_path / "certs")
-    work = tmp_path / "nginx"
     work.mkdir()
-    port = pulp_server.free_port()
-    (work / "nginx.conf").write_text(NGINX.format(
-        d=work, port=port, certs=tmp_path / "certs", content=pulp.content, api=pulp.api))
+    (work / "nginx.conf").write_text(config)
     with open(work / "stdout.log", "wb") as log:
         process = subprocess.Popen(["nginx", "-p", str(work), "-c", str(work / "nginx.conf")],
                                    stdout=log, stderr=log, stdin=subprocess.DEVNULL)
@@ -130,13 +131,14 @@ def proxy(pulp: pulp_server.Pulp, tmp_path: Path) -> Iterator[str]:  # noqa: F81
         while True:
             assert process.poll() is None, (work / "error.log").read_text(errors="replace")
             try:
-                with urllib.request.urlopen(f"https://127.0.0.1:{port}/pulp/api/v3/status/",
-                                            context=context(tmp_path), timeout=5):
+                with urllib.request.urlopen(probe, context=ssl_context, timeout=5):
                     break
+            except urllib.error.HTTPError:
+                break  # nginx answers (the probe may need credentials)
             except (urllib.error.URLError, OSError):
                 assert time.monotonic() < deadline, "nginx did not answer"
                 time.sleep(0.2)
-        yield f"https://127.0.0.1:{port}"
+        yield
     finally:
         process.terminate()
         try:
@@ -144,6 +146,20 @@ def proxy(pulp: pulp_server.Pulp, tmp_path: Path) -> Iterator[str]:  # noqa: F81
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout=20)
+
+
+@pytest.fixture
+def proxy(pulp: pulp_server.Pulp, tmp_path: Path) -> Iterator[str]:  # noqa: F811
+    """nginx on a free port of 127.0.0.1 in front of the Pulp; its own config, no service.
+    Pulp's pages link to its content origin: nginx rewrites that to itself."""
+    certificates(tmp_path / "certs")
+    work = tmp_path / "nginx"
+    port = pulp_server.free_port()
+    config = NGINX.format(d=work, port=port, certs=tmp_path / "certs", content=pulp.content,
+                          api=pulp.api)
+    with nginx(work, config, f"https://127.0.0.1:{port}/pulp/api/v3/status/",
+               context(tmp_path)):
+        yield f"https://127.0.0.1:{port}"
 
 
 def context(tmp_path: Path, client: bool = False) -> ssl.SSLContext:
@@ -355,3 +371,105 @@ def test_a_netrc_secret_lets_pip_and_uv_past_pulps_rbac_guard(
         if container:
             subprocess.run(["buildah", "rm", container], capture_output=True, timeout=300)
         subprocess.run(["buildah", "rmi", "-f", tag], capture_output=True, timeout=300)
+
+
+# Pulp trusting its web server (pulpcore's "webserver authentication"): the API reads the
+# user from the Remote-User header that nginx sets after auth_request asked the token issuer
+# whether the bearer token is valid. The API document stays open, as pulp-glue needs it to
+# find the token URL.
+BEARER_NGINX = NGINX_HTTP + """\
+  server {{
+    listen 127.0.0.1:{port};
+    client_max_body_size 0;
+    location = /_token_check {{
+      internal;
+      proxy_method GET;
+      proxy_pass_request_body off;
+      proxy_set_header Content-Length "";
+      proxy_pass {issuer}/introspect;
+    }}
+    location /pulp/api/v3/docs/ {{
+      proxy_set_header Remote-User "";
+      proxy_pass {api};
+    }}
+    location / {{
+      auth_request /_token_check;
+      auth_request_set $token_user $upstream_http_x_remote_user;
+      proxy_set_header Remote-User $token_user;
+      proxy_pass {api};
+    }}
+  }}
+}}
+"""
+REMOTE_USER_SETTINGS = """
+AUTHENTICATION_BACKENDS = ["django.contrib.auth.backends.RemoteUserBackend",
+                           "pulpcore.backends.ObjectRolePermissionBackend"]
+REST_FRAMEWORK__DEFAULT_AUTHENTICATION_CLASSES = (
+    "pulpcore.app.authentication.PulpRemoteUserAuthentication",)
+REMOTE_USER_ENVIRON_NAME = "HTTP_REMOTE_USER"
+REMOTE_USER_OPENAPI_SECURITY_SCHEME = {{"type": "oauth2", "flows": {{"clientCredentials": {{
+    "tokenUrl": "{token_url}", "scopes": {{}}}}}}}}
+"""
+
+
+def test_publishing_with_oauth2_client_credentials_through_a_bearer_only_api(
+        pulp: pulp_server.Pulp, tmp_path: Path, debian_base: str) -> None:  # noqa: F811
+    client_secret = f"cs-{uuid.uuid4().hex}"
+    project = make_project(pulp, tmp_path / "project", debian_base)
+    wheels = project.wheels("cpu-debian")
+    for name in ("cpu-lib", "cpu-tool"):
+        make_wheel(wheels, name, "1.0")
+    with oauth.running({"aipcc-publisher": (client_secret, pulp.user)}) as issuer, \
+            pulp_server.another_api(pulp, REMOTE_USER_SETTINGS.format(
+                token_url=issuer.token_url)) as api:
+        port = pulp_server.free_port()
+        gateway = f"http://127.0.0.1:{port}"
+        with nginx(tmp_path / "nginx", BEARER_NGINX.format(
+                d=tmp_path / "nginx", port=port, issuer=issuer.url, api=api),
+                f"{gateway}/pulp/api/v3/docs/api.json?component=core"):
+            # The API behind nginx takes a bearer token and nothing else.
+            for headers in ({}, {"Authorization": "Basic " + base64.b64encode(
+                    f"{pulp.user}:{pulp.password}".encode()).decode()}):
+                with pytest.raises(urllib.error.HTTPError) as refused:
+                    urllib.request.urlopen(urllib.request.Request(
+                        f"{gateway}/pulp/api/v3/repositories/", headers=headers), timeout=30)
+                assert refused.value.code == 401
+
+            def publish(secret: str) -> subprocess.CompletedProcess[str]:
+                config = project.directory / "config" / "pulp" / "cli.toml"
+                config.write_text(f'[cli]\nbase_url = "{gateway}"\nclient_id = '
+                                  f'"aipcc-publisher"\nclient_secret = "{secret}"\n')
+                return project.index(f"pulp+{gateway}", f"cpu-debian={wheels}")
+
+            wrong = publish("not-the-secret")
+            assert wrong.returncode == 2, wrong.stdout + wrong.stderr
+            lines = wrong.stderr.strip().splitlines()
+            assert len(lines) == 1 and lines[0].endswith(
+                f"the OAuth2 token issuer at {issuer.url}/token refused the client "
+                "credentials of the pulp-cli profile or PULP_CLIENT_ID/PULP_CLIENT_SECRET "
+                "(invalid_client)"), wrong.stderr
+            assert "not-the-secret" not in wrong.stdout + wrong.stderr
+            assert served(pulp, project) == {}  # nothing made, nothing switched
+
+            first = publish(client_secret)
+            assert first.returncode == 0, first.stderr
+            base_path = f"{project.prefix}/2.1/cpu-debian"
+            version = served(pulp, project)[base_path]
+            content = pulp.get(f"{version}")["content_summary"]["present"]
+            assert content["python.python"]["count"] == 2
+            assert issuer.issued >= 1
+
+            # The identity provider revokes each token after three requests: in the middle
+            # of a publish Pulp's web server answers 401, a new token is fetched and the
+            # publish goes on.
+            issuer.uses_per_token = 3
+            issued = issuer.issued
+            make_wheel(wheels, "cpu-extra", "1.0")
+            second = publish(client_secret)
+            assert second.returncode == 0, second.stderr
+            assert served(pulp, project)[base_path] != version
+            assert issuer.issued - issued >= 3, issuer.issued - issued
+            for output in (first, second):
+                text = output.stdout + output.stderr
+                assert client_secret not in text
+                assert not any(token in text for token in issuer.tokens)
