@@ -254,7 +254,13 @@ class Client:
         for flow in flows:
             if isinstance(flow, dict) and isinstance(flow.get("tokenUrl"), str):
                 token_url = urljoin(self.server.base_url + self.server.api, flow["tokenUrl"])
-                if urlsplit(token_url).scheme in ("http", "https"):
+                scheme = urlsplit(token_url).scheme
+                if scheme == "http" and self._origin.https:
+                    # The client secret would cross the network in clear text.
+                    raise PulpAuthError(f"Pulp at {self.server.base_url} names a token URL "
+                                        f"without TLS ({_Origin.of(token_url)}): the client "
+                                        "secret is not sent there")
+                if scheme in ("http", "https"):
                     scopes = flow.get("scopes") or {}
                     return token_url, " ".join(scopes) if isinstance(scopes, dict) else ""
         if self._basic:

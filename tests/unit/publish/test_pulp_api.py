@@ -280,3 +280,17 @@ def test_an_unreachable_token_issuer_names_it(fake: tuple[Script, str]) -> None:
     with pytest.raises(PulpUnreachable, match=f"cannot reach the OAuth2 token issuer at "
                                               f"http://127.0.0.1:{port}/token"):
         oauth(url).get("status/")
+
+
+def test_an_https_server_naming_a_plain_http_token_url_gets_no_secret() -> None:
+    api = Client(PulpServer(base_url="https://pulp.example", client_id="c", client_secret="s"))
+    answer = json.dumps(api_document("http://sso.example/token")).encode()
+    api._attempts = lambda *args, **kwargs: _FakeAnswer(200, answer)  # type: ignore[method-assign]
+    with pytest.raises(PulpAuthError, match="names a token URL without TLS "
+                                            r"\(http://sso.example\)"):
+        api.login()
+
+
+class _FakeAnswer:
+    def __init__(self, status: int, body: bytes) -> None:
+        self.status, self.body, self.headers = status, body, {}
