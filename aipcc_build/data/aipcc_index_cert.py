@@ -146,9 +146,13 @@ def netrc_problem(environ=None):
     host = urlsplit(url).hostname
     try:
         entries = netrc.netrc(path)
-    except (netrc.NetrcParseError, OSError, UnicodeError) as error:
-        # The parser's message names the file and line, never a password.
-        return f"{path} cannot be read: {getattr(error, 'msg', None) or error}"
+    except netrc.NetrcParseError:
+        # Not the parser's message: it quotes the token it stumbled on, which may be a
+        # piece of a password (one with a space in it); its line number is often the next.
+        return f"{path} cannot be read as a netrc file (`machine HOST login USER password " \
+            "TOKEN` lines)"
+    except (OSError, UnicodeError) as error:
+        return f"{path} cannot be read: {getattr(error, 'strerror', None) or type(error).__name__}"
     if host and entries.authenticators(host) is None:
         return (f"{path} has no entry for {host} (a line `machine {host} login USER "
                 "password TOKEN`)")

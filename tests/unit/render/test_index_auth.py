@@ -259,6 +259,13 @@ def test_netrc_problems_say_what_keeps_pip_from_authenticating(
     netrc.write_text("machine idx.example login u password s3cret\nmacdef\n")
     broken = helper.netrc_problem(netrc_env(netrc))
     assert broken is not None and "cannot be read" in broken and "s3cret" not in broken
+    # A password with a space: the parser stumbles on its second half, never shown.
+    netrc.write_text("\nmachine idx.example login u password s3cr half2\n")
+    assert helper.netrc_problem(netrc_env(netrc)) == (
+        f"{netrc} cannot be read as a netrc file (`machine HOST login USER password TOKEN` "
+        "lines)")
+    netrc.write_bytes(b"machine idx.example login u password \xff\xfe\n")
+    assert "cannot be read" in helper.netrc_problem(netrc_env(netrc))
     assert helper.netrc_problem({"PIP_INDEX_URL": "https://idx.example/"}) is None  # unset
 
 
