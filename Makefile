@@ -38,8 +38,14 @@ demo: system venv
 export AIPCC_OLDEST_PYTHON ?= $(or $(shell command -v python3.9 2>/dev/null | grep -v /shims/),\
 	$(lastword $(wildcard $(HOME)/.pyenv/versions/3.9.*/bin/python3.9)),python3.9)
 
+# The suite streams; Python 3.9's unit run, lint and types run beside it (in a tox workdir
+# of their own: two tox runs must not share one package env) and their output follows.
 test: system venv
-	$(VENV)/bin/tox -e py,oldest,lint,type
+	@mkdir -p .tox
+	@$(VENV)/bin/tox --workdir .tox/side -e oldest,lint,type >.tox/side.log 2>&1 & side=$$!; \
+	$(VENV)/bin/tox -e py; suite=$$?; \
+	wait $$side; checks=$$?; cat .tox/side.log; \
+	[ $$suite -eq 0 ] && [ $$checks -eq 0 ]
 
 system:
 	@if command -v apt-get >/dev/null; then \

@@ -1,8 +1,8 @@
 """`plan --format konflux` held against Konflux's own definitions, offline: the reference
-pipeline and the Task of each version our pipelines use (build-definitions), Conforma's
-required tasks (the rule data Konflux's policy reads), build-service's labels, annotations
-and service account, and the strict Tekton schema. The vendored files and where they come
-from: tests/data/konflux/README.md."""
+pipeline and the Task of each version our pipelines use (build-definitions,
+konflux-sast-tasks), Conforma's required tasks (the rule data Konflux's policy reads),
+build-service's labels, annotations and service account, and the strict Tekton schema.
+The vendored files and where they come from: tests/data/konflux/README.md."""
 
 from __future__ import annotations
 
@@ -27,9 +27,10 @@ KONFLUX = Path(__file__).resolve().parents[2] / "data" / "konflux"
 DEFINITIONS = KONFLUX / "build-definitions"
 REFERENCE = DEFINITIONS / "docker-build-multi-platform-oci-ta.yaml"
 REQUIRED_TASKS = KONFLUX / "rhtap-ec-policy" / "required_tasks.yml"
-# The reference pipeline's one task we leave out: no digest of its current version is
-# published where we could cite it (docs/ci/konflux.md).
-LEFT_OUT = {"ecosystem-cert-preflight-checks"}
+# The Task definitions, by the repository that holds them (README.md names the commits).
+TASK_DIRS = (DEFINITIONS / "tasks", KONFLUX / "konflux-sast-tasks" / "tasks")
+# The build that pins the one bundle build-definitions publishes no file for.
+BUILD_SERVICE_PUSH = KONFLUX / "build-service" / "build-service-push.yaml"
 PINNED = re.compile(r"quay\.io/konflux-ci/tekton-catalog/task-(?P<name>[a-z0-9-]+):"
                     r"(?P<tag>[0-9.]+)@sha256:[0-9a-f]{64}")
 RESULT_REF = re.compile(r"\$\(tasks\.([a-z0-9-]+)\.results\.([A-Za-z0-9_-]+)(\[\*\])?\)")
@@ -50,8 +51,17 @@ def reference() -> dict[str, dict[str, Any]]:
 
 @cache
 def definition(name: str, version: str) -> dict[str, Any] | None:
-    path = DEFINITIONS / "tasks" / f"{name}-{version}.yaml"
-    return yaml.safe_load(path.read_text())["spec"] if path.exists() else None
+    """The vendored Task NAME of VERSION (its spec), or None: none could be vendored."""
+    found = [d / f"{name}-{version}.yaml" for d in TASK_DIRS
+             if (d / f"{name}-{version}.yaml").exists()]
+    assert len(found) <= 1, found
+    if not found:
+        return None
+    task = yaml.safe_load(found[0].read_text())
+    assert task["kind"] == "Task" and task["metadata"]["name"] == name
+    label = task["metadata"]["labels"]["app.kubernetes.io/version"]
+    assert label == version or label.startswith(f"{version}."), (name, label)
+    return task["spec"]
 
 
 def versions() -> dict[str, str]:
@@ -126,7 +136,7 @@ def check_against_konflux(text: str) -> dict[str, Any]:
             offered = {w["name"]: w for w in spec_of.get("workspaces", [])}
             assert bound <= set(offered), name
             assert {n for n, w in offered.items() if not w.get("optional")} <= bound, name
-        else:  # against the reference pipeline's use of it
+        else:  # none vendored (README.md): against the reference pipeline's use
             used = next(t for t in reference().values() if t["taskRef"]["name"] == task_name)
             assert params <= {p["name"] for p in used.get("params", [])} | {
                 p["name"] for p in used.get("matrix", {}).get("params", [])}, name
@@ -140,7 +150,7 @@ def check_against_konflux(text: str) -> dict[str, Any]:
             assert name in results_of(tasks[producer])
     # The tasks and their order are the reference pipeline's.
     by_ref = {bundle(t)[0] for t in tasks.values()}
-    assert by_ref == {t["taskRef"]["name"] for t in reference().values()} - LEFT_OUT
+    assert by_ref == {t["taskRef"]["name"] for t in reference().values()}
     return document
 
 
@@ -430,14 +440,35 @@ def test_without_a_clonable_origin_konflux_is_a_clear_input_error(repo, run):
 
 def test_the_bundle_file_pins_what_build_definitions_publishes():
     """Each default bundle is the one build-definitions names for the version its
-    reference pipeline uses (external-task/<task>/<version>/<task>.yaml)."""
+    reference pipeline uses (external-task/<task>/<version>/<task>.yaml); the one it names
+    none for, the one build-service's own build pins."""
+    pinned_by_build_service = {
+        bundle(task)[0]: bundle(task)[1] for task in
+        yaml.safe_load(BUILD_SERVICE_PUSH.read_text())["spec"]["pipelineSpec"]["tasks"]}
     for task, version in versions().items():
-        if task in LEFT_OUT:
-            continue
-        published = yaml.safe_load(
-            (DEFINITIONS / "bundles" / f"{task}-{version}.yaml").read_text())["task_bundle"]
-        assert default_bundles()[task] == published
-    assert set(default_bundles()) == set(versions()) - LEFT_OUT
+        published = DEFINITIONS / "bundles" / f"{task}-{version}.yaml"
+        if published.exists():
+            assert default_bundles()[task] == yaml.safe_load(published.read_text())["task_bundle"]
+        else:
+            assert task == "ecosystem-cert-preflight-checks"
+            assert default_bundles()[task] == pinned_by_build_service[task]
+            assert PINNED.fullmatch(default_bundles()[task])["tag"] == version
+    assert set(default_bundles()) == set(versions())
+
+
+def test_the_certification_check_runs_as_in_konflux_reference_pipeline(kx_repo, run):
+    """ecosystem-cert-preflight-checks: per platform of the index, after it, skipped with
+    the other checks, exactly as the reference pipeline and build-service's build call it."""
+    files = generate(run, kx_repo / "matrix/aipcc.yaml")
+    ours = next(t for t in yaml.safe_load(files[".tekton/aipcc-3-0-base-cpu-el9-6-push.yaml"])[
+        "spec"]["pipelineSpec"]["tasks"] if t["name"] == "ecosystem-cert-preflight-checks")
+    build_service = next(
+        t for t in yaml.safe_load(BUILD_SERVICE_PUSH.read_text())["spec"]["pipelineSpec"]["tasks"]
+        if t["name"] == "ecosystem-cert-preflight-checks")
+    upstream = reference()["ecosystem-cert-preflight-checks"]
+    assert bundle(ours) == bundle(build_service)
+    for key in ("params", "matrix", "runAfter", "when"):
+        assert ours[key] == upstream[key] == build_service[key], key
 
 
 def test_a_dependent_builds_from_its_parent_by_digest_and_a_nudge_is_no_drift(kx_repo, run):
