@@ -5,8 +5,9 @@ PYTHON ?= python3
 # mmdebstrap builds the Debian base image (scripts/base-os); qemu-user-static and binfmt-support
 # run foreign-architecture (arm64) RUN steps (scripts/setup-emulation). postgresql: the
 # tests' own Pulp keeps its database in a cluster of its own (tests/support/pulp.py). nginx:
-# the TLS proxy forwarding client certificates to Pulp's X.509 guard (its own config, no
-# service; tests/integration/test_pulp_client_cert.py).
+# the TLS proxy forwarding client certificates to Pulp's X.509 guard, and the web server that
+# checks bearer tokens for Pulp with auth_request (its own config, no service;
+# tests/integration/test_pulp_auth.py).
 SYSTEM_PACKAGES_DEB := buildah skopeo docker-registry busybox-static zstd chromium git \
 	mmdebstrap qemu-user-static binfmt-support postgresql nginx
 SYSTEM_PACKAGES_RPM := buildah skopeo docker-distribution busybox zstd chromium git \

@@ -136,7 +136,7 @@ def mirror(context: Context, accelerators: tuple[str, ...], versions: tuple[str,
                    "(repeatable; no VARIANT=DIR then).")
 @click.option("--profile", metavar="NAME",
               help="Pulp: the pulp-cli profile ([cli-NAME] of ~/.config/pulp/cli.toml) with "
-                   "the credentials (default: PULP_PROFILE, else [cli]).")
+                   "the credentials (default: PULP_CLI_PROFILE or PULP_PROFILE, else [cli]).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @pass_context
 def index(context: Context, root: str, wheels: tuple[str, ...], keep: int, dry_run: bool,
@@ -151,7 +151,8 @@ def index(context: Context, root: str, wheels: tuple[str, ...], keep: int, dry_r
     is a pulp_python repository whose distribution's base path is the variant's URL; one
     new repository version per changed variant, the distributions switched once all are
     ready. Credentials come from pulp-cli's configuration (--profile) or PULP_USERNAME and
-    PULP_PASSWORD."""
+    PULP_PASSWORD, or OAuth2 client credentials (client_id/client_secret, PULP_CLIENT_ID and
+    PULP_CLIENT_SECRET)."""
     from ..report import index_summary
 
     pulp = root.startswith("pulp+")

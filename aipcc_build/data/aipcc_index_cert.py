@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Presents the host's entitlement certificate to pip and uv (written into images by
-aipcc-build for a wheel index with `wheel_index_auth: client-cert`).
+"""Presents the host's entitlement certificate to pip and uv, or tells them that the netrc
+secret is missing (written into images by aipcc-build for a wheel index with
+`wheel_index_auth: client-cert` or `netrc`; AUTH below says which).
 
 subscription-manager keeps a certificate and its key in two files, /etc/pki/entitlement/
 <id>.pem and <id>-key.pem; podman mounts the host's into every container (mounts.conf:
@@ -15,6 +16,11 @@ acts only in pip (`pip ...`, `python -m pip ...`, a notebook's `%pip`); this fil
 `uv` first on PATH, sets the variable and runs the real uv. A variable the user set is left
 alone. Without a certificate, pip's and uv's install commands are told what is missing and
 where it was looked for, then run (and the index refuses them).
+
+netrc: pip and uv read the user and password themselves from the file NETRC names (the
+image sets /run/secrets/netrc, where `--secret id=netrc` puts it); when it is missing, or
+has no entry for the index's host, they send nothing and the index answers 401 or 403
+without saying why. Here an install is told first.
 Standard library only: it runs on the image's Python (3.6 and later).
 """
 
@@ -23,6 +29,8 @@ import os
 import stat
 import sys
 
+# The image's `wheel_index_auth`: the renderer writes this line with the image's mode.
+AUTH = "client-cert"
 DIRECTORIES = ("/etc/pki/entitlement", "/run/secrets/etc-pki-entitlement",
                "/etc/pki/entitlement-host")
 RUNTIME = "/dev/shm"
@@ -121,6 +129,53 @@ def _pip_arguments(argv):
     return None
 
 
+def netrc_problem(environ=None):
+    """What keeps pip and uv from authenticating with the netrc file NETRC names (None when
+    nothing does, or when the user unset NETRC: then ~/.netrc is theirs to manage)."""
+    import netrc  # here, not at the top: every Python of the image imports this module
+    from urllib.parse import urlsplit
+
+    environ = os.environ if environ is None else environ
+    path = environ.get("NETRC")
+    if not path:
+        return None
+    if not _regular(path):
+        return f"no netrc file at {path} (NETRC)"
+    url = environ.get("PIP_INDEX_URL") or environ.get("UV_DEFAULT_INDEX") \
+        or environ.get("UV_INDEX_URL") or ""
+    host = urlsplit(url).hostname
+    try:
+        entries = netrc.netrc(path)
+    except netrc.NetrcParseError:
+        # Not the parser's message: it quotes the token it stumbled on, which may be a
+        # piece of a password (one with a space in it); its line number is often the next.
+        return f"{path} cannot be read as a netrc file (`machine HOST login USER password " \
+            "TOKEN` lines)"
+    except (OSError, UnicodeError) as error:
+        return f"{path} cannot be read: {getattr(error, 'strerror', None) or type(error).__name__}"
+    if host and entries.authenticators(host) is None:
+        return (f"{path} has no entry for {host} (a line `machine {host} login USER "
+                "password TOKEN`)")
+    return None
+
+
+def netrc_missing(tool, problem):
+    return (f"{tool}: this image's wheel index needs a user and password: {problem}. Give "
+            "it as a secret named netrc: `podman run --secret netrc ...`, `RUN --mount=type="
+            "secret,id=netrc ...` in a Containerfile (build with --secret id=netrc,src=FILE), "
+            "or -v FILE:/run/secrets/netrc:ro\n")
+
+
+def check_netrc(tool, arguments, wanted, environ=None):
+    """Tell a command that fetches (one of WANTED among ARGUMENTS) what keeps it from
+    authenticating."""
+    if not set(arguments) & set(wanted):
+        return
+    problem = netrc_problem(environ)
+    if problem is not None:
+        sys.stderr.write(netrc_missing(tool, problem))
+
+
 def pip_hook():
     """Run by the .pth file in every Python of the image: act only when it runs pip."""
     try:
@@ -129,7 +184,11 @@ def pip_hook():
     except OSError:
         return
     arguments = _pip_arguments(argv)
-    if arguments is not None:
+    if arguments is None:
+        return
+    if AUTH == "netrc":
+        check_netrc("pip", arguments, PIP_COMMANDS)
+    else:
         present("PIP_CLIENT_CERT", "pip", arguments, PIP_COMMANDS)
 
 
@@ -140,7 +199,10 @@ def run_uv(argv):
         candidate = os.path.join(directory, "uv")
         if directory and os.path.abspath(directory) != here and os.access(candidate, os.X_OK) \
                 and os.path.isfile(candidate):
-            present("SSL_CLIENT_CERT", "uv", argv[1:], UV_COMMANDS)
+            if AUTH == "netrc":
+                check_netrc("uv", argv[1:], UV_COMMANDS)
+            else:
+                present("SSL_CLIENT_CERT", "uv", argv[1:], UV_COMMANDS)
             os.execv(candidate, [candidate] + argv[1:])
     sys.stderr.write("uv: uv is not installed in this image (only aipcc-build's wrapper "
                      f"in {here} is on PATH)\n")

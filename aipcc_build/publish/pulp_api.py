@@ -6,6 +6,13 @@ Every request has a timeout (the server's `timeout`, pulp-cli's setting). Transi
 `_attempts` only; a POST is retried only where the server cannot have acted on it (the
 connection was refused, or it answered 429/503), so one modify never makes two versions.
 Errors are one line naming the server and what failed, never a credential.
+
+With OAuth2 client credentials (pulp-cli's client_id/client_secret) the client does what
+pulp-glue does: it reads the token URL from the client-credentials flow of an `oauth2`
+security scheme in the server's API document, fetches a token with the client_credentials
+grant (RFC 6749 4.4, the client authenticated by HTTP basic), sends it as `Bearer`, and
+fetches a new one when it is about to expire or once when the server answers 401. The token
+lives in memory only.
 """
 
 from __future__ import annotations
@@ -22,8 +29,8 @@ import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, BinaryIO, Callable, Optional
-from urllib.parse import urlencode, urlsplit
+from typing import Any, BinaryIO, Callable, NamedTuple, Optional
+from urllib.parse import quote, urlencode, urljoin, urlsplit
 
 from ..errors import AipccError
 from ..tools.retry import Retry, parse_retry_after
@@ -33,6 +40,11 @@ TASK_TIMEOUT = 1800.0  # seconds a Pulp task may take before we give up waiting
 _TRANSIENT_STATUS = {429, 502, 503, 504}
 _NOT_ACTED_STATUS = {429, 503}
 _CHUNK = 1 << 20
+# The API document of pulpcore alone (its plugins' paths make the whole one slow to build):
+# the security schemes are the same.
+API_DOCUMENT = "docs/api.json?component=core"
+TOKEN_MARGIN = 0.1  # of a token's lifetime: fetch a new one this long before it expires
+_OAUTH_ERROR = frozenset("abcdefghijklmnopqrstuvwxyz_")  # RFC 6749's error codes
 
 
 class PulpError(AipccError):
@@ -51,6 +63,23 @@ class PulpUnreachable(PulpError):
     """No answer from the server (exit 1)."""
 
 
+class _Origin(NamedTuple):
+    """Where a request goes: the Pulp server, or the OAuth2 token issuer."""
+
+    https: bool
+    host: str
+    port: Optional[int]
+
+    @classmethod
+    def of(cls, url: str) -> _Origin:
+        parts = urlsplit(url)
+        return cls(parts.scheme == "https", parts.hostname or "", parts.port)
+
+    def __str__(self) -> str:
+        port = f":{self.port}" if self.port else ""
+        return f"{'https' if self.https else 'http'}://{self.host}{port}"
+
+
 class _Answer:
     def __init__(self, status: int, headers: Mapping[str, str], body: bytes,
                  cookies: Sequence[tuple[str, str]] = ()) -> None:
@@ -59,6 +88,11 @@ class _Answer:
 
     def json(self) -> Any:
         return json.loads(self.body) if self.body else None
+
+
+def _basic(user: str, password: str) -> dict[str, str]:
+    return {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode())
+            .decode()}
 
 
 @functools.lru_cache(maxsize=8)
@@ -95,21 +129,24 @@ class Client:
         self.label = label  # what errors call the server: "Pulp", "the index source"
         self.retry = retry or Retry()
         self.sleep = sleep
-        parts = urlsplit(server.base_url)
-        self._https = parts.scheme == "https"
-        self._host = parts.hostname or ""
-        self._port = parts.port
+        self._origin = _Origin.of(server.base_url)
         self._basic: dict[str, str] = {}
         if server.username is not None and server.password is not None:
-            token = base64.b64encode(f"{server.username}:{server.password}".encode())
-            self._basic = {"Authorization": "Basic " + token.decode()}
+            self._basic = _basic(server.username, server.password)
         self._auth = self._basic
         self._session: Optional[dict[str, str]] = None  # cookies of a login/ session
+        # OAuth2: None until the API document was read; then the token URL and scopes of
+        # its client-credentials flow, or () when it offers none.
+        self._flow: Optional[tuple[str, str] | tuple[()]] = None
+        self._token_expires = 0.0  # time.monotonic() after which a new token is fetched
 
     def login(self) -> None:
         """Trade the password for a session once: Pulp checks a password with a slow hash
         (~0.7 s a request), a session cookie costs nothing. A Pulp without login/ keeps
-        the password on every request."""
+        the password on every request. With client credentials, fetch the first token."""
+        if self._oauth:
+            self._bearer()
+            return
         if not self._basic or self._session is not None:
             return
         url = self._url("login/")
@@ -135,6 +172,103 @@ class Client:
             self._session = None
             self._auth = self._basic
 
+    # ---- OAuth2 client credentials -------------------------------------------------------
+
+    @property
+    def _oauth(self) -> bool:
+        return self.server.client_id is not None and self._flow != ()
+
+    def _bearer(self, renew: bool = False) -> None:
+        """Make sure self._auth carries a token that is not about to expire."""
+        if not renew and self._auth and time.monotonic() < self._token_expires:
+            return
+        if self._flow is None:
+            self._flow = self._client_credentials_flow()
+            if self._flow == ():
+                self._auth = self._basic  # pulp-glue too falls back to the password
+                return
+        assert self._flow
+        token_url, scope = self._flow
+        assert self.server.client_id is not None and self.server.client_secret is not None
+        form = {"grant_type": "client_credentials", **({"scope": scope} if scope else {})}
+        body = urlencode(form).encode()
+        origin = _Origin.of(token_url)
+        parts = urlsplit(token_url)
+        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        issuer = f"{origin}{parts.path}"
+        # RFC 6749 2.3.1: id and secret are form-encoded before they are joined.
+        headers = {**_basic(quote(self.server.client_id, safe=""),
+                            quote(self.server.client_secret, safe="")),
+                   "Content-Type": "application/x-www-form-urlencoded",
+                   "Accept": "application/json"}
+        started = time.monotonic()
+        answer = self._attempts("POST", path, lambda: body, headers, origin=origin,
+                                idempotent=True, authenticate=False, label=f"the OAuth2 "
+                                f"token issuer at {issuer}")
+        whose = "the client credentials of the pulp-cli profile or PULP_CLIENT_ID/" \
+                "PULP_CLIENT_SECRET"
+        if answer.status in (400, 401, 403):
+            try:
+                code = str(json.loads(answer.body).get("error", ""))
+            except (ValueError, AttributeError):
+                code = ""
+            code = code if code and set(code) <= _OAUTH_ERROR else str(answer.status)
+            raise PulpAuthError(f"the OAuth2 token issuer at {issuer} refused {whose} "
+                                f"({code})")
+        if answer.status != 200:
+            raise PulpError(f"the OAuth2 token issuer at {issuer} answered {answer.status} "
+                            f"to the token request for {whose}")
+        try:
+            grant = json.loads(answer.body)
+            token, kind = grant["access_token"], grant.get("token_type", "")
+            lifetime = float(grant.get("expires_in") or 0)
+        except (ValueError, KeyError, TypeError, AttributeError):
+            grant, token, kind, lifetime = None, None, "", 0.0
+        if not isinstance(token, str) or not token or str(kind).lower() != "bearer" \
+                or any(c in token for c in "\r\n"):
+            raise PulpAuthError(f"the OAuth2 token issuer at {issuer} answered without a "
+                                "bearer token")
+        self._auth = {"Authorization": f"Bearer {token}"}
+        # No lifetime given: keep it until the server answers 401.
+        self._token_expires = started + lifetime * (1 - TOKEN_MARGIN) if lifetime > 0 \
+            else float("inf")
+
+    def _client_credentials_flow(self) -> tuple[str, str] | tuple[()]:
+        """(token URL, scopes) of the first oauth2 security scheme of the server's API
+        document with a client-credentials flow; () when there is none."""
+        url = self._url(API_DOCUMENT)
+        answer = self._attempts("GET", url, lambda: None, {"Accept": "application/json"},
+                                authenticate=False)
+        if answer.status in (401, 403):
+            raise PulpAuthError(f"Pulp at {self.server.base_url} does not show its API "
+                                f"document ({url.split('?')[0]}) without credentials: the token "
+                                "URL for the OAuth2 client credentials is not known")
+        self._check("GET", url, answer, (200,))
+        try:
+            schemes = json.loads(answer.body)["components"]["securitySchemes"]
+            flows = [scheme["flows"]["clientCredentials"] for scheme in schemes.values()
+                     if isinstance(scheme, dict) and scheme.get("type") == "oauth2"
+                     and "clientCredentials" in scheme.get("flows", {})]
+        except (ValueError, KeyError, TypeError, AttributeError):
+            flows = []
+        for flow in flows:
+            if isinstance(flow, dict) and isinstance(flow.get("tokenUrl"), str):
+                token_url = urljoin(self.server.base_url + self.server.api, flow["tokenUrl"])
+                scheme = urlsplit(token_url).scheme
+                if scheme == "http" and self._origin.https:
+                    # The client secret would cross the network in clear text.
+                    raise PulpAuthError(f"Pulp at {self.server.base_url} names a token URL "
+                                        f"without TLS ({_Origin.of(token_url)}): the client "
+                                        "secret is not sent there")
+                if scheme in ("http", "https"):
+                    scopes = flow.get("scopes") or {}
+                    return token_url, " ".join(scopes) if isinstance(scopes, dict) else ""
+        if self._basic:
+            return ()
+        raise PulpAuthError(f"Pulp at {self.server.base_url} offers no OAuth2 client "
+                            "credentials flow (its API document names no token URL) and no "
+                            "user and password are configured")
+
     def _unsafe_headers(self, method: str) -> dict[str, str]:
         """Django's CSRF check wants the token (and, over HTTPS, a same-origin Referer) on
         a request that changes something in a session."""
@@ -152,12 +286,16 @@ class Client:
 
     # ---- one HTTP exchange ---------------------------------------------------------------
 
-    def _connection(self) -> http.client.HTTPConnection:
-        if self._https:
+    def _connection(self, origin: _Origin) -> http.client.HTTPConnection:
+        if origin.https:
+            # The profile's client certificate goes to the Pulp server only.
+            cert = (self.server.cert, self.server.key) if origin == self._origin else \
+                (None, None)
             return http.client.HTTPSConnection(
-                self._host, self._port, timeout=self.server.timeout,
-                context=_context(self.server.verify_ssl, self.server.cert, self.server.key))
-        return http.client.HTTPConnection(self._host, self._port, timeout=self.server.timeout)
+                origin.host, origin.port, timeout=self.server.timeout,
+                context=_context(self.server.verify_ssl, *cert))
+        return http.client.HTTPConnection(origin.host, origin.port,
+                                          timeout=self.server.timeout)
 
     def _url(self, path: str, query: Optional[Mapping[str, Any]] = None) -> str:
         if path.startswith(("http://", "https://")):
@@ -170,11 +308,12 @@ class Client:
         return path
 
     def _once(self, method: str, url: str, body: Any, headers: Mapping[str, str],
-              sink: Optional[Callable[[], BinaryIO]] = None) -> _Answer:
-        connection = self._connection()
+              sink: Optional[Callable[[], BinaryIO]] = None,
+              origin: Optional[_Origin] = None, authenticate: bool = True) -> _Answer:
+        connection = self._connection(origin or self._origin)
+        auth = {**self._auth, **self._unsafe_headers(method)} if authenticate else {}
         try:
-            connection.request(method, url, body=body, headers={
-                **self._auth, **self._unsafe_headers(method), **headers})
+            connection.request(method, url, body=body, headers={**auth, **headers})
             answer = connection.getresponse()
             cookies = [cookie.split(";", 1)[0].strip().partition("=")
                        for name, cookie in answer.getheaders() if name.lower() == "set-cookie"]
@@ -195,28 +334,44 @@ class Client:
 
     def _attempts(self, method: str, url: str, make_body: Callable[[], Any],
                   headers: Mapping[str, str],
-                  sink: Optional[Callable[[], BinaryIO]] = None) -> _Answer:
-        """The one retry loop: transient failures again after the backoff's wait."""
-        what = f"{method} {self.server.base_url}{url.split('?')[0]}"
+                  sink: Optional[Callable[[], BinaryIO]] = None, *,
+                  origin: Optional[_Origin] = None, idempotent: bool = False,
+                  authenticate: bool = True, label: Optional[str] = None) -> _Answer:
+        """The one retry loop: transient failures again after the backoff's wait. A bearer
+        token is renewed before it expires, and once when the server answers 401 (it did
+        not act: the request is sent again)."""
+        where = origin or self._origin
+        what = f"{method} {where}{url.split('?')[0]}"
+        unsafe = method == "POST" and not idempotent
+        oauth = authenticate and self._oauth
+        renewed = False
         attempt = 0
         while True:
             attempt += 1
             last = attempt >= self.retry.attempts
+            if oauth:
+                self._bearer()
             try:
-                answer = self._once(method, url, make_body(), headers, sink)
+                answer = self._once(method, url, make_body(), headers, sink, where,
+                                    authenticate)
             except ssl.SSLError as exc:
-                raise PulpUnreachable(f"TLS with {self.server.base_url} failed: "
+                raise PulpUnreachable(f"TLS with {where} failed: "
                                       f"{exc.reason or exc}") from None
             except (OSError, http.client.HTTPException) as exc:
                 refused = isinstance(exc, (ConnectionRefusedError, socket.gaierror))
-                if last or (method == "POST" and not refused):
+                if last or (unsafe and not refused):
                     reason = exc.strerror if isinstance(exc, OSError) and exc.strerror \
                         else type(exc).__name__ if not str(exc) else str(exc)
-                    raise PulpUnreachable(f"cannot reach {self.label} at {self.server.base_url}: "
-                                          f"{reason} ({what})") from None
+                    raise PulpUnreachable(f"cannot reach {label or f'{self.label} at {where}'}"
+                                          f": {reason} ({what})") from None
                 self.sleep(self.retry.delay(attempt))
                 continue
-            retryable = _NOT_ACTED_STATUS if method == "POST" else _TRANSIENT_STATUS
+            if answer.status == 401 and oauth and not renewed:
+                renewed = True
+                self._bearer(renew=True)
+                attempt -= 1
+                continue
+            retryable = _NOT_ACTED_STATUS if unsafe else _TRANSIENT_STATUS
             if answer.status in retryable and not last:
                 self.sleep(self.retry.delay(attempt, parse_retry_after(
                     answer.headers.get("Retry-After"))))
@@ -241,7 +396,9 @@ class Client:
             return
         where = f"{self.server.base_url}{url.split('?')[0]}"
         if answer.status == 401:
-            how = "the credentials of the pulp-cli profile or PULP_USERNAME/PULP_PASSWORD" \
+            how = "the bearer token fetched with the client credentials of the pulp-cli " \
+                "profile or PULP_CLIENT_ID/PULP_CLIENT_SECRET" if self._oauth else \
+                "the credentials of the pulp-cli profile or PULP_USERNAME/PULP_PASSWORD" \
                 if self._basic else "no credentials (set them in pulp-cli's cli.toml or " \
                                    "PULP_USERNAME/PULP_PASSWORD)"
             raise PulpAuthError(f"Pulp at {self.server.base_url} refused {how} (401)")

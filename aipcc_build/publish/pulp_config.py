@@ -2,11 +2,16 @@
 does, so that one configuration serves both.
 
 pulp-cli's file is $XDG_CONFIG_HOME/pulp/cli.toml (~/.config/pulp/cli.toml); its `[cli]`
-table is the default profile, `[cli-NAME]` the profile NAME (chosen with PULP_PROFILE or
---profile). Its keys used here: base_url, api_root, domain, username, password, verify_ssl,
-cert, key, timeout. PULP_USERNAME, PULP_PASSWORD and PULP_VERIFY_SSL override the file
-(pulp-cli's environment variables). A profile is only used for the server it names: the
+table is the default profile, `[cli-NAME]` the profile NAME (chosen with --profile, or
+PULP_CLI_PROFILE as pulp-cli reads it, or PULP_PROFILE). Its keys used here: base_url,
+api_root, domain, username, password, client_id, client_secret, verify_ssl, cert, key,
+timeout. PULP_USERNAME, PULP_PASSWORD, PULP_CLIENT_ID, PULP_CLIENT_SECRET and
+PULP_VERIFY_SSL override the file. A profile is only used for the server it names: the
 password of one server is never sent to another.
+
+client_id and client_secret are OAuth2 client credentials, as pulp-cli (pulp-glue) uses
+them: a bearer token is fetched from the token URL the server's API document names (the
+client-credentials flow of an `oauth2` security scheme) and sent instead of the password.
 
 Nothing here prints a credential, and no error message carries one.
 """
@@ -41,6 +46,8 @@ class PulpServer:
     domain: Optional[str] = None
     username: Optional[str] = field(default=None, repr=False)
     password: Optional[str] = field(default=None, repr=False)
+    client_id: Optional[str] = field(default=None, repr=False)  # OAuth2 client credentials
+    client_secret: Optional[str] = field(default=None, repr=False)
     verify_ssl: bool = True
     cert: Optional[str] = None  # client certificate (PEM), pulp-cli's `cert`
     key: Optional[str] = None
@@ -109,7 +116,7 @@ def server(target: str, profile: Optional[str] = None,
     """The server TARGET names, with the credentials pulp-cli would use for it."""
     env = os.environ if environ is None else environ
     base_url = parse_target(target)
-    name = profile or env.get("PULP_PROFILE") or None
+    name = profile or env.get("PULP_CLI_PROFILE") or env.get("PULP_PROFILE") or None
     path = config_path(env)
     settings = _profile(path, name)
     configured = settings.get("base_url")
@@ -118,7 +125,8 @@ def server(target: str, profile: Optional[str] = None,
             raise InputError(f"{path}: profile '{name}' is for {configured}, not {base_url}",
                              field="profile")
         settings = {}  # the default profile is for another server: not its credentials
-    for key in ("username", "password", "api_root", "domain", "cert", "key"):
+    for key in ("username", "password", "client_id", "client_secret", "api_root", "domain",
+                "cert", "key"):
         value = settings.get(key)
         if value is not None and not isinstance(value, str):
             raise InputError(f"{path}: {key} must be a string", field="profile")
@@ -136,11 +144,20 @@ def server(target: str, profile: Optional[str] = None,
     timeout = settings.get("timeout", DEFAULT_TIMEOUT)
     if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout <= 0:
         raise InputError(f"{path}: timeout must be a number of seconds", field="profile")
+    client_id = env.get("PULP_CLIENT_ID") or settings.get("client_id") or None
+    client_secret = env.get("PULP_CLIENT_SECRET") or settings.get("client_secret") or None
+    if (client_id is None) != (client_secret is None):
+        # pulp-cli would prompt for the missing half; a publish runs unattended.
+        have, missing = ("client_id", "client_secret") if client_id else \
+            ("client_secret", "client_id")
+        raise InputError(f"{path} (or PULP_CLIENT_ID/PULP_CLIENT_SECRET): {have} without "
+                         f"{missing}", field="profile")
     return PulpServer(
         base_url=base_url,
         api_root=settings.get("api_root") or DEFAULT_API_ROOT,
         domain=settings.get("domain") or None,
         username=env.get("PULP_USERNAME") or settings.get("username"),
         password=env.get("PULP_PASSWORD") or settings.get("password"),
+        client_id=client_id, client_secret=client_secret,
         verify_ssl=verify, cert=settings.get("cert"), key=settings.get("key"),
         timeout=float(timeout))

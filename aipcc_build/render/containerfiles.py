@@ -291,24 +291,47 @@ def _auth_env(auth: str) -> list[str]:
     if auth == "client-cert":
         return [f"ENV PATH={AUTH_BIN}:$PATH"]
     if auth == "netrc":
-        return [f"ENV NETRC={NETRC_SECRET}"]
+        return [f"ENV PATH={AUTH_BIN}:$PATH", f"ENV NETRC={NETRC_SECRET}"]
     return []
 
 
+_AUTH_LINE = 'AUTH = "client-cert"\n'  # the helper's mode, as data/ holds it
+_AUTH_COMMENT = {
+    "client-cert": "# pip and uv present the host's entitlement certificate "
+                   "(/etc/pki/entitlement, as podman and OpenShift mount it), combined at use "
+                   "time in /dev/shm, never in a layer.",
+    "netrc": f"# pip and uv read the user and password from the netrc secret ({NETRC_SECRET}); "
+             "the helper tells an install when it is missing.",
+}
+# Without python3 in the base image: a client certificate cannot be presented (the build
+# fails); netrc still works (pip and uv read it themselves), only without the helper's word.
+_WITHOUT_PYTHON = {
+    "client-cert": "{ echo 'the wheel index needs a client certificate: python3 must be in "
+                   "the base image to present it' >&2; exit 1; }",
+    "netrc": "exit 0",
+}
+
+
+def helper_source(auth: str) -> bytes:
+    """The helper as an image of mode AUTH carries it (its AUTH line says the mode)."""
+    text = _HELPER.read_text()
+    assert text.count(_AUTH_LINE) == 1, "the helper's AUTH line moved"
+    return text.replace(_AUTH_LINE, f'AUTH = "{auth}"\n').encode()
+
+
 def _auth_config(auth: str) -> list[str]:
-    """client-cert: the helper goes into the site-packages of the image's python3 with a
-    .pth file (pip, `python -m pip`, a notebook's %pip) and is linked as `uv` first on PATH.
+    """client-cert and netrc: the helper goes into the site-packages of the image's python3
+    with a .pth file (pip, `python -m pip`, a notebook's %pip) and is linked as `uv` first
+    on PATH; it presents the certificate, or says what is missing before the index refuses.
     It is written base64-encoded: a Containerfile holds no heredoc every builder reads."""
-    if auth != "client-cert":
+    if auth not in _AUTH_COMMENT:
         return _auth_env(auth)
-    encoded = base64.b64encode(_HELPER.read_bytes()).decode()
+    encoded = base64.b64encode(helper_source(auth)).decode()
     chunks = [encoded[i:i + 76] for i in range(0, len(encoded), 76)]
     return [
-        "# pip and uv present the host's entitlement certificate (/etc/pki/entitlement, as "
-        "podman and OpenShift mount it), combined at use time in /dev/shm, never in a layer.",
+        _AUTH_COMMENT[auth],
         *_auth_env(auth),
-        "RUN command -v python3 >/dev/null || { echo 'the wheel index needs a client "
-        "certificate: python3 must be in the base image to present it' >&2; exit 1; } \\",
+        f"RUN command -v python3 >/dev/null || {_WITHOUT_PYTHON[auth]} \\",
         " && site=\"$(python3 -c 'import sysconfig; print(sysconfig.get_path(\"purelib\"))')\" \\",
         f" && mkdir -p \"$site\" {AUTH_BIN} \\",
         " && printf '%s\\n' \\",
@@ -372,11 +395,9 @@ def _identity(image: ImageSpec, tag: str, body: str) -> str:
 def _identity_auth_env(auth: str, body: str) -> list[str]:
     """The authentication variables again at the end, where a template replaced them: a
     PATH set without $PATH drops the uv wrapper (the wrapper is not added twice otherwise)."""
-    if auth == "client-cert":
-        dropped = any("$PATH" not in value and "${PATH}" not in value
-                      for value in _PATH_SET.findall(body))
-        return _auth_env(auth) if dropped else []
-    return _auth_env(auth)
+    dropped = any("$PATH" not in value and "${PATH}" not in value
+                  for value in _PATH_SET.findall(body))
+    return [line for line in _auth_env(auth) if dropped or not line.startswith("ENV PATH=")]
 
 
 def apply(matrix: Matrix, rendered: list[RenderedFile], *, check: bool,

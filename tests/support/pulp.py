@@ -370,3 +370,33 @@ def running() -> Iterator[Pulp]:
             with contextlib.suppress(subprocess.SubprocessError):
                 _pg_ctl(pg, data, "-m", "immediate", "-w", "stop")
         shutil.rmtree(work, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def another_api(pulp: Pulp, settings: str) -> Iterator[str]:
+    """One more pulpcore-api for the same database, content app and worker, with SETTINGS
+    (Python) added to the server's: another way to authenticate, say. Its origin."""
+    port = free_port()
+    path = pulp.work / f"settings-{port}.py"
+    path.write_text((pulp.work / "settings.py").read_text() + settings)
+    home = pulp.work / f"home-api-{port}"
+    home.mkdir()
+    with open(pulp.work / f"api-{port}.log", "wb") as log:
+        process = subprocess.Popen(
+            [str(pulp.venv / "bin" / "pulpcore-api"), "--bind", f"127.0.0.1:{port}",
+             "--workers", "1", "--timeout", "300"],
+            env={**pulp.env, "PULP_SETTINGS": str(path), "HOME": str(home)}, stdout=log,
+            stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        origin = f"http://127.0.0.1:{port}"
+        _wait(f"{origin}/pulp/api/v3/status/", [process],
+              time.monotonic() + START_TIMEOUT)
+        yield origin
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=20)

@@ -4,6 +4,7 @@ credentials, task failures, streamed uploads."""
 
 from __future__ import annotations
 
+import base64
 import http.server
 import json
 import socket
@@ -28,6 +29,7 @@ class Script:
     def __init__(self) -> None:
         self.answers: list[Callable[[], Answer]] = []
         self.seen: list[tuple[str, str, bytes]] = []
+        self.headers: list[dict[str, str]] = []  # of each request, in the same order
 
     def then(self, status: int, body: Any = None,
              headers: Optional[dict[str, str]] = None) -> Script:
@@ -43,6 +45,7 @@ def fake() -> Iterator[tuple[Script, str]]:
         def handle_one(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             script.seen.append((self.command, self.path, self.rfile.read(length)))
+            script.headers.append(dict(self.headers))
             status, headers, body = script.answers.pop(0)()
             data = json.dumps(body).encode() if body is not None else b""
             self.send_response(status)
@@ -153,3 +156,141 @@ def test_a_session_replaces_the_password_after_login(fake: tuple[Script, str]) -
     api.login()
     api.get("status/")
     assert script.seen[0][:2] == ("POST", "/pulp/api/v3/login/")
+
+
+# ---- OAuth2 client credentials -------------------------------------------------------------
+
+def api_document(token_url: str, scopes: Optional[dict[str, str]] = None) -> dict[str, Any]:
+    return {"components": {"securitySchemes": {
+        "basicAuth": {"type": "http", "scheme": "basic"},
+        "remoteUserAuthentication": {"type": "oauth2", "flows": {"clientCredentials": {
+            "tokenUrl": token_url, "scopes": scopes or {}}}}}}}
+
+
+def oauth(url: str, **server: Any) -> Client:
+    return client(url, client_id="pub lisher", client_secret="cs3cr3t", **server)
+
+
+def test_a_token_from_the_documents_token_url_is_sent_as_bearer(
+        fake: tuple[Script, str]) -> None:
+    script, url = fake
+    script.then(200, api_document(f"{url}/auth/token", {"pulp.publish": "publish"}))
+    script.then(200, {"access_token": "tok-1", "token_type": "Bearer", "expires_in": 300})
+    script.then(200, {"ok": 1}).then(200, {"ok": 2})
+    api = oauth(url)
+    assert api.get("status/") == {"ok": 1} and api.get("status/") == {"ok": 2}
+    assert [s[1] for s in script.seen] == ["/pulp/api/v3/docs/api.json?component=core",
+                                           "/auth/token", "/pulp/api/v3/status/",
+                                           "/pulp/api/v3/status/"]
+    assert "Authorization" not in script.headers[0]  # the document is read without
+    # RFC 6749 2.3.1: the client's id and secret form-encoded, then HTTP basic.
+    assert script.headers[1]["Authorization"] == "Basic " + base64.b64encode(
+        b"pub%20lisher:cs3cr3t").decode()
+    assert script.seen[1][2] == b"grant_type=client_credentials&scope=pulp.publish"
+    assert [h["Authorization"] for h in script.headers[2:]] == ["Bearer tok-1"] * 2
+
+
+def test_a_token_is_renewed_once_on_401_and_before_it_expires(
+        fake: tuple[Script, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    script, url = fake
+    now = [1000.0]
+    monkeypatch.setattr("aipcc_build.publish.pulp_api.time.monotonic", lambda: now[0])
+    script.then(200, api_document("/auth/token"))  # relative: to the server
+    for number in (1, 2, 3):
+        script.then(200, {"access_token": f"tok-{number}", "token_type": "bearer",
+                          "expires_in": 100})
+        script.then(401 if number == 1 else 200, {"ok": number})
+    api = oauth(url)
+    assert api.request("POST", "repositories/", payload={}) == {"ok": 2}  # sent again
+    now[0] += 95  # past 90 % of the token's life
+    assert api.get("status/") == {"ok": 3}
+    tokens = [h["Authorization"] for method, h in zip(script.seen, script.headers)
+              if method[1].startswith("/pulp/api/v3/") and "docs" not in method[1]]
+    assert tokens == ["Bearer tok-1", "Bearer tok-2", "Bearer tok-3"]
+
+
+def test_a_token_the_server_keeps_refusing_is_one_line_without_secrets(
+        fake: tuple[Script, str]) -> None:
+    script, url = fake
+    script.then(200, api_document("/auth/token"))
+    for _ in range(2):
+        script.then(200, {"access_token": "tok-secret", "token_type": "Bearer"})
+        script.then(401)
+    with pytest.raises(PulpAuthError) as refused:
+        oauth(url).get("status/")
+    message = str(refused.value)
+    assert "refused the bearer token fetched with the client credentials" in message
+    assert "tok-secret" not in message and "cs3cr3t" not in message
+    assert len(script.seen) == 5 and refused.value.exit_code == 2
+
+
+@pytest.mark.parametrize("status, body, shown", [
+    (401, {"error": "invalid_client", "error_description": "cs3cr3t is wrong"},
+     "(invalid_client)"),
+    (400, {"error": "unauthorized_client\nInjected: line"}, "(400)"),
+    (403, "not json", "(403)"),
+])
+def test_a_wrong_client_secret_is_one_line_naming_the_issuer(
+        fake: tuple[Script, str], status: int, body: Any, shown: str) -> None:
+    script, url = fake
+    script.then(200, api_document(f"{url}/auth/token")).then(status, body)
+    with pytest.raises(PulpAuthError) as refused:
+        oauth(url).get("status/")
+    message = str(refused.value)
+    assert message == (f"the OAuth2 token issuer at {url}/auth/token refused the client "
+                       "credentials of the pulp-cli profile or PULP_CLIENT_ID/"
+                       f"PULP_CLIENT_SECRET {shown}")
+    assert [s[1] for s in script.seen][-1] == "/auth/token"  # nothing sent to Pulp
+
+
+@pytest.mark.parametrize("grant", [
+    {"token_type": "Bearer"}, {"access_token": "t", "token_type": "mac"},
+    {"access_token": "t\r\nX-Injected: 1", "token_type": "Bearer"}, ["not", "an", "object"],
+])
+def test_a_token_answer_without_a_bearer_token_is_refused(
+        fake: tuple[Script, str], grant: Any) -> None:
+    script, url = fake
+    script.then(200, api_document("/auth/token")).then(200, grant)
+    with pytest.raises(PulpAuthError, match="answered without a bearer token"):
+        oauth(url).get("status/")
+
+
+def test_a_server_without_an_oauth2_flow_gets_the_password_or_a_clear_error(
+        fake: tuple[Script, str]) -> None:
+    script, url = fake
+    plain = {"components": {"securitySchemes": {"basicAuth": {"type": "http",
+                                                               "scheme": "basic"}}}}
+    script.then(200, plain).then(200, {"ok": 1})
+    assert oauth(url, username="u", password="p").get("status/") == {"ok": 1}
+    assert script.headers[1]["Authorization"].startswith("Basic ")
+    script.then(200, plain)
+    with pytest.raises(PulpAuthError, match="offers no OAuth2 client credentials flow"):
+        oauth(url).get("status/")
+    script.then(401)
+    with pytest.raises(PulpAuthError, match="does not show its API document"):
+        oauth(url).get("status/")
+
+
+def test_an_unreachable_token_issuer_names_it(fake: tuple[Script, str]) -> None:
+    script, url = fake
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    script.then(200, api_document(f"http://127.0.0.1:{port}/token"))
+    with pytest.raises(PulpUnreachable, match=f"cannot reach the OAuth2 token issuer at "
+                                              f"http://127.0.0.1:{port}/token"):
+        oauth(url).get("status/")
+
+
+def test_an_https_server_naming_a_plain_http_token_url_gets_no_secret() -> None:
+    api = Client(PulpServer(base_url="https://pulp.example", client_id="c", client_secret="s"))
+    answer = json.dumps(api_document("http://sso.example/token")).encode()
+    api._attempts = lambda *args, **kwargs: _FakeAnswer(200, answer)  # type: ignore[method-assign]
+    with pytest.raises(PulpAuthError, match="names a token URL without TLS "
+                                            r"\(http://sso.example\)"):
+        api.login()
+
+
+class _FakeAnswer:
+    def __init__(self, status: int, body: bytes) -> None:
+        self.status, self.body, self.headers = status, body, {}

@@ -94,3 +94,27 @@ def test_base_path_and_domain_from_the_index_url() -> None:
                 "https://x/pypi/dom/simple/"):
         with pytest.raises(InputError):
             location(bad, True)
+
+
+def test_oauth2_client_credentials_from_a_profile_or_the_environment(tmp_path: Path) -> None:
+    env = write(tmp_path, '[cli]\nbase_url = "https://a.example"\n[cli-ci]\nbase_url = '
+                          '"https://a.example"\nclient_id = "publisher"\nclient_secret = "cs3"\n')
+    found = server("pulp+https://a.example", environ={**env, "PULP_CLI_PROFILE": "ci"})
+    assert (found.client_id, found.client_secret, found.username) == ("publisher", "cs3", None)
+    assert "cs3" not in repr(found) and "publisher" not in repr(found)
+    found = server("pulp+https://a.example", environ={
+        **env, "PULP_CLIENT_ID": "other", "PULP_CLIENT_SECRET": "env-secret"})
+    assert (found.client_id, found.client_secret) == ("other", "env-secret")
+
+
+@pytest.mark.parametrize("text, extra, message", [
+    ('[cli]\nclient_id = "x"\n', {}, "client_id without client_secret"),
+    ('[cli]\n', {"PULP_CLIENT_SECRET": "s3cret"}, "client_secret without client_id"),
+    ('[cli]\nclient_secret = 5\n', {}, "client_secret must be a string"),
+])
+def test_half_a_client_credential_is_refused_without_its_value(
+        tmp_path: Path, text: str, extra: dict[str, str], message: str) -> None:
+    env = write(tmp_path, text)
+    with pytest.raises(InputError, match=message) as refused:
+        server("pulp+https://a.example", environ={**env, **extra})
+    assert "s3cret" not in str(refused.value) and "5" not in str(refused.value).split(":")[-1]

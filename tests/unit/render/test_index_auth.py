@@ -54,11 +54,18 @@ def test_a_template_that_replaces_path_gets_the_wrapper_back_at_the_end(
     assert f"ENV PATH={AUTH_BIN}:$PATH" in identity
 
 
-def test_netrc_points_pip_and_uv_at_the_secret(project: Project) -> None:
+def test_netrc_points_pip_and_uv_at_the_secret_and_installs_the_helper_in_netrc_mode(
+        project: Project) -> None:
     text = rendered(project, "netrc")["base/cuda-12.8-el9.6"]
     assert text.count("ENV NETRC=/run/secrets/netrc") == 2  # after FROM and in the identity
-    assert "aipcc_index_cert" not in text
     assert 'ai.aipcc.wheel-index.auth="netrc"' in text
+    encoded = "".join(re.findall(r"^    ([A-Za-z0-9+/=]+) \\$", text, re.MULTILINE))
+    source = base64.b64decode(encoded).decode()
+    assert 'AUTH = "netrc"\n' in source and 'AUTH = "client-cert"' not in source
+    assert source.replace('AUTH = "netrc"', 'AUTH = "client-cert"') == HELPER.read_text()
+    # Without python3 the build goes on (pip and uv read the netrc themselves).
+    assert "RUN command -v python3 >/dev/null || exit 0 \\" in text
+    assert text.count(f"ENV PATH={AUTH_BIN}:$PATH") == 1
 
 
 def test_none_writes_no_label(project: Project) -> None:
@@ -227,3 +234,66 @@ def test_a_failed_write_leaves_nothing_and_pip_is_told(
     helper.present("PIP_CLIENT_CERT", "pip", ["install"], helper.PIP_COMMANDS, dirs,
                    str(tmp_path / "absent"))
     assert "cannot prepare the client certificate" in capsys.readouterr().err
+
+
+def netrc_env(path: Path, index: str = "https://idx.example/3.0/cpu/simple/") -> dict[str, str]:
+    return {"NETRC": str(path), "PIP_INDEX_URL": index}
+
+
+def test_netrc_problems_say_what_keeps_pip_from_authenticating(
+        helper: ModuleType, tmp_path: Path) -> None:
+    netrc = tmp_path / "netrc"
+    assert helper.netrc_problem(netrc_env(netrc)) == f"no netrc file at {netrc} (NETRC)"
+    (tmp_path / "dir").mkdir()
+    assert "no netrc file" in helper.netrc_problem(netrc_env(tmp_path / "dir"))
+    os.symlink("/dev/null", tmp_path / "device")
+    assert "no netrc file" in helper.netrc_problem(netrc_env(tmp_path / "device"))
+    netrc.write_text("machine other.example login u password s3cret\n")
+    problem = helper.netrc_problem(netrc_env(netrc))
+    assert problem == (f"{netrc} has no entry for idx.example (a line `machine idx.example "
+                       "login USER password TOKEN`)")
+    netrc.write_text("machine idx.example login u password s3cret\n")
+    assert helper.netrc_problem(netrc_env(netrc)) is None
+    netrc.write_text("default login u password s3cret\n")
+    assert helper.netrc_problem(netrc_env(netrc)) is None
+    # A password with a space: the parser stumbles on its second half, never shown.
+    netrc.write_text("\nmachine idx.example login u password s3cr half2\n")
+    assert helper.netrc_problem(netrc_env(netrc)) == (
+        f"{netrc} cannot be read as a netrc file (`machine HOST login USER password TOKEN` "
+        "lines)")
+    netrc.write_bytes(b"machine idx.example login u password \xff\xfe\n")
+    assert "cannot be read" in helper.netrc_problem(netrc_env(netrc))
+    assert helper.netrc_problem({"PIP_INDEX_URL": "https://idx.example/"}) is None  # unset
+
+
+def test_check_netrc_tells_only_commands_that_fetch(
+        helper: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    env = netrc_env(tmp_path / "absent")
+    helper.check_netrc("pip", ["--version"], helper.PIP_COMMANDS, env)
+    assert capsys.readouterr().err == ""
+    helper.check_netrc("pip", ["install", "x"], helper.PIP_COMMANDS, env)
+    err = capsys.readouterr().err
+    assert err.startswith("pip: this image's wheel index needs a user and password: no netrc "
+                          f"file at {tmp_path}/absent (NETRC). Give it as a secret named netrc")
+    assert err.count("\n") == 1
+
+
+def test_the_uv_wrapper_in_netrc_mode_tells_and_runs_uv(tmp_path: Path) -> None:
+    wrapper_dir, real_dir = tmp_path / "wrapper", tmp_path / "real"
+    wrapper_dir.mkdir()
+    real_dir.mkdir()
+    (wrapper_dir / "uv").write_text(
+        HELPER.read_text().replace('AUTH = "client-cert"', 'AUTH = "netrc"'))
+    real = real_dir / "uv"
+    real.write_text('#!/bin/sh\necho "args: $* cert=${SSL_CLIENT_CERT:-none}"\n')
+    real.chmod(0o755)
+    env = {"PATH": f"{wrapper_dir}:{real_dir}:/usr/bin:/bin", "HOME": str(tmp_path),
+           **netrc_env(tmp_path / "netrc")}
+    command = [sys.executable, str(wrapper_dir / "uv"), "pip", "install", "x"]
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+    assert "args: pip install x cert=none" in result.stdout
+    assert "uv: this image's wheel index needs a user and password: no netrc file" \
+        in result.stderr
+    (tmp_path / "netrc").write_text("machine idx.example login u password p\n")
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+    assert result.stderr == "" and "args: pip install x" in result.stdout
