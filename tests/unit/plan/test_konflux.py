@@ -29,6 +29,8 @@ REFERENCE = DEFINITIONS / "docker-build-multi-platform-oci-ta.yaml"
 REQUIRED_TASKS = KONFLUX / "rhtap-ec-policy" / "required_tasks.yml"
 # The Task definitions, by the repository that holds them (README.md names the commits).
 TASK_DIRS = (DEFINITIONS / "tasks", KONFLUX / "konflux-sast-tasks" / "tasks")
+# The declared names of Tasks whose definitions could not be vendored (README.md).
+INTERFACES = KONFLUX / "interfaces"
 # The build that pins the one bundle build-definitions publishes no file for.
 BUILD_SERVICE_PUSH = KONFLUX / "build-service" / "build-service-push.yaml"
 PINNED = re.compile(r"quay\.io/konflux-ci/tekton-catalog/task-(?P<name>[a-z0-9-]+):"
@@ -50,18 +52,35 @@ def reference() -> dict[str, dict[str, Any]]:
 
 
 @cache
-def definition(name: str, version: str) -> dict[str, Any] | None:
-    """The vendored Task NAME of VERSION (its spec), or None: none could be vendored."""
+def definition(name: str, version: str) -> dict[str, Any]:
+    """The vendored Task NAME of VERSION (its spec), or the names it declares where it could
+    not be vendored."""
     found = [d / f"{name}-{version}.yaml" for d in TASK_DIRS
              if (d / f"{name}-{version}.yaml").exists()]
     assert len(found) <= 1, found
     if not found:
-        return None
+        return _interface(name, version)
     task = yaml.safe_load(found[0].read_text())
     assert task["kind"] == "Task" and task["metadata"]["name"] == name
     label = task["metadata"]["labels"]["app.kubernetes.io/version"]
     assert label == version or label.startswith(f"{version}."), (name, label)
     return task["spec"]
+
+
+def _interface(name: str, version: str) -> dict[str, Any]:
+    """The names a Task that could not be vendored declares (interfaces/), shaped as its
+    spec: a param without a default is required, a workspace not optional is required."""
+    path = INTERFACES / f"{name}-{version}.yaml"
+    assert path.exists(), f"no definition of {name} {version} in tests/data/konflux"
+    names = yaml.safe_load(path.read_text())
+    assert names["task"] == name and names["version"].startswith(f"{version}."), path
+    return {
+        "params": [{"name": n} for n in names["required_params"]]
+        + [{"name": n, "default": ""} for n in names["optional_params"]],
+        "results": [{"name": n} for n in names["results"]],
+        "workspaces": [{"name": n} for n in names["required_workspaces"]]
+        + [{"name": n, "optional": True} for n in names["optional_workspaces"]],
+    }
 
 
 def versions() -> dict[str, str]:
@@ -129,17 +148,12 @@ def check_against_konflux(text: str) -> dict[str, Any]:
         bound = {w["name"] for w in task.get("workspaces", [])}
         assert {w["workspace"] for w in task.get("workspaces", [])} <= workspaces
         spec_of = definition(task_name, uses[task_name])
-        if spec_of is not None:  # against the Task itself
-            known = {p["name"]: p for p in spec_of.get("params", [])}
-            assert params <= set(known), (name, params - set(known))
-            assert {n for n, p in known.items() if "default" not in p} <= params, name
-            offered = {w["name"]: w for w in spec_of.get("workspaces", [])}
-            assert bound <= set(offered), name
-            assert {n for n, w in offered.items() if not w.get("optional")} <= bound, name
-        else:  # none vendored (README.md): against the reference pipeline's use
-            used = next(t for t in reference().values() if t["taskRef"]["name"] == task_name)
-            assert params <= {p["name"] for p in used.get("params", [])} | {
-                p["name"] for p in used.get("matrix", {}).get("params", [])}, name
+        known = {p["name"]: p for p in spec_of.get("params", [])}
+        assert params <= set(known), (name, params - set(known))
+        assert {n for n, p in known.items() if "default" not in p} <= params, name
+        offered = {w["name"]: w for w in spec_of.get("workspaces", [])}
+        assert bound <= set(offered), name
+        assert {n for n, w in offered.items() if not w.get("optional")} <= bound, name
         for producer, result, _ in RESULT_REF.findall(json.dumps(task)):
             assert producer in before(after, name), (name, producer)
             assert result in results_of(tasks[producer]), (producer, result)
@@ -162,14 +176,7 @@ def results_of(task: dict[str, Any]) -> set[str]:
 @cache
 def _results_of(name: str) -> frozenset[str]:
     spec = definition(name, versions()[name])
-    if spec is not None:
-        return frozenset(r["name"] for r in spec.get("results", []))
-    found: set[str] = set()  # what the reference pipeline reads of it
-    text = json.dumps(yaml.safe_load(REFERENCE.read_text()))
-    for ref_task in reference().values():
-        if ref_task["taskRef"]["name"] == name:
-            found |= {r for t, r, _ in RESULT_REF.findall(text) if t == ref_task["name"]}
-    return frozenset(found)
+    return frozenset(r["name"] for r in spec.get("results", []))
 
 
 def required_by_conforma() -> list[Any]:
