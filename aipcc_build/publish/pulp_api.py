@@ -1,10 +1,11 @@
 """A small client of Pulp's REST API (pulpcore + pulp_python): JSON requests with a timeout,
 streamed multipart uploads, task waiting, one retry policy.
 
-Every request has a timeout (the server's `timeout`, pulp-cli's setting). Transient answers
-(a connection that fails, 429, 502, 503, 504) are retried with the project's backoff, in
-`_attempts` only; a POST is retried only where the server cannot have acted on it (the
-connection was refused, or it answered 429/503), so one modify never makes two versions.
+Every request has a timeout (the server's `timeout`, pulp-cli's setting). Transient failures
+(a connection that fails; the answers `tools.retry` calls transient) are retried with the
+project's backoff, in `_attempts` only; a POST is retried only where the server cannot have
+acted on it (the connection was refused, or an answer in `NOT_ACTED_STATUS`), so one modify
+never makes two versions.
 Errors are one line naming the server and what failed, never a credential.
 
 With OAuth2 client credentials (pulp-cli's client_id/client_secret) the client does what
@@ -33,12 +34,10 @@ from typing import Any, BinaryIO, Callable, NamedTuple, Optional
 from urllib.parse import quote, urlencode, urljoin, urlsplit
 
 from ..errors import AipccError
-from ..tools.retry import Retry, parse_retry_after
+from ..tools.retry import NOT_ACTED_STATUS, Retry, parse_retry_after, transient_status
 from .pulp_config import PulpServer
 
 TASK_TIMEOUT = 1800.0  # seconds a Pulp task may take before we give up waiting
-_TRANSIENT_STATUS = {429, 502, 503, 504}
-_NOT_ACTED_STATUS = {429, 503}
 _CHUNK = 1 << 20
 # The API document of pulpcore alone (its plugins' paths make the whole one slow to build):
 # the security schemes are the same.
@@ -371,8 +370,9 @@ class Client:
                 self._bearer(renew=True)
                 attempt -= 1
                 continue
-            retryable = _NOT_ACTED_STATUS if unsafe else _TRANSIENT_STATUS
-            if answer.status in retryable and not last:
+            retryable = answer.status in NOT_ACTED_STATUS if unsafe \
+                else transient_status(answer.status)
+            if retryable and not last:
                 self.sleep(self.retry.delay(attempt, parse_retry_after(
                     answer.headers.get("Retry-After"))))
                 continue

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Optional, Union
 
 from ..image_reference import split
-from .retry import TransientAnswer, parse_retry_after
+from .retry import TransientAnswer, parse_retry_after, transient_status
 
 UNKNOWN = object()  # ask skopeo
 ACCEPT = ", ".join((
@@ -74,7 +74,7 @@ def manifest_digest(ref: str, tls_verify: bool = True) -> Union[Optional[str], o
         return "sha256:" + hashlib.sha256(answer.body).hexdigest()
     if answer.status == 404:
         return None
-    if answer.status == 429 or answer.status >= 500:
+    if transient_status(answer.status):
         raise TransientAnswer(answer.url, answer.status, answer.reason,
                               parse_retry_after(answer.headers.get("retry-after")))
     return UNKNOWN

@@ -1,6 +1,6 @@
 """Which failures a later attempt can cure, and how long to wait before it: the one table
 of transient errors and the one backoff behind every retry (buildah builds and pushes, skopeo
-copies and looks, registry HTTP, the scheduler).
+copies and looks, registry HTTP, the Pulp client, the scheduler).
 
 A failure is transient when the network or the registry failed, not the request: a
 connection that broke or timed out, a 5xx answer, or a 429 (too many requests), whose
@@ -29,6 +29,17 @@ TRANSIENT = re.compile(
     r"\b5\d\d \(?(internal server error|bad gateway|service unavailable|gateway timeout)",
     re.IGNORECASE,
 )
+# The HTTP answers a later attempt can cure (our own requests: registries, Pulp): too many
+# requests, or the server or a proxy in front of it failing.
+def transient_status(status: int) -> bool:
+    """Whether an HTTP STATUS is transient: 429 or 5xx."""
+    return status == 429 or 500 <= status <= 599
+
+
+# Of those, the answers that say the server did not act on the request: only these let a
+# request that is not idempotent (a POST that makes a repository version) be sent again.
+NOT_ACTED_STATUS = frozenset({429, 503})
+
 # A Retry-After a registry sent, as an error message carries it ("retry after 3 s" is how
 # `TransientAnswer` words it).
 _RETRY_AFTER = re.compile(r"retry[ -]after:? (\d+(?:\.\d+)?)", re.IGNORECASE)

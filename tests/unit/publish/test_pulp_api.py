@@ -82,6 +82,16 @@ def test_a_get_is_retried_on_429_and_5xx_then_answers(fake: tuple[Script, str]) 
     assert [s[1] for s in script.seen] == ["/pulp/api/v3/status/"] * 3
 
 
+def test_a_get_answered_500_is_retried_as_registry_requests_are(
+        fake: tuple[Script, str]) -> None:
+    """One table of transient answers (tools.retry): the Pulp client had its own, without
+    500."""
+    script, url = fake
+    script.then(500, {"detail": "database went away"}).then(200, {"ok": 1})
+    assert client(url).get("status/") == {"ok": 1}
+    assert len(script.seen) == 2
+
+
 def test_a_post_is_not_repeated_where_pulp_may_have_acted(fake: tuple[Script, str]) -> None:
     script, url = fake
     script.then(502, {"detail": "bad gateway"})

@@ -8,12 +8,14 @@ import pytest
 from aipcc_build.errors import ToolError
 from aipcc_build.tools.retry import (
     MAX_RETRY_AFTER,
+    NOT_ACTED_STATUS,
     Retry,
     StillFailing,
     TransientAnswer,
     parse_retry_after,
     retry_after,
     transient,
+    transient_status,
     with_retries,
 )
 
@@ -58,6 +60,14 @@ def test_one_table_for_buildah_skopeo_and_http() -> None:
     assert transient(TransientAnswer("http://h/v2/r/manifests/t", 503, "Service Unavailable"))
     # A digest that happens to hold 429 or 503 is no status.
     assert not transient(error("manifest unknown: sha256:4290503aa"))
+
+
+def test_transient_http_answers_and_those_that_allow_a_post_again() -> None:
+    assert [s for s in (200, 401, 403, 404, 429, 500, 502, 503, 504, 599, 600)
+            if transient_status(s)] == [429, 500, 502, 503, 504, 599]
+    # A server that answered these did not act: a POST may go again; after a 502 it may have.
+    assert {429, 503} == NOT_ACTED_STATUS
+    assert all(transient_status(s) for s in NOT_ACTED_STATUS)
 
 
 def test_retry_after_is_honoured_up_to_a_bound() -> None:
