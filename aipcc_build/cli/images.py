@@ -132,7 +132,7 @@ def plan(context: Context, filters: Filters, output_format: str, changed_since: 
         url = matrix.ci.source_url or Git(
             processes, os.path.dirname(os.path.abspath(matrix.path))).remote_url()
         konflux.refuse_unclonable(url)
-        files = konflux.konflux(matrix, build_plan, konflux.KonfluxSource(url=url))
+        files = konflux.konflux(matrix, build_plan, konflux.KonfluxSource(url=url), registry)
         result = konflux.write(output_dir or str(project_root(matrix)), files, check=check,
                                remove_stale=filters == EVERYTHING and not changed_since)
         matrix_output.render_result(result, "Konflux file(s)",

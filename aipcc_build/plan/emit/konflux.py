@@ -93,9 +93,12 @@ def component_names(matrix: Matrix, images: Iterable[ImageSpec]) -> dict[str, st
     return names
 
 
-def konflux(matrix: Matrix, plan: BuildPlan, source: KonfluxSource) -> dict[str, str]:
+def konflux(matrix: Matrix, plan: BuildPlan, source: KonfluxSource,
+            registry: Optional[str] = None) -> dict[str, str]:
     """Relative path -> text of every file: per image `.tekton/<component>-push.yaml` and
-    `-pull-request.yaml`, the tenant's manifests, and the Snapshot validation pipeline."""
+    `-pull-request.yaml`, the tenant's manifests, and the Snapshot validation pipeline.
+    REGISTRY: where the plan's images go instead of the matrix's registry (their parents
+    outside the plan too)."""
     images = [build.image for build in plan.builds]
     names = component_names(matrix, images)
     children: dict[str, list[str]] = {}
@@ -105,7 +108,7 @@ def konflux(matrix: Matrix, plan: BuildPlan, source: KonfluxSource) -> dict[str,
     application = application_name(matrix)
     source_note = f"from {project_path(matrix, matrix.path)}"
     files: dict[str, str] = {}
-    parents = _parents(matrix, images)
+    parents = _parents(matrix, images, registry)
     for image in images:
         component = names[image.key]
         args_file = None
@@ -146,11 +149,13 @@ def _file_match(path: str) -> str:
     return "^" + path.replace(".", "\\.") + "$"
 
 
-def _parents(matrix: Matrix, images: list[ImageSpec]) -> dict[str, ImageSpec]:
-    """Key of each dependent image -> its parent (planned or not)."""
+def _parents(matrix: Matrix, images: list[ImageSpec],
+             registry: Optional[str]) -> dict[str, ImageSpec]:
+    """Key of each dependent image -> its parent (planned or not, in REGISTRY if given)."""
     known = {image.key: image for image in images}
     if any(i.depends_on is not None and i.depends_on not in known for i in images):
-        known = {**{image.key: image for image in expand(matrix)}, **known}
+        everything = expand(matrix, registry=registry)
+        known = {**{image.key: image for image in everything}, **known}
     return {i.key: known[i.depends_on] for i in images if i.depends_on is not None}
 
 

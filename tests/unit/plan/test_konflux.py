@@ -533,6 +533,19 @@ def test_a_dependent_builds_from_its_parent_by_digest_and_a_nudge_is_no_drift(kx
         kx_repo / args_file).read_text()
 
 
+def test_a_parent_outside_the_plan_is_pinned_in_the_registry_the_plan_names(kx_repo, run,
+                                                                         tmp_path):
+    """--registry moves every image of the plan, so a dependent's parent that the filters
+    leave out is named there too (it was named in the matrix's registry)."""
+    matrix = kx_repo / "matrix/aipcc.yaml"
+    out = tmp_path / "out"
+    result = run("--matrix", str(matrix), "plan", "--format", "konflux", "--kind", "devel",
+                 "--registry", "quay.io/elsewhere", "--output-dir", str(out))
+    assert result.code == 0, result.err
+    pin = (out / "konflux/build-args/aipcc-3-0-devel-cuda-12-8-el9-6.conf").read_text()
+    assert "\nAIPCC_PARENT=quay.io/elsewhere/base-images/cuda-12.8-el9.6:3.0@sha256:" in pin
+
+
 def test_the_matrix_names_the_repository_and_a_clone_without_origin_passes_the_check(
         repo, run, tmp_path):
     """matrix/aipcc.yaml names ci.source_url, so the committed files are the same in every
