@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Optional
 
 import click
@@ -93,58 +92,25 @@ def plan(context: Context, filters: Filters, output_format: str, changed_since: 
          output_dir: Optional[str], check: bool, allow_loopback: bool) -> int:
     """The build plan as data for people or CI engines."""
     from ..imagebuild.preflight import parse_capacity
-    from ..matrix import check_build_id
-    from ..plan import emit, make_plan, project_path
-    from ..plan.changes import select
+    from ..plan.ci_plan import PlanRequest, plan_ci
     from ..report import matrix_output
     from ..tools.runner import ProcessRunner
 
     if (output_dir is not None or check) and output_format != "konflux":
         raise click.UsageError("--output-dir and --check go with --format konflux")
-    matrix = context.load()
-    build = resolved_build_id(build_id)
-    if parent_build_id is not None:
-        check_build_id(parent_build_id, "parent_build_id")  # it goes into every job
     parse_capacity(capacity)  # a bad slot is an input error now, not in every job
-    processes = ProcessRunner()
-    # One job per image: it builds all the image's platforms (and joins them).
-    build_plan = make_plan(select(matrix, build_id=build, registry=registry, filters=filters,
-                                  changed_since=changed_since, runner=processes),
-                           per_platform=False)
-    command = emit.JobCommand(
-        matrix_path=project_path(matrix, matrix.path), build_id=build, registry=registry,
-        tls_verify=tls_verify, parent_build_id=parent_build_id, jobs=jobs, capacity=capacity,
-        fetch=matrix.ci.fetch, platforms=filters.platforms, push=push)
-    if output_format in ("tekton", "konflux") and not allow_loopback:
-        from ..plan.emit.cluster import refuse_loopback
-
-        refuse_loopback(matrix, [b.image for b in build_plan.builds], registry)
-    if output_format == "json":
-        matrix_output.plan_json(matrix, build_plan, changed_since)
-        return 0
-    if output_format == "konflux":
-        # Not one document: a tree of files under the project, written or checked.
-        from ..matrix import EVERYTHING
-        from ..plan.dag import project_root
-        from ..plan.emit import konflux
-        from ..tools.git import Git
-
-        url = matrix.ci.source_url or Git(
-            processes, os.path.dirname(os.path.abspath(matrix.path))).remote_url()
-        konflux.refuse_unclonable(url)
-        files = konflux.konflux(matrix, build_plan, konflux.KonfluxSource(url=url), registry)
-        result = konflux.write(output_dir or str(project_root(matrix)), files, check=check,
-                               remove_stale=filters == EVERYTHING and not changed_since)
-        matrix_output.render_result(result, "Konflux file(s)",
+    matrix = context.load()
+    result = plan_ci(matrix, PlanRequest(
+        output_format=output_format, build_id=resolved_build_id(build_id), filters=filters,
+        changed_since=changed_since, registry=registry, tls_verify=tls_verify,
+        parent_build_id=parent_build_id, jobs=jobs, capacity=capacity, push=push,
+        output_dir=output_dir, check=check, allow_loopback=allow_loopback), ProcessRunner())
+    if result.konflux_files is not None:
+        matrix_output.render_result(result.konflux_files, "Konflux file(s)",
                                     "aipcc-build plan --format konflux")
-        return 1 if check and result.changes else 0
-    source = None
-    if output_format in emit.PINS_COMMIT:
-        from ..tools.git import Git
-
-        git = Git(processes, os.path.dirname(os.path.abspath(matrix.path)))
-        source = emit.GitSource(url=matrix.ci.source_url or git.remote_url(),
-                                revision=git.head_commit())
-    matrix_output.ci_document(
-        emit.ci_document(output_format, matrix, build_plan, command, source), build_plan)
+        return 1 if check and result.konflux_files.changes else 0
+    if result.document is None:
+        matrix_output.plan_json(matrix, result.plan, changed_since)
+        return 0
+    matrix_output.ci_document(result.document, result.plan)
     return 0
