@@ -19,6 +19,7 @@ pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="make is no
 
 FAKE_PIP = """#!/bin/sh
 echo "pip $*" >> "$CALLS"
+[ -z "$PIP_FAILS" ] || exit 1
 while [ $# -gt 0 ]; do
   if [ "$1" = --wheel-dir ]; then mkdir -p "$2"; : > "$2/aipcc_build-0.1.0-py3-none-any.whl"; fi
   shift
@@ -79,3 +80,10 @@ def test_either_run_failing_fails_the_gate_and_the_side_output_is_shown(
     done, _ = _make_test(tmp_path, **{failing: "1"})
     assert done.returncode != 0
     assert "side envs said this" in done.stdout
+
+
+def test_a_package_that_does_not_build_stops_the_gate_before_any_tox_run(
+        tmp_path: Path) -> None:
+    done, calls = _make_test(tmp_path, PIP_FAILS="1")
+    assert done.returncode != 0
+    assert [call.split()[0] for call in calls] == ["pip"]

@@ -304,3 +304,43 @@ def test_an_https_server_naming_a_plain_http_token_url_gets_no_secret() -> None:
 class _FakeAnswer:
     def __init__(self, status: int, body: bytes) -> None:
         self.status, self.body, self.headers = status, body, {}
+
+
+def test_a_token_issuer_answering_429_is_asked_again_after_its_retry_after(
+        fake: tuple[Script, str]) -> None:
+    script, url = fake
+    waits: list[float] = []
+    api = Client(PulpServer(base_url=url, client_id="c", client_secret="s"),
+                 retry=Retry(attempts=3, first=0, cap=0), sleep=waits.append)
+    script.then(200, api_document("/auth/token"))
+    script.then(429, {"error": "slow_down"}, headers={"Retry-After": "2"})
+    script.then(200, {"access_token": "tok", "token_type": "Bearer"}).then(200, {"ok": 1})
+    assert api.get("status/") == {"ok": 1}
+    assert waits == [2.0]
+    assert [s[1] for s in script.seen].count("/auth/token") == 2
+
+
+def test_a_token_issuer_that_stalls_is_named_within_the_timeout(
+        fake: tuple[Script, str]) -> None:
+    script, url = fake
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)  # accepts connections, never answers
+        port = silent.getsockname()[1]
+        script.then(200, api_document(f"http://127.0.0.1:{port}/token"))
+        start = time.monotonic()
+        with pytest.raises(PulpUnreachable, match=f"the OAuth2 token issuer at "
+                                                  f"http://127.0.0.1:{port}/token"):
+            oauth(url, timeout=0.3).get("status/")
+        assert time.monotonic() - start < 10
+
+
+def test_a_client_secret_with_a_newline_cannot_add_a_header(fake: tuple[Script, str]) -> None:
+    script, url = fake
+    script.then(200, api_document("/auth/token"))
+    script.then(200, {"access_token": "tok", "token_type": "Bearer"}).then(200, {"ok": 1})
+    api = client(url, client_id="-id", client_secret="s\r\nX-Injected: 1")
+    assert api.get("status/") == {"ok": 1}
+    assert "X-Injected" not in script.headers[1]
+    assert script.headers[1]["Authorization"] == "Basic " + base64.b64encode(
+        b"-id:s%0D%0AX-Injected%3A%201").decode()
