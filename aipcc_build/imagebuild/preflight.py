@@ -110,31 +110,23 @@ def check_registries(references: Sequence[str], tls_verify: bool,
     credentials for it, accepts them. CheckFailed naming the registry otherwise: a registry
     that accepts connections and never answers would hold every push for its whole
     timeout, after the builds."""
+    from ..tools import registry_http
+
     for host in sorted({reference.split("/", 1)[0] for reference in references}):
-        status, challenge, why = _get(host, "/v2/", tls_verify, timeout)
-        if status is None:
-            raise CheckFailed(f"registry {host} does not answer within {timeout:g} s: {why}",
-                              field="registry")
-        if status != 401:
+        try:
+            answer = registry_http.get(host, "/v2/", tls_verify, timeout)
+        except registry_http.Unreachable as exc:
+            raise CheckFailed(f"registry {host} does not answer within {timeout:g} s: {exc}",
+                              field="registry") from None
+        if answer.status != 401:
             continue
         login = _auth_of(host, environ)
         if login is None:
             continue  # buildah may have other ways in (credential helpers): the push tells
+        challenge = answer.headers.get("www-authenticate", "")
         if not _accepts(host, challenge, login, tls_verify, timeout):
             raise CheckFailed(f"registry {host} does not accept the credentials the auth "
                               "file holds for it", field="registry")
-
-
-def _get(host: str, target: str, tls_verify: bool, timeout: float,
-         headers: Optional[Mapping[str, str]] = None) -> tuple[Optional[int], str, str]:
-    """(status, WWW-Authenticate, "") of GET TARGET on HOST, or (None, "", why)."""
-    from ..tools import registry_http
-
-    try:
-        answer = registry_http.get(host, target, tls_verify, timeout, headers)
-    except registry_http.Unreachable as exc:
-        return None, "", str(exc)
-    return answer.status, answer.headers.get("www-authenticate", ""), ""
 
 
 def _auth_of(host: str, environ: Mapping[str, str]) -> Optional[str]:
@@ -167,13 +159,22 @@ def _accepts(host: str, challenge: str, login: str, tls_verify: bool,
 
     basic = {"Authorization": f"Basic {login}"}
     if not challenge.lower().startswith("bearer"):
-        status, _, _ = _get(host, "/v2/", tls_verify, timeout, basic)
-        return status is not None and status != 401
+        return _status(host, "/v2/", tls_verify, timeout, basic) not in (None, 401)
     params = dict(re.findall(r'(\w+)="([^"]*)"', challenge))
     realm = urllib.parse.urlsplit(params.get("realm", ""))
     if not realm.netloc:
         return True  # nothing to ask: the push tells
     query = urllib.parse.urlencode({"service": params.get("service", ""), "account": ""})
-    status, _, _ = _get(realm.netloc, f"{realm.path or '/'}?{query}",
-                        tls_verify and realm.scheme == "https", timeout, basic)
-    return status is not None and status not in (401, 403)
+    return _status(realm.netloc, f"{realm.path or '/'}?{query}",
+                   tls_verify and realm.scheme == "https", timeout, basic) not in (None, 401, 403)
+
+
+def _status(host: str, target: str, tls_verify: bool, timeout: float,
+            headers: Mapping[str, str]) -> Optional[int]:
+    """The status of GET TARGET on HOST, None when it does not answer."""
+    from ..tools import registry_http
+
+    try:
+        return registry_http.get(host, target, tls_verify, timeout, headers).status
+    except registry_http.Unreachable:
+        return None
