@@ -1,5 +1,6 @@
 """A docker-registry (distribution) on 127.0.0.1 for integration tests, optionally asking
-for a login (htpasswd with bcrypt entries)."""
+for a login: htpasswd with bcrypt entries (a Basic challenge), or a token from a realm (a
+Bearer challenge, as quay.io and Docker Hub ask)."""
 
 from __future__ import annotations
 
@@ -21,9 +22,14 @@ def _free_port() -> int:
 class Registry:
     """A docker-registry (distribution) process on 127.0.0.1, storage in a temp dir."""
 
-    def __init__(self, root: Path, htpasswd: Path | None = None) -> None:
+    def __init__(self, root: Path, htpasswd: Path | None = None,
+                 token_realm: str | None = None, token_certs: Path | None = None) -> None:
         self.root = root
         self.htpasswd = htpasswd  # bcrypt entries: the registry then asks for a login
+        # A token service's URL, and the PEM bundle of the certificates its tokens are
+        # signed with (distribution will not start without one).
+        self.token_realm = token_realm
+        self.token_certs = token_certs
         self.port = _free_port()
         self.host = f"127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -38,6 +44,9 @@ class Registry:
             f"http: {{addr: '{self.host}'}}\n"
             + (f"auth: {{htpasswd: {{realm: test, path: {self.htpasswd}}}}}\n"
                if self.htpasswd else "")
+            + (f"auth: {{token: {{realm: '{self.token_realm}', service: test-registry, "
+               f"issuer: test-issuer, rootcertbundle: {self.token_certs}}}}}\n"
+               if self.token_realm else "")
         )
         self.proc = subprocess.Popen(
             [shutil.which("docker-registry") or "registry", "serve", str(config)],
