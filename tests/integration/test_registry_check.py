@@ -9,7 +9,6 @@ import http.server
 import json
 import shutil
 import subprocess
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import pytest
 
 from aipcc_build.errors import CheckFailed
 from aipcc_build.imagebuild.preflight import check_registries
+from tests.support.http_server import serving
 from tests.support.registry import Registry
 
 pytestmark = pytest.mark.skipif(
@@ -45,14 +45,8 @@ def realm() -> Iterator[tuple[str, list[dict[str, str]]]]:
         def log_message(self, *args: object) -> None:
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/token", asked
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(Handler) as origin:
+        yield f"{origin}/token", asked
 
 
 def test_a_bearer_realm_is_asked_with_the_auth_files_login(

@@ -22,12 +22,13 @@ import http.client
 import http.server
 import json
 import secrets
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Optional
 from urllib.parse import parse_qs, unquote
+
+from tests.support.http_server import serving
 
 
 @dataclass
@@ -112,12 +113,6 @@ def running(clients: dict[str, tuple[str, str]], lifetime: float = 300.0) -> Ite
         def log_message(self, *args: object) -> None:
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    issuer.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(Handler) as origin:
+        issuer.url = origin
         yield issuer
-    finally:
-        server.shutdown()
-        server.server_close()

@@ -8,7 +8,6 @@ import base64
 import http.server
 import json
 import socket
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +18,7 @@ import pytest
 from aipcc_build.publish.pulp_api import Client, PulpAuthError, PulpError, PulpUnreachable
 from aipcc_build.publish.pulp_config import PulpServer
 from aipcc_build.tools.retry import Retry
+from tests.support.http_server import serving
 
 Answer = tuple[int, dict[str, str], Any]
 
@@ -60,14 +60,8 @@ def fake() -> Iterator[tuple[Script, str]]:
         def log_message(self, *args: object) -> None:
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield script, f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(Handler) as origin:
+        yield script, origin
 
 
 def client(url: str, **server: Any) -> Client:
