@@ -22,7 +22,7 @@ from ...matrix.model import CLONABLE
 from ...render import BUILD_ID_ARG, PARENT_ARG
 from ...render.containerfiles import FileChange, RenderResult
 from ..dag import BuildPlan, build_context, project_path
-from . import yaml_text
+from . import snapshot_validation, yaml_text
 
 # Where the files go, relative to the repository root (the project root).
 TEKTON_DIR = ".tekton"
@@ -467,7 +467,7 @@ def _snapshot_pipeline(matrix: Matrix, application: str) -> dict[str, Any]:
                                "env": [{"name": "SNAPSHOT", "value": "$(params.SNAPSHOT)"},
                                        {"name": "TLSVERIFY",
                                         "value": "$(params.tls-verify)"}],
-                               "script": VALIDATE_SNAPSHOT}],
+                               "script": _validate_snapshot_script()}],
                 },
                 "timeout": "2h",
             }],
@@ -475,60 +475,10 @@ def _snapshot_pipeline(matrix: Matrix, application: str) -> dict[str, Any]:
     }
 
 
-# The Snapshot validation, in the CI image (python3, skopeo, aipcc-build). Tekton replaces
-# $(results.TEST_OUTPUT.path) before it runs. Attestations and signatures in an index have
-# the platform unknown/unknown: they are no image to validate.
-VALIDATE_SNAPSHOT = '''#!/usr/bin/env python3
-import datetime, json, os, subprocess, sys
-
-TLS = os.environ.get("TLSVERIFY", "true")
-
-def platforms(image):
-    raw = subprocess.run(["skopeo", "inspect", "--raw", "--tls-verify=" + TLS, "docker://" + image],
-                         capture_output=True, text=True, timeout=600)
-    if raw.returncode != 0:
-        raise RuntimeError(raw.stderr.strip())
-    listed = json.loads(raw.stdout).get("manifests")
-    if not listed:
-        return [""]
-    found = set()
-    for entry in listed:
-        p = entry.get("platform") or {}
-        if p.get("os", "unknown") != "unknown":
-            found.add("/".join(x for x in (p["os"], p.get("architecture"), p.get("variant")) if x))
-    return sorted(found)
-
-snapshot = json.loads(os.environ["SNAPSHOT"])
-passed, failed = [], []
-for component in snapshot.get("components", []):
-    name, image = component["name"], component["containerImage"]
-    try:
-        wanted = platforms(image)
-    except (RuntimeError, ValueError, subprocess.TimeoutExpired) as error:
-        print(f"{name}: {image} cannot be read: {error}", flush=True)
-        failed.append(name)
-        continue
-    for platform in wanted:
-        label = f"{name} {platform}".strip()
-        print(f"== {label}: {image}", flush=True)
-        argv = ["aipcc-build", "validate", "--tls-verify", TLS,
-                *(["--platform", platform] if platform else []), "docker://" + image]
-        try:
-            code = subprocess.run(argv, timeout=3600).returncode
-        except subprocess.TimeoutExpired:
-            code = 124
-        (passed if code == 0 else failed).append(label)
-        if code:
-            print(f"FAILED {label} (exit {code})", flush=True)
-output = {"result": "FAILURE" if failed else "SUCCESS",
-          "timestamp": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-          "successes": len(passed), "failures": len(failed), "warnings": 0,
-          "note": "failed: " + ", ".join(failed) if failed else "every image validated"}
-with open("$(results.TEST_OUTPUT.path)", "w") as result:
-    json.dump(output, result)
-print(output["note"])
-sys.exit(1 if failed else 0)
-'''
+def _validate_snapshot_script() -> str:
+    """The scenario step's script: the module `snapshot_validation` as it is."""
+    source = Path(snapshot_validation.__file__).read_text(encoding="utf-8")
+    return "#!/usr/bin/env python3\n" + source
 
 
 def _document(document: dict[str, Any], source_note: str) -> str:
