@@ -18,7 +18,7 @@ from aipcc_build.toolkit.facts import ToolkitFacts, load_facts
 from tests.support.project import Project, small_project
 from tests.support.registry import Registry
 
-pytest_plugins = ["tests.support.sigterm"]
+pytest_plugins = ["tests.support.sigterm", "tests.support.integration_marker"]
 
 REPO = Path(__file__).resolve().parent.parent
 BASE_IMAGE = "localhost/aipcc-demo/busybox:latest"

@@ -156,12 +156,14 @@ def test_a_file_where_a_directory_is_wanted(commands: dict, tmp_path: Path, cli,
     one_line(cli(*commands[command](str(blocker / "out"))), blocker)
 
 
+@pytest.mark.integration  # mounts a tmpfs
 @pytest.mark.parametrize("command", [c for c in COMMANDS if not c.startswith("mirror --from")])
 def test_a_read_only_file_system(commands: dict, tmp_path: Path, cli, command: str) -> None:
     with tmpfs(tmp_path / "ro", read_only=True) as mount:
         one_line(cli(*commands[command](str(mount / "out"))), mount / "out")
 
 
+@pytest.mark.integration  # mounts a tmpfs
 @pytest.mark.parametrize("command", [c for c in COMMANDS if not c.startswith(
     ("mirror --from", "matrix"))])
 def test_a_full_file_system(commands: dict, tmp_path: Path, cli, command: str) -> None:
@@ -228,6 +230,7 @@ def test_mirror_from_a_refused_archive_leaves_no_temporary_directory(
 DIGEST = "sha256:" + "ab" * 32
 
 
+@pytest.mark.integration  # mounts a tmpfs
 @pytest.mark.parametrize("option", ["--report", "--junit"])
 def test_a_full_disk_for_the_report_keeps_the_summary_and_the_digests(
         tmp_path: Path, cli, monkeypatch: pytest.MonkeyPatch, option: str) -> None:

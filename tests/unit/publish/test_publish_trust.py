@@ -84,6 +84,7 @@ def test_a_bad_build_id_in_the_report_is_blamed_on_the_report(tmp_path: Path, cl
     assert str(path) in done.err and '"build_id"' in done.err, done.err
 
 
+@pytest.mark.integration  # real skopeo, to a port nothing listens on
 def test_mirror_report_honours_only(tmp_path: Path, cli) -> None:
     path = report(tmp_path / "r.json")
     done = cli("--matrix", DEMO, "mirror", "--report", str(path), "--only", "cpu-debian",

@@ -43,6 +43,7 @@ def test_a_function_calling_itself_ends() -> None:
     assert runtime_release(bytes(elf)) is None
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="no gcc on this machine")
 def test_a_runtime_compiled_by_gcc(tmp_path: Path) -> None:
     source = tmp_path / "cudart.c"
