@@ -8,7 +8,6 @@ under the stages: the matrix loader reads with it, and so can any other file for
 from __future__ import annotations
 
 import datetime as dt
-import difflib
 import re
 from collections.abc import Sequence
 from typing import Optional
@@ -16,6 +15,7 @@ from typing import Optional
 import yaml
 
 from .errors import InputError
+from .suggest import did_you_mean
 
 
 def compose(text: str, file: str) -> Optional[yaml.Node]:
@@ -58,9 +58,7 @@ class Reader:
             key = str(key_node.value)
             sub = f"{field}.{key}" if field else key
             if allowed and key not in allowed:
-                hint = difflib.get_close_matches(key, allowed, n=1)
-                extra = f" (did you mean '{hint[0]}'?)" if hint else \
-                    f" (expected one of: {', '.join(allowed)})"
+                extra = did_you_mean(key, allowed, listing="expected one of")
                 raise self.error(key_node, sub, f"unknown key '{key}'{extra}")
             if key in found:
                 raise self.error(key_node, sub, f"duplicate key '{key}'")

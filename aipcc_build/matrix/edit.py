@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..errors import InputError
+from ..suggest import did_you_mean
 from .expand import expand
 from .loader import DRIVER, ONE_LINE, canonical_version, load, parse, several_lines, shown
 from .model import Accelerator, ImageSpec, Matrix, ToolkitVersion
@@ -143,9 +144,7 @@ def retire(path: str, retirement: Retirement) -> MatrixEdit:
 
 def _accelerator(matrix: Matrix, name: str) -> Accelerator:
     if name not in matrix.accelerators:
-        hint = difflib.get_close_matches(name, list(matrix.accelerators), n=1)
-        extra = f" (did you mean '{hint[0]}'?)" if hint else \
-            f" (accelerators: {', '.join(matrix.accelerators)})"
+        extra = did_you_mean(name, matrix.accelerators, listing="accelerators")
         raise InputError(f"unknown accelerator '{name}'{extra}", file=matrix.path,
                          field="ACCELERATOR")
     return matrix.accelerators[name]

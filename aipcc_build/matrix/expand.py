@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from typing import Optional
 
 from ..errors import InputError
+from ..suggest import did_you_mean
 from .model import (
     SAFE_NAME,
     SAFE_REFERENCE,
@@ -111,11 +112,8 @@ def check_filters(matrix: Matrix, images: list[ImageSpec], filters: Filters) -> 
     for field, values, names in known:
         for value in values:
             if value not in names:
-                import difflib  # only for the message: `validate` imports this module
-
-                hint = [ALIASES[value]] if value in ALIASES else \
-                    difflib.get_close_matches(value, names, n=1)
-                extra = f" (did you mean '{hint[0]}'?)" if hint else ""
+                extra = f" (did you mean '{ALIASES[value]}'?)" if value in ALIASES else \
+                    did_you_mean(value, names)
                 raise InputError(f"'{value}' matches nothing in the matrix{extra}",
                                  file=matrix.path, field=field)
     for prefix in filters.versions:

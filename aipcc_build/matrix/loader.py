@@ -6,7 +6,6 @@ Every error names the file, line, column and field: the loader walks the node tr
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import re
@@ -19,6 +18,7 @@ import yaml
 from .. import positioned_yaml
 from ..errors import InputError
 from ..positioned_yaml import shown
+from ..suggest import did_you_mean
 from .expand import expand_all
 from .model import (
     CLONABLE,
@@ -564,8 +564,7 @@ def _image_kind(reader: _Reader, kind: str, key_node: yaml.Node, value: yaml.Nod
     for i, node in enumerate(reader.sequence(fields["os"][1], f"{field}.os")):
         os_name = reader.name(node, f"{field}.os[{i}]")
         if os_name not in oses:
-            hint = difflib.get_close_matches(os_name, list(oses), n=1)
-            extra = f" (did you mean '{hint[0]}'?)" if hint else ""
+            extra = did_you_mean(os_name, oses)
             raise reader.error(node, f"{field}.os[{i}]",
                                f"OS '{os_name}' is not declared under 'os'{extra}")
         os_names.append(os_name)
@@ -600,8 +599,7 @@ def _check_from_images(reader: _Reader, images_node: yaml.Node,
 
     for kind, spec in images.items():
         if spec.from_image is not None and spec.from_image not in images:
-            hint = difflib.get_close_matches(spec.from_image, list(images), n=1)
-            extra = f" (did you mean '{hint[0]}'?)" if hint else ""
+            extra = did_you_mean(spec.from_image, images)
             raise reader.error(from_node(kind), f"images.{kind}.from_image",
                                f"unknown image kind '{spec.from_image}'{extra}")
     for kind in images:

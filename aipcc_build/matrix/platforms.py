@@ -12,6 +12,8 @@ import platform as _platform
 from dataclasses import dataclass
 from typing import Optional
 
+from ..suggest import did_you_mean
+
 
 @dataclass(frozen=True)
 class Platform:
@@ -65,14 +67,9 @@ def describe(name: str) -> Platform:
 
 def unknown_hint(name: str) -> str:
     """Why NAME is not a platform, with the likely intended one."""
-    import difflib
-
     if name in ALIASES:
         return f" (the OCI name is '{ALIASES[name]}')"
-    close = difflib.get_close_matches(name, list(KNOWN), n=1)
-    if close:
-        return f" (did you mean '{close[0]}'?)"
-    return f" (known: {', '.join(KNOWN)})"
+    return did_you_mean(name, KNOWN, listing="known")
 
 
 def needs_emulation(name: str, host: Optional[str] = None) -> bool:

@@ -44,6 +44,7 @@ from typing import Any, Optional, Union
 from ..errors import InputError
 from ..fsutil import write_atomic
 from ..matrix import Matrix, expand
+from ..suggest import did_you_mean
 from ..validate.results import FAILING, Evidence, Expectation
 from ..validate.verdict import FAMILIES, judge_evidence, place
 from . import simple_index
@@ -133,11 +134,7 @@ def targets(matrix: Matrix, wheels: Mapping[str, Sequence[str]]) -> list[IndexTa
     for variant, directories in wheels.items():
         image = by_variant.get(variant)
         if image is None:
-            import difflib
-
-            hint = difflib.get_close_matches(variant, list(by_variant), n=1)
-            extra = f" (did you mean '{hint[0]}'?)" if hint else \
-                f" (the matrix has {', '.join(sorted(by_variant))})"
+            extra = did_you_mean(variant, sorted(by_variant), listing="the matrix has")
             raise InputError(f"'{variant}' is not a variant of the matrix{extra}",
                              field="wheels")
         assert image.wheel_index is not None

@@ -6,7 +6,6 @@ Lookups answer `None` when the file does not know a version, so callers can warn
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from typing import Any, Optional, Union
 from packaging.version import Version
 
 from ..errors import InputError
+from ..suggest import did_you_mean
 
 _DRIVER_RE = re.compile(r"^\d{2,4}(\.\d{1,3}){0,2}$")
 
@@ -145,9 +145,7 @@ class ToolkitFacts:
         matches = [gpu for gpu in self.gpus if _words(gpu.name) <= wanted]
         if matches:
             return max(matches, key=lambda gpu: len(gpu.name))
-        by_upper = {known.upper(): known for known in self.gpu_names()}
-        closest = difflib.get_close_matches(name.upper(), list(by_upper), n=1, cutoff=0.4)
-        hint = f" (did you mean {by_upper[closest[0]]}?)" if closest else ""
+        hint = did_you_mean(name, self.gpu_names(), ignore_case=True, cutoff=0.4)
         raise InputError(
             f"unknown GPU {name!r}{hint}; known GPUs: {', '.join(self.gpu_names())}",
             field="gpu",

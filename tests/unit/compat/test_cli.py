@@ -109,7 +109,7 @@ def test_select_with_nothing_runnable_exits_1(capsys: pytest.CaptureFixture[str]
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (("--gpu", "H1000", "--driver", "550.54.15"), "did you mean H100?"),
+    (("--gpu", "H1000", "--driver", "550.54.15"), "did you mean 'H100'?"),
     (("--gpu", "H100", "--driver", "latest"), "'latest' is not a driver version"),
     (("--node", str(DATA / "node-cpu.json")), "no GPU labels"),
     (("--compute-capability", "9", "--driver", "550.54.15"), "not a compute capability"),

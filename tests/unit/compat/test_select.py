@@ -147,7 +147,7 @@ def test_unknown_gpu_lists_known_ones_and_suggests(facts: ToolkitFacts) -> None:
     with pytest.raises(InputError) as err:
         node_from_flags(facts, gpu="H1000", driver="550.54.15")
     message = str(err.value)
-    assert "did you mean H100?" in message and "A100" in message and "MI300X" in message
+    assert "did you mean 'H100'?" in message and "A100" in message and "MI300X" in message
 
 
 @pytest.mark.parametrize("driver", ["latest", "550", "550.54.15.1", "v550.54", ""])
