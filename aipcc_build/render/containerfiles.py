@@ -193,11 +193,6 @@ def _render_one(env: jinja2.Environment, matrix: Matrix, image: ImageSpec, tag: 
                          line=line) from None
 
 
-# Short names templates may use besides the table's own ("cuda-runtime" is also "cudart").
-_SHORT_NAMES = {"cuda-runtime": "cudart", "cuda-cupti": "cupti", "cuda-nvrtc": "nvrtc",
-                "cuda-nvcc": "nvcc"}
-
-
 def _component_context(image: ImageSpec) -> dict[str, dict[str, str]]:
     """The CUDA component table's view of the image's release, for the templates.
 
@@ -223,7 +218,7 @@ def _component_context(image: ImageSpec) -> dict[str, dict[str, str]]:
     projects: dict[str, str] = {}
     for name, version in versions.items():
         requirement = component_table.wheel_requirement(name, release)
-        for key in (name, _SHORT_NAMES.get(name)):
+        for key in (name, component_table.SHORT_NAMES.get(name)):
             if key:
                 components[key] = version
                 wheels[key] = requirement

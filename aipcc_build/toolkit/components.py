@@ -30,14 +30,11 @@ _RELEASE = re.compile(r"^\d+\.\d+\.\d+$")
 _MINOR = re.compile(r"^\d+\.\d+$")
 RELEASE_NUMBERED, EXACT, OWN_SCHEME = "release-numbered", "exact", "own-scheme"
 
-# Short names callers use for the table's component names.
-_ALIASES = {
-    "cudart": "cuda-runtime",
-    "runtime": "cuda-runtime",
-    "nvrtc": "cuda-nvrtc",
-    "cupti": "cuda-cupti",
-    "nvcc": "cuda-nvcc",
-}
+# The short name of a table component where one is in use (templates say `cudart`).
+SHORT_NAMES = {"cuda-runtime": "cudart", "cuda-cupti": "cupti", "cuda-nvrtc": "nvrtc",
+               "cuda-nvcc": "nvcc"}
+# What callers may say for a table component: its short name, and `runtime` for cudart.
+_ALIASES = {**{short: name for name, short in SHORT_NAMES.items()}, "runtime": "cuda-runtime"}
 
 
 class Found(Protocol):
