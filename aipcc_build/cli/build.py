@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Optional
 
 import click
 
-from ..imagebuild import defaults
+from .. import defaults
 from .options import (
     Context,
     cli,
@@ -60,7 +60,7 @@ if TYPE_CHECKING:
               metavar="true|false", help="Verify the registry's TLS certificate.")
 @click.option("--log-dir", default=defaults.LOG_DIR, show_default=True, metavar="DIR",
               help="One log file per image: DIR/<kind>/<name>.log.")
-@click.option("--report", "report_path", default="build-report.json", show_default=True,
+@click.option("--report", "report_path", default=defaults.REPORT_FILE, show_default=True,
               metavar="PATH", help="The JSON build report (schema 1).")
 @click.option("--junit", "junit_path", metavar="PATH", help="Also write a JUnit XML report.")
 @click.option("--pull", type=click.Choice(["always", "missing", "never"]),

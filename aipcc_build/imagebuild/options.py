@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional
 
-from . import defaults
+from .. import defaults
 
 if TYPE_CHECKING:
     from ..tools.retry import Retry

@@ -5,11 +5,11 @@ module that writes both."""
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from pathlib import Path
 
 from ..fsutil import same_content, write_atomic
+from ..kubernetes_names import DNS_LABEL_LIMIT, dns_label
 
 IDMS_FILE = "imagedigestmirrorset.yaml"
 REGISTRIES_FILE = "registries.conf"
@@ -18,8 +18,7 @@ REGISTRIES_FILE = "registries.conf"
 def resource_name(text: str) -> str:
     """TEXT as a Kubernetes object name (an RFC 1123 label: lower-case letters, digits and
     '-', starting and ending with a letter or digit, at most 63 characters)."""
-    name = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:63].rstrip("-")
-    return name or "aipcc-mirror"
+    return dns_label(text, "aipcc-mirror")[:DNS_LABEL_LIMIT].rstrip("-")
 
 
 def idms_text(name: str, mirrors: Mapping[str, str]) -> str:

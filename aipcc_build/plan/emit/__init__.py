@@ -9,6 +9,8 @@ import shlex
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
+from ... import defaults
+
 if TYPE_CHECKING:
     from ...matrix import Matrix
     from ..dag import BuildPlan
@@ -25,9 +27,9 @@ def yaml_text(document: Any) -> str:
 
 # Where every per-image job writes what the engine keeps as artifacts, relative to the
 # project root the job runs in.
-REPORT = "build-report.json"
+REPORT = defaults.REPORT_FILE
 JUNIT = "junit.xml"
-LOG_DIR = "logs"
+LOG_DIR = defaults.LOG_DIR
 
 
 @dataclass(frozen=True)

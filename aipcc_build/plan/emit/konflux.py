@@ -17,6 +17,7 @@ from typing import Any, Optional
 
 from ...errors import InputError
 from ...fsutil import write_atomic
+from ...kubernetes_names import DNS_LABEL_LIMIT, dns_label
 from ...matrix import ImageSpec, Matrix, expand
 from ...matrix.model import CLONABLE
 from ...render import BUILD_ID_ARG, PARENT_ARG
@@ -54,7 +55,6 @@ RHEL_REGISTRIES = ("registry.redhat.io/", "registry.access.redhat.com/")
 ACTIVATION_KEY_SECRET = "activation-key"
 # A build of the largest images (CUDA devel) with every check after it.
 PIPELINE_TIMEOUT = "5h"
-DNS_LABEL_LIMIT = 63
 # The build tasks' data passes as OCI trusted artifacts, stored next to the image.
 ARTIFACT = "$(tasks.prefetch-dependencies.results.{})"
 INDEX = "$(tasks.build-image-index.results.{})"
@@ -71,7 +71,7 @@ class KonfluxSource:
 
 def application_name(matrix: Matrix) -> str:
     """One application per product release: `aipcc-3-0`."""
-    return _dns_label(f"{matrix.product.name}-{matrix.product.version}")
+    return dns_label(f"{matrix.product.name}-{matrix.product.version}")
 
 
 def component_names(matrix: Matrix, images: Iterable[ImageSpec]) -> dict[str, str]:
@@ -79,7 +79,7 @@ def component_names(matrix: Matrix, images: Iterable[ImageSpec]) -> dict[str, st
     tenant's namespace across releases; a name too long, or equal to another's after the
     mapping, ends in a hash of the key instead, so names stay unique and stable."""
     images = list(images)
-    plain = {image.key: _dns_label(f"{application_name(matrix)}-{image.kind}-{image.name}")
+    plain = {image.key: dns_label(f"{application_name(matrix)}-{image.kind}-{image.name}")
              for image in images}
     taken = Counter(plain.values())
     # Room for the PipelineRun suffix Konflux derives TaskRun names from.
@@ -564,10 +564,6 @@ def _ours(base: Path) -> list[Path]:
                     if handle.read(len(HEADER)) == HEADER:
                         found.append(path)
     return found
-
-
-def _dns_label(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "x"
 
 
 def refuse_unclonable(url: str) -> None:

@@ -5,12 +5,13 @@ platforms one join into a manifest list. (Konflux's component builds: konflux.py
 from __future__ import annotations
 
 import hashlib
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from ... import defaults
 from ...errors import InputError
+from ...kubernetes_names import DNS_LABEL_LIMIT, dns_label
 from ...matrix import ImageSpec, Matrix
 from ...matrix.model import CLONABLE
 from ...matrix.platforms import describe
@@ -19,13 +20,13 @@ from ..dag import BuildPlan, PlannedBuild, build_context, project_path
 from . import GitSource, JobCommand, yaml_text
 
 # Kubernetes object names used as Tekton task names: DNS-1123 labels.
-DNS_LABEL_LIMIT = 63
 # Per image: <name>-clone, <name>-fetch, <name>-build, <name>-validate. An image of several
 # platforms has per platform <name>-clone-<arch>, <name>-fetch-<arch>, <name>-build-<arch>
 # and <name>-validate-<arch>, then one <name>-join.
 STEPS = ("clone", "fetch", "build", "validate")
 # Per-task timeouts (Tekton's default, one hour for the whole run, would stop long builds).
-TIMEOUT_MINUTES = {"clone": 10, "fetch": 30, "build": 4 * 60, "validate": 30, "join": 15}
+TIMEOUT_MINUTES = {"clone": 10, "fetch": 30, "build": int(defaults.BUILD_TIMEOUT // 60),
+                   "validate": 30, "join": 15}
 # The label Kubernetes gives every node: its OCI architecture (amd64, arm64).
 NODE_ARCH_LABEL = "kubernetes.io/arch"
 # An image pushed as IMAGE (`repository:tag`) by its DIGEST: containers/image refuses a
@@ -84,7 +85,7 @@ def tekton(matrix: Matrix, plan: BuildPlan, command: JobCommand, source: GitSour
         ready[key] = run.image(build.image, names[key], [ready[need] for need in build.needs])
         finish[key] = max((finish[need] for need in build.needs), default=0) + _chain_minutes(
             build.image)
-    product = _dns_label(matrix.product.name)
+    product = dns_label(matrix.product.name)
     metadata: dict[str, Any] = {
         "generateName": f"{product}-build-",
         "labels": {"ai.aipcc/build-id": build_id},
@@ -299,7 +300,7 @@ def tekton_task_names(builds: tuple[PlannedBuild, ...]) -> dict[str, str]:
     A name that is too long or collides after the mapping gets a hash of the key instead of
     its tail, so names stay unique and stable from one plan to the next.
     """
-    plain = {b.image.key: _dns_label(b.image.key) for b in builds}
+    plain = {b.image.key: dns_label(b.image.key) for b in builds}
     taken = Counter(plain.values())
     names = {}
     for build in builds:
@@ -317,8 +318,4 @@ def _longest_suffix(image: ImageSpec) -> int:
     arch = (max((describe(p).arch for p in image.platforms), key=len)
             if image.multi_platform else "")
     return len(_name("", "validate", arch))
-
-
-def _dns_label(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "x"
 
