@@ -14,16 +14,16 @@ from typing import Any, Optional
 
 from ..errors import InputError
 from ..fsutil import output, write_atomic
+from ..oci import REF_NAME_ANNOTATION
 
 META = "aipcc-mirror.json"
 META_SCHEMA = 1
-REF_ANNOTATION = "org.opencontainers.image.ref.name"
 
 
 def _refs(index: Any) -> dict[str, str]:
     refs = {}
     for entry in index.get("manifests", []) if isinstance(index, dict) else []:
-        name = (entry.get("annotations") or {}).get(REF_ANNOTATION)
+        name = (entry.get("annotations") or {}).get(REF_NAME_ANNOTATION)
         if name and isinstance(entry.get("digest"), str):
             refs[name] = entry["digest"]
     return refs

@@ -23,15 +23,11 @@ from dataclasses import dataclass
 from typing import Optional, Union
 
 from ..image_reference import split
+from ..oci import DOCKER_MANIFEST, DOCKER_MANIFEST_LIST, OCI_INDEX, OCI_MANIFEST
 from .retry import TransientAnswer, parse_retry_after, transient_status
 
 UNKNOWN = object()  # ask skopeo
-ACCEPT = ", ".join((
-    "application/vnd.oci.image.index.v1+json",
-    "application/vnd.oci.image.manifest.v1+json",
-    "application/vnd.docker.distribution.manifest.list.v2+json",
-    "application/vnd.docker.distribution.manifest.v2+json",
-))
+ACCEPT = ", ".join((OCI_INDEX, OCI_MANIFEST, DOCKER_MANIFEST_LIST, DOCKER_MANIFEST))
 TIMEOUT = 10.0
 # The largest manifest read (distribution refuses to store one above 4 MiB): a longer
 # answer is not a manifest, and only skopeo can tell.

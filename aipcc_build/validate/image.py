@@ -21,14 +21,10 @@ from typing import Any, Optional, Union
 from ..digest import hexdigest
 from ..errors import InputError
 from ..image_reference import repository_of
+from ..oci import INDEX_TYPES, OCI_LAYER_TAR, REF_NAME_ANNOTATION
 from ..tools.skopeo import Skopeo, json_object, split_transport
 from .blobs import BlobLocation, TarSplitLayer
 
-INDEX_TYPES = (
-    "application/vnd.oci.image.index.v1+json",
-    "application/vnd.docker.distribution.manifest.list.v2+json",
-)
-OCI_REF_NAME = "org.opencontainers.image.ref.name"
 # How the layers were read (ImageVerdict.layers_read).
 IN_PLACE = "in place"
 SKOPEO_COPY = "skopeo copy"
@@ -249,12 +245,13 @@ def _split_path(rest: str) -> tuple[str, Optional[str]]:
 def _oci_top(index: Mapping[str, Any], tag: Optional[str], what: str) -> Mapping[str, Any]:
     manifests = index.get("manifests") or []
     if tag is not None:
-        chosen = [m for m in manifests if (m.get("annotations") or {}).get(OCI_REF_NAME) == tag]
+        chosen = [m for m in manifests
+                  if (m.get("annotations") or {}).get(REF_NAME_ANNOTATION) == tag]
         if not chosen:
             raise InputError(f"{what}: no image tagged {tag!r}")
         return chosen[0]
     if len(manifests) != 1:
-        tags = sorted((m.get("annotations") or {}).get(OCI_REF_NAME, "?") for m in manifests)
+        tags = sorted((m.get("annotations") or {}).get(REF_NAME_ANNOTATION, "?") for m in manifests)
         raise InputError(f"{what}: holds {len(manifests)} images, name one of: {', '.join(tags)}")
     return manifests[0]
 
@@ -370,7 +367,7 @@ def _from_storage(ref: str, reference: str, platform: Optional[str]) -> OpenedIm
     stored = read_image(store, reference)
     _checked(stored.config, f"{ref} config")
     # Local storage keeps layers uncompressed: their digest is their diffID, as in a copy.
-    layers = tuple(LayerRef(diff_id, "application/vnd.oci.image.layer.v1.tar", layer.size,
+    layers = tuple(LayerRef(diff_id, OCI_LAYER_TAR, layer.size,
                             layer)
                    for diff_id, layer in stored.layers)
     image = PlatformImage(_platform_of(stored.config, None), None, stored.config, layers)

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..digest import hexdigest
+from ..oci import INDEX_TYPES
 from .blobs import TarSplitLayer
 
 CONFIG_ENV = "CONTAINERS_STORAGE_CONF"
@@ -42,10 +43,6 @@ DEFAULT_GRAPHROOT = Path("/var/lib/containers/storage")
 # driver in use when none is configured ("prior driver").
 KNOWN_DRIVERS = ("overlay", "overlay2", "btrfs", "zfs", "vfs", "devicemapper", "aufs")
 READ_IN_PLACE = ("overlay", "vfs")
-INDEX_TYPES = (
-    "application/vnd.oci.image.index.v1+json",
-    "application/vnd.docker.distribution.manifest.list.v2+json",
-)
 _IMAGE_ID = re.compile(r"^[0-9a-f]{64}$")
 
 
