@@ -98,20 +98,17 @@ def emulator_registered(platform: str, binfmt_dir: str = BINFMT_DIR) -> bool:
     return False
 
 
-# How long a registry has to answer the check before the first build.
-REGISTRY_CHECK_TIMEOUT = 10.0
-
-
 def check_registries(references: Sequence[str], tls_verify: bool,
                      environ: Mapping[str, str],
-                     timeout: float = REGISTRY_CHECK_TIMEOUT) -> None:
+                     timeout: Optional[float] = None) -> None:
     """Before a pushing run builds anything: every registry REFERENCES go to answers
-    (`GET /v2/` within TIMEOUT seconds) and, when it asks for a login and the auth file has
-    credentials for it, accepts them. CheckFailed naming the registry otherwise: a registry
-    that accepts connections and never answers would hold every push for its whole
-    timeout, after the builds."""
+    (`GET /v2/` within TIMEOUT seconds, registry_http's own by default) and, when it asks
+    for a login and the auth file has credentials for it, accepts them. CheckFailed naming
+    the registry otherwise: a registry that accepts connections and never answers would
+    hold every push for its whole timeout, after the builds."""
     from ..tools import registry_http
 
+    timeout = registry_http.TIMEOUT if timeout is None else timeout
     for host in sorted({reference.split("/", 1)[0] for reference in references}):
         try:
             answer = registry_http.get(host, "/v2/", tls_verify, timeout)

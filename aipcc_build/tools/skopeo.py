@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Optional
 
 from ..errors import InputError, ToolError
+from .runner import SHORT_TIMEOUT
 
 if TYPE_CHECKING:
     from .runner import Runner
@@ -25,8 +26,8 @@ _NOT_FOUND = (
     "no such image",
     "name unknown",
 )
-# An inspect answers in seconds; a copy moves whole images.
-INSPECT_TIMEOUT = 120.0
+# An inspect is a short call; a copy moves whole images.
+INSPECT_TIMEOUT = SHORT_TIMEOUT
 COPY_TIMEOUT = 3600.0
 
 
