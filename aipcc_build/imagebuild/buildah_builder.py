@@ -100,7 +100,7 @@ class BuildahBuilder:
             list(job.instances.values()), tls_verify, job.push_stall)
         if not pushed.ok:
             return ListOutcome(ok=False, stopped=pushed.stopped, error=pushed.error,
-                               refused=pushed.refused)
+                               refused=pushed.refused, transient=pushed.transient)
         digest = pushed.digest
         # The registry has the instances as pushed (recompressed): their digests are read
         # back from the list there, not from the local one.
@@ -141,7 +141,8 @@ class BuildahBuilder:
             held = held_images(look, reference, tls_verify)
         except AipccError as exc:
             limit = " (push_timeout)" if bounded and getattr(exc, "timed_out", False) else ""
-            return PushOutcome(ok=False, error=f"{reference} cannot be looked at: {exc}{limit}")
+            return PushOutcome(ok=False, error=f"{reference} cannot be looked at: {exc}{limit}",
+                               transient=isinstance(exc, ToolError) and retry.transient(exc))
         ours = {image if image.startswith("sha256:") else f"sha256:{image}"
                 for image in images}
         if held is not None and held != ours:
@@ -183,14 +184,16 @@ class BuildahBuilder:
 
             code, stopped, limit = self._run(command_for(digestfile), line, timeout, stall)
             if limit == "stall":
-                return PushOutcome(ok=False, error=f"{what} made no progress for {stall:g} s "
-                                                   "(push_stall)")
+                return PushOutcome(ok=False, transient=True,
+                                   error=f"{what} made no progress for {stall:g} s (push_stall)")
             if limit:
-                return PushOutcome(ok=False, error=f"{what} did not end within {timeout:g} s "
-                                                   "(push_timeout)")
+                return PushOutcome(ok=False, transient=True,
+                                   error=f"{what} did not end within {timeout:g} s "
+                                         "(push_timeout)")
             if code == 0:
                 return PushOutcome(ok=True, digest=Path(digestfile).read_text().strip())
             return PushOutcome(ok=False, stopped=stopped,
+                               transient=retry.transient_text("\n".join(tail)),
                                error=buildah.error_line(tail) or f"{what} exited {code}")
 
     def stop(self) -> None:

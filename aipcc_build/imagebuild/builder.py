@@ -51,6 +51,7 @@ class ListOutcome:
     error: str = ""
     stopped: bool = False
     refused: bool = False  # see PushOutcome
+    transient: bool = False  # see PushOutcome
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,9 @@ class PushOutcome:
     error: str = ""
     stopped: bool = False
     refused: bool = False  # the tag is another run's: never retried
+    # What tools.retry's one table calls transient (a connection, a 5xx, a 429, a push that
+    # stalled or ran out of time): only this is retried.
+    transient: bool = False
 
 
 class Builder(Protocol):

@@ -214,15 +214,13 @@ class Worker:
 
     def _attempt(self, action: str, key: str, line: Callable[[str], None],
                  call: Callable[[], _Outcome]) -> tuple[_Outcome, int]:
-        """Call, retrying with the options' backoff: builds on transient errors, pushes on
-        any error (a push has no template step that could fail for good)."""
+        """Call, retrying with the options' backoff what tools.retry's table calls
+        transient (the outcome says so)."""
         retry = self.options.retry
         retries = 0
         while True:
             outcome = call()
-            retryable = outcome.transient if isinstance(outcome, BuildOutcome) \
-                else not outcome.refused
-            if outcome.ok or outcome.stopped or not retryable \
+            if outcome.ok or outcome.stopped or not outcome.transient \
                     or retries + 1 >= retry.attempts or self.cancelled.is_set():
                 return outcome, retries
             retries += 1

@@ -52,6 +52,8 @@ class FakeBuilder:
     fail: set[str] = field(default_factory=set)
     transient_failures: dict[str, int] = field(default_factory=dict)  # key -> times
     push_failures: dict[str, int] = field(default_factory=dict)
+    push_denied: set[str] = field(default_factory=set)
+    push_attempts: dict[str, int] = field(default_factory=dict)
     intervals: dict[str, tuple[float, float]] = field(default_factory=dict)
     jobs: dict[str, BuildJob] = field(default_factory=dict)
     pushed: list[str] = field(default_factory=list)
@@ -87,9 +89,12 @@ class FakeBuilder:
     def push(self, job: BuildJob, image_id: str, tls_verify: bool,
              on_line: Callable[[str], None]) -> PushOutcome:
         key = job.image.key
+        self.push_attempts[key] = self.push_attempts.get(key, 0) + 1
+        if key in self.push_denied:
+            return PushOutcome(ok=False, error="unauthorized: authentication required")
         if self.push_failures.get(key, 0) > 0:
             self.push_failures[key] -= 1
-            return PushOutcome(ok=False, error="connection refused")
+            return PushOutcome(ok=False, error="connection refused", transient=True)
         self.pushed.append(key)
         return PushOutcome(ok=True, digest=f"sha256:{key}")
 
@@ -277,6 +282,15 @@ def test_push_retries_then_push_failed_while_the_rest_go_on(tmp_path: Path) -> N
     assert failed.message.startswith("push to reg.example/base/a:1.0-dev failed after 2")
     assert failed.image_id == "id-base/a" and failed.digest == ""
     assert result.images[1].digest == "sha256:base/b" and result.images[1].retries == 1
+
+
+def test_a_push_the_registry_refuses_is_not_retried(tmp_path: Path) -> None:
+    """Only what tools.retry's table calls transient is tried again: a refused login fails
+    at once (every push failure used to be retried)."""
+    runner = FakeBuilder(push_denied={"base/a"}, push_failures={"base/b": 1})
+    result, _ = schedule([image("a"), image("b")], runner, tmp_path, push=True, retries=3)
+    assert statuses(result) == {"base/a": "push-failed", "base/b": "ok"}
+    assert runner.push_attempts == {"base/a": 1, "base/b": 2}
 
 
 HYGIENE = ("warning: setuid (layer) at /usr/local/bin/helper [layer sha256:0123456789ab]: "
