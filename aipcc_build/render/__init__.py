@@ -1,13 +1,12 @@
 """The render stage: Containerfiles from the matrix's Jinja templates (one environment,
 shared with change detection), written atomically, and the drift check."""
 
+from ..generated_files import FileChange, RenderResult
 from .containerfiles import (
     BUILD_ID_ARG,
     HEADER_PREFIX,
     PARENT_ARG,
-    FileChange,
     RenderedFile,
-    RenderResult,
     apply,
     ensure_current,
     environment,

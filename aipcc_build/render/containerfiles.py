@@ -23,7 +23,7 @@ import jinja2
 
 from .. import image_labels
 from ..errors import CheckFailed, InputError
-from ..fsutil import write_atomic
+from ..generated_files import GeneratedTree, RenderResult, ours, sync
 from ..matrix import EVERYTHING, Filters, ImageSpec, Matrix, expand
 from ..matrix.model import AUTH_BIN, NETRC_SECRET
 from ..matrix.platforms import describe
@@ -45,19 +45,6 @@ class RenderedFile:
     path: str
     text: str
     platform: str = ""  # the platform this file builds
-
-
-@dataclass(frozen=True)
-class FileChange:
-    path: str
-    state: str  # "changed", "missing" (would be created) or "stale" (left the matrix)
-
-
-@dataclass(frozen=True)
-class RenderResult:
-    checked: bool  # True for --check: nothing was written
-    changes: tuple[FileChange, ...]
-    unchanged: int
 
 
 def environment(matrix: Matrix) -> jinja2.Environment:
@@ -398,28 +385,20 @@ def _identity_auth_env(auth: str, body: str) -> list[str]:
 def apply(matrix: Matrix, rendered: list[RenderedFile], *, check: bool,
           remove_stale: bool) -> RenderResult:
     """Compare rendered files with the disk; write them (atomically) unless `check`."""
-    changes: list[FileChange] = []
-    unchanged = 0
-    currents = {item.path: _current(Path(matrix.output), Path(item.path), check=check)
-                for item in rendered}  # every refusal before the first write
-    for item in rendered:
-        path = Path(item.path)
-        current = currents[item.path]
-        if current == item.text:
-            unchanged += 1
-            continue
-        changes.append(FileChange(item.path, "missing" if current is None else "changed"))
-        if not check:
-            write_atomic(path, item.text)
-    if remove_stale:
-        wanted = {str(Path(item.path)) for item in rendered}
-        for stale in _generated_files(Path(matrix.output)):
-            if str(stale) not in wanted:
-                changes.append(FileChange(str(stale), "stale"))
-                if not check:
-                    stale.unlink()
-                    _remove_empty_parents(stale.parent, Path(matrix.output))
-    return RenderResult(checked=check, changes=tuple(changes), unchanged=unchanged)
+    tree = _tree(matrix)
+    output = Path(matrix.output)
+    stale = ours(tree, [*output.glob("*/*/Containerfile"), *output.glob("*/*/Containerfile.*")]
+                 ) if remove_stale and output.is_dir() else []
+    return sync(tree, {Path(item.path): item.text for item in rendered}, check=check,
+                stale=sorted(stale),
+                removed=lambda path: _remove_empty_parents(path.parent, output))
+
+
+def _tree(matrix: Matrix) -> GeneratedTree:
+    """OUTPUT/<kind>/<name>/Containerfile[.<arch>] carrying our header are render's; deeper
+    files belong to another matrix whose output lies inside this one's (the demo renders
+    into containerfiles/demo/), and are never removed."""
+    return GeneratedTree(Path(matrix.output), HEADER_PREFIX, "aipcc-build render")
 
 
 def ensure_current(matrix: Matrix, filters: Filters, *, rerender: bool) -> RenderResult:
@@ -433,56 +412,6 @@ def ensure_current(matrix: Matrix, filters: Filters, *, rerender: bool) -> Rende
                           f"templates ({files}): run 'aipcc-build render' and commit, or "
                           f"let the build render them first")
     return result
-
-
-def _inside(output: Path, path: Path) -> bool:
-    real = os.path.realpath(output)
-    return os.path.realpath(path).startswith(real + os.sep)
-
-
-def _current(output: Path, path: Path, *, check: bool) -> Optional[str]:
-    """The text at PATH (None: no file), refusing what `render` must not replace: a
-    directory on the way that leads out of OUTPUT (a symlinked kind directory), and a file
-    without our header (written by hand), or a symbolic link."""
-    try:
-        depth = len(path.relative_to(output).parts) - 1
-    except ValueError:
-        depth = 0
-    for parent in reversed(list(path.parents)[:depth]):
-        if parent.is_symlink() and not _inside(output, parent):
-            raise InputError(f"a symbolic link to {os.path.realpath(parent)}, outside the "
-                             f"output directory {output}: render writes only inside it",
-                             file=str(parent))
-    if path.is_symlink():
-        raise InputError("a symbolic link where render writes a Containerfile: move it away",
-                         file=str(path))
-    try:
-        current = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
-    except (OSError, UnicodeDecodeError) as exc:
-        why = getattr(exc, "strerror", None) or "not UTF-8 text"
-        raise InputError(f"cannot read the Containerfile: {why}", file=str(path)) from None
-    if not check and not current.startswith(HEADER_PREFIX):
-        raise InputError("not written by aipcc-build (it lacks the generated header): move it "
-                         "away or delete it, then render again", file=str(path))
-    return current
-
-
-def _generated_files(output: Path) -> list[Path]:
-    """Files at OUTPUT/<kind>/<name>/Containerfile[.<arch>] that carry our header: only those may be
-    removed. Deeper files belong to another matrix whose output lies inside this one's (the
-    demo renders into containerfiles/demo/)."""
-    found: list[Path] = []
-    if not output.is_dir():
-        return found
-    for path in sorted([*output.glob("*/*/Containerfile"), *output.glob("*/*/Containerfile.*")]):
-        if path.is_symlink() or not _inside(output, path):
-            continue  # not ours: never removed
-        with path.open(errors="replace") as handle:
-            if handle.readline().startswith(HEADER_PREFIX):
-                found.append(path)
-    return found
 
 
 def _remove_empty_parents(directory: Path, stop: Path) -> None:

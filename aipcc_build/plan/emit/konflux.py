@@ -16,12 +16,11 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ...errors import InputError
-from ...fsutil import write_atomic
+from ...generated_files import GeneratedTree, RenderResult, ours, sync
 from ...kubernetes_names import DNS_LABEL_LIMIT, dns_label
 from ...matrix import ImageSpec, Matrix, expand
 from ...matrix.model import CLONABLE
 from ...render import BUILD_ID_ARG, PARENT_ARG
-from ...render.containerfiles import FileChange, RenderResult
 from ..dag import BuildPlan, build_context, project_path
 from . import snapshot_validation, yaml_text
 
@@ -490,34 +489,21 @@ def write(root: str, files: Mapping[str, str], *, check: bool,
           remove_stale: bool) -> RenderResult:
     """Compare FILES (relative to ROOT) with the disk; write them atomically unless CHECK.
     With REMOVE_STALE (the whole matrix was planned), our files of components that left
-    the matrix are stale. Refuses, before any write, a symbolic link or a file without
-    our header where a file goes, and a directory on the way that is a symbolic link."""
+    the matrix are stale. A build-args file keeps the parent pin a build nudge wrote."""
     base = Path(root)
-    currents = {path: _current(base, path) for path in files}  # every refusal first
-    for path, current in currents.items():
-        if current is not None and not current.startswith(HEADER) and not check:
-            raise InputError("not written by aipcc-build plan --format konflux (it lacks the "
-                             "generated header): move it away, then plan again",
-                             file=str(base / path))
-    changes: list[FileChange] = []
-    unchanged = 0
-    for path, text in files.items():
-        current = currents[path]
-        if current is not None and path.startswith(BUILD_ARGS_DIR + "/"):
-            text = _keep_pin(text, current)
-        if current == text:
-            unchanged += 1
-            continue
-        changes.append(FileChange(str(base / path), "missing" if current is None else "changed"))
-        if not check:
-            write_atomic(base / path, text)
+    tree = GeneratedTree(base, HEADER, "aipcc-build plan --format konflux")
+
+    def keep(path: Path, text: str, current: str) -> str:
+        in_build_args = path.parent == base / BUILD_ARGS_DIR
+        return _keep_pin(text, current) if in_build_args else text
+
+    stale: list[Path] = []
     if remove_stale:
-        for stale in _ours(base):
-            if stale.relative_to(base).as_posix() not in files:
-                changes.append(FileChange(str(stale), "stale"))
-                if not check:
-                    stale.unlink()
-    return RenderResult(checked=check, changes=tuple(changes), unchanged=unchanged)
+        stale = ours(tree, [path for pattern in (f"{TEKTON_DIR}/*.yaml", f"{TENANT_DIR}/*.yaml",
+                                                 f"{BUILD_ARGS_DIR}/*.conf", SNAPSHOT_PIPELINE)
+                            for path in sorted(base.glob(pattern))])
+    return sync(tree, {base / path: text for path, text in files.items()}, check=check,
+                stale=stale, keep=keep)
 
 
 # AIPCC_PARENT=<repository>[:<tag>]@sha256:<digest>: the pin a nudge rewrites (build-service
@@ -533,37 +519,6 @@ def _keep_pin(wanted: str, current: str) -> str:
     if new is None or old is None or new["repository"] != old["repository"]:
         return wanted
     return wanted[:new.start("pin")] + old["pin"] + wanted[new.end("pin"):]
-
-
-def _current(base: Path, relative: str) -> Optional[str]:
-    path = base / relative
-    for parent in list(path.relative_to(base).parents)[:-1]:
-        if (base / parent).is_symlink():
-            raise InputError("a symbolic link where plan writes a directory: move it away",
-                             file=str(base / parent))
-    if path.is_symlink() or path.exists() and not path.is_file():
-        raise InputError("not a regular file where plan writes one: move it away",
-                         file=str(path))
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
-    except (OSError, UnicodeDecodeError) as exc:
-        why = getattr(exc, "strerror", None) or "not UTF-8 text"
-        raise InputError(f"cannot read it: {why}", file=str(path)) from None
-
-
-def _ours(base: Path) -> list[Path]:
-    """The files under ROOT an earlier plan wrote (they start with our header)."""
-    found = []
-    for pattern in (f"{TEKTON_DIR}/*.yaml", f"{TENANT_DIR}/*.yaml", f"{BUILD_ARGS_DIR}/*.conf",
-                    SNAPSHOT_PIPELINE):
-        for path in sorted(base.glob(pattern)):
-            if path.is_file() and not path.is_symlink():
-                with open(path, encoding="utf-8", errors="replace") as handle:
-                    if handle.read(len(HEADER)) == HEADER:
-                        found.append(path)
-    return found
 
 
 def refuse_unclonable(url: str) -> None:
