@@ -20,7 +20,6 @@ from .expand import (
     version_matches,
 )
 from .model import (
-    INDEX_AUTH_MODES,
     Accelerator,
     AllowRule,
     CiSettings,
@@ -49,7 +48,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "EVERYTHING", "INDEX_AUTH_MODES", "Accelerator", "AllowRule", "CiSettings", "Exclude",
+    "EVERYTHING", "Accelerator", "AllowRule", "CiSettings", "Exclude",
     "Filters", "ImageKind", "ImageSpec", "Matrix", "OsSpec", "Product", "ToolkitVersion", "Where",
     "check_build_id", "check_filters", "expand", "image_name", "load", "matching", "parse",
     "version_matches",

@@ -17,6 +17,7 @@ import yaml
 
 from .. import positioned_yaml
 from ..errors import InputError
+from ..image_index_settings import INDEX_AUTH_MODES
 from ..positioned_yaml import shown
 from ..suggest import did_you_mean
 from .expand import expand_all
@@ -24,7 +25,6 @@ from .model import (
     CLONABLE,
     DEFAULT_BRANCH,
     DEFAULT_CI_IMAGE,
-    INDEX_AUTH_MODES,
     SAFE_NAME,
     SAFE_REFERENCE,
     Accelerator,

@@ -83,18 +83,6 @@ class Product:
     moving_tags: tuple[str, ...] = ()
 
 
-# How readers of a wheel index authenticate (the matrix's `wheel_index_auth`): "none";
-# "client-cert", the entitlement certificate of the host (subscription-manager's
-# /etc/pki/entitlement/<id>.pem and <id>-key.pem), as Red Hat's CDN wants; "netrc", a user
-# and password from a netrc file the customer mounts as a secret.
-INDEX_AUTH_MODES = ("none", "client-cert", "netrc")
-# What the renderer writes for them and the validator checks, beside the label: for
-# client-cert, the directory of the uv wrapper, first on PATH (the helper,
-# data/aipcc_index_cert.py, is also pip's .pth hook); for netrc, where podman's and
-# buildah's `--secret id=netrc` put the file (/run/secrets/ID).
-AUTH_BIN = "/usr/local/libexec/aipcc-build"
-NETRC_SECRET = "/run/secrets/netrc"
-
 
 # The Konflux task bundles every component's build pipeline references when the matrix
 # names none: one file the project keeps (task -> `tag@sha256:digest`, with its source).

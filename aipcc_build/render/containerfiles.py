@@ -24,8 +24,8 @@ import jinja2
 from .. import image_labels
 from ..errors import CheckFailed, InputError
 from ..generated_files import GeneratedTree, RenderResult, ours, sync
+from ..image_index_settings import AUTH_BIN, NETRC_SECRET, PIP_CONF, UV_TOML
 from ..matrix import EVERYTHING, Filters, ImageSpec, Matrix, expand
-from ..matrix.model import AUTH_BIN, NETRC_SECRET
 from ..matrix.platforms import describe
 from ..toolkit import components as component_table
 
@@ -234,10 +234,6 @@ def _display_path(matrix: Matrix, template: str) -> str:
         return template
 
 
-# Where the renderer writes the index configuration: the files pip and uv read system-wide
-# even when a user unsets PIP_CONFIG_FILE / UV_CONFIG_FILE.
-PIP_CONF = "/etc/pip.conf"
-UV_TOML = "/etc/uv/uv.toml"
 # client-cert: the helper is a module of the image's Python, run by a .pth file in every
 # pip, and the `uv` wrapper in AUTH_BIN.
 _HELPER = Path(__file__).resolve().parent.parent / "data" / "aipcc_index_cert.py"

@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
 from .. import image_labels
-from ..matrix.model import AUTH_BIN, INDEX_AUTH_MODES, NETRC_SECRET
+from ..image_index_settings import AUTH_BIN, INDEX_AUTH_MODES, NETRC_SECRET
 from .results import OK, VIOLATION, WARNING, Expectation, Finding, IndexSetting
 
 # Variables that give pip and uv a certificate of their own.

@@ -16,8 +16,8 @@ from types import ModuleType
 
 import pytest
 
+from aipcc_build.image_index_settings import AUTH_BIN
 from aipcc_build.matrix import load
-from aipcc_build.matrix.model import AUTH_BIN
 from aipcc_build.render import render_all
 from tests.support.project import Project
 

@@ -1,0 +1,22 @@
+"""How pip and uv in an image reach the image's wheel index: what the renderer writes into
+every image and the validator reads back. Kept apart from the matrix model, so that a
+validation loads no matrix code."""
+
+from __future__ import annotations
+
+# The config files the renderer writes (pip's and uv's system-wide files, which each tool
+# also loads when a user unsets PIP_CONFIG_FILE / UV_CONFIG_FILE).
+PIP_CONF = "/etc/pip.conf"
+UV_TOML = "/etc/uv/uv.toml"
+
+# How readers of a wheel index authenticate (the matrix's `wheel_index_auth`): "none";
+# "client-cert", the entitlement certificate of the host (subscription-manager's
+# /etc/pki/entitlement/<id>.pem and <id>-key.pem), as Red Hat's CDN wants; "netrc", a user
+# and password from a netrc file the customer mounts as a secret.
+INDEX_AUTH_MODES = ("none", "client-cert", "netrc")
+# What the renderer writes for them and the validator checks, beside the label: for
+# client-cert, the directory of the uv wrapper, first on PATH (the helper,
+# data/aipcc_index_cert.py, is also pip's .pth hook); for netrc, where podman's and
+# buildah's `--secret id=netrc` put the file (/run/secrets/ID).
+AUTH_BIN = "/usr/local/libexec/aipcc-build"
+NETRC_SECRET = "/run/secrets/netrc"
