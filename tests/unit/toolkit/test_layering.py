@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
+from tests.support.imports import loaded_by
 
 STAGES = ("matrix", "render", "plan", "build", "validate", "compat", "publish", "report", "cli")
 
 def _loaded(module: str) -> set[str]:
-    code = (f"import sys, {module}; print(' '.join(sorted("
-            "m for m in sys.modules if m.startswith('aipcc_build.'))))")
-    return set(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
-                              text=True, timeout=60).stdout.split())
+    return loaded_by(f"import {module}")
 
 def test_toolkit_loads_no_stage() -> None:
     loaded = _loaded("aipcc_build.toolkit.components, aipcc_build.toolkit.facts")

@@ -4,15 +4,7 @@ warm `aipcc-build validate` of one image costs little more than the interpreter'
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
-
-def loaded_by(statement: str) -> set[str]:
-    code = (f"import sys; {statement}; print(' '.join(sorted("
-            "m for m in sys.modules if m.startswith('aipcc_build.'))))")
-    return set(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
-                              text=True, timeout=60).stdout.split())
+from tests.support.imports import loaded_by
 
 
 def test_the_validator_loads_no_matrix_code() -> None:
