@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from aipcc_build.matrix import load  # noqa: E402
-from aipcc_build.publish.wheel_index import IndexRequest, publish  # noqa: E402
+from aipcc_build.wheel_indexes.static_tree import IndexRequest, publish  # noqa: E402
 
 DEMO = Path(__file__).resolve().parent.parent / "matrix" / "demo.yaml"
 

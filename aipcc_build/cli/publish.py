@@ -169,11 +169,11 @@ def index(context: Context, root: str, wheels: tuple[str, ...], keep: int, dry_r
         if not sep or not variant or not directory:
             raise click.BadParameter(f"'{item}' is not VARIANT=DIR", param_hint="VARIANT=DIR")
         directories[variant] = directories.get(variant, ()) + (directory,)
-    from ..publish import index_source
+    from ..wheel_indexes import index_source
 
     if pulp:
-        from ..publish import pulp as core
-        from ..publish.pulp_config import server
+        from ..wheel_indexes import pulp as core
+        from ..wheel_indexes.pulp_config import server
 
         target = server(root, profile)
         if rollbacks:
@@ -183,7 +183,7 @@ def index(context: Context, root: str, wheels: tuple[str, ...], keep: int, dry_r
             result = core.publish(context.load(), core.PulpRequest(
                 server=target, wheels=local, dry_run=dry_run, keep=keep))
     else:
-        from ..publish.wheel_index import IndexRequest, publish
+        from ..wheel_indexes.static_tree import IndexRequest, publish
 
         with index_source.local(directories) as local:
             result = publish(context.load(), IndexRequest(root=root, wheels=local,

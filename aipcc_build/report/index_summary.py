@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Optional
 from .console import emit_json, shown_path
 
 if TYPE_CHECKING:
-    from ..publish.pulp import RollbackResult
-    from ..publish.wheel_index import IndexResult, VariantResult
+    from ..wheel_indexes.pulp import RollbackResult
+    from ..wheel_indexes.static_tree import IndexResult, VariantResult
 
 
 def _generation(number: Optional[int], pulp: bool = False) -> str:

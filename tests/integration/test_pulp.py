@@ -26,10 +26,10 @@ from pathlib import Path
 import pytest
 
 from aipcc_build.matrix import load
-from aipcc_build.publish import pulp as core
-from aipcc_build.publish import simple_index
-from aipcc_build.publish.pulp_config import PulpServer
 from aipcc_build.render import apply, render_all
+from aipcc_build.wheel_indexes import pulp as core
+from aipcc_build.wheel_indexes import simple_index
+from aipcc_build.wheel_indexes.pulp_config import PulpServer
 from tests.integration.test_wheel_index import build, uv_wheel  # noqa: F401
 from tests.support import pulp as pulp_server
 from tests.support.artifacts import wheel
@@ -376,7 +376,7 @@ def test_mirror_a_pulp_distribution_to_a_static_tree_and_to_another_pulp(
     # A wheel someone put into the source by hand (a 12.9 runtime in the 12.8 index) is
     # refused on the way in: neither mirror changes.
     wrong = wheel(wheelhouse, "nvidia-cuda-runtime-cu12", "12.9.79")
-    from aipcc_build.publish.pulp_api import Client
+    from aipcc_build.wheel_indexes.pulp_api import Client
 
     with Client(source.server) as api:
         unit = api.upload(wrong, wrong.name)

@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 
 from aipcc_build.matrix import load
-from aipcc_build.publish import simple_index
-from aipcc_build.publish.wheel_index import IndexRequest, publish
 from aipcc_build.render import apply, render_all
+from aipcc_build.wheel_indexes import simple_index
+from aipcc_build.wheel_indexes.static_tree import IndexRequest, publish
 from tests.support.artifacts import wheel
 from tests.support.project import REPO
 from tests.support.wheels import make_wheel

@@ -34,8 +34,7 @@ from ..errors import InputError
 from ..matrix import Matrix
 from .pulp_api import Client, PulpError
 from .pulp_config import PulpServer
-from .wheel_file import WheelFacts
-from .wheel_index import (
+from .static_tree import (
     DEFAULT_KEEP,
     IndexResult,
     IndexTarget,
@@ -44,6 +43,7 @@ from .wheel_index import (
     judge,
     targets,
 )
+from .wheel_file import WheelFacts
 
 UPLOAD_JOBS = 4  # wheels uploaded at once
 _LOOKUP_BATCH = 40  # sha256 values per content query: a request line under 4 KiB (gunicorn)

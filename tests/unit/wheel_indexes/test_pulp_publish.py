@@ -11,9 +11,9 @@ from typing import Any, Optional
 import pytest
 
 from aipcc_build.matrix import load
-from aipcc_build.publish import pulp as core
-from aipcc_build.publish.pulp_api import Client, PulpError
-from aipcc_build.publish.pulp_config import PulpServer
+from aipcc_build.wheel_indexes import pulp as core
+from aipcc_build.wheel_indexes.pulp_api import Client, PulpError
+from aipcc_build.wheel_indexes.pulp_config import PulpServer
 from tests.support.wheels import make_wheel
 
 API = "/pulp/api/v3/"

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from aipcc_build.matrix import load
-from aipcc_build.publish import simple_index, wheel_index
-from aipcc_build.publish.wheel_index import IndexRequest, publish
+from aipcc_build.wheel_indexes import simple_index, static_tree
+from aipcc_build.wheel_indexes.static_tree import IndexRequest, publish
 from tests.support.elf import EM_AARCH64, EM_X86_64, runtime_elf
 from tests.support.project import REPO
 from tests.support.wheels import make_wheel
@@ -142,8 +142,8 @@ def test_republishing_reads_only_what_changed_and_prunes_to_the_bound(
     unchanged = publish(matrix, request).variants[0]
     assert not unchanged.changed and unchanged.generation == 1 and unchanged.reused == 5
     read = []
-    real_read = wheel_index.read
-    monkeypatch.setattr(wheel_index, "read", lambda path: read.append(path.name) or
+    real_read = static_tree.read
+    monkeypatch.setattr(static_tree, "read", lambda path: read.append(path.name) or
                         real_read(path))
     for number in range(5, 9):
         make_wheel(wheels, f"lib{number}", "1.0")
@@ -188,16 +188,16 @@ def test_an_interrupted_publish_leaves_the_previous_generation(
     def interrupted(link: Path, target: str) -> None:
         raise KeyboardInterrupt
 
-    switch = wheel_index._switch
-    monkeypatch.setattr(wheel_index, "_switch", interrupted)
+    switch = static_tree._switch
+    monkeypatch.setattr(static_tree, "_switch", interrupted)
     with pytest.raises(KeyboardInterrupt):
         publish(matrix, request)
     assert not root.exists()  # the first publish: nothing left at all
-    monkeypatch.setattr(wheel_index, "_switch", switch)
+    monkeypatch.setattr(static_tree, "_switch", switch)
     publish(matrix, request)
     before = snapshot(root)
     make_wheel(wheels, "lib", "2.0")
-    monkeypatch.setattr(wheel_index, "_switch", interrupted)
+    monkeypatch.setattr(static_tree, "_switch", interrupted)
     with pytest.raises(KeyboardInterrupt):
         publish(matrix, request)
     assert snapshot(root) == before
