@@ -52,6 +52,6 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "EVERYTHING", "INDEX_AUTH_MODES", "Accelerator", "AllowRule", "CiSettings", "Exclude",
     "Filters", "ImageKind", "ImageSpec", "Matrix", "OsSpec", "Product", "ToolkitVersion", "Where",
-    "check_build_id", "check_filters", "expand", "image_name", "index_layout", "load", "matching", "parse",
-    "version_matches",
+    "check_build_id", "check_filters", "expand", "image_name", "index_layout", "load",
+    "matching", "parse", "version_matches",
 ]
