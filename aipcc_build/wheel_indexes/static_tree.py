@@ -100,12 +100,12 @@ def publish(matrix: Matrix, request: TreeRequest) -> IndexResult:
         refusals.extend(refused)
     if refusals:
         return IndexResult(str(root), request.dry_run, refusals=tuple(refusals))
-    todo = [plan for plan in plans if _changed(plan)]
-    if request.dry_run or not todo:
-        return IndexResult(str(root), request.dry_run, variants=tuple(
+    if request.dry_run:
+        return IndexResult(str(root), True, variants=tuple(
             _summary(root, plan, _next_generation(root, plan.target, plan.current)
                      if _changed(plan) else plan.current) for plan in plans))
-    results = _publish(root, todo, request.keep)
+    todo = [plan for plan in plans if _changed(plan)]
+    results = _publish(root, todo, request.keep) if todo else {}
     return IndexResult(str(root), False, variants=tuple(
         results.get(id(plan)) or _summary(root, plan, plan.current,
                                           served=_served(root, plan.target))
