@@ -414,9 +414,15 @@ def publish(matrix: Matrix, request: PulpRequest,
             if variant.error is not None:
                 failed = f"{variant.target.variant} {variant.error}"
         for variant in variants:
-            _served_now(client, variant)
-        pruned = {id(v): _prune(client, v, request.keep) for v in todo
-                  if v.switched and v.error is None}
+            try:
+                _served_now(client, variant)
+                if variant.switched and variant.error is None:
+                    pruned[id(variant)] = _prune(client, variant, request.keep)
+            except PulpError as exc:
+                if exc.exit_code != 1:
+                    raise
+                variant.error = variant.error or f"reading it again or deleting older " \
+                    f"versions failed: {exc}"
     finally:
         client.logout()
     return IndexResult(root, False, variants=tuple(

@@ -257,6 +257,7 @@ def _switch_all(root: Path, plans: Sequence[_Plan], keep: int,
             results[id(plan)] = _summary(root, plan, plan.generation, error=failed,
                                          served=_served(root, target))
             continue
+        plan.created = []  # served now: nothing of it may be removed
         pruned = _prune(generations, plan.generation, keep)
         served = _served(root, target)
         error = None if served == plan.generation else \
