@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from ..errors import InputError
+from ..errors import InputError, without_credentials
 from ..matrix import Matrix, expand, index_layout
 from ..validate.results import FAILING, Expectation
 from ..validate.verdict import FAMILIES, judge_evidence, place
@@ -118,7 +118,8 @@ def targets(matrix: Matrix, wheels: Mapping[str, Sequence[str]]) -> list[IndexTa
         seen[image.wheel_index] = variant
         for directory in directories:
             if not Path(directory).is_dir():
-                raise InputError(f"{directory}: not a directory of wheels", field="wheels")
+                raise InputError(f"{without_credentials(directory)}: not a directory of "
+                                 "wheels", field="wheels")
         pattern = matrix.accelerators[image.accelerator].wheel_index or matrix.wheel_index
         assert pattern is not None
         directory, pages = index_layout(pattern, image.wheel_index)

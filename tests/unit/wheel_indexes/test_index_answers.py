@@ -150,3 +150,12 @@ def test_the_tree_reports_what_it_serves_after_the_switch(tmp_path: Path) -> Non
     assert (result.variants[0].served, result.variants[0].switched) == (1, True)
     unchanged = publish(load(DEMO), request)
     assert (unchanged.variants[0].served, unchanged.variants[0].switched) == (1, False)
+
+
+def test_a_source_that_is_no_directory_nor_index_is_shown_without_its_password(
+        cli, tmp_path: Path) -> None:
+    done = cli("--matrix", DEMO, "index", str(tmp_path / "index"),
+               f"cpu-debian=ftp://reader:{PASSWORD}@mirror.example/simple/")
+    assert done.code == 2, done
+    assert PASSWORD not in done.err and "ftp://***@mirror.example/simple/: not a directory" \
+        in done.err
