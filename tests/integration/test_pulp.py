@@ -484,7 +484,7 @@ def test_rollback_goes_to_what_was_served_before_and_refuses_a_deleted_one(
     assert "Traceback" not in gone.err
     assert [link.filename for link in page(url)] == ["lib-4.0-py3-none-any.whl"]
     repository = pulp.get(f"/pulp/api/v3/repositories/python/python/?name={base_path}")
-    assert repository["results"][0].get("allow_package_substitution", False) is False
+    assert repository["results"][0]["allow_package_substitution"] is False
 
 
 def test_a_publisher_that_lost_the_race_fails_naming_what_is_served(
