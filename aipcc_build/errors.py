@@ -61,11 +61,14 @@ class CheckFailed(AipccError):
 STDERR_TAIL_LINES = 20
 # user:password@ in a URL or reference (`docker://me:s3cret@host/ns`, `me:s3cret@host`).
 _USERINFO = re.compile(r"(^|[\s'\"=]|://)[^\s/@:'\"]+:[^\s/@'\"]+@")
+# user@ (a token) in a URL.
+_URL_USER = re.compile(r"://[^\s/@'\"]+@")
 
 
 def without_credentials(text: str) -> str:
-    """TEXT with every user:password@ of a URL masked: what an error or a log may show."""
-    return _USERINFO.sub(r"\1***@", text)
+    """TEXT with every user:password@ (and, in a URL, user@) masked: what an error or a
+    log may show."""
+    return _URL_USER.sub("://***@", _USERINFO.sub(r"\1***@", text))
 
 
 class ToolError(AipccError):

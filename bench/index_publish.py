@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from aipcc_build.matrix import load  # noqa: E402
-from aipcc_build.publish.wheel_index import IndexRequest, publish  # noqa: E402
+from aipcc_build.wheel_indexes.static_tree import TreeRequest, publish  # noqa: E402
 
 DEMO = Path(__file__).resolve().parent.parent / "matrix" / "demo.yaml"
 
@@ -37,7 +37,7 @@ def make_wheel(directory: Path, name: str, version: str) -> None:
         archive.writestr(f"{stem}.dist-info/RECORD", "")
 
 
-def timed(matrix: object, request: IndexRequest) -> float:
+def timed(matrix: object, request: TreeRequest) -> float:
     start = time.perf_counter()
     result = publish(matrix, request)  # type: ignore[arg-type]
     assert not result.refusals and result.variants[0].changed
@@ -57,7 +57,7 @@ def main() -> int:
             make_wheel(wheels, f"project_{number // 2}", f"1.{number % 2}")
         full, again = [], []
         for run in range(args.runs):
-            request = IndexRequest(root=str(Path(tmp) / f"root{run}"),
+            request = TreeRequest(root=str(Path(tmp) / f"root{run}"),
                                    wheels={"cuda12.8-debian": (str(wheels),)})
             full.append(timed(matrix, request))
             make_wheel(wheels, f"added_{run}", "1.0")

@@ -43,6 +43,8 @@ OPTION_OF_FIELD = {
     "wheels": "VARIANT=DIR",
     "root": "ROOT",
     "keep": "--keep",
+    "rollback": "--rollback",
+    "profile": "--profile",
     "changed_since": "--changed-since",
     "parent_build_id": "--parent-build-id",
 }

@@ -1,5 +1,6 @@
 """Commands on released images: promote (by digest to the release repositories) and mirror
-(to another registry, or through an archive to a disconnected site)."""
+(to another registry, or through an archive to a disconnected site); and index, the
+per-variant wheel indexes."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Optional
 
 import click
 
+from ..wheel_indexes import DEFAULT_KEEP
 from .options import Context, cli, make_filters, pass_context, raw_filters, resolved_build_id
 
 TLS = click.option("--tls-verify/--no-tls-verify", default=True, show_default=True,
@@ -124,23 +126,43 @@ def mirror(context: Context, accelerators: tuple[str, ...], versions: tuple[str,
     return 1 if result.failed else 0
 
 
+class VariantSource(click.ParamType):
+    """VARIANT=DIR or VARIANT=https://.../simple/: (variant, source), refused at parse time
+    with one line (exit 2)."""
+
+    name = "VARIANT=DIR|URL"
+
+    def convert(self, value: object, param: Optional[click.Parameter],
+                ctx: Optional[click.Context]) -> tuple[str, str]:
+        if isinstance(value, tuple):
+            return value
+        from ..errors import InputError, without_credentials
+
+        variant, sep, source = str(value).partition("=")
+        if not sep or not variant or not source or any(c.isspace() for c in variant):
+            raise InputError(f"'{without_credentials(str(value))}' is not VARIANT=DIR or "
+                             "VARIANT=https://.../simple/", field="wheels")
+        return variant, source
+
+
 @cli.command("index")
 @click.argument("root", metavar="ROOT|pulp+https://HOST[:PORT]")
-@click.argument("wheels", nargs=-1, metavar="VARIANT=DIR...")
-@click.option("--keep", type=click.IntRange(min=0), default=3, show_default=True,
+@click.argument("wheels", nargs=-1, type=VariantSource(), metavar="VARIANT=DIR|URL...")
+@click.option("--keep", type=click.IntRange(min=0), default=DEFAULT_KEEP, show_default=True,
               help="Older generations (Pulp: repository versions) kept besides the current "
                    "one.")
 @click.option("--dry-run", is_flag=True, help="Print what would change; write nothing.")
 @click.option("--rollback", "rollbacks", multiple=True, metavar="VARIANT",
-              help="Pulp: point VARIANT's distribution back at its previous version "
-                   "(repeatable; no VARIANT=DIR then).")
+              help="Pulp: point VARIANT's distribution back at the version it served before "
+                   "the current one (repeatable; no VARIANT=DIR then).")
 @click.option("--profile", metavar="NAME",
               help="Pulp: the pulp-cli profile ([cli-NAME] of ~/.config/pulp/cli.toml) with "
                    "the credentials (default: PULP_CLI_PROFILE or PULP_PROFILE, else [cli]).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @pass_context
-def index(context: Context, root: str, wheels: tuple[str, ...], keep: int, dry_run: bool,
-          rollbacks: tuple[str, ...], profile: Optional[str], as_json: bool) -> int:
+def index(context: Context, root: str, wheels: tuple[tuple[str, str], ...], keep: int,
+          dry_run: bool, rollbacks: tuple[str, ...], profile: Optional[str],
+          as_json: bool) -> int:
     """Publish per-variant wheel indexes laid out as the matrix's wheel_index says. Each
     VARIANT=DIR gives a variant (cuda12.8-ubi9) a directory of its wheels (repeatable), or
     VARIANT=https://.../simple/ an index to mirror (a Pulp distribution). A wheel built for
@@ -150,43 +172,19 @@ def index(context: Context, root: str, wheels: tuple[str, ...], keep: int, dry_r
     generation replaces the current one atomically. ROOT pulp+https://HOST: each variant
     is a pulp_python repository whose distribution's base path is the variant's URL; one
     new repository version per changed variant, the distributions switched once all are
-    ready. Credentials come from pulp-cli's configuration (--profile) or PULP_USERNAME and
+    ready. Every variant's index is read again after the switches: one that does not serve
+    what the run published (a switch failed, another publisher won) fails the run (exit 1).
+    Credentials come from pulp-cli's configuration (--profile) or PULP_USERNAME and
     PULP_PASSWORD, or OAuth2 client credentials (client_id/client_secret, PULP_CLIENT_ID and
     PULP_CLIENT_SECRET)."""
     from ..report import index_summary
+    from ..wheel_indexes.destinations import IndexRequest, publish_indexes
 
-    pulp = root.startswith("pulp+")
-    if rollbacks and (wheels or not pulp or dry_run):
-        raise click.UsageError("--rollback takes a pulp+https:// server and no VARIANT=DIR "
-                               "nor --dry-run")
-    if not rollbacks and not wheels:
-        raise click.UsageError("give at least one VARIANT=DIR")
-    if profile is not None and not pulp:
-        raise click.UsageError("--profile is for a pulp+https:// server")
-    directories: dict[str, tuple[str, ...]] = {}
-    for item in wheels:
-        variant, sep, directory = item.partition("=")
-        if not sep or not variant or not directory:
-            raise click.BadParameter(f"'{item}' is not VARIANT=DIR", param_hint="VARIANT=DIR")
-        directories[variant] = directories.get(variant, ()) + (directory,)
-    from ..publish import index_source
-
-    if pulp:
-        from ..publish import pulp as core
-        from ..publish.pulp_config import server
-
-        target = server(root, profile)
-        if rollbacks:
-            index_summary.rolled_back(core.rollback(context.load(), target, rollbacks), as_json)
-            return 0
-        with index_source.local(directories) as local:
-            result = core.publish(context.load(), core.PulpRequest(
-                server=target, wheels=local, dry_run=dry_run, keep=keep))
-    else:
-        from ..publish.wheel_index import IndexRequest, publish
-
-        with index_source.local(directories) as local:
-            result = publish(context.load(), IndexRequest(root=root, wheels=local,
-                                                          dry_run=dry_run, keep=keep))
+    sources: dict[str, tuple[str, ...]] = {}
+    for variant, source in wheels:
+        sources[variant] = sources.get(variant, ()) + (source,)
+    request = IndexRequest(root=root, wheels=sources, dry_run=dry_run, keep=keep,
+                           rollback=rollbacks, profile=profile)
+    result = publish_indexes(context.load(), request)
     index_summary.published(result, as_json)
-    return 1 if result.refusals else 0
+    return 1 if result.failed else 0

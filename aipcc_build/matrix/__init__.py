@@ -16,6 +16,7 @@ from .expand import (
     check_filters,
     expand,
     image_name,
+    index_layout,
     matching,
     version_matches,
 )
@@ -50,6 +51,6 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "EVERYTHING", "Accelerator", "AllowRule", "CiSettings", "Exclude",
     "Filters", "ImageKind", "ImageSpec", "Matrix", "OsSpec", "Product", "ToolkitVersion", "Where",
-    "check_build_id", "check_filters", "expand", "image_name", "load", "matching", "parse",
-    "version_matches",
+    "check_build_id", "check_filters", "expand", "image_name", "index_layout", "load",
+    "matching", "parse", "version_matches",
 ]

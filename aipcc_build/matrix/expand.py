@@ -161,6 +161,7 @@ def expand_all(matrix: Matrix, *, build_id: str, registry: Optional[str]) -> lis
                     cells[(kind.name, accelerator.name, full, os_name)] = image
                     images.append(image)
     _check_shared_indexes(matrix, images)
+    _check_index_directories(matrix, images)
     for image in images:
         if image.from_kind is None:
             continue
@@ -292,6 +293,59 @@ def _check_shared_indexes(matrix: Matrix, images: list[ImageSpec]) -> None:
                                f"{image.versioned_variant} would share the wheel index "
                                f"{image.wheel_index}: use {{variant}} (or {{accelerator}}, "
                                "{major}, {minor}, {os}) in the pattern")
+
+
+def index_root(pattern: str) -> str:
+    """The root of a wheel index PATTERN: its URL up to the first segment with a field."""
+    return pattern[:pattern.rfind("/", 0, pattern.index("{")) + 1]
+
+
+def index_layout(pattern: str, url: str) -> tuple[str, str]:
+    """(variant directory, pages directory) of URL, a wheel index PATTERN filled in, below
+    the pattern's root; the variant directory ends with the segment of the last field.
+    `aipcc-build index` keeps one variant's generations in its directory."""
+    root = index_root(pattern)
+    fields = pattern[len(root):].split("/")
+    last = max(number for number, segment in enumerate(fields) if "{" in segment)
+    segments = url[len(root):].split("/")
+    return "/".join(segments[:last + 1]), "/".join(segments[last + 1:]).strip("/")
+
+
+def _index_pattern_field(matrix: Matrix, image: ImageSpec) -> str:
+    if matrix.accelerators[image.accelerator].wheel_index is None:
+        return "wheel_index"
+    return f"accelerators.{image.accelerator}.wheel_index"
+
+
+def _check_index_directories(matrix: Matrix, images: list[ImageSpec]) -> None:
+    """Each index owns its variant directory (its URL up to the last field): a directory
+    inside another's, or one directory behind two URLs, would have one variant's publish
+    replace the other's index."""
+    owner: dict[str, ImageSpec] = {}  # the variant directory's URL -> an image of it
+    for image in images:
+        if image.wheel_index is None:
+            continue
+        pattern = matrix.accelerators[image.accelerator].wheel_index or matrix.wheel_index
+        assert pattern is not None
+        directory = index_root(pattern) + index_layout(pattern, image.wheel_index)[0] + "/"
+        other = owner.setdefault(directory, image)
+        if other.wheel_index != image.wheel_index:
+            raise _shared_directory(matrix, image, directory, f"is also the directory of "
+                                    f"{other.versioned_variant}'s ({other.wheel_index})")
+    for directory, image in owner.items():
+        for inner, other in owner.items():
+            if inner != directory and inner.startswith(directory):
+                raise _shared_directory(matrix, image, directory,
+                                        f"holds {other.versioned_variant}'s ({inner})")
+
+
+def _shared_directory(matrix: Matrix, image: ImageSpec, directory: str,
+                      how: str) -> InputError:
+    return matrix.error(
+        _index_pattern_field(matrix, image),
+        f"{image.versioned_variant}'s wheel index directory ({directory}) {how}: one "
+        "variant's publish would replace the other's index; end the pattern's last field "
+        "with what tells the variants apart ({variant}, or {accelerator}-...)")
 
 
 def _clash(matrix: Matrix, image: ImageSpec, other: ImageSpec) -> InputError:

@@ -1,5 +1,6 @@
 """How `aipcc-build index` looks: refusals and a summary per variant on stderr; on stdout
-one line per variant (and, on a dry run, per added or removed wheel), or JSON."""
+one line per variant (and, on a dry run, per added or removed wheel), or JSON. A run that
+failed midway still says, per variant, whether it was switched and what it serves."""
 
 from __future__ import annotations
 
@@ -10,8 +11,7 @@ from typing import TYPE_CHECKING, Optional
 from .console import emit_json, shown_path
 
 if TYPE_CHECKING:
-    from ..publish.pulp import RollbackResult
-    from ..publish.wheel_index import IndexResult, VariantResult
+    from ..wheel_indexes.variants import IndexResult, VariantResult
 
 
 def _generation(number: Optional[int], pulp: bool = False) -> str:
@@ -22,15 +22,20 @@ def _generation(number: Optional[int], pulp: bool = False) -> str:
 
 
 def _state(result: VariantResult, dry_run: bool) -> str:
+    if result.error is not None:
+        return "failed" if result.switched else "not-switched"
     if not result.changed:
         return "unchanged"
     return "would-publish" if dry_run else "published"
 
 
 def published(result: IndexResult, as_json: bool) -> None:
+    if result.rolled_back:
+        _rolled_back(result, as_json)
+        return
     if as_json:
         emit_json({
-            "root": result.root, "dry_run": result.dry_run,
+            "root": result.root, "dry_run": result.dry_run, "ok": not result.failed,
             "variants": [{**asdict(v), "state": _state(v, result.dry_run),
                           "added": list(v.added), "removed": list(v.removed),
                           "pruned": list(v.pruned)} for v in result.variants],
@@ -45,6 +50,14 @@ def published(result: IndexResult, as_json: bool) -> None:
         return
     pulp = result.root.startswith("pulp+")
     for variant in result.variants:
+        if variant.error is not None:
+            if not as_json:
+                sys.stdout.write(f"{variant.variant}\t{_state(variant, False)}\t"
+                                 f"{_generation(variant.served, pulp)}\t{variant.url}\n")
+            switched = "switched to" if variant.switched else "not switched to"
+            sys.stderr.write(f"index: {variant.variant}: {switched} "
+                             f"{_generation(variant.generation, pulp)}: {variant.error}\n")
+            continue
         if not as_json:
             sys.stdout.write(f"{variant.variant}\t{_state(variant, result.dry_run)}\t"
                              f"{_generation(variant.generation, pulp)}\t{variant.url}\n")
@@ -54,19 +67,22 @@ def published(result: IndexResult, as_json: bool) -> None:
                 for name in variant.removed:
                     sys.stdout.write(f"-\t{variant.variant}\t{name}\n")
         pruned = f", pruned {len(variant.pruned)} older" if variant.pruned else ""
+        # What the index serves, read again after the switches (a dry run: would serve).
+        current = variant.served if variant.served is not None and not result.dry_run \
+            else variant.generation
         reused = "" if pulp else f", {variant.reused} unchanged (not read again)"
         sys.stderr.write(
             f"index: {variant.variant}: {variant.wheels} wheel(s), {len(variant.added)} "
             f"added, {len(variant.removed)} removed{reused}; "
-            f"{_generation(variant.generation, pulp)} "
+            f"{_generation(current, pulp)} "
             f"{'would be' if result.dry_run and variant.changed else 'is'} current at "
             f"{variant.path if pulp else shown_path(variant.path)}{pruned}\n")
 
 
-def rolled_back(results: list[RollbackResult], as_json: bool) -> None:
+def _rolled_back(index: IndexResult, as_json: bool) -> None:
     if as_json:
-        emit_json({"rolled_back": [asdict(r) for r in results]})
-    for result in results:
+        emit_json({"rolled_back": [asdict(r) for r in index.rolled_back]})
+    for result in index.rolled_back:
         if not as_json:
             sys.stdout.write(f"{result.variant}\trolled-back\tversion {result.version}\t"
                              f"{result.url}\n")

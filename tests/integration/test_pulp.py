@@ -22,14 +22,15 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from aipcc_build.matrix import load
-from aipcc_build.publish import pulp as core
-from aipcc_build.publish import simple_index
-from aipcc_build.publish.pulp_config import PulpServer
 from aipcc_build.render import apply, render_all
+from aipcc_build.wheel_indexes import pulp as core
+from aipcc_build.wheel_indexes import simple_index
+from aipcc_build.wheel_indexes.pulp_config import PulpServer
 from tests.integration.test_wheel_index import build, uv_wheel  # noqa: F401
 from tests.support import pulp as pulp_server
 from tests.support.artifacts import wheel
@@ -376,7 +377,7 @@ def test_mirror_a_pulp_distribution_to_a_static_tree_and_to_another_pulp(
     # A wheel someone put into the source by hand (a 12.9 runtime in the 12.8 index) is
     # refused on the way in: neither mirror changes.
     wrong = wheel(wheelhouse, "nvidia-cuda-runtime-cu12", "12.9.79")
-    from aipcc_build.publish.pulp_api import Client
+    from aipcc_build.wheel_indexes.pulp_api import Client
 
     with Client(source.server) as api:
         unit = api.upload(wrong, wrong.name)
@@ -424,3 +425,145 @@ def test_a_publish_killed_midway_switches_nothing_and_the_next_run_finishes(
                                        f"{project.prefix}/2.1/cuda12.8-debian": [0, 1]}
     url = f"{pulp.api}/pypi/{project.prefix}/2.1/cpu-debian/simple/{project.prefix}p59/"
     assert [link.filename for link in page(url)] == [f"{project.prefix}p59-1.0-py3-none-any.whl"]
+
+
+# ---- issue 30: what a publish reports is what Pulp serves --------------------------------
+
+
+def _in_process(project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The in-process CLI with the project's pulp-cli configuration (the credentials)."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", project.env["XDG_CONFIG_HOME"])
+    monkeypatch.chdir(project.directory)
+
+
+def _distribution(pulp: pulp_server.Pulp, base_path: str) -> dict:  # type: ignore[type-arg]
+    found = pulp.get(f"/pulp/api/v3/distributions/python/pypi/?base_path={base_path}")
+    return dict(found["results"][0])
+
+
+def test_rollback_goes_to_what_was_served_before_and_refuses_a_deleted_one(
+        pulp: pulp_server.Pulp, tmp_path: Path, cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    """publish A, B, roll back (A), publish C, roll back: A again, never the B the operator
+    had rolled back (the history is the distribution's label, readable in Pulp)."""
+    project = make_project(pulp, tmp_path, "localhost/unused")
+    _in_process(project, monkeypatch)
+    cpu = project.wheels("cpu-debian")
+    target = f"pulp+{pulp.api}"
+    base_path = f"{project.prefix}/2.1/cpu-debian"
+    url = f"{pulp.api}/pypi/{base_path}/simple/lib/"
+
+    def publish(version: str, *extra: str) -> None:
+        for old in cpu.glob("lib-*.whl"):
+            old.unlink()
+        make_wheel(cpu, "lib", version)
+        done = cli("--matrix", str(project.matrix), "index", target, f"cpu-debian={cpu}",
+                   *extra)
+        assert done.code == 0, done.err
+
+    def rollback() -> Any:
+        return cli("--matrix", str(project.matrix), "index", target, "--rollback",
+                   "cpu-debian")
+
+    publish("1.0")  # A: version 1
+    publish("2.0")  # B: version 2
+    assert _distribution(pulp, base_path)["pulp_labels"]["aipcc_build_history"] == "1"
+    back = rollback()
+    assert back.code == 0 and "serves version 1 again (was version 2)" in back.err
+    publish("3.0")  # C: version 3, made from A
+    back = rollback()
+    assert back.code == 0 and "serves version 1 again (was version 3)" in back.err, back.err
+    assert [link.filename for link in page(url)] == ["lib-1.0-py3-none-any.whl"]
+    # Nothing served before A: refused, nothing changed.
+    first = rollback()
+    assert first.code == 1 and "no version served before version 1" in first.err
+    # D with nothing older kept: A (version 1) is deleted, so is the way back.
+    publish("4.0", "--keep", "0")
+    gone = rollback()
+    assert gone.code == 1 and "version 1, served before version 4, is gone" in gone.err, \
+        gone.err
+    assert "Traceback" not in gone.err
+    assert [link.filename for link in page(url)] == ["lib-4.0-py3-none-any.whl"]
+    repository = pulp.get(f"/pulp/api/v3/repositories/python/python/?name={base_path}")
+    assert repository["results"][0]["allow_package_substitution"] is False
+
+
+def test_a_publisher_that_lost_the_race_fails_naming_what_is_served(
+        pulp: pulp_server.Pulp, tmp_path: Path, cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two real publishers on one Pulp: the second one runs, whole, right after the first
+    switched; the first reads the distribution again and reports the other's version."""
+    from aipcc_build.wheel_indexes import pulp_api
+
+    project = make_project(pulp, tmp_path, "localhost/unused")
+    _in_process(project, monkeypatch)
+    target = f"pulp+{pulp.api}"
+    mine, theirs = project.wheels("mine"), project.wheels("theirs")
+    make_wheel(mine, "mine", "1.0")
+    make_wheel(theirs, "theirs", "1.0")
+    raced: list[subprocess.CompletedProcess[str]] = []
+
+    class Racing(pulp_api.Client):
+        def run(self, method: str, path: str, payload: Any = None) -> dict[str, Any]:
+            done = super().run(method, path, payload)
+            if method in ("POST", "PATCH") and "distributions/" in path and not raced:
+                raced.append(project.index(target, f"cpu-debian={theirs}"))
+            return done
+
+    monkeypatch.setattr(pulp_api, "Client", Racing)
+    lost = cli("--matrix", str(project.matrix), "index", target, f"cpu-debian={mine}",
+               "--json")
+    assert raced and raced[0].returncode == 0, raced[0].stderr
+    assert lost.code == 1, lost
+    variant = json.loads(lost.out)["variants"][0]
+    assert (variant["variant"], variant["switched"], variant["generation"],
+            variant["served"]) == ("cpu-debian", True, 1, 2)
+    assert "another publisher switched it meanwhile: it serves version 2" in lost.err
+    assert "index: cpu-debian:" in lost.err
+    base = f"{pulp.api}/pypi/{project.prefix}/2.1/cpu-debian/simple/"
+    assert simple_index.read_root_page(urllib.request.urlopen(base, timeout=30).read()
+                                       .decode())[0] == ["theirs"]
+
+
+def test_a_switch_failing_midway_reports_every_variant(
+        pulp: pulp_server.Pulp, tmp_path: Path, cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A proxy in front of the real Pulp answers 502 to every switch of one distribution:
+    the run exits 1, --json still prints, each variant says switched or not by name."""
+    from aipcc_build.tools.retry import Retry
+    from aipcc_build.wheel_indexes import pulp_api
+    from tests.support.publish import FlakyProxy
+
+    project = make_project(pulp, tmp_path, "localhost/unused")
+    cpu, w128 = project.wheels("cpu-debian"), project.wheels("cuda12.8-debian")
+    make_wheel(cpu, "lib", "1.0")
+    make_wheel(w128, "lib", "1.0")
+    args = (f"cpu-debian={cpu}", f"cuda12.8-debian={w128}")
+    assert project.index(f"pulp+{pulp.api}", *args).returncode == 0
+    make_wheel(cpu, "lib", "2.0")
+    make_wheel(w128, "lib", "2.0")
+    cuda = _distribution(pulp, f"{project.prefix}/2.1/cuda12.8-debian")["pulp_href"]
+    monkeypatch.setenv("PULP_USERNAME", pulp.user)
+    monkeypatch.setenv("PULP_PASSWORD", pulp.password)
+    monkeypatch.setattr(pulp_api, "Retry", lambda: Retry(attempts=2, first=0.01))
+    monkeypatch.chdir(project.directory)
+    upstream = pulp.api.split("://", 1)[1]
+    with FlakyProxy(upstream, failures=-1, status=502, methods=("PATCH",), path=cuda) as proxy:
+        done = cli("--matrix", str(project.matrix), "index", f"pulp+http://{proxy.host}",
+                   *args, "--json")
+    assert done.code == 1, done
+    assert "Traceback" not in done.err and pulp.password not in done.out + done.err
+    found = {v["variant"]: v for v in json.loads(done.out)["variants"]}
+    assert (found["cpu-debian"]["switched"], found["cpu-debian"]["served"],
+            found["cpu-debian"]["error"]) == (True, 2, None)
+    assert (found["cuda12.8-debian"]["switched"], found["cuda12.8-debian"]["served"],
+            found["cuda12.8-debian"]["state"]) == (False, 1, "not-switched")
+    assert "502" in found["cuda12.8-debian"]["error"]
+    assert "index: cuda12.8-debian: not switched to version 2: switching failed" in done.err
+    assert served(pulp, project) == {
+        f"{project.prefix}/2.1/cpu-debian": f"{served_repository(pulp, project, 'cpu')}2/",
+        f"{project.prefix}/2.1/cuda12.8-debian":
+            f"{served_repository(pulp, project, 'cuda12.8')}1/"}
+
+
+def served_repository(pulp: pulp_server.Pulp, project: Project, variant: str) -> str:
+    found = pulp.get(f"/pulp/api/v3/repositories/python/python/?name={project.prefix}/2.1/"
+                     f"{variant}-debian")
+    return str(found["results"][0]["versions_href"])

@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 
 from aipcc_build.matrix import load
-from aipcc_build.publish import simple_index
-from aipcc_build.publish.wheel_index import IndexRequest, publish
 from aipcc_build.render import apply, render_all
+from aipcc_build.wheel_indexes import simple_index
+from aipcc_build.wheel_indexes.static_tree import TreeRequest, publish
 from tests.support.artifacts import wheel
 from tests.support.project import REPO
 from tests.support.wheels import make_wheel
@@ -205,7 +205,7 @@ def test_readers_never_see_a_missing_page_or_two_generations(
     matrix = load(site.matrix("reader", "{release}/{variant}/simple/", "{version: 12.8.1}"))
     wheels = tmp_path / "wheels"
     make_wheel(wheels, "lib", "1.0")
-    request = IndexRequest(root=str(site.root), wheels={"cpu-debian": (str(wheels),)})
+    request = TreeRequest(root=str(site.root), wheels={"cpu-debian": (str(wheels),)})
     base = site.url + "2.1/cpu-debian/simple/"
     publish(matrix, request)
     done = threading.Event()

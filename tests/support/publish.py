@@ -98,14 +98,16 @@ class FlakyProxy:
     whose method is one of METHODS (default: any). ANSWERED records (monotonic time,
     status) of every request. LIE (path fragment, digest): every answer about a path with
     the fragment carries Docker-Content-Digest: digest, whatever its content. HANG: requests
-    of these methods are accepted and never answered."""
+    of these methods are accepted and never answered. PATH: only requests whose path holds
+    it are failed."""
 
     def __init__(self, upstream: str, failures: int, status: int = 503,
                  retry_after: int | None = None,
                  methods: tuple[str, ...] | None = None,
                  lie: tuple[str, str] | None = None,
-                 hang: tuple[str, ...] = ()) -> None:
+                 hang: tuple[str, ...] = (), path: str | None = None) -> None:
         self.upstream, self.failures, self.seen = upstream, failures, 0
+        self.path = path
         self.lie = lie
         self.hang, self.released = hang, threading.Event()
         self.status, self.retry_after, self.methods = status, retry_after, methods
@@ -123,7 +125,8 @@ class FlakyProxy:
                     proxy.released.wait(300)
                     self.close_connection = True
                     return
-                counted = proxy.methods is None or self.command in proxy.methods
+                counted = (proxy.methods is None or self.command in proxy.methods) and \
+                    (proxy.path is None or proxy.path in self.path)
                 proxy.seen += counted
                 if counted and (proxy.failures < 0 or proxy.seen <= proxy.failures):
                     proxy.answered.append((time.monotonic(), proxy.status))

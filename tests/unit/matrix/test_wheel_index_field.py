@@ -33,7 +33,7 @@ def test_every_image_gets_its_versioned_variant_and_url(project: Project) -> Non
 
 def test_an_accelerator_overrides_the_pattern(project: Project) -> None:
     with_index(project, "https://h.example/{release}/{accelerator}{major}.{minor}-ubi9/simple/",
-               cpu="https://h.example/{release}/cpu-ubi9/simple/")
+               cpu="https://h.example/{release}/{accelerator}-ubi9/simple/")
     images = {image.key: image for image in expand(load(project.matrix))}
     assert images["base/cuda-12.8-el9.6"].wheel_index == \
         "https://h.example/3.0/cuda12.8-ubi9/simple/"
@@ -76,6 +76,27 @@ def test_two_variants_sharing_one_url_is_refused(project: Project, cli) -> None:
     assert_input_error(project, cli, "wheel_index", "cuda12.9-ubi9 and cuda12.8-ubi9 would "
                        "share the wheel index https://h/3.0/cuda-ubi9/simple/",
                        at="wheel_index:")
+
+
+def test_an_index_directory_holding_another_variants_is_refused(project: Project,
+                                                                cli) -> None:
+    """The shipped matrix's cpu pattern had no field after {release}: its index directory
+    (3.0/) held the CUDA variants' (3.0/cuda12.8-ubi9/), so publishing cpu replaced them."""
+    with_index(project, "https://h/{release}/{accelerator}{major}.{minor}-ubi9/simple/",
+               cpu="https://h/{release}/cpu-ubi9/simple/")
+    assert_input_error(project, cli, "accelerators.cpu.wheel_index", "cpu-ubi9's wheel index "
+                       "directory (https://h/3.0/) holds cuda12.9-ubi9's "
+                       "(https://h/3.0/cuda12.9-ubi9/)", at="cpu: {wheel_index")
+
+
+def test_one_index_directory_behind_two_urls_is_refused(project: Project, cli) -> None:
+    with_index(project, "https://g/{release}/{variant}/simple/",
+               cpu="https://h/{release}/cpu/")
+    project.edit("      - {version: 6.3.4}\n", "")
+    project.edit("  rocm:\n", '  rocm:\n    wheel_index: "https://h/{release}/rocm/"\n')
+    assert_input_error(project, cli, "accelerators.cpu.wheel_index", "cpu-ubi9's wheel index "
+                       "directory (https://h/3.0/) is also the directory of rocm6.4-ubi9's "
+                       "(https://h/3.0/rocm/)", at="cpu: {wheel_index")
 
 
 def test_a_bad_override_is_located(project: Project, cli) -> None:

@@ -401,7 +401,7 @@ def test_a_hand_written_file_or_a_link_in_the_way_is_refused_and_nothing_written
     (("registry: quay.io/aipcc", "registry: localhost:5000/aipcc"), "registry", "tekton"),
     (("{from: registry.access.redhat.com/ubi9/ubi:9.6}", "{from: '127.0.0.1:5000/ubi:9.6'}"),
      "os.ubi9.from", "konflux"),
-    (("https://packages.redhat.com/api/pypi/public-rhai/rhoai/{release}/cpu-ubi9/simple/",
+    (("https://packages.redhat.com/api/pypi/public-rhai/rhoai/{release}/{accelerator}-ubi9/simple/",
       "http://localhost:8580/{release}/cpu/simple/"), "accelerators.cpu.wheel_index", "tekton"),
 ])
 def test_loopback_is_refused_naming_the_field(kx_repo, run, edit, field, engine):

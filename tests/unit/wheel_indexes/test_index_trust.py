@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from aipcc_build.matrix import load
-from aipcc_build.publish import simple_index
-from aipcc_build.publish.wheel_index import IndexRequest, publish
+from aipcc_build.wheel_indexes import simple_index
+from aipcc_build.wheel_indexes.static_tree import TreeRequest, publish
 from tests.support.project import REPO
 from tests.support.wheels import make_wheel
 
@@ -44,8 +44,8 @@ def served(root: Path) -> dict[str, tuple[bytes, bytes]]:
     return found
 
 
-def request(root: Path, *directories: Path) -> IndexRequest:
-    return IndexRequest(root=str(root), wheels={VARIANT: tuple(map(str, directories))})
+def request(root: Path, *directories: Path) -> TreeRequest:
+    return TreeRequest(root=str(root), wheels={VARIANT: tuple(map(str, directories))})
 
 
 # ---- 22.5: published bytes never change ---------------------------------------------------

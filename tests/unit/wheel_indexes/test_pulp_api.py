@@ -15,9 +15,9 @@ from typing import Any, Callable, Optional
 
 import pytest
 
-from aipcc_build.publish.pulp_api import Client, PulpAuthError, PulpError, PulpUnreachable
-from aipcc_build.publish.pulp_config import PulpServer
 from aipcc_build.tools.retry import Retry
+from aipcc_build.wheel_indexes.pulp_api import Client, PulpAuthError, PulpError, PulpUnreachable
+from aipcc_build.wheel_indexes.pulp_config import PulpServer
 from tests.support.http_server import serving
 
 Answer = tuple[int, dict[str, str], Any]
@@ -198,7 +198,7 @@ def test_a_token_is_renewed_once_on_401_and_before_it_expires(
         fake: tuple[Script, str], monkeypatch: pytest.MonkeyPatch) -> None:
     script, url = fake
     now = [1000.0]
-    monkeypatch.setattr("aipcc_build.publish.pulp_api.time.monotonic", lambda: now[0])
+    monkeypatch.setattr("aipcc_build.wheel_indexes.pulp_api.time.monotonic", lambda: now[0])
     script.then(200, api_document("/auth/token"))  # relative: to the server
     for number in (1, 2, 3):
         script.then(200, {"access_token": f"tok-{number}", "token_type": "bearer",

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from aipcc_build.errors import InputError
-from aipcc_build.publish.pulp import location
-from aipcc_build.publish.pulp_config import parse_target, server
+from aipcc_build.wheel_indexes.pulp import location
+from aipcc_build.wheel_indexes.pulp_config import parse_target, server
 
 
 def write(tmp_path: Path, text: str) -> dict[str, str]:

@@ -5,8 +5,12 @@ gets exactly the same judgement as freshly built wheels: one refusal and nothing
 published.
 
 Each wheel is checked against the sha256 its page gives, and its file name must be a plain
-wheel name; a page link to a non-HTTP URL, a missing hash or two different files of one
-name stop the run (exit 1) before anything is judged.
+wheel name; a page link to a non-HTTP URL, a missing hash, two different files of one name
+or a root page that lists no project (a login page, a proxy's error page answered with 200)
+stop the run (exit 1) before anything is judged.
+
+A user and password in the URL (https://USER:PASSWORD@host/...) are sent as HTTP basic
+authentication to that host only, and never shown: every message masks them.
 """
 
 from __future__ import annotations
@@ -18,9 +22,9 @@ import shutil
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import unquote, urljoin, urlsplit
 
-from ..errors import AipccError
+from ..errors import AipccError, without_credentials
 from . import simple_index
 from .pulp_api import Client
 from .pulp_config import PulpServer
@@ -35,30 +39,43 @@ class IndexSourceError(AipccError):
 
     exit_code = 1
 
+    def __init__(self, message: str) -> None:
+        super().__init__(without_credentials(message))
+
 
 def is_index(source: str) -> bool:
     return source.startswith(("http://", "https://"))
 
 
-def _origin(url: str) -> str:
+def _server(url: str) -> PulpServer:
+    """The origin of URL, without its user information, which becomes basic
+    authentication."""
     parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}"
+    port = f":{parts.port}" if parts.port else ""
+    host = f"[{parts.hostname}]" if parts.hostname and ":" in parts.hostname else \
+        parts.hostname or ""
+    return PulpServer(base_url=f"{parts.scheme}://{host}{port}",
+                      username=unquote(parts.username) if parts.username else None,
+                      password=unquote(parts.password or "") if parts.username else None)
 
 
 def fetch(url: str, into: Path) -> int:
     """Every wheel the index at URL lists, into INTO; how many."""
     if not url.endswith("/"):
         url += "/"
-    clients: dict[str, Client] = {}
+    clients: dict[PulpServer, Client] = {}
 
     def client(of: str) -> Client:
-        origin = _origin(of)
-        if origin not in clients:
-            clients[origin] = Client(PulpServer(base_url=origin), label="the index source")
-        return clients[origin]
+        server = _server(of)
+        if server not in clients:
+            clients[server] = Client(server, label="the index source")
+        return clients[server]
 
     text = client(url).request("GET", url, ok=(200,), raw=True)
     projects, _ = simple_index.read_root_page(text)
+    if not projects:
+        raise IndexSourceError(f"{url}: answered a page that lists no project: not an "
+                               "index (an empty variant is not mirrored)")
     seen: dict[str, str] = {}
     for project in projects:
         if not _PROJECT.match(project):

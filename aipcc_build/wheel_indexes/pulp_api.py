@@ -62,6 +62,13 @@ class PulpUnreachable(PulpError):
     """No answer from the server (exit 1)."""
 
 
+class NotPulpAPI(PulpError):
+    """The server answered, but not with Pulp's JSON (a web page, a proxy's login form):
+    the URL is not a Pulp API (exit 2: fix the URL)."""
+
+    exit_code = 2
+
+
 class _Origin(NamedTuple):
     """Where a request goes: the Pulp server, or the OAuth2 token issuer."""
 
@@ -389,7 +396,17 @@ class Client:
             headers["Content-Type"] = "application/json"
         answer = self._attempts(method, url, lambda: data, headers)
         self._check(method, url, answer, ok)
-        return answer.body.decode("utf-8", "replace") if raw else answer.json()
+        return answer.body.decode("utf-8", "replace") if raw else self._json(method, url,
+                                                                              answer)
+
+    def _json(self, method: str, url: str, answer: _Answer) -> Any:
+        try:
+            return answer.json()
+        except ValueError:
+            kind = answer.headers.get("Content-Type") or answer.headers.get("content-type")
+            raise NotPulpAPI(f"{self.label} at {self.server.base_url} answered {method} "
+                             f"{url.split('?')[0]} with {kind or 'something'} that is not "
+                             "JSON: not a Pulp API server") from None
 
     def _check(self, method: str, url: str, answer: _Answer, ok: tuple[int, ...]) -> None:
         if answer.status in ok:
@@ -485,7 +502,7 @@ class Client:
             url = self._url("content/python/packages/")
             answer = self._attempts("POST", url, body, headers)
             self._check("POST", url, answer, (202,))
-            task = self.wait(answer.json()["task"])
+            task = self.wait(self._json("POST", url, answer)["task"])
             return str(task["created_resources"][0])
         self._check("POST", url, answer, (201,))
-        return str(answer.json()["pulp_href"])
+        return str(self._json("POST", url, answer)["pulp_href"])

@@ -16,7 +16,21 @@ the base path. A run:
    set or the new one, never a page mixing both;
 5. deletes versions older than the `keep` newest before the current one.
 
-`rollback` points a distribution back at the newest version older than the one it serves.
+Each switch first reads the distribution again: one that no longer serves the version this
+run started from was switched by another publisher meanwhile, and is left alone (the run
+fails, naming the variant and the version served). A switch that fails stops the ones after
+it. After the switches every distribution is read again and the result is what it serves.
+
+Pulp keeps no record of what a distribution served before; the publisher does, in the
+distribution's label `aipcc_build_history` (the versions it served before, oldest first,
+readable by anyone who can read the distribution). `rollback` points a distribution back at
+the last of them and drops it from the history, so that a rollback after publish A, B,
+rollback, C goes back to A, never to the B the operator had rolled back. A version deleted
+since (`keep`) is refused, not replaced by another.
+
+Repositories are made, and kept, with pulp_python's `allow_package_substitution` off where
+the server knows it (pulp_python >= 3.28): a file name then always means the same bytes.
+
 A failure before step 4 leaves every distribution as it was; a version made by a run that
 failed afterwards is found again and used by the next run, not made twice.
 """
@@ -32,22 +46,26 @@ from urllib.parse import urlsplit
 
 from ..errors import InputError
 from ..matrix import Matrix
-from .pulp_api import Client, PulpError
+from .pulp_api import Client, NotPulpAPI, PulpError
 from .pulp_config import PulpServer
-from .wheel_file import WheelFacts
-from .wheel_index import (
+from .variants import (
     DEFAULT_KEEP,
     IndexResult,
     IndexTarget,
     Refusal,
+    RollbackResult,
     VariantResult,
     judge,
     targets,
 )
+from .wheel_file import WheelFacts
 
 UPLOAD_JOBS = 4  # wheels uploaded at once
 _LOOKUP_BATCH = 40  # sha256 values per content query: a request line under 4 KiB (gunicorn)
 _FIELDS = "pulp_href,sha256,filename"
+HISTORY_LABEL = "aipcc_build_history"  # the versions a distribution served before
+HISTORY_LENGTH = 20
+SUBSTITUTION = "allow_package_substitution"  # pulp_python >= 3.28
 
 
 @dataclass(frozen=True)
@@ -66,14 +84,6 @@ class Location:
     base_path: str
 
 
-@dataclass(frozen=True)
-class RollbackResult:
-    variant: str
-    url: str
-    version: int  # served now
-    previous: int  # served before
-
-
 @dataclass
 class _Variant:
     target: IndexTarget
@@ -84,6 +94,9 @@ class _Variant:
     served: Optional[str] = None  # the href of the version the distribution serves
     served_content: Optional[dict[str, tuple[str, str]]] = None  # name -> (sha256, href)
     ready: Optional[str] = None  # the version to switch to
+    switched: bool = False
+    error: Optional[str] = None
+    served_after: Optional[int] = None  # read again after the switches
 
 
 def location(url: str, domain_enabled: bool) -> Location:
@@ -111,6 +124,9 @@ def _connect(server: PulpServer, urls: Sequence[str],
     client = make_client(server)
     client.login()
     status = client.get("status/")
+    if not isinstance(status, dict):
+        raise NotPulpAPI(f"Pulp at {server.base_url} answered its status with "
+                         f"{type(status).__name__}: not a Pulp API server")
     enabled = bool(status.get("domain_enabled"))
     locations = [location(url, enabled) for url in urls]
     domains = {loc.domain for loc in locations}
@@ -232,7 +248,11 @@ def _prepare(client: Client, variant: _Variant) -> None:
     if variant.repository is None:
         variant.repository = dict(client.request(
             "POST", "repositories/python/python/", payload={
-                "name": base_path, "description": f"aipcc-build index: {variant.target.url}"}))
+                "name": base_path, "description": f"aipcc-build index: {variant.target.url}",
+                SUBSTITUTION: False}))
+    if variant.repository.get(SUBSTITUTION):  # (absent: a pulp_python without it)
+        client.run("PATCH", variant.repository["pulp_href"], {SUBSTITUTION: False})
+        variant.repository[SUBSTITUTION] = False
     latest = variant.repository["latest_version_href"]
     if latest != variant.served and _number(latest) > 0:
         # A run that failed after its modify: its version is what we want again?
@@ -258,15 +278,62 @@ def _prepare(client: Client, variant: _Variant) -> None:
     variant.ready = versions[0]
 
 
+def history(distribution: dict[str, Any]) -> list[int]:
+    """The versions DISTRIBUTION served before, oldest first (its history label)."""
+    value = (distribution.get("pulp_labels") or {}).get(HISTORY_LABEL) or ""
+    return [int(n) for n in value.split() if n.isdigit()]
+
+
+def _labels(distribution: Optional[dict[str, Any]], numbers: Sequence[int]) -> dict[str, str]:
+    labels = dict((distribution or {}).get("pulp_labels") or {})
+    labels[HISTORY_LABEL] = " ".join(str(n) for n in numbers[-HISTORY_LENGTH:])
+    return labels
+
+
 def _switch(client: Client, variant: _Variant) -> None:
+    """Point the variant's distribution at its new version, unless another publisher
+    switched it since this run looked (then variant.error says so)."""
     assert variant.ready is not None
     if variant.distribution is None:
+        existing = _find(client, "distributions/python/pypi/",
+                         base_path=variant.location.base_path)
+        if existing is not None:
+            variant.error = _lost(variant, existing.get("repository_version"))
+            return
         client.run("POST", "distributions/python/pypi/", {
             "name": variant.location.base_path, "base_path": variant.location.base_path,
-            "repository_version": variant.ready})
-    else:
-        client.run("PATCH", variant.distribution["pulp_href"], {
-            "repository": None, "repository_version": variant.ready})
+            "repository_version": variant.ready, "pulp_labels": _labels(None, [])})
+        variant.switched = True
+        return
+    now = dict(client.request("GET", variant.distribution["pulp_href"]))
+    if now.get("repository_version") != variant.distribution.get("repository_version") \
+            or now.get("repository") != variant.distribution.get("repository"):
+        variant.error = _lost(variant, now.get("repository_version") or now.get("repository"))
+        return
+    before = history(now)
+    if _pinned(variant) and variant.served is not None and variant.served != variant.ready:
+        before.append(_number(variant.served))
+    client.run("PATCH", variant.distribution["pulp_href"], {
+        "repository": None, "repository_version": variant.ready,
+        "pulp_labels": _labels(now, before)})
+    variant.switched = True
+
+
+def _lost(variant: _Variant, served: Optional[str]) -> str:
+    what = f"version {_number(served)}" if served and "/versions/" in served else \
+        "another repository" if served else "nothing"
+    return (f"another publisher switched it meanwhile: it serves {what}, not version "
+            f"{_number(variant.ready or '/0/')} of this run")
+
+
+def _served_now(client: Client, variant: _Variant) -> None:
+    """What the variant's distribution serves after the switches; a lost race an error."""
+    distribution = _find(client, "distributions/python/pypi/",
+                         base_path=variant.location.base_path)
+    served = (distribution or {}).get("repository_version")
+    variant.served_after = _number(served) if served else None
+    if variant.switched and served != variant.ready and variant.error is None:
+        variant.error = _lost(variant, served)
 
 
 def _prune(client: Client, variant: _Variant, keep: int) -> tuple[int, ...]:
@@ -295,17 +362,20 @@ def _result(server: PulpServer, variant: _Variant, dry_run: bool,
         generation = _number(latest) + 1 if latest else 1
     else:
         generation = previous
+    served = variant.served_after if not dry_run else None
     return VariantResult(
         variant=variant.target.variant, url=variant.target.url,
         path=_index_url(server, variant.location), generation=generation,
         previous=previous, wheels=len(variant.wheels), added=tuple(added),
-        removed=tuple(removed), pruned=pruned)
+        removed=tuple(removed), pruned=pruned, served=served, switched=variant.switched,
+        error=variant.error)
 
 
 def publish(matrix: Matrix, request: PulpRequest,
             make_client: Callable[[PulpServer], Client] = Client) -> IndexResult:
     """Judge every wheel, then (unless a dry run, or a wheel is refused) give each variant
-    whose wheels changed one new repository version and switch the distributions."""
+    whose wheels changed one new repository version and, once every one is ready, switch
+    the distributions; then read again what each serves."""
     if request.keep < 0:
         raise InputError("cannot keep fewer than 0 older versions", field="keep")
     root = "pulp+" + request.server.base_url
@@ -313,12 +383,13 @@ def publish(matrix: Matrix, request: PulpRequest,
     refusals: list[Refusal] = []
     chosen = targets(matrix, request.wheels)
     for target in chosen:
-        wheels, refused = judge(target)
-        refusals.extend(refused)
-        variants.append(_Variant(target, Location(None, ""), wheels))
+        judged = judge(target)
+        refusals.extend(judged.refusals)
+        variants.append(_Variant(target, Location(None, ""), judged.wheels))
     if refusals:
         return IndexResult(root, request.dry_run, refusals=tuple(refusals))
     client, locations = _connect(request.server, [t.url for t in chosen], make_client)
+    pruned: dict[int, tuple[int, ...]] = {}
     try:
         for variant, loc in zip(variants, locations):
             variant.location = loc
@@ -329,9 +400,29 @@ def publish(matrix: Matrix, request: PulpRequest,
         todo = [v for v in variants if any(_changes(v)) or not _pinned(v)]
         for variant in todo:
             _prepare(client, variant)
+        failed: Optional[str] = None
         for variant in todo:  # every version is ready: now the switches, one after another
-            _switch(client, variant)
-        pruned = {id(v): _prune(client, v, request.keep) for v in todo}
+            if failed is not None:
+                variant.error = f"not switched: {failed}"
+                continue
+            try:
+                _switch(client, variant)
+            except PulpError as exc:
+                if exc.exit_code != 1:
+                    raise
+                variant.error = f"switching failed: {exc}"
+            if variant.error is not None:
+                failed = f"{variant.target.variant} {variant.error}"
+        for variant in variants:
+            try:
+                _served_now(client, variant)
+                if variant.switched and variant.error is None:
+                    pruned[id(variant)] = _prune(client, variant, request.keep)
+            except PulpError as exc:
+                if exc.exit_code != 1:
+                    raise
+                variant.error = variant.error or f"reading it again or deleting older " \
+                    f"versions failed: {exc}"
     finally:
         client.logout()
     return IndexResult(root, False, variants=tuple(
@@ -339,36 +430,44 @@ def publish(matrix: Matrix, request: PulpRequest,
 
 
 def rollback(matrix: Matrix, server: PulpServer, variant_names: Sequence[str],
-             make_client: Callable[[PulpServer], Client] = Client) -> list[RollbackResult]:
-    """Point each variant's distribution back at the newest version older than the one it
-    serves. Every variant is checked before any is switched."""
+             make_client: Callable[[PulpServer], Client] = Client) -> IndexResult:
+    """Point each variant's distribution back at the version it served before the current
+    one (the last of its history label). Every variant is checked before any is
+    switched."""
     chosen = targets(matrix, {name: () for name in variant_names})
     client, locations = _connect(server, [t.url for t in chosen], make_client)
     try:
         plans = [_rollback_plan(client, target, loc) for target, loc in zip(chosen, locations)]
         results = []
-        for target, distribution, served, (number, href) in plans:
-            client.run("PATCH", distribution["pulp_href"],
-                       {"repository": None, "repository_version": href})
-            results.append(RollbackResult(target.variant, target.url, number,
+        for target, distribution, served, href, earlier in plans:
+            client.run("PATCH", distribution["pulp_href"], {
+                "repository": None, "repository_version": href,
+                "pulp_labels": _labels(distribution, earlier)})
+            results.append(RollbackResult(target.variant, target.url, _number(href),
                                           _number(served)))
     finally:
         client.logout()
-    return results
+    return IndexResult("pulp+" + server.base_url, False, rolled_back=tuple(results))
 
 
 def _rollback_plan(client: Client, target: IndexTarget, loc: Location
-                   ) -> tuple[IndexTarget, dict[str, Any], str, tuple[int, str]]:
+                   ) -> tuple[IndexTarget, dict[str, Any], str, str, list[int]]:
     distribution = _find(client, "distributions/python/pypi/", base_path=loc.base_path)
     if distribution is None or not distribution.get("repository_version"):
         raise PulpError(f"{target.variant}: no distribution at {loc.base_path} serving "
                         "a pinned version: nothing to roll back")
     served = distribution["repository_version"]
-    versions = client.all(_repository_of_version(served) + "versions/",
-                          fields="number,pulp_href")
-    older = sorted((v["number"], v["pulp_href"]) for v in versions
-                   if 0 < v["number"] < _number(served))
-    if not older:
-        raise PulpError(f"{target.variant}: version {_number(served)} is the oldest "
-                        "kept: nothing to roll back to")
-    return target, distribution, served, older[-1]
+    before = history(distribution)
+    if not before:
+        raise PulpError(f"{target.variant}: no version served before version "
+                        f"{_number(served)} is recorded (label {HISTORY_LABEL}): nothing "
+                        "to roll back to")
+    number = before.pop()
+    href = f"{_repository_of_version(served)}versions/{number}/"
+    kept = {v["number"] for v in client.all(_repository_of_version(served) + "versions/",
+                                            fields="number")}
+    if number not in kept:
+        raise PulpError(f"{target.variant}: version {number}, served before version "
+                        f"{_number(served)}, is gone (older versions than the kept ones are "
+                        "deleted): not rolling back to another")
+    return target, distribution, served, href, before

@@ -11,9 +11,9 @@ from typing import Any, Optional
 import pytest
 
 from aipcc_build.matrix import load
-from aipcc_build.publish import pulp as core
-from aipcc_build.publish.pulp_api import Client, PulpError
-from aipcc_build.publish.pulp_config import PulpServer
+from aipcc_build.wheel_indexes import pulp as core
+from aipcc_build.wheel_indexes.pulp_api import Client, PulpError
+from aipcc_build.wheel_indexes.pulp_config import PulpServer
 from tests.support.wheels import make_wheel
 
 API = "/pulp/api/v3/"
@@ -80,6 +80,8 @@ class MemoryPulp(Client):
     def request(self, method: str, path: str, *, query: Any = None, payload: Any = None,
                 ok: tuple[int, ...] = (), raw: bool = False) -> Any:
         self.calls.append((method, path))
+        if method == "GET" and path in self.dists:
+            return dict(self.dists[path])
         if method == "GET":
             return self._repo(path)
         assert (method, path) == ("POST", "repositories/python/python/")
@@ -166,3 +168,47 @@ def test_versions_first_then_switches_then_nothing_new(tmp_path: Path, matrix: A
     # Only looked at (the repositories the distributions serve): nothing uploaded,
     # modified or switched.
     assert {method for method, _ in pulp.calls[before:]} == {"GET"}
+
+
+def test_a_distribution_another_publisher_switched_is_left_alone(tmp_path: Path,
+                                                                 matrix: Any) -> None:
+    """Between this run's look and its switch another publisher pointed cpu-debian at its
+    own version: this run leaves it (and the switches after it) alone and fails, naming
+    the version served."""
+    pulp = MemoryPulp()
+    core.publish(matrix, request(tmp_path), make_client=lambda server: pulp)
+    make_wheel(tmp_path / "cpu", "lib", "2.0")
+    make_wheel(tmp_path / "cuda", "app", "2.0")
+    cpu = next(h for h, d in pulp.dists.items() if d["base_path"].endswith("cpu-debian"))
+    cuda = next(h for h in pulp.dists if h != cpu)
+    real = pulp.request
+
+    def meanwhile(method: str, path: str, **kwargs: Any) -> Any:
+        if (method, path) == ("GET", cpu):  # the switch's second look
+            repo = pulp.dists[cpu]["repository_version"].split("versions/")[0]
+            pulp.versions[repo].append(set())
+            pulp.dists[cpu]["repository_version"] = \
+                f"{repo}versions/{len(pulp.versions[repo]) - 1}/"
+        return real(method, path, **kwargs)
+
+    pulp.request = meanwhile  # type: ignore[method-assign]
+    result = core.publish(matrix, request(tmp_path), make_client=lambda server: pulp)
+    assert result.failed
+    found = {v.variant: v for v in result.variants}
+    assert (found["cpu-debian"].switched, found["cpu-debian"].served) == (False, 3)
+    assert "another publisher switched it meanwhile: it serves version 3, not version 2" \
+        in (found["cpu-debian"].error or "")
+    assert (found["cuda12.8-debian"].switched, found["cuda12.8-debian"].served) == (False, 1)
+    assert pulp.dists[cuda]["repository_version"].endswith("versions/1/")
+    assert (found["cuda12.8-debian"].error or "").startswith("not switched: cpu-debian")
+
+
+def test_a_switch_records_what_was_served_before_and_rollback_takes_it_back(
+        tmp_path: Path, matrix: Any) -> None:
+    pulp = MemoryPulp()
+    core.publish(matrix, request(tmp_path), make_client=lambda server: pulp)
+    make_wheel(tmp_path / "cpu", "lib", "2.0")
+    core.publish(matrix, request(tmp_path), make_client=lambda server: pulp)
+    cpu = next(d for d in pulp.dists.values() if d["base_path"].endswith("cpu-debian"))
+    assert core.history(cpu) == [1]
+    assert cpu["repository_version"].endswith("versions/2/")

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from aipcc_build.matrix import load
-from aipcc_build.publish import simple_index, wheel_index
-from aipcc_build.publish.wheel_index import IndexRequest, publish
+from aipcc_build.wheel_indexes import simple_index, static_tree, variants
+from aipcc_build.wheel_indexes.static_tree import TreeRequest, publish
 from tests.support.elf import EM_AARCH64, EM_X86_64, runtime_elf
 from tests.support.project import REPO
 from tests.support.wheels import make_wheel
@@ -136,14 +136,14 @@ def test_republishing_reads_only_what_changed_and_prunes_to_the_bound(
     for number in range(5):
         make_wheel(wheels, f"lib{number}", "1.0")
     root = tmp_path / "index"
-    request = IndexRequest(root=str(root), wheels={"cuda12.8-debian": (str(wheels),)}, keep=2)
+    request = TreeRequest(root=str(root), wheels={"cuda12.8-debian": (str(wheels),)}, keep=2)
     first = publish(matrix, request).variants[0]
     assert (first.generation, first.wheels, first.reused) == (1, 5, 0)
     unchanged = publish(matrix, request).variants[0]
     assert not unchanged.changed and unchanged.generation == 1 and unchanged.reused == 5
     read = []
-    real_read = wheel_index.read
-    monkeypatch.setattr(wheel_index, "read", lambda path: read.append(path.name) or
+    real_read = variants.read
+    monkeypatch.setattr(variants, "read", lambda path: read.append(path.name) or
                         real_read(path))
     for number in range(5, 9):
         make_wheel(wheels, f"lib{number}", "1.0")
@@ -183,21 +183,21 @@ def test_an_interrupted_publish_leaves_the_previous_generation(
     wheels = tmp_path / "w"
     make_wheel(wheels, "lib", "1.0")
     root = tmp_path / "index"
-    request = IndexRequest(root=str(root), wheels={"cpu-debian": (str(wheels),)})
+    request = TreeRequest(root=str(root), wheels={"cpu-debian": (str(wheels),)})
 
     def interrupted(link: Path, target: str) -> None:
         raise KeyboardInterrupt
 
-    switch = wheel_index._switch
-    monkeypatch.setattr(wheel_index, "_switch", interrupted)
+    switch = static_tree._switch
+    monkeypatch.setattr(static_tree, "_switch", interrupted)
     with pytest.raises(KeyboardInterrupt):
         publish(matrix, request)
     assert not root.exists()  # the first publish: nothing left at all
-    monkeypatch.setattr(wheel_index, "_switch", switch)
+    monkeypatch.setattr(static_tree, "_switch", switch)
     publish(matrix, request)
     before = snapshot(root)
     make_wheel(wheels, "lib", "2.0")
-    monkeypatch.setattr(wheel_index, "_switch", interrupted)
+    monkeypatch.setattr(static_tree, "_switch", interrupted)
     with pytest.raises(KeyboardInterrupt):
         publish(matrix, request)
     assert snapshot(root) == before

@@ -35,7 +35,6 @@ import json
 import os
 import re
 import shutil
-import stat
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -43,16 +42,22 @@ from typing import Any, Optional, Union
 
 from ..errors import InputError
 from ..fsutil import write_atomic
-from ..matrix import Matrix, expand
-from ..suggest import did_you_mean
-from ..validate.results import FAILING, Evidence, Expectation
-from ..validate.verdict import FAMILIES, judge_evidence, place
+from ..matrix import Matrix
+from ..validate.results import Evidence
 from . import simple_index
-from .wheel_file import CHUNK, WheelError, WheelFacts, identity, metadata_of, open_wheel, read
+from .variants import (
+    DEFAULT_KEEP,
+    IndexResult,
+    IndexTarget,
+    Refusal,
+    VariantResult,
+    judge,
+    targets,
+)
+from .wheel_file import CHUNK, WheelError, WheelFacts, metadata_of, open_wheel
 
 GENERATIONS = ".generations"
 POOL = "files"
-DEFAULT_KEEP = 3
 # 2: evidence carries the distribution, how it was found, and whether it is a build record;
 # wheels read by schema 1 were read without vendored runtimes: read again.
 MANIFEST_SCHEMA = 2
@@ -60,56 +65,11 @@ _GENERATION = re.compile(r"^g(\d{6,})$")
 
 
 @dataclass(frozen=True)
-class IndexRequest:
+class TreeRequest:
     root: str  # the directory the indexes' root URL serves
     wheels: Mapping[str, tuple[str, ...]]  # versioned variant -> directories of wheels
     dry_run: bool = False
     keep: int = DEFAULT_KEEP  # older generations kept besides the current one
-
-
-@dataclass(frozen=True)
-class IndexTarget:
-    """One variant's index: where it goes and what its wheels must fit."""
-
-    variant: str  # "cuda12.8-ubi9"
-    url: str
-    expected: Expectation  # accelerator and toolkit release, as for an image of the variant
-    directory: str  # the variant's directory below ROOT: "3.0/cuda12.8-ubi9"
-    pages: str  # the pages' directory inside it: "simple"
-    sources: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Refusal:
-    variant: str
-    wheel: str  # the file's path
-    reason: str
-
-
-@dataclass(frozen=True)
-class VariantResult:
-    variant: str
-    url: str
-    path: str  # ROOT/<directory>
-    generation: Optional[int]  # current after this run (would be, on a dry run)
-    previous: Optional[int]
-    wheels: int
-    added: tuple[str, ...] = ()
-    removed: tuple[str, ...] = ()
-    reused: int = 0  # wheels whose facts came from the manifest, unread
-    pruned: tuple[int, ...] = ()
-
-    @property
-    def changed(self) -> bool:
-        return self.generation != self.previous
-
-
-@dataclass(frozen=True)
-class IndexResult:
-    root: str
-    dry_run: bool
-    variants: tuple[VariantResult, ...] = ()
-    refusals: tuple[Refusal, ...] = ()
 
 
 @dataclass
@@ -120,54 +80,14 @@ class _Plan:
     wheels: dict[str, tuple[Path, WheelFacts]] = field(default_factory=dict)
     metadata: dict[str, bytes] = field(default_factory=dict)  # of wheels read this run
     reused: int = 0
+    generation: Optional[int] = None  # written by this run, not yet current
+    created: list[Path] = field(default_factory=list)  # what removing it takes
 
 
-def targets(matrix: Matrix, wheels: Mapping[str, Sequence[str]]) -> list[IndexTarget]:
-    """The indexes to publish: each variant named must be one of the matrix's."""
-    by_variant = {image.versioned_variant: image for image in expand(matrix)
-                  if image.wheel_index is not None}
-    if not by_variant:
-        raise matrix.error("wheel_index", "the matrix has no wheel_index: there is no index "
-                           "URL to lay the indexes out by")
-    found: list[IndexTarget] = []
-    seen: dict[str, str] = {}
-    for variant, directories in wheels.items():
-        image = by_variant.get(variant)
-        if image is None:
-            extra = did_you_mean(variant, sorted(by_variant), listing="the matrix has")
-            raise InputError(f"'{variant}' is not a variant of the matrix{extra}",
-                             field="wheels")
-        assert image.wheel_index is not None
-        if image.wheel_index in seen:
-            raise InputError(f"'{variant}' and '{seen[image.wheel_index]}' are one index "
-                             f"({image.wheel_index}): give its wheels once", field="wheels")
-        seen[image.wheel_index] = variant
-        for directory in directories:
-            if not Path(directory).is_dir():
-                raise InputError(f"{directory}: not a directory of wheels", field="wheels")
-        pattern = matrix.accelerators[image.accelerator].wheel_index or matrix.wheel_index
-        assert pattern is not None
-        directory, pages = layout(pattern, image.wheel_index)
-        found.append(IndexTarget(
-            variant=variant, url=image.wheel_index,
-            expected=Expectation(image.accelerator, image.version, source="matrix"),
-            directory=directory, pages=pages, sources=tuple(directories)))
-    return found
-
-
-def layout(pattern: str, url: str) -> tuple[str, str]:
-    """(variant directory, pages directory) of URL below the root of PATTERN: the root is the
-    URL up to the first segment with a field, the variant directory ends with the last."""
-    root = pattern[:pattern.rfind("/", 0, pattern.index("{")) + 1]
-    fields = pattern[len(root):].split("/")
-    last = max(number for number, segment in enumerate(fields) if "{" in segment)
-    segments = url[len(root):].split("/")
-    return "/".join(segments[:last + 1]), "/".join(segments[last + 1:]).strip("/")
-
-
-def publish(matrix: Matrix, request: IndexRequest) -> IndexResult:
-    """Judge every wheel of every variant, then (unless a dry run, or a wheel is refused)
-    publish each variant whose wheels changed as a new generation."""
+def publish(matrix: Matrix, request: TreeRequest) -> IndexResult:
+    """Judge every wheel of every variant; then (unless a dry run, or a wheel is refused)
+    write a new generation of each variant whose wheels changed, and only once every one is
+    written, switch them one after another; then read again what each tree serves."""
     if request.keep < 0:
         raise InputError("cannot keep fewer than 0 older generations", field="keep")
     root = Path(request.root)
@@ -180,14 +100,16 @@ def publish(matrix: Matrix, request: IndexRequest) -> IndexResult:
         refusals.extend(refused)
     if refusals:
         return IndexResult(str(root), request.dry_run, refusals=tuple(refusals))
-    results = []
-    for plan in plans:
-        if request.dry_run or not _changed(plan):
-            results.append(_summary(root, plan, plan.current if not _changed(plan)
-                                    else _next_generation(root, plan.target, plan.current)))
-        else:
-            results.append(_publish(root, plan, request.keep))
-    return IndexResult(str(root), request.dry_run, variants=tuple(results))
+    if request.dry_run:
+        return IndexResult(str(root), True, variants=tuple(
+            _summary(root, plan, _next_generation(root, plan.target, plan.current)
+                     if _changed(plan) else plan.current) for plan in plans))
+    todo = [plan for plan in plans if _changed(plan)]
+    results = _publish(root, todo, request.keep) if todo else {}
+    return IndexResult(str(root), False, variants=tuple(
+        results.get(id(plan)) or _summary(root, plan, plan.current,
+                                          served=_served(root, plan.target))
+        for plan in plans))
 
 
 # ---- reading and judging: nothing below writes ----------------------------------------
@@ -218,76 +140,17 @@ def _plan(root: Path, target: IndexTarget) -> tuple[_Plan, list[Refusal]]:
     if current is not None:
         manifest = _generations_dir(root, target) / f"{_name(current)}.json"
         previous = {f.filename: f for f in read_manifest(manifest)}
-    plan = _Plan(target, current, previous)
-    return plan, _judge(plan)
+    judged = judge(target, previous)
+    plan = _Plan(target, current, previous, judged.wheels, judged.metadata, judged.reused)
+    return plan, judged.refusals
 
 
-def judge(target: IndexTarget) -> tuple[dict[str, tuple[Path, WheelFacts]], list[Refusal]]:
-    """Every wheel of TARGET read and judged (file name -> path and facts), and the
-    refusals: what any destination of an index (a tree, a Pulp) takes or refuses."""
-    plan = _Plan(target, None, {})
-    refusals = _judge(plan)
-    return plan.wheels, refusals
-
-
-def _judge(plan: _Plan) -> list[Refusal]:
-    target = plan.target
-    refusals: list[Refusal] = []
-    seen: dict[str, Path] = {}
-    installs_as: dict[tuple[str, str, str], str] = {}  # what pip tells apart -> file name
-    for directory in target.sources:
-        for path in (Path(directory, name) for name in sorted(os.listdir(directory))
-                     if name.endswith(".whl")):
-            try:
-                facts = _facts(plan, path)
-            except WheelError as exc:
-                refusals.append(Refusal(target.variant, str(path), str(exc)))
-                continue
-            if facts.filename in plan.wheels:
-                if plan.wheels[facts.filename][1].sha256 != facts.sha256:
-                    refusals.append(Refusal(target.variant, str(path),
-                                            f"a different wheel of the same name is in "
-                                            f"{seen[facts.filename].parent}"))
-                continue
-            seen[facts.filename] = path
-            alike = installs_as.setdefault(identity(facts.filename), facts.filename)
-            if alike != facts.filename:
-                refusals.append(Refusal(target.variant, str(path), "the same project, version "
-                                        f"and tags as {alike}: an installer sees one wheel"))
-                continue
-            reason = refusal(facts, target.expected)
-            if reason is not None:
-                refusals.append(Refusal(target.variant, str(path), reason))
-                continue
-            plan.wheels[facts.filename] = (path, facts)
-    return refusals
-
-
-def _facts(plan: _Plan, path: Path) -> WheelFacts:
-    known = plan.previous.get(path.name)
-    if known is not None:
-        with contextlib.suppress(OSError):
-            found = path.stat()
-            if stat.S_ISREG(found.st_mode) and \
-                    (found.st_size, found.st_mtime_ns) == (known.size, known.mtime_ns):
-                plan.reused += 1
-                return known
-    facts, metadata = read(path)
-    plan.metadata[facts.filename] = metadata
-    return facts
-
-
-def refusal(facts: WheelFacts, expected: Expectation) -> Optional[str]:
-    """Why a wheel must not go into the index of EXPECTED's variant, or None. Its evidence
-    is judged as the validator judges an image of that variant."""
-    if facts.version.partition("+")[2] == "cpu" and expected.accelerator in FAMILIES:
-        return f"its local version +cpu says it is built for CPU, not for {expected}"
-    for evidence in facts.evidence:
-        status, reason = judge_evidence(evidence, place(evidence), expected)
-        if status in FAILING:
-            what = " ".join(x for x in (evidence.component, evidence.version) if x)
-            return f"{what} ({evidence.kind} {evidence.path}): {reason}"
-    return None
+def _served(root: Path, target: IndexTarget) -> Optional[int]:
+    """The generation the tree serves now, read from its link."""
+    try:
+        return _current(root, target)
+    except InputError:
+        return None
 
 
 def _changed(plan: _Plan) -> bool:
@@ -306,14 +169,16 @@ def _next_generation(root: Path, target: IndexTarget, current: Optional[int]) ->
 
 
 def _summary(root: Path, plan: _Plan, generation: Optional[int],
-             pruned: tuple[int, ...] = ()) -> VariantResult:
+             pruned: tuple[int, ...] = (), *, served: Optional[int] = None,
+             switched: bool = False, error: Optional[str] = None) -> VariantResult:
     now = set(plan.wheels)
     before = set(plan.previous)
     return VariantResult(
         variant=plan.target.variant, url=plan.target.url,
         path=str(root / plan.target.directory), generation=generation,
         previous=plan.current, wheels=len(now), added=tuple(sorted(now - before)),
-        removed=tuple(sorted(before - now)), reused=plan.reused, pruned=pruned)
+        removed=tuple(sorted(before - now)), reused=plan.reused, pruned=pruned,
+        served=served, switched=switched, error=error)
 
 
 def _name(generation: int) -> str:
@@ -334,39 +199,95 @@ def _locked(directory: Path) -> Iterator[None]:
         os.close(handle)
 
 
-def _publish(root: Path, plan: _Plan, keep: int) -> VariantResult:
+def _publish(root: Path, plans: Sequence[_Plan], keep: int) -> dict[int, VariantResult]:
+    """Every plan's generation written (each variant locked for the whole run), then the
+    switches; a switch that fails stops the others. Results by id(plan)."""
+    with contextlib.ExitStack() as locks:
+        try:
+            for plan in sorted(plans, key=lambda p: str(_generations_dir(root, p.target))):
+                generations = _generations_dir(root, plan.target)
+                # Removed again, newest first, unless the generation becomes current.
+                missing = [p for p in reversed([generations, *generations.parents])
+                           if not p.exists()]
+                generations.mkdir(parents=True, exist_ok=True)
+                plan.created = missing
+                locks.enter_context(_locked(generations))
+            for plan in plans:
+                _write(root, plan)
+        except BaseException as exc:
+            for plan in plans:
+                _remove_created(plan)
+            if isinstance(exc, OSError) and exc.filename is None:
+                # A write that found the disk full names no file: the index it was writing.
+                raise OSError(exc.errno, exc.strerror, str(root)) from None
+            raise
+        results: dict[int, VariantResult] = {}
+        try:
+            _switch_all(root, plans, keep, results)
+        except BaseException:
+            # Interrupted (a signal): what was not switched is not served; remove it.
+            for plan in plans:
+                if id(plan) not in results:
+                    _remove_created(plan)
+            raise
+    return results
+
+
+def _switch_all(root: Path, plans: Sequence[_Plan], keep: int,
+                results: dict[int, VariantResult]) -> None:
+    """Each plan's generation made current, in order; after a switch fails, the rest are
+    not switched (their generations removed). A variant's result is in RESULTS once it is
+    settled."""
+    failed: Optional[str] = None
+    for plan in plans:
+        assert plan.generation is not None
+        target = plan.target
+        if failed is not None:
+            _remove_created(plan)
+            results[id(plan)] = _summary(root, plan, plan.generation, error=f"not "
+                                         f"switched: {failed}", served=plan.current)
+            continue
+        generations = _generations_dir(root, target)
+        try:
+            _switch(root / target.directory,
+                    f"{GENERATIONS}/{generations.name}/{_name(plan.generation)}")
+        except OSError as exc:
+            _remove_created(plan)
+            failed = f"switching {target.variant} failed: {exc.strerror or exc}"
+            results[id(plan)] = _summary(root, plan, plan.generation, error=failed,
+                                         served=_served(root, target))
+            continue
+        plan.created = []  # served now: nothing of it may be removed
+        pruned = _prune(generations, plan.generation, keep)
+        served = _served(root, target)
+        error = None if served == plan.generation else \
+            f"serves {'nothing' if served is None else _name(served)}, not the " \
+            f"{_name(plan.generation)} this run switched to: another publisher " \
+            "changed it"
+        results[id(plan)] = _summary(root, plan, plan.generation, pruned, served=served,
+                                     switched=True, error=error)
+
+
+def _write(root: Path, plan: _Plan) -> None:
+    """PLAN's next generation written beside the current one (under the variant's lock)."""
     target = plan.target
     generations = _generations_dir(root, target)
-    # Removed again, newest first, if anything fails before the switch.
-    created: list[Path] = [p for p in reversed([generations, *generations.parents])
-                           if not p.exists()]
-    try:
-        generations.mkdir(parents=True, exist_ok=True)
-        with _locked(generations):
-            if _current(root, target) != plan.current:
-                raise InputError(f"{root / target.directory}: another publisher changed it "
-                                 "meanwhile: run again", field="root")
-            _remove_interrupted(root / target.directory, generations)
-            generation = _next_generation(root, target, plan.current)
-            try:
-                _write_generation(generations, plan, generation, created)
-                _switch(root / target.directory, f"{GENERATIONS}/{generations.name}/"
-                                                 f"{_name(generation)}")
-            except BaseException:
-                for path in reversed(created):
-                    if path.is_dir() and not path.is_symlink():
-                        shutil.rmtree(path, ignore_errors=True)
-                    else:
-                        with contextlib.suppress(FileNotFoundError):
-                            path.unlink()
-                raise
-            pruned = _prune(generations, generation, keep)
-    except OSError as exc:
-        if exc.filename is not None:
-            raise
-        # A write that found the disk full names no file: the index it was writing.
-        raise OSError(exc.errno, exc.strerror, str(root / target.directory)) from None
-    return _summary(root, plan, generation, pruned)
+    if _current(root, target) != plan.current:
+        raise InputError(f"{root / target.directory}: another publisher changed it "
+                         "meanwhile: run again", field="root")
+    _remove_interrupted(root / target.directory, generations)
+    plan.generation = _next_generation(root, target, plan.current)
+    _write_generation(generations, plan, plan.generation, plan.created)
+
+
+def _remove_created(plan: _Plan) -> None:
+    for path in reversed(plan.created):
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+    plan.created = []
 
 
 def _remove_interrupted(link: Path, generations: Path) -> None:
