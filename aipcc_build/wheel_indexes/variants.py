@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Optional
 
 from ..errors import InputError, without_credentials
-from ..suggest import did_you_mean
 from ..matrix import Matrix, expand, index_layout
+from ..suggest import did_you_mean
 from ..validate.results import FAILING, Expectation
 from ..validate.verdict import FAMILIES, judge_evidence, place
 from . import DEFAULT_KEEP
