@@ -63,10 +63,15 @@ def test_a_tool_error_never_keeps_a_password() -> None:
     assert "quay.io/ns/img:3.0@sha256:ab" in kept.stderr
 
 
-@pytest.mark.parametrize("command", ["matrix", "plan"])
-def test_parent_build_id_is_checked_and_named(tmp_path: Path, cli, command: str) -> None:
-    extra = ["--report", str(tmp_path / "r.json")] if command == "matrix" else []
-    done = cli("--matrix", DEMO, command, "--parent-build-id", "7\nRUN evil", *extra)
+@pytest.mark.parametrize("value", ["7\nRUN evil", "bad/id"])
+@pytest.mark.parametrize("command", [["matrix"], ["matrix", "--dry-run"], ["plan"]])
+def test_parent_build_id_is_checked_and_named(tmp_path: Path, cli, command: list[str],
+                                              value: str) -> None:
+    # --build-id refuses both values: --parent-build-id, under the same rule, too (a dry
+    # run of matrix took "bad/id").
+    extra = ["--report", str(tmp_path / "r.json")] if command == ["matrix"] else []
+    assert cli("--matrix", DEMO, *command, "--build-id", value, *extra).code == 2
+    done = cli("--matrix", DEMO, *command, "--parent-build-id", value, *extra)
     assert done.code == 2, done.err
     assert "Traceback" not in done.err
     assert "--parent-build-id" in done.err and "--build-id:" not in done.err, done.err
