@@ -118,7 +118,7 @@ def build_matrix(request: MatrixBuild, on_event: Callable[[Event], None],
                             f"{dead_run} that is no longer running"))
         result = run(plan, options, BuildahBuilder(processes, run_id, store), on_event, stop,
                      validate=validate)
-    return replace(result, registry=request.registry or matrix.registry)
+    return replace(result, registry=request.registry or matrix.registry, product=matrix.product)
 
 
 def clean(processes: Optional[ProcessRunner] = None) -> runs.Cleaned:

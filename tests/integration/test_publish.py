@@ -96,10 +96,15 @@ def test_mirror_registry_archive_and_back_digests_unchanged(
         assert digest_at(f"{dst}/m1/base-images/{entry['name']}:3.0-42",
                          authfile) == entry["digest"]
     idms = (out / "imagedigestmirrorset.yaml").read_text()
-    assert "kind: ImageDigestMirrorSet" in idms and f'"{dst}/m1"' in idms
-    assert f'source: "{release["ns"]}"' in idms
+    assert "kind: ImageDigestMirrorSet" in idms
+    # One entry per repository mirrored.
+    for entry in release["entries"]:
+        repository = f"base-images/{entry['name']}"
+        assert f'source: "{release["ns"]}/{repository}"' in idms
+        assert f'"{dst}/m1/{repository}"' in idms
     conf = (out / "registries.conf").read_text()
-    assert "[[registry.mirror]]" in conf and f'location = "{dst}/m1"' in conf
+    assert "[[registry.mirror]]" in conf
+    assert f'location = "{dst}/m1/base-images/img0"' in conf
     assert "imagedigestmirrorset.yaml" in done.stdout
 
     archive = tmp_path / "release.tar"
@@ -117,8 +122,8 @@ def test_mirror_registry_archive_and_back_digests_unchanged(
     for entry in release["entries"]:
         assert digest_at(f"{dst}/site/base-images/{entry['name']}:3.0-42",
                          authfile) == entry["digest"]
-    assert f'source: "{release["ns"]}"' in (tmp_path / "site" /
-                                             "imagedigestmirrorset.yaml").read_text()
+    assert f'source: "{release["ns"]}/base-images/img1"' in (
+        tmp_path / "site" / "imagedigestmirrorset.yaml").read_text()
     for path in tmp_path.rglob("*"):
         if path.is_file() and path.suffix in (".yaml", ".conf", ".json", ".tar"):
             assert PASSWORD.encode() not in path.read_bytes()
@@ -353,8 +358,8 @@ def test_promote_and_mirror_take_the_registry_the_report_records(
     for entry in release["entries"]:
         assert digest_at(f"{src}/rec/base-images/{entry['name']}:3.0-42") == entry["digest"]
         assert digest_at(f"{src}/recm/base-images/{entry['name']}:3.0-42") == entry["digest"]
-    assert f'source: "{release["ns"]}"' in (tmp_path / "conf" /
-                                             "imagedigestmirrorset.yaml").read_text()
+    assert f'source: "{release["ns"]}/base-images/img2"' in (
+        tmp_path / "conf" / "imagedigestmirrorset.yaml").read_text()
     # An explicit --registry still wins: the report's images are not below it.
     wrong = run_cli("--matrix", str(elsewhere), "promote", "--report", str(recorded),
                     "--to", f"{src}/rec2", "--no-tls-verify", "--registry", "other.io/ns")
