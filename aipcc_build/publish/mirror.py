@@ -258,6 +258,7 @@ def mirror(request: MirrorRequest, runner: Optional[Runner] = None,
     archive: Optional[Path] = None
     if transport == "docker":
         target, present = f"docker://{location}", None
+        mirror_config.check_writable(Path(request.out))
     else:
         work = Path(location)
         present = {}
@@ -337,11 +338,11 @@ def mirror(request: MirrorRequest, runner: Optional[Runner] = None,
     failed = any(o.status == "failed" for o in outcomes)
     if transport == "docker":
         # Only the repositories the destination now holds: a site told to pull an image
-        # from a mirror that does not have it fails its pulls. Nothing mirrored, nothing
+        # from a mirror that does not have it fails its pulls. Every image failed: nothing
         # written.
         mirrors = {f"{request.source_registry}/{o.image.path}": f"{location}/{o.image.path}"
                    for o in outcomes if o.status != "failed"}
-        if mirrors:
+        if mirrors or not outcomes:
             written += [str(p) for p in mirror_config.write(
                 Path(request.out), mirror_config.resource_name(f"aipcc-{location}"), mirrors)]
     else:
