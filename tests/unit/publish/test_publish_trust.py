@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from aipcc_build.errors import ToolError
+from aipcc_build.errors import InputError, ToolError
+from aipcc_build.imagebuild import build_report
 from aipcc_build.publish import mirror_config
 from aipcc_build.tools.skopeo import COPY_TIMEOUT, Skopeo
 from tests.support.fakes import RecordingRunner
@@ -123,3 +124,32 @@ def test_validate_copy_timeout_is_an_option_with_one_default(cli) -> None:
     runner.run = timed  # type: ignore[method-assign]
     Skopeo(runner, copy_timeout=42.0).copy("oci:a", "dir:b")
     assert seen == [42.0]
+
+
+def test_promote_takes_the_product_from_the_report_never_from_a_default_matrix(
+        tmp_path: Path, cli, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.chdir(REPO)  # where the default matrix/aipcc.yaml (version 3.0) is
+    old = report(tmp_path / "old.json")  # no "product": written before it was recorded
+    done = cli("promote", "--report", str(old), "--to", "127.0.0.1:9/r", "--dry-run",
+               "--registry", "localhost/aipcc-demo")
+    assert done.code == 2, done.err
+    assert "does not record the product version" in done.err and str(old) in done.err
+    assert len(done.err.strip().splitlines()) == 1
+
+    data = json.loads(old.read_text())
+    data["product"] = {"name": "aipcc", "version": "9.9", "moving_tags": []}
+    recorded = tmp_path / "recorded.json"
+    recorded.write_text(json.dumps(data))
+    for named in (["--matrix", DEMO], []):
+        if not named:
+            monkeypatch.setenv("AIPCC_BUILD_MATRIX", DEMO)  # named through the environment
+        refused = cli(*named, "promote", "--report", str(recorded), "--to", "127.0.0.1:9/r",
+                      "--dry-run")
+        assert refused.code == 2, refused.err
+        assert "9.9" in refused.err and "1.0" in refused.err, refused.err
+    with pytest.raises(InputError, match="version 9.9, m.yaml says 1.0"):
+        build_report.read_release(recorded).check_matrix("1.0", matrix_path="m.yaml")
+    data["product"] = {"name": "aipcc", "version": 2}
+    recorded.write_text(json.dumps(data))
+    bad = cli("promote", "--report", str(recorded), "--to", "127.0.0.1:9/r", "--dry-run")
+    assert bad.code == 2 and "product" in bad.err
