@@ -58,12 +58,16 @@ def _found(verdict: ImageVerdict) -> str:
     return "; ".join(f"{k} {', '.join(v)}" for k, v in verdict.toolkits.items()) or "none"
 
 
-def _annotate(outcome: Outcome) -> None:
+def _annotate(outcome: Outcome, allow_missing: bool) -> None:
     """GitHub Actions annotations, one per problem, so they show on the run's summary."""
     def line(level: str, message: str) -> None:
         clean = message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
         sys.stdout.write(f"::{level} title=aipcc-build validate::{clean}\n")
 
+    if outcome.skipped:  # not checked: it fails the run unless missing images are allowed
+        line("warning" if allow_missing else "error",
+             f"{outcome.target.name or outcome.target.ref}: not found ({outcome.target.ref}), "
+             "not validated")
     if outcome.error:
         line("error", f"{outcome.target.ref}: {outcome.error}")
     for verdict in outcome.verdicts:
@@ -109,7 +113,7 @@ def validation(run: ValidationRun, as_json: bool) -> None:
         return
     if on_github_actions(os.environ):
         for outcome in outcomes:
-            _annotate(outcome)
+            _annotate(outcome, run.allow_missing)
     rows = []
     for outcome in outcomes:
         if outcome.error:

@@ -84,3 +84,8 @@ def test_validate_matrix_with_nothing_in_local_storage_exits_1(cli, monkeypatch)
     plain = cli("validate", "--matrix", AIPCC, "--build-id", "nothing-here", "--allow-missing")
     assert plain.code == 1 and "nothing was checked" in plain.err
     assert cli("validate", "oci:x", "--allow-missing").code == 2  # --matrix only
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    annotated = cli("validate", "--matrix", AIPCC, "--build-id", "nothing-here")
+    assert annotated.code == 1
+    assert "::error title=aipcc-build validate::" in annotated.out
+    assert "not found" in annotated.out
