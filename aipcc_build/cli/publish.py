@@ -40,7 +40,8 @@ SOURCE_REGISTRY = click.option("--registry", metavar="HOST/NAMESPACE",
 def promote(context: Context, report_path: str, to: str, dry_run: bool,
             registry: Optional[str], tls_verify: bool, authfile: Optional[str]) -> int:
     """Copy every image the build report marks ok, by digest and with all its platforms,
-    to the release repositories: tagged VERSION-BUILD_ID and the matrix's moving tags."""
+    to the release repositories: tagged VERSION-BUILD_ID and the moving tags of the product
+    the report records (a matrix named with --matrix must be of that version)."""
     from ..matrix import load
     from ..publish.promote import PromoteRequest
     from ..publish.promote import promote as run

@@ -1,5 +1,6 @@
 """promote: copy the images a build report marks ok, by digest and with every platform, to
-the release repositories, tagged `{version}-{build_id}` and the matrix's moving tags.
+the release repositories, tagged `{version}-{build_id}` and the moving tags of the product
+the report records (a matrix given too must be of its version).
 
 Everything is checked before anything is copied: an image the report does not mark ok, or
 whose digest in the source registry is no longer the report's, refuses the whole promotion.
