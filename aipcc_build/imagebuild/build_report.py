@@ -189,17 +189,29 @@ def read_release(path: Union[str, Path], field: str = "report") -> Release:
 
 
 def _product(value: Any, path: str) -> Optional[Product]:
+    """The report's "product", held to the matrix's rules: its version and moving tags go
+    into the tags promote pushes."""
     if value is None:
         return None
-    from ..matrix.model import Product  # here: most readers never need the matrix model
+    # Here: most readers never need the matrix model.
+    from ..matrix.loader import TAG
+    from ..matrix.model import SAFE_NAME, Product
 
     tags = value.get("moving_tags", []) if isinstance(value, dict) else None
-    if not isinstance(value, dict) or _text(value.get("name")) is None or _text(
-            value.get("version")) is None or not isinstance(tags, list) or not all(
-            _text(tag) for tag in tags):
+    if not isinstance(value, dict) or _text(value.get("name")) is None or not SAFE_NAME.fullmatch(
+            _text(value.get("version")) or "") or not isinstance(tags, list) or not all(
+            _text(tag) and _makes_a_tag(tag, TAG) for tag in tags):
         raise InputError('"product" must be {"name": ..., "version": ..., "moving_tags": '
-                         '[...]}', file=path, field="product")
+                         '[...]} as the matrix has them (a version and tags of letters, '
+                         "digits, '.', '_', '-')", file=path, field="product")
     return Product(value["name"], value["version"], tuple(tags))
+
+
+def _makes_a_tag(pattern: str, tag: Any) -> bool:
+    try:
+        return bool(tag.fullmatch(pattern.format(version="1.0", build_id="1")))
+    except (KeyError, IndexError, ValueError):
+        return False
 
 
 def _by_image(entries: list[ReportEntry], list_digests: dict[str, Optional[str]]

@@ -149,7 +149,11 @@ def test_promote_takes_the_product_from_the_report_never_from_a_default_matrix(
         assert "9.9" in refused.err and "1.0" in refused.err, refused.err
     with pytest.raises(InputError, match="version 9.9, m.yaml says 1.0"):
         build_report.read_release(recorded).check_matrix("1.0", matrix_path="m.yaml")
-    data["product"] = {"name": "aipcc", "version": 2}
-    recorded.write_text(json.dumps(data))
-    bad = cli("promote", "--report", str(recorded), "--to", "127.0.0.1:9/r", "--dry-run")
-    assert bad.code == 2 and "product" in bad.err
+    for product in ({"name": "aipcc", "version": 2}, {"name": "a", "version": "3.0\nX"},
+                    {"name": "a", "version": "3.0", "moving_tags": ["{nope}"]},
+                    {"name": "a", "version": "3.0", "moving_tags": ["a b"]}):
+        data["product"] = product
+        recorded.write_text(json.dumps(data))
+        bad = cli("promote", "--report", str(recorded), "--to", "127.0.0.1:9/r", "--dry-run")
+        assert bad.code == 2 and "product" in bad.err and "Traceback" not in bad.err
+        assert len(bad.err.strip().splitlines()) == 1
