@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import sys
 from typing import TYPE_CHECKING, Optional
 
 import click
@@ -52,10 +51,7 @@ def compat(context: Context, filters: Filters, output_format: str, report_path: 
            registry: Optional[str]) -> int:
     """The compatibility matrix: per image the driver it needs, the GPU architectures it
     supports, its EOL date and status, and its digest from a build report."""
-    from .. import report
-    from ..compat.table import build_compat_table, eol_findings
-    from ..imagebuild import build_report
-    from ..matrix import expand
+    from ..compat.table import CompatRequest, compat_table
     from ..report import compat_formats
     from ..toolkit.facts import load_facts
 
@@ -63,26 +59,17 @@ def compat(context: Context, filters: Filters, output_format: str, report_path: 
         raise click.UsageError("--check-drift compares against -o FILE")
     if stable and output_format != "markdown":
         raise click.UsageError("--stable applies to --format markdown")
-    facts = load_facts()
-    images = expand(context.load(), build_id=resolved_build_id(build_id), registry=registry,
-                    filters=filters)
-    digests = build_report.digests(build_report.read(report_path)) if report_path else None
-    table = build_compat_table(images, facts, today=_today(today), warn_days=warn_days,
-                               digests=digests)
+    table = compat_table(CompatRequest(
+        matrix_path=context.matrix_path, build_id=resolved_build_id(build_id),
+        today=_today(today), warn_days=warn_days, registry=registry, filters=filters,
+        report=report_path))
     if check:
-        findings = eol_findings(table)
-        sys.stdout.write(compat_formats.render_eol_findings(findings))
-        sys.stderr.write(f"{len(table.rows)} image(s) checked against EOL on "
-                         f"{table.today.isoformat()}: {len(findings)} past EOL or within "
-                         f"{warn_days} days\n")
-        return 1 if findings else 0
+        return 1 if compat_formats.eol_check(table) else 0
     if output_format == "table" and not output:
-        report.table(*compat_formats.table_columns(table))
-        for warning in table.warnings:
-            report.warning(warning)
+        compat_formats.show_table(table)
         return 0
-    text = compat_formats.document(table, output_format, facts.sources(), stable=stable)
-    return 0 if report.deliver(text, output, check_drift=check_drift) else 1
+    return 0 if compat_formats.deliver(table, output_format, load_facts().sources(), output,
+                                       stable=stable, check_drift=check_drift) else 1
 
 
 @cli.command()
@@ -126,17 +113,8 @@ def select(context: Context, filters: Filters, gpu: Optional[str],
     images = expand(context.load(), build_id=resolved_build_id(build_id), registry=registry,
                     filters=filters)
     selection = select_images(images, facts, node, today=_today(today), warn_days=warn_days)
-    if emit == "k8s":
-        if selection.runnable:
-            best = selection.runnable[0].image
-            sys.stdout.write(compat_formats.render_k8s(best, scheduling_constraints(best, facts)))
-    elif as_json:
-        sys.stdout.write(compat_formats.render_selection_json(selection))
-    else:
-        sys.stdout.write(compat_formats.render_selection_text(selection))
-    if not selection.runnable:
-        from .. import report
-
-        report.error(f"no image of the matrix runs on {node.describe()}")
-        return 1
-    return 0
+    best = selection.runnable[0].image if selection.runnable else None
+    compat_formats.selected(
+        selection, node, "k8s" if emit == "k8s" else "json" if as_json else "text",
+        scheduling_constraints(best, facts) if emit == "k8s" and best is not None else None)
+    return 0 if selection.runnable else 1

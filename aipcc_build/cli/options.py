@@ -125,3 +125,12 @@ def name_values(ctx: click.Context, param: click.Parameter,
             raise click.BadParameter(f"'{value}' is not NAME=VALUE", ctx, param)
         pairs[name] = text
     return pairs
+
+
+def given_matrix_path(context: Context) -> Optional[str]:
+    """The matrix path when the user named one (--matrix or AIPCC_BUILD_MATRIX), None when
+    it is only the default: a command that reads a build report takes what the build was
+    made with from the report, never from a default matrix."""
+    root = click.get_current_context().find_root()
+    source = root.get_parameter_source("matrix_path")
+    return None if source in (None, click.core.ParameterSource.DEFAULT) else context.matrix_path

@@ -9,7 +9,15 @@ from typing import Optional
 import click
 
 from ..wheel_indexes import DEFAULT_KEEP
-from .options import Context, cli, make_filters, pass_context, raw_filters, resolved_build_id
+from .options import (
+    Context,
+    cli,
+    given_matrix_path,
+    make_filters,
+    pass_context,
+    raw_filters,
+    resolved_build_id,
+)
 
 TLS = click.option("--tls-verify/--no-tls-verify", default=True, show_default=True,
                    help="Verify registries' TLS certificates (and require HTTPS).")
@@ -34,15 +42,20 @@ SOURCE_REGISTRY = click.option("--registry", metavar="HOST/NAMESPACE",
 def promote(context: Context, report_path: str, to: str, dry_run: bool,
             registry: Optional[str], tls_verify: bool, authfile: Optional[str]) -> int:
     """Copy every image the build report marks ok, by digest and with all its platforms,
-    to the release repositories: tagged VERSION-BUILD_ID and the matrix's moving tags."""
+    to the release repositories: tagged VERSION-BUILD_ID and the moving tags of the product
+    the report records (a matrix named with --matrix must be of that version)."""
+    from ..matrix import load
     from ..publish.promote import PromoteRequest
     from ..publish.promote import promote as run
     from ..report import copy_progress
     from ..tools import registry_http
 
-    matrix = context.load()
+    # The build report says what the build was made with; a matrix named too must agree.
+    matrix_path = given_matrix_path(context)
+    matrix = load(matrix_path) if matrix_path is not None else None
     request = PromoteRequest(report=report_path, to=to, source_registry=registry,
-                             matrix_registry=matrix.registry, product=matrix.product,
+                             matrix_registry=matrix.registry if matrix else "",
+                             product=matrix.product if matrix else None,
                              dry_run=dry_run, tls_verify=tls_verify, authfile=authfile)
     copy_progress.promoted(run(request, on_event=copy_progress.event_printer(),
                           probe=registry_http.manifest_digest))
@@ -76,52 +89,22 @@ def mirror(context: Context, accelerators: tuple[str, ...], versions: tuple[str,
            registry: Optional[str], tls_verify: bool, authfile: Optional[str]) -> int:
     """Copy every image of a release, by digest with all platforms and digests kept, to a
     registry, an OCI layout or an archive; skip what is already there."""
-    from ..imagebuild import build_report
-    from ..publish import mirror as core
+    from ..publish.mirror import MirrorRelease, mirror_release
     from ..report import copy_progress
     from ..tools import registry_http
     from ..tools.retry import Retry
-    from ..tools.skopeo import Skopeo
 
     if sum(x is not None for x in (source, report_path, build_id)) != 1:
         raise click.UsageError("give one of --from, --report or --build-id")
-    core.destination(to)
-    temporary = None
-    try:
-        if source is not None:
-            images, source_registry, temporary = core.images_from_layout(source)
-        else:
-            from ..matrix import EVERYTHING, expand
-
-            filters = make_filters(accelerators, versions, oses, kinds, names)
-            if report_path is not None:
-                release = build_report.read_release(report_path)
-                # Where the build pushed, as its report records it, unless told otherwise.
-                source_registry = registry or release.registry or context.load().registry
-                entries = release.images
-                if filters != EVERYTHING:  # the filters pick the report's images by key
-                    keys = {s.key for s in expand(context.load(), build_id="any",
-                                                  registry=registry, filters=filters)}
-                    entries = [entry for entry in entries if entry.key in keys]
-                images = core.images_from_report(entries, source_registry)
-            else:
-                source_registry = registry or context.load().registry
-                specs = expand(context.load(), build_id=resolved_build_id(build_id),
-                               registry=registry, filters=filters)
-                images = core.images_from_references(
-                    [(s.key, s.reference) for s in specs], source_registry, Skopeo(),
-                    tls_verify=tls_verify, authfile=authfile)
-        request = core.MirrorRequest(images=tuple(images), to=to,
-                                     source_registry=source_registry, out=out,
-                                     tls_verify=tls_verify, authfile=authfile,
-                                     retry=Retry(attempts=retries), jobs=jobs)
-        result = core.mirror(request, on_event=copy_progress.event_printer(),
-                             probe=registry_http.manifest_digest)
-    finally:
-        if temporary is not None:
-            from ..publish import layout
-
-            layout.remove(temporary)
+    chosen = (accelerators, versions, oses, kinds, names)
+    request = MirrorRelease(
+        to=to, matrix_path=context.matrix_path,
+        matrix_named=given_matrix_path(context) is not None, layout=source,
+        report=report_path, build_id=resolved_build_id(build_id) if build_id else None,
+        filters=make_filters(*chosen) if any(chosen) else None, registry=registry, out=out,
+        tls_verify=tls_verify, authfile=authfile, retry=Retry(attempts=retries), jobs=jobs)
+    result = mirror_release(request, on_event=copy_progress.event_printer(),
+                            probe=registry_http.manifest_digest)
     copy_progress.mirrored(result)
     return 1 if result.failed else 0
 

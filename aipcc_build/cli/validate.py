@@ -49,7 +49,13 @@ def parse_expect(value: Optional[str]) -> Optional[Expectation]:
 @click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), metavar="DIR",
               help="Layer scan cache (env AIPCC_BUILD_CACHE, default ~/.cache/aipcc-build).")
 @click.option("--matrix", "matrix_file", metavar="PATH",
-              help="Validate every image of this matrix present in local storage.")
+              help="Validate every image of this matrix (local storage, or --pushed).")
+@click.option("--pushed", is_flag=True,
+              help="With --matrix: validate the images at the references the build pushed "
+                   "(docker://), not those in local storage.")
+@click.option("--allow-missing", is_flag=True,
+              help="With --matrix: an image not found is skipped, not a failure (the run "
+                   "still fails when it checks nothing).")
 @click.option("--copy-timeout", type=click.FloatRange(min=0, min_open=True),
               default=COPY_TIMEOUT, show_default=True, metavar="SECONDS",
               help="Stop the copy of an image that cannot be read in place after this long.")
@@ -61,45 +67,45 @@ def validate(context: Context, accelerators: tuple[str, ...], versions: tuple[st
              refs: tuple[str, ...],
              expect: Optional[str],
              as_json: bool, strict_layers: bool, platform: Optional[str],
-             cache_dir: Optional[Path], matrix_file: Optional[str], build_id: Optional[str],
+             cache_dir: Optional[Path], matrix_file: Optional[str], pushed: bool,
+             allow_missing: bool, build_id: Optional[str],
              registry: Optional[str], copy_timeout: float, tls_verify: bool = True) -> int:
     """Check that images do not mix accelerator toolkit versions.
 
     REF is any skopeo transport: oci:DIR[:TAG], oci-archive:FILE, docker-archive:FILE,
-    docker://REF, containers-storage:REF. Exit 0 clean, 1 violations, 2 unreadable.
+    docker://REF, containers-storage:REF. Exit 0 clean, 1 violations (or, with --matrix, an
+    image not found), 2 unreadable.
     """
     from ..report import validation
-    from ..validate import Target, validate_targets
+    from ..tools.skopeo import Skopeo
+    from ..validate import Target
+    from ..validate.matrix_run import (
+        LOCAL,
+        PUSHED,
+        MatrixValidation,
+        validate_matrix,
+        validate_references,
+    )
 
     if matrix_file is None and not refs:
         raise click.UsageError("give at least one REF, or --matrix FILE")
     if matrix_file is not None and refs:
         raise click.UsageError("give REFs or --matrix, not both")
+    if matrix_file is None and (pushed or allow_missing):
+        raise click.UsageError("--pushed and --allow-missing go with --matrix")
     expectation = parse_expect(expect)
+    skopeo = Skopeo(tls_verify=tls_verify, copy_timeout=copy_timeout)
     if matrix_file is not None:
-        from ..matrix import expand, load
-        from ..plan import make_plan
-        from ..validate import expectation_from_spec
-
-        filters = make_filters(accelerators, versions, oses, kinds, names)
-        images = expand(load(matrix_file), build_id=resolved_build_id(build_id),
-                        registry=registry, filters=filters)
-        targets = []
-        # Each platform's local image, as `matrix` tagged it (a list's instances are
-        # `reference-arch`).
-        for build in make_plan(images).builds:
-            if platform and build.platform != platform:
-                continue
-            spec_expect, allow = expectation_from_spec(build.image)
-            targets.append(Target(f"containers-storage:{build.tag}",
-                                  expectation or spec_expect, allow, name=build.key,
-                                  only_if_present=True))
+        request = MatrixValidation(
+            matrix_path=matrix_file, build_id=resolved_build_id(build_id),
+            filters=make_filters(accelerators, versions, oses, kinds, names),
+            registry=registry, where=PUSHED if pushed else LOCAL, platform=platform,
+            expect=expectation, allow_missing=allow_missing)
+        run = validate_matrix(request, strict_layers=strict_layers, cache_dir=cache_dir,
+                              skopeo=skopeo)
     else:
-        targets = [Target(ref, expectation) for ref in refs]
-    from ..tools.skopeo import Skopeo
-
-    outcomes = validate_targets(targets, strict_layers=strict_layers, platform=platform,
-                                cache_dir=cache_dir, skopeo=Skopeo(tls_verify=tls_verify,
-                                                          copy_timeout=copy_timeout))
-    validation.validation(outcomes, as_json)
-    return max([o.exit_code for o in outcomes] + [0])
+        run = validate_references([Target(ref, expectation) for ref in refs],
+                                  strict_layers=strict_layers, platform=platform,
+                                  cache_dir=cache_dir, skopeo=skopeo)
+    validation.validation(run, as_json)
+    return run.exit_code

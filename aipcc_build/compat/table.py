@@ -15,7 +15,7 @@ from typing import Optional
 from packaging.version import Version
 
 from ..errors import InputError
-from ..matrix import ImageSpec
+from ..matrix import Filters, ImageSpec
 from ..toolkit.facts import DriverVersion, ToolkitFacts
 
 SUPPORTED = "supported"
@@ -52,6 +52,16 @@ class CompatRow:
     days_to_eol: Optional[int]  # negative once past
     digest: Optional[str]  # from the build report, when one was given
     platforms: tuple[str, ...] = ()  # one instance each under the reference
+
+
+@dataclass(frozen=True)
+class BuiltImage:
+    """One image as a build report records it: the reference the build pushed (or tagged),
+    the digest, and the platforms that were built."""
+
+    reference: str
+    digest: Optional[str]
+    platforms: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -167,8 +177,10 @@ def build_compat_table(
     *,
     today: dt.date,
     warn_days: int = DEFAULT_WARN_DAYS,
-    digests: Optional[Mapping[tuple[str, str], str]] = None,
+    built: Optional[Mapping[str, BuiltImage]] = None,
 ) -> CompatTable:
+    """One row per image; with BUILT (by image key, from a build report), each row's
+    reference, digest and platforms are the build's."""
     rows = []
     warnings = []
     for image in sorted(images, key=version_sort_key):
@@ -179,10 +191,11 @@ def build_compat_table(
                 warnings.append(warning)
         warnings.extend(w for w in os_warnings(image, facts) if w not in warnings)
         eol = image.toolkit.eol if image.toolkit else None
+        build = (built or {}).get(image.key)
         rows.append(CompatRow(
             name=image.name,
             kind=image.kind,
-            reference=image.reference,
+            reference=build.reference if build else image.reference,
             accelerator=image.accelerator,
             version=image.version,
             os=image.os,
@@ -191,8 +204,8 @@ def build_compat_table(
             eol=eol,
             eol_status=eol_status(image, today, warn_days),
             days_to_eol=(eol - today).days if eol else None,
-            digest=(digests or {}).get((image.kind, image.name)),
-            platforms=image.platforms,
+            digest=build.digest if build else None,
+            platforms=build.platforms if build else image.platforms,
         ))
     return CompatTable(tuple(rows), today, warn_days, tuple(warnings), facts.path)
 
@@ -220,3 +233,47 @@ def os_warnings(image: ImageSpec, facts: ToolkitFacts) -> Sequence[str]:
 def eol_findings(table: CompatTable) -> tuple[CompatRow, ...]:
     """Rows past EOL or within the warning window: what `compat --check` fails on."""
     return tuple(row for row in table.rows if row.eol_status != SUPPORTED)
+
+
+@dataclass(frozen=True)
+class CompatRequest:
+    """One compatibility table: the matrix's images (FILTERS), or with REPORT the images
+    that build made, as it made them."""
+
+    matrix_path: str
+    build_id: str
+    today: dt.date
+    warn_days: int = DEFAULT_WARN_DAYS
+    registry: Optional[str] = None
+    filters: Optional[Filters] = None  # None: every image
+    report: Optional[str] = None  # a build report
+
+
+def compat_table(request: CompatRequest) -> CompatTable:
+    """The table REQUEST asks for. With a report, the rows are the report's images that
+    built: its references, digests and platforms; InputError when the matrix is not the one
+    the build was made with (another product version, an image it does not have)."""
+    from ..matrix import EVERYTHING, expand, load
+    from ..toolkit.facts import load_facts
+
+    matrix = load(request.matrix_path)
+    images = expand(matrix, build_id=request.build_id, registry=request.registry,
+                    filters=request.filters or EVERYTHING)
+    facts = load_facts()
+    if request.report is None:
+        return build_compat_table(images, facts, today=request.today,
+                                  warn_days=request.warn_days)
+    from ..imagebuild import build_report
+
+    release = build_report.read_release(request.report)
+    every = expand(matrix, build_id=request.build_id, registry=request.registry)
+    release.check_matrix(matrix.product.version, {image.key for image in every}, matrix.path)
+    built = {}
+    for entry in release.images:
+        if entry.status != "ok" or not entry.reference:
+            continue  # not built: not part of what this build made
+        platforms = tuple(i.platform for i in entry.instances if i.platform) \
+            if entry.instances else entry.platforms
+        built[entry.key] = BuiltImage(entry.reference, entry.digest, platforms)
+    return build_compat_table([image for image in images if image.key in built], facts,
+                              today=request.today, warn_days=request.warn_days, built=built)

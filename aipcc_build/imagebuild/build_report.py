@@ -3,7 +3,8 @@ records what the build stage did, so it lives in that stage; the stages after it
 mirror, compat) and `report/junit` read it from here.
 
 Schema 1 is documented in docs/commands/matrix.md. `matrix --history` reads the build
-durations from it, `compat --report` the digests, `promote` the images to release.
+durations from it; `compat --report`, `promote` and `mirror` what the build made (product,
+registry, references, digests, platforms).
 
 It holds one entry per image and platform. The reader gives one entry per image: a
 multi-platform image's entries become one, with the manifest list's digest and its
@@ -23,6 +24,7 @@ from ..errors import InputError
 from ..fsutil import write_atomic
 
 if TYPE_CHECKING:
+    from ..matrix.model import Product
     from .outcomes import RunResult
 
 REPORT_SCHEMA = 1
@@ -46,6 +48,11 @@ def data(result: RunResult, build_id: str) -> dict[str, Any]:
         # Where the images were pushed (the {registry} of their references): promote and
         # mirror take their sources from there unless told otherwise.
         "registry": result.registry or None,
+        # What the matrix's product was: the version in every tag, and the tags `promote`
+        # moves. promote, mirror and compat take it from here, not from a matrix.
+        "product": {"name": result.product.name, "version": result.product.version,
+                    "moving_tags": list(result.product.moving_tags)}
+        if result.product is not None else None,
         "start": iso_time(result.start),
         "end": iso_time(result.end),
         "duration": round(result.end - result.start, 3),
@@ -110,12 +117,29 @@ class ReportEntry:
 @dataclass(frozen=True)
 class Release:
     """What a build report says of the build: its build id (`promote` tags releases with
-    it), the registry it pushed to (None in a report written before it was recorded) and
-    its images."""
+    it), the registry it pushed to and the matrix's product (its version is in every tag;
+    each None in a report written before it was recorded), and its images."""
 
     build_id: Optional[str]
     registry: Optional[str]
     images: list[ReportEntry]
+    product: Optional[Product] = None
+    path: str = ""  # the file it was read from
+
+    def check_matrix(self, version: str, keys: Optional[set[str]] = None,
+                     matrix_path: str = "the matrix") -> None:
+        """InputError (naming the report) when a matrix of product VERSION, with the image
+        KEYS (when given), is not the one this build was made with."""
+        if self.product is not None and self.product.version != version:
+            raise InputError(f"the build was made with product version "
+                             f"{self.product.version}, {matrix_path} says {version}: give "
+                             "the matrix the build was made with", file=self.path)
+        unknown = [entry.key for entry in self.images
+                   if keys is not None and entry.key not in keys]
+        if unknown:
+            raise InputError(f"{matrix_path} has no image {unknown[0]} of the build"
+                             + (f" (and {len(unknown) - 1} more)" if len(unknown) > 1 else "")
+                             + ": give the matrix the build was made with", file=self.path)
 
 
 def read(path: Union[str, Path], field: str = "report") -> list[ReportEntry]:
@@ -160,7 +184,34 @@ def read_release(path: Union[str, Path], field: str = "report") -> Release:
         if _text(entry.get("list_digest")):
             list_digests[entries[-1].key] = _text(entry.get("list_digest"))
     return Release(_text(data.get("build_id")), _text(data.get("registry")),
-                   _by_image(entries, list_digests))
+                   _by_image(entries, list_digests), _product(data.get("product"), path),
+                   path)
+
+
+def _product(value: Any, path: str) -> Optional[Product]:
+    """The report's "product", held to the matrix's rules: its version and moving tags go
+    into the tags promote pushes."""
+    if value is None:
+        return None
+    # Here: most readers never need the matrix model.
+    from ..matrix.loader import TAG
+    from ..matrix.model import SAFE_NAME, Product
+
+    tags = value.get("moving_tags", []) if isinstance(value, dict) else None
+    if not isinstance(value, dict) or _text(value.get("name")) is None or not SAFE_NAME.fullmatch(
+            _text(value.get("version")) or "") or not isinstance(tags, list) or not all(
+            _text(tag) and _makes_a_tag(tag, TAG) for tag in tags):
+        raise InputError('"product" must be {"name": ..., "version": ..., "moving_tags": '
+                         '[...]} as the matrix has them (a version and tags of letters, '
+                         "digits, '.', '_', '-')", file=path, field="product")
+    return Product(value["name"], value["version"], tuple(tags))
+
+
+def _makes_a_tag(pattern: str, tag: Any) -> bool:
+    try:
+        return bool(tag.fullmatch(pattern.format(version="1.0", build_id="1")))
+    except (KeyError, IndexError, ValueError):
+        return False
 
 
 def _by_image(entries: list[ReportEntry], list_digests: dict[str, Optional[str]]
@@ -194,12 +245,6 @@ def durations(entries: list[ReportEntry]) -> dict[str, float]:
             if build.status == "ok" and build.build_duration is not None:
                 found[key] = build.build_duration
     return found
-
-
-def digests(entries: list[ReportEntry]) -> dict[tuple[str, str], str]:
-    """Digest by (kind, name) of every pushed image, a manifest list's for a multi-platform
-    one (`compat --report`)."""
-    return {(e.kind, e.name): e.digest for e in entries if e.digest}
 
 
 def check_writable(path: Union[str, Path], field: str = "report") -> None:

@@ -41,6 +41,13 @@ class MatrixBuild:
     # Where the kernel lists emulators (preflight.check_emulation); a test points it elsewhere.
     binfmt_dir: str = preflight.BINFMT_DIR
 
+    def __post_init__(self) -> None:
+        # Both ids go into tags: one rule for both, checked before a dry run as before a
+        # build.
+        check_build_id(self.build_id)
+        if self.parent_build_id is not None:
+            check_build_id(self.parent_build_id, "parent_build_id")
+
 
 def plan_matrix(request: MatrixBuild) -> BuildPlan:
     """The plan `build_matrix` would run: what `matrix --dry-run` shows."""
@@ -78,8 +85,6 @@ def build_matrix(request: MatrixBuild, on_event: Callable[[Event], None],
     if runs.RUN_ARG in given.build_args:
         raise InputError(f"{runs.RUN_ARG} is set by aipcc-build: it tells which run made a "
                          "working container", field="build_args")
-    if request.parent_build_id is not None:
-        check_build_id(request.parent_build_id, "parent_build_id")
     matrix = load(request.matrix_path)
     images = expand(matrix, build_id=request.build_id, registry=request.registry,
                     filters=request.filters)
@@ -113,7 +118,7 @@ def build_matrix(request: MatrixBuild, on_event: Callable[[Event], None],
                             f"{dead_run} that is no longer running"))
         result = run(plan, options, BuildahBuilder(processes, run_id, store), on_event, stop,
                      validate=validate)
-    return replace(result, registry=request.registry or matrix.registry)
+    return replace(result, registry=request.registry or matrix.registry, product=matrix.product)
 
 
 def clean(processes: Optional[ProcessRunner] = None) -> runs.Cleaned:

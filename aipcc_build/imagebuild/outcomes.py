@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Optional, Union
 
 if TYPE_CHECKING:
     from ..matrix import ImageSpec
+    from ..matrix.model import Product
     from ..plan import BuildPlan
 
 
@@ -126,6 +127,7 @@ class RunResult:
     end: float
     stopped_by: Optional[str] = None  # "interrupt" or "fail-fast"
     registry: str = ""  # what {registry} was in every reference: where the run pushes
+    product: Optional[Product] = None  # the matrix's product: the version in every tag
 
     @property
     def ok(self) -> bool:

@@ -26,6 +26,8 @@ from .model import (
     DEFAULT_BRANCH,
     DEFAULT_CI_IMAGE,
     SAFE_NAME,
+    SAFE_PATH,
+    SAFE_PATH_WHAT,
     SAFE_REFERENCE,
     Accelerator,
     AllowRule,
@@ -333,7 +335,7 @@ def _directory(reader: _Reader, top: Mapping[str, tuple[yaml.Node, yaml.Node]], 
                base: Path, default: str) -> Path:
     if key not in top:
         return (base / default).resolve()
-    text = reader.scalar(top[key][1], key)
+    text = reader.scalar(top[key][1], key, SAFE_PATH, SAFE_PATH_WHAT)
     return (base / text).resolve()
 
 
@@ -548,7 +550,7 @@ def _image_kind(reader: _Reader, kind: str, key_node: yaml.Node, value: yaml.Nod
                              "context", "platforms"),
                             ("template", "os"))
     template_node = fields["template"][1]
-    template = reader.scalar(template_node, f"{field}.template")
+    template = reader.scalar(template_node, f"{field}.template", SAFE_PATH, SAFE_PATH_WHAT)
     template_path = (templates / template).resolve()
     if templates not in template_path.parents:
         raise reader.error(template_node, f"{field}.template",
@@ -581,8 +583,8 @@ def _image_kind(reader: _Reader, kind: str, key_node: yaml.Node, value: yaml.Nod
     if "context" in fields:
         # Relative to the matrix file, like templates and output. It need not exist yet:
         # build inputs (the demo's wheelhouse) are often fetched after `render --check`.
-        context = str((matrix_dir / reader.scalar(fields["context"][1], f"{field}.context"))
-                      .resolve())
+        context = str((matrix_dir / reader.scalar(fields["context"][1], f"{field}.context",
+                                                  SAFE_PATH, SAFE_PATH_WHAT)).resolve())
     return ImageKind(
         name=kind, template=template, repository=repository, os=tuple(os_names),
         from_image=from_image, resources=resources, allow=_allow_rules(reader, fields, field),

@@ -19,6 +19,13 @@ from ..errors import InputError
 SAFE_NAME = re.compile(r"[A-Za-z0-9._-]+")
 # Registries and repositories also need ':' (port) and '/' (path); still no whitespace or quotes.
 SAFE_REFERENCE = re.compile(r"[A-Za-z0-9._:/-]+")
+# Paths the matrix names (templates, output, a kind's template and context) go into CI
+# documents: Tekton's catalog tasks substitute parameters into their shell scripts
+# unquoted, Konflux into a CEL expression. Letters, digits, '.', '_', '-' and '/', no
+# part starting with '-' (it would read as an option). docs/matrix-file.md says so.
+SAFE_PATH = re.compile(r"(?!-)(?!.*/-)[A-Za-z0-9._/-]+")
+SAFE_PATH_WHAT = ("a safe path (letters, digits, '.', '_', '-' and '/', no part starting "
+                  "with '-')")
 # A repository URL a build cluster can clone: https, ssh, git, or scp-like user@host:path.
 CLONABLE = re.compile(r"^((https?|ssh|git)://|[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:)")
 # Resource quantities: the matrix's `resources` and the scheduler's capacity.

@@ -40,6 +40,11 @@ class PlanRequest:
     check: bool = False  # konflux: compare with the files on disk, write nothing
     allow_loopback: bool = False  # a cluster format for a cluster on this machine
 
+    def __post_init__(self) -> None:
+        check_build_id(self.build_id)
+        if self.parent_build_id is not None:  # it goes into every job
+            check_build_id(self.parent_build_id, "parent_build_id")
+
 
 @dataclass(frozen=True)
 class PlanResult:
@@ -53,8 +58,6 @@ def plan_ci(matrix: Matrix, request: PlanRequest, runner: Runner) -> PlanResult:
     from ..tools.git import Git
     from . import emit
 
-    if request.parent_build_id is not None:
-        check_build_id(request.parent_build_id, "parent_build_id")  # it goes into every job
     # One job per image: it builds all the image's platforms (and joins them).
     build_plan = make_plan(select(matrix, build_id=request.build_id, registry=request.registry,
                                   filters=request.filters, changed_since=request.changed_since,

@@ -5,7 +5,12 @@ disconnected site, and from such a layout or archive into that site's registry.
 Resumable: an image the destination already holds at the same digest is skipped, so a run
 killed halfway finishes on the next one. Connection errors and 5xx answers are retried with
 capped exponential backoff; an image that still fails is reported failed and the others go
-on. A run into a registry writes an ImageDigestMirrorSet and a registries.conf snippet.
+on. A run into a registry writes an ImageDigestMirrorSet and a registries.conf snippet
+for the repositories it mirrored (none when it mirrored nothing).
+
+`mirror_release` picks the images: out of a layout or archive a previous run wrote, out of
+a build report (its references and digests; a matrix given too must be the one the build
+was made with), or the matrix's images of a build id, pinned to their digests now.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from .transfer import Event, OnEvent, Probe, each, no_credentials
 
 if TYPE_CHECKING:
     from ..imagebuild.build_report import ReportEntry
+    from ..matrix import Filters
     from ..tools.runner import Runner
 
 
@@ -151,6 +157,96 @@ def images_from_layout(source: str) -> tuple[list[Image], str, Optional[Path]]:
     return images, registry, temporary
 
 
+@dataclass(frozen=True)
+class MirrorRelease:
+    """One `mirror` run: where the images come from (exactly one of LAYOUT, REPORT and
+    BUILD_ID) and where they go."""
+
+    to: str  # docker://HOST/NS, dir:PATH or oci-archive:FILE
+    matrix_path: str
+    # The user named the matrix: a build report's images are checked against it. Otherwise
+    # it is read only when needed (BUILD_ID, FILTERS), and checked all the same.
+    matrix_named: bool = False
+    layout: Optional[str] = None  # dir:PATH or oci-archive:FILE a previous mirror wrote
+    report: Optional[str] = None  # a build report: its ok images
+    build_id: Optional[str] = None  # the matrix's images of this build
+    filters: Optional[Filters] = None  # None: every image
+    registry: Optional[str] = None  # the registry the build pushed to, if not recorded
+    out: str = "."
+    tls_verify: bool = True
+    authfile: Optional[str] = None
+    retry: Retry = field(default_factory=Retry)
+    jobs: int = 4
+
+
+def mirror_release(request: MirrorRelease, runner: Optional[Runner] = None,
+                   on_event: Optional[OnEvent] = None,
+                   sleep: Callable[[float], None] = time.sleep,
+                   probe: Optional[Probe] = None) -> MirrorResult:
+    """Mirror the images REQUEST names; checks every input before the first copy."""
+    given = [x for x in (request.layout, request.report, request.build_id) if x is not None]
+    if len(given) != 1:
+        raise InputError("mirror takes one source: a layout or archive, a build report, or a "
+                         "build id", field="source")
+    destination(request.to)
+    temporary = None
+    try:
+        if request.layout is not None:
+            images, source_registry, temporary = images_from_layout(request.layout)
+        elif request.report is not None:
+            images, source_registry = _from_report(request, request.report)
+        else:
+            assert request.build_id is not None
+            images, source_registry = _from_build(request, request.build_id, runner)
+        return mirror(MirrorRequest(images=tuple(images), to=request.to,
+                                    source_registry=source_registry, out=request.out,
+                                    tls_verify=request.tls_verify, authfile=request.authfile,
+                                    retry=request.retry, jobs=request.jobs),
+                      runner, on_event, sleep, probe)
+    finally:
+        if temporary is not None:
+            layout.remove(temporary)
+
+
+def _from_report(request: MirrorRelease, path: str) -> tuple[list[Image], str]:
+    """The report's ok images (those the filters pick), under the registry the build
+    pushed to; the matrix, read once when named or needed, must be the build's."""
+    from ..imagebuild import build_report
+
+    release = build_report.read_release(path)
+    entries = release.images
+    matrix = None
+    if request.matrix_named or request.filters is not None:
+        from ..matrix import EVERYTHING, expand, load
+
+        matrix = load(request.matrix_path)
+        release.check_matrix(matrix.product.version, matrix_path=matrix.path)
+        if request.filters is not None and request.filters != EVERYTHING:
+            # The filters pick the report's images by key.
+            keys = {s.key for s in expand(matrix, build_id="any", registry=request.registry,
+                                          filters=request.filters)}
+            entries = [entry for entry in entries if entry.key in keys]
+    source = request.registry or release.registry or (matrix.registry if matrix else None)
+    if source is None:
+        raise InputError("the build report does not record the registry the build pushed "
+                         "to: name it, or give the matrix the build was made with", file=path)
+    return images_from_report(entries, source), source
+
+
+def _from_build(request: MirrorRelease, build_id: str,
+                runner: Optional[Runner]) -> tuple[list[Image], str]:
+    """The matrix's images of BUILD_ID, pinned to the digest each tag has now."""
+    from ..matrix import EVERYTHING, expand, load
+
+    matrix = load(request.matrix_path)
+    specs = expand(matrix, build_id=build_id, registry=request.registry,
+                   filters=request.filters or EVERYTHING)
+    source = request.registry or matrix.registry
+    return images_from_references([(s.key, s.reference) for s in specs], source,
+                                  Skopeo(runner), tls_verify=request.tls_verify,
+                                  authfile=request.authfile), source
+
+
 def mirror(request: MirrorRequest, runner: Optional[Runner] = None,
            on_event: Optional[OnEvent] = None,
            sleep: Callable[[float], None] = time.sleep,
@@ -162,6 +258,7 @@ def mirror(request: MirrorRequest, runner: Optional[Runner] = None,
     archive: Optional[Path] = None
     if transport == "docker":
         target, present = f"docker://{location}", None
+        mirror_config.check_writable(Path(request.out))
     else:
         work = Path(location)
         present = {}
@@ -240,9 +337,14 @@ def mirror(request: MirrorRequest, runner: Optional[Runner] = None,
     written: list[str] = []
     failed = any(o.status == "failed" for o in outcomes)
     if transport == "docker":
-        mirrors = {request.source_registry: location}
-        written += [str(p) for p in mirror_config.write(
-            Path(request.out), mirror_config.resource_name(f"aipcc-{location}"), mirrors)]
+        # Only the repositories the destination now holds: a site told to pull an image
+        # from a mirror that does not have it fails its pulls. Every image failed: nothing
+        # written.
+        mirrors = {f"{request.source_registry}/{o.image.path}": f"{location}/{o.image.path}"
+                   for o in outcomes if o.status != "failed"}
+        if mirrors or not outcomes:
+            written += [str(p) for p in mirror_config.write(
+                Path(request.out), mirror_config.resource_name(f"aipcc-{location}"), mirrors)]
     else:
         layout.write_meta(work, request.source_registry)
         if archive is not None and not failed:

@@ -51,6 +51,15 @@ def registries_text(mirrors: Mapping[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def check_writable(out: Path) -> None:
+    """Before the first copy: InputError unless both files can be written into OUT, so that
+    a mirrored release does not end without its configuration."""
+    from ..imagebuild.build_report import check_writable as writable
+
+    for name in (IDMS_FILE, REGISTRIES_FILE):
+        writable(out / name, field="out")
+
+
 def write(out: Path, name: str, mirrors: Mapping[str, str]) -> list[Path]:
     """Write both files into OUT; their paths."""
     written = [(out / IDMS_FILE, idms_text(name, mirrors)),

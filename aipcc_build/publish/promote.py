@@ -1,5 +1,6 @@
 """promote: copy the images a build report marks ok, by digest and with every platform, to
-the release repositories, tagged `{version}-{build_id}` and the matrix's moving tags.
+the release repositories, tagged `{version}-{build_id}` and the moving tags of the product
+the report records (a matrix given too must be of its version).
 
 Everything is checked before anything is copied: an image the report does not mark ok, or
 whose digest in the source registry is no longer the report's, refuses the whole promotion.
@@ -33,8 +34,10 @@ class PromoteRequest:
     to: str  # HOST/NAMESPACE of the release repositories
     # The registry the build pushed to; None: the one the report records, else the matrix's.
     source_registry: Optional[str]
-    product: Product
-    matrix_registry: str = ""
+    # The product of a matrix given with the report: it must be the report's (its version
+    # is in every tag). None: the report's alone.
+    product: Optional[Product] = None
+    matrix_registry: str = ""  # of that matrix: "" when none was given
     dry_run: bool = False
     tls_verify: bool = True
     authfile: Optional[str] = None
@@ -61,19 +64,39 @@ def release_tags(product: Product, build_id: str) -> list[str]:
     return tags
 
 
+def release_product(request: PromoteRequest, release: build_report.Release) -> Product:
+    """The product the build was made with: the report's (a matrix given too must agree),
+    else, for a report written before it was recorded, the matrix's; InputError when there
+    is neither: a default matrix's version would tag the release wrong."""
+    if request.product is not None:
+        release.check_matrix(request.product.version)
+    product = release.product or request.product
+    if product is None:
+        raise InputError("the build report does not record the product version the build "
+                         "was made with (written by an older aipcc-build): give the matrix "
+                         "the build was made with", file=request.report)
+    return product
+
+
 def plan(request: PromoteRequest) -> tuple[str, list[Copy]]:
     """(build id, the copies): refuses (InputError naming every image) an image not ok,
     without a digest, or outside the source registry. Reads nothing but the report."""
-    build_id, _, copies = _plan(request)
+    build_id, _, copies, _ = _plan(request)
     return build_id, copies
 
 
-def _plan(request: PromoteRequest) -> tuple[str, list[ReportEntry], list[Copy]]:
-    """(build id, the report's images, the copies), from one read of the report."""
+def _plan(request: PromoteRequest) -> tuple[str, list[ReportEntry], list[Copy], list[str]]:
+    """(build id, the report's images, the copies, the tags), from one read of the
+    report."""
     no_credentials(request.to)
     release = build_report.read_release(request.report)
     build_id, entries = release.build_id, release.images
     source = request.source_registry or release.registry or request.matrix_registry
+    product = release_product(request, release)
+    if not source:
+        raise InputError("the build report does not record the registry the build pushed "
+                         "to: name it, or give the matrix the build was made with",
+                         file=request.report)
     # Fields of the report: never named after an option (promote has no --build-id).
     if build_id is None:
         raise InputError('the build report has no "build_id"', file=request.report)
@@ -84,7 +107,7 @@ def _plan(request: PromoteRequest) -> tuple[str, list[ReportEntry], list[Copy]]:
     if not entries:
         raise InputError("the build report lists no images", file=request.report)
     problems, copies = [], []
-    tags = release_tags(request.product, build_id)
+    tags = release_tags(product, build_id)
     to = request.to.rstrip("/")
     for entry in entries:
         path = below(entry.reference, source) if entry.reference else None
@@ -109,7 +132,7 @@ def _plan(request: PromoteRequest) -> tuple[str, list[ReportEntry], list[Copy]]:
         if other.key != item.key:
             raise InputError(f"refusing to promote: {other.key} and {item.key} would both be "
                              f"{item.dest}", file=request.report)
-    return build_id, entries, copies
+    return build_id, entries, copies, tags
 
 
 def promote(request: PromoteRequest, runner: Optional[Runner] = None,
@@ -118,8 +141,7 @@ def promote(request: PromoteRequest, runner: Optional[Runner] = None,
     new costs one look per tag), then copy each image once and give it its other tags."""
     skopeo = Skopeo(runner)
     emit = on_event or (lambda event: None)
-    build_id, entries, copies = _plan(request)
-    tags = release_tags(request.product, build_id)
+    build_id, entries, copies, tags = _plan(request)
 
     def digest(pair: tuple[str, str]) -> Optional[str]:
         ref, key = pair

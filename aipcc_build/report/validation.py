@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..environment import on_github_actions
@@ -14,6 +13,7 @@ from .console import emit_json, error, interactive, table, warning
 if TYPE_CHECKING:
     from ..matrix import AllowRule
     from ..validate import Finding, ImageVerdict, Outcome
+    from ..validate.matrix_run import ValidationRun
 
 
 def _rule_record(rule: AllowRule) -> dict[str, Any]:
@@ -58,12 +58,16 @@ def _found(verdict: ImageVerdict) -> str:
     return "; ".join(f"{k} {', '.join(v)}" for k, v in verdict.toolkits.items()) or "none"
 
 
-def _annotate(outcome: Outcome) -> None:
+def _annotate(outcome: Outcome, allow_missing: bool) -> None:
     """GitHub Actions annotations, one per problem, so they show on the run's summary."""
     def line(level: str, message: str) -> None:
         clean = message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
         sys.stdout.write(f"::{level} title=aipcc-build validate::{clean}\n")
 
+    if outcome.skipped:  # not checked: it fails the run unless missing images are allowed
+        line("warning" if allow_missing else "error",
+             f"{outcome.target.name or outcome.target.ref}: not found ({outcome.target.ref}), "
+             "not validated")
     if outcome.error:
         line("error", f"{outcome.target.ref}: {outcome.error}")
     for verdict in outcome.verdicts:
@@ -79,10 +83,27 @@ def _annotate(outcome: Outcome) -> None:
             line("warning", f"{where}: allow rule matched nothing (stale): {rule.reason}")
 
 
-def validation(outcomes: Sequence[Outcome], as_json: bool) -> None:
-    """Verdicts of `validate`: JSON, a rich table on a terminal, or plain lines."""
+def summary_line(run: ValidationRun) -> str:
+    """How many images were validated, skipped (not found) and failed, and what that means
+    for the exit status."""
+    line = (f"{len(run.outcomes)} image(s): {run.validated} validated, {run.skipped} "
+            f"skipped (not found), {run.failed} failed")
+    if run.validated + run.failed == 0:
+        return line + ": nothing was checked"
+    if run.skipped and not run.allow_missing:
+        return line + ": an image not found fails the run (--allow-missing skips it)"
+    return line
+
+
+def validation(run: ValidationRun, as_json: bool) -> None:
+    """Verdicts of `validate`: JSON, a rich table on a terminal, or plain lines; then the
+    counts (JSON: `summary`; else one line on stderr)."""
+    outcomes = run.outcomes
     if as_json:
         emit_json({
+            "summary": {"validated": run.validated, "skipped": run.skipped,
+                        "failed": run.failed, "allow_missing": run.allow_missing,
+                        "exit_code": run.exit_code},
             "images": [_verdict_record(o, v) for o in outcomes for v in o.verdicts],
             "unreadable": [{"ref": o.target.ref, "name": o.target.name, "error": o.error}
                            for o in outcomes if o.error],
@@ -92,13 +113,16 @@ def validation(outcomes: Sequence[Outcome], as_json: bool) -> None:
         return
     if on_github_actions(os.environ):
         for outcome in outcomes:
-            _annotate(outcome)
+            _annotate(outcome, run.allow_missing)
     rows = []
     for outcome in outcomes:
         if outcome.error:
             error(f"{outcome.target.ref}: {outcome.error}")
         if outcome.skipped:
-            warning(f"{outcome.target.name or outcome.target.ref}: not in local storage, skipped")
+            where = "not found" if outcome.target.ref.startswith("docker://") else \
+                "not in local storage"
+            warning(f"{outcome.target.name or outcome.target.ref} ({outcome.target.ref}): "
+                    f"{where}, skipped")
         for verdict in outcome.verdicts:
             rows.append((verdict.ref, verdict.platform, str(verdict.expected or "-"),
                          _found(verdict), str(len(verdict.findings)), verdict.verdict))
@@ -121,3 +145,4 @@ def validation(outcomes: Sequence[Outcome], as_json: bool) -> None:
                 where = f" ({rule.where})" if rule.where else ""
                 sys.stdout.write(f"  {verdict.ref} {verdict.platform}: stale allow rule{where}: "
                                  f"{rule.reason}\n")
+    sys.stderr.write(summary_line(run) + "\n")

@@ -172,7 +172,7 @@ class Target:
     expect: Optional[Expectation] = None
     allow: tuple[AllowRule, ...] = ()
     name: Optional[str] = None  # the matrix image key, in matrix mode
-    only_if_present: bool = False  # matrix mode: images not built locally are skipped
+    only_if_present: bool = False  # matrix mode: an image not found is skipped
 
 
 @dataclass(frozen=True)
@@ -180,7 +180,7 @@ class Outcome:
     target: Target
     verdicts: tuple[ImageVerdict, ...] = ()
     error: Optional[str] = None  # the image could not be read
-    skipped: bool = False  # not present in local storage (matrix mode)
+    skipped: bool = False  # not found where the matrix's images were looked for
 
     @property
     def exit_code(self) -> int:
@@ -217,10 +217,11 @@ def validate_targets(targets: Sequence[Target], *, strict_layers: bool = False,
     tool = skopeo or Skopeo()
     outcomes = []
     for target in targets:
-        if target.only_if_present and not tool.exists(target.ref):
-            outcomes.append(Outcome(target, skipped=True))
-            continue
         try:
+            # A registry that cannot be asked is an error of this image, not a skip.
+            if target.only_if_present and not tool.exists(target.ref):
+                outcomes.append(Outcome(target, skipped=True))
+                continue
             verdicts = validate_image(target.ref, expect=target.expect, allow=target.allow,
                                       strict_layers=strict_layers, platform=platform,
                                       cache_dir=cache_dir, skopeo=tool)

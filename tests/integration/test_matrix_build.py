@@ -268,6 +268,8 @@ def test_credentials_from_an_auth_file_never_show(
     assert done.returncode == 0, done.stderr
     # Where the run pushed: promote and mirror default to it (issue 22.20).
     assert report(tmp_path)["registry"] == namespace
+    # What the build was made with: promote, mirror and compat take it from the report.
+    assert report(tmp_path)["product"] == {"name": "t", "version": "1", "moving_tags": []}
     log = (tmp_path / "logs" / "base" / "cuda-12.9-bb.log").read_text()
     assert f"--authfile {auth_file}" in log  # the file's path, never its content
     outputs = [done.stdout, done.stderr, log, (tmp_path / "build-report.json").read_text(),

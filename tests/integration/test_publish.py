@@ -96,10 +96,15 @@ def test_mirror_registry_archive_and_back_digests_unchanged(
         assert digest_at(f"{dst}/m1/base-images/{entry['name']}:3.0-42",
                          authfile) == entry["digest"]
     idms = (out / "imagedigestmirrorset.yaml").read_text()
-    assert "kind: ImageDigestMirrorSet" in idms and f'"{dst}/m1"' in idms
-    assert f'source: "{release["ns"]}"' in idms
+    assert "kind: ImageDigestMirrorSet" in idms
+    # One entry per repository mirrored.
+    for entry in release["entries"]:
+        repository = f"base-images/{entry['name']}"
+        assert f'source: "{release["ns"]}/{repository}"' in idms
+        assert f'"{dst}/m1/{repository}"' in idms
     conf = (out / "registries.conf").read_text()
-    assert "[[registry.mirror]]" in conf and f'location = "{dst}/m1"' in conf
+    assert "[[registry.mirror]]" in conf
+    assert f'location = "{dst}/m1/base-images/img0"' in conf
     assert "imagedigestmirrorset.yaml" in done.stdout
 
     archive = tmp_path / "release.tar"
@@ -117,8 +122,8 @@ def test_mirror_registry_archive_and_back_digests_unchanged(
     for entry in release["entries"]:
         assert digest_at(f"{dst}/site/base-images/{entry['name']}:3.0-42",
                          authfile) == entry["digest"]
-    assert f'source: "{release["ns"]}"' in (tmp_path / "site" /
-                                             "imagedigestmirrorset.yaml").read_text()
+    assert f'source: "{release["ns"]}/base-images/img1"' in (
+        tmp_path / "site" / "imagedigestmirrorset.yaml").read_text()
     for path in tmp_path.rglob("*"):
         if path.is_file() and path.suffix in (".yaml", ".conf", ".json", ".tar"):
             assert PASSWORD.encode() not in path.read_bytes()
@@ -353,9 +358,75 @@ def test_promote_and_mirror_take_the_registry_the_report_records(
     for entry in release["entries"]:
         assert digest_at(f"{src}/rec/base-images/{entry['name']}:3.0-42") == entry["digest"]
         assert digest_at(f"{src}/recm/base-images/{entry['name']}:3.0-42") == entry["digest"]
-    assert f'source: "{release["ns"]}"' in (tmp_path / "conf" /
-                                             "imagedigestmirrorset.yaml").read_text()
+    assert f'source: "{release["ns"]}/base-images/img2"' in (
+        tmp_path / "conf" / "imagedigestmirrorset.yaml").read_text()
     # An explicit --registry still wins: the report's images are not below it.
     wrong = run_cli("--matrix", str(elsewhere), "promote", "--report", str(recorded),
                     "--to", f"{src}/rec2", "--no-tls-verify", "--registry", "other.io/ns")
     assert wrong.returncode == 2 and "is not below other.io/ns" in wrong.stderr
+
+
+def test_promote_and_compat_from_a_report_of_a_build_made_with_another_matrix(
+        release: dict[str, Any], registries: dict[str, Any], tmp_path: Path) -> None:
+    """Issue 30: a build made with a matrix of product version 2.0, whose only image was
+    built for one of its two platforms. promote without --matrix tags 2.0 (the default
+    matrix, matrix/aipcc.yaml here, says 3.0); a matrix of 3.0 is refused; compat lists the
+    reference the build pushed and the platform it built."""
+    src = registries["src"].host
+    ns = release["ns"]
+    reference = f"{ns}/base-images/cpu-el9:2.0-42"
+    digest = push(release["names"][0], reference)
+    data = {"schema": 1, "build_id": "42", "registry": ns,
+            "product": {"name": "aipcc", "version": "2.0", "moving_tags": ["{version}"]},
+            "images": [{"name": "cpu-el9", "key": "base/cpu-el9", "kind": "base",
+                        "reference": reference, "platform": "linux/amd64", "status": "ok",
+                        "digest": digest}]}
+    report = tmp_path / "other-build.json"
+    report.write_text(json.dumps(data))
+    other = release["matrix"].parent / "other.yaml"
+    other.write_text(release["matrix"].read_text().replace('version: "3.0"', 'version: "2.0"')
+                     .replace("templates: templates\n",
+                              "templates: templates\nplatforms: [linux/amd64, linux/arm64]\n"))
+
+    done = run_cli("promote", "--report", str(report), "--to", f"{src}/rel",
+                   "--no-tls-verify", cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    assert digest_at(f"{src}/rel/base-images/cpu-el9:2.0-42") == digest
+    assert digest_at(f"{src}/rel/base-images/cpu-el9:2.0") == digest
+    assert digest_at(f"{src}/rel/base-images/cpu-el9:3.0-42") is None
+
+    refused = run_cli("--matrix", str(release["matrix"]), "promote", "--report", str(report),
+                      "--to", f"{src}/rel3", "--no-tls-verify")
+    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
+    assert "2.0" in refused.stderr and "3.0" in refused.stderr and str(report) in refused.stderr
+    assert digest_at(f"{src}/rel3/base-images/cpu-el9:3.0-42") is None
+    mirrored = run_cli("--matrix", str(release["matrix"]), "mirror", "--report", str(report),
+                       "--to", f"docker://{src}/m3", "--no-tls-verify", "--out",
+                       str(tmp_path / "m3"))
+    assert mirrored.returncode == 2 and "3.0" in mirrored.stderr
+    assert not (tmp_path / "m3").exists()
+
+    table = run_cli("--matrix", str(other), "compat", "--report", str(report), "--format",
+                    "json")
+    assert table.returncode == 0, table.stderr
+    rows = json.loads(table.stdout)["images"]
+    assert [(r["reference"], r["digest"], r["platforms"]) for r in rows] == [
+        (reference, digest, ["linux/amd64"])]
+    assert run_cli("--matrix", str(release["matrix"]), "compat", "--report",
+                   str(report)).returncode == 2
+
+
+def test_mirror_to_a_registry_that_refuses_every_push_writes_no_mirror_config(
+        release: dict[str, Any], registries: dict[str, Any], tmp_path: Path) -> None:
+    """Issue 30: a mirror run that mirrored nothing exits 1 and tells no site to pull from
+    a mirror that does not hold the images."""
+    upstream = registries["src"].host
+    out = tmp_path / "conf"
+    with FlakyProxy(upstream, failures=-1, status=403,
+                    methods=("POST", "PUT", "PATCH")) as refusing:
+        done = mirror(release, "--report", str(release["report"]), "--retries", "1",
+                      "--to", f"docker://{refusing.host}/m", out=out)
+    assert done.returncode == 1, done.stderr
+    assert "3 failed" in done.stderr
+    assert not (out / "imagedigestmirrorset.yaml").exists()
+    assert not (out / "registries.conf").exists()

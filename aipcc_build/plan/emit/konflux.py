@@ -167,8 +167,8 @@ def _pipeline_run(matrix: Matrix, image: ImageSpec, application: str, component:
     ci = matrix.ci
     event = "pull_request" if pull_request else "push"
     watched = [*_watched(matrix, image), *([args_file] if args_file else []), path]
-    cel = (f'event == "{event}" && target_branch == "{ci.branch}" && ( '
-           + " || ".join(f'"{p}".pathChanged()' for p in watched) + " )")
+    cel = (f"event == {cel_string(event)} && target_branch == {cel_string(ci.branch)} && ( "
+           + " || ".join(f"{cel_string(p)}.pathChanged()" for p in watched) + " )")
     annotations = {
         "build.appstudio.openshift.io/repo": f"{PAC_URL}?rev={PAC_REVISION}",
         "build.appstudio.redhat.com/commit_sha": PAC_REVISION,
@@ -213,6 +213,24 @@ def _pipeline_run(matrix: Matrix, image: ImageSpec, application: str, component:
                             "secret": {"secretName": "{{ git_auth_secret }}"}}],
         },
     }
+
+
+# CEL's escapes for the characters a double-quoted string literal cannot hold as they are
+# (cel-spec, langdef.md, "String and Bytes Values").
+_CEL_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def cel_string(text: str) -> str:
+    """TEXT as one CEL string literal: whatever it holds (a quote, a backslash, '||', a
+    line break), it stays one string and ends where the literal ends."""
+    def escaped(char: str) -> str:
+        if char in _CEL_ESCAPES:
+            return _CEL_ESCAPES[char]
+        if ord(char) < 0x20 or 0x7F <= ord(char) < 0xA0:
+            return f"\\u{ord(char):04x}"
+        return char
+
+    return '"' + "".join(escaped(char) for char in text) + '"'
 
 
 def _watched(matrix: Matrix, image: ImageSpec) -> list[str]:
@@ -481,7 +499,9 @@ def _validate_snapshot_script() -> str:
 
 
 def _document(document: dict[str, Any], source_note: str) -> str:
-    return (f"{HEADER} {source_note}: do not edit, regenerate.\n"
+    # The note names the matrix file: one comment line, whatever its name holds.
+    note = source_note.encode("unicode_escape").decode("ascii")
+    return (f"{HEADER} {note}: do not edit, regenerate.\n"
             + yaml_text(document))
 
 

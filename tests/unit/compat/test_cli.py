@@ -51,7 +51,8 @@ def test_compat_with_build_report_digests(capsys: pytest.CaptureFixture[str],
                                           tmp_path: Path) -> None:
     report = tmp_path / "build-report.json"
     report.write_text(json.dumps({"images": [{"name": "cuda-13.0-ubi9", "kind": "builder",
-                                              "reference": "r", "digest": "sha256:0123"}]}))
+                                              "reference": "r", "digest": "sha256:0123",
+                                              "status": "ok"}]}))
     code, out, _ = run(capsys, "compat", "--format", "markdown", "--report", str(report))
     assert code == 0
     assert "| digest |" in out and "sha256:0123" in out

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 from pathlib import Path
 
 import pytest
@@ -12,6 +11,7 @@ from aipcc_build.compat.table import (
     EOL,
     EOL_SOON,
     SUPPORTED,
+    BuiltImage,
     build_compat_table,
     eol_findings,
     eol_status,
@@ -98,15 +98,14 @@ def test_eol_findings(facts: ToolkitFacts, images: list[ImageSpec]) -> None:
     assert found == {("12.8.1", EOL_SOON, 44), ("12.6.3", EOL, -63)}
 
 
-def test_digests_from_a_build_report(facts: ToolkitFacts, tmp_path: Path) -> None:
-    report = tmp_path / "build-report.json"
-    report.write_text(json.dumps({"schema": 1, "images": [
-        {"name": "cuda-12.9-ubi9", "kind": "builder", "reference": "x", "digest": "sha256:ab"},
-        {"name": "cuda-12.9-ubi9", "kind": "base", "digest": "sha256:cd"},
-    ]}))
+def test_a_build_gives_its_reference_digest_and_platforms(facts: ToolkitFacts) -> None:
+    built = {"builder/cuda-12.9-ubi9": BuiltImage("reg.example/ns/b:2.0-7", "sha256:ab",
+                                                  ("linux/amd64",))}
     table = build_compat_table([image("cuda", "12.9.1"), image("cuda", "12.8.1")], facts,
-                               today=TODAY, digests=load_build_report(report))
-    assert [r.digest for r in table.rows] == ["sha256:ab", None]
+                               today=TODAY, built=built)
+    assert [(r.reference, r.digest, r.platforms) for r in table.rows][0] == (
+        "reg.example/ns/b:2.0-7", "sha256:ab", ("linux/amd64",))
+    assert table.rows[1].digest is None
 
 
 @pytest.mark.parametrize("content", ["not json", "[]", '{"images": [{"name": "x"}]}'])
@@ -118,5 +117,5 @@ def test_bad_build_report(tmp_path: Path, content: str) -> None:
     assert err.value.file == str(report)
 
 
-def load_build_report(path: Path) -> dict[tuple[str, str], str]:
-    return build_report.digests(build_report.read(str(path)))
+def load_build_report(path: Path) -> list[build_report.ReportEntry]:
+    return build_report.read(str(path))

@@ -19,6 +19,7 @@ from aipcc_build.imagebuild.outcomes import Status, ValidationOutcome
 from aipcc_build.imagebuild.preflight import check_emulation, emulator_registered
 from aipcc_build.imagebuild.scheduler import priorities, run
 from aipcc_build.matrix import ImageSpec
+from aipcc_build.matrix.model import Product
 from aipcc_build.matrix.platforms import EMULATION_SLOWDOWN
 from aipcc_build.plan import make_plan
 from aipcc_build.report import junit
@@ -79,8 +80,12 @@ def test_each_platform_is_a_build_and_children_use_their_own_platforms_parent(
     arm = result.images[1]
     assert arm.list_digest == "sha256:list-base/a" and arm.digest == f"sha256:{ARM}"
     # The report: one entry per image and platform, read back as one image with instances.
-    build_report.write(result, "1", str(tmp_path / "report.json"))
-    entries = build_report.read(tmp_path / "report.json")
+    product = Product("p", "2.0", ("{version}", "latest"))
+    build_report.write(replace(result, product=product), "1",
+                       str(tmp_path / "report.json"))
+    release = build_report.read_release(tmp_path / "report.json")
+    assert release.product == product  # promote, mirror and compat take it from here
+    entries = release.images
     assert [(e.key, e.digest, e.platforms) for e in entries] == [
         ("base/a", "sha256:list-base/a", (AMD, ARM)), ("top/a", "sha256:list-top/a", (AMD, ARM))]
     assert set(build_report.durations(entries)) == {r.key for r in result.images}

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from aipcc_build.errors import ToolError
+from aipcc_build.errors import InputError, ToolError
+from aipcc_build.imagebuild import build_report
 from aipcc_build.publish import mirror_config
 from aipcc_build.tools.skopeo import COPY_TIMEOUT, Skopeo
 from tests.support.fakes import RecordingRunner
@@ -63,10 +64,15 @@ def test_a_tool_error_never_keeps_a_password() -> None:
     assert "quay.io/ns/img:3.0@sha256:ab" in kept.stderr
 
 
-@pytest.mark.parametrize("command", ["matrix", "plan"])
-def test_parent_build_id_is_checked_and_named(tmp_path: Path, cli, command: str) -> None:
-    extra = ["--report", str(tmp_path / "r.json")] if command == "matrix" else []
-    done = cli("--matrix", DEMO, command, "--parent-build-id", "7\nRUN evil", *extra)
+@pytest.mark.parametrize("value", ["7\nRUN evil", "bad/id"])
+@pytest.mark.parametrize("command", [["matrix"], ["matrix", "--dry-run"], ["plan"]])
+def test_parent_build_id_is_checked_and_named(tmp_path: Path, cli, command: list[str],
+                                              value: str) -> None:
+    # --build-id refuses both values: --parent-build-id, under the same rule, too (a dry
+    # run of matrix took "bad/id").
+    extra = ["--report", str(tmp_path / "r.json")] if command == ["matrix"] else []
+    assert cli("--matrix", DEMO, *command, "--build-id", value, *extra).code == 2
+    done = cli("--matrix", DEMO, *command, "--parent-build-id", value, *extra)
     assert done.code == 2, done.err
     assert "Traceback" not in done.err
     assert "--parent-build-id" in done.err and "--build-id:" not in done.err, done.err
@@ -119,3 +125,36 @@ def test_validate_copy_timeout_is_an_option_with_one_default(cli) -> None:
     runner.run = timed  # type: ignore[method-assign]
     Skopeo(runner, copy_timeout=42.0).copy("oci:a", "dir:b")
     assert seen == [42.0]
+
+
+def test_promote_takes_the_product_from_the_report_never_from_a_default_matrix(
+        tmp_path: Path, cli, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.chdir(REPO)  # where the default matrix/aipcc.yaml (version 3.0) is
+    old = report(tmp_path / "old.json")  # no "product": written before it was recorded
+    done = cli("promote", "--report", str(old), "--to", "127.0.0.1:9/r", "--dry-run",
+               "--registry", "localhost/aipcc-demo")
+    assert done.code == 2, done.err
+    assert "does not record the product version" in done.err and str(old) in done.err
+    assert len(done.err.strip().splitlines()) == 1
+
+    data = json.loads(old.read_text())
+    data["product"] = {"name": "aipcc", "version": "9.9", "moving_tags": []}
+    recorded = tmp_path / "recorded.json"
+    recorded.write_text(json.dumps(data))
+    for named in (["--matrix", DEMO], []):
+        if not named:
+            monkeypatch.setenv("AIPCC_BUILD_MATRIX", DEMO)  # named through the environment
+        refused = cli(*named, "promote", "--report", str(recorded), "--to", "127.0.0.1:9/r",
+                      "--dry-run")
+        assert refused.code == 2, refused.err
+        assert "9.9" in refused.err and "1.0" in refused.err, refused.err
+    with pytest.raises(InputError, match="version 9.9, m.yaml says 1.0"):
+        build_report.read_release(recorded).check_matrix("1.0", matrix_path="m.yaml")
+    for product in ({"name": "aipcc", "version": 2}, {"name": "a", "version": "3.0\nX"},
+                    {"name": "a", "version": "3.0", "moving_tags": ["{nope}"]},
+                    {"name": "a", "version": "3.0", "moving_tags": ["a b"]}):
+        data["product"] = product
+        recorded.write_text(json.dumps(data))
+        bad = cli("promote", "--report", str(recorded), "--to", "127.0.0.1:9/r", "--dry-run")
+        assert bad.code == 2 and "product" in bad.err and "Traceback" not in bad.err
+        assert len(bad.err.strip().splitlines()) == 1
