@@ -36,19 +36,20 @@ def _today(value: Optional[dt.datetime]) -> dt.date:
 @click.option("--warn-days", type=click.IntRange(min=0), default=90, show_default=True,
               help="EOL within this many days counts as eol-soon.")
 @click.option("--today", type=DATE, metavar="YYYY-MM-DD", help="Date to judge EOL against.")
-@click.option("--check", is_flag=True,
+@click.option("--check-eol", is_flag=True,
               help="Only list images past EOL or within --warn-days of it; exit 1 if any.")
 @click.option("--stable", is_flag=True,
               help="Leave out what changes with the date or build id (EOL status, tags): "
                    "for committed docs.")
-@click.option("--check-drift", is_flag=True,
-              help="Write nothing; exit 1 if -o FILE differs from what would be written.")
+@click.option("--check", is_flag=True,
+              help="Write nothing; exit 1 if -o FILE differs from what would be written "
+                   "(--check-drift, its former name, still works).")
 @reference_options
 @matrix_filters
 @pass_context
 def compat(context: Context, filters: Filters, output_format: str, report_path: Optional[str],
-           output: Optional[str], warn_days: int, today: Optional[dt.datetime], check: bool,
-           stable: bool, check_drift: bool, build_id: Optional[str],
+           output: Optional[str], warn_days: int, today: Optional[dt.datetime],
+           check_eol: bool, stable: bool, check: bool, build_id: Optional[str],
            registry: Optional[str]) -> int:
     """The compatibility matrix: per image the driver it needs, the GPU architectures it
     supports, its EOL date and status, and its digest from a build report."""
@@ -59,8 +60,9 @@ def compat(context: Context, filters: Filters, output_format: str, report_path: 
     from ..report import compat_formats
     from ..toolkit.facts import load_facts
 
-    if check_drift and not output:
-        raise click.UsageError("--check-drift compares against -o FILE")
+    if check and not output:
+        raise click.UsageError("--check compares against -o FILE (images near or past EOL: "
+                               "--check-eol)")
     if stable and output_format != "markdown":
         raise click.UsageError("--stable applies to --format markdown")
     facts = load_facts()
@@ -69,7 +71,7 @@ def compat(context: Context, filters: Filters, output_format: str, report_path: 
     digests = build_report.digests(build_report.read(report_path)) if report_path else None
     table = build_compat_table(images, facts, today=_today(today), warn_days=warn_days,
                                digests=digests)
-    if check:
+    if check_eol:
         findings = eol_findings(table)
         sys.stdout.write(compat_formats.render_eol_findings(findings))
         sys.stderr.write(f"{len(table.rows)} image(s) checked against EOL on "
@@ -82,7 +84,7 @@ def compat(context: Context, filters: Filters, output_format: str, report_path: 
             report.warning(warning)
         return 0
     text = compat_formats.document(table, output_format, facts.sources(), stable=stable)
-    return 0 if report.deliver(text, output, check_drift=check_drift) else 1
+    return 0 if report.deliver(text, output, check_drift=check) else 1
 
 
 @cli.command()

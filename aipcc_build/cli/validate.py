@@ -16,6 +16,7 @@ from .options import (
     raw_filters,
     reference_options,
     resolved_build_id,
+    tls_verify_option,
 )
 
 if TYPE_CHECKING:
@@ -41,15 +42,12 @@ def parse_expect(value: Optional[str]) -> Optional[Expectation]:
               help="What the images must hold (cuda=12.8, rocm=6.4, cpu); default: their "
                    "ai.aipcc.* labels, else inferred.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (schema 1).")
-@click.option("--tls-verify", type=click.BOOL, default=True, show_default=True,
-              metavar="true|false", help="Verify the registry's TLS certificate (docker://).")
+@tls_verify_option("Verify the registry's TLS certificate and require HTTPS (docker://).")
 @click.option("--strict-layers", is_flag=True,
               help="Evidence deleted by a later layer is a violation, not a warning.")
 @click.option("--platform", metavar="OS/ARCH", help="Only this platform of an image index.")
 @click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), metavar="DIR",
               help="Layer scan cache (env AIPCC_BUILD_CACHE, default ~/.cache/aipcc-build).")
-@click.option("--matrix", "matrix_file", metavar="PATH",
-              help="Validate every image of this matrix present in local storage.")
 @click.option("--copy-timeout", type=click.FloatRange(min=0, min_open=True),
               default=COPY_TIMEOUT, show_default=True, metavar="SECONDS",
               help="Stop the copy of an image that cannot be read in place after this long.")
@@ -61,16 +59,23 @@ def validate(context: Context, accelerators: tuple[str, ...], versions: tuple[st
              refs: tuple[str, ...],
              expect: Optional[str],
              as_json: bool, strict_layers: bool, platform: Optional[str],
-             cache_dir: Optional[Path], matrix_file: Optional[str], build_id: Optional[str],
+             cache_dir: Optional[Path], build_id: Optional[str],
              registry: Optional[str], copy_timeout: float, tls_verify: bool = True) -> int:
     """Check that images do not mix accelerator toolkit versions.
 
     REF is any skopeo transport: oci:DIR[:TAG], oci-archive:FILE, docker-archive:FILE,
-    docker://REF, containers-storage:REF. Exit 0 clean, 1 violations, 2 unreadable.
+    docker://REF, containers-storage:REF; or a bare reference (quay.io/ns/name:tag), read
+    as podman does: from local storage when it is there, else from the registry. With no
+    REF and a matrix named (--matrix before or after the command, or AIPCC_BUILD_MATRIX):
+    every image of the matrix present in local storage. Exit 0 clean, 1 violations, 2
+    unreadable.
     """
     from ..report import validation
     from ..validate import Target, validate_targets
 
+    # A matrix named in the environment does not turn REFs away: a CI job may export it.
+    matrix_file = context.matrix_path if context.matrix_given and not (
+        refs and context.matrix_given == "environment") else None
     if matrix_file is None and not refs:
         raise click.UsageError("give at least one REF, or --matrix FILE")
     if matrix_file is not None and refs:

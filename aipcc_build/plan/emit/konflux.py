@@ -482,6 +482,7 @@ VALIDATE_SNAPSHOT = '''#!/usr/bin/env python3
 import datetime, json, os, subprocess, sys
 
 TLS = os.environ.get("TLSVERIFY", "true")
+TLS_FLAG = "--tls-verify" if TLS == "true" else "--no-tls-verify"
 
 def platforms(image):
     raw = subprocess.run(["skopeo", "inspect", "--raw", "--tls-verify=" + TLS, "docker://" + image],
@@ -511,7 +512,7 @@ for component in snapshot.get("components", []):
     for platform in wanted:
         label = f"{name} {platform}".strip()
         print(f"== {label}: {image}", flush=True)
-        argv = ["aipcc-build", "validate", "--tls-verify", TLS,
+        argv = ["aipcc-build", "validate", TLS_FLAG,
                 *(["--platform", platform] if platform else []), "docker://" + image]
         try:
             code = subprocess.run(argv, timeout=3600).returncode

@@ -145,7 +145,7 @@ def test_github_matrix_per_wave_validates(project, run, tmp_path):
 
 def test_plan_carries_its_options_into_every_job(project, run):
     output = plan(run, project / "matrix/aipcc.yaml", "--format", "github", "--registry",
-                  "registry.example:5000/ns", "--tls-verify", "false", "--parent-build-id",
+                  "registry.example:5000/ns", "--no-tls-verify", "--parent-build-id",
                   "41", "--jobs", "2", "--capacity", "cpu=8,gpu=1", "--build-id", "42").out
     document = json.loads(output)
     assert document["registry_host"] == "registry.example:5000"
@@ -154,7 +154,7 @@ def test_plan_carries_its_options_into_every_job(project, run):
         for entry in document[wave]["include"]:
             assert entry["command"] == (
                 f"aipcc-build --matrix matrix/aipcc.yaml matrix --only {entry['key']} "
-                "--build-id 42 --registry registry.example:5000/ns --tls-verify false "
+                "--build-id 42 --registry registry.example:5000/ns --no-tls-verify "
                 "--parent-build-id 41 --jobs 2 --capacity cpu=8,gpu=1 --report "
                 "build-report.json --junit junit.xml --log-dir logs --push")
 
