@@ -129,3 +129,26 @@ def same_content(path: Union[str, Path], text: str) -> bool:
         return Path(path).read_text(encoding="utf-8") == text
     except FileNotFoundError:
         return False
+
+
+def generated_text(base: Path, relative: str, *, writer: str) -> Optional[str]:
+    """The text of a generated file at BASE/RELATIVE (None: there is none), refusing what
+    WRITER (the command) must not replace: a symbolic link on the way or at the file, or
+    something other than a regular file."""
+    from .errors import InputError
+
+    path = base / relative
+    for parent in list(path.relative_to(base).parents)[:-1]:
+        if (base / parent).is_symlink():
+            raise InputError(f"a symbolic link where {writer} writes a directory: move it away",
+                             file=str(base / parent))
+    if path.is_symlink() or path.exists() and not path.is_file():
+        raise InputError(f"not a regular file where {writer} writes one: move it away",
+                         file=str(path))
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        why = getattr(exc, "strerror", None) or "not UTF-8 text"
+        raise InputError(f"cannot read it: {why}", file=str(path)) from None

@@ -13,7 +13,15 @@ from typing import Optional
 import click
 
 from ..errors import AipccError, InputError
-from . import build, compat, edit, images, publish, validate  # noqa: F401  (register the commands)
+from . import (  # noqa: F401  (register the commands)
+    build,
+    compat,
+    edit,
+    images,
+    publish,
+    reference,
+    validate,
+)
 from .options import cli
 
 # Request fields named unlike the command parameter that sets them; "filters.X" is X.

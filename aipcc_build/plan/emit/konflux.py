@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ...errors import InputError
-from ...fsutil import write_atomic
+from ...fsutil import generated_text, write_atomic
 from ...matrix import ImageSpec, Matrix, expand
 from ...matrix.model import CLONABLE
 from ...render import BUILD_ID_ARG, PARENT_ARG
@@ -544,7 +544,8 @@ def write(root: str, files: Mapping[str, str], *, check: bool,
     the matrix are stale. Refuses, before any write, a symbolic link or a file without
     our header where a file goes, and a directory on the way that is a symbolic link."""
     base = Path(root)
-    currents = {path: _current(base, path) for path in files}  # every refusal first
+    currents = {path: generated_text(base, path, writer="plan")
+                for path in files}  # every refusal first
     for path, current in currents.items():
         if current is not None and not current.startswith(HEADER) and not check:
             raise InputError("not written by aipcc-build plan --format konflux (it lacks the "
@@ -584,24 +585,6 @@ def _keep_pin(wanted: str, current: str) -> str:
     if new is None or old is None or new["repository"] != old["repository"]:
         return wanted
     return wanted[:new.start("pin")] + old["pin"] + wanted[new.end("pin"):]
-
-
-def _current(base: Path, relative: str) -> Optional[str]:
-    path = base / relative
-    for parent in list(path.relative_to(base).parents)[:-1]:
-        if (base / parent).is_symlink():
-            raise InputError("a symbolic link where plan writes a directory: move it away",
-                             file=str(base / parent))
-    if path.is_symlink() or path.exists() and not path.is_file():
-        raise InputError("not a regular file where plan writes one: move it away",
-                         file=str(path))
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
-    except (OSError, UnicodeDecodeError) as exc:
-        why = getattr(exc, "strerror", None) or "not UTF-8 text"
-        raise InputError(f"cannot read it: {why}", file=str(path)) from None
 
 
 def _ours(base: Path) -> list[Path]:
