@@ -44,7 +44,8 @@ def options_by_parameter() -> dict[str, str]:
                 text = (param.metavar or param.name.upper()).split("|")[0]
                 text = text[:-3] if text.endswith("...") else text
             else:
-                text = next((o for o in param.opts if o.startswith("--")), param.opts[0])
+                text = "/".join(o for o in (*param.opts, *param.secondary_opts)
+                                if o.startswith("--"))
                 if param.metavar == "NAME=VALUE":  # the pair form is the point
                     text = f"{text} {param.metavar}"
             shown.setdefault(param.name, text)

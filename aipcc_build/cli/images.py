@@ -84,6 +84,9 @@ JOB_FORMATS = ("github", "gitlab", "tekton")
 @click.option("--check", is_flag=True,
               help="konflux: write nothing; list drifted, missing and stale files; exit 1 if "
                    "any.")
+@click.option("--allow-uncommitted", is_flag=True,
+              help="tekton: plan from a work tree with uncommitted changes (the PipelineRun "
+                   "still builds the HEAD commit).")
 @click.option("--allow-loopback", is_flag=True,
               help="tekton, konflux: allow a registry, base image or index on this machine "
                    "(a cluster running here).")
@@ -92,7 +95,8 @@ JOB_FORMATS = ("github", "gitlab", "tekton")
 def plan(context: Context, filters: Filters, output_format: str, changed_since: Optional[str],
          build_id: Optional[str], registry: Optional[str], tls_verify: bool,
          parent_build_id: Optional[str], jobs: Optional[int], capacity: str, push: bool,
-         output_dir: Optional[str], check: bool, allow_loopback: bool) -> int:
+         output_dir: Optional[str], check: bool, allow_uncommitted: bool,
+         allow_loopback: bool) -> int:
     """The build plan as data for people or CI engines."""
     from ..imagebuild.preflight import parse_capacity
     from ..plan.ci_plan import PlanRequest, plan_ci
@@ -109,7 +113,8 @@ def plan(context: Context, filters: Filters, output_format: str, changed_since: 
         filters=filters,
         changed_since=changed_since, registry=registry, tls_verify=tls_verify,
         parent_build_id=parent_build_id, jobs=jobs, capacity=capacity, push=push,
-        output_dir=output_dir, check=check, allow_loopback=allow_loopback), ProcessRunner())
+        output_dir=output_dir, check=check, allow_loopback=allow_loopback,
+        allow_uncommitted=allow_uncommitted), ProcessRunner())
     if result.konflux_files is not None:
         matrix_output.render_result(result.konflux_files, "Konflux file(s)",
                                     "aipcc-build plan --format konflux")

@@ -35,6 +35,7 @@ def promote(context: Context, report_path: str, to: str, dry_run: bool,
     to the release repositories: tagged VERSION-BUILD_ID and the matrix's moving tags."""
     from ..publish.promote import PromoteRequest
     from ..publish.promote import promote as run
+    from ..publish.transfer import registries_answer
     from ..report import copy_progress
     from ..tools import registry_http
 
@@ -43,7 +44,7 @@ def promote(context: Context, report_path: str, to: str, dry_run: bool,
                              matrix_registry=matrix.registry, product=matrix.product,
                              dry_run=dry_run, tls_verify=tls_verify, authfile=authfile)
     copy_progress.promoted(run(request, on_event=copy_progress.event_printer(),
-                          probe=registry_http.manifest_digest))
+                               probe=registry_http.manifest_digest, check=registries_answer))
     return 0
 
 

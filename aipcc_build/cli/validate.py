@@ -20,7 +20,7 @@ from .options import (
 )
 
 if TYPE_CHECKING:
-    from ..validate import Expectation
+    from ..validate import Expectation, Outcome
 
 
 def parse_expect(value: Optional[str]) -> Optional[Expectation]:
@@ -34,6 +34,16 @@ def parse_expect(value: Optional[str]) -> Optional[Expectation]:
         raise click.BadParameter("expected ACCELERATOR=VERSION (cuda=12.8) or cpu",
                                  param_hint="--expect")
     return Expectation(accelerator, version or None, source="argument")
+
+
+def _naming_option(outcome: Outcome) -> Outcome:
+    """An unreadable image's error with the option that fixes it (--no-tls-verify)."""
+    from dataclasses import replace
+
+    from . import option_of_field
+
+    option = option_of_field(outcome.error_field) if outcome.error_field else None
+    return replace(outcome, error=f"{outcome.error} ({option})") if option else outcome
 
 
 @cli.command()
@@ -106,5 +116,5 @@ def validate(context: Context, accelerators: tuple[str, ...], versions: tuple[st
     outcomes = validate_targets(targets, strict_layers=strict_layers, platform=platform,
                                 cache_dir=cache_dir, skopeo=Skopeo(tls_verify=tls_verify,
                                                           copy_timeout=copy_timeout))
-    validation.validation(outcomes, as_json)
+    validation.validation([_naming_option(outcome) for outcome in outcomes], as_json)
     return max([o.exit_code for o in outcomes] + [0])

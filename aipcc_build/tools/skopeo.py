@@ -25,6 +25,8 @@ _NOT_FOUND = (
     "no such image",
     "name unknown",
 )
+# The transports a reference may start with (TRANSPORT:REST), as skopeo names them.
+TRANSPORTS = ("oci", "oci-archive", "docker-archive", "dir", "docker", "containers-storage")
 # An inspect answers in seconds; a copy moves whole images.
 INSPECT_TIMEOUT = 120.0
 COPY_TIMEOUT = 3600.0

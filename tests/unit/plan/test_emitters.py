@@ -526,7 +526,7 @@ def test_tekton_names_stay_valid_and_unique_when_long(tmp_path, run):
     git(tmp_path, "remote", "add", "origin", "https://git.example.com/big.git")
     git(tmp_path, "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q",
         "--allow-empty", "-m", "x")
-    output = plan(run, path, "--format", "tekton").out
+    output = plan(run, path, "--format", "tekton", "--allow-uncommitted").out
     names = [t["name"] for t in yaml.safe_load(output)["spec"]["pipelineSpec"]["tasks"]]
     assert len(names) == len(set(names)) == 4 * 3  # clone, build, validate per image
     for name in names:
@@ -541,7 +541,7 @@ def test_tekton_names_of_an_image_of_several_platforms_stay_labels_when_long(tmp
     git(tmp_path, "remote", "add", "origin", "https://git.example.com/big.git")
     git(tmp_path, "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q",
         "--allow-empty", "-m", "x")
-    output = plan(run, path, "--format", "tekton").out
+    output = plan(run, path, "--format", "tekton", "--allow-uncommitted").out
     assert tekton_schema.errors(output) == []
     names = [t["name"] for t in yaml.safe_load(output)["spec"]["pipelineSpec"]["tasks"]]
     # Per image: clone, build and validate per platform, and a join.
