@@ -89,7 +89,7 @@ def matrix(context: Context, filters: Filters, dry_run: bool, as_json: bool,
     from ..imagebuild.preflight import parse_capacity
     from ..report import junit, matrix_output, progress
 
-    resolved = resolved_build_id(build_id, required_in_ci=push)
+    resolved = resolved_build_id(build_id)
     request = matrix_build.MatrixBuild(
         matrix_path=context.matrix_path, filters=filters, build_id=resolved,
         registry=registry, parent_build_id=parent_build_id, rerender=rerender,
