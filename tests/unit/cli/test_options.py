@@ -105,6 +105,9 @@ def test_retire_takes_a_version_prefix_as_every_other_command(cli, project: Proj
     nothing = cli("--matrix", str(project.matrix), "retire", "cuda", "1", "--eol",
                   "2026-12-31")
     assert nothing.code == 2 and "no version 1 (versions: 12.9.1, 12.8.1)" in nothing.err
+    several = cli("--matrix", str(project.matrix), "retire", "cuda", "12", "--eol",
+                  "2026-12-31")
+    assert several.code == 2 and "several versions start with 12" in several.err
 
 
 def test_in_ci_a_plan_for_jobs_needs_a_build_id(cli, project: Project, monkeypatch) -> None:
