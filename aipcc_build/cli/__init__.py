@@ -124,7 +124,10 @@ def main(argv: Optional[list[str]] = None) -> None:
     except click.ClickException as exc:
         from ..report import error
 
-        error(usage_message(exc))
+        if isinstance(exc, getattr(click.exceptions, "NoArgsIsHelpError", ())):
+            sys.stderr.write(exc.format_message() + "\n")  # no command: the help is the answer
+        else:
+            error(usage_message(exc))
         code = 2
     except AipccError as exc:
         if debug:

@@ -167,3 +167,9 @@ def test_no_color_leaves_click_unstyled_on_a_terminal(tmp_path) -> None:
     os.close(leader)
     assert done.returncode == 0
     assert "Example:" in output and "\x1b[" not in output
+
+
+def test_no_command_shows_the_help_not_an_error(cli) -> None:
+    result = cli()
+    assert result.code == 2
+    assert result.err.startswith("Usage: aipcc-build") and "error:" not in result.err
