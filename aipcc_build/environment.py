@@ -15,12 +15,18 @@ CI_PROVENANCE = (
 
 
 def resolve_build_id(explicit: Optional[str], environ: Mapping[str, str]) -> str:
+    return build_id_and_source(explicit, environ)[0]
+
+
+def build_id_and_source(explicit: Optional[str],
+                        environ: Mapping[str, str]) -> tuple[str, Optional[str]]:
+    """The build id and the CI variable it came from (None: given, or the `dev` default)."""
     if explicit:
-        return explicit
+        return explicit, None
     for variable in CI_BUILD_ID_VARIABLES:
         if environ.get(variable):
-            return environ[variable]
-    return "dev"
+            return environ[variable], variable
+    return "dev", None
 
 
 def provenance_labels(environ: Mapping[str, str]) -> dict[str, str]:

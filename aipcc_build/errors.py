@@ -71,9 +71,48 @@ def without_credentials(text: str) -> str:
     return _URL_USER.sub("://***@", _USERINFO.sub(r"\1***@", text))
 
 
+# What a registry failure a containers/image tool (skopeo, buildah) reports means, and
+# what fixes it: (phrase in its stderr, message about HOST, the request field that fixes it).
+_REGISTRY_TROUBLE = (
+    ("server gave http response to https client",
+     "the registry {host} speaks plain HTTP, not HTTPS: use it with TLS verification off",
+     "tls_verify"),
+    ("certificate signed by unknown authority",
+     "the registry {host} shows a TLS certificate no trusted authority signed: add its CA "
+     "to the system's trust store, or use it with TLS verification off", "tls_verify"),
+    ("x509:", "the registry {host}'s TLS certificate is not valid for it: add its CA to the "
+     "system's trust store, or use it with TLS verification off", "tls_verify"),
+    ("connection refused",
+     "nothing answers at {host} (connection refused): is the registry running there?", None),
+    ("no such host", "{host} is no known host name: check the registry's name", None),
+    ("unauthorized", "the registry {host} wants credentials it was not given: log in "
+     "(skopeo login {host}) or give an auth file that holds them", None),
+    ("authentication required", "the registry {host} wants credentials it was not given: "
+     "log in (skopeo login {host}) or give an auth file that holds them", None),
+    ("denied", "the registry {host} refused access: log in (skopeo login {host}) as a user "
+     "allowed to, or give an auth file that holds such credentials", None),
+    ("i/o timeout", "the registry {host} did not answer in time: is it reachable from here?",
+     None),
+)
+_REGISTRY_HOST = re.compile(r'(?:registry |https?://|docker://)([A-Za-z0-9.-]+(?::\d+)?)[/:"\s]')
+_TOOL_MESSAGE = re.compile(r'msg="((?:[^"\\]|\\.)*)"')
+
+
+def registry_trouble(stderr: str) -> Optional[tuple[str, Optional[str]]]:
+    """What a registry failure in a tool's STDERR means and the request field that fixes
+    it (None: not a registry failure this knows)."""
+    lowered = stderr.lower()
+    for phrase, message, field in _REGISTRY_TROUBLE:
+        if phrase in lowered:
+            host = _REGISTRY_HOST.search(stderr)
+            return message.format(host=host.group(1) if host else "?"), field
+    return None
+
+
 class ToolError(AipccError):
     """An outside program (buildah, skopeo, git) failed or timed out; carries its command
-    and the tail of its stderr."""
+    and the tail of its stderr. A registry failure it reports is said in words with what
+    fixes it, the tool's own text kept as a detail."""
 
     def __init__(self, command: Sequence[str], returncode: int, stderr: str,
                  timed_out: bool = False) -> None:
@@ -84,6 +123,13 @@ class ToolError(AipccError):
         self.stderr = "\n".join(stderr.strip().splitlines()[-STDERR_TAIL_LINES:])
         self.timed_out = timed_out
         tail = "\n".join(stderr.strip().splitlines()[-5:])
+        trouble = registry_trouble(tail) if not timed_out else None
+        if trouble is not None:
+            said = _TOOL_MESSAGE.findall(tail)
+            detail = said[-1].replace('\\"', '"') if said else tail.splitlines()[-1]
+            self.field = trouble[1]
+            super().__init__(f"{trouble[0]} ({command[0]}: {detail})")
+            return
         super().__init__(f"{command[0]} exited {returncode}: {tail}" if tail else
                          f"{command[0]} exited {returncode}")
 

@@ -4,7 +4,14 @@ the stages (plain functions: a warm validation imports it, and a class costs sta
 
 from __future__ import annotations
 
+import re
 from typing import Optional
+
+# The distribution reference grammar: [HOST[:PORT]/]PATH[:TAG][@DIGEST], lower-case path.
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_REFERENCE = re.compile(
+    rf"(?:[A-Za-z0-9.-]+(?::[0-9]+)?/)?{_COMPONENT}(?:/{_COMPONENT})*"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[0-9a-f]{64})?")
 
 
 def split(reference: str) -> tuple[str, Optional[str], Optional[str]]:
@@ -32,3 +39,8 @@ def below(reference: str, registry: str) -> Optional[str]:
     repository = repository_of(reference)
     prefix = registry.rstrip("/") + "/"
     return repository[len(prefix):] if repository.startswith(prefix) else None
+
+
+def is_reference(text: str) -> bool:
+    """Whether TEXT is an image reference as podman takes one (quay.io/ns/name:tag)."""
+    return _REFERENCE.fullmatch(text) is not None

@@ -90,7 +90,7 @@ def measure(tools: str, repeat: int) -> tuple[list[float], list[float]]:
                 namespace = f"{registry.host}/bench"
                 plan = subprocess.run(
                     ["aipcc-build", "--matrix", "matrix/demo.yaml", "plan", "--format",
-                     "gitlab", "--registry", namespace, "--tls-verify", "false",
+                     "gitlab", "--registry", namespace, "--no-tls-verify",
                      "--build-id", "1", "--platform", platform], cwd=clone, env=env,
                     check=True, capture_output=True, text=True).stdout
                 (clone / "child-pipeline.yml").write_text(plan)
@@ -106,7 +106,7 @@ def measure(tools: str, repeat: int) -> tuple[list[float], list[float]]:
             try:
                 matrix.append(timed(["sh", "-c", f"{FETCH} && "
                                      "aipcc-build --matrix matrix/demo.yaml matrix --push "
-                                     f"--registry {registry.host}/bench --tls-verify false "
+                                     f"--registry {registry.host}/bench --no-tls-verify "
                                      f"--build-id 1 --platform {platform}"], clone, env))
             finally:
                 registry.stop()

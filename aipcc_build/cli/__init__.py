@@ -5,54 +5,65 @@ and matrix fields errors name to the options that set them."""
 
 from __future__ import annotations
 
+import functools
 import sys
+from collections.abc import Mapping
 from typing import Optional
 
 import click
 
 from ..errors import AipccError, InputError
-from . import build, compat, edit, images, publish, validate  # noqa: F401  (register the commands)
+from . import (  # noqa: F401  (register the commands)
+    build,
+    compat,
+    edit,
+    images,
+    publish,
+    reference,
+    validate,
+)
 from .options import cli
 
-# Request field (as core errors name it) -> the option that sets it.
-OPTION_OF_FIELD = {
-    "build_id": "--build-id",
-    "registry": "--registry",
-    "capacity": "--capacity",
-    "history": "--history",
-    "report": "--report",
-    "junit": "--junit",
-    "build_args": "--build-arg",
-    "build_timeout": "--build-timeout",
-    "push_timeout": "--push-timeout",
-    "push_stall": "--push-stall",
-    "allow_eol": "--allow-eol",
-    "min_driver": "--min-driver",
-    "vars": "--var NAME=VALUE",
-    "driver": "--driver",
-    "gpu": "--gpu",
-    "compute_capability": "--compute-capability",
-    "filters.accelerators": "--accelerator",
-    "filters.versions": "--version",
-    "filters.oses": "--os",
-    "filters.kinds": "--kind",
-    "filters.names": "--only",
-    "filters.platforms": "--platform",
-    "to": "--to",
-    "source": "--from",
-    "wheels": "VARIANT=DIR",
-    "root": "ROOT",
-    "keep": "--keep",
-    "rollback": "--rollback",
-    "profile": "--profile",
-    "changed_since": "--changed-since",
-    "parent_build_id": "--parent-build-id",
-}
+# Request fields named unlike the command parameter that sets them; "filters.X" is X.
+FIELD_PARAMETERS = {"report": "report_path", "junit": "junit_path", "vars": "variables"}
+# Top-level keys of the matrix file named like a command parameter.
+MATRIX_KEYS = frozenset({"platforms", "registry", "output", "templates"})
+
+
+@functools.cache
+def options_by_parameter() -> dict[str, str]:
+    """Each command parameter's name -> how a user writes it: its long option (with the
+    value's form where it is NAME=VALUE), or an argument's metavar. Read from the commands
+    themselves, so a renamed option cannot leave a message naming the old one."""
+    shown: dict[str, str] = {}
+    for command in cli.commands.values():
+        for param in command.params:
+            if param.name is None or not param.expose_value:
+                continue
+            if isinstance(param, click.Argument):
+                text = (param.metavar or param.name.upper()).split("|")[0]
+                text = text[:-3] if text.endswith("...") else text
+            else:
+                text = "/".join(o for o in (*param.opts, *param.secondary_opts)
+                                if o.startswith("--"))
+                if param.metavar == "NAME=VALUE":  # the pair form is the point
+                    text = f"{text} {param.metavar}"
+            shown.setdefault(param.name, text)
+    return shown
+
+
+def option_of_field(field: str) -> Optional[str]:
+    """The option that sets a request field (as core errors name it), None for a field of
+    a file."""
+    name = field[len("filters."):] if field.startswith("filters.") else field
+    return options_by_parameter().get(FIELD_PARAMETERS.get(field, name))
 
 
 def message(exc: AipccError) -> str:
-    """The error's one line, naming the option where a request field is at fault."""
-    option = OPTION_OF_FIELD.get(exc.field or "")
+    """The error's one line, naming the option where a request field is at fault (not
+    where a line of the matrix is: its `platforms:` is no --platform)."""
+    at_matrix_key = getattr(exc, "line", None) is not None and exc.field in MATRIX_KEYS
+    option = None if at_matrix_key else option_of_field(exc.field or "")
     if option is None:
         return str(exc)
     if isinstance(exc, InputError):
@@ -81,14 +92,42 @@ def os_error_message(exc: OSError) -> str:
     return f"{path}: {what}"
 
 
+def color(environ: Mapping[str, str]) -> Optional[bool]:
+    """click's own styling (its warnings, --help): NO_COLOR off, FORCE_COLOR on, else
+    click's choice (on for a terminal)."""
+    if environ.get("NO_COLOR"):
+        return False
+    if environ.get("FORCE_COLOR"):
+        return True
+    return None
+
+
+def usage_message(exc: click.ClickException) -> str:
+    """A refused command line as one line, with where to read more (not click's usage
+    block)."""
+    text = exc.format_message()
+    context = getattr(exc, "ctx", None)
+    if context is not None:
+        text += f" (see '{context.command_path} --help')"
+    return text
+
+
 def main(argv: Optional[list[str]] = None) -> None:
+    import os
+
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     try:
-        code = cli.main(args=argv, prog_name="aipcc-build", standalone_mode=False)
+        code = cli.main(args=argv, prog_name="aipcc-build", standalone_mode=False,
+                        color=color(os.environ))
     except click.exceptions.Abort:
         code = 130
     except click.ClickException as exc:
-        exc.show()
+        from ..report import error
+
+        if isinstance(exc, getattr(click.exceptions, "NoArgsIsHelpError", ())):
+            sys.stderr.write(exc.format_message() + "\n")  # no command: the help is the answer
+        else:
+            error(usage_message(exc))
         code = 2
     except AipccError as exc:
         if debug:

@@ -17,6 +17,7 @@ from .options import (
     pass_context,
     reference_options,
     resolved_build_id,
+    tls_verify_option,
 )
 
 if TYPE_CHECKING:
@@ -56,8 +57,7 @@ if TYPE_CHECKING:
               help="Build id of from_image parents this run does not build (a change-aware "
                    "plan left them out): children are built FROM them.")
 @click.option("--push", is_flag=True, help="Push every image that built to its repository.")
-@click.option("--tls-verify", type=click.BOOL, default=True, show_default=True,
-              metavar="true|false", help="Verify the registry's TLS certificate.")
+@tls_verify_option("Verify the registry's TLS certificate (and require HTTPS).")
 @click.option("--log-dir", default=defaults.LOG_DIR, show_default=True, metavar="DIR",
               help="One log file per image: DIR/<kind>/<name>.log.")
 @click.option("--report", "report_path", default=defaults.REPORT_FILE, show_default=True,
@@ -149,7 +149,7 @@ def matrix(context: Context, filters: Filters, dry_run: bool, as_json: bool,
     return 0 if result.ok else 1
 
 
-@cli.command()
+@cli.command(reads_matrix=False)
 def clean() -> int:
     """Remove the working containers that runs of `matrix` killed on this host left behind
     (a run that is still going is left alone)."""

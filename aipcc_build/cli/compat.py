@@ -35,19 +35,20 @@ def _today(value: Optional[dt.datetime]) -> dt.date:
 @click.option("--warn-days", type=click.IntRange(min=0), default=90, show_default=True,
               help="EOL within this many days counts as eol-soon.")
 @click.option("--today", type=DATE, metavar="YYYY-MM-DD", help="Date to judge EOL against.")
-@click.option("--check", is_flag=True,
+@click.option("--check-eol", is_flag=True,
               help="Only list images past EOL or within --warn-days of it; exit 1 if any.")
 @click.option("--stable", is_flag=True,
               help="Leave out what changes with the date or build id (EOL status, tags): "
                    "for committed docs.")
-@click.option("--check-drift", is_flag=True,
-              help="Write nothing; exit 1 if -o FILE differs from what would be written.")
+@click.option("--check", is_flag=True,
+              help="Write nothing; exit 1 if -o FILE differs from what would be written "
+                   "(--check-drift, its former name, still works).")
 @reference_options
 @matrix_filters
 @pass_context
 def compat(context: Context, filters: Filters, output_format: str, report_path: Optional[str],
-           output: Optional[str], warn_days: int, today: Optional[dt.datetime], check: bool,
-           stable: bool, check_drift: bool, build_id: Optional[str],
+           output: Optional[str], warn_days: int, today: Optional[dt.datetime],
+           check_eol: bool, stable: bool, check: bool, build_id: Optional[str],
            registry: Optional[str]) -> int:
     """The compatibility matrix: per image the driver it needs, the GPU architectures it
     supports, its EOL date and status, and its digest from a build report."""
@@ -55,21 +56,22 @@ def compat(context: Context, filters: Filters, output_format: str, report_path: 
     from ..report import compat_formats
     from ..toolkit.facts import load_facts
 
-    if check_drift and not output:
-        raise click.UsageError("--check-drift compares against -o FILE")
+    if check and not output:
+        raise click.UsageError("--check compares against -o FILE (images near or past EOL: "
+                               "--check-eol)")
     if stable and output_format != "markdown":
         raise click.UsageError("--stable applies to --format markdown")
     table = compat_table(CompatRequest(
         matrix_path=context.matrix_path, build_id=resolved_build_id(build_id),
         today=_today(today), warn_days=warn_days, registry=registry, filters=filters,
         report=report_path))
-    if check:
+    if check_eol:
         return 1 if compat_formats.eol_check(table) else 0
     if output_format == "table" and not output:
         compat_formats.show_table(table)
         return 0
     return 0 if compat_formats.deliver(table, output_format, load_facts().sources(), output,
-                                       stable=stable, check_drift=check_drift) else 1
+                                       stable=stable, check_drift=check) else 1
 
 
 @cli.command()

@@ -13,6 +13,7 @@ from .options import (
     pass_context,
     reference_options,
     resolved_build_id,
+    tls_verify_option,
 )
 
 if TYPE_CHECKING:
@@ -56,6 +57,9 @@ def list_images(context: Context, filters: Filters, as_json: bool, build_id: Opt
 
 
 PLAN_FORMATS = ("json", "github", "gitlab", "tekton", "konflux")
+# The formats whose jobs tag what they build with the plan's build id (Konflux tags by
+# revision).
+JOB_FORMATS = ("github", "gitlab", "tekton")
 
 
 @cli.command()
@@ -66,8 +70,7 @@ PLAN_FORMATS = ("json", "github", "gitlab", "tekton", "konflux")
 @click.option("--changed-since", metavar="GIT_REV",
               help="Only images whose inputs changed since GIT_REV, and their dependents.")
 @reference_options
-@click.option("--tls-verify", type=click.BOOL, default=True, show_default=True,
-              metavar="true|false", help="Jobs verify the registry's TLS certificate.")
+@tls_verify_option("Jobs verify the registry's TLS certificate (and require HTTPS).")
 @click.option("--parent-build-id", metavar="ID",
               help="Jobs build from_image parents the plan leaves out FROM this build.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1),
@@ -81,6 +84,9 @@ PLAN_FORMATS = ("json", "github", "gitlab", "tekton", "konflux")
 @click.option("--check", is_flag=True,
               help="konflux: write nothing; list drifted, missing and stale files; exit 1 if "
                    "any.")
+@click.option("--allow-uncommitted", is_flag=True,
+              help="tekton: plan from a work tree with uncommitted changes (the PipelineRun "
+                   "still builds the HEAD commit).")
 @click.option("--allow-loopback", is_flag=True,
               help="tekton, konflux: allow a registry, base image or index on this machine "
                    "(a cluster running here).")
@@ -89,7 +95,8 @@ PLAN_FORMATS = ("json", "github", "gitlab", "tekton", "konflux")
 def plan(context: Context, filters: Filters, output_format: str, changed_since: Optional[str],
          build_id: Optional[str], registry: Optional[str], tls_verify: bool,
          parent_build_id: Optional[str], jobs: Optional[int], capacity: str, push: bool,
-         output_dir: Optional[str], check: bool, allow_loopback: bool) -> int:
+         output_dir: Optional[str], check: bool, allow_uncommitted: bool,
+         allow_loopback: bool) -> int:
     """The build plan as data for people or CI engines."""
     from ..imagebuild.preflight import parse_capacity
     from ..plan.ci_plan import PlanRequest, plan_ci
@@ -101,10 +108,13 @@ def plan(context: Context, filters: Filters, output_format: str, changed_since: 
     parse_capacity(capacity)  # a bad slot is an input error now, not in every job
     matrix = context.load()
     result = plan_ci(matrix, PlanRequest(
-        output_format=output_format, build_id=resolved_build_id(build_id), filters=filters,
+        output_format=output_format,
+        build_id=resolved_build_id(build_id, required_in_ci=output_format in JOB_FORMATS),
+        filters=filters,
         changed_since=changed_since, registry=registry, tls_verify=tls_verify,
         parent_build_id=parent_build_id, jobs=jobs, capacity=capacity, push=push,
-        output_dir=output_dir, check=check, allow_loopback=allow_loopback), ProcessRunner())
+        output_dir=output_dir, check=check, allow_loopback=allow_loopback,
+        allow_uncommitted=allow_uncommitted), ProcessRunner())
     if result.konflux_files is not None:
         matrix_output.render_result(result.konflux_files, "Konflux file(s)",
                                     "aipcc-build plan --format konflux")

@@ -15,15 +15,32 @@ if TYPE_CHECKING:
     from ..matrix import Filters, Matrix
 
 DEFAULT_MATRIX = "matrix/aipcc.yaml"
-DATE = click.DateTime(formats=["%Y-%m-%d"])
+
+
+class Date(click.DateTime):
+    """YYYY-MM-DD, refused in one line that says the format."""
+
+    name = "date"
+
+    def convert(self, value: Any, param: Optional[click.Parameter],
+                ctx: Optional[click.Context]) -> Any:
+        try:
+            return super().convert(value, param, ctx)
+        except click.BadParameter:
+            self.fail(f"'{value}' is not a date YYYY-MM-DD", param, ctx)
+
+
+DATE = Date(formats=["%Y-%m-%d"])
 
 
 class Context:
-    """What the group passes to every command."""
+    """What the group passes to every command. `matrix_given`: the matrix was named (by
+    --matrix before or after the command, or AIPCC_BUILD_MATRIX), not the default."""
 
-    def __init__(self, matrix_path: str, debug: bool) -> None:
+    def __init__(self, matrix_path: str, debug: bool, matrix_given: Optional[str]) -> None:
         self.matrix_path = matrix_path
         self.debug = debug
+        self.matrix_given = matrix_given  # "option", "environment" or None
 
     def load(self) -> Matrix:
         from ..matrix import load
@@ -33,18 +50,144 @@ class Context:
 
 pass_context = click.make_pass_decorator(Context)
 
+# One example per command, shown at the end of its --help (and in docs/reference/).
+EXAMPLES = {
+    "add-version": "aipcc-build add-version cuda 13.0.1 --min-driver 580.82.07 "
+                   "--eol 2027-08-31",
+    "clean": "aipcc-build clean",
+    "compat": "aipcc-build compat --format markdown --stable -o docs/compatibility.md "
+              "--check",
+    "index": "aipcc-build index /srv/wheels cuda12.9-ubi9=dist/cuda12.9 cpu-ubi9=dist/cpu",
+    "list": "aipcc-build list --accelerator cuda --version 12.9",
+    "matrix": "aipcc-build matrix --accelerator cuda --push --registry "
+              "registry.example:5000/aipcc --build-id 42",
+    "mirror": "aipcc-build mirror --report build-report.json --to "
+              "oci-archive:release.tar",
+    "plan": "aipcc-build plan --format gitlab --changed-since origin/main --build-id "
+            "$CI_PIPELINE_IID",
+    "reference": "aipcc-build reference --check",
+    "promote": "aipcc-build promote --report build-report.json --to quay.io/aipcc/release",
+    "render": "aipcc-build render --check",
+    "retire": "aipcc-build retire cuda 12.8 --eol 2026-12-31",
+    "select": "aipcc-build select --gpu H100 --driver 575.57.08",
+    "validate": "aipcc-build validate --expect cuda=12.9 "
+                "quay.io/aipcc/builder/cuda-12.9-ubi9:3.0-dev",
+}
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+# Spellings still accepted, each with a warning naming the one to write instead.
+BOOLEAN_WORDS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+DEPRECATED_OPTIONS = {("compat", "--check-drift"): "--check"}
+
+
+def _current_spelling(command: str, args: list[str]) -> list[str]:
+    """ARGS with deprecated spellings replaced: `--tls-verify false` / `--tls-verify=false`
+    (booleans are --X/--no-X flags everywhere) and the renamed options."""
+    from ..report import warning
+
+    out: list[str] = []
+    rest = iter(args)
+    for arg in rest:
+        if arg == "--":
+            out += [arg, *rest]
+            break
+        name, equals, word = arg.partition("=")
+        renamed = DEPRECATED_OPTIONS.get((command, name))
+        if renamed is not None:
+            warning(f"{name} is deprecated: write {renamed}")
+            out.append(renamed + equals + word)
+            continue
+        if name != "--tls-verify":
+            out.append(arg)
+            continue
+        if not equals:
+            following = next(rest, None)
+            if following is None or following.lower() not in BOOLEAN_WORDS:
+                out += [arg] if following is None else [arg, following]
+                continue
+            word = following
+        if word.lower() not in BOOLEAN_WORDS:
+            raise click.BadParameter(f"'{word}' is not true or false (write --tls-verify or "
+                                     "--no-tls-verify)", param_hint="--tls-verify")
+        flag = "--tls-verify" if BOOLEAN_WORDS[word.lower()] else "--no-tls-verify"
+        warning(f"--tls-verify {word} is deprecated: write {flag}")
+        out.append(flag)
+    return out
+
+
+def _named_matrix(ctx: click.Context, param: click.Parameter, value: Optional[str]) -> None:
+    if value is not None:
+        context = ctx.find_object(Context)
+        if context is not None:
+            context.matrix_path, context.matrix_given = value, "option"
+
+
+def _debug(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    context = ctx.find_object(Context)
+    if value and context is not None:
+        context.debug = True
+
+
+class Command(click.Command):
+    """Every command: its example at the end of --help, the global --matrix and --debug
+    also after the command (READS_MATRIX False: not --matrix), deprecated spellings
+    accepted with a warning."""
+
+    def __init__(self, *args: Any, reads_matrix: bool = True, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        example = EXAMPLES.get(self.name or "")
+        if example is not None:
+            self.epilog = f"Example:\n\n\b\n  {example}"
+        if reads_matrix:
+            self.params.append(click.Option(
+                ["--matrix", "global_matrix"], metavar="PATH", expose_value=False,
+                callback=_named_matrix, help="The matrix file, as before the command."))
+        self.params.append(click.Option(["--debug", "global_debug"], is_flag=True,
+                                        expose_value=False, callback=_debug,
+                                        help="Show tracebacks for errors."))
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, _current_spelling(self.name or "", args))
+
+
+class Group(click.Group):
+    command_class = Command
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        # `aipcc-build --version 12.8 list`: the program's --version would swallow the run.
+        named = next((i for i, arg in enumerate(args) if arg in self.commands), None)
+        if named is not None and "--version" in args[:named]:
+            value = args[args.index("--version") + 1]
+            shown = f" {value}" if value != args[named] else ""
+            raise click.UsageError(
+                f"--version before the command prints aipcc-build's version; to select "
+                f"toolkit versions put it after the command: aipcc-build {args[named]} "
+                f"--version{shown}", ctx)
+        return super().parse_args(ctx, args)
+
+
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]},
+             epilog="Example:\n\n\b\n  aipcc-build --matrix matrix/demo.yaml list")
 @click.version_option(__version__, prog_name="aipcc-build")
 @click.option("--matrix", "matrix_path", envvar="AIPCC_BUILD_MATRIX", default=DEFAULT_MATRIX,
               show_default=True, metavar="PATH",
-              help="The matrix file (env AIPCC_BUILD_MATRIX).")
+              help="The matrix file (env AIPCC_BUILD_MATRIX; also after the command).")
 @click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
 @click.pass_context
 def cli(ctx: click.Context, matrix_path: str, debug: bool) -> None:
     """Build, validate and publish container images for several accelerator toolkit
     versions side by side."""
-    ctx.obj = Context(matrix_path, debug)
+    from click.core import ParameterSource
+
+    source = ctx.get_parameter_source("matrix_path")
+    given = {ParameterSource.COMMANDLINE: "option",
+             ParameterSource.ENVIRONMENT: "environment"}.get(source) if source else None
+    ctx.obj = Context(matrix_path, debug, given)
+
+
+def tls_verify_option(help_text: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The one spelling of the TLS switch (`--tls-verify false` is a deprecated alias)."""
+    return click.option("--tls-verify/--no-tls-verify", default=True, show_default=True,
+                        help=help_text)
 
 
 FILTER_OPTIONS = (
@@ -109,10 +252,23 @@ def reference_options(command: Callable[..., Any]) -> Callable[..., Any]:
                         help="Build id in the tag (default: from CI, or dev).")(command)
 
 
-def resolved_build_id(explicit: Optional[str]) -> str:
-    from ..environment import resolve_build_id
+def resolved_build_id(explicit: Optional[str], *, required_in_ci: bool = False) -> str:
+    """The build id: given, else the CI engine's (which, said on stderr), else `dev`. In CI
+    with REQUIRED_IN_CI, `dev` is refused: jobs of a pipeline would all tag the same."""
+    from ..environment import CI_BUILD_ID_VARIABLES, build_id_and_source, in_ci
 
-    return resolve_build_id(explicit, os.environ)
+    build_id, variable = build_id_and_source(explicit, os.environ)
+    if variable is not None and required_in_ci:
+        from ..report import note
+
+        note(f"build id {build_id} (from {variable})")
+    elif explicit is None and required_in_ci and in_ci(os.environ):
+        from ..errors import InputError
+
+        raise InputError(f"in CI (CI is set) the build id must be given: none of "
+                         f"{', '.join(CI_BUILD_ID_VARIABLES)} is set, and 'dev' would tag "
+                         f"every pipeline's images alike", field="build_id")
+    return build_id
 
 
 def name_values(ctx: click.Context, param: click.Parameter,

@@ -47,6 +47,7 @@ def promote(context: Context, report_path: str, to: str, dry_run: bool,
     from ..matrix import load
     from ..publish.promote import PromoteRequest
     from ..publish.promote import promote as run
+    from ..publish.transfer import registries_answer
     from ..report import copy_progress
     from ..tools import registry_http
 
@@ -58,7 +59,7 @@ def promote(context: Context, report_path: str, to: str, dry_run: bool,
                              product=matrix.product if matrix else None,
                              dry_run=dry_run, tls_verify=tls_verify, authfile=authfile)
     copy_progress.promoted(run(request, on_event=copy_progress.event_printer(),
-                          probe=registry_http.manifest_digest))
+                               probe=registry_http.manifest_digest, check=registries_answer))
     return 0
 
 

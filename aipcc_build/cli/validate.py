@@ -16,10 +16,11 @@ from .options import (
     raw_filters,
     reference_options,
     resolved_build_id,
+    tls_verify_option,
 )
 
 if TYPE_CHECKING:
-    from ..validate import Expectation
+    from ..validate import Expectation, Outcome
 
 
 def parse_expect(value: Optional[str]) -> Optional[Expectation]:
@@ -35,26 +36,33 @@ def parse_expect(value: Optional[str]) -> Optional[Expectation]:
     return Expectation(accelerator, version or None, source="argument")
 
 
+def _naming_option(outcome: Outcome) -> Outcome:
+    """An unreadable image's error with the option that fixes it (--no-tls-verify)."""
+    from dataclasses import replace
+
+    from . import option_of_field
+
+    option = option_of_field(outcome.error_field) if outcome.error_field else None
+    return replace(outcome, error=f"{outcome.error} ({option})") if option else outcome
+
+
 @cli.command()
 @click.argument("refs", nargs=-1, metavar="REF...")
 @click.option("--expect", metavar="ACCELERATOR=VERSION",
               help="What the images must hold (cuda=12.8, rocm=6.4, cpu); default: their "
                    "ai.aipcc.* labels, else inferred.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (schema 1).")
-@click.option("--tls-verify", type=click.BOOL, default=True, show_default=True,
-              metavar="true|false", help="Verify the registry's TLS certificate (docker://).")
+@tls_verify_option("Verify the registry's TLS certificate and require HTTPS (docker://).")
 @click.option("--strict-layers", is_flag=True,
               help="Evidence deleted by a later layer is a violation, not a warning.")
 @click.option("--platform", metavar="OS/ARCH", help="Only this platform of an image index.")
 @click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), metavar="DIR",
               help="Layer scan cache (env AIPCC_BUILD_CACHE, default ~/.cache/aipcc-build).")
-@click.option("--matrix", "matrix_file", metavar="PATH",
-              help="Validate every image of this matrix (local storage, or --pushed).")
 @click.option("--pushed", is_flag=True,
-              help="With --matrix: validate the images at the references the build pushed "
+              help="With a matrix: validate the images at the references the build pushed "
                    "(docker://), not those in local storage.")
 @click.option("--allow-missing", is_flag=True,
-              help="With --matrix: an image not found is skipped, not a failure (the run "
+              help="With a matrix: an image not found is skipped, not a failure (the run "
                    "still fails when it checks nothing).")
 @click.option("--copy-timeout", type=click.FloatRange(min=0, min_open=True),
               default=COPY_TIMEOUT, show_default=True, metavar="SECONDS",
@@ -67,15 +75,20 @@ def validate(context: Context, accelerators: tuple[str, ...], versions: tuple[st
              refs: tuple[str, ...],
              expect: Optional[str],
              as_json: bool, strict_layers: bool, platform: Optional[str],
-             cache_dir: Optional[Path], matrix_file: Optional[str], pushed: bool,
-             allow_missing: bool, build_id: Optional[str],
+             cache_dir: Optional[Path], pushed: bool, allow_missing: bool,
+             build_id: Optional[str],
              registry: Optional[str], copy_timeout: float, tls_verify: bool = True) -> int:
     """Check that images do not mix accelerator toolkit versions.
 
     REF is any skopeo transport: oci:DIR[:TAG], oci-archive:FILE, docker-archive:FILE,
-    docker://REF, containers-storage:REF. Exit 0 clean, 1 violations (or, with --matrix, an
-    image not found), 2 unreadable.
+    docker://REF, containers-storage:REF; or a bare reference (quay.io/ns/name:tag), read
+    as podman does: from local storage when it is there, else from the registry. With no
+    REF and a matrix named (--matrix before or after the command, or AIPCC_BUILD_MATRIX):
+    every image of the matrix, in local storage or (--pushed) where the build pushed it.
+    Exit 0 clean, 1 violations (or, with a matrix, an image not found), 2 unreadable.
     """
+    from dataclasses import replace
+
     from ..report import validation
     from ..tools.skopeo import Skopeo
     from ..validate import Target
@@ -87,12 +100,15 @@ def validate(context: Context, accelerators: tuple[str, ...], versions: tuple[st
         validate_references,
     )
 
+    # A matrix named in the environment does not turn REFs away: a CI job may export it.
+    matrix_file = context.matrix_path if context.matrix_given and not (
+        refs and context.matrix_given == "environment") else None
     if matrix_file is None and not refs:
         raise click.UsageError("give at least one REF, or --matrix FILE")
     if matrix_file is not None and refs:
         raise click.UsageError("give REFs or --matrix, not both")
     if matrix_file is None and (pushed or allow_missing):
-        raise click.UsageError("--pushed and --allow-missing go with --matrix")
+        raise click.UsageError("--pushed and --allow-missing go with a matrix (--matrix)")
     expectation = parse_expect(expect)
     skopeo = Skopeo(tls_verify=tls_verify, copy_timeout=copy_timeout)
     if matrix_file is not None:
@@ -107,5 +123,6 @@ def validate(context: Context, accelerators: tuple[str, ...], versions: tuple[st
         run = validate_references([Target(ref, expectation) for ref in refs],
                                   strict_layers=strict_layers, platform=platform,
                                   cache_dir=cache_dir, skopeo=skopeo)
+    run = replace(run, outcomes=tuple(_naming_option(o) for o in run.outcomes))
     validation.validation(run, as_json)
     return run.exit_code

@@ -231,7 +231,7 @@ def os_warnings(image: ImageSpec, facts: ToolkitFacts) -> Sequence[str]:
 
 
 def eol_findings(table: CompatTable) -> tuple[CompatRow, ...]:
-    """Rows past EOL or within the warning window: what `compat --check` fails on."""
+    """Rows past EOL or within the warning window: what `compat --check-eol` fails on."""
     return tuple(row for row in table.rows if row.eol_status != SUPPORTED)
 
 

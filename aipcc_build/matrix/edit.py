@@ -21,7 +21,7 @@ from typing import Any, Optional
 
 from ..errors import InputError
 from ..suggest import did_you_mean
-from .expand import expand
+from .expand import expand, version_matches
 from .loader import DRIVER, ONE_LINE, canonical_version, load, parse, several_lines, shown
 from .model import Accelerator, ImageSpec, Matrix, ToolkitVersion
 
@@ -114,20 +114,25 @@ def retire(path: str, retirement: Retirement) -> MatrixEdit:
     current = load(path)
     accelerator = _accelerator(current, retirement.accelerator)
     known = [v.version for v in accelerator.versions]
-    if retirement.version not in known:
-        listed = ", ".join(known) if known else "none"
-        raise InputError(f"{accelerator.name} has no version {retirement.version} "
+    # A prefix names a version as the filters' --version does: 12.8 is 12.8.1.
+    named = [v for v in known if v == retirement.version] or \
+        [v for v in known if version_matches(v, retirement.version)]
+    if len(named) != 1:
+        listed = ", ".join(named or known) or "none"
+        what = "several versions start with" if named else "no version"
+        raise InputError(f"{accelerator.name} has {what} {retirement.version} "
                          f"(versions: {listed})", file=current.path, field="VERSION")
-    index = known.index(retirement.version)
+    version = named[0]
+    index = known.index(version)
     if retirement.remove and len(known) == 1:
         raise _at(accelerator.versions[0],
-                  f"{retirement.version} is the last version of {accelerator.name}: without "
+                  f"{version} is the last version of {accelerator.name}: without "
                   f"versions its images would be renamed {accelerator.name}-<os>; remove the "
                   f"accelerator by hand instead")
-    what = f"retiring {accelerator.name} {retirement.version}"
+    what = f"retiring {accelerator.name} {version}"
     images = tuple(image for image in expand(current)
                    if image.accelerator == accelerator.name
-                   and image.version == retirement.version)
+                   and image.version == version)
 
     original = Path(path).read_text()
     document = _RoundTrip(original)
@@ -138,7 +143,7 @@ def retire(path: str, retirement: Retirement) -> MatrixEdit:
         versions[index]["eol"] = retirement.eol
     text = document.carried_over()
     return MatrixEdit(path=path, text=text, matrix=_validated(path, text, what),
-                      accelerator=accelerator.name, version=retirement.version, what=what,
+                      accelerator=accelerator.name, version=version, what=what,
                       images=images)
 
 

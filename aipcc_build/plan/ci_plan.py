@@ -8,6 +8,7 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional
 
+from ..errors import InputError
 from ..matrix import EVERYTHING, Filters, check_build_id
 from .changes import select
 from .dag import BuildPlan, make_plan, project_path, project_root
@@ -15,6 +16,7 @@ from .dag import BuildPlan, make_plan, project_path, project_root
 if TYPE_CHECKING:
     from ..matrix import Matrix
     from ..render import RenderResult
+    from ..tools.git import Git
     from ..tools.runner import Runner
 
 # The formats a build cluster runs: a registry, base image or index on this machine is no
@@ -39,6 +41,7 @@ class PlanRequest:
     output_dir: Optional[str] = None  # konflux: where its files go (the project root)
     check: bool = False  # konflux: compare with the files on disk, write nothing
     allow_loopback: bool = False  # a cluster format for a cluster on this machine
+    allow_uncommitted: bool = False  # tekton: pin HEAD though the work tree differs
 
     def __post_init__(self) -> None:
         check_build_id(self.build_id)
@@ -51,6 +54,18 @@ class PlanResult:
     plan: BuildPlan
     document: Optional[str] = None  # github, gitlab, tekton: the CI document
     konflux_files: Optional[RenderResult] = None  # konflux: what was written or checked
+
+
+def refuse_uncommitted(git: Git, allowed: bool) -> None:
+    """A PipelineRun clones the commit it pins: a plan made from a work tree that differs
+    from it would list images, Containerfiles or contexts the clone does not have."""
+    changed = [] if allowed else git.uncommitted()
+    if changed:
+        shown = ", ".join(changed[:10]) + (f" and {len(changed) - 10} more"
+                                           if len(changed) > 10 else "")
+        raise InputError(f"the work tree has uncommitted changes ({shown}) but the "
+                         f"PipelineRun builds commit {git.head_commit()[:12]}: commit them "
+                         "first, or allow it", field="allow_uncommitted")
 
 
 def plan_ci(matrix: Matrix, request: PlanRequest, runner: Runner) -> PlanResult:
@@ -90,5 +105,7 @@ def plan_ci(matrix: Matrix, request: PlanRequest, runner: Runner) -> PlanResult:
     if request.output_format in emit.PINS_COMMIT:
         source = emit.GitSource(url=matrix.ci.source_url or git.remote_url(),
                                 revision=git.head_commit())
-    return PlanResult(build_plan, document=emit.ci_document(
-        request.output_format, matrix, build_plan, command, source))
+    document = emit.ci_document(request.output_format, matrix, build_plan, command, source)
+    if source is not None:
+        refuse_uncommitted(git, request.allow_uncommitted)
+    return PlanResult(build_plan, document=document)

@@ -25,7 +25,7 @@ from ..tools.registry_http import UNKNOWN
 from ..tools.retry import Retry, with_retries
 from ..tools.runner import Runner
 from ..tools.skopeo import Skopeo
-from .transfer import Copy, Event, OnEvent, Probe, each, no_credentials
+from .transfer import Copy, Event, OnEvent, Probe, RegistryCheck, each, no_credentials
 
 
 @dataclass(frozen=True)
@@ -136,12 +136,17 @@ def _plan(request: PromoteRequest) -> tuple[str, list[ReportEntry], list[Copy], 
 
 
 def promote(request: PromoteRequest, runner: Optional[Runner] = None,
-            on_event: Optional[OnEvent] = None, probe: Optional[Probe] = None) -> PromoteResult:
-    """Check the sources, then every destination tag (JOBS at once: a rerun with nothing
-    new costs one look per tag), then copy each image once and give it its other tags."""
+            on_event: Optional[OnEvent] = None, probe: Optional[Probe] = None,
+            check: Optional[RegistryCheck] = None) -> PromoteResult:
+    """Check the registries answer (CHECK), the sources, then every destination tag (JOBS
+    at once: a rerun with nothing new costs one look per tag), then copy each image once
+    and give it its other tags."""
     skopeo = Skopeo(runner)
     emit = on_event or (lambda event: None)
     build_id, entries, copies, tags = _plan(request)
+    if check is not None:
+        check([str(e.reference) for e in entries] + [c.dest for c in copies],
+              request.tls_verify, request.authfile)
 
     def digest(pair: tuple[str, str]) -> Optional[str]:
         ref, key = pair

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Optional, TypeVar
 
 from ..errors import InputError, without_credentials
 
@@ -65,3 +65,23 @@ def no_credentials(destination: str, field: str = "to") -> str:
         raise InputError(f"'{masked}' holds credentials: they would show in logs and errors; "
                          "give them in an auth file (--authfile)", field=field)
     return destination
+
+
+# Checks that every registry of REFERENCES answers (TLS_VERIFY, AUTHFILE) before any look.
+RegistryCheck = Callable[[Sequence[str], bool, Optional[str]], None]
+
+
+def registries_answer(references: Sequence[str], tls_verify: bool,
+                      authfile: Optional[str]) -> None:
+    """The build's registry check (`GET /v2/` within seconds, the auth file's login), for a
+    copy: a registry that is down fails now, not after every retry of every look."""
+    import os
+
+    from ..errors import CheckFailed
+    from ..imagebuild.preflight import check_registries
+
+    environ = dict(os.environ, REGISTRY_AUTH_FILE=authfile) if authfile else os.environ
+    try:
+        check_registries(references, tls_verify, environ)
+    except CheckFailed as exc:
+        raise CheckFailed(str(exc)) from None  # about --to as much as the source registry

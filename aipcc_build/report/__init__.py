@@ -2,8 +2,19 @@
 code returns typed results; only this package shows them. (The build report, a file the
 later stages read, is the build stage's: `imagebuild.build_report`.)"""
 
-from .console import deliver, emit_json, error, interactive, shown_path, table, warning, wrote
+from .console import (
+    deliver,
+    emit_json,
+    error,
+    interactive,
+    note,
+    shown_path,
+    table,
+    warning,
+    wrote,
+)
 
 __all__ = [
-    "deliver", "emit_json", "error", "interactive", "shown_path", "table", "warning", "wrote",
+    "deliver", "emit_json", "error", "interactive", "note", "shown_path", "table", "warning",
+    "wrote",
 ]

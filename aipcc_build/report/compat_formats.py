@@ -237,7 +237,7 @@ th[scope=row] {{ background: #f6f6f6; text-align: left; white-space: nowrap; }}
 
 
 def render_eol_findings(findings: Sequence[CompatRow]) -> str:
-    """One line per image past EOL or inside the warning window, for `compat --check`."""
+    """One line per image past EOL or inside the warning window, for `compat --check-eol`."""
     return "".join(
         f"{row.kind}/{row.name}: {row.accelerator} {row.version} "
         + (f"reached end of life on {row.eol} ({-row.days_to_eol} days ago)\n"
@@ -306,7 +306,7 @@ def show_table(table: CompatTable) -> None:
 
 
 def eol_check(table: CompatTable) -> int:
-    """`compat --check`: the images past EOL or within the warning window on stdout, the
+    """`compat --check-eol`: the images past EOL or within the warning window on stdout, the
     count on stderr; how many there are."""
     findings = eol_findings(table)
     sys.stdout.write(render_eol_findings(findings))

@@ -31,6 +31,11 @@ def warning(message: str) -> None:
     sys.stderr.write(f"aipcc-build: warning: {message}\n")
 
 
+def note(message: str) -> None:
+    """Something a person should know about the run, not an error nor a warning."""
+    sys.stderr.write(f"aipcc-build: {message}\n")
+
+
 def wrote(path: str) -> None:
     """Say what was written, and when it is outside the working directory, say so."""
     outside = os.path.relpath(path).startswith("..")
@@ -64,7 +69,7 @@ def deliver(text: str, output: Optional[str], *, check_drift: bool = False) -> b
 
     if check_drift:
         if not same_content(output, text):
-            error(f"{shown_path(output)} is out of date: rerun without --check-drift")
+            error(f"{shown_path(output)} is out of date: rerun without --check")
             return False
         sys.stderr.write(f"{shown_path(output)} is up to date\n")
         return True

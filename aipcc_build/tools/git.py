@@ -50,6 +50,20 @@ class Git:
     def head_commit(self) -> str:
         return self._run(["rev-parse", "HEAD"]).strip()
 
+    def uncommitted(self) -> list[str]:
+        """Paths (relative to the top level) the work tree changes, adds or deletes
+        against HEAD, untracked ones included, ignored ones not."""
+        entries = iter(self._run(["status", "--porcelain=v1", "-z",
+                                  "--untracked-files=all"]).split("\0"))
+        paths = []
+        for entry in entries:
+            if len(entry) < 4:
+                continue
+            paths.append(entry[3:])
+            if "R" in entry[:2] or "C" in entry[:2]:
+                next(entries, None)  # a rename's or copy's former path follows
+        return paths
+
     def remote_url(self, remote: str = "origin") -> str:
         try:
             return self._run(["remote", "get-url", remote]).strip()

@@ -26,6 +26,8 @@ _NOT_FOUND = (
     "no such image",
     "name unknown",
 )
+# The transports a reference may start with (TRANSPORT:REST), as skopeo names them.
+TRANSPORTS = ("oci", "oci-archive", "docker-archive", "dir", "docker", "containers-storage")
 # An inspect is a short call; a copy moves whole images.
 INSPECT_TIMEOUT = SHORT_TIMEOUT
 COPY_TIMEOUT = 3600.0

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from ..errors import AipccError
-from ..tools.skopeo import Skopeo
+from ..tools.skopeo import TRANSPORTS, Skopeo
 from .blobs import LayerJob, TarSplitLayer
 from .cache import LayerCache, default_cache_dir
 from .image import PlatformImage, open_image
@@ -180,6 +180,7 @@ class Outcome:
     target: Target
     verdicts: tuple[ImageVerdict, ...] = ()
     error: Optional[str] = None  # the image could not be read
+    error_field: Optional[str] = None  # the request field that fixes it (tls_verify)
     skipped: bool = False  # not found where the matrix's images were looked for
 
     @property
@@ -222,14 +223,27 @@ def validate_targets(targets: Sequence[Target], *, strict_layers: bool = False,
             if target.only_if_present and not tool.exists(target.ref):
                 outcomes.append(Outcome(target, skipped=True))
                 continue
+            target = replace(target, ref=with_transport(target.ref, tool))
             verdicts = validate_image(target.ref, expect=target.expect, allow=target.allow,
                                       strict_layers=strict_layers, platform=platform,
                                       cache_dir=cache_dir, skopeo=tool)
         except AipccError as exc:
-            outcomes.append(Outcome(target, error=str(exc)))
+            outcomes.append(Outcome(target, error=str(exc), error_field=exc.field))
             continue
         outcomes.append(Outcome(target, tuple(verdicts)))
     return outcomes
+
+
+def with_transport(ref: str, skopeo: Skopeo) -> str:
+    """REF as skopeo takes it. A bare reference (quay.io/ns/name:tag, as the matrix and
+    podman print them) is read as podman does: from local storage when the image is there,
+    else from its registry; the transport chosen stays in the reference the report shows."""
+    from ..image_reference import is_reference
+
+    if ref.partition(":")[0] in TRANSPORTS or not is_reference(ref):
+        return ref
+    local = f"containers-storage:{ref}"
+    return local if skopeo.exists(local) else f"docker://{ref}"
 
 
 def validate_built(spec: ImageSpec, image_id: str, *, cache_dir: Optional[Path] = None,

@@ -472,9 +472,13 @@ def judge(ref: str, image: PlatformImage, scans: Sequence[LayerScan],
                 expected = expected or Expectation(family, source="inferred")
     if expected is None:
         expected = _infer(present, image.env)
-    elif expected.accelerator in FAMILIES and expected.release is None and not mixed:
+    elif expected.accelerator in FAMILIES and not mixed and (
+            expected.release is None or "." not in expected.release):
+        # No release, or a major only (cuda=13: any 13.x): the one the evidence holds.
         inferred = _infer(present, image.env, expected.accelerator)
-        expected = replace(expected, version=inferred.version)
+        if expected.release is None or \
+                (inferred.release or "").split(".")[0] == expected.release:
+            expected = replace(expected, version=inferred.version)
 
     for evidence, releases, digest, gone in items:
         status, reason = judge_evidence(evidence, releases, expected,

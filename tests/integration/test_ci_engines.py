@@ -147,7 +147,7 @@ def test_gitlab_child_pipeline_builds_the_demo_from_a_clean_clone(
         engines: dict[str, str], ci_registry: Registry, clone: Path) -> None:
     namespace = f"{ci_registry.host}/gitlab"
     plan_child_pipeline(env=engines, clone=clone,
-                        plan_args=f"--registry {namespace} --tls-verify false --build-id 1 "
+                        plan_args=f"--registry {namespace} --no-tls-verify --build-id 1 "
                                   f"{HOST}")
     done = gitlab_ci_local(engines, clone, "--file", "child-pipeline.yml")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr
@@ -187,7 +187,7 @@ def test_gitlab_job_of_a_mixed_image_fails_and_its_junit_names_the_package(
         engines: dict[str, str], ci_registry: Registry, mixed_clone: Path) -> None:
     namespace = f"{ci_registry.host}/gitlab-mixed"
     plan_child_pipeline(env=engines, clone=mixed_clone,
-                        plan_args=f"--registry {namespace} --tls-verify false --build-id 2 "
+                        plan_args=f"--registry {namespace} --no-tls-verify --build-id 2 "
                                   f"--only base/cuda-12.8-debian {HOST}")
     done = gitlab_ci_local(engines, mixed_clone, "--file", "child-pipeline.yml")
     assert done.returncode != 0
@@ -230,7 +230,7 @@ def test_github_workflow_runs_end_to_end_under_act(
         engines: dict[str, str], ci_registry: Registry, clone: Path, tmp_path: Path) -> None:
     namespace = f"{ci_registry.host}/github"
     done = act(engines, clone, tmp_path / "artifacts",
-               f"--registry {namespace} --tls-verify false --build-id 3 --accelerator cpu "
+               f"--registry {namespace} --no-tls-verify --build-id 3 --accelerator cpu "
                f"{HOST}")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr
     parent = layers(f"{namespace}/base/cpu-debian:1.0-3")
@@ -250,7 +250,7 @@ def test_github_pull_request_from_a_fork_builds_and_validates_without_pushing(
         "number": 7, "head": {"sha": head, "repo": {"full_name": "someone/fork"}},
         "base": {"sha": ""}}}))
     done = act(engines, clone, tmp_path / "artifacts",
-               f"--registry {namespace} --tls-verify false --accelerator cpu {HOST}",
+               f"--registry {namespace} --no-tls-verify --accelerator cpu {HOST}",
                "pull_request", "-e", str(payload))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr
     kept = tmp_path / "artifacts" / "base-cpu-debian"
@@ -268,7 +268,7 @@ def test_github_failed_image_skips_only_its_dependents(
         tmp_path: Path) -> None:
     namespace = f"{ci_registry.host}/github-mixed"
     done = act(engines, mixed_clone, tmp_path / "artifacts",
-               f"--registry {namespace} --tls-verify false --build-id 4 --accelerator cuda "
+               f"--registry {namespace} --no-tls-verify --build-id 4 --accelerator cuda "
                f"{HOST}")
     assert done.returncode != 0  # the run fails: one image did
     assert skopeo_raw(f"{namespace}/base/cuda-12.9-debian:1.0-4")["layers"]
@@ -336,7 +336,7 @@ def test_tekton_validates_each_platform_then_its_join_pushes_the_manifest_list(
         planned = subprocess.run(
             [sys.executable, "-m", "aipcc_build", "--matrix", str(project / "matrix/demo.yaml"),
              "plan", "--format", "tekton", "--allow-loopback", "--only", "base/cpu-debian",
-             "--registry", namespace, "--tls-verify", "false", "--build-id", "3", *args],
+             "--registry", namespace, "--no-tls-verify", "--build-id", "3", *args],
             cwd=REPO, capture_output=True, text=True, timeout=120)
         assert planned.returncode == 0, planned.stderr
         document = yaml.safe_load(planned.stdout)

@@ -51,7 +51,7 @@ def test_the_demo_builds_on_debian_with_pip_from_the_index(
     # The host's platform only: the index holds this host's wheels (the arm64 instances,
     # emulated, are what tests/integration/test_multiarch.py builds).
     done = aipcc_build(tmp_path, "--matrix", str(REPO / "matrix" / "demo.yaml"), "matrix",
-                       "--push", "--registry", namespace, "--tls-verify=false",
+                       "--push", "--registry", namespace, "--no-tls-verify",
                        "--platform", "linux/amd64")
     assert done.returncode == 0, done.stderr
     images = {i["key"]: i for i in json.loads((tmp_path / "build-report.json").read_text())

@@ -106,7 +106,7 @@ def test_concurrent_dag_build_pushed_with_tags_and_labels(
         tmp_path: Path, unique_base: tuple[str, str], namespace: str) -> None:
     write_matrix(tmp_path, unique_base[0], {v: {"sleep": 2} for v in CUDA_VERSIONS})
     done = aipcc_build(tmp_path, "--matrix", "matrix/test.yaml", "matrix", "--jobs", "4",
-                       "--push", "--registry", namespace, "--tls-verify=false",
+                       "--push", "--registry", namespace, "--no-tls-verify",
                        "--build-id", "42", "--junit", "junit.xml")
     assert done.returncode == 0, done.stderr
     images = by_key(report(tmp_path))
@@ -233,7 +233,7 @@ def test_push_to_a_stopped_registry_ends_push_failed(
     write_matrix(tmp_path, unique_base[0], {"12.9.1": {"sleep": 3}}, child=False)
     proc = subprocess.Popen(
         [sys.executable, "-m", "aipcc_build", "--matrix", "matrix/test.yaml", "matrix",
-         "--push", "--registry", namespace, "--tls-verify=false", "--retries", "1"],
+         "--push", "--registry", namespace, "--no-tls-verify", "--retries", "1"],
         cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     # The registry answered the check before the first build, then stops.
     log = tmp_path / "logs" / "base" / "cuda-12.9-bb.log"
@@ -263,7 +263,7 @@ def test_credentials_from_an_auth_file_never_show(
     auth_file = tmp_path / "auth.json"
     auth_file.write_text(json.dumps({"auths": {registry.host: {"auth": auth}}}))
     done = aipcc_build(tmp_path, "--matrix", "matrix/test.yaml", "matrix", "--push",
-                       "--registry", namespace, "--tls-verify=false", "--junit", "junit.xml",
+                       "--registry", namespace, "--no-tls-verify", "--junit", "junit.xml",
                        env={"REGISTRY_AUTH_FILE": str(auth_file)})
     assert done.returncode == 0, done.stderr
     # Where the run pushed: promote and mirror default to it (issue 22.20).
@@ -305,11 +305,11 @@ def test_one_image_job_builds_from_the_parent_this_build_pushed_to_its_registry(
     write_matrix(tmp_path, unique_base[0], {"12.8.1": {"sleep": 0}})
     parent = aipcc_build(tmp_path, "--matrix", "matrix/test.yaml", "matrix", "--only",
                          "base/cuda-12.8-bb", "--registry", namespace, "--build-id", "7",
-                         "--push", "--tls-verify=false")
+                         "--push", "--no-tls-verify")
     assert parent.returncode == 0, parent.stderr
     child = aipcc_build(tmp_path, "--matrix", "matrix/test.yaml", "matrix", "--only",
                         "child/cuda-12.8-bb", "--registry", namespace, "--build-id", "7",
-                        "--push", "--tls-verify=false", "--report", "child.json")
+                        "--push", "--no-tls-verify", "--report", "child.json")
     assert child.returncode == 0, child.stderr
     built = by_key(json.loads((tmp_path / "child.json").read_text()))["child/cuda-12.8-bb"]
     log = (tmp_path / built["log"]).read_text()
@@ -382,7 +382,7 @@ def test_two_concurrent_runs_of_one_build_id_never_overwrite_each_other(
         write_matrix(root, unique_base[0], {"12.9.1": {"sleep": 2}}, child=False)
         runs.append((root, subprocess.Popen(
             [sys.executable, "-m", "aipcc_build", "--matrix", "matrix/test.yaml", "matrix",
-             "--push", "--registry", namespace, "--tls-verify=false", "--build-id", "7",
+             "--push", "--registry", namespace, "--no-tls-verify", "--build-id", "7",
              "--retries", "0", "--no-layers"],
             cwd=root, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
     outcomes = {}
@@ -420,7 +420,7 @@ def test_a_registry_that_never_answers_or_refuses_the_login_stops_the_run_before
         host = f"127.0.0.1:{silent.getsockname()[1]}"
         started = time.monotonic()
         done = aipcc_build(tmp_path, "--matrix", "matrix/test.yaml", "matrix", "--push",
-                           "--registry", f"{host}/ns", "--tls-verify=false")
+                           "--registry", f"{host}/ns", "--no-tls-verify")
         took = time.monotonic() - started
     assert done.returncode == 1, done.stderr
     assert f"registry {host} does not answer within 10 s" in done.stderr
@@ -438,7 +438,7 @@ def test_a_registry_that_never_answers_or_refuses_the_login_stops_the_run_before
         auth = base64.b64encode(login).decode()
         auth_file.write_text(json.dumps({"auths": {locked.host: {"auth": auth}}}))
         return aipcc_build(tmp_path, "--matrix", "matrix/test.yaml", "matrix", "--push",
-                           "--registry", f"{locked.host}/ns", "--tls-verify=false",
+                           "--registry", f"{locked.host}/ns", "--no-tls-verify",
                            env={"REGISTRY_AUTH_FILE": str(auth_file)}), auth
 
     try:
@@ -470,7 +470,7 @@ def test_a_push_that_makes_no_progress_is_stopped(
     with FlakyProxy(registry.host, failures=0, hang=("POST", "PUT", "PATCH")) as silent:
         started = time.monotonic()
         done = aipcc_build(tmp_path, "--matrix", "matrix/test.yaml", "matrix", "--push",
-                           "--registry", f"{silent.host}/{path}", "--tls-verify=false",
+                           "--registry", f"{silent.host}/{path}", "--no-tls-verify",
                            "--retries", "0", "--push-stall", "3")
         took = time.monotonic() - started
     assert done.returncode == 1, done.stderr

@@ -85,7 +85,7 @@ def remove_lists(prefix: str) -> None:
 def test_two_platforms_one_name(project: Path, namespace: str) -> None:
     try:
         result = aipcc_build(project, "--matrix", "matrix/m.yaml", "matrix", "--push",
-                             "--registry", namespace, "--tls-verify=false", "--jobs", "2",
+                             "--registry", namespace, "--no-tls-verify", "--jobs", "2",
                              "--junit", "junit.xml", timeout=600)
         entries = report(project)["images"]
     finally:
@@ -128,10 +128,10 @@ def test_two_platforms_one_name(project: Path, namespace: str) -> None:
 
     # `validate` on a pushed list checks every platform, or the one asked for.
     ref = f"docker://{namespace}/child/cpu-deb:1-dev"
-    every = aipcc_build(project, "validate", "--tls-verify=false", "--expect", "cpu", ref)
+    every = aipcc_build(project, "validate", "--no-tls-verify", "--expect", "cpu", ref)
     assert every.returncode == 0, every.stdout + every.stderr
     assert "linux/amd64" in every.stdout and "linux/arm64" in every.stdout
-    one = aipcc_build(project, "validate", "--tls-verify=false", "--expect", "cpu",
+    one = aipcc_build(project, "validate", "--no-tls-verify", "--expect", "cpu",
                       "--platform", "linux/arm64", ref)
     assert one.returncode == 0 and "linux/amd64" not in one.stdout, one.stdout
 

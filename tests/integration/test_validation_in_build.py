@@ -64,7 +64,7 @@ def test_mixed_image_fails_validation_and_is_not_pushed(
     apply(matrix, render_all(matrix), check=False, remove_stale=False)
 
     result = aipcc_build(tmp_path, "--matrix", "matrix/test.yaml", "matrix", "--push",
-                         "--registry", namespace, "--tls-verify=false", "--jobs", "2")
+                         "--registry", namespace, "--no-tls-verify", "--jobs", "2")
     assert result.returncode == 1, result.stdout + result.stderr
     images = by_key(report(tmp_path))
     failed = images["base/cuda-12.8-bb"]

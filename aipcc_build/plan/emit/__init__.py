@@ -60,7 +60,7 @@ class JobCommand:
         for platform in self.platforms:
             args += ["--platform", platform]
         if not self.tls_verify:
-            args += ["--tls-verify", "false"]
+            args += ["--no-tls-verify"]
         if self.parent_build_id:
             args += ["--parent-build-id", self.parent_build_id]
         if self.jobs is not None:

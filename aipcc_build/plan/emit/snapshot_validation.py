@@ -62,7 +62,8 @@ def validate_snapshot(snapshot: dict[str, Any], tls_verify: str,
         for platform in wanted:
             label = f"{name} {platform}".strip()
             print(f"== {label}: {image}", flush=True)
-            argv = ["aipcc-build", "validate", "--tls-verify", tls_verify,
+            argv = ["aipcc-build", "validate",
+                    "--tls-verify" if tls_verify == "true" else "--no-tls-verify",
                     *(["--platform", platform] if platform else []), "docker://" + image]
             try:
                 code = run(argv, timeout=VALIDATE_TIMEOUT).returncode

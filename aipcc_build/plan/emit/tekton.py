@@ -32,8 +32,9 @@ NODE_ARCH_LABEL = "kubernetes.io/arch"
 # An image pushed as IMAGE (`repository:tag`) by its DIGEST: containers/image refuses a
 # reference with both a tag and a digest, so the tag goes (${IMAGE%:*}: a registry's port
 # comes before the last colon).
-VALIDATE_SCRIPT = ('aipcc-build validate --tls-verify "$TLSVERIFY"{only} '
-                   '"docker://${{IMAGE%:*}}@$DIGEST"')
+# TLSVERIFY is the buildah tasks' "true"/"false"; aipcc-build takes --tls-verify/--no-.
+VALIDATE_SCRIPT = ('aipcc-build validate "--$([ "$TLSVERIFY" = false ] && echo no-)tls-verify"'
+                   '{only} "docker://${{IMAGE%:*}}@$DIGEST"')
 # Plain Tekton's join, in the CI image: the validated platform images, given as arguments
 # (`repository:tag@sha256:...`, as Konflux's build-image-index takes them), become one
 # manifest list pushed under IMAGE with them.

@@ -145,7 +145,7 @@ def test_github_matrix_per_wave_validates(project, run, tmp_path):
 
 def test_plan_carries_its_options_into_every_job(project, run):
     output = plan(run, project / "matrix/aipcc.yaml", "--format", "github", "--registry",
-                  "registry.example:5000/ns", "--tls-verify", "false", "--parent-build-id",
+                  "registry.example:5000/ns", "--no-tls-verify", "--parent-build-id",
                   "41", "--jobs", "2", "--capacity", "cpu=8,gpu=1", "--build-id", "42").out
     document = json.loads(output)
     assert document["registry_host"] == "registry.example:5000"
@@ -154,7 +154,7 @@ def test_plan_carries_its_options_into_every_job(project, run):
         for entry in document[wave]["include"]:
             assert entry["command"] == (
                 f"aipcc-build --matrix matrix/aipcc.yaml matrix --only {entry['key']} "
-                "--build-id 42 --registry registry.example:5000/ns --tls-verify false "
+                "--build-id 42 --registry registry.example:5000/ns --no-tls-verify "
                 "--parent-build-id 41 --jobs 2 --capacity cpu=8,gpu=1 --report "
                 "build-report.json --junit junit.xml --log-dir logs --push")
 
@@ -526,7 +526,7 @@ def test_tekton_names_stay_valid_and_unique_when_long(tmp_path, run):
     git(tmp_path, "remote", "add", "origin", "https://git.example.com/big.git")
     git(tmp_path, "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q",
         "--allow-empty", "-m", "x")
-    output = plan(run, path, "--format", "tekton").out
+    output = plan(run, path, "--format", "tekton", "--allow-uncommitted").out
     names = [t["name"] for t in yaml.safe_load(output)["spec"]["pipelineSpec"]["tasks"]]
     assert len(names) == len(set(names)) == 4 * 3  # clone, build, validate per image
     for name in names:
@@ -541,7 +541,7 @@ def test_tekton_names_of_an_image_of_several_platforms_stay_labels_when_long(tmp
     git(tmp_path, "remote", "add", "origin", "https://git.example.com/big.git")
     git(tmp_path, "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q",
         "--allow-empty", "-m", "x")
-    output = plan(run, path, "--format", "tekton").out
+    output = plan(run, path, "--format", "tekton", "--allow-uncommitted").out
     assert tekton_schema.errors(output) == []
     names = [t["name"] for t in yaml.safe_load(output)["spec"]["pipelineSpec"]["tasks"]]
     # Per image: clone, build and validate per platform, and a join.

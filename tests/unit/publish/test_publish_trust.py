@@ -158,3 +158,41 @@ def test_promote_takes_the_product_from_the_report_never_from_a_default_matrix(
         bad = cli("promote", "--report", str(recorded), "--to", "127.0.0.1:9/r", "--dry-run")
         assert bad.code == 2 and "product" in bad.err and "Traceback" not in bad.err
         assert len(bad.err.strip().splitlines()) == 1
+
+def test_promote_to_a_dead_registry_says_so_before_any_retry(tmp_path: Path, cli) -> None:
+    """As `matrix` does, promote asks each registry's /v2/ first: a registry that is down
+    ends the run at once (it used to retry every look for 16 s)."""
+    path = tmp_path / "r.json"
+    images = [{"key": key, "status": "ok", "digest": DIGEST,
+               "reference": f"127.0.0.1:9/aipcc-demo/{key}:1.0-7"} for key in KEYS]
+    path.write_text(json.dumps({"schema": 1, "build_id": "7", "registry": "127.0.0.1:9/aipcc-demo",
+                                "images": images}))
+    done = cli("--matrix", DEMO, "promote", "--report", str(path), "--to",
+               "127.0.0.1:9/release", "--registry", "127.0.0.1:9/aipcc-demo",
+               "--no-tls-verify")
+    assert done.code == 1, done.err
+    assert "registry 127.0.0.1:9 does not answer" in done.err
+    assert "retry" not in done.out + done.err
+
+
+@pytest.mark.parametrize("stderr, says, option", [
+    ('time="2026-11-28T00:42:39Z" level=fatal msg="Error parsing image name \\"docker://'
+     '127.0.0.1:9/ns/x:1\\": pinging container registry 127.0.0.1:9: Get \\"http://'
+     '127.0.0.1:9/v2/\\": dial tcp 127.0.0.1:9: connect: connection refused"',
+     "nothing answers at 127.0.0.1:9 (connection refused): is the registry running there?",
+     None),
+    ('time="2026-11-28T00:50:01Z" level=fatal msg="Error parsing image name \\"docker://'
+     '127.0.0.1:5000/ns/x:1\\": pinging container registry 127.0.0.1:5000: Get \\"https://'
+     '127.0.0.1:5000/v2/\\": http: server gave HTTP response to HTTPS client"',
+     "the registry 127.0.0.1:5000 speaks plain HTTP, not HTTPS", "tls_verify"),
+    ('time="2026-11-28T00:50:01Z" level=fatal msg="initializing source docker://quay.io/a/b:1:'
+     ' reading manifest 1 in quay.io/a/b: unauthorized: access to the requested resource is '
+     'not authorized"', "the registry quay.io wants credentials", None),
+])
+def test_registry_errors_say_what_happened_and_what_fixes_it(stderr: str, says: str,
+                                                             option: str | None) -> None:
+    """skopeo's words (as the real skopeo printed them) stay, as the detail only."""
+    error = ToolError(["skopeo", "inspect", "docker://x"], 1, stderr)
+    assert str(error).startswith(says), str(error)
+    assert "(skopeo: " in str(error) and "level=fatal" not in str(error)
+    assert error.field == option

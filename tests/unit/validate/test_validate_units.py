@@ -23,7 +23,7 @@ from aipcc_build.validate.config_env import config_evidence
 from aipcc_build.validate.detect import package_evidence, rocm_release
 from aipcc_build.validate.image import PlatformImage
 from aipcc_build.validate.layers import TarWalker, escapes_root, normalize, scan_layer
-from aipcc_build.validate.results import Evidence, Expectation, LayerScan
+from aipcc_build.validate.results import Evidence, Expectation, ImageVerdict, LayerScan
 from aipcc_build.validate.rpmdb import read_packages
 from aipcc_build.validate.symlinks import resolve_link
 from aipcc_build.validate.verdict import judge
@@ -311,3 +311,21 @@ def test_small_layers_are_scanned_without_a_process_pool(tmp_path: Path, monkeyp
                              BlobLocation(str(blob))))
     scans, cached = scan_layers(jobs, LayerCache(tmp_path / "cache"))
     assert len(scans) == 3 and not cached
+
+
+def test_an_expected_major_only_means_any_release_of_it_but_not_a_mix(tmp_path: Path) -> None:
+    """--expect cuda=13 reads as any 13.x: the release the evidence holds; a 12.x in the
+    image still fails, and so does a mix of two 13.x releases."""
+    def verdict(*paths: str) -> ImageVerdict:
+        layer = scan(tmp_path, tar_bytes([member(p, b"x") for p in paths]), "major")
+        return judge("ref", image(), [layer], Expectation("cuda", "13", source="argument"),
+                     (), False, 0)
+
+    ok = verdict("usr/local/cuda-13.0/lib64/libcudart.so.13.0.48")
+    assert ok.verdict == "ok", [f.reason for f in ok.findings]
+    assert str(ok.expected) == "cuda 13.0"
+    older = verdict("usr/local/cuda-12.9/lib64/libcudart.so.12.9.79")
+    assert older.verdict == "failed"
+    mixed = verdict("usr/local/cuda-13.0/lib64/libcudart.so.13.0.48",
+                    "usr/local/cuda-13.1/lib64/libcublas.so.13.1.0.3")
+    assert mixed.verdict == "failed"
