@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import click
 
-from .options import DATE, Context, cli, name_values, pass_context
+from .options import DATE, Context, cli, name_values, pass_context, resolved_build_id
+
+if TYPE_CHECKING:
+    from ..compat.generated import Regenerated
 
 
 @cli.command(name="add-version")
@@ -33,7 +36,7 @@ def add_version(context: Context, accelerator: str, version: str, min_driver: Op
     result = add_version(context.matrix_path, NewVersion(
         accelerator=accelerator, version=version, min_driver=min_driver,
         eol=eol.date() if eol else None, vars=variables))
-    matrix_output.added_version(result)
+    matrix_output.added_version(result, _regenerated(context))
     return 0
 
 
@@ -59,5 +62,18 @@ def retire(context: Context, accelerator: str, version: str, eol: Optional[dt.da
     result = retire(context.matrix_path, Retirement(
         accelerator=accelerator, version=version, eol=eol.date() if eol else None,
         remove=remove))
-    matrix_output.retired(result)
+    matrix_output.retired(result, _regenerated(context))
     return 0
+
+
+def _regenerated(context: Context) -> Regenerated:
+    """The edited matrix's other committed generated files, rewritten (the drift checks)."""
+    from ..compat.generated import regenerate
+    from ..report import compat_formats
+    from ..toolkit.facts import load_facts
+    from ..tools.runner import ProcessRunner
+
+    facts = load_facts()
+    return regenerate(context.load(), facts, build_id=resolved_build_id(None),
+                      runner=ProcessRunner(), page=lambda table: compat_formats.document(
+                          table, "markdown", facts.sources(), stable=True))

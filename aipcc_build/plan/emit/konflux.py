@@ -603,6 +603,17 @@ def _current(base: Path, relative: str) -> Optional[str]:
         raise InputError(f"cannot read it: {why}", file=str(path)) from None
 
 
+def generated_from(root: str, matrix_path: str) -> bool:
+    """Whether ROOT holds Konflux files an earlier plan wrote from MATRIX_PATH (relative
+    to the project root): the files a matrix edit must regenerate."""
+    note = f"{HEADER} from {matrix_path}:"
+    for path in _ours(Path(root)):
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            if handle.readline().startswith(note):
+                return True
+    return False
+
+
 def _ours(base: Path) -> list[Path]:
     """The files under ROOT an earlier plan wrote (they start with our header)."""
     found = []

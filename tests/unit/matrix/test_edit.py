@@ -92,12 +92,28 @@ def test_add_version_prints_images_and_registry_request(project, run):
                       "quay.io/aipcc/base-images/cuda-12.10-el9.6:3.0-dev",
                       "quay.io/aipcc/devel/cuda-12.10-el9.6:3.0-dev"):
         assert reference in result.out
-    request = result.out.split("paste into a ticket):", 1)[1]
+    request, indexes = result.out.split("paste into a ticket):")[1:]
     assert "Please create the following 3 container image repositories" in request
     repositories = [line.split()[1] for line in request.splitlines() if line.startswith("- ")]
     assert repositories == ["quay.io/aipcc/builder/cuda-12.10-ubi9",
                             "quay.io/aipcc/base-images/cuda-12.10-el9.6",
                             "quay.io/aipcc/devel/cuda-12.10-el9.6"]
+    # The wheel index the new images are configured for: without it they cannot build.
+    urls = [line.split()[1] for line in indexes.splitlines() if line.startswith("- ")]
+    assert urls == ["https://packages.redhat.com/api/pypi/public-rhai/rhoai/3.0/"
+                    "cuda12.10-ubi9/simple/"]
+    assert "variant cuda12.10-ubi9" in indexes
+
+
+def test_add_version_to_the_demo_names_the_wheel_list_section(tmp_path, run):
+    """The demo's indexes are published here from matrix/demo-wheels.txt: a new variant
+    needs its own section there, or the build finds no wheel."""
+    shipped_project(tmp_path)
+    result = run("--matrix", str(tmp_path / "matrix/demo.yaml"), "add-version", "cuda",
+                 "13.0.1")
+    assert result.code == 0, result.err
+    assert "http://127.0.0.1:8580/1.0/cuda13.0-debian/simple/" in result.out
+    assert "cuda13.0-debian to matrix/demo-wheels.txt" in result.out
 
 
 @pytest.mark.parametrize("args, message", [
