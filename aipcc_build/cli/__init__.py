@@ -27,7 +27,7 @@ OPTION_OF_FIELD = {
     "push_timeout": "--push-timeout",
     "push_stall": "--push-stall",
     "allow_eol": "--allow-eol",
-    "min_driver": "--min-driver",
+    "native_driver": "--native-driver",
     "vars": "--var NAME=VALUE",
     "driver": "--driver",
     "gpu": "--gpu",

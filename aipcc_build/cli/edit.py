@@ -16,13 +16,17 @@ if TYPE_CHECKING:
 @cli.command(name="add-version")
 @click.argument("accelerator")
 @click.argument("version")
-@click.option("--min-driver", metavar="X.Y.Z", help="Oldest driver the toolkit supports.")
+@click.option("--native-driver", "--min-driver", "native_driver", metavar="X.Y.Z",
+              help="The driver this release needs natively: NVIDIA's minimum required "
+                   "driver of the release, e.g. 580.65.06 for CUDA 13.0 (older drivers may "
+                   "still run it under minor-version compatibility; --min-driver is its old "
+                   "name).")
 @click.option("--eol", type=DATE, metavar="YYYY-MM-DD", help="End-of-life date.")
 @click.option("--var", "variables", multiple=True, metavar="NAME=VALUE", callback=name_values,
               help="A template variable of this version, such as cudart=12.9.79-1 "
                    "(repeatable).")
 @pass_context
-def add_version(context: Context, accelerator: str, version: str, min_driver: Optional[str],
+def add_version(context: Context, accelerator: str, version: str, native_driver: Optional[str],
                 eol: Optional[dt.datetime], variables: dict[str, str]) -> int:
     """Add toolkit VERSION (X.Y.Z) of ACCELERATOR to the matrix and render its images.
 
@@ -34,7 +38,7 @@ def add_version(context: Context, accelerator: str, version: str, min_driver: Op
     from ..report import matrix_output
 
     result = add_version(context.matrix_path, NewVersion(
-        accelerator=accelerator, version=version, min_driver=min_driver,
+        accelerator=accelerator, version=version, native_driver=native_driver,
         eol=eol.date() if eol else None, vars=variables))
     matrix_output.added_version(result, _regenerated(context))
     return 0

@@ -15,7 +15,14 @@ from typing import Any, Optional
 import yaml
 
 from ..compat.generated import COMPAT_PAGE, COMPAT_PAGE_MATRIX
-from ..compat.select import Selection
+from ..compat.select import (
+    CPU_ONLY,
+    FORWARD_COMPAT,
+    MINOR_VERSION_COMPAT,
+    NATIVE,
+    Candidate,
+    Selection,
+)
 from ..compat.table import EOL, EOL_SOON, CompatRow, CompatTable
 from ..matrix import ImageSpec
 
@@ -36,7 +43,7 @@ def _driver(row: CompatRow) -> str:
         return str(req.min_driver) if req.min_driver else "-"
     own = " (matrix)" if req.native_driver_from_matrix else ""
     if req.native_driver is not None and req.native_driver != req.min_driver:
-        return f">= {req.min_driver}, native >= {req.native_driver}{own}"
+        return f"native >= {req.native_driver}{own}, compat >= {req.min_driver}"
     return f">= {req.min_driver}{own}"
 
 
@@ -100,8 +107,10 @@ def render_markdown(table: CompatTable, facts_sources: Iterable[tuple[str, str]]
     if stable:
         out += [GENERATED_BANNER, "", "# Compatibility matrix", "",
                 "Which driver and GPU architectures each image needs, and when it reaches end of "
-                "life. `>= X, native >= Y`: the image starts on drivers from X on under CUDA "
-                "minor-version compatibility and runs without its limits from Y on. "
+                "life. `native >= Y, compat >= X`: the image runs natively on drivers from Y "
+                "on (the matrix's `native_driver`, or the driver NVIDIA ships with the "
+                "release), and from X on under CUDA minor-version compatibility (`min_driver`: "
+                "the oldest driver it starts on). "
                 "See [the EOL policy](eol-policy.md) and `aipcc-build select` to find the image "
                 "for a node.", ""]
     out.append("| " + " | ".join(header) + " |")
@@ -253,8 +262,7 @@ def render_selection_text(selection: Selection) -> str:
         out.append("  (none)")
     for rank, candidate in enumerate(selection.runnable, 1):
         image = candidate.image
-        note = {"minor-version-compatibility": "  [minor-version compatibility only]",
-                "cpu-only": "  [CPU only]"}.get(candidate.mode, "")
+        note = f"  [{_mode_text(candidate)}]"
         soon = "  [eol-soon]" if candidate.eol_status == EOL_SOON else ""
         out.append(f"  {rank}. {image.reference}  ({_image_label(image)}){note}{soon}")
     out += ["", "excluded:"]
@@ -264,6 +272,19 @@ def render_selection_text(selection: Selection) -> str:
         out.append(f"  - {exclusion.image.reference}  ({_image_label(exclusion.image)})")
         out.extend(f"      {reason}" for reason in exclusion.reasons)
     return "\n".join(out) + "\n"
+
+
+def _mode_text(candidate: Candidate) -> str:
+    """Which compatibility mode makes the image runnable on the node, and its limits."""
+    if candidate.mode == MINOR_VERSION_COMPAT:
+        native = candidate.requirements.native_driver
+        return (f"minor-version compatibility: the driver is below {native}, no JIT of newer "
+                "PTX") if native else "minor-version compatibility"
+    if candidate.mode == FORWARD_COMPAT:
+        major_minor = ".".join((candidate.image.version or "").split(".")[:2])
+        return (f"forward-compat package: LD_LIBRARY_PATH=/usr/local/cuda-{major_minor}/compat, "
+                "on a driver branch NVIDIA supports for it")
+    return {NATIVE: "native", CPU_ONLY: "CPU only"}.get(candidate.mode, candidate.mode)
 
 
 def _image_label(image: ImageSpec) -> str:
