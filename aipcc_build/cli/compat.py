@@ -43,12 +43,15 @@ def _today(value: Optional[dt.datetime]) -> dt.date:
                    "for committed docs.")
 @click.option("--check-drift", is_flag=True,
               help="Write nothing; exit 1 if -o FILE differs from what would be written.")
+@click.option("--wide", is_flag=True,
+              help="Table: every column, however wide the terminal (default: columns are "
+                   "left out to fit; never the image or its reference).")
 @reference_options
 @matrix_filters
 @pass_context
 def compat(context: Context, filters: Filters, output_format: str, report_path: Optional[str],
            output: Optional[str], warn_days: int, today: Optional[dt.datetime], check: bool,
-           stable: bool, check_drift: bool, build_id: Optional[str],
+           stable: bool, check_drift: bool, wide: bool, build_id: Optional[str],
            registry: Optional[str]) -> int:
     """The compatibility matrix: per image the driver it needs, the GPU architectures it
     supports, its EOL date and status, and its digest from a build report."""
@@ -77,7 +80,8 @@ def compat(context: Context, filters: Filters, output_format: str, report_path: 
                          f"{warn_days} days\n")
         return 1 if findings else 0
     if output_format == "table" and not output:
-        report.table(*compat_formats.table_columns(table))
+        report.table(*compat_formats.table_columns(table), keep=compat_formats.COMPAT_KEEP,
+                     drop=compat_formats.COMPAT_DROP, wide=wide)
         for warning in table.warnings:
             report.warning(warning)
         return 0

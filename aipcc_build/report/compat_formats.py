@@ -52,6 +52,13 @@ def _eol(row: CompatRow, with_status: bool) -> list[str]:
     return [date, row.eol_status] if with_status else [date]
 
 
+# What `compat` on a terminal may leave out to fit, first first; the image and its
+# reference (repository, digest) never go.
+COMPAT_KEEP = ("image", "reference", "repository", "digest")
+COMPAT_DROP = ("platforms", "FROMAGER_VARIANT", "architectures", "kind", "accelerator",
+               "version", "OS")
+
+
 def table_columns(table: CompatTable, *, stable: bool = False
                   ) -> tuple[list[str], list[list[str]]]:
     """Header and cells; `stable` drops what changes with the date or the build id."""

@@ -39,7 +39,7 @@ def image_record(image: ImageSpec) -> dict[str, Any]:
     }
 
 
-def image_list(images: Sequence[ImageSpec], as_json: bool) -> None:
+def image_list(images: Sequence[ImageSpec], as_json: bool, wide: bool = False) -> None:
     if as_json:
         emit_json({"images": [image_record(image) for image in images]})
         return
@@ -48,6 +48,9 @@ def image_list(images: Sequence[ImageSpec], as_json: bool) -> None:
          "TEMPLATE"),
         [(i.name, i.kind, i.accelerator, i.version or "-", i.os, ",".join(i.platforms),
           i.variant, i.reference, i.template) for i in images],
+        keep=("NAME", "REFERENCE"), wide=wide,
+        # The name already says accelerator, version and OS.
+        drop=("TEMPLATE", "PLATFORMS", "VARIANT", "ACCELERATOR", "VERSION", "OS", "KIND"),
     )
 
 
