@@ -28,13 +28,13 @@ def fresh_clone(root: Path) -> Path:
     return git_repository(root)
 
 
-def shell(script: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def shell(script: str, cwd: Path, **environ: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}"
-               f"{os.environ.get('PATH', '')}", NO_COLOR="1")
+               f"{os.environ.get('PATH', '')}", NO_COLOR="1", **environ)
     env.pop("AIPCC_BUILD_MATRIX", None)
     env.pop("CI", None)  # the build id the committed files were generated with: dev
     return subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=900)
 
 
 def test_some_pages_have_runnable_blocks():
