@@ -158,3 +158,21 @@ def test_no_color_on_a_terminal_prints_no_bold():
     plain = on_a_terminal("--matrix", MATRICES["aipcc"], "list", NO_COLOR="1")
     assert ESCAPE not in plain
     assert "quay.io/aipcc/devel/cuda-12.8-el9.6:3.0-dev" in plain
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_build_summary_cuts_no_reference(capsys, monkeypatch, style, width):
+    """`aipcc-build matrix`'s closing table: references with their digests stay whole."""
+    from aipcc_build.imagebuild.outcomes import ImageResult, RunResult
+    from aipcc_build.matrix import expand, load
+    from aipcc_build.report.progress import matrix_summary
+
+    monkeypatch.setenv("COLUMNS", str(width))
+    images = expand(load(MATRICES["aipcc"]))
+    digest = "sha256:" + "ab" * 32
+    matrix_summary(RunResult(tuple(
+        ImageResult(image, Status.OK, "", digest=digest, start=1.0, end=2.5,
+                    toolkits={"cuda": ["12.9"]}) for image in images), 0.0, 3.0), None)
+    out = capsys.readouterr().out
+    assert whole_on_a_line(out, [f"{i.reference}@{digest}" for i in images]) == []
+    assert whole_on_a_line(out, [i.key for i in images]) == []
