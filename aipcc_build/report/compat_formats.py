@@ -269,9 +269,11 @@ def render_selection_text(selection: Selection) -> str:
         out.append("  (none)")
     for rank, candidate in enumerate(selection.runnable, 1):
         image = candidate.image
-        note = f"  [{_mode_text(candidate)}]"
+        mode, limits = _mode_text(candidate)
         soon = "  [eol-soon]" if candidate.eol_status == EOL_SOON else ""
-        out.append(f"  {rank}. {image.reference}  ({_image_label(image)}){note}{soon}")
+        out.append(f"  {rank}. {image.reference}  ({_image_label(image)})  [{mode}]{soon}")
+        if limits:
+            out.append(f"      {limits}")
     out += ["", "excluded:"]
     if not selection.excluded:
         out.append("  (none)")
@@ -281,17 +283,20 @@ def render_selection_text(selection: Selection) -> str:
     return "\n".join(out) + "\n"
 
 
-def _mode_text(candidate: Candidate) -> str:
-    """Which compatibility mode makes the image runnable on the node, and its limits."""
+def _mode_text(candidate: Candidate) -> tuple[str, str]:
+    """Which compatibility mode makes the image runnable on the node, and its limits (a
+    line of its own: a line stays readable in a pipe)."""
     if candidate.mode == MINOR_VERSION_COMPAT:
         native = candidate.requirements.native_driver
-        return (f"minor-version compatibility: the driver is below {native}, no JIT of newer "
-                "PTX") if native else "minor-version compatibility"
+        return "minor-version compatibility", (
+            f"the driver is below {native} (native): no JIT of newer PTX" if native else
+            "no JIT of newer PTX")
     if candidate.mode == FORWARD_COMPAT:
         major_minor = ".".join((candidate.image.version or "").split(".")[:2])
-        return (f"forward-compat package: LD_LIBRARY_PATH=/usr/local/cuda-{major_minor}/compat, "
-                "on a driver branch NVIDIA supports for it")
-    return {NATIVE: "native", CPU_ONLY: "CPU only"}.get(candidate.mode, candidate.mode)
+        return "forward-compat package", (
+            f"LD_LIBRARY_PATH=/usr/local/cuda-{major_minor}/compat, on a driver branch "
+            "NVIDIA supports for forward compatibility")
+    return {NATIVE: "native", CPU_ONLY: "CPU only"}.get(candidate.mode, candidate.mode), ""
 
 
 def _image_label(image: ImageSpec) -> str:
