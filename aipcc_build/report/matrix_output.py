@@ -157,6 +157,10 @@ def retired(result: RetireResult, regenerated: Regenerated) -> None:
     if result.rendered is not None:
         _render_changes(result.rendered)
     _regenerated_changes(regenerated)
+    if result.removed:
+        sys.stdout.write("\nThe registry repositories above are left as they are: request "
+                         "their deletion once nobody pulls the images (docs/eol-policy.md)."
+                         "\n")
     sys.stderr.write(f"{shown_path(result.matrix_path)}: updated; commit it with the "
                      "files above\n")
 
