@@ -84,7 +84,55 @@ def matrix_selectors(before: str, after: str, hunks: Iterable[Hunk]) -> set[Sele
                 selector = owner.get(number)
                 if selector is not None:
                     found.add(selector)
-    return found
+    old_versions, new_versions = _version_entries(before), _version_entries(after)
+    return {selector for selector in found
+            if selector[0] != "version" or selector not in old_versions
+            or selector not in new_versions
+            or old_versions[selector] != new_versions[selector]}
+
+
+# Fields of a version entry that no build reads (the templates, buildah and the validator
+# never see them: they say when the images expire and what they need from a node). A
+# change to them alone rebuilds nothing: `retire --eol` selects no image.
+NOT_BUILT_FROM = frozenset({"eol", "native_driver", "min_driver", "gpu_archs"})
+
+
+def _version_entries(text: str) -> dict[Selector, object]:
+    """Each version entry of TEXT, as read, without the fields no build reads."""
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return {}
+    entries: dict[Selector, object] = {}
+    accelerators = _child(root, "accelerators")
+    for accelerator_key, accelerator in getattr(accelerators, "value", ()):
+        for item in getattr(_child(accelerator, "versions"), "value", ()):
+            if not isinstance(item, yaml.MappingNode):
+                continue
+            fields = {str(key.value): _plain(value) for key, value in item.value}
+            version = fields.get("version")
+            if isinstance(version, str):
+                entries[("version", str(accelerator_key.value), version)] = {
+                    name: value for name, value in fields.items()
+                    if name not in NOT_BUILT_FROM}
+    return entries
+
+
+def _child(node: object, name: str) -> object:
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            if key.value == name:
+                return value
+    return None
+
+
+def _plain(node: yaml.Node) -> object:
+    """NODE with every scalar as written (12.10 stays "12.10")."""
+    if isinstance(node, yaml.MappingNode):
+        return tuple((str(key.value), _plain(value)) for key, value in node.value)
+    if isinstance(node, yaml.SequenceNode):
+        return tuple(_plain(item) for item in node.value)
+    return str(node.value)
 
 
 def _owners(text: str) -> dict[int, Selector]:

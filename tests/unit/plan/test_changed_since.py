@@ -105,6 +105,21 @@ def test_adding_a_version_selects_exactly_its_images(repo, changed, run):
                          "devel/cuda-13.0-el9.6"}
 
 
+def test_an_eol_date_or_driver_alone_rebuilds_nothing(repo, changed, run):
+    """`eol`, `native_driver` and `gpu_archs` reach no build: a change to them alone, block
+    or flow style, selects no image; with another field, the entry's images."""
+    result = run("--matrix", str(repo / "matrix/aipcc.yaml"), "retire", "cuda", "12.8.1",
+                 "--eol", "2026-12-31")
+    assert result.code == 0, result.err
+    assert changed() == set()
+    edit(repo / "matrix/aipcc.yaml", "native_driver: 575.51.03", "native_driver: 575.57.08")
+    edit(repo / "matrix/aipcc.yaml", "{version: 6.3.4}", "{version: 6.3.4, eol: 2026-06-30}")
+    assert changed() == set()
+    edit(repo / "matrix/aipcc.yaml", "{version: 6.3.4, eol: 2026-06-30}",
+         "{version: 6.3.4, eol: 2026-06-30, vars: {x: y}}")
+    assert changed() == {"builder/rocm-6.3-ubi9"}
+
+
 def test_a_removed_line_selects_the_entry_that_held_it(repo, changed):
     edit(repo / "matrix/aipcc.yaml", "        vars: {cudnn: 9.8.0.87}\n", "")
     assert changed() == {"builder/cuda-12.8-ubi9", "base/cuda-12.8-el9.6",
