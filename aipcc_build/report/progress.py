@@ -46,7 +46,8 @@ class MatrixView:
         # NO_COLOR, which promises no escape code at all.
         self.gitlab = on_gitlab_ci(os.environ) and not os.environ.get("NO_COLOR")
         self.live: Any = None
-        if interactive(stream):
+        # A live view redraws with cursor escapes: none under NO_COLOR.
+        if interactive(stream) and not os.environ.get("NO_COLOR"):
             from rich.live import Live
 
             self.live = Live(self, console=rich_console(stream), refresh_per_second=4,

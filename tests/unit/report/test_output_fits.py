@@ -176,3 +176,18 @@ def test_the_build_summary_cuts_no_reference(capsys, monkeypatch, style, width):
     out = capsys.readouterr().out
     assert whole_on_a_line(out, [f"{i.reference}@{digest}" for i in images]) == []
     assert whole_on_a_line(out, [i.key for i in images]) == []
+
+
+def test_no_color_on_a_terminal_gets_lines_not_a_live_view(monkeypatch):
+    """A live view redraws itself with cursor escapes."""
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.setenv("NO_COLOR", "1")
+    stream = Terminal()
+    with MatrixView(stream) as view:
+        assert view.live is None
+        view(StatusChanged("base/cpu-debian", Status.OK))
+    assert stream.getvalue() == "[base/cpu-debian] ok\n"
