@@ -93,6 +93,7 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], title: str = ""
                 left_out.append(name)
     if fancy:
         from rich.table import Table
+        from rich.text import Text
 
         grid = Table(title=title or None)
         for i in columns:
@@ -100,8 +101,8 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], title: str = ""
                 grid.add_column(headers[i], no_wrap=True, min_width=lengths[i])
             else:
                 grid.add_column(headers[i], overflow="fold")
-        for row in rows:
-            grid.add_row(*(row[i] for i in columns))
+        for row in rows:  # Text, not markup: a value holding "[x]" is no style
+            grid.add_row(*(Text(row[i]) for i in columns))
         # rich shrinks a table wider than its console by cutting cells: give it at least
         # the kept columns whole and the others at their longest word (they wrap). Wider
         # than the terminal, the terminal wraps the lines, which cuts nothing.
