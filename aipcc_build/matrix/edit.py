@@ -15,12 +15,12 @@ import difflib
 import io
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Optional
 
 from ..errors import InputError
-from .expand import expand
+from .expand import expand, version_matches
 from .loader import DRIVER, ONE_LINE, canonical_version, load, parse, several_lines, shown
 from .model import Accelerator, ImageSpec, Matrix, ToolkitVersion
 
@@ -113,10 +113,19 @@ def retire(path: str, retirement: Retirement) -> MatrixEdit:
     current = load(path)
     accelerator = _accelerator(current, retirement.accelerator)
     known = [v.version for v in accelerator.versions]
-    if retirement.version not in known:
-        listed = ", ".join(known) if known else "none"
+    # A prefix, as every other command takes it (12.8 is 12.8.1), when it names one version.
+    matches = [version for version in known if version_matches(version, retirement.version)]
+    if retirement.version in known:
+        matches = [retirement.version]
+    listed = ", ".join(known) if known else "none"
+    if not matches:
         raise InputError(f"{accelerator.name} has no version {retirement.version} "
                          f"(versions: {listed})", file=current.path, field="VERSION")
+    if len(matches) > 1:
+        raise InputError(f"{retirement.version} names {' and '.join(matches)} of "
+                         f"{accelerator.name}: give one of them", file=current.path,
+                         field="VERSION")
+    retirement = replace(retirement, version=matches[0])
     index = known.index(retirement.version)
     if retirement.remove and len(known) == 1:
         raise _at(accelerator.versions[0],

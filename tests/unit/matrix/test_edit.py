@@ -334,3 +334,21 @@ def test_add_version_writes_a_var_exactly_as_given(project, run, value):
     (entry,) = [v for v in load(str(path)).accelerators["cuda"].versions
                 if v.version == "12.10.1"]
     assert entry.vars["cudart"] == value
+
+
+def test_retire_takes_a_prefix_naming_one_version(project, run):
+    """`retire cuda 12.8` as every other command reads 12.8: the version 12.8.1."""
+    result = run("--matrix", str(matrix_file(project)), "retire", "cuda", "12.8",
+                 "--eol", "2026-12-31")
+    assert result.code == 0, result.err
+    assert "End of life 2026-12-31 for cuda 12.8.1" in result.out
+    assert load(str(matrix_file(project))).accelerators["cuda"].versions[1].eol.isoformat() \
+        == "2026-12-31"
+
+
+def test_retire_refuses_a_prefix_naming_several_versions(project, run):
+    before = matrix_file(project).read_text()
+    result = run("--matrix", str(matrix_file(project)), "retire", "cuda", "12", "--remove")
+    assert result.code == 2
+    assert "12 names 12.9.1 and 12.8.1 of cuda: give one of them" in result.err
+    assert matrix_file(project).read_text() == before
