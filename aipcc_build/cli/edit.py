@@ -31,7 +31,9 @@ def add_version(context: Context, accelerator: str, version: str, native_driver:
     """Add toolkit VERSION (X.Y.Z) of ACCELERATOR to the matrix and render its images.
 
     The matrix file keeps its comments and formatting; it is validated before it is
-    replaced. Prints the new images and a request for their registry repositories.
+    replaced. Also regenerates the other committed files the drift checks compare (the
+    Konflux files, docs/compatibility.md). Prints the new images and what to request:
+    their registry repositories and wheel indexes.
     """
     from ..matrix.edit import NewVersion
     from ..render.edits import add_version
@@ -54,7 +56,11 @@ def add_version(context: Context, accelerator: str, version: str, native_driver:
 @pass_context
 def retire(context: Context, accelerator: str, version: str, eol: Optional[dt.datetime],
            remove: bool) -> int:
-    """Mark VERSION of ACCELERATOR end-of-life, or remove it with --remove."""
+    """Mark VERSION of ACCELERATOR end-of-life, or remove it with --remove.
+
+    VERSION may be a prefix naming one version (12.8). Regenerates what derives from the
+    matrix (Containerfiles, Konflux files, docs/compatibility.md); commit them all.
+    """
     from ..matrix.edit import Retirement
     from ..render.edits import retire
     from ..report import matrix_output
