@@ -50,3 +50,7 @@ def in_ci(environ: Mapping[str, str]) -> bool:
 
 def on_github_actions(environ: Mapping[str, str]) -> bool:
     return environ.get("GITHUB_ACTIONS") == "true"
+
+
+def on_gitlab_ci(environ: Mapping[str, str]) -> bool:
+    return environ.get("GITLAB_CI") == "true"

@@ -35,7 +35,7 @@ def write_project(root: Path, versions: int) -> Path:
              "os:"]
     lines += [f"  {o}: {{from: example.com/base/{o}:1}}" for o in OSES]
     lines += ["accelerators:", "  cuda:", "    versions:"]
-    lines += [f"      - {{version: {1 + v // 100}.{v % 100}.0, min_driver: 500.1, "
+    lines += [f"      - {{version: {1 + v // 100}.{v % 100}.0, native_driver: 500.1, "
               f"eol: 2030-01-01}}" for v in range(versions)]
     lines += ["images:",
               "  builder: {template: t.j2, os: [os0, os1, os2, os3, os4]}",

@@ -29,7 +29,7 @@ def write_project(root: Path, accelerators: int) -> Path:
     lines.append("accelerators:")
     for a in range(accelerators):
         lines += [f"  acc{a}:", "    versions:",
-                  f"      - {{version: 1.{a}.0, min_driver: 500.1, eol: 2030-01-01,"
+                  f"      - {{version: 1.{a}.0, native_driver: 500.1, eol: 2030-01-01,"
                   f" vars: {{x: {a}}}}}"]
     lines += ["images:",
               "  builder: {template: t.j2, os: [os0, os1, os2, os3, os4]}",

@@ -44,8 +44,11 @@ def options_by_parameter() -> dict[str, str]:
                 text = (param.metavar or param.name.upper()).split("|")[0]
                 text = text[:-3] if text.endswith("...") else text
             else:
-                text = "/".join(o for o in (*param.opts, *param.secondary_opts)
-                                if o.startswith("--"))
+                # The first long spelling (later ones are deprecated aliases), and the
+                # negative of a boolean flag.
+                longs = [o for o in param.opts if o.startswith("--")][:1]
+                text = "/".join(longs + [o for o in param.secondary_opts
+                                         if o.startswith("--")])
                 if param.metavar == "NAME=VALUE":  # the pair form is the point
                     text = f"{text} {param.metavar}"
             shown.setdefault(param.name, text)

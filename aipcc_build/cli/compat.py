@@ -43,12 +43,15 @@ def _today(value: Optional[dt.datetime]) -> dt.date:
 @click.option("--check", is_flag=True,
               help="Write nothing; exit 1 if -o FILE differs from what would be written "
                    "(--check-drift, its former name, still works).")
+@click.option("--wide", is_flag=True,
+              help="Table: every column, however wide the terminal (default: columns are "
+                   "left out to fit; never the image or its reference).")
 @reference_options
 @matrix_filters
 @pass_context
 def compat(context: Context, filters: Filters, output_format: str, report_path: Optional[str],
            output: Optional[str], warn_days: int, today: Optional[dt.datetime],
-           check_eol: bool, stable: bool, check: bool, build_id: Optional[str],
+           check_eol: bool, stable: bool, check: bool, wide: bool, build_id: Optional[str],
            registry: Optional[str]) -> int:
     """The compatibility matrix: per image the driver it needs, the GPU architectures it
     supports, its EOL date and status, and its digest from a build report."""
@@ -68,7 +71,7 @@ def compat(context: Context, filters: Filters, output_format: str, report_path: 
     if check_eol:
         return 1 if compat_formats.eol_check(table) else 0
     if output_format == "table" and not output:
-        compat_formats.show_table(table)
+        compat_formats.show_table(table, wide=wide)
         return 0
     return 0 if compat_formats.deliver(table, output_format, load_facts().sources(), output,
                                        stable=stable, check_drift=check) else 1

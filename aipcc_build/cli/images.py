@@ -41,18 +41,21 @@ def render(context: Context, filters: Filters, check: bool) -> int:
 
 @cli.command(name="list")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (schema 1).")
+@click.option("--wide", is_flag=True,
+              help="Every column, however wide the terminal (default: columns are left out "
+                   "to fit; never the name or the reference).")
 @reference_options
 @matrix_filters
 @pass_context
-def list_images(context: Context, filters: Filters, as_json: bool, build_id: Optional[str],
-                registry: Optional[str]) -> int:
+def list_images(context: Context, filters: Filters, as_json: bool, wide: bool,
+                build_id: Optional[str], registry: Optional[str]) -> int:
     """One row per image: name, kind, accelerator, version, OS, variant, reference."""
     from ..matrix import expand
     from ..report import matrix_output
 
     images = expand(context.load(), build_id=resolved_build_id(build_id), registry=registry,
                     filters=filters)
-    matrix_output.image_list(images, as_json)
+    matrix_output.image_list(images, as_json, wide)
     return 0
 
 

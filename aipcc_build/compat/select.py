@@ -31,11 +31,16 @@ from .table import (
     version_sort_key,
 )
 
-# How an image runs on a node, best first.
+# How an image runs on a node, best first. NVIDIA's three ways (its CUDA compatibility
+# guide): the node's driver is at least the release's own (`native_driver`); it is older but
+# of the same major's minor-version-compatible range (no JIT of newer PTX); or older still,
+# and the image's forward-compat package (cuda-compat-X-Y) supplies the newer user-mode
+# driver, which works on data-center GPUs only.
 NATIVE = "native"
 MINOR_VERSION_COMPAT = "minor-version-compatibility"
+FORWARD_COMPAT = "forward-compat-package"
 CPU_ONLY = "cpu-only"
-_MODE_RANK = {NATIVE: 0, MINOR_VERSION_COMPAT: 1, CPU_ONLY: 2}
+_MODE_RANK = {NATIVE: 0, MINOR_VERSION_COMPAT: 1, FORWARD_COMPAT: 2, CPU_ONLY: 3}
 
 # Why an image does not run on a node.
 DRIVER_TOO_OLD = "driver too old"
@@ -287,9 +292,10 @@ def select_images(
     """Split `images` (already narrowed by the matrix filters) into runnable and excluded."""
     runnable = []
     excluded = []
+    data_center = any(gpu.name == node.gpu and gpu.data_center for gpu in facts.gpus)
     for image in images:
         req = requirements(image, facts)
-        mode, reasons = _fit(image, req, node)
+        mode, reasons = _fit(image, req, node, data_center)
         if node.platform and image.platforms and node.platform not in image.platforms:
             reasons.insert(0, Reason(PLATFORM_NOT_BUILT, f"built for "
                                      f"{', '.join(image.platforms)}, the node is "
@@ -306,7 +312,8 @@ def select_images(
     return Selection(node, tuple(runnable), tuple(excluded), today)
 
 
-def _fit(image: ImageSpec, req: Requirements, node: Node) -> tuple[str, list[Reason]]:
+def _fit(image: ImageSpec, req: Requirements, node: Node,
+         data_center: bool) -> tuple[str, list[Reason]]:
     vendor = req.vendor
     if vendor is None:
         return CPU_ONLY, []
@@ -317,12 +324,16 @@ def _fit(image: ImageSpec, req: Requirements, node: Node) -> tuple[str, list[Rea
     reasons = []
     mode = NATIVE
     if vendor == "nvidia" and node.driver is not None and req.min_driver is not None:
-        if node.driver < req.min_driver:
-            reasons.append(Reason(DRIVER_TOO_OLD, f"needs >= {req.min_driver}, "
-                                                  f"node has {node.driver}"))
-        elif req.native_driver is None or node.driver < req.native_driver:
+        if req.native_driver is not None and node.driver >= req.native_driver:
+            mode = NATIVE
+        elif node.driver >= req.min_driver:
             # Without the shipped driver in the data file, only the floor is certain.
             mode = MINOR_VERSION_COMPAT
+        elif data_center and forward_compat_package(image):
+            mode = FORWARD_COMPAT
+        else:
+            reasons.append(Reason(DRIVER_TOO_OLD, _driver_too_old(image, req, node,
+                                                                  data_center)))
     if not req.archs:
         reasons.append(Reason(ARCH_UNKNOWN, f"the data file does not know which GPUs "
                                             f"{image.accelerator} {image.version} supports"))
@@ -330,6 +341,35 @@ def _fit(image: ImageSpec, req: Requirements, node: Node) -> tuple[str, list[Rea
         shown = f"sm_{node.arch.replace('.', '')}" if vendor == "nvidia" else node.arch
         reasons.append(Reason(ARCH_NOT_SUPPORTED, f"{shown} not in {' '.join(req.archs)}"))
     return mode, reasons
+
+
+def _driver_too_old(image: ImageSpec, req: Requirements, node: Node, data_center: bool) -> str:
+    needs = f"needs >= {req.native_driver} natively" if req.native_driver else "needs"
+    if req.native_driver != req.min_driver:
+        needs += f", >= {req.min_driver} under minor-version compatibility"
+    if not forward_compat_package(image):
+        why = "the image carries no forward-compat package"
+    elif not data_center:
+        why = "its forward-compat package needs a data-center GPU"
+    else:
+        why = ""
+    return f"{needs}; node has {node.driver}" + (f" ({why})" if why else "")
+
+
+def forward_compat_package(image: ImageSpec) -> bool:
+    """Whether the image's rendered Containerfile installs NVIDIA's forward-compat package
+    of its own release (cuda-compat-12-9 in a CUDA 12.9 image)."""
+    if image.accelerator != "cuda" or not image.version:
+        return False
+    major, minor = image.version.split(".")[:2]
+    package = f"cuda-compat-{major}-{minor}"
+    for path in image.containerfiles.values():
+        try:
+            if package in Path(path).read_text(encoding="utf-8", errors="replace"):
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def scheduling_constraints(image: ImageSpec, facts: ToolkitFacts) -> dict[str, Any]:

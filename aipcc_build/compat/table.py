@@ -1,6 +1,6 @@
 """The compatibility matrix: per image, the driver it needs, the GPUs it runs on, its EOL.
 
-Facts come from `toolkit_facts`; a matrix entry's own `min_driver` and `gpu_archs` override
+Facts come from `toolkit_facts`; a matrix entry's own `native_driver` and `gpu_archs` override
 them. Nothing here prints: results are frozen dataclasses for `compat_report` to format.
 """
 
@@ -93,7 +93,7 @@ def requirements(image: ImageSpec, facts: ToolkitFacts) -> Requirements:
     if toolkit is None:
         return Requirements(None, None, None, (), False, False, ())
     missing = []
-    own_driver = DriverVersion.parse(toolkit.min_driver) if toolkit.min_driver else None
+    own_driver = DriverVersion.parse(toolkit.native_driver) if toolkit.native_driver else None
     try:
         own_archs = tuple(normalise_arch(a) for a in toolkit.gpu_archs)
     except ValueError as err:
@@ -111,8 +111,8 @@ def requirements(image: ImageSpec, facts: ToolkitFacts) -> Requirements:
             missing.append(f"driver shipped with CUDA {toolkit.version}")
         if archs_fact is None and not own_archs:
             missing.append(f"architectures of CUDA {toolkit.major_minor}")
-        # The matrix's min_driver is NVIDIA's "minimum required driver" of the release: what
-        # it needs natively. Below it, down to the major's floor, minor-version compatibility
+        # The matrix's native_driver is NVIDIA's "minimum required driver" of the release:
+        # what it needs natively. Below it, down to the major's floor, minor-version compatibility
         # still starts the image (without PTX JIT of newer PTX).
         native = own_driver or (release.driver if release else None)
         floor = major.min_driver if major else None

@@ -175,3 +175,40 @@ def _status(host: str, target: str, tls_verify: bool, timeout: float,
         return registry_http.get(host, target, tls_verify, timeout, headers).status
     except registry_http.Unreachable:
         return None
+
+
+def check_wheel_indexes(images: Sequence[ImageSpec],
+                        timeout: Optional[float] = None) -> None:
+    """Before the first build: the wheel index each image installs from (`wheel_index`)
+    answers. A variant nobody published yet answers 404, and its images would fail minutes
+    in, on pip's "No matching distribution found". An index asking for credentials (401,
+    403) passes: the build gives them, this check has none."""
+    from urllib.parse import urlsplit
+
+    from ..errors import without_credentials
+    from ..tools import registry_http
+
+    timeout = registry_http.TIMEOUT if timeout is None else timeout
+    users: dict[str, list[str]] = {}
+    for image in images:
+        if image.wheel_index:
+            users.setdefault(image.wheel_index, []).append(image.key)
+    for url, keys in sorted(users.items()):
+        what = f"the wheel index {without_credentials(url)} (of {', '.join(keys)})"
+        try:
+            answer = registry_http.get_url(url, timeout)
+        except registry_http.Unreachable as exc:
+            raise CheckFailed(f"{what} does not answer within {timeout:g} s: {exc}",
+                              field="wheel_index") from None
+        if answer.status < 400 or answer.status in (401, 403):
+            continue
+        hint = ""
+        if answer.status == 404:
+            hint = (": nothing is published for this variant yet. Publish its wheels "
+                    "(aipcc-build index), or request the index (add-version prints the "
+                    "request)")
+            if urlsplit(url).hostname in ("localhost", "127.0.0.1", "::1"):
+                hint += ("; for the demo, add a `# [VARIANT]` section for it to "
+                         "matrix/demo-wheels.txt and rerun scripts/demo-index")
+        raise CheckFailed(f"{what} answers {answer.status} {answer.reason}{hint}",
+                          field="wheel_index")

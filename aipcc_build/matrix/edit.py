@@ -33,7 +33,7 @@ FULL_VERSION = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+")
 class NewVersion:
     accelerator: str
     version: str
-    min_driver: Optional[str] = None
+    native_driver: Optional[str] = None
     eol: Optional[dt.date] = None
     vars: Mapping[str, str] = field(default_factory=dict)
 
@@ -72,9 +72,9 @@ def add_version(path: str, new: NewVersion) -> MatrixEdit:
     if canonical_version(new.version) != new.version:
         raise InputError(f"'{new.version}' has leading zeros: write "
                          f"{canonical_version(new.version)}", field="VERSION")
-    if new.min_driver is not None and not DRIVER.match(new.min_driver):
-        raise InputError(f"'{new.min_driver}' is not a driver version (like 570.124.06)",
-                         field="min_driver")
+    if new.native_driver is not None and not DRIVER.match(new.native_driver):
+        raise InputError(f"'{new.native_driver}' is not a driver version (like 570.124.06)",
+                         field="native_driver")
     for name, value in new.vars.items():
         if not name.isidentifier():
             raise InputError(f"'{shown(name)}' is not a template variable name (an "
@@ -117,11 +117,14 @@ def retire(path: str, retirement: Retirement) -> MatrixEdit:
     # A prefix names a version as the filters' --version does: 12.8 is 12.8.1.
     named = [v for v in known if v == retirement.version] or \
         [v for v in known if version_matches(v, retirement.version)]
-    if len(named) != 1:
-        listed = ", ".join(named or known) or "none"
-        what = "several versions start with" if named else "no version"
-        raise InputError(f"{accelerator.name} has {what} {retirement.version} "
-                         f"(versions: {listed})", file=current.path, field="VERSION")
+    if not named:
+        raise InputError(f"{accelerator.name} has no version {retirement.version} "
+                         f"(versions: {', '.join(known) or 'none'})", file=current.path,
+                         field="VERSION")
+    if len(named) > 1:
+        raise InputError(f"{retirement.version} names {' and '.join(named)} of "
+                         f"{accelerator.name}: give one of them", file=current.path,
+                         field="VERSION")
     version = named[0]
     index = known.index(version)
     if retirement.remove and len(known) == 1:
@@ -214,8 +217,8 @@ def _version_entry(new: NewVersion, *, flow: bool) -> Any:
 
     entry = CommentedMap()
     entry["version"] = new.version
-    if new.min_driver is not None:
-        entry["min_driver"] = new.min_driver
+    if new.native_driver is not None:
+        entry["native_driver"] = new.native_driver
     if new.eol is not None:
         entry["eol"] = new.eol
     if new.vars:

@@ -468,10 +468,18 @@ def _check_unversioned_indexes(reader: _Reader, top: Mapping[str, tuple[yaml.Nod
                                "it, or use {variant}")
 
 
+# A toolkit version's driver: the one it needs natively, NVIDIA's "minimum required driver"
+# of the release (the driver it ships with). Below it, minor-version compatibility or the
+# forward-compat package may still run the image (compat, select). Matrices written before
+# the field was named for that meaning call it min_driver: read the same.
+NATIVE_DRIVER = "native_driver"
+OLD_NATIVE_DRIVER = "min_driver"
+
+
 def _toolkit_version(reader: _Reader, node: yaml.Node, field: str) -> ToolkitVersion:
     fields = reader.mapping(node, field,
-                            ("version", "min_driver", "eol", "gpu_archs", "vars", "allow",
-                             "platforms"),
+                            ("version", NATIVE_DRIVER, OLD_NATIVE_DRIVER, "eol", "gpu_archs",
+                             "vars", "allow", "platforms"),
                             ("version",))
     version = reader.scalar(fields["version"][1], f"{field}.version", VERSION,
                             "a version of the form X.Y or X.Y.Z")
@@ -479,10 +487,15 @@ def _toolkit_version(reader: _Reader, node: yaml.Node, field: str) -> ToolkitVer
         raise reader.error(fields["version"][1], f"{field}.version",
                            f"'{version}' has leading zeros: write "
                            f"{canonical_version(version)}")
-    min_driver = None
-    if "min_driver" in fields:
-        min_driver = reader.scalar(fields["min_driver"][1], f"{field}.min_driver", DRIVER,
-                                   "a driver version (like 570.124.06)")
+    native_driver = None
+    if NATIVE_DRIVER in fields and OLD_NATIVE_DRIVER in fields:
+        raise reader.error(fields[OLD_NATIVE_DRIVER][1], f"{field}.{OLD_NATIVE_DRIVER}",
+                           f"{OLD_NATIVE_DRIVER} is the old name of {NATIVE_DRIVER}: give "
+                           "one of them")
+    for name in (NATIVE_DRIVER, OLD_NATIVE_DRIVER):
+        if name in fields:
+            native_driver = reader.scalar(fields[name][1], f"{field}.{name}", DRIVER,
+                                          "a driver version (like 570.124.06)")
     eol = reader.date(fields["eol"][1], f"{field}.eol") if "eol" in fields else None
     gpu_archs: tuple[str, ...] = ()
     if "gpu_archs" in fields:
@@ -500,7 +513,7 @@ def _toolkit_version(reader: _Reader, node: yaml.Node, field: str) -> ToolkitVer
             if several_lines(variables[key]):
                 raise reader.error(value, f"{field}.vars.{key}", ONE_LINE)
     return ToolkitVersion(
-        version=version, min_driver=min_driver, eol=eol, gpu_archs=gpu_archs,
+        version=version, native_driver=native_driver, eol=eol, gpu_archs=gpu_archs,
         vars=variables, allow=_allow_rules(reader, fields, field),
         where=reader.where(fields["version"][1]),
         platforms=_platforms(reader, fields, "platforms", f"{field}.platforms"),

@@ -150,7 +150,7 @@ class OsSpec:
 @dataclass(frozen=True)
 class ToolkitVersion:
     version: str  # "12.8.1" or "6.4"
-    min_driver: Optional[str] = None
+    native_driver: Optional[str] = None  # needed natively (matrix-file.md#native_driver)
     eol: Optional[dt.date] = None
     gpu_archs: tuple[str, ...] = ()
     vars: Mapping[str, object] = field(default_factory=dict)

@@ -3,8 +3,9 @@
 An image's inputs are its matrix entry, its template with every template that one includes
 or imports, its rendered Containerfile and its build context. An image whose inputs changed
 is selected together with every image built FROM it. A changed file outside every image's
-inputs selects nothing. git is asked once for the changed names (and once more for the
-matrix file's changed lines), never once per image.
+inputs selects nothing. git is asked once for the changed names (and, when the matrix file
+changed, once for its changed lines and once for its text at the revision), never once per
+image.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Optional
+
+import yaml
 
 from ..matrix import Filters, ImageSpec, Matrix, check_filters, expand, matching
 from ..render import template_inputs
@@ -44,8 +47,10 @@ def changed_images(matrix: Matrix, images: Sequence[ImageSpec], rev: str,
 
     matrix_file = Path(matrix.path).resolve()
     if str(matrix_file) in changed:
-        hunks = git.changed_lines(rev, matrix_file.relative_to(top).as_posix())
-        selectors = matrix_selectors(matrix_file.read_text(), hunks)
+        relative = matrix_file.relative_to(top).as_posix()
+        hunks = git.changed_lines(rev, relative)
+        selectors = matrix_selectors(git.file_at(rev, relative), matrix_file.read_text(),
+                                     hunks)
         selected.update(image.key for image in images if _selected(image, selectors))
 
     by_file: dict[str, set[str]] = {}
@@ -64,18 +69,77 @@ def changed_images(matrix: Matrix, images: Sequence[ImageSpec], rev: str,
     return _with_dependents(images, selected)
 
 
-def matrix_selectors(text: str, hunks: Iterable[Hunk]) -> set[Selector]:
-    """The matrix entries the changed lines fall in (comment-only hunks change nothing)."""
-    owner = line_owners(text)
+def matrix_selectors(before: str, after: str, hunks: Iterable[Hunk]) -> set[Selector]:
+    """The matrix entries the changed lines fall in: a removed line in the entry that held
+    it in BEFORE (the revision's file), an added line in AFTER's (the work tree's). Comment
+    and blank lines change nothing. An entry that is gone (a removed version) selects no
+    image: none is left to build."""
+    old_owner, new_owner = _owners(before), _owners(after)
     found: set[Selector] = set()
     for hunk in hunks:
-        if all(not line.strip() or line.lstrip().startswith("#") for line in hunk.text):
-            continue
-        for line in range(hunk.first, hunk.last + 1):
-            selector = owner.get(line)
-            if selector is not None:
-                found.add(selector)
-    return found
+        for owner, lines in ((old_owner, hunk.removed), (new_owner, hunk.added)):
+            for number, text in lines:
+                if not text.strip() or text.lstrip().startswith("#"):
+                    continue
+                selector = owner.get(number)
+                if selector is not None:
+                    found.add(selector)
+    old_versions, new_versions = _version_entries(before), _version_entries(after)
+    return {selector for selector in found
+            if selector[0] != "version" or selector not in old_versions
+            or selector not in new_versions
+            or old_versions[selector] != new_versions[selector]}
+
+
+# Fields of a version entry that no build reads (the templates, buildah and the validator
+# never see them: they say when the images expire and what they need from a node). A
+# change to them alone rebuilds nothing: `retire --eol` selects no image.
+NOT_BUILT_FROM = frozenset({"eol", "native_driver", "min_driver", "gpu_archs"})
+
+
+def _version_entries(text: str) -> dict[Selector, object]:
+    """Each version entry of TEXT, as read, without the fields no build reads."""
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return {}
+    entries: dict[Selector, object] = {}
+    accelerators = _child(root, "accelerators")
+    for accelerator_key, accelerator in getattr(accelerators, "value", ()):
+        for item in getattr(_child(accelerator, "versions"), "value", ()):
+            if not isinstance(item, yaml.MappingNode):
+                continue
+            fields = {str(key.value): _plain(value) for key, value in item.value}
+            version = fields.get("version")
+            if isinstance(version, str):
+                entries[("version", str(accelerator_key.value), version)] = {
+                    name: value for name, value in fields.items()
+                    if name not in NOT_BUILT_FROM}
+    return entries
+
+
+def _child(node: object, name: str) -> object:
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            if key.value == name:
+                return value
+    return None
+
+
+def _plain(node: yaml.Node) -> object:
+    """NODE with every scalar as written (12.10 stays "12.10")."""
+    if isinstance(node, yaml.MappingNode):
+        return tuple((str(key.value), _plain(value)) for key, value in node.value)
+    if isinstance(node, yaml.SequenceNode):
+        return tuple(_plain(item) for item in node.value)
+    return str(node.value)
+
+
+def _owners(text: str) -> dict[int, Selector]:
+    try:
+        return line_owners(text)
+    except yaml.YAMLError:  # the revision's file did not parse: its lines select everything
+        return {number: EVERY_IMAGE for number in range(1, text.count("\n") + 2)}
 
 
 def _selected(image: ImageSpec, selectors: set[Selector]) -> bool:

@@ -19,6 +19,35 @@ def interactive(stream: Optional[TextIO] = None) -> bool:
     return (stream or sys.stdout).isatty() and not in_ci(os.environ)
 
 
+def styled(stream: Optional[TextIO] = None) -> bool:
+    """Whether output to STREAM carries styles (colours, bold): NO_COLOR (no-color.org: any
+    non-empty value) turns them off, FORCE_COLOR on, else only on an interactive terminal."""
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    return interactive(stream)
+
+
+def rich_console(stream: Optional[TextIO] = None, **options: Any) -> Any:
+    """The one way to make a rich Console: under NO_COLOR it writes no escape code at all
+    (rich's own NO_COLOR handling drops colours but keeps bold and dim)."""
+    from rich.console import Console
+
+    if os.environ.get("NO_COLOR"):
+        options["color_system"] = None
+    elif os.environ.get("FORCE_COLOR"):
+        options.setdefault("force_terminal", True)
+    return Console(file=stream or sys.stdout, **options)
+
+
+def terminal_width() -> int:
+    """The width tables fit: the terminal's, COLUMNS when set, else 120 (a pipe)."""
+    import shutil
+
+    return shutil.get_terminal_size(fallback=(120, 24)).columns
+
+
 def emit_json(payload: dict[str, Any]) -> None:
     sys.stdout.write(json.dumps({"schema": JSON_SCHEMA, **payload}, indent=2) + "\n")
 
@@ -43,20 +72,57 @@ def wrote(path: str) -> None:
                      f"{' (outside the working directory)' if outside else ''}\n")
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[str]], title: str = "") -> None:
-    """A table: rich on a terminal, aligned plain columns otherwise."""
-    if interactive():
-        from rich.console import Console
-        from rich.table import Table
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]], title: str = "", *,
+          keep: Sequence[str] = (), drop: Sequence[str] = (), wide: bool = False,
+          width: Optional[int] = None) -> None:
+    """A table that never cuts what people copy (KEEP: names, references): rich when styled,
+    aligned plain columns otherwise. When it is wider than WIDTH (the terminal's), the
+    columns of DROP go first, in that order, and the lines say which (WIDE: every column,
+    however wide). A KEEP column is never shortened; others wrap."""
+    width = width or terminal_width()
+    columns = list(range(len(headers)))
+    left_out: list[str] = []
+    lengths = [max([len(headers[i])] + [len(row[i]) for row in rows]) for i in columns]
+    fancy = styled()
 
-        grid = Table(*headers, title=title or None)
-        for row in rows:
-            grid.add_row(*row)
-        Console().print(grid)
-        return
-    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
-    for row in [list(headers)] + [list(r) for r in rows]:
-        sys.stdout.write("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() + "\n")
+    def total(chosen: list[int]) -> int:
+        cells = sum(lengths[i] for i in chosen)
+        return cells + (3 * len(chosen) + 1 if fancy else 2 * (len(chosen) - 1))
+
+    if not wide:
+        for name in drop:
+            if total(columns) <= width:
+                break
+            if name in headers:
+                columns.remove(headers.index(name))
+                left_out.append(name)
+    if fancy:
+        from rich.table import Table
+        from rich.text import Text
+
+        grid = Table(title=title or None)
+        for i in columns:
+            if headers[i] in keep:
+                grid.add_column(headers[i], no_wrap=True, min_width=lengths[i])
+            else:
+                grid.add_column(headers[i], overflow="fold")
+        for row in rows:  # Text, not markup: a value holding "[x]" is no style
+            grid.add_row(*(Text(row[i]) for i in columns))
+        # rich shrinks a table wider than its console by cutting cells: give it at least
+        # the kept columns whole and the others at their longest word (they wrap). Wider
+        # than the terminal, the terminal wraps the lines, which cuts nothing.
+        least = sum(lengths[i] if headers[i] in keep else
+                    max(len(word) for row in [headers, *rows] for word in
+                        (row[i].split() or [""]))
+                    for i in columns) + 3 * len(columns) + 1
+        rich_console(width=max(width, least)).print(grid)
+    else:
+        for row in [list(headers)] + [list(r) for r in rows]:
+            sys.stdout.write("  ".join(row[i].ljust(lengths[i]) for i in columns).rstrip()
+                             + "\n")
+    if left_out:
+        sys.stderr.write(f"(left out to fit {width} columns: {', '.join(left_out)}; "
+                         "--wide shows every column)\n")
 
 
 def deliver(text: str, output: Optional[str], *, check_drift: bool = False) -> bool:

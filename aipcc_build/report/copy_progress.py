@@ -8,7 +8,7 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Callable
 
-from .console import interactive, shown_path
+from .console import interactive, rich_console, shown_path
 
 if TYPE_CHECKING:
     from ..publish.mirror import MirrorResult
@@ -23,9 +23,7 @@ def event_printer() -> Callable[[Event], None]:
     """The on_event callback of promote and mirror (called from several threads)."""
     lock = threading.Lock()
     if interactive(sys.stderr):
-        from rich.console import Console
-
-        console = Console(stderr=True, highlight=False)
+        console = rich_console(sys.stderr, highlight=False)
 
         def show(event: Event) -> None:
             counter = f"[{event.index}/{event.total}] " if event.total else ""

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from .console import emit_json, shown_path, table
 
 if TYPE_CHECKING:  # keep jinja2 out of commands that only print
+    from ..compat.generated import Regenerated
     from ..imagebuild.runs import Cleaned
     from ..matrix import ImageSpec, Matrix
     from ..plan import BuildPlan
@@ -38,7 +39,7 @@ def image_record(image: ImageSpec) -> dict[str, Any]:
     }
 
 
-def image_list(images: Sequence[ImageSpec], as_json: bool) -> None:
+def image_list(images: Sequence[ImageSpec], as_json: bool, wide: bool = False) -> None:
     if as_json:
         emit_json({"images": [image_record(image) for image in images]})
         return
@@ -47,6 +48,9 @@ def image_list(images: Sequence[ImageSpec], as_json: bool) -> None:
          "TEMPLATE"),
         [(i.name, i.kind, i.accelerator, i.version or "-", i.os, ",".join(i.platforms),
           i.variant, i.reference, i.template) for i in images],
+        keep=("NAME", "REFERENCE"), wide=wide,
+        # The name already says accelerator, version and OS.
+        drop=("TEMPLATE", "PLATFORMS", "VARIANT", "ACCELERATOR", "VERSION", "OS", "KIND"),
     )
 
 
@@ -87,12 +91,14 @@ def plan(build_plan: BuildPlan, as_json: bool) -> None:
             sys.stdout.write(f"  {build.key}  {build.image.reference}{after}\n")
 
 
-def added_version(result: AddVersionResult) -> None:
-    """The new images, their files, and a registry request ready to paste into a ticket."""
+def added_version(result: AddVersionResult, regenerated: Regenerated) -> None:
+    """The new images, the files written, and what a person must still do: the registry
+    repositories and wheel indexes to request, ready to paste into a ticket."""
     sys.stdout.write(f"New images for {result.accelerator} {result.version}:\n")
     for image in result.images:
         sys.stdout.write(f"  {image.key}  {image.reference}\n")
     _render_changes(result.rendered)
+    _regenerated_changes(regenerated)
     sys.stdout.write(
         "\nRegistry repositories to request (paste into a ticket):\n\n"
         f"Please create the following {len(result.repositories)} container image "
@@ -102,11 +108,47 @@ def added_version(result: AddVersionResult) -> None:
     for image in result.images:
         sys.stdout.write(f"- {image.repository}  ({image.kind} image, {result.accelerator} "
                          f"{result.version} on {image.os})\n")
+    indexes: dict[str, list[str]] = {}
+    for image in result.images:
+        if image.wheel_index:
+            indexes.setdefault(image.wheel_index, []).append(image.key)
+    if indexes:
+        sys.stdout.write(
+            "\nWheel indexes to request (paste into a ticket):\n\n"
+            f"The new images install their Python wheels from these indexes, which must "
+            "serve wheels built for "
+            f"{result.accelerator} {result.version} before the images build (the build "
+            "checks each one answers):\n\n")
+        for url, keys in indexes.items():
+            sys.stdout.write(f"- {url}  (variant {index_variant(url)}; for "
+                             f"{', '.join(keys)})\n")
+        local = [url for url in indexes if _on_this_machine(url)]
+        if local:
+            sys.stdout.write(
+                "\nServed on this machine: publish the variant's wheels there with "
+                "`aipcc-build index` (for the demo, add a `# [VARIANT]` section naming "
+                f"{', '.join(index_variant(url) for url in local)} to "
+                "matrix/demo-wheels.txt).\n")
     sys.stderr.write(f"{shown_path(result.matrix_path)}: added {result.accelerator} "
-                     f"{result.version}; commit it with the new Containerfiles\n")
+                     f"{result.version}; commit it with the files above\n")
 
 
-def retired(result: RetireResult) -> None:
+def index_variant(url: str) -> str:
+    """The variant a per-variant index serves: the path part before `simple/`."""
+    parts = [part for part in url.rstrip("/").split("/") if part]
+    if len(parts) >= 2 and parts[-1] == "simple":
+        return parts[-2]
+    return parts[-1] if parts else url
+
+
+def _on_this_machine(url: str) -> bool:
+    from urllib.parse import urlsplit
+
+    host = urlsplit(url).hostname or ""
+    return host == "localhost" or host.startswith("127.") or host == "::1"
+
+
+def retired(result: RetireResult, regenerated: Regenerated) -> None:
     verb = "Removed" if result.removed else f"End of life {result.eol} for"
     sys.stdout.write(f"{verb} {result.accelerator} {result.version}: "
                      f"{len(result.images)} image(s)\n")
@@ -114,8 +156,19 @@ def retired(result: RetireResult) -> None:
         sys.stdout.write(f"  {image.key}  {image.repository}\n")
     if result.rendered is not None:
         _render_changes(result.rendered)
-    sys.stderr.write(f"{shown_path(result.matrix_path)}: updated; commit it"
-                     f"{' with containerfiles/' if result.removed else ''}\n")
+    _regenerated_changes(regenerated)
+    if result.removed:
+        sys.stdout.write("\nThe registry repositories above are left as they are: request "
+                         "their deletion once nobody pulls the images (docs/eol-policy.md)."
+                         "\n")
+    sys.stderr.write(f"{shown_path(result.matrix_path)}: updated; commit it with the "
+                     "files above\n")
+
+
+def _regenerated_changes(regenerated: Regenerated) -> None:
+    for result in (regenerated.konflux, regenerated.compat_page):
+        if result is not None:
+            _render_changes(result)
 
 
 def plan_json(matrix: Matrix, build_plan: BuildPlan, changed_since: str | None) -> None:

@@ -10,13 +10,21 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Optional, TextIO
 
-from ..environment import on_github_actions
-from .console import interactive, shown_path, table, warning
+from ..environment import on_github_actions, on_gitlab_ci
+from .console import interactive, rich_console, shown_path, table, warning
 
 if TYPE_CHECKING:
     from ..imagebuild.outcomes import Event, RunResult
 
 STEP_LINE = re.compile(r"^(?:\[\d+/\d+\] )?STEP \d+/\d+: ")
+# GitLab's job log: `ESC[0Ksection_start:UNIX_TIME:NAME[collapsed=true]\rESC[0KHEADER`
+# ... `ESC[0Ksection_end:UNIX_TIME:NAME\rESC[0K` folds the lines between under HEADER.
+ERASE_LINE = "\x1b[0K"
+
+
+def gitlab_section_name(key: str) -> str:
+    """A section name GitLab takes (letters, digits, `_`, `.`, `-`) from an image key."""
+    return "log_" + re.sub(r"[^A-Za-z0-9_.-]", "_", key)
 
 
 class MatrixView:
@@ -34,12 +42,15 @@ class MatrixView:
         self.started: dict[str, float] = {}
         self.ended: dict[str, float] = {}
         self.github = on_github_actions(os.environ)
+        # GitLab's collapsible sections are marked with an erase-line escape: none under
+        # NO_COLOR, which promises no escape code at all.
+        self.gitlab = on_gitlab_ci(os.environ) and not os.environ.get("NO_COLOR")
         self.live: Any = None
-        if interactive(stream):
-            from rich.console import Console
+        # A live view redraws with cursor escapes: none under NO_COLOR.
+        if interactive(stream) and not os.environ.get("NO_COLOR"):
             from rich.live import Live
 
-            self.live = Live(self, console=Console(file=stream), refresh_per_second=4,
+            self.live = Live(self, console=rich_console(stream), refresh_per_second=4,
                              transient=False)
 
     def __enter__(self) -> MatrixView:
@@ -99,14 +110,21 @@ class MatrixView:
             for text in lines:
                 self.live.console.print(f"  {escape(text)}", highlight=False)
             return
+        section = gitlab_section_name(key)
         if self.github:
             self.stream.write(f"::error title={key} failed::{message}\n::group::{header}\n")
+        elif self.gitlab:
+            self.stream.write(f"{ERASE_LINE}section_start:{int(time.time())}:{section}"
+                              f"[collapsed=true]\r{ERASE_LINE}{header}\n")
         else:
             self.stream.write(header + "\n")
         for text in lines:
             self.stream.write(f"[{key}] | {text}\n")
         if self.github:
             self.stream.write("::endgroup::\n")
+        elif self.gitlab:
+            self.stream.write(f"{ERASE_LINE}section_end:{int(time.time())}:{section}\r"
+                              f"{ERASE_LINE}\n")
         self.stream.flush()
 
     def __rich__(self) -> Any:
@@ -144,7 +162,7 @@ def matrix_summary(result: RunResult, report_path: Optional[str]) -> None:
          item.image.reference + (f"@{item.list_digest or item.digest}"
                                  if item.list_digest or item.digest else ""))
         for item in result.images
-    ])
+    ], keep=("IMAGE", "REFERENCE"))  # every column: what was found is the run's result
     counts: dict[str, int] = {}
     for item in result.images:
         counts[item.status.value] = counts.get(item.status.value, 0) + 1

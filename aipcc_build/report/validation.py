@@ -128,7 +128,7 @@ def validation(run: ValidationRun, as_json: bool) -> None:
                          _found(verdict), str(len(verdict.findings)), verdict.verdict))
     if interactive():
         table(("IMAGE", "PLATFORM", "EXPECTED", "FOUND", "EVIDENCE", "VERDICT"), rows,
-              title="aipcc-build validate")
+              title="aipcc-build validate", keep=("IMAGE",), drop=("EVIDENCE", "EXPECTED"))
     else:
         for ref, platform, expected, found, evidence, result in rows:
             sys.stdout.write(f"{ref} {platform}: {result} (expected {expected}; found {found}; "

@@ -83,6 +83,8 @@ class Gpu:
     arch: str  # compute capability "9.0" or gfx target "gfx942"
     pci_device_ids: tuple[str, ...]
     source: str
+    # NVIDIA data-center GPU: the only kind the CUDA forward-compat package runs on.
+    data_center: bool = False
 
 
 @dataclass(frozen=True)
@@ -231,15 +233,18 @@ def load_facts(path: Union[str, Path, None] = None) -> ToolkitFacts:
                              ("products", "source"))
         source = read.text(table, f"{name}.gpus", "source")
         for field, entry in read.items(table["products"], f"{name}.gpus.products",
-                                       ("name", arch_key, "pci_device_ids")):
+                                       ("name", arch_key, "pci_device_ids", "data_center")):
             pci_ids = tuple(i.lower() for i in read.texts(entry, field, "pci_device_ids",
                                                           required=False))
+            data_center = "data_center" in entry and read.text(
+                entry, field, "data_center", _BOOLEAN, "true or false") == "true"
             gpus.append(Gpu(read.text(entry, field, "name"), vendor,
-                            read.text(entry, field, arch_key), pci_ids, source))
+                            read.text(entry, field, arch_key), pci_ids, source, data_center))
     return ToolkitFacts(str(path), majors, releases, archs, rocm_releases, tuple(gpus))
 
 
 _NUMBER = re.compile(r"\d+")
+_BOOLEAN = re.compile(r"true|false")
 
 
 class _FactsReader:
@@ -257,8 +262,8 @@ class _FactsReader:
     def items(self, node: Any, field: str,
               allowed: tuple[str, ...]) -> list[tuple[str, dict[str, Any]]]:
         """(field of the entry, its keys -> value nodes) per entry of the list at NODE; every
-        key but `pci_device_ids` is required."""
-        required = tuple(key for key in allowed if key != "pci_device_ids")
+        key but `pci_device_ids` and `data_center` is required."""
+        required = tuple(key for key in allowed if key not in ("pci_device_ids", "data_center"))
         return [(f"{field}[{index}]", self.mapping(entry, f"{field}[{index}]", allowed, required))
                 for index, entry in enumerate(self.reader.sequence(node, field))]
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from ..errors import InputError, ToolError
 from .runner import Runner
 
-HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@")
+HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 # Plain `git diff` output: no pager, colours, external diff drivers or rename pairing, so
 # a renamed file is its old path deleted plus its new path added.
 DIFF = ("diff", "--no-color", "--no-ext-diff", "--no-renames")
@@ -22,15 +22,11 @@ DIFF = ("diff", "--no-color", "--no-ext-diff", "--no-renames")
 
 @dataclass(frozen=True)
 class Hunk:
-    """Lines changed in the working-tree file, 1-based and inclusive.
+    """One change to a file: lines removed from the revision's file and lines added in the
+    work tree's, each as (1-based line number in its own file, text)."""
 
-    A pure deletion has no new lines: it spans the two lines around the deletion point.
-    `text` holds the removed and added lines, to tell a comment-only change apart.
-    """
-
-    first: int
-    last: int
-    text: tuple[str, ...]
+    removed: tuple[tuple[int, str], ...]
+    added: tuple[tuple[int, str], ...]
 
 
 class Git:
@@ -93,6 +89,13 @@ class Git:
         out = self._run([*DIFF, "--name-only", "-z", "--end-of-options", commit, "--"])
         return [name for name in out.split("\0") if name]
 
+    def file_at(self, commit: str, path: str) -> str:
+        """PATH (relative to the top level) as COMMIT holds it; empty when it has none."""
+        try:
+            return self._run(["show", "--no-color", "--end-of-options", f"{commit}:{path}"])
+        except ToolError:
+            return ""
+
     def changed_lines(self, commit: str, path: str) -> list[Hunk]:
         """The hunks of PATH (relative to the top level) between COMMIT and the work tree."""
         return parse_hunks(self._run([*DIFF, "-U0", "--end-of-options", commit, "--",
@@ -107,15 +110,17 @@ def parse_hunks(out: str) -> list[Hunk]:
         match = HUNK.match(line)
         if not match:
             continue
-        start, count = int(match.group(1)), int(match.group(2) or "1")
-        body = []
+        old_line, new_line = int(match.group(1)), int(match.group(3))
+        removed: list[tuple[int, str]] = []
+        added: list[tuple[int, str]] = []
         for following in lines[index + 1:]:
             if following.startswith(("@@", "diff --git")):
                 break
-            if following.startswith(("+", "-")):
-                body.append(following[1:])
-        if count == 0:  # git names the line before the deletion (0: start of file)
-            hunks.append(Hunk(max(start, 1), start + 1, tuple(body)))
-        else:
-            hunks.append(Hunk(start, start + count - 1, tuple(body)))
+            if following.startswith("-"):
+                removed.append((old_line, following[1:]))
+                old_line += 1
+            elif following.startswith("+"):
+                added.append((new_line, following[1:]))
+                new_line += 1
+        hunks.append(Hunk(tuple(removed), tuple(added)))
     return hunks

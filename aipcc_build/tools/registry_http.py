@@ -89,12 +89,29 @@ class Answer:
     body: bytes  # at most the max_body asked for; only a 200's
 
 
+def get_url(url: str, timeout: float) -> Answer:
+    """GET URL as written (http or https, TLS verified): a wheel index's page, where the
+    matrix says which scheme. Unreachable when it does not answer."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise Unreachable(f"not an http or https URL: {parts.scheme or '?'}://")
+    host = parts.hostname if parts.port is None else f"{parts.hostname}:{parts.port}"
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    return get(host, target, True, timeout, schemes=[parts.scheme])
+
+
 def get(host: str, target: str, tls_verify: bool, timeout: float,
-        headers: Optional[Mapping[str, str]] = None, max_body: int = 65536) -> Answer:
+        headers: Optional[Mapping[str, str]] = None, max_body: int = 65536,
+        schemes: Optional[list[str]] = None) -> Answer:
     """GET TARGET on HOST (host[:port]) within TIMEOUT seconds per attempt; Unreachable
-    when no scheme answers."""
+    when no scheme answers. SCHEMES: only these (default: https, and plain http too when
+    TLS verification is off)."""
     why = ""
-    for scheme in ["https"] if tls_verify else _PLAIN.get(host, ["https", "http"]):
+    if schemes is None:
+        schemes = ["https"] if tls_verify else _PLAIN.get(host, ["https", "http"])
+    for scheme in schemes:
         try:
             if scheme == "https":
                 conn: http.client.HTTPConnection = http.client.HTTPSConnection(
@@ -113,7 +130,7 @@ def get(host: str, target: str, tls_verify: bool, timeout: float,
         except (OSError, http.client.HTTPException) as exc:
             why = str(exc) or type(exc).__name__
             continue  # no TLS there (try plain HTTP when allowed), or unreachable
-        if scheme == "http":
+        if scheme == "http" and not tls_verify:
             _PLAIN[host] = ["http"]  # the next look at this host skips the TLS attempt
         return answer
     raise Unreachable(why)

@@ -55,7 +55,7 @@ def test_page_renders_the_grid_without_console_errors(chromium: str, page: Path,
                     "cpu"]
     statuses = re.findall(r'data-status="([a-z-]+)"', dom)
     assert statuses.count("eol") == 1 and statuses.count("eol-soon") == 1
-    assert "driver &gt;= 580, native &gt;= 580.95.05" in dom
+    assert "driver native &gt;= 580.95.05, compat &gt;= 580" in dom
     console = [line for line in result.stderr.splitlines()
                if "CONSOLE" in line or "Uncaught" in line or "ERR_" in line]
     assert console == []

@@ -25,8 +25,8 @@ MATRIX = textwrap.dedent("""\
       cuda:
         variant: "cuda-{os}"
         versions:
-          - {version: 12.9.1, min_driver: 575.51.03, eol: 2027-06-30}
-          - {version: 12.8.1, min_driver: 570.124.06, eol: 2027-01-31, vars: {cudnn: 9.8.0.87}}
+          - {version: 12.9.1, native_driver: 575.51.03, eol: 2027-06-30}
+          - {version: 12.8.1, native_driver: 570.124.06, eol: 2027-01-31, vars: {cudnn: 9.8.0.87}}
       rocm:
         versions:
           - {version: 6.4.1}

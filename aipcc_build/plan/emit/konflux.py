@@ -517,11 +517,7 @@ def write(root: str, files: Mapping[str, str], *, check: bool,
         in_build_args = path.parent == base / BUILD_ARGS_DIR
         return _keep_pin(text, current) if in_build_args else text
 
-    stale: list[Path] = []
-    if remove_stale:
-        stale = ours(tree, [path for pattern in (f"{TEKTON_DIR}/*.yaml", f"{TENANT_DIR}/*.yaml",
-                                                 f"{BUILD_ARGS_DIR}/*.conf", SNAPSHOT_PIPELINE)
-                            for path in sorted(base.glob(pattern))])
+    stale = _ours(base) if remove_stale else []
     return sync(tree, {base / path: text for path, text in files.items()}, check=check,
                 stale=stale, keep=keep)
 
@@ -539,6 +535,25 @@ def _keep_pin(wanted: str, current: str) -> str:
     if new is None or old is None or new["repository"] != old["repository"]:
         return wanted
     return wanted[:new.start("pin")] + old["pin"] + wanted[new.end("pin"):]
+
+
+def _ours(base: Path) -> list[Path]:
+    """The files under BASE an earlier plan wrote (they start with our header)."""
+    tree = GeneratedTree(base, HEADER, "aipcc-build plan --format konflux")
+    return ours(tree, [path for pattern in (f"{TEKTON_DIR}/*.yaml", f"{TENANT_DIR}/*.yaml",
+                                            f"{BUILD_ARGS_DIR}/*.conf", SNAPSHOT_PIPELINE)
+                       for path in sorted(base.glob(pattern))])
+
+
+def generated_from(root: str, matrix_path: str) -> bool:
+    """Whether ROOT holds Konflux files an earlier plan wrote from MATRIX_PATH (relative
+    to the project root): the files a matrix edit must regenerate."""
+    note = f"{HEADER} from {matrix_path}:"
+    for path in _ours(Path(root)):
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            if handle.readline().startswith(note):
+                return True
+    return False
 
 
 def refuse_unclonable(url: str) -> None:

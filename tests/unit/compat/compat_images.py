@@ -17,13 +17,13 @@ def image(
     kind: str = "builder",
     *,
     eol: Optional[dt.date] = None,
-    min_driver: Optional[str] = None,
+    native_driver: Optional[str] = None,
     gpu_archs: tuple[str, ...] = (),
 ) -> ImageSpec:
     """One image as `matrix.expand` would produce it."""
     minor = ".".join(version.split(".")[:2]) if version else None
     name = f"{accelerator}-{minor}-{os}" if minor else f"{accelerator}-{os}"
-    toolkit = ToolkitVersion(version, min_driver=min_driver, eol=eol, gpu_archs=gpu_archs) \
+    toolkit = ToolkitVersion(version, native_driver=native_driver, eol=eol, gpu_archs=gpu_archs) \
         if version else None
     return ImageSpec(
         name=name, kind=kind, accelerator=accelerator, version=version, os=os,

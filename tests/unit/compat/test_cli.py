@@ -90,8 +90,11 @@ def test_select_text_marks_minor_version_compatibility(
                        "--accelerator", "cuda", "--today", "2025-09-01")
     assert code == 0
     assert "cuda-12.9-ubi9:3.0-dev  (builder, cuda 12.9.1, ubi9)  [minor-version " \
-           "compatibility only]" in out
-    assert "driver too old: needs >= 580, node has 550.54.15" in out
+           "compatibility]\n      the driver is below 575.57.08 (native): no JIT of newer " \
+           "PTX\n" in out
+    assert ("driver too old: needs >= 580.95.05 natively, >= 580 under minor-version "
+            "compatibility; node has 550.54.15 (the image carries no forward-compat "
+            "package)") in out
     assert "rocm" not in out  # filtered out, not excluded
 
 

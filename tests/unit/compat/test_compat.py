@@ -53,7 +53,7 @@ def test_requirements_from_the_data_file(facts: ToolkitFacts) -> None:
 
 
 def test_matrix_fields_override_the_data_file(facts: ToolkitFacts) -> None:
-    req = requirements(image("cuda", "12.8.1", min_driver="570.124.06",
+    req = requirements(image("cuda", "12.8.1", native_driver="570.124.06",
                              gpu_archs=("8.0", "sm_90", "sm_100a")), facts)
     assert str(req.native_driver) == "570.124.06" and req.native_driver_from_matrix
     assert str(req.min_driver) == "525.60.13"  # minor-version compatibility still applies

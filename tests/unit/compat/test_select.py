@@ -12,6 +12,7 @@ from aipcc_build.compat.select import (
     ARCH_NOT_SUPPORTED,
     CPU_ONLY,
     DRIVER_TOO_OLD,
+    FORWARD_COMPAT,
     MINOR_VERSION_COMPAT,
     NATIVE,
     NO_MATCHING_GPU,
@@ -234,9 +235,9 @@ def test_k8s_fragment_for_rocm_uses_device_ids(facts: ToolkitFacts) -> None:
     assert scheduling_constraints(image("cpu", None), facts) == {}
 
 
-def test_shipped_matrix_min_driver_is_the_native_requirement(facts: ToolkitFacts) -> None:
-    # matrix/aipcc.yaml sets min_driver to NVIDIA's minimum required driver of each release;
-    # an older 5xx driver still runs it under minor-version compatibility.
+def test_shipped_matrix_native_driver_is_the_native_requirement(facts: ToolkitFacts) -> None:
+    # matrix/aipcc.yaml sets native_driver to NVIDIA's minimum required driver of each
+    # release; an older 5xx driver still runs it under minor-version compatibility.
     from aipcc_build.matrix import expand, load
 
     shipped = expand(load(REPO / "matrix" / "aipcc.yaml"))
@@ -275,3 +276,34 @@ def test_an_arm64_node_is_not_offered_an_amd64_only_image(facts: ToolkitFacts,
     fragment = scheduling_constraints(amd64_only, facts)
     assert fragment["nodeSelector"]["kubernetes.io/arch"] == "amd64"
     assert "kubernetes.io/arch" not in scheduling_constraints(both, facts)["nodeSelector"]
+
+
+def test_each_runnable_image_says_the_mode_that_makes_it_run(facts: ToolkitFacts) -> None:
+    """The release manager's question (issue 32): on 560.28.03 a 12.9 image whose matrix
+    says 575.51.03 is not native; it runs under minor-version compatibility. Below the
+    12.x floor, only the forward-compat package the shipped images install (cuda-compat-12-9)
+    runs it, and only on a data-center GPU."""
+    from aipcc_build.matrix import expand, load
+
+    shipped = expand(load(REPO / "matrix" / "aipcc.yaml"))
+    cuda129 = [i for i in shipped if i.accelerator == "cuda" and i.version == "12.9.1"]
+    assert runnable(run(cuda129, facts, gpu="H100", driver="560.28.03")) == \
+        [("12.9.1", MINOR_VERSION_COMPAT)] * 3
+    assert runnable(run(cuda129, facts, gpu="H100", driver="575.51.03")) == \
+        [("12.9.1", NATIVE)] * 3
+    assert runnable(run(cuda129, facts, gpu="H100", driver="470.57.02")) == \
+        [("12.9.1", FORWARD_COMPAT)] * 3
+    workstation = run(cuda129, facts, gpu="RTX 4090", driver="470.57.02")
+    assert runnable(workstation) == []
+    assert all("needs a data-center GPU" in str(exclusion.reasons[0])
+               for exclusion in workstation.excluded)
+
+
+def test_no_forward_compat_mode_without_the_package(facts: ToolkitFacts) -> None:
+    """The demo's images install pip wheels, not cuda-compat: too old a driver excludes them."""
+    from aipcc_build.matrix import expand, load
+
+    demo = [i for i in expand(load(REPO / "matrix" / "demo.yaml")) if i.accelerator == "cuda"]
+    selection = run(demo, facts, gpu="H100", driver="470.57.02")
+    assert runnable(selection) == []
+    assert "carries no forward-compat package" in str(selection.excluded[0].reasons[0])

@@ -55,7 +55,7 @@ def test_add_version_keeps_every_comment_and_unrelated_line(project, commented, 
     before = commented.read_text()
     first = run("--matrix", str(commented), "add-version", "rocm", "6.5.0")
     second = run("--matrix", str(commented), "add-version", "cuda", "12.10.1",
-                 "--min-driver", "580.65.06", "--eol", "2028-06-30", *CUDA_VARS)
+                 "--native-driver", "580.65.06", "--eol", "2028-06-30", *CUDA_VARS)
     assert first.code == 0 and second.code == 0, first.err + second.err
     after = commented.read_text()
 
@@ -63,7 +63,7 @@ def test_add_version_keeps_every_comment_and_unrelated_line(project, commented, 
     assert removed == []  # nothing else touched: every comment and line is still there
     assert added == [
         "      - version: 12.10.1",
-        "        min_driver: 580.65.06",
+        "        native_driver: 580.65.06",
         "        eol: 2028-06-30",
         "        vars: {cudart: 12.10.37-1, cuda_libraries: 12.10.1-1}",
         "      - {version: 6.5.0}",
@@ -92,12 +92,28 @@ def test_add_version_prints_images_and_registry_request(project, run):
                       "quay.io/aipcc/base-images/cuda-12.10-el9.6:3.0-dev",
                       "quay.io/aipcc/devel/cuda-12.10-el9.6:3.0-dev"):
         assert reference in result.out
-    request = result.out.split("paste into a ticket):", 1)[1]
+    request, indexes = result.out.split("paste into a ticket):")[1:]
     assert "Please create the following 3 container image repositories" in request
     repositories = [line.split()[1] for line in request.splitlines() if line.startswith("- ")]
     assert repositories == ["quay.io/aipcc/builder/cuda-12.10-ubi9",
                             "quay.io/aipcc/base-images/cuda-12.10-el9.6",
                             "quay.io/aipcc/devel/cuda-12.10-el9.6"]
+    # The wheel index the new images are configured for: without it they cannot build.
+    urls = [line.split()[1] for line in indexes.splitlines() if line.startswith("- ")]
+    assert urls == ["https://packages.redhat.com/api/pypi/public-rhai/rhoai/3.0/"
+                    "cuda12.10-ubi9/simple/"]
+    assert "variant cuda12.10-ubi9" in indexes
+
+
+def test_add_version_to_the_demo_names_the_wheel_list_section(tmp_path, run):
+    """The demo's indexes are published here from matrix/demo-wheels.txt: a new variant
+    needs its own section there, or the build finds no wheel."""
+    shipped_project(tmp_path)
+    result = run("--matrix", str(tmp_path / "matrix/demo.yaml"), "add-version", "cuda",
+                 "13.0.1")
+    assert result.code == 0, result.err
+    assert "http://127.0.0.1:8580/1.0/cuda13.0-debian/simple/" in result.out
+    assert "cuda13.0-debian to matrix/demo-wheels.txt" in result.out
 
 
 @pytest.mark.parametrize("args, message", [
@@ -110,7 +126,7 @@ def test_add_version_prints_images_and_registry_request(project, run):
     (("cuda", "12.010.1", *CUDA_VARS), "leading zeros: write 12.10.1"),
     (("nvidia", "12.10.1"), "unknown accelerator 'nvidia'"),
     (("cpu", "1.0.0"), "declared without versions"),
-    (("cuda", "12.10.1", "--min-driver", "latest", *CUDA_VARS), "is not a driver version"),
+    (("cuda", "12.10.1", "--native-driver", "latest", *CUDA_VARS), "is not a driver version"),
     # The CUDA templates need cudart and cuda_libraries: the render fails before any write.
     (("cuda", "12.10.1"), "--var NAME=VALUE"),
     (("cuda", "12.10.1", "--var", "no-equals"), "is not NAME=VALUE"),
@@ -146,7 +162,7 @@ def test_retire_remove_deletes_the_entry_and_its_containerfiles(project, run):
     assert result.code == 0, result.err
     removed, added = changed_lines(before, path.read_text())
     assert added == []
-    assert removed == ["      - version: 12.8.1", "        min_driver: 570.124.06",
+    assert removed == ["      - version: 12.8.1", "        native_driver: 570.124.06",
                        "        eol: 2027-01-31",
                        "        vars: {cudnn: 9.8.0.87}"]  # RPM versions: the table
     for kind, name in (("builder", "cuda-12.8-ubi9"), ("base", "cuda-12.8-el9.6"),
@@ -194,13 +210,13 @@ def test_add_version_reads_rpm_versions_from_the_component_table(project, run):
     path = matrix_file(project)
     before = path.read_text()
     result = run("--matrix", str(path), "add-version", "cuda", "13.0.1",
-                 "--min-driver", "580.82.07", "--eol", "2028-01-31")
+                 "--native-driver", "580.82.07", "--eol", "2028-01-31")
     assert result.code == 0, result.err
     removed, added = changed_lines(before, path.read_text())
     assert removed == []
     assert added == [  # no vars: the table knows CUDA 13.0.1
         "      - version: 13.0.1",
-        "        min_driver: 580.82.07",
+        "        native_driver: 580.82.07",
         "        eol: 2028-01-31",
     ]
     base = (project / "containerfiles" / "base" / "cuda-13.0-el9.6" / "Containerfile").read_text()
@@ -213,7 +229,7 @@ def test_add_version_names_the_values_a_release_unknown_to_the_table_needs(proje
     path = matrix_file(project)
     before = path.read_bytes()
     result = run("--matrix", str(path), "add-version", "cuda", "12.10.1",
-                 "--min-driver", "580.65.06", "--eol", "2028-06-30")
+                 "--native-driver", "580.65.06", "--eol", "2028-06-30")
     assert result.code == 2
     assert "--var NAME=VALUE" in result.err
     assert "the templates need cuda_libraries, cudart" in result.err
@@ -318,3 +334,21 @@ def test_add_version_writes_a_var_exactly_as_given(project, run, value):
     (entry,) = [v for v in load(str(path)).accelerators["cuda"].versions
                 if v.version == "12.10.1"]
     assert entry.vars["cudart"] == value
+
+
+def test_retire_takes_a_prefix_naming_one_version(project, run):
+    """`retire cuda 12.8` as every other command reads 12.8: the version 12.8.1."""
+    result = run("--matrix", str(matrix_file(project)), "retire", "cuda", "12.8",
+                 "--eol", "2026-12-31")
+    assert result.code == 0, result.err
+    assert "End of life 2026-12-31 for cuda 12.8.1" in result.out
+    assert load(str(matrix_file(project))).accelerators["cuda"].versions[1].eol.isoformat() \
+        == "2026-12-31"
+
+
+def test_retire_refuses_a_prefix_naming_several_versions(project, run):
+    before = matrix_file(project).read_text()
+    result = run("--matrix", str(matrix_file(project)), "retire", "cuda", "12", "--remove")
+    assert result.code == 2
+    assert "12 names 12.9.1 and 12.8.1 of cuda: give one of them" in result.err
+    assert matrix_file(project).read_text() == before

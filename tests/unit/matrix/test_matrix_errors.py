@@ -218,3 +218,19 @@ def test_ci_prefetch_input_is_json(project: Project, cli) -> None:
 def test_ci_hermetic_is_a_boolean(project: Project, cli) -> None:
     project.edit("registry: quay.io/aipcc", "registry: quay.io/aipcc\nci: {hermetic: yes}")
     assert_input_error(project, cli, "ci.hermetic", "'yes' is not true or false", at="yes")
+
+
+def test_min_driver_is_read_as_the_old_name_of_native_driver(project: Project) -> None:
+    """Matrices written before the rename keep working, with the one meaning."""
+    from aipcc_build.matrix import load
+
+    project.edit("{version: 6.3.4}", "{version: 6.3.4, min_driver: 6.3.0}")
+    toolkit = load(str(project.matrix)).accelerators["rocm"].versions[1]
+    assert toolkit.native_driver == "6.3.0"
+
+
+def test_native_driver_and_min_driver_together_are_refused(project: Project, cli) -> None:
+    project.edit("{version: 6.3.4}",
+                 "{version: 6.3.4, native_driver: 6.3.0, min_driver: 6.3.0}")
+    assert_input_error(project, cli, "min_driver is the old name of native_driver",
+                       at="min_driver: 6.3.0")

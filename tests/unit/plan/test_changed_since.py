@@ -86,6 +86,46 @@ def test_matrix_comment_edit_selects_nothing(repo, changed):
     assert changed() == set()
 
 
+def test_removing_a_version_selects_no_other_image(repo, changed, run):
+    """The removed lines belong to the removed entry in the revision's file: they select
+    no image (none is left), not the entries around the deletion point (they selected the
+    12.9 and ROCm images before)."""
+    result = run("--matrix", str(repo / "matrix/aipcc.yaml"), "retire", "cuda", "12.8.1",
+                 "--remove")
+    assert result.code == 0, result.err
+    assert changed() == set()
+
+
+def test_adding_a_version_selects_exactly_its_images(repo, changed, run):
+    result = run("--matrix", str(repo / "matrix/aipcc.yaml"), "add-version", "cuda", "13.0.1",
+                 "--min-driver", "580.82.07")
+    assert result.code == 0, result.err
+    git(repo, "add", "-A")
+    assert changed() == {"builder/cuda-13.0-ubi9", "base/cuda-13.0-el9.6",
+                         "devel/cuda-13.0-el9.6"}
+
+
+def test_an_eol_date_or_driver_alone_rebuilds_nothing(repo, changed, run):
+    """`eol`, `native_driver` and `gpu_archs` reach no build: a change to them alone, block
+    or flow style, selects no image; with another field, the entry's images."""
+    result = run("--matrix", str(repo / "matrix/aipcc.yaml"), "retire", "cuda", "12.8.1",
+                 "--eol", "2026-12-31")
+    assert result.code == 0, result.err
+    assert changed() == set()
+    edit(repo / "matrix/aipcc.yaml", "native_driver: 575.51.03", "native_driver: 575.57.08")
+    edit(repo / "matrix/aipcc.yaml", "{version: 6.3.4}", "{version: 6.3.4, eol: 2026-06-30}")
+    assert changed() == set()
+    edit(repo / "matrix/aipcc.yaml", "{version: 6.3.4, eol: 2026-06-30}",
+         "{version: 6.3.4, eol: 2026-06-30, vars: {x: y}}")
+    assert changed() == {"builder/rocm-6.3-ubi9"}
+
+
+def test_a_removed_line_selects_the_entry_that_held_it(repo, changed):
+    edit(repo / "matrix/aipcc.yaml", "        vars: {cudnn: 9.8.0.87}\n", "")
+    assert changed() == {"builder/cuda-12.8-ubi9", "base/cuda-12.8-el9.6",
+                         "devel/cuda-12.8-el9.6"}
+
+
 def test_readme_edit_selects_nothing(repo, changed):
     (repo / "README.md").write_text("# images\n\nMore words.\n")
     (repo / "docs").mkdir()
@@ -127,9 +167,9 @@ def test_git_is_called_a_fixed_number_of_times(repo, changed, monkeypatch):
     edit(repo / "matrix/aipcc.yaml", "cudnn: 9.8.0.87", "cudnn: 9.8.0.88")
     edit(repo / "templates/_toolkit.j2", "dnf clean all", "dnf clean all ")
     changed()
-    # top level, the revision's commit, changed names, the matrix file's hunks: never one
-    # call per image.
-    assert [args[0] for args in calls] == ["rev-parse", "rev-parse", "diff", "diff"]
+    # top level, the revision's commit, changed names, the matrix file's hunks and its text
+    # at the revision: never one call per image.
+    assert [args[0] for args in calls] == ["rev-parse", "rev-parse", "diff", "diff", "show"]
 
 
 def test_unknown_revision_is_a_clear_error(repo, run):

@@ -72,7 +72,8 @@ def test_list_json_and_filters(project: Project, cli) -> None:
 
 
 def test_list_plain_table(project: Project, cli) -> None:
-    result = cli("--matrix", str(project.matrix), "list", "--kind", "builder")
+    # --wide: every column (without it, a pipe gets what fits 120 columns)
+    result = cli("--matrix", str(project.matrix), "list", "--kind", "builder", "--wide")
     lines = result.out.splitlines()
     assert lines[0].split() == ["NAME", "KIND", "ACCELERATOR", "VERSION", "OS", "PLATFORMS",
                                 "VARIANT", "REFERENCE", "TEMPLATE"]
