@@ -7,25 +7,40 @@ few small files is read (version.json, the build records of frameworks such as
 torch/version.py, the dpkg database: `/var/lib/dpkg/status` and distroless's
 one-file-per-package `status.d/`, the RECORD of each installed distribution, to name the
 distribution that brought a file), the code of a vendored CUDA runtime whose name gives
-its major only (`elf.runtime_release`), and the rpmdb goes to a temporary file for sqlite.
+its major only (`elf.runtime_release`), the dynamic section of every other shared object
+(`elf.dynamic_entries`, read from the file's start as far as it reaches: what it links,
+`builds`), and the rpmdb goes to a temporary file for sqlite.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
 from ..toolkit.components import built_for, is_cuda_component, library_component
+from .builds import backend, distribution_evidence, linked_evidence
 from .config_env import major_minor
-from .elf import runtime_release
+from .elf import ElfLimit, dynamic_entries, runtime_release
 from .index_config import CONFIG_FILE, CONFIG_FILE_SUFFIXES, settings_from_text
-from .results import PRIVATE_TOOLCHAIN, UNPARSABLE, Evidence, Hazard, IndexSetting
+from .results import (
+    BACKEND,
+    LINKED,
+    PRIVATE_TOOLCHAIN,
+    ROCM_BUILD,
+    UNPARSABLE,
+    Evidence,
+    Hazard,
+    IndexSetting,
+)
 from .rpmdb import RpmdbError, read_packages
 
-WANT_NONE, WANT_MEMORY, WANT_FILE = 0, 1, 2
+# What the walker hands the detector of a member: nothing, its bytes, a temporary file, or
+# a reader of its first bytes (`content_prefix`).
+WANT_NONE, WANT_MEMORY, WANT_FILE, WANT_PREFIX = 0, 1, 2, 3
 SMALL_FILE_LIMIT = 1 << 20  # version.json, version.py and friends are a few hundred bytes
 DPKG_STATUS_LIMIT = 64 << 20
 RECORD_LIMIT = 16 << 20  # torch's RECORD, the largest seen, is about 2 MB
@@ -38,21 +53,23 @@ SPOOL_LIMIT = 1 << 30
 EVIDENCE_KINDS = (
     "cuda-tree", "rocm-tree", "version-file", "library", "rpm", "dpkg", "dist-info",
     "torch-version", "conda", "env", "symlink", "build-info", "private-toolchain",
-    "cuda-build",
+    "cuda-build", LINKED, ROCM_BUILD, BACKEND,
 )
+# The hazard kind of a file past one of the ELF reader's limits (not read).
+ELF_LIMIT_HAZARD = "elf-limit"
 
 # The tar walker's first filter, on raw name bytes (which lack the leading "/").
 CANDIDATE_BYTES = re.compile(
     rb"usr/local/cuda|opt/rocm|\.dist-info|\.so\.\d|torch/version\.py$|conda-meta/"
     rb"|var/lib/rpm/|usr/lib/sysimage/rpm/|var/lib/dpkg/status(?:$|\.d/)|/nvidia/cu\d"
-    rb"|\.libs/|cuda[^/]*\.so$|/bin/(?:ptxas|nvdisasm|cuobjdump|nvlink|fatbinary)"
+    rb"|\.libs/|\.so$|/bin/(?:ptxas|nvdisasm|cuobjdump|nvlink|fatbinary)"
     rb"|/build_and_package_info\.py$|/platform/build_info\.py$|/paddle/version/__init__\.py$")
 # ... and pip's and uv's config files, by an endswith (cheaper than one more alternative).
 CANDIDATE_SUFFIXES = CONFIG_FILE_SUFFIXES
 _CANDIDATE = re.compile(
     r"/usr/local/cuda|/opt/rocm|\.dist-info|\.so\.\d|/torch/version\.py$|/conda-meta/"
     r"|/var/lib/rpm/|/usr/lib/sysimage/rpm/|/var/lib/dpkg/status(?:$|\.d/)|/nvidia/cu\d"
-    r"|\.libs/|cuda[^/]*\.so$|/bin/(?:ptxas|nvdisasm|cuobjdump|nvlink|fatbinary)"
+    r"|\.libs/|\.so$|/bin/(?:ptxas|nvdisasm|cuobjdump|nvlink|fatbinary)"
     r"|/build_and_package_info\.py$|/platform/build_info\.py$|/paddle/version/__init__\.py$|"
     + CONFIG_FILE.pattern)
 _DPKG_STATUS = re.compile(r"^/var/lib/dpkg/status(?:\.d/[^/]+)?$")
@@ -75,21 +92,21 @@ _SITE_PACKAGE = re.compile(r"^(.*/(?:site|dist)-packages)/([^/]+)/")
 # CUPTI): a private toolchain, unless the image loads it as its runtime.
 _PRIVATE_TOOL = re.compile(r"/bin/(ptxas|nvdisasm|cuobjdump|nvlink|fatbinary)(?:-[a-z0-9]+)?$")
 _TOOLCHAIN_COMPONENTS = frozenset({"cuda-cupti"})
-# A shared object named for CUDA (libonnxruntime_providers_cuda.so, libtorch_cuda.so,
-# libbitsandbytes_cuda128.so): a CUDA build of its package, whatever it links.
-_CUDA_BUILD = re.compile(r"/[^/]*(?:^|[_.-])cuda(?:\d*)(?:[_.-][^/]*)?\.so(?:\.\d+)*$")
+_SHARED_OBJECT = re.compile(r"\.so(?:\.\d+)*$")
 # Build records of frameworks: which CUDA they were compiled with.
 _BUILD_INFO = re.compile(
     r"/(?:onnxruntime/capi/build_and_package_info\.py|tensorflow/python/platform/build_info\.py"
     r"|paddle/version/__init__\.py)$")
-_BUILD_CUDA = re.compile(r"""['"]?\bcuda_version['"]?\s*[:=]\s*['"](\d+\.\d+[\d.]*)['"]""")
+# `cuda_version = '13.0'` (ONNX Runtime), `('cuda_version', '12.5.1')` (TensorFlow's
+# OrderedDict), `'cuda_version': '12.6'`; `rocm_version`, `hip_version` alike.
+_BUILD_VERSION = re.compile(
+    r"""['"]?\b(cuda|rocm|hip)_version['"]?\s*[:=,]\s*['"](\d+\.\d+[\d.]*)['"]""")
 _RPMDB = re.compile(r"^/(?:var/lib/rpm|usr/lib/sysimage/rpm)/rpmdb\.sqlite(-wal)?$")
 _CONDA_META = re.compile(r"/conda-meta/([^/]+)\.json$")
 _TORCH_CUDA = re.compile(r"^cuda\s*(?::[^=\n]*)?=\s*['\"](\d+\.\d+)", re.M)
 _TORCH_HIP = re.compile(r"^hip\s*(?::[^=\n]*)?=\s*['\"](\d+\.\d+)", re.M)
 _CUDA_TXT = re.compile(r"CUDA Version (\d+\.\d+[\d.]*)")
 _LOCAL_CUDA = re.compile(r"^cu(\d+)(\d)$")  # "+cu129" -> 12.9, "+cu118" -> 11.8
-_LOCAL_ROCM = re.compile(r"^rocm(\d+\.\d+)")
 _NVIDIA_WHEEL = re.compile(r"^nvidia-(.+?)(?:-cu(\d+))?$")
 # Package names that carry the CUDA release: cuda-cudart-12-9, libcublas-12-9, cuda-12-8.
 _CUDA_PACKAGE = re.compile(
@@ -132,11 +149,13 @@ def debian_cuda_release(version: str) -> Optional[str]:
     """CUDA release of a Debian nvidia-cuda-toolkit package version.
 
     "11.8.89~11.8.0-5~deb12u1" -> "11.8" (the toolkit release follows the component's own
-    version after a "~"); "11.8.0-5~deb12u1" (nvidia-cuda-toolkit itself) -> "11.8".
+    version after the last "~" before the Debian revision:
+    "11.1.1+~10.9.0.58~11.8.0-5~deb12u1", libcufft10, is CUDA 11.8 too);
+    "11.8.0-5~deb12u1" (nvidia-cuda-toolkit itself) -> "11.8".
     """
     upstream = version.split(":", 1)[-1].rsplit("-", 1)[0]
-    head, _, toolkit = upstream.partition("~")
-    return major_minor(toolkit) or major_minor(head)
+    head, _, toolkit = upstream.rpartition("~")
+    return major_minor(toolkit) if head else major_minor(upstream)
 
 
 def package_evidence(kind: str, path: str, name: str, version: str,
@@ -195,10 +214,9 @@ def wheel_evidence(path: str, name: str, version: str) -> Optional[Evidence]:
         return Evidence("dist-info", path, "cuda", project, version,
                         f"{int(cuda.group(1))}.{cuda.group(2)}", distribution=label,
                         detail=f"its local version +{local} names the CUDA build", built=True)
-    rocm = _LOCAL_ROCM.match(local)
-    if rocm:
-        return Evidence("dist-info", path, "rocm", project, version, rocm.group(1),
-                        distribution=label)
+    found = distribution_evidence(path, project, version, label, local)
+    if found:
+        return found
     base, build = built_for(project)
     if build:
         return Evidence("dist-info", path, "cuda", project, version, build, distribution=label,
@@ -275,6 +293,10 @@ class LayerDetector:
         self.spooled = 0  # bytes of temporary files held now
         self._records: dict[str, list[tuple[str, bytes]]] = {}  # site dir -> its RECORDs
         self._runtimes: dict[str, str] = {}  # vendored runtimes to read: path -> major
+        self._linking: dict[str, str] = {}  # shared objects to read: path -> package
+        # directory -> (path, family, release, package) of its shared objects named for a
+        # backend (libbitsandbytes_cuda128.so)
+        self._backends: dict[str, list[tuple[str, str, Optional[str], str]]] = {}
 
     def _once(self, key: str) -> bool:
         if key in self._seen:
@@ -367,7 +389,8 @@ class LayerDetector:
         library = _LIBRARY.search(path)
         if library:
             return self._library(path, library, size, None, regular=True)
-        self._cuda_build(path, package, "")
+        if _SHARED_OBJECT.search(path):
+            return self._shared_object(path, package, size)
         conda = _CONDA_META.search(path)
         if conda:
             found = conda_evidence(path, conda.group(1))
@@ -375,12 +398,56 @@ class LayerDetector:
                 self.evidence.append(found)
         return WANT_NONE
 
-    def _cuda_build(self, path: str, package: Optional[re.Match[str]], version: str) -> None:
-        """A package's shared object named for CUDA (libtorch_cuda.so)."""
-        if package and _CUDA_BUILD.search(path):
-            self.evidence.append(Evidence(
-                "cuda-build", path, "cuda", package.group(2), version,
-                detail="a shared object named for CUDA: a CUDA build of its package"))
+    def _shared_object(self, path: str, package: Optional[re.Match[str]], size: int) -> int:
+        """A shared object no name above places: a package's one named for a backend
+        (libtorch_cuda.so, libonnxruntime_providers_rocm.so) is a build of its package for
+        that backend, whatever it links; what any shared object links is read from it."""
+        named = backend(path)
+        owner = package.group(2) if package else path.rsplit("/", 1)[-1]
+        if named and package:
+            family, release = named
+            self._backends.setdefault(path.rsplit("/", 1)[0], []).append(
+                (path, family, release, owner))
+            if family != "cpu":
+                kind = "cuda-build" if family == "cuda" else ROCM_BUILD
+                self.evidence.append(Evidence(
+                    kind, path, family, owner, "", built=True,
+                    detail=f"a shared object named for {family.upper()}: a "
+                           f"{family.upper()} build of its package"))
+        if not size or not _SHARED_OBJECT.search(path):
+            return WANT_NONE
+        self._linking[path] = owner
+        return WANT_PREFIX
+
+    def content_prefix(self, path: str, read: Callable[[int], bytes]) -> None:
+        """A shared object's first bytes, as far as its dynamic section reaches."""
+        owner = self._linking.pop(path)
+        try:
+            entries = dynamic_entries(read)
+        except ElfLimit as exc:
+            self.hazards.append(Hazard(ELF_LIMIT_HAZARD, path, f"{exc}: not read",
+                                       severe=False))
+            return
+        if entries is not None:
+            self.evidence.extend(linked_evidence(path, entries, owner))
+
+    def _multi_backend(self) -> None:
+        """A directory of shared objects named for two or more GPU backends (bitsandbytes:
+        CUDA 11.8 to 13.2, ROCm 6.4 to 7.2, CPU) holds one package's run-time choices:
+        each becomes `backend` evidence, which the verdict judges as a whole."""
+        for libraries in self._backends.values():
+            gpus = {(family, release) for _, family, release, _ in libraries
+                    if family != "cpu"}
+            if len(gpus) < 2:
+                continue
+            paths = {path for path, _, _, _ in libraries}
+            self.evidence = [e for e in self.evidence if e.path not in paths]
+            names = ", ".join(sorted({f"{f} {r}" if r else f for _, f, r, _ in libraries}))
+            for path, family, release, owner in libraries:
+                self.evidence.append(Evidence(
+                    BACKEND, path, family, owner, release or "", release, detail=(
+                        f"one of the {len(libraries)} backends {owner} picks among at run "
+                        f"time: {names}")))
 
     def _library(self, path: str, library: re.Match[str], size: int, link: Optional[str],
                  regular: bool) -> int:
@@ -393,8 +460,7 @@ class LayerDetector:
         component = library_component(stem)
         package = _SITE_PACKAGE.match(path)
         if component is None:
-            self._cuda_build(path, package, version)
-            return WANT_NONE
+            return self._shared_object(path, package, size) if regular else WANT_NONE
         owner = package.group(2) if package else None
         vendored = bool(library.group("hash")) or (owner or "").endswith(".libs")
         if owner and owner != "nvidia" and not vendored and component in _TOOLCHAIN_COMPONENTS:
@@ -458,15 +524,16 @@ class LayerDetector:
                 if match:
                     self.evidence.append(Evidence("torch-version", path, toolkit, "torch",
                                                   match.group(1), match.group(1),
-                                                  built=toolkit == "cuda"))
+                                                  built=True))
         elif _BUILD_INFO.search(path):
-            match = _BUILD_CUDA.search(text)
             package = _SITE_PACKAGE.match(path)
-            if match:
+            for key, version in dict(_BUILD_VERSION.findall(text)).items():
+                toolkit = "cuda" if key == "cuda" else "rocm"
                 self.evidence.append(Evidence(
-                    "build-info", path, "cuda", package.group(2) if package else "framework",
-                    match.group(1), major_minor(match.group(1)), built=True,
-                    detail=f"its build record says cuda_version {match.group(1)}"))
+                    "build-info", path, toolkit,
+                    package.group(2) if package else "framework", version,
+                    major_minor(version), built=True,
+                    detail=f"its build record says {key}_version {version}"))
         elif _DPKG_STATUS.match(path):
             for name, version, source in dpkg_packages(
                     text, installed_by_default=path != "/var/lib/dpkg/status"):
@@ -477,7 +544,12 @@ class LayerDetector:
     def _runtime(self, path: str, data: bytes) -> None:
         """A CUDA runtime whose name gives its major at most: its release is in its code."""
         major = self._runtimes.pop(path)
-        release = runtime_release(data)
+        try:
+            release = runtime_release(data)
+        except ElfLimit as exc:
+            self.hazards.append(Hazard(ELF_LIMIT_HAZARD, path, f"{exc}: not read",
+                                       severe=False))
+            release = None
         if release is not None and (not major or release.split(".")[0] == major):
             self.evidence.append(Evidence(
                 "library", path, "cuda", "cuda-runtime", release, release, detail=(
@@ -532,5 +604,6 @@ class LayerDetector:
 
     def finish(self) -> tuple[list[Evidence], list[str], list[Hazard]]:
         self._rpm()
+        self._multi_backend()
         self._attribute()
         return self.evidence, self.content_paths, self.hazards

@@ -1,43 +1,185 @@
-"""The CUDA release a CUDA runtime library was built as, read from its ELF file, never run.
+"""What an ELF shared object says about the toolkit it was built for, read, never run.
 
-`cudaRuntimeGetVersion(int *v)` stores a constant, 1000 * major + 10 * minor (12060 for
-12.6): the exported function (or a function it calls directly) writes it through its
-pointer argument. This finds the symbol in the dynamic symbol table, maps its address to a
-file offset through the program headers, and follows direct calls a few levels deep
-looking for that store: `movl $imm32, (%reg)` on x86_64; `movz wN, #imm16` followed by
-`str wN, [xM]` on aarch64. Anything else (another machine, a stripped symbol, no such
-store) answers None: the caller then knows the major from the file name only.
+Two readings, each linear in the bytes it is given and bounded by the limits below (a
+file past a limit is not read, and the caller warns naming it):
+
+- `dynamic_entries`: the `NEEDED` libraries and the `RUNPATH`/`RPATH` of a shared object,
+  from its program headers and its dynamic section, reading the file from its start only
+  as far as the dynamic section and its string table reach (a 500 MB ROCm provider
+  library keeps both in its first 15 MB). `libamdhip64.so.7` names the ROCm major a
+  binary was linked against, `libcudart.so.12` the CUDA major, `/opt/rocm-7.2.4/lib` the
+  ROCm release.
+- `runtime_release`: the release of a CUDA runtime whose name gives its major only.
+  `cudaRuntimeGetVersion(int *v)` stores a constant, 1000 * major + 10 * minor (12060 for
+  12.6): the exported function (or a function it calls directly) writes it through its
+  pointer argument. This finds the symbol in the dynamic symbol table, maps its address to
+  a file offset through the program headers, and follows direct calls a few levels deep
+  looking for that store: `movl $imm32, (%reg)` on x86_64; `movz wN, #imm16` followed by
+  `str wN, [xM]` on aarch64. Anything else (another machine, a stripped symbol, no such
+  store) answers None: the caller then knows the major from the file name only.
 """
 
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Optional
 
 SYMBOL = b"cudaRuntimeGetVersion"
 EM_X86_64, EM_AARCH64 = 62, 183
-_PT_LOAD, _SHT_DYNSYM = 1, 11
+_PT_LOAD, _PT_DYNAMIC, _SHT_DYNSYM = 1, 2, 11
+_DT_NULL, _DT_NEEDED, _DT_STRTAB, _DT_STRSZ, _DT_RPATH, _DT_RUNPATH = 0, 1, 5, 10, 15, 29
 WINDOW = 512  # bytes of one function searched
 MAX_FUNCTIONS = 12  # the exported function and what it calls, breadth first
 MAX_DEPTH = 2
+# Real shared objects have about ten program headers and fewer than a hundred sections.
+MAX_PROGRAM_HEADERS = 256
+MAX_SECTIONS = 4096
+# The prefix of a file read for its dynamic section: the section and its strings sit after
+# the code, before the data (ROCm's 513 MB ONNX Runtime provider: at 14.5 MB).
+DYNAMIC_READ_LIMIT = 64 << 20
+MAX_DYNAMIC_ENTRIES = 4096  # a real dynamic section has a few dozen
+MAX_STRING = 4096  # one NEEDED name or search path
+
+
+class ElfLimit(ValueError):
+    """The file is past one of this module's stated limits: not read (the caller warns)."""
+
+
+@dataclass(frozen=True)
+class DynamicEntries:
+    needed: tuple[str, ...]  # "libamdhip64.so.7", "libcudart.so.12"
+    search_path: tuple[str, ...]  # RUNPATH, else RPATH, split: "/opt/rocm-7.2.4/lib"
+
+
+def _elf64(head: bytes) -> None:
+    if head[:4] != b"\x7fELF" or len(head) < 64 or head[4] != 2 or head[5] != 1:
+        raise ValueError("not a little-endian ELF64 file")
+
+
+def _program_headers(data: bytes) -> list[tuple[int, int, int, int, int]]:
+    """(type, flags, offset, vaddr, filesz) of each program header."""
+    phoff = struct.unpack_from("<Q", data, 32)[0]
+    phentsize, phnum = struct.unpack_from("<HH", data, 54)
+    if phnum > MAX_PROGRAM_HEADERS:
+        raise ElfLimit(f"{phnum} program headers, more than {MAX_PROGRAM_HEADERS}")
+    if phentsize < 56:
+        raise ValueError("program headers too small")
+    headers = []
+    for i in range(phnum):
+        p_type, flags, offset, vaddr, _, filesz = struct.unpack_from(
+            "<IIQQQQ", data, phoff + i * phentsize)
+        headers.append((p_type, flags, offset, vaddr, filesz))
+    return headers
+
+
+def _file_offset(headers: list[tuple[int, int, int, int, int]], address: int
+                 ) -> Optional[int]:
+    for p_type, _, offset, vaddr, filesz in headers:
+        if p_type == _PT_LOAD and vaddr <= address < vaddr + filesz:
+            return offset + address - vaddr
+    return None
+
+
+def dynamic_entries(read: Callable[[int], bytes]) -> Optional[DynamicEntries]:
+    """NEEDED and RUNPATH (or RPATH) of the ELF64 file READ yields from its start (READ(n)
+    answers at most n more bytes, fewer at its end); None for a file that is not a
+    little-endian ELF64 one or has no dynamic section. Reads at most DYNAMIC_READ_LIMIT
+    bytes; raises ElfLimit for a file past a limit."""
+    data = bytearray()
+
+    def upto(end: int) -> bool:
+        """Whether the first END bytes are there (reading on as far as needed)."""
+        if end > DYNAMIC_READ_LIMIT:
+            raise ElfLimit(f"its dynamic section ends past the first {DYNAMIC_READ_LIMIT} "
+                           "bytes read of a shared object")
+        while len(data) < end:
+            piece = read(end - len(data))
+            if not piece:
+                return False
+            data.extend(piece)
+        return True
+
+    try:
+        if not upto(64):
+            return None
+        _elf64(bytes(data[:64]))
+        phoff = struct.unpack_from("<Q", data, 32)[0]
+        phentsize, phnum = struct.unpack_from("<HH", data, 54)
+        if phnum > MAX_PROGRAM_HEADERS:
+            raise ElfLimit(f"{phnum} program headers, more than {MAX_PROGRAM_HEADERS}")
+        if not upto(phoff + phentsize * phnum):
+            return None
+        headers = _program_headers(bytes(data))
+        dynamic = next(((offset, size) for p_type, _, offset, _, size in headers
+                        if p_type == _PT_DYNAMIC), None)
+        if dynamic is None:
+            return None
+        offset, size = dynamic
+        count = min(size // 16, MAX_DYNAMIC_ENTRIES + 1)
+        if not upto(offset + 16 * count):
+            return None
+        needed: list[int] = []
+        runpath: Optional[int] = None
+        rpath: Optional[int] = None
+        strtab = strsz = None
+        for i in range(count):
+            tag, value = struct.unpack_from("<qQ", data, offset + 16 * i)
+            if tag == _DT_NULL:
+                break
+            if i == MAX_DYNAMIC_ENTRIES:
+                raise ElfLimit(f"more than {MAX_DYNAMIC_ENTRIES} dynamic entries")
+            if tag == _DT_NEEDED:
+                needed.append(value)
+            elif tag == _DT_STRTAB:
+                strtab = value
+            elif tag == _DT_STRSZ:
+                strsz = value
+            elif tag == _DT_RUNPATH:
+                runpath = value
+            elif tag == _DT_RPATH:
+                rpath = value
+        if strtab is None or strsz is None:
+            return None
+        start = _file_offset(headers, strtab)
+        if start is None:
+            return None
+        if not upto(start + min(strsz, DYNAMIC_READ_LIMIT)):
+            return None
+        strings = bytes(data[start:start + strsz])
+    except struct.error:
+        return None
+
+    def text(at: int) -> str:
+        end = strings.find(b"\0", at, at + MAX_STRING)
+        return strings[at:end if end >= 0 else at].decode("utf-8", "replace")
+
+    path = runpath if runpath is not None else rpath
+    search = tuple(p for p in text(path).split(":") if p) if path is not None else ()
+    return DynamicEntries(tuple(text(n) for n in needed if n < len(strings)), search)
 
 
 class _Elf:
     def __init__(self, data: bytes) -> None:
-        if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
-            raise ValueError("not a little-endian ELF64 file")
+        _elf64(data[:64])
         self.data = data
         self.machine = struct.unpack_from("<H", data, 18)[0]
-        phoff, shoff = struct.unpack_from("<QQ", data, 32)
-        phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", data, 54)
-        self.loads = []  # (vaddr, offset, size) of the executable loadable segments
-        for i in range(phnum):
-            p_type, flags, offset, vaddr, _, filesz, _, _ = struct.unpack_from(
-                "<IIQQQQQQ", data, phoff + i * phentsize)
-            if p_type == _PT_LOAD and flags & 1:
-                self.loads.append((vaddr, offset, filesz))
+        self.loads = [(vaddr, offset, filesz) for p_type, flags, offset, vaddr, filesz
+                      in _program_headers(data) if p_type == _PT_LOAD and flags & 1]
+        shoff = struct.unpack_from("<Q", data, 40)[0]
+        shentsize, shnum = struct.unpack_from("<HH", data, 58)
+        if shnum > MAX_SECTIONS:
+            raise ElfLimit(f"{shnum} section headers, more than {MAX_SECTIONS}")
         self.sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize)
                          for i in range(shnum)]
+        tables = [s for s in self.sections if s[1] == _SHT_DYNSYM]
+        if len(tables) > 1:
+            # The ELF format allows one; several over the same bytes would make a search
+            # for a symbol read the file once per copy.
+            raise ElfLimit(f"{len(tables)} dynamic symbol tables (SHT_DYNSYM), where an "
+                           "ELF file has one")
+        self.dynsym = tables[0] if tables else None
 
     def offset(self, address: int) -> Optional[int]:
         for vaddr, offset, size in self.loads:
@@ -46,16 +188,19 @@ class _Elf:
         return None
 
     def symbol(self, name: bytes) -> Optional[int]:
-        """The address of a defined dynamic symbol NAME."""
-        for _, sh_type, _, _, offset, size, link, _, _, entsize in self.sections:
-            if sh_type != _SHT_DYNSYM or not entsize or link >= len(self.sections):
-                continue
-            strings = self.sections[link][4]
-            for at in range(offset, offset + size, entsize):
-                st_name, _, _, shndx, value, _ = struct.unpack_from("<IBBHQQ", self.data, at)
-                start = strings + st_name
-                if shndx and value and self.data[start:start + len(name) + 1] == name + b"\0":
-                    return int(value)
+        """The address of a defined dynamic symbol NAME: one pass over the one table."""
+        if self.dynsym is None:
+            return None
+        _, _, _, _, offset, size, link, _, _, entsize = self.dynsym
+        if entsize < 24 or link >= len(self.sections):
+            return None
+        strings = self.sections[link][4]
+        end = min(offset + size, len(self.data))
+        for at in range(offset, end - entsize + 1, entsize):
+            st_name, _, _, shndx, value, _ = struct.unpack_from("<IBBHQQ", self.data, at)
+            start = strings + st_name
+            if shndx and value and self.data[start:start + len(name) + 1] == name + b"\0":
+                return int(value)
         return None
 
 
@@ -96,11 +241,14 @@ def _aarch64(code: bytes, address: int) -> tuple[Optional[int], list[int]]:
 
 
 def runtime_release(data: bytes) -> Optional[str]:
-    """"12.6" for a CUDA 12.6 libcudart (x86_64 or aarch64); None when it cannot tell."""
+    """"12.6" for a CUDA 12.6 libcudart (x86_64 or aarch64); None when it cannot tell.
+    Raises ElfLimit for a file past a limit."""
     try:
         elf = _Elf(data)
         decode = {EM_X86_64: _x86_64, EM_AARCH64: _aarch64}.get(elf.machine)
         start = elf.symbol(SYMBOL) if decode else None
+    except ElfLimit:
+        raise
     except (ValueError, struct.error, IndexError):
         return None
     if decode is None or start is None:
