@@ -40,7 +40,7 @@ MAX_SECTIONS = 4096
 # the code, before the data (ROCm's 513 MB ONNX Runtime provider: at 14.5 MB).
 DYNAMIC_READ_LIMIT = 64 << 20
 MAX_DYNAMIC_ENTRIES = 4096  # a real dynamic section has a few dozen
-MAX_STRING = 4096  # one NEEDED name or search path
+MAX_STRING = 1 << 16  # one NEEDED name or search path (JAX's ROCm 7 plugin: 5 kB of RUNPATH)
 
 
 class ElfLimit(ValueError):
