@@ -92,6 +92,9 @@ _SITE_PACKAGE = re.compile(r"^(.*/(?:site|dist)-packages)/([^/]+)/")
 # CUPTI): a private toolchain, unless the image loads it as its runtime.
 _PRIVATE_TOOL = re.compile(r"/bin/(ptxas|nvdisasm|cuobjdump|nvlink|fatbinary)(?:-[a-z0-9]+)?$")
 _TOOLCHAIN_COMPONENTS = frozenset({"cuda-cupti"})
+# Libraries whose file version is their API's, not the CUDA release: NVTX's
+# libnvToolsExt.so.1.0.0 ships alike in CUDA 11.8 and 12.x (its package names the release).
+_API_NUMBERED = frozenset({"nvToolsExt"})
 _SHARED_OBJECT = re.compile(r"\.so(?:\.\d+)*$")
 # Build records of frameworks: which CUDA they were compiled with.
 _BUILD_INFO = re.compile(
@@ -456,6 +459,8 @@ class LayerDetector:
             if "." in version:
                 self.evidence.append(Evidence("library", path, "rocm", "hip", version,
                                               major_minor(version), detail=link))
+            return WANT_NONE
+        if stem in _API_NUMBERED:
             return WANT_NONE
         component = library_component(stem)
         package = _SITE_PACKAGE.match(path)
