@@ -66,9 +66,13 @@ def distribution_evidence(path: str, project: str, version: str, label: str,
                         distribution=label, built=True,
                         detail=f"its name says it is built for {says}")
     if _ROCM_PROJECTS.match(project):
+        # hip-python binds the HIP of its release (a build); AMD's ROCm SDK wheels are
+        # the runtime itself (a copy).
+        bindings = project == "hip-python"
         return Evidence("dist-info", path, "rocm", project, version, major_minor(version),
-                        distribution=label, detail="AMD's ROCm Python package: its version "
-                                                   "is the ROCm release")
+                        distribution=label, built=bindings,
+                        detail=f"AMD's ROCm {'bindings' if bindings else 'Python package'}: "
+                               "its version is the ROCm release")
     if project in _CUDA_BINDINGS:
         major = version.split(".")[0]
         if major.isdigit():

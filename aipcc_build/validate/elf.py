@@ -148,7 +148,9 @@ def dynamic_entries(read: Callable[[int], bytes]) -> Optional[DynamicEntries]:
         if not upto(start + min(strsz, DYNAMIC_READ_LIMIT)):
             return None
         strings = bytes(data[start:start + strsz])
-    except struct.error:
+    except ElfLimit:
+        raise
+    except (ValueError, struct.error):
         return None
 
     def text(at: int) -> str:
