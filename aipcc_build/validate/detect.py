@@ -128,6 +128,11 @@ _DEBIAN_CUDA_PACKAGE = re.compile(
 _ROCM_PACKAGE = re.compile(
     r"^(rocm-core|hip-runtime-amd|rocm-hip-runtime|hip-devel|rocm-dev|rocm-libs)"
     r"(\d+\.\d+\.\d+)?$")
+# Debian's own ROCm packages (main: libamdhip64-5 5.2.3-8, rocminfo, rocm-smi), versioned
+# by the ROCm release; AMD's "TheRock" packages of ROCm 7 (amdrocm-*).
+_OTHER_ROCM_PACKAGE = re.compile(
+    r"^(?:libamdhip64-\d+|libhsa-runtime64-\d+|librocm-smi64-\d+|rocminfo|rocm-smi|hipcc"
+    r"|amdrocm(?:-[a-z0-9-]+)?)$")
 _ROCM_CODE = re.compile(r"(?<![\d])(\d)(\d\d)(\d\d)(?![\d])")  # 60401 -> 6.4.1
 
 # conda package names and their component; their versions are the component's own.
@@ -183,6 +188,8 @@ def package_evidence(kind: str, path: str, name: str, version: str,
     if match:
         return Evidence(kind, path, "rocm", match.group(1), version,
                         major_minor(match.group(2)) if match.group(2) else rocm_release(version))
+    if _OTHER_ROCM_PACKAGE.match(name):
+        return Evidence(kind, path, "rocm", name, version, rocm_release(version))
     if source.split(" ")[0] == _DEBIAN_CUDA_SOURCE or _DEBIAN_CUDA_PACKAGE.match(name):
         return Evidence(kind, path, "cuda", name, version, debian_cuda_release(version))
     return None
@@ -190,7 +197,8 @@ def package_evidence(kind: str, path: str, name: str, version: str,
 
 def _interesting_package(name: str) -> bool:
     return bool(_CUDA_PACKAGE.match(name) or _CUDNN_PACKAGE.match(name)
-                or _NCCL_PACKAGE.match(name) or _ROCM_PACKAGE.match(name))
+                or _NCCL_PACKAGE.match(name) or _ROCM_PACKAGE.match(name)
+                or _OTHER_ROCM_PACKAGE.match(name))
 
 
 def _label(name: str, version: str) -> str:
