@@ -5,8 +5,8 @@ file past a limit is not read, and the caller warns naming it):
 
 - `dynamic_entries`: the `NEEDED` libraries and the `RUNPATH`/`RPATH` of a shared object,
   from its program headers and its dynamic section, reading the file from its start only
-  as far as the dynamic section and its string table reach (a 500 MB ROCm provider
-  library keeps both in its first 15 MB). `libamdhip64.so.7` names the ROCm major a
+  as far as the dynamic section reaches and holding only its first bytes (a 500 MB ROCm
+  provider library keeps both in its first 15 MB). `libamdhip64.so.7` names the ROCm major a
   binary was linked against, `libcudart.so.12` the CUDA major, `/opt/rocm-7.2.4/lib` the
   ROCm release.
 - `runtime_release`: the release of a CUDA runtime whose name gives its major only.
@@ -36,9 +36,12 @@ MAX_DEPTH = 2
 # Real shared objects have about ten program headers and fewer than a hundred sections.
 MAX_PROGRAM_HEADERS = 256
 MAX_SECTIONS = 4096
-# The prefix of a file read for its dynamic section: the section and its strings sit after
-# the code, before the data (ROCm's 513 MB ONNX Runtime provider: at 14.5 MB).
-DYNAMIC_READ_LIMIT = 64 << 20
+# A shared object's dynamic section sits after its code (ROCm's 513 MB ONNX Runtime
+# provider: at 14.5 MB; triton's libtriton.so and ONNX Runtime's CUDA provider: past 64 MB),
+# its string table in the first segment, before the code. The first KEPT_PREFIX bytes are
+# held for the strings; the file is read (passed over) up to DYNAMIC_READ_LIMIT bytes.
+KEPT_PREFIX = 16 << 20
+DYNAMIC_READ_LIMIT = 4 << 30
 MAX_DYNAMIC_ENTRIES = 4096  # a real dynamic section has a few dozen
 MAX_STRING = 1 << 16  # one NEEDED name or search path (JAX's ROCm 7 plugin: 5 kB of RUNPATH)
 
@@ -58,9 +61,11 @@ def _elf64(head: bytes) -> None:
         raise ValueError("not a little-endian ELF64 file")
 
 
-def _program_headers(data: bytes) -> list[tuple[int, int, int, int, int]]:
-    """(type, flags, offset, vaddr, filesz) of each program header."""
-    phoff = struct.unpack_from("<Q", data, 32)[0]
+def _program_headers(data: bytes, at: Optional[int] = None
+                     ) -> list[tuple[int, int, int, int, int]]:
+    """(type, flags, offset, vaddr, filesz) of each program header: at the offset the ELF
+    header names, or AT."""
+    phoff = struct.unpack_from("<Q", data, 32)[0] if at is None else at
     phentsize, phnum = struct.unpack_from("<HH", data, 54)
     if phnum > MAX_PROGRAM_HEADERS:
         raise ElfLimit(f"{phnum} program headers, more than {MAX_PROGRAM_HEADERS}")
@@ -82,50 +87,84 @@ def _file_offset(headers: list[tuple[int, int, int, int, int]], address: int
     return None
 
 
+class _Forward:
+    """A file read once from its start: the first KEPT_PREFIX bytes are kept (headers,
+    and the string table, which linkers put in the first segment); later ranges are read
+    when reached, what lies between is passed over, never held."""
+
+    def __init__(self, read: Callable[[int], bytes]) -> None:
+        self.read = read
+        self.kept = bytearray()
+        self.position = 0  # bytes of the file consumed
+
+    def _next(self, size: int) -> bytes:
+        piece = self.read(size)
+        if len(self.kept) == self.position < KEPT_PREFIX:
+            self.kept.extend(piece[:KEPT_PREFIX - self.position])
+        self.position += len(piece)
+        return piece
+
+    def at(self, offset: int, size: int) -> Optional[bytes]:
+        """The SIZE bytes at OFFSET; None past the file's end."""
+        end = offset + size
+        if end > DYNAMIC_READ_LIMIT:
+            raise ElfLimit(f"its dynamic section or strings end past byte {DYNAMIC_READ_LIMIT}")
+        if end <= KEPT_PREFIX:
+            while self.position < end:
+                if not self._next(min(end - self.position, 1 << 20)):
+                    return None
+            return bytes(self.kept[offset:end])
+        if offset < self.position:
+            raise ElfLimit(f"its string table lies past the first {KEPT_PREFIX} bytes, "
+                           "before its dynamic section")
+        while self.position < offset:
+            if not self._next(min(offset - self.position, 1 << 20)):
+                return None
+        out = bytearray()
+        while len(out) < size:
+            piece = self._next(min(size - len(out), 1 << 20))
+            if not piece:
+                return None
+            out.extend(piece)
+        return bytes(out)
+
+
 def dynamic_entries(read: Callable[[int], bytes]) -> Optional[DynamicEntries]:
     """NEEDED and RUNPATH (or RPATH) of the ELF64 file READ yields from its start (READ(n)
     answers at most n more bytes, fewer at its end); None for a file that is not a
-    little-endian ELF64 one or has no dynamic section. Reads at most DYNAMIC_READ_LIMIT
-    bytes; raises ElfLimit for a file past a limit."""
-    data = bytearray()
-
-    def upto(end: int) -> bool:
-        """Whether the first END bytes are there (reading on as far as needed)."""
-        if end > DYNAMIC_READ_LIMIT:
-            raise ElfLimit(f"its dynamic section ends past the first {DYNAMIC_READ_LIMIT} "
-                           "bytes read of a shared object")
-        while len(data) < end:
-            piece = read(end - len(data))
-            if not piece:
-                return False
-            data.extend(piece)
-        return True
-
+    little-endian ELF64 one or has no dynamic section. Holds at most KEPT_PREFIX bytes
+    and the dynamic section, reads at most DYNAMIC_READ_LIMIT bytes; raises ElfLimit for
+    a file past a limit."""
+    file = _Forward(read)
     try:
-        if not upto(64):
+        head = file.at(0, 64)
+        if head is None:
             return None
-        _elf64(bytes(data[:64]))
-        phoff = struct.unpack_from("<Q", data, 32)[0]
-        phentsize, phnum = struct.unpack_from("<HH", data, 54)
+        _elf64(head)
+        phoff = struct.unpack_from("<Q", head, 32)[0]
+        phentsize, phnum = struct.unpack_from("<HH", head, 54)
         if phnum > MAX_PROGRAM_HEADERS:
             raise ElfLimit(f"{phnum} program headers, more than {MAX_PROGRAM_HEADERS}")
-        if not upto(phoff + phentsize * phnum):
+        table = file.at(phoff, phentsize * phnum)
+        if table is None:
             return None
-        headers = _program_headers(bytes(data))
+        headers = _program_headers(head[:32] + struct.pack("<Q", 0) + head[40:] + table,
+                                   at=64)
         dynamic = next(((offset, size) for p_type, _, offset, _, size in headers
                         if p_type == _PT_DYNAMIC), None)
         if dynamic is None:
             return None
         offset, size = dynamic
         count = min(size // 16, MAX_DYNAMIC_ENTRIES + 1)
-        if not upto(offset + 16 * count):
+        section = file.at(offset, 16 * count)
+        if section is None:
             return None
         needed: list[int] = []
         runpath: Optional[int] = None
         rpath: Optional[int] = None
         strtab = strsz = None
         for i in range(count):
-            tag, value = struct.unpack_from("<qQ", data, offset + 16 * i)
+            tag, value = struct.unpack_from("<qQ", section, 16 * i)
             if tag == _DT_NULL:
                 break
             if i == MAX_DYNAMIC_ENTRIES:
@@ -145,9 +184,9 @@ def dynamic_entries(read: Callable[[int], bytes]) -> Optional[DynamicEntries]:
         start = _file_offset(headers, strtab)
         if start is None:
             return None
-        if not upto(start + min(strsz, DYNAMIC_READ_LIMIT)):
+        strings = file.at(start, min(strsz, KEPT_PREFIX))
+        if strings is None:
             return None
-        strings = bytes(data[start:start + strsz])
     except ElfLimit:
         raise
     except (ValueError, struct.error):
