@@ -430,11 +430,13 @@ class LayerDetector:
         self._linking[path] = owner
         return WANT_PREFIX
 
-    def content_prefix(self, path: str, read: Callable[[int], bytes]) -> None:
-        """A shared object's first bytes, as far as its dynamic section reaches."""
+    def content_prefix(self, path: str, read: Callable[[int], bytes],
+                       skip: Callable[[int], int]) -> None:
+        """A shared object read from its start as far as its dynamic section reaches
+        (READ(n): the next n bytes; SKIP(n): pass over them)."""
         owner = self._linking.pop(path)
         try:
-            entries = dynamic_entries(read)
+            entries = dynamic_entries(read, skip)
         except ElfLimit as exc:
             self.hazards.append(Hazard(ELF_LIMIT_HAZARD, path, f"{exc}: not read",
                                        severe=False))
@@ -464,9 +466,11 @@ class LayerDetector:
                  regular: bool) -> int:
         stem, version = library.group("stem"), library.group("version") or ""
         if stem == "amdhip64":
-            if "." in version:
+            # libamdhip64.so.6.4.43483 is ROCm 6.4; a wheel's bundled libamdhip64.so.6
+            # (torch's ROCm builds) ROCm 6 (its soname major is the ROCm major).
+            if version and (regular or "." in version):
                 self.evidence.append(Evidence("library", path, "rocm", "hip", version,
-                                              major_minor(version), detail=link))
+                                              major_minor(version) or version, detail=link))
             return WANT_NONE
         if stem in _API_NUMBERED:
             return WANT_NONE

@@ -92,8 +92,9 @@ class _Forward:
     and the string table, which linkers put in the first segment); later ranges are read
     when reached, what lies between is passed over, never held."""
 
-    def __init__(self, read: Callable[[int], bytes]) -> None:
-        self.read = read
+    def __init__(self, read: Callable[[int], bytes],
+                 skip: Optional[Callable[[int], int]]) -> None:
+        self.read, self.skip = read, skip
         self.kept = bytearray()
         self.position = 0  # bytes of the file consumed
 
@@ -118,7 +119,12 @@ class _Forward:
             raise ElfLimit(f"its string table lies past the first {KEPT_PREFIX} bytes, "
                            "before its dynamic section")
         while self.position < offset:
-            if not self._next(min(offset - self.position, 1 << 20)):
+            if self.skip is not None and self.position >= KEPT_PREFIX:
+                passed = self.skip(offset - self.position)
+                self.position += passed
+                if not passed:
+                    return None
+            elif not self._next(min(offset - self.position, 1 << 20)):
                 return None
         out = bytearray()
         while len(out) < size:
@@ -129,13 +135,15 @@ class _Forward:
         return bytes(out)
 
 
-def dynamic_entries(read: Callable[[int], bytes]) -> Optional[DynamicEntries]:
+def dynamic_entries(read: Callable[[int], bytes],
+                    skip: Optional[Callable[[int], int]] = None) -> Optional[DynamicEntries]:
     """NEEDED and RUNPATH (or RPATH) of the ELF64 file READ yields from its start (READ(n)
-    answers at most n more bytes, fewer at its end); None for a file that is not a
+    answers at most n more bytes, fewer at its end; SKIP(n), when given, passes over at
+    most n and answers how many); None for a file that is not a
     little-endian ELF64 one or has no dynamic section. Holds at most KEPT_PREFIX bytes
     and the dynamic section, reads at most DYNAMIC_READ_LIMIT bytes; raises ElfLimit for
     a file past a limit."""
-    file = _Forward(read)
+    file = _Forward(read, skip)
     try:
         head = file.at(0, 64)
         if head is None:

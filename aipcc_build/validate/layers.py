@@ -246,6 +246,15 @@ class TarWalker:
         self._pending -= len(data)
         return data
 
+    def skip_more(self, size: int) -> int:
+        """Pass over up to SIZE more bytes of the current entry's data (a seek where the
+        stream allows); answers how many."""
+        size = min(size, self._unread)
+        self._skip(size)
+        self._unread -= size
+        self._pending -= size
+        return size
+
     def copy_data(self, out: BinaryIO) -> None:
         while self._unread:
             piece = self._take(min(self._unread, CHUNK))
@@ -461,7 +470,7 @@ def _walk(stream: Union[BinaryIO, TarSplitStream], detector: LayerDetector, work
         if want == WANT_MEMORY:
             detector.content(path, walker.read_data())
         elif want == WANT_PREFIX:
-            detector.content_prefix(path, walker.read_more)
+            detector.content_prefix(path, walker.read_more, walker.skip_more)
         elif want == WANT_FILE:
             target = workdir / f"{entries}-{base}"
             with open(target, "wb") as out:

@@ -109,6 +109,17 @@ def test_the_dynamic_section_is_read_from_the_start_only_as_far_as_it_reaches(
     assert "libamdhip64.so.7" in entries.needed
     assert entries.search_path == ("/opt/rocm/lib", "/opt/rocm-7.2.4/lib")
     assert handed < len(data) - (1 << 20)  # the data after the dynamic section is not read
+    handed, passed = 0, 0
+
+    def skip(size: int) -> int:
+        nonlocal handed, passed
+        size = min(size, len(data) - handed)
+        handed += size
+        passed += size
+        return size
+
+    assert dynamic_entries(read, skip) == entries
+    assert passed > 4 << 20  # the constants past the held prefix are passed over, not read
     assert dynamic_entries(io.BytesIO(b"MZ" + bytes(100)).read) is None
 
 
