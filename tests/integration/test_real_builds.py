@@ -11,8 +11,9 @@ import zipfile
 import pytest
 
 from aipcc_build.validate.builds import backend, linked_evidence
-from aipcc_build.validate.detect import WANT_MEMORY, LayerDetector, package_evidence
+from aipcc_build.validate.detect import WANT_MEMORY, LayerDetector
 from aipcc_build.validate.elf import dynamic_entries
+from aipcc_build.validate.packages import package_evidence
 from tests.support.partial_wheels import debian_packages, partial_wheel
 
 pytestmark = pytest.mark.integration

@@ -20,9 +20,9 @@ from aipcc_build.tools.skopeo import Skopeo
 from aipcc_build.validate.blobs import BlobLocation, LayerJob
 from aipcc_build.validate.cache import LayerCache
 from aipcc_build.validate.config_env import config_evidence
-from aipcc_build.validate.detect import package_evidence, rocm_release
 from aipcc_build.validate.image import PlatformImage
 from aipcc_build.validate.layers import TarWalker, escapes_root, normalize, scan_layer
+from aipcc_build.validate.packages import package_evidence, rocm_release
 from aipcc_build.validate.results import Evidence, Expectation, LayerScan
 from aipcc_build.validate.rpmdb import read_packages
 from aipcc_build.validate.symlinks import resolve_link
