@@ -13,10 +13,12 @@ Run: python bench/elf_read.py [PROVIDER.so]
 
 from __future__ import annotations
 
+import contextlib
 import struct
 import sys
 import time
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -26,12 +28,10 @@ from tests.support.elf import EM_X86_64, dynsym_bomb, runtime_elf  # noqa: E402
 from tests.support.partial_wheels import cache_dir  # noqa: E402
 
 
-def seconds(call) -> float:  # type: ignore[no-untyped-def]
+def seconds(call: Callable[..., object], *args: object) -> float:
     started = time.perf_counter()
-    try:
-        call()
-    except ElfLimit:
-        pass
+    with contextlib.suppress(ElfLimit):
+        call(*args)
     return time.perf_counter() - started
 
 
@@ -50,10 +50,10 @@ def main() -> None:
     for copies in (100, 1000, 10000):
         bomb = dynsym_bomb(copies)
         print(f"bomb {copies:>6} tables {len(bomb) / 1e3:8.0f} kB: "
-              f"{seconds(lambda: runtime_release(bomb)) * 1e3:8.2f} ms (refused)")
+              f"{seconds(runtime_release, bomb) * 1e3:8.2f} ms (refused)")
     for symbols in (10_000, 100_000, 1_000_000):
         data = one_table(symbols)
-        took = seconds(lambda: runtime_release(data))
+        took = seconds(runtime_release, data)
         print(f"one table {symbols:>8} symbols {len(data) / 1e6:6.1f} MB: {took:6.3f} s, "
               f"{took / (len(data) / 1e6):6.3f} s/MB")
     wheels = sorted((cache_dir() / "partial-wheels").glob("onnxruntime_rocm-*.whl"))
@@ -81,7 +81,7 @@ def main() -> None:
             position += size
             return size
 
-        took = seconds(lambda: dynamic_entries(read, skip if how == "passed over" else None))
+        took = seconds(dynamic_entries, read, skip if how == "passed over" else None)
         print(f"provider {len(data) / 1e6:.0f} MB, {how}: {position / 1e6:.1f} MB consumed, "
               f"{took * 1e3:.1f} ms")
 
