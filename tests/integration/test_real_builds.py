@@ -25,7 +25,7 @@ DEBS = ["libcudart11.0", "libcufftw10", "libnvtoolsext1", "libamdhip64-5"]
 
 
 def test_a_rocm_provider_says_its_release_in_its_dynamic_section_only() -> None:
-    wheel = partial_wheel("onnxruntime-rocm", "1.22.2.post3", "cp311-cp311-manylinux",
+    wheel = partial_wheel("onnxruntime-rocm", "1.22.2.post3", "cp311-cp311-manylinux*x86_64",
                           [PROVIDER, "onnxruntime/capi/build_and_package_info.py"])
     with zipfile.ZipFile(wheel) as archive, archive.open(PROVIDER) as provider:
         size = archive.getinfo(PROVIDER).file_size
@@ -41,7 +41,7 @@ def test_a_rocm_provider_says_its_release_in_its_dynamic_section_only() -> None:
 
 
 def test_tensorflows_build_record_as_its_wheel_writes_it() -> None:
-    wheel = partial_wheel("tensorflow", "2.21.0", "cp311-cp311-manylinux", [BUILD_INFO])
+    wheel = partial_wheel("tensorflow", "2.21.0", "cp311-cp311-manylinux*x86_64", [BUILD_INFO])
     with zipfile.ZipFile(wheel) as archive:
         text = archive.read(BUILD_INFO)
     detector = LayerDetector()
@@ -71,7 +71,7 @@ def test_debians_cuda_11_8_and_rocm_5_2_package_versions() -> None:
 
 
 def test_bitsandbytes_backends_by_their_names() -> None:
-    wheel = partial_wheel("bitsandbytes", "0.50.2", "py3-none-manylinux", [])
+    wheel = partial_wheel("bitsandbytes", "0.50.2", "py3-none-manylinux*x86_64", [])
     with zipfile.ZipFile(wheel) as archive:
         record = archive.read("bitsandbytes-0.50.2.dist-info/RECORD").decode()
     libraries = [line.split(",")[0] for line in record.splitlines()
@@ -79,3 +79,17 @@ def test_bitsandbytes_backends_by_their_names() -> None:
     named = {backend(f"{SITE}/{path}") for path in libraries}
     assert {("cpu", None), ("cuda", "11.8"), ("cuda", "12.8"), ("cuda", "13.2"),
             ("rocm", "6.4"), ("rocm", "7.2")} <= named
+
+
+def test_torchs_version_file_as_its_wheel_writes_it() -> None:
+    wheel = partial_wheel("torch", "2.8.0", "cp311-cp311-manylinux*x86_64",
+                          ["torch/version.py"])
+    with zipfile.ZipFile(wheel) as archive:
+        text = archive.read("torch/version.py")
+    detector = LayerDetector()
+    path = f"{SITE}/torch/version.py"
+    assert detector.visit(path, "0", len(text)) == WANT_MEMORY
+    detector.content(path, text)
+    evidence, _, _ = detector.finish()
+    assert [(e.kind, e.toolkit, e.release, e.built) for e in evidence] == [
+        ("torch-version", "cuda", "12.8", True)]

@@ -85,7 +85,8 @@ def partial_wheel(project: str, version: str, tag: str, members: Sequence[str]) 
     dist-info and the MEMBERS (globs), each byte for byte as the original holds it."""
     home = cache_dir() / "partial-wheels"
     key = "-".join(sorted(m.replace("/", "_").replace("*", "x") for m in members))
-    found = sorted(home.glob(f"{project.replace('-', '_')}-{version}-*.whl"))
+    found = [p for p in sorted(home.glob(f"{project.replace('-', '_')}-{version}-*.whl"))
+             if fnmatch.fnmatchcase(p.name, f"*{tag}*.whl")]
     done = [p for p in found if p.with_suffix(".members").exists()
             and p.with_suffix(".members").read_text() == key]
     if done:
