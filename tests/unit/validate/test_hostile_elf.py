@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.elf import dynsym_bomb
-from tests.support.layers import member, sha256, tar_bytes
-from tests.unit.validate.test_hostile_layers import Layout, config
+from tests.support.layers import member, oci_layout, sha256, tar_bytes
 
 RUNTIME = "opt/venv/lib/python3.11/site-packages/pkg.libs/libcudart-0123abcd.so.12"
 
@@ -19,16 +18,14 @@ def test_a_symbol_table_bomb_is_a_warning_naming_the_file(  # type: ignore[no-un
         tmp_path: Path, cli, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
     layer = tar_bytes([member(RUNTIME, dynsym_bomb(1000))])
-    layout = Layout(tmp_path / "oci").image(layer, config(
-        config={"Env": ["CUDA_VERSION=12.8.1"]}))
+    ref = oci_layout(tmp_path / "oci", [layer], env={"CUDA_VERSION": "12.8.1"})
     started = time.monotonic()
-    result = cli("validate", f"oci:{layout.root}", "--cache-dir", str(tmp_path / "cache"))
+    result = cli("validate", ref, "--cache-dir", str(tmp_path / "cache"))
     assert time.monotonic() - started < 30  # loose: the quadratic read took minutes
     assert result.code == 0, result.out
     assert "Traceback" not in result.err
     lines = (result.out + result.err).splitlines()
-    assert lines[0] == (f"oci:{layout.root} linux/amd64: ok (expected cuda 12.8; found cuda "
-                        "12.8; 3 evidence)")
-    assert (f"  oci:{layout.root} linux/amd64: warning: elf-limit (layer) at /{RUNTIME} "
+    assert lines[0] == f"{ref} linux/amd64: ok (expected cuda 12.8; found cuda 12.8; 3 evidence)"
+    assert (f"  {ref} linux/amd64: warning: elf-limit (layer) at /{RUNTIME} "
             f"[layer {sha256(layer)[:19]}]: elf-limit: 1000 dynamic symbol tables "
             "(SHT_DYNSYM), where an ELF file has one: not read") in lines
