@@ -274,7 +274,7 @@ def _backend_finding(directory: str, found: Sequence[tuple[Evidence, str]],
 
 
 def judge_evidence(evidence: Evidence, releases: Optional[tuple[str, ...]],
-                   expected: Expectation, loaded: bool = False) -> tuple[str, str]:
+                   expected: Expectation, *, loaded: bool = False) -> tuple[str, str]:
     """(status, reason) of one piece of evidence in an image that should hold EXPECTED; the
     wheel index judges the wheels it publishes with it too. LOADED: the image loads the
     file as its runtime (its directory is on LD_LIBRARY_PATH)."""
@@ -517,8 +517,9 @@ def judge(*, ref: str, image: PlatformImage, scans: Sequence[LayerScan],
         expected = replace(expected, version=inferred.version)
 
     for evidence, releases, digest, gone in items:
-        status, reason = judge_evidence(evidence, releases, expected,
-                                        evidence.path.rsplit("/", 1)[0] in library_path)
+        status, reason = judge_evidence(
+            evidence, releases, expected,
+            loaded=evidence.path.rsplit("/", 1)[0] in library_path)
         if evidence.toolkit in mixed and releases and status == OK:
             status = WARNING
             reason = (f"{evidence.toolkit} {', '.join(releases)}: part of a mix of "
