@@ -136,7 +136,9 @@ def debian_packages(names: Sequence[str]) -> Path:
     (apt / "sources.list").write_text(_APT_SOURCES)
     options = [f"-oDir::Etc::SourceList={apt / 'sources.list'}",
                "-oDir::Etc::SourceParts=/nonexistent", f"-oDir::State::Lists={apt / 'lists'}",
-               f"-oDir::Cache={apt}", "-oAPT::Sandbox::User=root", "-qq"]
+               f"-oDir::Cache={apt}", "-qq"]
+    if os.geteuid() == 0:  # apt's _apt user cannot write into root's cache directory
+        options.append("-oAPT::Sandbox::User=root")
     home.mkdir(parents=True, exist_ok=True)
     try:
         subprocess.run(["apt-get", *options, "update"], check=True, capture_output=True,
