@@ -7,25 +7,41 @@ few small files is read (version.json, the build records of frameworks such as
 torch/version.py, the dpkg database: `/var/lib/dpkg/status` and distroless's
 one-file-per-package `status.d/`, the RECORD of each installed distribution, to name the
 distribution that brought a file), the code of a vendored CUDA runtime whose name gives
-its major only (`elf.runtime_release`), and the rpmdb goes to a temporary file for sqlite.
+its major only (`elf.runtime_release`), the dynamic section of every other shared object
+(`elf.dynamic_entries`, read from the file's start as far as it reaches: what it links,
+`builds`), and the rpmdb goes to a temporary file for sqlite.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
 from ..toolkit.components import built_for, is_cuda_component, library_component
+from .builds import backend, distribution_evidence, linked_evidence
 from .config_env import major_minor
-from .elf import runtime_release
+from .elf import ElfLimit, dynamic_entries, runtime_release
 from .index_config import CONFIG_FILE, CONFIG_FILE_SUFFIXES, settings_from_text
-from .results import PRIVATE_TOOLCHAIN, UNPARSABLE, Evidence, Hazard, IndexSetting
+from .packages import dpkg_packages, interesting_package, package_evidence
+from .results import (
+    BACKEND,
+    LINKED,
+    PRIVATE_TOOLCHAIN,
+    ROCM_BUILD,
+    UNPARSABLE,
+    Evidence,
+    Hazard,
+    IndexSetting,
+)
 from .rpmdb import RpmdbError, read_packages
 
-WANT_NONE, WANT_MEMORY, WANT_FILE = 0, 1, 2
+# What the walker hands the detector of a member: nothing, its bytes, a temporary file, or
+# a reader of its first bytes (`content_prefix`).
+WANT_NONE, WANT_MEMORY, WANT_FILE, WANT_PREFIX = 0, 1, 2, 3
 SMALL_FILE_LIMIT = 1 << 20  # version.json, version.py and friends are a few hundred bytes
 DPKG_STATUS_LIMIT = 64 << 20
 RECORD_LIMIT = 16 << 20  # torch's RECORD, the largest seen, is about 2 MB
@@ -38,21 +54,23 @@ SPOOL_LIMIT = 1 << 30
 EVIDENCE_KINDS = (
     "cuda-tree", "rocm-tree", "version-file", "library", "rpm", "dpkg", "dist-info",
     "torch-version", "conda", "env", "symlink", "build-info", "private-toolchain",
-    "cuda-build",
+    "cuda-build", LINKED, ROCM_BUILD, BACKEND,
 )
+# The hazard kind of a file past one of the ELF reader's limits (not read).
+ELF_LIMIT_HAZARD = "elf-limit"
 
 # The tar walker's first filter, on raw name bytes (which lack the leading "/").
 CANDIDATE_BYTES = re.compile(
     rb"usr/local/cuda|opt/rocm|\.dist-info|\.so\.\d|torch/version\.py$|conda-meta/"
     rb"|var/lib/rpm/|usr/lib/sysimage/rpm/|var/lib/dpkg/status(?:$|\.d/)|/nvidia/cu\d"
-    rb"|\.libs/|cuda[^/]*\.so$|/bin/(?:ptxas|nvdisasm|cuobjdump|nvlink|fatbinary)"
+    rb"|\.libs/|\.so$|/bin/(?:ptxas|nvdisasm|cuobjdump|nvlink|fatbinary)"
     rb"|/build_and_package_info\.py$|/platform/build_info\.py$|/paddle/version/__init__\.py$")
 # ... and pip's and uv's config files, by an endswith (cheaper than one more alternative).
 CANDIDATE_SUFFIXES = CONFIG_FILE_SUFFIXES
 _CANDIDATE = re.compile(
     r"/usr/local/cuda|/opt/rocm|\.dist-info|\.so\.\d|/torch/version\.py$|/conda-meta/"
     r"|/var/lib/rpm/|/usr/lib/sysimage/rpm/|/var/lib/dpkg/status(?:$|\.d/)|/nvidia/cu\d"
-    r"|\.libs/|cuda[^/]*\.so$|/bin/(?:ptxas|nvdisasm|cuobjdump|nvlink|fatbinary)"
+    r"|\.libs/|\.so$|/bin/(?:ptxas|nvdisasm|cuobjdump|nvlink|fatbinary)"
     r"|/build_and_package_info\.py$|/platform/build_info\.py$|/paddle/version/__init__\.py$|"
     + CONFIG_FILE.pattern)
 _DPKG_STATUS = re.compile(r"^/var/lib/dpkg/status(?:\.d/[^/]+)?$")
@@ -75,41 +93,25 @@ _SITE_PACKAGE = re.compile(r"^(.*/(?:site|dist)-packages)/([^/]+)/")
 # CUPTI): a private toolchain, unless the image loads it as its runtime.
 _PRIVATE_TOOL = re.compile(r"/bin/(ptxas|nvdisasm|cuobjdump|nvlink|fatbinary)(?:-[a-z0-9]+)?$")
 _TOOLCHAIN_COMPONENTS = frozenset({"cuda-cupti"})
-# A shared object named for CUDA (libonnxruntime_providers_cuda.so, libtorch_cuda.so,
-# libbitsandbytes_cuda128.so): a CUDA build of its package, whatever it links.
-_CUDA_BUILD = re.compile(r"/[^/]*(?:^|[_.-])cuda(?:\d*)(?:[_.-][^/]*)?\.so(?:\.\d+)*$")
+# Libraries whose file version is their API's, not the CUDA release: NVTX's
+# libnvToolsExt.so.1.0.0 ships alike in CUDA 11.8 and 12.x (its package names the release).
+_API_NUMBERED = frozenset({"nvToolsExt"})
+_SHARED_OBJECT = re.compile(r"\.so(?:\.\d+)*$")
 # Build records of frameworks: which CUDA they were compiled with.
 _BUILD_INFO = re.compile(
     r"/(?:onnxruntime/capi/build_and_package_info\.py|tensorflow/python/platform/build_info\.py"
     r"|paddle/version/__init__\.py)$")
-_BUILD_CUDA = re.compile(r"""['"]?\bcuda_version['"]?\s*[:=]\s*['"](\d+\.\d+[\d.]*)['"]""")
+# `cuda_version = '13.0'` (ONNX Runtime), `('cuda_version', '12.5.1')` (TensorFlow's
+# OrderedDict), `'cuda_version': '12.6'`; `rocm_version`, `hip_version` alike.
+_BUILD_VERSION = re.compile(
+    r"""['"]?\b(cuda|rocm|hip)_version['"]?\s*[:=,]\s*['"](\d+\.\d+[\d.]*)['"]""")
 _RPMDB = re.compile(r"^/(?:var/lib/rpm|usr/lib/sysimage/rpm)/rpmdb\.sqlite(-wal)?$")
 _CONDA_META = re.compile(r"/conda-meta/([^/]+)\.json$")
 _TORCH_CUDA = re.compile(r"^cuda\s*(?::[^=\n]*)?=\s*['\"](\d+\.\d+)", re.M)
 _TORCH_HIP = re.compile(r"^hip\s*(?::[^=\n]*)?=\s*['\"](\d+\.\d+)", re.M)
 _CUDA_TXT = re.compile(r"CUDA Version (\d+\.\d+[\d.]*)")
 _LOCAL_CUDA = re.compile(r"^cu(\d+)(\d)$")  # "+cu129" -> 12.9, "+cu118" -> 11.8
-_LOCAL_ROCM = re.compile(r"^rocm(\d+\.\d+)")
 _NVIDIA_WHEEL = re.compile(r"^nvidia-(.+?)(?:-cu(\d+))?$")
-# Package names that carry the CUDA release: cuda-cudart-12-9, libcublas-12-9, cuda-12-8.
-_CUDA_PACKAGE = re.compile(
-    r"^(cuda|cuda-[a-z0-9_-]+?|lib(?:cu|npp|nv)[a-z0-9_-]*?)-(\d{2})-(\d{1,2})$")
-_CUDNN_PACKAGE = re.compile(r"^libcudnn\d+(?:-[a-z]+)*-cuda-(\d+)$")
-_NCCL_PACKAGE = re.compile(r"^(?:lib)?nccl\d*(?:-devel|-dev)?$")
-_NCCL_CUDA = re.compile(r"\+cuda(\d+\.\d+)")
-# Debian's own CUDA packages (source package nvidia-cuda-toolkit, non-free): the library
-# SONAME is in the name (libcudart11.0, libcublas11), the CUDA release in the version after
-# the "~": libcudart11.0 11.8.89~11.8.0-5~deb12u1 is CUDA 11.8.0.
-_DEBIAN_CUDA_SOURCE = "nvidia-cuda-toolkit"
-_DEBIAN_CUDA_PACKAGE = re.compile(
-    r"^(?:lib(?:cudart|cublas|cublaslt|cufft|cufftw|curand|cusolver|cusolvermg|cusparse"
-    r"|nvrtc|nvrtc-builtins|cupti|nvtoolsext|nvjitlink|npp[a-z]*|nvblas|cuinj64|accinj64)"
-    r"[\d.-]*|nvidia-cuda-(?:toolkit|dev|gdb))$")
-_ROCM_PACKAGE = re.compile(
-    r"^(rocm-core|hip-runtime-amd|rocm-hip-runtime|hip-devel|rocm-dev|rocm-libs)"
-    r"(\d+\.\d+\.\d+)?$")
-_ROCM_CODE = re.compile(r"(?<![\d])(\d)(\d\d)(\d\d)(?![\d])")  # 60401 -> 6.4.1
-
 # conda package names and their component; their versions are the component's own.
 _CONDA_CUDA = {
     "cuda-cudart": "cuda-runtime", "cuda-nvrtc": "cuda-nvrtc", "cuda-cupti": "cuda-cupti",
@@ -117,58 +119,6 @@ _CONDA_CUDA = {
     "libcusolver": "cusolver", "libcusparse": "cusparse", "libnvjitlink": "nvjitlink",
     "libcufile": "cufile", "libnpp": "npp", "nccl": "nccl", "cudnn": "cudnn",
 }
-
-
-def rocm_release(version: str) -> Optional[str]:
-    """ROCm release of a package version: AMD appends a code like 60401 for 6.4.1."""
-    codes = _ROCM_CODE.findall(version)
-    if codes:
-        major, minor, _ = codes[-1]
-        return f"{int(major)}.{int(minor)}"
-    return major_minor(version)
-
-
-def debian_cuda_release(version: str) -> Optional[str]:
-    """CUDA release of a Debian nvidia-cuda-toolkit package version.
-
-    "11.8.89~11.8.0-5~deb12u1" -> "11.8" (the toolkit release follows the component's own
-    version after a "~"); "11.8.0-5~deb12u1" (nvidia-cuda-toolkit itself) -> "11.8".
-    """
-    upstream = version.split(":", 1)[-1].rsplit("-", 1)[0]
-    head, _, toolkit = upstream.partition("~")
-    return major_minor(toolkit) or major_minor(head)
-
-
-def package_evidence(kind: str, path: str, name: str, version: str,
-                     source: str = "") -> Optional[Evidence]:
-    """Evidence from an installed package (rpm, dpkg): its name or version names a release.
-
-    NVIDIA's packages (RPM and Debian/Ubuntu alike) carry the release in the name
-    (cuda-cudart-12-8, libcublas-12-8), or in the version (libnccl2 2.27.3-1+cuda12.8), or
-    the major in the name (libcudnn9-cuda-12). Debian's own packages carry it in the version.
-    """
-    match = _CUDA_PACKAGE.match(name)
-    if match:
-        return Evidence(kind, path, "cuda", name, version, f"{match.group(2)}.{match.group(3)}")
-    match = _CUDNN_PACKAGE.match(name)
-    if match:
-        return Evidence(kind, path, "cuda", name, version, match.group(1))
-    if _NCCL_PACKAGE.match(name):
-        built_for = _NCCL_CUDA.search(version)
-        return Evidence(kind, path, "cuda", "nccl", version,
-                        built_for.group(1) if built_for else None)
-    match = _ROCM_PACKAGE.match(name)
-    if match:
-        return Evidence(kind, path, "rocm", match.group(1), version,
-                        major_minor(match.group(2)) if match.group(2) else rocm_release(version))
-    if source.split(" ")[0] == _DEBIAN_CUDA_SOURCE or _DEBIAN_CUDA_PACKAGE.match(name):
-        return Evidence(kind, path, "cuda", name, version, debian_cuda_release(version))
-    return None
-
-
-def _interesting_package(name: str) -> bool:
-    return bool(_CUDA_PACKAGE.match(name) or _CUDNN_PACKAGE.match(name)
-                or _NCCL_PACKAGE.match(name) or _ROCM_PACKAGE.match(name))
 
 
 def _label(name: str, version: str) -> str:
@@ -195,10 +145,9 @@ def wheel_evidence(path: str, name: str, version: str) -> Optional[Evidence]:
         return Evidence("dist-info", path, "cuda", project, version,
                         f"{int(cuda.group(1))}.{cuda.group(2)}", distribution=label,
                         detail=f"its local version +{local} names the CUDA build", built=True)
-    rocm = _LOCAL_ROCM.match(local)
-    if rocm:
-        return Evidence("dist-info", path, "rocm", project, version, rocm.group(1),
-                        distribution=label)
+    found = distribution_evidence(path, project, version, label, local)
+    if found:
+        return found
     base, build = built_for(project)
     if build:
         return Evidence("dist-info", path, "cuda", project, version, build, distribution=label,
@@ -221,33 +170,6 @@ def conda_evidence(path: str, record: str) -> Optional[Evidence]:
         toolkit = "cuda" if built.group(0).startswith("cuda") else "rocm"
         return Evidence("conda", path, toolkit, name, f"{version}-{build}", built.group(1))
     return None
-
-
-_DPKG_FIELD = re.compile(r"^(Package|Version|Status|Source|Architecture): *(.*?)\s*$", re.M)
-
-
-def dpkg_packages(text: str, installed_by_default: bool = False
-                  ) -> list[tuple[str, str, str]]:
-    """(package, version, source) of each installed package in a dpkg status text.
-
-    Paragraphs are RFC-822 style, separated by blank lines; only `Status: install ok
-    installed` counts (removed packages keep "deinstall ok config-files"). Distroless's
-    status.d files may omit Status: INSTALLED_BY_DEFAULT says a file there is installed.
-    A Source field may carry its own version ("nvidia-cuda-toolkit (11.8.0-5)").
-    """
-    found = []
-    for paragraph in re.split(r"\n[ \t]*\n", text.replace("\r\n", "\n")):
-        fields = dict(_DPKG_FIELD.findall(paragraph))
-        name = fields.get("Package", "")
-        if not name:
-            continue
-        status = fields.get("Status")
-        if status is None and not installed_by_default:
-            continue
-        if status is not None and status.split()[-1:] != ["installed"]:
-            continue
-        found.append((name, fields.get("Version", ""), fields.get("Source", "").split(" ")[0]))
-    return found
 
 
 def _names_its_target(library: re.Match[str], target: str) -> bool:
@@ -275,6 +197,10 @@ class LayerDetector:
         self.spooled = 0  # bytes of temporary files held now
         self._records: dict[str, list[tuple[str, bytes]]] = {}  # site dir -> its RECORDs
         self._runtimes: dict[str, str] = {}  # vendored runtimes to read: path -> major
+        self._linking: dict[str, str] = {}  # shared objects to read: path -> package
+        # directory -> (path, family, release, package) of its shared objects named for a
+        # backend (libbitsandbytes_cuda128.so)
+        self._backends: dict[str, list[tuple[str, str, Optional[str], str]]] = {}
 
     def _once(self, key: str) -> bool:
         if key in self._seen:
@@ -367,7 +293,8 @@ class LayerDetector:
         library = _LIBRARY.search(path)
         if library:
             return self._library(path, library, size, None, regular=True)
-        self._cuda_build(path, package, "")
+        if _SHARED_OBJECT.search(path):
+            return self._shared_object(path, package, size)
         conda = _CONDA_META.search(path)
         if conda:
             found = conda_evidence(path, conda.group(1))
@@ -375,26 +302,75 @@ class LayerDetector:
                 self.evidence.append(found)
         return WANT_NONE
 
-    def _cuda_build(self, path: str, package: Optional[re.Match[str]], version: str) -> None:
-        """A package's shared object named for CUDA (libtorch_cuda.so)."""
-        if package and _CUDA_BUILD.search(path):
-            self.evidence.append(Evidence(
-                "cuda-build", path, "cuda", package.group(2), version,
-                detail="a shared object named for CUDA: a CUDA build of its package"))
+    def _shared_object(self, path: str, package: Optional[re.Match[str]], size: int) -> int:
+        """A shared object no name above places: a package's one named for a backend
+        (libtorch_cuda.so, libonnxruntime_providers_rocm.so) is a build of its package for
+        that backend, whatever it links; what any shared object links is read from it."""
+        named = backend(path)
+        owner = package.group(2) if package else path.rsplit("/", 1)[-1]
+        if named and package:
+            family, release = named
+            self._backends.setdefault(path.rsplit("/", 1)[0], []).append(
+                (path, family, release, owner))
+            if family != "cpu":
+                kind = "cuda-build" if family == "cuda" else ROCM_BUILD
+                self.evidence.append(Evidence(
+                    kind, path, family, owner, "", built=True,
+                    detail=f"a shared object named for {family.upper()}: a "
+                           f"{family.upper()} build of its package"))
+        if not size or not _SHARED_OBJECT.search(path):
+            return WANT_NONE
+        self._linking[path] = owner
+        return WANT_PREFIX
+
+    def content_prefix(self, path: str, read: Callable[[int], bytes],
+                       skip: Callable[[int], int]) -> None:
+        """A shared object read from its start as far as its dynamic section reaches
+        (READ(n): the next n bytes; SKIP(n): pass over them)."""
+        owner = self._linking.pop(path)
+        try:
+            entries = dynamic_entries(read, skip)
+        except ElfLimit as exc:
+            self.hazards.append(Hazard(ELF_LIMIT_HAZARD, path, f"{exc}: not read",
+                                       severe=False))
+            return
+        if entries is not None:
+            self.evidence.extend(linked_evidence(path, entries, owner))
+
+    def _multi_backend(self) -> None:
+        """A directory of shared objects named for two or more GPU backends (bitsandbytes:
+        CUDA 11.8 to 13.2, ROCm 6.4 to 7.2, CPU) holds one package's run-time choices:
+        each becomes `backend` evidence, which the verdict judges as a whole."""
+        for libraries in self._backends.values():
+            gpus = {(family, release) for _, family, release, _ in libraries
+                    if family != "cpu"}
+            if len(gpus) < 2:
+                continue
+            paths = {path for path, _, _, _ in libraries}
+            self.evidence = [e for e in self.evidence if e.path not in paths]
+            names = ", ".join(sorted({f"{f} {r}" if r else f for _, f, r, _ in libraries}))
+            for path, family, release, owner in libraries:
+                self.evidence.append(Evidence(
+                    BACKEND, path, family, owner, release or "", release, detail=(
+                        f"one of the {len(libraries)} backends {owner} picks among at run "
+                        f"time: {names}")))
 
     def _library(self, path: str, library: re.Match[str], size: int, link: Optional[str],
                  regular: bool) -> int:
         stem, version = library.group("stem"), library.group("version") or ""
         if stem == "amdhip64":
-            if "." in version:
+            # libamdhip64.so.6.4.43483 is ROCm 6.4; a wheel's bundled libamdhip64.so.6
+            # (torch's ROCm builds) ROCm 6 (its soname major is the ROCm major).
+            if version and (regular or "." in version):
                 self.evidence.append(Evidence("library", path, "rocm", "hip", version,
-                                              major_minor(version), detail=link))
+                                              major_minor(version) or version, detail=link))
+            return WANT_NONE
+        if stem in _API_NUMBERED:
             return WANT_NONE
         component = library_component(stem)
         package = _SITE_PACKAGE.match(path)
         if component is None:
-            self._cuda_build(path, package, version)
-            return WANT_NONE
+            return self._shared_object(path, package, size) if regular else WANT_NONE
         owner = package.group(2) if package else None
         vendored = bool(library.group("hash")) or (owner or "").endswith(".libs")
         if owner and owner != "nvidia" and not vendored and component in _TOOLCHAIN_COMPONENTS:
@@ -458,15 +434,16 @@ class LayerDetector:
                 if match:
                     self.evidence.append(Evidence("torch-version", path, toolkit, "torch",
                                                   match.group(1), match.group(1),
-                                                  built=toolkit == "cuda"))
+                                                  built=True))
         elif _BUILD_INFO.search(path):
-            match = _BUILD_CUDA.search(text)
             package = _SITE_PACKAGE.match(path)
-            if match:
+            for key, version in dict(_BUILD_VERSION.findall(text)).items():
+                toolkit = "cuda" if key == "cuda" else "rocm"
                 self.evidence.append(Evidence(
-                    "build-info", path, "cuda", package.group(2) if package else "framework",
-                    match.group(1), major_minor(match.group(1)), built=True,
-                    detail=f"its build record says cuda_version {match.group(1)}"))
+                    "build-info", path, toolkit,
+                    package.group(2) if package else "framework", version,
+                    major_minor(version), built=True,
+                    detail=f"its build record says {key}_version {version}"))
         elif _DPKG_STATUS.match(path):
             for name, version, source in dpkg_packages(
                     text, installed_by_default=path != "/var/lib/dpkg/status"):
@@ -477,7 +454,12 @@ class LayerDetector:
     def _runtime(self, path: str, data: bytes) -> None:
         """A CUDA runtime whose name gives its major at most: its release is in its code."""
         major = self._runtimes.pop(path)
-        release = runtime_release(data)
+        try:
+            release = runtime_release(data)
+        except ElfLimit as exc:
+            self.hazards.append(Hazard(ELF_LIMIT_HAZARD, path, f"{exc}: not read",
+                                       severe=False))
+            release = None
         if release is not None and (not major or release.split(".")[0] == major):
             self.evidence.append(Evidence(
                 "library", path, "cuda", "cuda-runtime", release, release, detail=(
@@ -521,7 +503,7 @@ class LayerDetector:
             else:
                 db, wal = file, None
             try:
-                packages = read_packages(db, _interesting_package, wal)
+                packages = read_packages(db, interesting_package, wal)
             except RpmdbError as exc:
                 self.hazards.append(Hazard("unreadable-rpmdb", path, str(exc), severe=False))
                 continue
@@ -532,5 +514,6 @@ class LayerDetector:
 
     def finish(self) -> tuple[list[Evidence], list[str], list[Hazard]]:
         self._rpm()
+        self._multi_backend()
         self._attribute()
         return self.evidence, self.content_paths, self.hazards

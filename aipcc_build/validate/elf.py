@@ -1,43 +1,234 @@
-"""The CUDA release a CUDA runtime library was built as, read from its ELF file, never run.
+"""What an ELF shared object says about the toolkit it was built for, read, never run.
 
-`cudaRuntimeGetVersion(int *v)` stores a constant, 1000 * major + 10 * minor (12060 for
-12.6): the exported function (or a function it calls directly) writes it through its
-pointer argument. This finds the symbol in the dynamic symbol table, maps its address to a
-file offset through the program headers, and follows direct calls a few levels deep
-looking for that store: `movl $imm32, (%reg)` on x86_64; `movz wN, #imm16` followed by
-`str wN, [xM]` on aarch64. Anything else (another machine, a stripped symbol, no such
-store) answers None: the caller then knows the major from the file name only.
+Two readings, each linear in the bytes it is given and bounded by the limits below (a
+file past a limit is not read, and the caller warns naming it):
+
+- `dynamic_entries`: the `NEEDED` libraries and the `RUNPATH`/`RPATH` of a shared object,
+  from its program headers and its dynamic section, reading the file from its start only
+  as far as the dynamic section reaches and holding only its first bytes (a 500 MB ROCm
+  provider library keeps both in its first 15 MB). `libamdhip64.so.7` names the ROCm major a
+  binary was linked against, `libcudart.so.12` the CUDA major, `/opt/rocm-7.2.4/lib` the
+  ROCm release.
+- `runtime_release`: the release of a CUDA runtime whose name gives its major only.
+  `cudaRuntimeGetVersion(int *v)` stores a constant, 1000 * major + 10 * minor (12060 for
+  12.6): the exported function (or a function it calls directly) writes it through its
+  pointer argument. This finds the symbol in the dynamic symbol table, maps its address to
+  a file offset through the program headers, and follows direct calls a few levels deep
+  looking for that store: `movl $imm32, (%reg)` on x86_64; `movz wN, #imm16` followed by
+  `str wN, [xM]` on aarch64. Anything else (another machine, a stripped symbol, no such
+  store) answers None: the caller then knows the major from the file name only.
 """
 
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Optional
 
 SYMBOL = b"cudaRuntimeGetVersion"
 EM_X86_64, EM_AARCH64 = 62, 183
-_PT_LOAD, _SHT_DYNSYM = 1, 11
+_PT_LOAD, _PT_DYNAMIC, _SHT_DYNSYM = 1, 2, 11
+_DT_NULL, _DT_NEEDED, _DT_STRTAB, _DT_STRSZ, _DT_RPATH, _DT_RUNPATH = 0, 1, 5, 10, 15, 29
 WINDOW = 512  # bytes of one function searched
 MAX_FUNCTIONS = 12  # the exported function and what it calls, breadth first
 MAX_DEPTH = 2
+# Real shared objects have about ten program headers and fewer than a hundred sections.
+MAX_PROGRAM_HEADERS = 256
+MAX_SECTIONS = 4096
+# A shared object's dynamic section sits after its code (ROCm's 513 MB ONNX Runtime
+# provider: at 14.5 MB; triton's libtriton.so and ONNX Runtime's CUDA provider: past 64 MB),
+# its string table in the first segment, before the code. The first KEPT_PREFIX bytes are
+# held for the strings; the file is read (passed over) up to DYNAMIC_READ_LIMIT bytes.
+KEPT_PREFIX = 16 << 20
+DYNAMIC_READ_LIMIT = 4 << 30
+MAX_DYNAMIC_ENTRIES = 4096  # a real dynamic section has a few dozen
+MAX_STRING = 1 << 16  # one NEEDED name or search path (JAX's ROCm 7 plugin: 5 kB of RUNPATH)
+
+
+class ElfLimit(ValueError):
+    """The file is past one of this module's stated limits: not read (the caller warns)."""
+
+
+@dataclass(frozen=True)
+class DynamicEntries:
+    needed: tuple[str, ...]  # "libamdhip64.so.7", "libcudart.so.12"
+    search_path: tuple[str, ...]  # RUNPATH, else RPATH, split: "/opt/rocm-7.2.4/lib"
+
+
+def _elf64(head: bytes) -> None:
+    if head[:4] != b"\x7fELF" or len(head) < 64 or head[4] != 2 or head[5] != 1:
+        raise ValueError("not a little-endian ELF64 file")
+
+
+def _program_headers(data: bytes, at: Optional[int] = None
+                     ) -> list[tuple[int, int, int, int, int]]:
+    """(type, flags, offset, vaddr, filesz) of each program header: at the offset the ELF
+    header names, or AT."""
+    phoff = struct.unpack_from("<Q", data, 32)[0] if at is None else at
+    phentsize, phnum = struct.unpack_from("<HH", data, 54)
+    if phnum > MAX_PROGRAM_HEADERS:
+        raise ElfLimit(f"{phnum} program headers, more than {MAX_PROGRAM_HEADERS}")
+    if phentsize < 56:
+        raise ValueError("program headers too small")
+    headers = []
+    for i in range(phnum):
+        p_type, flags, offset, vaddr, _, filesz = struct.unpack_from(
+            "<IIQQQQ", data, phoff + i * phentsize)
+        headers.append((p_type, flags, offset, vaddr, filesz))
+    return headers
+
+
+def _file_offset(headers: list[tuple[int, int, int, int, int]], address: int
+                 ) -> Optional[int]:
+    for p_type, _, offset, vaddr, filesz in headers:
+        if p_type == _PT_LOAD and vaddr <= address < vaddr + filesz:
+            return offset + address - vaddr
+    return None
+
+
+class _Forward:
+    """A file read once from its start: the first KEPT_PREFIX bytes are kept (headers,
+    and the string table, which linkers put in the first segment); later ranges are read
+    when reached, what lies between is passed over, never held."""
+
+    def __init__(self, read: Callable[[int], bytes],
+                 skip: Optional[Callable[[int], int]]) -> None:
+        self.read, self.skip = read, skip
+        self.kept = bytearray()
+        self.position = 0  # bytes of the file consumed
+
+    def _next(self, size: int) -> bytes:
+        piece = self.read(size)
+        if len(self.kept) == self.position < KEPT_PREFIX:
+            self.kept.extend(piece[:KEPT_PREFIX - self.position])
+        self.position += len(piece)
+        return piece
+
+    def at(self, offset: int, size: int) -> Optional[bytes]:
+        """The SIZE bytes at OFFSET; None past the file's end."""
+        end = offset + size
+        if end > DYNAMIC_READ_LIMIT:
+            raise ElfLimit(f"its dynamic section or strings end past byte {DYNAMIC_READ_LIMIT}")
+        if end <= KEPT_PREFIX:
+            while self.position < end:
+                if not self._next(min(end - self.position, 1 << 20)):
+                    return None
+            return bytes(self.kept[offset:end])
+        if offset < self.position:
+            raise ElfLimit(f"its string table lies past the first {KEPT_PREFIX} bytes, "
+                           "before its dynamic section")
+        while self.position < offset:
+            if self.skip is not None and self.position >= KEPT_PREFIX:
+                passed = self.skip(offset - self.position)
+                self.position += passed
+                if not passed:
+                    return None
+            elif not self._next(min(offset - self.position, 1 << 20)):
+                return None
+        out = bytearray()
+        while len(out) < size:
+            piece = self._next(min(size - len(out), 1 << 20))
+            if not piece:
+                return None
+            out.extend(piece)
+        return bytes(out)
+
+
+def dynamic_entries(read: Callable[[int], bytes],
+                    skip: Optional[Callable[[int], int]] = None) -> Optional[DynamicEntries]:
+    """NEEDED and RUNPATH (or RPATH) of the ELF64 file READ yields from its start (READ(n)
+    answers at most n more bytes, fewer at its end; SKIP(n), when given, passes over at
+    most n and answers how many); None for a file that is not a
+    little-endian ELF64 one or has no dynamic section. Holds at most KEPT_PREFIX bytes
+    and the dynamic section, reads at most DYNAMIC_READ_LIMIT bytes; raises ElfLimit for
+    a file past a limit."""
+    file = _Forward(read, skip)
+    try:
+        head = file.at(0, 64)
+        if head is None:
+            return None
+        _elf64(head)
+        phoff = struct.unpack_from("<Q", head, 32)[0]
+        phentsize, phnum = struct.unpack_from("<HH", head, 54)
+        if phnum > MAX_PROGRAM_HEADERS:
+            raise ElfLimit(f"{phnum} program headers, more than {MAX_PROGRAM_HEADERS}")
+        table = file.at(phoff, phentsize * phnum)
+        if table is None:
+            return None
+        headers = _program_headers(head[:32] + struct.pack("<Q", 0) + head[40:] + table,
+                                   at=64)
+        dynamic = next(((offset, size) for p_type, _, offset, _, size in headers
+                        if p_type == _PT_DYNAMIC), None)
+        if dynamic is None:
+            return None
+        offset, size = dynamic
+        count = min(size // 16, MAX_DYNAMIC_ENTRIES + 1)
+        section = file.at(offset, 16 * count)
+        if section is None:
+            return None
+        needed: list[int] = []
+        runpath: Optional[int] = None
+        rpath: Optional[int] = None
+        strtab = strsz = None
+        for i in range(count):
+            tag, value = struct.unpack_from("<qQ", section, 16 * i)
+            if tag == _DT_NULL:
+                break
+            if i == MAX_DYNAMIC_ENTRIES:
+                raise ElfLimit(f"more than {MAX_DYNAMIC_ENTRIES} dynamic entries")
+            if tag == _DT_NEEDED:
+                needed.append(value)
+            elif tag == _DT_STRTAB:
+                strtab = value
+            elif tag == _DT_STRSZ:
+                strsz = value
+            elif tag == _DT_RUNPATH:
+                runpath = value
+            elif tag == _DT_RPATH:
+                rpath = value
+        if strtab is None or strsz is None:
+            return None
+        start = _file_offset(headers, strtab)
+        if start is None:
+            return None
+        strings = file.at(start, min(strsz, KEPT_PREFIX))
+        if strings is None:
+            return None
+    except ElfLimit:
+        raise
+    except (ValueError, struct.error):
+        return None
+
+    def text(at: int) -> str:
+        end = strings.find(b"\0", at, at + MAX_STRING)
+        return strings[at:end if end >= 0 else at].decode("utf-8", "replace")
+
+    path = runpath if runpath is not None else rpath
+    search = tuple(p for p in text(path).split(":") if p) if path is not None else ()
+    return DynamicEntries(tuple(text(n) for n in needed if n < len(strings)), search)
 
 
 class _Elf:
     def __init__(self, data: bytes) -> None:
-        if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
-            raise ValueError("not a little-endian ELF64 file")
+        _elf64(data[:64])
         self.data = data
         self.machine = struct.unpack_from("<H", data, 18)[0]
-        phoff, shoff = struct.unpack_from("<QQ", data, 32)
-        phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", data, 54)
-        self.loads = []  # (vaddr, offset, size) of the executable loadable segments
-        for i in range(phnum):
-            p_type, flags, offset, vaddr, _, filesz, _, _ = struct.unpack_from(
-                "<IIQQQQQQ", data, phoff + i * phentsize)
-            if p_type == _PT_LOAD and flags & 1:
-                self.loads.append((vaddr, offset, filesz))
+        self.loads = [(vaddr, offset, filesz) for p_type, flags, offset, vaddr, filesz
+                      in _program_headers(data) if p_type == _PT_LOAD and flags & 1]
+        shoff = struct.unpack_from("<Q", data, 40)[0]
+        shentsize, shnum = struct.unpack_from("<HH", data, 58)
+        if shnum > MAX_SECTIONS:
+            raise ElfLimit(f"{shnum} section headers, more than {MAX_SECTIONS}")
         self.sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize)
                          for i in range(shnum)]
+        tables = [s for s in self.sections if s[1] == _SHT_DYNSYM]
+        if len(tables) > 1:
+            # The ELF format allows one; several over the same bytes would make a search
+            # for a symbol read the file once per copy.
+            raise ElfLimit(f"{len(tables)} dynamic symbol tables (SHT_DYNSYM), where an "
+                           "ELF file has one")
+        self.dynsym = tables[0] if tables else None
 
     def offset(self, address: int) -> Optional[int]:
         for vaddr, offset, size in self.loads:
@@ -46,16 +237,19 @@ class _Elf:
         return None
 
     def symbol(self, name: bytes) -> Optional[int]:
-        """The address of a defined dynamic symbol NAME."""
-        for _, sh_type, _, _, offset, size, link, _, _, entsize in self.sections:
-            if sh_type != _SHT_DYNSYM or not entsize or link >= len(self.sections):
-                continue
-            strings = self.sections[link][4]
-            for at in range(offset, offset + size, entsize):
-                st_name, _, _, shndx, value, _ = struct.unpack_from("<IBBHQQ", self.data, at)
-                start = strings + st_name
-                if shndx and value and self.data[start:start + len(name) + 1] == name + b"\0":
-                    return int(value)
+        """The address of a defined dynamic symbol NAME: one pass over the one table."""
+        if self.dynsym is None:
+            return None
+        _, _, _, _, offset, size, link, _, _, entsize = self.dynsym
+        if entsize < 24 or link >= len(self.sections):
+            return None
+        strings = self.sections[link][4]
+        end = min(offset + size, len(self.data))
+        for at in range(offset, end - entsize + 1, entsize):
+            st_name, _, _, shndx, value, _ = struct.unpack_from("<IBBHQQ", self.data, at)
+            start = strings + st_name
+            if shndx and value and self.data[start:start + len(name) + 1] == name + b"\0":
+                return int(value)
         return None
 
 
@@ -96,11 +290,14 @@ def _aarch64(code: bytes, address: int) -> tuple[Optional[int], list[int]]:
 
 
 def runtime_release(data: bytes) -> Optional[str]:
-    """"12.6" for a CUDA 12.6 libcudart (x86_64 or aarch64); None when it cannot tell."""
+    """"12.6" for a CUDA 12.6 libcudart (x86_64 or aarch64); None when it cannot tell.
+    Raises ElfLimit for a file past a limit."""
     try:
         elf = _Elf(data)
         decode = {EM_X86_64: _x86_64, EM_AARCH64: _aarch64}.get(elf.machine)
         start = elf.symbol(SYMBOL) if decode else None
+    except ElfLimit:
+        raise
     except (ValueError, struct.error, IndexError):
         return None
     if decode is None or start is None:

@@ -20,7 +20,14 @@ import zstandard
 from isal import igzip_threaded
 
 from .blobs import BlobLocation, LayerJob, TarSplitLayer
-from .detect import CANDIDATE_BYTES, CANDIDATE_SUFFIXES, WANT_FILE, WANT_MEMORY, LayerDetector
+from .detect import (
+    CANDIDATE_BYTES,
+    CANDIDATE_SUFFIXES,
+    WANT_FILE,
+    WANT_MEMORY,
+    WANT_PREFIX,
+    LayerDetector,
+)
 from .results import SETUID, Hazard, LayerScan
 from .symlinks import TOOLKIT_PREFIXES, Budget, BudgetExceeded, resolve_link
 from .tarsplit import TarSplitError, TarSplitStream
@@ -230,6 +237,23 @@ class TarWalker:
         self._pending -= self._unread
         self._unread = 0
         return data
+
+    def read_more(self, size: int) -> bytes:
+        """Up to SIZE more bytes of the current entry's data (none past its end); what is
+        left unread is skipped when moving on."""
+        data = self._take(min(size, self._unread))
+        self._unread -= len(data)
+        self._pending -= len(data)
+        return data
+
+    def skip_more(self, size: int) -> int:
+        """Pass over up to SIZE more bytes of the current entry's data (a seek where the
+        stream allows); answers how many."""
+        size = min(size, self._unread)
+        self._skip(size)
+        self._unread -= size
+        self._pending -= size
+        return size
 
     def copy_data(self, out: BinaryIO) -> None:
         while self._unread:
@@ -445,6 +469,8 @@ def _walk(stream: Union[BinaryIO, TarSplitStream], detector: LayerDetector, work
         want = detector.visit(path, kind, entry.size, link)
         if want == WANT_MEMORY:
             detector.content(path, walker.read_data())
+        elif want == WANT_PREFIX:
+            detector.content_prefix(path, walker.read_more, walker.skip_more)
         elif want == WANT_FILE:
             target = workdir / f"{entries}-{base}"
             with open(target, "wb") as out:

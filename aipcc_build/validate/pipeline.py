@@ -144,10 +144,11 @@ def validate_image(
             image_scans = [scans[layer.digest] for layer in image.layers]
             reads = _read_named_files(image, image_scans,
                                       [jobs[layer.digest] for layer in image.layers])
+            verdict = judge(ref=ref, image=image, scans=image_scans, expect=expect,
+                            allow=allow, strict_layers=strict_layers, reads=reads)
             verdicts.append(replace(
-                judge(ref, image, image_scans, expect, allow, strict_layers,
-                      sum(1 for layer in image.layers if layer.digest in cached), reads),
-                layers_read=opened.layers_read))
+                verdict, layers_read=opened.layers_read,
+                cached_layers=sum(1 for layer in image.layers if layer.digest in cached)))
         return verdicts
 
 

@@ -54,6 +54,10 @@ UNPARSABLE = "unparsable-file"
 # judged apart by the verdict (kept here, beside the other kinds, so a warm validation
 # judges without loading the detectors).
 PRIVATE_TOOLCHAIN = "private-toolchain"
+# Evidence kinds of builds for a backend (kept here for the same reason): what a shared
+# object links (NEEDED libamdhip64.so.7), a shared object named for ROCm, and one of the
+# backends a package picks among at run time (libbitsandbytes_cuda128.so).
+LINKED, ROCM_BUILD, BACKEND = "linked", "rocm-build", "backend"
 
 
 @dataclass(frozen=True)

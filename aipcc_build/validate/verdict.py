@@ -41,8 +41,11 @@ from .index_config import (
 )
 from .results import (
     ALLOWED,
+    BACKEND,
+    LINKED,
     OK,
     PRIVATE_TOOLCHAIN,
+    ROCM_BUILD,
     SETUID,
     UNPARSABLE,
     VIOLATION,
@@ -61,6 +64,9 @@ if TYPE_CHECKING:
     from ..matrix.model import AllowRule
 
 MIXED = "mixed"  # the evidence kind of the finding that reports an unlabelled mix
+# Evidence of a build for a family, with or without the release it names.
+_BUILDS = frozenset({"cuda-build", ROCM_BUILD, LINKED, "dist-info", "build-info"})
+_FAMILY_NAMES = {"cuda": "CUDA", "rocm": "ROCm"}
 FAMILIES = ("cuda", "rocm")
 # Symlinks whose target names the toolkit the image runs with.
 TOOLKIT_LINKS = {"/usr/local/cuda": ("cuda", re.compile(r"^/usr/local/cuda-(\d+\.\d+)$")),
@@ -228,22 +234,47 @@ def _private(evidence: Evidence, releases: Optional[tuple[str, ...]],
 
 def _built(evidence: Evidence, releases: tuple[str, ...], expected: Expectation
            ) -> tuple[str, str]:
-    """A build record naming another release than the image's: a framework built with an
-    older minor of the same major runs on the image's runtime (CUDA's minor-version
-    compatibility); a newer minor or another major needs another runtime."""
+    """A build record naming another release than the image's: a build for an older minor
+    of the same major runs on the image's runtime (CUDA's minor-version compatibility; a
+    HIP runtime keeps its soname, libamdhip64.so.N, across ROCm N.x); a newer minor or
+    another major needs another runtime. The same rule for both families."""
     assert expected.release is not None
-    built = releases[0]
+    built, name = releases[0], _FAMILY_NAMES[evidence.toolkit]
     major, minor = (int(p) for p in expected.release.split("."))
     parts = [int(p) for p in built.split(".")]
     if parts[0] == major and len(parts) > 1 and parts[1] < minor:
-        return WARNING, (f"built with CUDA {built}: it runs on the image's CUDA "
-                         f"{expected.release} runtime under minor-version compatibility")
-    return VIOLATION, (f"cuda {built} in a {expected} image: a build for CUDA {built} needs "
-                       "another runtime than the image's")
+        return WARNING, (f"built with {name} {built}: it runs on the image's {name} "
+                         f"{expected.release} runtime of the same major")
+    return VIOLATION, (f"{evidence.toolkit} {built} in a {expected} image: a build for "
+                       f"{name} {built} needs another runtime than the image's")
+
+
+def _backend_finding(directory: str, found: Sequence[tuple[Evidence, str]],
+                     expected: Expectation) -> Finding:
+    """One package's backends, picked among at run time (bitsandbytes): ok when one of them
+    is for the image's family and release (a CPU one for a CPU image), a violation when
+    none is. The same rule in every family: the package loads at most one of them, the
+    one for the image it runs in."""
+    first, digest = found[0]
+    names = sorted({(e.toolkit, e.release or "") for e, _ in found},
+                   key=lambda n: (n[0], [int(p) for p in n[1].split(".") if p.isdigit()]))
+    listed = ", ".join(f"{f} {r}".strip() for f, r in names)
+    family, release = expected.accelerator, expected.release
+    fitting = [e for e, _ in found if e.toolkit == family and (
+        release is None or not e.release or fits((e.release,), release))]
+    if fitting:
+        status, reason = OK, (f"{len(found)} backends ({listed}); it loads the one for "
+                              f"{expected} at run time ({fitting[0].path.rsplit('/', 1)[-1]})")
+    else:
+        status, reason = VIOLATION, (f"{len(found)} backends ({listed}), none for a "
+                                     f"{expected} image: it has nothing to load here")
+    return Finding(status, BACKEND, directory, reason, toolkit=family if fitting else None,
+                   version=release, component=first.component, layer_digest=digest,
+                   distribution=first.distribution)
 
 
 def judge_evidence(evidence: Evidence, releases: Optional[tuple[str, ...]],
-                   expected: Expectation, loaded: bool = False) -> tuple[str, str]:
+                   expected: Expectation, *, loaded: bool = False) -> tuple[str, str]:
     """(status, reason) of one piece of evidence in an image that should hold EXPECTED; the
     wheel index judges the wheels it publishes with it too. LOADED: the image loads the
     file as its runtime (its directory is on LD_LIBRARY_PATH)."""
@@ -262,8 +293,8 @@ def _judge(evidence: Evidence, releases: Optional[tuple[str, ...]], expected: Ex
         return VIOLATION, f"{found} evidence in a {expected.accelerator} image"
     if evidence.toolkit != expected.accelerator:
         return VIOLATION, f"second accelerator family: {found} in a {expected} image"
-    if evidence.kind == "cuda-build" and not releases:
-        return OK, f"a CUDA build in a {expected} image"
+    if not releases and evidence.built and evidence.kind in _BUILDS:
+        return OK, f"a {evidence.toolkit.upper()} build in a {expected} image"
     if not releases:
         return _unplaced(evidence, expected)
     if expected.release is None or fits(releases, expected.release):
@@ -430,19 +461,28 @@ def _final_links(scans: Sequence[LayerScan], removals: _Removals) -> dict[str, s
     return links
 
 
-def judge(ref: str, image: PlatformImage, scans: Sequence[LayerScan],
-          expect: Optional[Expectation], allow: Sequence[AllowRule], strict_layers: bool,
-          cached_layers: int, reads: Optional[Mapping[str, FileRead]] = None) -> ImageVerdict:
-    """The verdict on IMAGE from its layer SCANS; READS holds the `unread_named_files`,
-    read from its layer stack."""
+def judge(*, ref: str, image: PlatformImage, scans: Sequence[LayerScan],
+          expect: Optional[Expectation] = None, allow: Sequence[AllowRule] = (),
+          strict_layers: bool = False, reads: Optional[Mapping[str, FileRead]] = None
+          ) -> ImageVerdict:
+    """The verdict on IMAGE (named REF) from its layer SCANS, against EXPECT (else its
+    labels, else what it holds); ALLOW turns deliberate exceptions into `allowed`;
+    STRICT_LAYERS fails evidence a later layer removes; READS holds the
+    `unread_named_files`, read from its layer stack."""
     reads = reads or {}
     removals = _Removals(scans)
     # (evidence, releases, layer digest, removed by layer number)
     items: list[tuple[Evidence, Optional[tuple[str, ...]], Optional[str], Optional[int]]] = []
+    backends: dict[str, list[tuple[Evidence, str]]] = {}  # directory -> its backends
     for number, scan in enumerate(scans):
         contents = set(scan.content_paths)
         for evidence in scan.evidence:
             gone = removals.removed_by(number, evidence.path, evidence.path in contents)
+            if evidence.kind == BACKEND:
+                if gone is None:
+                    backends.setdefault(evidence.path.rsplit("/", 1)[0], []).append(
+                        (evidence, scan.digest))
+                continue
             items.append((evidence, place(evidence), scan.digest, gone))
     links = _final_links(scans, removals)
     for link, (toolkit, pattern) in TOOLKIT_LINKS.items():
@@ -481,8 +521,9 @@ def judge(ref: str, image: PlatformImage, scans: Sequence[LayerScan],
             expected = replace(expected, version=inferred.version)
 
     for evidence, releases, digest, gone in items:
-        status, reason = judge_evidence(evidence, releases, expected,
-                                        evidence.path.rsplit("/", 1)[0] in library_path)
+        status, reason = judge_evidence(
+            evidence, releases, expected,
+            loaded=evidence.path.rsplit("/", 1)[0] in library_path)
         if evidence.toolkit in mixed and releases and status == OK:
             status = WARNING
             reason = (f"{evidence.toolkit} {', '.join(releases)}: part of a mix of "
@@ -513,6 +554,8 @@ def judge(ref: str, image: PlatformImage, scans: Sequence[LayerScan],
                 status, reason = OK, f"{reason}; from the base layer"
             findings.append(Finding(status, "layer", hazard.path, reason,
                                     component=hazard.kind, layer_digest=scan.digest))
+    findings.extend(_backend_finding(directory, found, expected)
+                    for directory, found in sorted(backends.items()))
     findings.extend(_config_checks(image, ref, expected))
     findings.extend(_index_checks(image, scans, removals, expected, reads))
     findings, stale = _apply_allowlist(findings, allow)
@@ -529,4 +572,4 @@ def judge(ref: str, image: PlatformImage, scans: Sequence[LayerScan],
         toolkits={k: tuple(sorted(v, key=lambda r: [int(x) for x in r.split(".")]))
                   for k, v in sorted(toolkits.items())},
         findings=tuple(findings), stale_rules=stale, layers=len(scans),
-        cached_layers=cached_layers, error="; ".join(errors) if errors else None)
+        error="; ".join(errors) if errors else None)

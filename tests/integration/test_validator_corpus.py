@@ -1,11 +1,14 @@
-"""The validator on the wheels people install (issue 21): the corpus of
-tests/data/validator-corpus.yaml, real wheels from PyPI installed with real pip into real
-Debian 12 images, each judged as a CPU image and as a CUDA 12.8 image."""
+"""The validator on the wheels people install (issues 21 and 29): the corpus of
+tests/data/validator-corpus.yaml, real wheels from PyPI (whole, or their dist-info and the
+members that matter, fetched by range requests) installed with real pip, and real Debian
+packages installed with dpkg, into real Debian 12 images, each judged as a CPU image, a
+CUDA 12.8 image and as the images of the other releases the entry lists."""
 
 from __future__ import annotations
 
 import fnmatch
 import platform
+import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +21,7 @@ from aipcc_build.validate import ImageVerdict, validate_image
 from aipcc_build.validate.results import VIOLATION
 from tests.support.artifacts import wheel
 from tests.support.layers import CUDA128_ENV, CUDA128_LABELS, Images, Step
+from tests.support.partial_wheels import debian_packages, partial_wheel
 from tests.support.project import REPO
 
 pytestmark = [
@@ -31,7 +35,11 @@ VENV = "/opt/venv"
 SITE = f"{VENV}/lib/python3.11/site-packages"
 # Debian's pip installs into the venv (PIP_PYTHON), as bench/validate_real.py does.
 PIP = "pip install --quiet --no-deps --no-index --no-compile"
-CASES = [(entry, kind) for entry in CORPUS["entries"] for kind in ("cpu", "cuda-12.8")]
+# Kinds of image an entry is judged as; "rocm-X.Y" and "cuda-X.Y" other than 12.8 are the
+# CPU image labelled for that release.
+LABELLED = re.compile(r"^(rocm|cuda)-(\d+\.\d+)$")
+CASES = [(entry, kind) for entry in CORPUS["entries"] for kind in entry
+         if kind in ("cpu", "cuda-12.8") or LABELLED.match(kind)]
 
 
 @pytest.fixture(scope="session")
@@ -55,22 +63,39 @@ def corpus(debian_base: str, corpus_wheels: Path, wheelhouse: Path,
                wheel(wheelhouse, "nvidia-nvtx-cu12", "12.8.90")]
     built: dict[tuple[str, str], str] = {}
 
+    def cpu(entry: dict[str, Any]) -> str:
+        if (entry["id"], "cpu") not in built:
+            files = [wheel(corpus_wheels, *spec.split("==")) for spec in entry.get("wheels", ())]
+            files += [partial_wheel(p["project"], str(p["version"]), p["tag"], p["members"])
+                      for p in entry.get("partial", ())]
+            script = [f"{PIP} " + " ".join(f"/wheels/{w.parent.name}/{w.name}" for w in files)]
+            volumes = [(directory, f"/wheels/{directory.name}")
+                       for directory in {w.parent for w in files}]
+            if entry.get("debs"):
+                debs = debian_packages(entry["debs"])
+                names = " ".join(f"/debs/{name}_*.deb" for name in entry["debs"])
+                script = [*script[:1 if files else 0], f"dpkg --force-depends -i {names}"]
+                volumes.append((debs, "/debs"))
+            built[(entry["id"], "cpu")] = images.build(f"corpus-{entry['id']}-cpu", venv, [Step(
+                script=" && ".join(script), volumes=volumes,
+                labels={"ai.aipcc.accelerator": "cpu"})])
+        return built[(entry["id"], "cpu")]
+
     def image(entry: dict[str, Any], kind: str) -> str:
         key = (entry["id"], kind)
-        if key not in built:
-            files = [wheel(corpus_wheels, *spec.split("==")).name for spec in entry["wheels"]]
-            cpu = images.build(f"corpus-{entry['id']}-cpu", venv, [Step(
-                script=f"{PIP} "
-                       + " ".join(f"/wheels/{name}" for name in files),
-                volumes=[(corpus_wheels, "/wheels")],
-                labels={"ai.aipcc.accelerator": "cpu"})])
-            built[(entry["id"], "cpu")] = cpu
-            built[(entry["id"], "cuda-12.8")] = images.build(
-                f"corpus-{entry['id']}-cuda128", cpu, [Step(
+        if key not in built and kind == "cuda-12.8":
+            built[key] = images.build(
+                f"corpus-{entry['id']}-cuda128", cpu(entry), [Step(
                     script=f"{PIP} " + " ".join(f"/runtime/{w.name}" for w in runtime),
                     volumes=[(wheelhouse, "/runtime")], env=CUDA128_ENV,
                     labels=CUDA128_LABELS)])
-        return built[key]
+        elif key not in built and kind != "cpu":
+            family, release = LABELLED.match(kind).groups()  # type: ignore[union-attr]
+            built[key] = images.build(
+                f"corpus-{entry['id']}-{family}{release.replace('.', '')}", cpu(entry),
+                [Step(labels={"ai.aipcc.accelerator": family,
+                              "ai.aipcc.accelerator.version": release})])
+        return cpu(entry) if kind == "cpu" else built[key]
 
     try:
         yield image

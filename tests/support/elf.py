@@ -73,3 +73,17 @@ def runtime_elf(machine: int, version: int, via_call: bool = True,
                 + section(3, dynstr_at, len(dynstr)))
     data[sections_at:end] = sections
     return bytes(data)
+
+
+def dynsym_bomb(copies: int) -> bytes:
+    """A small x86_64 shared object whose section table holds COPIES dynamic symbol tables,
+    each spanning the whole file: a reader searching every table for a symbol reads the
+    file COPIES times (1,000 copies in 77 kB)."""
+    runtime = bytearray(runtime_elf(EM_X86_64, 12080, via_call=False))
+    sections_at = len(runtime) + (-len(runtime) % 8)
+    size = sections_at + 64 * (copies + 1)
+    table = struct.pack("<IIQQQQIIQQ", 0, 11, 0, 0, 0, size, 0, 0, 8, 24)
+    data = runtime.ljust(sections_at, b"\0") + bytes(64) + table * copies
+    struct.pack_into("<Q", data, 40, sections_at)
+    struct.pack_into("<H", data, 60, copies + 1)
+    return bytes(data)

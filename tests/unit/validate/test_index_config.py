@@ -75,7 +75,8 @@ def test_a_cuda129_index_fails_a_cuda128_image_naming_variable_and_file(tmp_path
         "opt/venv/pip.conf": "[global]\nextra-index-url = https://pypi.org/simple/\n"})
     env = {"PIP_INDEX_URL": THEIRS, "UV_DEFAULT_INDEX": OURS,
            "PIP_CONFIG_FILE": "/etc/pip.conf", "UV_CONFIG_FILE": "/etc/uv/uv.toml"}
-    verdict = judge("ref", image(env), [layer], Expectation("cuda", "12.8.1"), (), False, 0)
+    verdict = judge(ref="ref", image=image(env), scans=[layer],
+                    expect=Expectation("cuda", "12.8.1"))
     assert verdict.verdict == "failed"
     index = {(f.status, f.path) for f in verdict.findings if f.evidence == "index-config"}
     assert index == {("violation", "config:Env/PIP_INDEX_URL"), ("violation", "/etc/pip.conf"),
@@ -88,21 +89,22 @@ def test_a_cuda129_index_fails_a_cuda128_image_naming_variable_and_file(tmp_path
 def test_the_labelled_index_is_the_images_own(tmp_path: Path) -> None:
     url = "http://127.0.0.1:8580/1.0/cpu-debian/simple/"
     labels = {"ai.aipcc.accelerator": "cpu", "ai.aipcc.wheel-index": url}
-    verdict = judge("ref", image({"PIP_INDEX_URL": url}, labels), [], None, (), False, 0)
+    verdict = judge(ref="ref", image=image({"PIP_INDEX_URL": url}, labels), scans=[])
     assert verdict.ok and [f.reason for f in verdict.findings] == [
         "the index serves cpu wheels (the image's own index)"]
     mirror = "https://mirror.example/ours/"
     labels["ai.aipcc.wheel-index"] = mirror
-    verdict = judge("ref", image({"PIP_INDEX_URL": mirror}, labels), [], None, (), False, 0)
+    verdict = judge(ref="ref", image=image({"PIP_INDEX_URL": mirror}, labels), scans=[])
     assert verdict.ok and verdict.findings[0].reason.endswith("the image's own index")
-    rocm = judge("ref", image({"UV_INDEX_URL": RHAI + "rocm6.4-ubi9/simple/"}, labels), [],
-                 None, (), False, 0)
+    rocm = judge(ref="ref", image=image({"UV_INDEX_URL": RHAI + "rocm6.4-ubi9/simple/"}, labels),
+                 scans=[])
     assert not rocm.ok and f"(the image's index is {mirror})" in rocm.findings[0].reason
     # A labelled index of another toolkit is not excused by its label.
     labels["ai.aipcc.wheel-index"] = THEIRS
-    wrong = judge("ref", image({"PIP_INDEX_URL": THEIRS}, {**labels, "ai.aipcc.accelerator":
-                                                           "cuda"}), [],
-                  Expectation("cuda", "12.8"), (), False, 0)
+    wrong = judge(ref="ref",
+                  image=image({"PIP_INDEX_URL": THEIRS}, {**labels, "ai.aipcc.accelerator":
+                                                           "cuda"}), scans=[],
+                  expect=Expectation("cuda", "12.8"))
     assert not wrong.ok
 
 
@@ -112,7 +114,8 @@ def test_a_later_layer_replaces_or_removes_a_config_file(tmp_path: Path) -> None
                                              "etc/xdg/pip/pip.conf": wrong})
     upper = scan(tmp_path, tar_bytes([member("etc/pip.conf", b"[global]\ntimeout = 3\n"),
                                       member("etc/xdg/pip/.wh.pip.conf")]), "upper")
-    verdict = judge("ref", image(), [lower, upper], Expectation("cuda", "12.8"), (), False, 0)
+    verdict = judge(ref="ref", image=image(), scans=[lower, upper],
+                    expect=Expectation("cuda", "12.8"))
     assert verdict.ok and not [f for f in verdict.findings if f.evidence == "index-config"]
 
 
@@ -202,8 +205,8 @@ def test_a_named_file_that_cannot_be_judged_says_why() -> None:
     env = {"PIP_CONFIG_FILE": path}
 
     def verdict(read: FileRead) -> ImageVerdict:
-        return judge("ref", image(env), [], Expectation("cuda", "12.8"), (), False, 0,
-                     {path: read})
+        return judge(ref="ref", image=image(env), scans=[], expect=Expectation("cuda", "12.8"),
+                     reads={path: read})
 
     linked = verdict(FileRead("/srv/real.ini", "sha256:1", f"[global]\nindex-url={OURS}\n"))
     assert linked.ok and linked.findings[-1].reason.endswith(
@@ -231,8 +234,8 @@ def test_a_config_file_pip_or_uv_loads_fails_the_image_when_it_does_not_parse(
         "etc/xdg/pip/pip.conf": broken,               # replaced by the upper layer's copy
         "etc/uv/uv.toml": "index-url = [\n"})          # uv loads it, unless UV_CONFIG_FILE
     upper = config_layer(tmp_path, "upper", {"etc/xdg/pip/pip.conf": "[global]\ntimeout = 3\n"})
-    verdict = judge("ref", image({"VIRTUAL_ENV": "/opt/venv"}), [lower, upper],
-                    Expectation("cuda", "12.8"), (), False, 0)
+    verdict = judge(ref="ref", image=image({"VIRTUAL_ENV": "/opt/venv"}), scans=[lower, upper],
+                    expect=Expectation("cuda", "12.8"))
     unparsable = {(f.status, f.path) for f in verdict.findings
                   if f.component == "unparsable-file"}
     assert unparsable == {("violation", "/etc/pip.conf"), ("violation", "/etc/uv/uv.toml"),
@@ -240,8 +243,8 @@ def test_a_config_file_pip_or_uv_loads_fails_the_image_when_it_does_not_parse(
                           ("warning", "/etc/xdg/pip/pip.conf")}
     line = next(f.line() for f in verdict.findings if f.path == "/etc/uv/uv.toml")
     assert "uv cannot load it, so every uv command in the image fails" in line
-    own_file = judge("ref", image({"UV_CONFIG_FILE": "/opt/uv.toml"}), [lower],
-                     Expectation("cuda", "12.8"), (), False, 0, {"/opt/uv.toml": FileRead(
+    own_file = judge(ref="ref", image=image({"UV_CONFIG_FILE": "/opt/uv.toml"}), scans=[lower],
+                     expect=Expectation("cuda", "12.8"), reads={"/opt/uv.toml": FileRead(
                          "/opt/uv.toml", "sha256:1", f'index-url = "{OURS}"\n')})
     assert ("warning", "/etc/uv/uv.toml") in {
         (f.status, f.path) for f in own_file.findings if f.component == "unparsable-file"}
@@ -266,8 +269,7 @@ def auth_findings(env: dict[str, str], auth: str | None) -> list[tuple[str, str,
     labels = {"ai.aipcc.accelerator": "cpu", "ai.aipcc.wheel-index": AUTH_INDEX}
     if auth is not None:
         labels["ai.aipcc.wheel-index.auth"] = auth
-    verdict = judge("ref", image({"PIP_INDEX_URL": AUTH_INDEX, **env}, labels), [], None, (),
-                    False, 0)
+    verdict = judge(ref="ref", image=image({"PIP_INDEX_URL": AUTH_INDEX, **env}, labels), scans=[])
     return [(f.status, f.path, f.reason) for f in verdict.findings
             if f.evidence == "index-auth"]
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import tarfile
 from pathlib import Path
 
-from aipcc_build.validate.detect import dpkg_packages, package_evidence, wheel_evidence
+from aipcc_build.validate.detect import wheel_evidence
+from aipcc_build.validate.packages import dpkg_packages, package_evidence
 from aipcc_build.validate.results import OK, VIOLATION, WARNING, Expectation
 from aipcc_build.validate.verdict import judge
 from tests.support.layers import member, tar_bytes
@@ -115,7 +116,7 @@ def test_distroless_status_d_files_and_layer_scan(tmp_path: Path) -> None:
     assert ("/var/lib/dpkg/status.d/libcudart11.0", "libcudart11.0", "11.8") in found
     assert ("/var/lib/dpkg/status.d/cuda-cudart-12-8", "cuda-cudart-12-8", "12.8") in found
     assert ("/var/lib/dpkg/status", "libcublas11", "11.8") in found
-    verdict = judge("r", image(), [result], Expectation("cuda", "12.8.1"), (), False, 0)
+    verdict = judge(ref="r", image=image(), scans=[result], expect=Expectation("cuda", "12.8.1"))
     bad = {f.component for f in verdict.findings if f.status == VIOLATION}
     assert bad == {"libcudart11.0", "libcublas11"}
 
@@ -125,14 +126,13 @@ def test_device_nodes_are_warnings_traversal_still_fails(tmp_path: Path) -> None
         member("dev/console", kind=tarfile.CHRTYPE), member("dev/null", kind=tarfile.CHRTYPE),
         member("dev/loop0", kind=tarfile.BLKTYPE),
         member("usr/bin/su", b"elf")]), "hygiene")
-    verdict = judge("r", image(labels={"ai.aipcc.accelerator": "cpu"}), [hygiene], None, (),
-                    False, 0)
+    verdict = judge(ref="r", image=image(labels={"ai.aipcc.accelerator": "cpu"}), scans=[hygiene])
     assert verdict.verdict == "ok"
     assert {(f.path, f.status) for f in verdict.findings} == {
         ("/dev/console", WARNING), ("/dev/null", WARNING), ("/dev/loop0", WARNING)}
     hostile = scan(tmp_path, tar_bytes([member("../../etc/x", b"x"),
                                         member("dev/null", kind=tarfile.CHRTYPE)]), "hostile")
-    failed = judge("r", image(), [hostile], Expectation("cpu"), (), False, 0)
+    failed = judge(ref="r", image=image(), scans=[hostile], expect=Expectation("cpu"))
     assert {(f.component, f.status) for f in failed.findings} == {
         ("path-traversal", VIOLATION), ("device-file", WARNING)}
 
@@ -156,8 +156,8 @@ def test_setuid_and_odd_permissions_are_warnings_the_base_layers_setuid_listed(
         moded("etc/app.conf", 0o666), moded("srv/drop", 0o777, tarfile.DIRTYPE),
         moded("srv/null", 0o666, tarfile.CHRTYPE), moded("dev/null", 0o666, tarfile.CHRTYPE),
         moded("usr/share/doc", 0o755, tarfile.DIRTYPE)]), "upper")
-    verdict = judge("r", image(labels={"ai.aipcc.accelerator": "cpu"}), [base, upper], None,
-                    (), False, 0)
+    verdict = judge(ref="r", image=image(labels={"ai.aipcc.accelerator": "cpu"}),
+                    scans=[base, upper])
     assert verdict.verdict == "ok"
     layer = {base.digest: "base", upper.digest: "upper"}
     found = {(f.path, f.status, f.component, layer[f.layer_digest]) for f in verdict.findings
@@ -193,7 +193,7 @@ def test_cuda_13_and_cupy_wheels(tmp_path: Path) -> None:
                      ("cupy-cuda12x", "13.6.0", "12")}
 
     def bad(release: str) -> set[str]:
-        verdict = judge("r", image(), [layer], Expectation("cuda", release), (), False, 0)
+        verdict = judge(ref="r", image=image(), scans=[layer], expect=Expectation("cuda", release))
         return {f.component or "" for f in verdict.findings if f.status == VIOLATION}
 
     assert bad("12.8") == {"cuda-runtime", "nvidia-cu13"}
@@ -207,7 +207,7 @@ def test_variant_from_labels_and_versioned_variants(tmp_path: Path) -> None:
 
     def variant_findings(env: dict[str, str], labels: dict[str, str],
                          expect: Expectation | None = None) -> list[str]:
-        verdict = judge("r", image(env, labels), [layer], expect, (), False, 0)
+        verdict = judge(ref="r", image=image(env, labels), scans=[layer], expect=expect)
         return [f.reason for f in verdict.findings
                 if f.component == "FROMAGER_VARIANT" and f.status == VIOLATION]
 
@@ -232,7 +232,7 @@ def test_unlabelled_mix_names_both_releases_and_expects_neither(tmp_path: Path) 
         member(f"{site}/nvidia_cuda_cupti_cu12-12.8.90.dist-info/METADATA", b"x"),
         member(f"{site}/cupy_cuda12x-13.6.0.dist-info/METADATA", b"x"),
     ]))
-    verdict = judge("r", image(), [layer], None, (), False, 0)
+    verdict = judge(ref="r", image=image(), scans=[layer])
     assert verdict.verdict == "failed"
     assert verdict.expected == Expectation("cuda", None, source="inferred")
     [mix] = [f for f in verdict.findings if f.status == VIOLATION]
@@ -245,12 +245,11 @@ def test_unlabelled_mix_names_both_releases_and_expects_neither(tmp_path: Path) 
     single = scan(tmp_path, tar_bytes([
         member(f"{site}/nvidia_nvtx_cu12-12.8.90.dist-info/METADATA", b"x"),
         member(f"{site}/cupy_cuda12x-13.6.0.dist-info/METADATA", b"x")]), "single")
-    alone = judge("r", image(), [single], None, (), False, 0)
+    alone = judge(ref="r", image=image(), scans=[single])
     assert alone.verdict == "ok" and alone.expected == Expectation("cuda", "12.8",
                                                                     source="inferred")
-    labelled = judge("r", image(labels={"ai.aipcc.accelerator": "cuda",
-                                        "ai.aipcc.accelerator.version": "12.9.1"}),
-                     [layer], None, (), False, 0)
+    labelled = judge(ref="r", image=image(labels={"ai.aipcc.accelerator": "cuda",
+                                        "ai.aipcc.accelerator.version": "12.9.1"}), scans=[layer])
     assert {f.component for f in labelled.findings if f.status == VIOLATION} == {
         "nvtx-cu12", "cuda-cupti-cu12"}
 
@@ -263,7 +262,7 @@ def test_component_table_decides_unplaced_versions(tmp_path: Path) -> None:
     ]))
 
     def by_component(expect: Expectation | None) -> dict[str, tuple[str, str]]:
-        verdict = judge("r", image(), [layer], expect, (), False, 0)
+        verdict = judge(ref="r", image=image(), scans=[layer], expect=expect)
         return {f.component or "": (f.status, f.reason) for f in verdict.findings}
 
     # A version no release pins is a warning that says why, never a violation of its own.

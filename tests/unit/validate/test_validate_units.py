@@ -20,9 +20,9 @@ from aipcc_build.tools.skopeo import Skopeo
 from aipcc_build.validate.blobs import BlobLocation, LayerJob
 from aipcc_build.validate.cache import LayerCache
 from aipcc_build.validate.config_env import config_evidence
-from aipcc_build.validate.detect import package_evidence, rocm_release
 from aipcc_build.validate.image import PlatformImage
 from aipcc_build.validate.layers import TarWalker, escapes_root, normalize, scan_layer
+from aipcc_build.validate.packages import package_evidence, rocm_release
 from aipcc_build.validate.results import Evidence, Expectation, ImageVerdict, LayerScan
 from aipcc_build.validate.rpmdb import read_packages
 from aipcc_build.validate.symlinks import resolve_link
@@ -175,15 +175,16 @@ def test_whiteouts_decide_the_final_filesystem(tmp_path: Path) -> None:
         member("var/lib/dpkg/status", b"Package: bash\nStatus: install ok installed\n"),
     ]), "upper")
     expect = Expectation("cuda", "12.8")
-    verdict = judge("ref", image(), [lower, upper], expect, (), False, 0)
+    verdict = judge(ref="ref", image=image(), scans=[lower, upper], expect=expect)
     assert verdict.verdict == "ok"
     assert {f.path for f in verdict.findings if f.status == "warning"} == {
         "/usr/local/cuda-12.9", "/usr/local/cuda-12.9/lib64/libcudart.so.12.9.79",
         "/var/lib/dpkg/status"}
-    strict = judge("ref", image(), [lower, upper], expect, (), True, 0)
+    strict = judge(ref="ref", image=image(), scans=[lower, upper], expect=expect,
+                   strict_layers=True)
     assert strict.count("violation") == 3
     opaque = scan(tmp_path, tar_bytes([member("usr/local/.wh..wh..opq")]), "opaque")
-    hidden = judge("ref", image(), [lower, opaque], expect, (), False, 0)
+    hidden = judge(ref="ref", image=image(), scans=[lower, opaque], expect=expect)
     assert hidden.toolkits == {"cuda": ("12.9",)}  # only the dpkg record outside /usr/local
 
 
@@ -191,14 +192,15 @@ def test_expectation_sources_and_config_checks(tmp_path: Path) -> None:
     layer = scan(tmp_path, tar_bytes([member("usr/local/cuda-12.8/x", b"x")]))
     env = {"CUDA_VERSION": "12.8.1", "FROMAGER_VARIANT": "cuda-ubi9"}
     labels = {"ai.aipcc.accelerator": "cuda", "ai.aipcc.accelerator.version": "12.9"}
-    inferred = judge("oci:x", image(env), [layer], None, (), False, 0)
+    inferred = judge(ref="oci:x", image=image(env), scans=[layer])
     assert inferred.expected == Expectation("cuda", "12.8", source="inferred")
     assert inferred.verdict == "ok"
-    from_labels = judge("oci:x", image(env, labels), [layer], None, (), False, 0)
+    from_labels = judge(ref="oci:x", image=image(env, labels), scans=[layer])
     assert from_labels.expected is not None and from_labels.expected.source == "labels"
     assert from_labels.verdict == "failed"
-    named = judge("containers-storage:quay.io/aipcc/builder/cuda-12.8-ubi9:1", image(env, labels),
-                  [layer], Expectation("cuda", "12.8", variant="cuda-rhel9"), (), False, 0)
+    named = judge(ref="containers-storage:quay.io/aipcc/builder/cuda-12.8-ubi9:1",
+                  image=image(env, labels), scans=[layer], expect=Expectation("cuda", "12.8",
+                  variant="cuda-rhel9"))
     assert {f.component for f in named.findings if f.status == "violation"} == {
         "FROMAGER_VARIANT", "labels"}
 
@@ -210,8 +212,8 @@ def test_allow_rules_match_every_given_field(tmp_path: Path) -> None:
     compat = AllowRule("forward compatibility", toolkit="cuda", versions=("12.9",),
                        path="/usr/local/cuda-*")
     wrong_path = AllowRule("never", path="/opt/*")
-    verdict = judge("r", image(), [layer], Expectation("cuda", "12.8"), [wrong_path, compat],
-                    False, 0)
+    verdict = judge(ref="r", image=image(), scans=[layer], expect=Expectation("cuda", "12.8"),
+                    allow=[wrong_path, compat])
     assert verdict.verdict == "ok"
     assert [f.reason.split(" (")[0] for f in verdict.findings if f.status == "allowed"] == [
         "forward compatibility"]
@@ -318,8 +320,8 @@ def test_an_expected_major_only_means_any_release_of_it_but_not_a_mix(tmp_path: 
     image still fails, and so does a mix of two 13.x releases."""
     def verdict(*paths: str) -> ImageVerdict:
         layer = scan(tmp_path, tar_bytes([member(p, b"x") for p in paths]), "major")
-        return judge("ref", image(), [layer], Expectation("cuda", "13", source="argument"),
-                     (), False, 0)
+        return judge(ref="ref", image=image(), scans=[layer],
+                     expect=Expectation("cuda", "13", source="argument"))
 
     ok = verdict("usr/local/cuda-13.0/lib64/libcudart.so.13.0.48")
     assert ok.verdict == "ok", [f.reason for f in ok.findings]

@@ -32,7 +32,7 @@ def record(dist: str, *files: str) -> tuple[tarfile.TarInfo, bytes]:
 def findings(tmp_path: Path, members: list, expected: Expectation,
              env: dict[str, str] | None = None) -> dict[str, Finding]:
     layer = scan(tmp_path, tar_bytes(members), f"layer-{len(list(tmp_path.iterdir()))}")
-    verdict = judge("r", image(env), [layer], expected, (), False, 0)
+    verdict = judge(ref="r", image=image(env), scans=[layer], expect=expected)
     return {f.path.removeprefix(f"/{SITE}/"): f for f in verdict.findings}
 
 
@@ -157,7 +157,7 @@ def test_links_named_like_cuda_libraries(tmp_path: Path) -> None:
                member(f"{lib}/libnvrtc.so.12.9.86", kind=tarfile.LNKTYPE, link=f"{lib}/libfoo.so"),
                member(f"{lib}/libcublas.so.12.9.1.4", kind=tarfile.LNKTYPE, link=f"{lib}/gone")]
     layer = scan(tmp_path, tar_bytes(members))
-    verdict = judge("r", image(), [layer], CUDA128, (), False, 0)
+    verdict = judge(ref="r", image=image(), scans=[layer], expect=CUDA128)
     by_path = {(f.path, f.evidence): f for f in verdict.findings}
     link = by_path[(f"/{lib}/libcudart.so.12.9.79", "library")]
     assert link.status == VIOLATION and "symbolic link to libfoo.so" in link.reason
@@ -171,11 +171,11 @@ def test_a_declared_platform_its_config_contradicts_fails(tmp_path: Path) -> Non
     layer = scan(tmp_path, tar_bytes([member("etc/os-release", b"ID=debian\n")]))
     config = {"os": "linux", "architecture": "amd64", "config": {}}
     lying = PlatformImage("linux/arm64", None, config, ())
-    verdict = judge("r", lying, [layer], CPU, (), False, 0)
+    verdict = judge(ref="r", image=lying, scans=[layer], expect=CPU)
     [finding] = [f for f in verdict.findings if f.component == "platform"]
     assert finding.status == VIOLATION and "linux/amd64" in finding.reason
     honest = PlatformImage("linux/amd64", None, config, ())
-    assert judge("r", honest, [layer], CPU, (), False, 0).ok
+    assert judge(ref="r", image=honest, scans=[layer], expect=CPU).ok
 
 
 def test_an_index_labelling_an_amd64_manifest_arm64_is_caught(tmp_path: Path) -> None:
@@ -206,7 +206,7 @@ def test_a_release_numbered_version_of_another_major_is_placed_by_its_numbering(
     members = [member(f"{lib}/libcudart.so.11.8.89", b"x"),
                member(f"{lib}/libcupti.so.2025.1.1", b"x")]
     layer = scan(tmp_path, tar_bytes(members))
-    verdict = judge("r", image(), [layer], CUDA128, (), False, 0)
+    verdict = judge(ref="r", image=image(), scans=[layer], expect=CUDA128)
     status = {f.path.rsplit("/", 1)[-1]: f.status for f in verdict.findings}
     assert status == {"libcudart.so.11.8.89": VIOLATION, "libcupti.so.2025.1.1": WARNING}
 
