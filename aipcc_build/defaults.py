@@ -1,4 +1,4 @@
-"""Every default of a build run, once: `imagebuild.options.ScheduleOptions` takes its field
+"""Every default of a build run, once: `imagebuild.schedule_options.ScheduleOptions` takes its field
 defaults from here, `aipcc-build matrix` shows them, and the CI jobs `plan` emits keep the
 files a run writes and give a build the time a run allows. Plain values, so that the CLI
 reads them while it starts without building a dataclass; below every stage, so that `plan`

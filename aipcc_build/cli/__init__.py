@@ -16,11 +16,11 @@ from ..errors import AipccError, InputError
 from . import (  # noqa: F401  (register the commands)
     build,
     compat,
-    edit,
     images,
     publish,
     reference,
     validate,
+    versions,
 )
 from .options import cli
 

@@ -85,8 +85,8 @@ def matrix(context: Context, filters: Filters, dry_run: bool, as_json: bool,
 
     from ..environment import provenance_labels
     from ..imagebuild import build_report, matrix_build
-    from ..imagebuild.options import ScheduleOptions
     from ..imagebuild.preflight import parse_capacity
+    from ..imagebuild.schedule_options import ScheduleOptions
     from ..report import junit, matrix_output, progress
 
     resolved = resolved_build_id(build_id)
@@ -105,7 +105,7 @@ def matrix(context: Context, filters: Filters, dry_run: bool, as_json: bool,
             pull=pull),
     )
     if dry_run:
-        matrix_output.plan(matrix_build.plan_matrix(request), as_json)
+        matrix_output.build_plan(matrix_build.plan_matrix(request), as_json)
         return 0
     build_report.check_writable(report_path, field="report")
     if junit_path:

@@ -17,8 +17,8 @@ from ..render import BUILD_ID_ARG, ensure_current
 from ..tools import buildah
 from ..tools.runner import ProcessRunner
 from . import preflight, runs
-from .options import ScheduleOptions
 from .outcomes import Event, Planned, RunResult, ValidationOutcome, Warned
+from .schedule_options import ScheduleOptions
 from .scheduler import run
 
 

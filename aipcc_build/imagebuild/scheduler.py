@@ -30,8 +30,8 @@ from ..matrix import ImageSpec
 from ..matrix.platforms import EMULATION_SLOWDOWN, describe
 from ..plan import BuildPlan, PlannedBuild
 from .builder import Builder, BuildJob
-from .options import ScheduleOptions
 from .outcomes import Event, ImageResult, RunResult, Status, StatusChanged
+from .schedule_options import ScheduleOptions
 from .worker import Message, Validate, Worker
 
 # The slot each emulated build holds; the capacity's default is in preflight.

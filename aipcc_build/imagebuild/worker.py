@@ -18,7 +18,6 @@ from typing import Callable, Optional, TypeVar
 from ..matrix import ImageSpec
 from .build_log import BuildLog
 from .builder import Builder, BuildJob, BuildOutcome, ListJob, ListOutcome, PushOutcome
-from .options import ScheduleOptions
 from .outcomes import (
     Event,
     ImageResult,
@@ -28,6 +27,7 @@ from .outcomes import (
     StatusChanged,
     ValidationOutcome,
 )
+from .schedule_options import ScheduleOptions
 
 LOG_TAIL_LINES = 30
 

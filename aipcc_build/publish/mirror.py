@@ -26,7 +26,7 @@ from ..image_reference import below, repository_of, tag_of
 from ..tools.registry_http import UNKNOWN
 from ..tools.retry import Retry, last_line, with_retries
 from ..tools.skopeo import Skopeo
-from . import layout, mirror_config
+from . import mirror_config, oci_layout
 from .transfer import Event, OnEvent, Probe, each, no_credentials
 
 if TYPE_CHECKING:
@@ -136,23 +136,23 @@ def images_from_layout(source: str) -> tuple[list[Image], str, Optional[Path]]:
         temporary = Path(tempfile.mkdtemp(prefix="aipcc-mirror-"))
     try:
         if temporary is not None:
-            layout.unpack(path, temporary)
+            oci_layout.unpack(path, temporary)
             path = temporary
         elif not (path / "index.json").is_file():
             raise InputError("not an OCI layout (no index.json)", file=location,
                              field="source")
-        registry = layout.source_registry(path)
+        registry = oci_layout.source_registry(path)
         if registry is None:
-            raise InputError(f"no {layout.META}: not written by aipcc-build mirror",
+            raise InputError(f"no {oci_layout.META}: not written by aipcc-build mirror",
                              file=location, field="source")
         images = []
-        for ref, digest in sorted(layout.refs(path).items()):
+        for ref, digest in sorted(oci_layout.refs(path).items()):
             name, _, tag = ref.rpartition(":")
             images.append(Image(key=name, path=name, tag=tag, digest=digest,
                                 source=f"oci:{path}:{ref}"))
     except BaseException:
         if temporary is not None:  # refused: the caller never gets it to remove
-            layout.remove(temporary)
+            oci_layout.remove(temporary)
         raise
     return images, registry, temporary
 
@@ -205,7 +205,7 @@ def mirror_release(request: MirrorRelease, runner: Optional[Runner] = None,
                       runner, on_event, sleep, probe)
     finally:
         if temporary is not None:
-            layout.remove(temporary)
+            oci_layout.remove(temporary)
 
 
 def _from_report(request: MirrorRelease, path: str) -> tuple[list[Image], str]:
@@ -265,7 +265,7 @@ def mirror(request: MirrorRequest, runner: Optional[Runner] = None,
         if transport == "oci-archive":
             archive, work = work, Path(location + ".partial")
             if not work.exists():
-                present = layout.archive_refs(archive)
+                present = oci_layout.archive_refs(archive)
                 wanted = {f"{i.path}:{i.tag}": i.digest for i in request.images}
                 if present and all(present.get(r) == d for r, d in wanted.items()):
                     # Nothing new: the archive stays as it is, untouched.
@@ -275,9 +275,9 @@ def mirror(request: MirrorRequest, runner: Optional[Runner] = None,
                         emit(Event(o.image.key, "skipped", o.dest, index=n, total=total))
                     return MirrorResult(tuple(outcomes), ())
                 if present:
-                    layout.unpack(archive, work)
+                    oci_layout.unpack(archive, work)
         work.mkdir(parents=True, exist_ok=True)
-        present = layout.refs(work)
+        present = oci_layout.refs(work)
         target = f"oci:{work}"
 
     def one(index: int, image: Image) -> Outcome:
@@ -346,10 +346,10 @@ def mirror(request: MirrorRequest, runner: Optional[Runner] = None,
             written += [str(p) for p in mirror_config.write(
                 Path(request.out), mirror_config.resource_name(f"aipcc-{location}"), mirrors)]
     else:
-        layout.write_meta(work, request.source_registry)
+        oci_layout.write_meta(work, request.source_registry)
         if archive is not None and not failed:
-            layout.pack(work, archive)
-            layout.remove(work)
+            oci_layout.pack(work, archive)
+            oci_layout.remove(work)
             written.append(str(archive))
         elif archive is None:
             written.append(str(work))

@@ -78,7 +78,7 @@ def release_product(request: PromoteRequest, release: build_report.Release) -> P
     return product
 
 
-def plan(request: PromoteRequest) -> tuple[str, list[Copy]]:
+def planned_copies(request: PromoteRequest) -> tuple[str, list[Copy]]:
     """(build id, the copies): refuses (InputError naming every image) an image not ok,
     without a digest, or outside the source registry. Reads nothing but the report."""
     build_id, _, copies, _ = _plan(request)

@@ -15,7 +15,7 @@ if TYPE_CHECKING:  # keep jinja2 out of commands that only print
     from ..matrix import ImageSpec, Matrix
     from ..plan import BuildPlan
     from ..render import RenderResult
-    from ..render.edits import AddVersionResult, RetireResult
+    from ..render.version_changes import AddVersionResult, RetireResult
 
 
 def image_record(image: ImageSpec) -> dict[str, Any]:
@@ -78,13 +78,13 @@ def render_result(result: RenderResult, what: str = "Containerfile(s)",
                          f"{result.unchanged} unchanged\n")
 
 
-def plan(build_plan: BuildPlan, as_json: bool) -> None:
+def build_plan(plan: BuildPlan, as_json: bool) -> None:
     if as_json:
         emit_json({"waves": [[dict(image_record(b.image), key=b.key, platform=b.platform,
                                    needs=list(b.needs)) for b in wave]
-                             for wave in build_plan.waves]})
+                             for wave in plan.waves]})
         return
-    for number, wave in enumerate(build_plan.waves, start=1):
+    for number, wave in enumerate(plan.waves, start=1):
         sys.stdout.write(f"wave {number} ({len(wave)} build(s) can run together):\n")
         for build in wave:
             after = f"  after {', '.join(build.needs)}" if build.needs else ""

@@ -55,7 +55,7 @@ from .variants import (
     Refusal,
     RollbackResult,
     VariantResult,
-    judge,
+    judge_wheels,
     targets,
 )
 from .wheel_file import WheelFacts
@@ -383,7 +383,7 @@ def publish(matrix: Matrix, request: PulpRequest,
     refusals: list[Refusal] = []
     chosen = targets(matrix, request.wheels)
     for target in chosen:
-        judged = judge(target)
+        judged = judge_wheels(target)
         refusals.extend(judged.refusals)
         variants.append(_Variant(target, Location(None, ""), judged.wheels))
     if refusals:

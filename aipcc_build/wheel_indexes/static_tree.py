@@ -51,7 +51,7 @@ from .variants import (
     IndexTarget,
     Refusal,
     VariantResult,
-    judge,
+    judge_wheels,
     targets,
 )
 from .wheel_file import CHUNK, WheelError, WheelFacts, metadata_of, open_wheel
@@ -140,7 +140,7 @@ def _plan(root: Path, target: IndexTarget) -> tuple[_Plan, list[Refusal]]:
     if current is not None:
         manifest = _generations_dir(root, target) / f"{_name(current)}.json"
         previous = {f.filename: f for f in read_manifest(manifest)}
-    judged = judge(target, previous)
+    judged = judge_wheels(target, previous)
     plan = _Plan(target, current, previous, judged.wheels, judged.metadata, judged.reused)
     return plan, judged.refusals
 

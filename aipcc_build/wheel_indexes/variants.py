@@ -26,7 +26,7 @@ from . import DEFAULT_KEEP
 from .wheel_file import WheelError, WheelFacts, identity, read
 
 __all__ = ["DEFAULT_KEEP", "IndexResult", "IndexTarget", "Judged", "Refusal", "RollbackResult",
-           "VariantResult", "judge", "refusal", "targets"]
+           "VariantResult", "judge_wheels", "refusal", "targets"]
 
 
 @dataclass(frozen=True)
@@ -138,7 +138,7 @@ class Judged:
     refusals: list[Refusal] = field(default_factory=list)
 
 
-def judge(target: IndexTarget, known: Optional[Mapping[str, WheelFacts]] = None) -> Judged:
+def judge_wheels(target: IndexTarget, known: Optional[Mapping[str, WheelFacts]] = None) -> Judged:
     """Every wheel of TARGET read and judged. A wheel whose facts KNOWN records (by file
     name; the same size and modification time) is not read again."""
     judged = Judged(target)

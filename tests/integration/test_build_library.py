@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from aipcc_build.imagebuild.matrix_build import MatrixBuild, build_matrix
-from aipcc_build.imagebuild.options import ScheduleOptions
 from aipcc_build.imagebuild.outcomes import Event, Planned, Status, StatusChanged
+from aipcc_build.imagebuild.schedule_options import ScheduleOptions
 
 from .test_matrix_build import write_matrix
 

@@ -19,8 +19,8 @@ import pytest
 
 from aipcc_build.imagebuild.buildah_builder import BuildahBuilder
 from aipcc_build.imagebuild.builder import BuildJob, BuildOutcome
-from aipcc_build.imagebuild.options import ScheduleOptions
 from aipcc_build.imagebuild.outcomes import Status
+from aipcc_build.imagebuild.schedule_options import ScheduleOptions
 from aipcc_build.imagebuild.scheduler import run
 from aipcc_build.matrix import ImageSpec, ToolkitVersion, load
 from aipcc_build.plan import make_plan

@@ -14,8 +14,8 @@ import pytest
 
 from aipcc_build.errors import InputError
 from aipcc_build.imagebuild.matrix_build import MatrixBuild, build_matrix
-from aipcc_build.imagebuild.options import ScheduleOptions
 from aipcc_build.imagebuild.outcomes import Planned
+from aipcc_build.imagebuild.schedule_options import ScheduleOptions
 from aipcc_build.matrix import load
 from aipcc_build.render import apply, render_all
 from tests.support.artifacts import wheel

@@ -16,7 +16,6 @@ import pytest
 from aipcc_build.errors import CheckFailed, InputError
 from aipcc_build.imagebuild import build_report
 from aipcc_build.imagebuild.builder import BuildJob, BuildOutcome, PushOutcome
-from aipcc_build.imagebuild.options import ScheduleOptions
 from aipcc_build.imagebuild.outcomes import (
     Event,
     Retrying,
@@ -26,6 +25,7 @@ from aipcc_build.imagebuild.outcomes import (
     ValidationOutcome,
 )
 from aipcc_build.imagebuild.preflight import check_eol, parse_capacity
+from aipcc_build.imagebuild.schedule_options import ScheduleOptions
 from aipcc_build.imagebuild.scheduler import priorities, run
 from aipcc_build.matrix import ImageSpec, ToolkitVersion
 from aipcc_build.plan import make_plan

@@ -14,9 +14,9 @@ import pytest
 from aipcc_build.errors import InputError
 from aipcc_build.imagebuild import build_report
 from aipcc_build.imagebuild.builder import ListJob, ListOutcome
-from aipcc_build.imagebuild.options import ScheduleOptions
 from aipcc_build.imagebuild.outcomes import Status, ValidationOutcome
 from aipcc_build.imagebuild.preflight import check_emulation, emulator_registered
+from aipcc_build.imagebuild.schedule_options import ScheduleOptions
 from aipcc_build.imagebuild.scheduler import priorities, run
 from aipcc_build.matrix import ImageSpec
 from aipcc_build.matrix.model import Product

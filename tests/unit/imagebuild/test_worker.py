@@ -9,8 +9,8 @@ from typing import Optional
 
 from aipcc_build.imagebuild import outcomes
 from aipcc_build.imagebuild.builder import BuildJob, ListJob, ListOutcome
-from aipcc_build.imagebuild.options import ScheduleOptions
 from aipcc_build.imagebuild.outcomes import ImageResult, Status, ValidationOutcome
+from aipcc_build.imagebuild.schedule_options import ScheduleOptions
 from aipcc_build.imagebuild.worker import Message, Worker
 from tests.unit.imagebuild.test_scheduler import FakeBuilder, image
 

@@ -14,7 +14,7 @@ from aipcc_build.matrix import load
 from aipcc_build.matrix.model import Product
 from aipcc_build.publish import mirror_config
 from aipcc_build.publish.mirror import Image, MirrorRequest, destination, mirror
-from aipcc_build.publish.promote import PromoteRequest, plan, promote, release_tags
+from aipcc_build.publish.promote import PromoteRequest, planned_copies, promote, release_tags
 from aipcc_build.publish.transfer import Event, each
 from aipcc_build.tools.registry_http import UNKNOWN
 from aipcc_build.tools.retry import Retry
@@ -75,7 +75,7 @@ def test_release_tags_immutable_first_no_repeats() -> None:
 
 
 def test_plan_copies_by_digest_to_the_same_path_under_the_namespace(tmp_path: Path) -> None:
-    build_id, copies = plan(request(report(tmp_path)))
+    build_id, copies = planned_copies(request(report(tmp_path)))
     assert build_id == "7"
     assert copies[0].source == f"src.io/ns/base/a@{DIGEST['a']}"
     assert [c.dest for c in copies[:3]] == ["rel.io/release/base/a:3.0-7",
@@ -85,10 +85,10 @@ def test_plan_copies_by_digest_to_the_same_path_under_the_namespace(tmp_path: Pa
 
 def test_plan_refuses_naming_every_image_not_ok(tmp_path: Path) -> None:
     with pytest.raises(InputError) as info:
-        plan(request(report(tmp_path, status="failed", digest=None)))
+        planned_copies(request(report(tmp_path, status="failed", digest=None)))
     assert "base/a is failed" in str(info.value)
     with pytest.raises(InputError, match="not below src.io/ns"):
-        plan(request(report(tmp_path, reference="elsewhere.io/x/a:3.0-7")))
+        planned_copies(request(report(tmp_path, reference="elsewhere.io/x/a:3.0-7")))
 
 
 def test_promote_copies_then_skips_everything(tmp_path: Path) -> None:

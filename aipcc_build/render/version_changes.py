@@ -11,9 +11,9 @@ from typing import Optional
 from ..errors import InputError
 from ..fsutil import write_atomic
 from ..matrix import EVERYTHING, Filters, ImageSpec, Product
-from ..matrix.edit import MatrixEdit, NewVersion, Retirement
-from ..matrix.edit import add_version as edit_add_version
-from ..matrix.edit import retire as edit_retire
+from ..matrix.text_edits import MatrixEdit, NewVersion, Retirement
+from ..matrix.text_edits import add_version as edit_add_version
+from ..matrix.text_edits import retire as edit_retire
 from .containerfiles import RenderedFile, RenderResult, apply, missing_values, render_all
 
 

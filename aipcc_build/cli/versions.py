@@ -35,8 +35,8 @@ def add_version(context: Context, accelerator: str, version: str, native_driver:
     Konflux files, docs/compatibility.md). Prints the new images and what to request:
     their registry repositories and wheel indexes.
     """
-    from ..matrix.edit import NewVersion
-    from ..render.edits import add_version
+    from ..matrix.text_edits import NewVersion
+    from ..render.version_changes import add_version
     from ..report import matrix_output
 
     result = add_version(context.matrix_path, NewVersion(
@@ -61,8 +61,8 @@ def retire(context: Context, accelerator: str, version: str, eol: Optional[dt.da
     VERSION may be a prefix naming one version (12.8). Regenerates what derives from the
     matrix (Containerfiles, Konflux files, docs/compatibility.md); commit them all.
     """
-    from ..matrix.edit import Retirement
-    from ..render.edits import retire
+    from ..matrix.text_edits import Retirement
+    from ..render.version_changes import retire
     from ..report import matrix_output
 
     if not remove and eol is None:
