@@ -58,6 +58,17 @@ class CheckFailed(AipccError):
         super().__init__(message)
 
 
+class Interrupted(BaseException):
+    """SIGINT, SIGTERM or SIGHUP ended the run. A BaseException, like KeyboardInterrupt: no
+    `except Exception` swallows it, so every finally block and context manager on the way
+    out cleans up (children stopped, temporary files removed); exit 128 + the signal."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        self.exit_code = 128 + signum
+        super().__init__(signum)
+
+
 STDERR_TAIL_LINES = 20
 # user:password@ in a URL or reference (`docker://me:s3cret@host/ns`, `me:s3cret@host`).
 _USERINFO = re.compile(r"(^|[\s'\"=]|://)[^\s/@:'\"]+:[^\s/@'\"]+@")

@@ -10,9 +10,10 @@ from typing import Optional
 
 import click
 
-from ..errors import AipccError, InputError
+from ..errors import AipccError, InputError, Interrupted
 from . import build, compat, edit, images, publish, validate  # noqa: F401  (register the commands)
 from .options import cli
+from .signals import handled
 
 # Request field (as core errors name it) -> the option that sets it.
 OPTION_OF_FIELD = {
@@ -79,10 +80,22 @@ def os_error_message(exc: OSError) -> str:
     return f"{path}: {what}"
 
 
+def signal_name(signum: int) -> str:
+    import signal
+
+    return signal.Signals(signum).name
+
+
 def main(argv: Optional[list[str]] = None) -> None:
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     try:
-        code = cli.main(args=argv, prog_name="aipcc-build", standalone_mode=False)
+        with handled():
+            code = cli.main(args=argv, prog_name="aipcc-build", standalone_mode=False)
+    except Interrupted as exc:
+        from ..report import error
+
+        error(f"stopped by {signal_name(exc.signum)}")
+        code = exc.exit_code
     except click.exceptions.Abort:
         code = 130
     except click.ClickException as exc:

@@ -86,7 +86,7 @@ def combine(certificate, key, runtime=RUNTIME):
         os.close(fd)
         raise
     # The pid, not "self": a child of pip (a build backend) opens its parent's descriptor.
-    return "/proc/{}/fd/{}".format(os.getpid(), fd)
+    return f"/proc/{os.getpid()}/fd/{fd}"
 
 
 def _anonymous_file(runtime):
