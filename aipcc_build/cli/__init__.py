@@ -11,6 +11,7 @@ from typing import Optional
 import click
 
 from ..errors import AipccError, InputError, Interrupted
+from ..report.console import masked_streams
 from . import build, compat, edit, images, publish, validate  # noqa: F401  (register the commands)
 from .options import cli
 from .signals import handled
@@ -87,6 +88,14 @@ def signal_name(signum: int) -> str:
 
 
 def main(argv: Optional[list[str]] = None) -> None:
+    """The entry point: every byte the command prints goes out with credentials masked."""
+    with masked_streams():
+        code = _run(argv)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _run(argv: Optional[list[str]]) -> object:
+    """The command's exit code (or what click returned), its error printed."""
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     try:
         with handled():
@@ -115,4 +124,4 @@ def main(argv: Optional[list[str]] = None) -> None:
 
         error(os_error_message(exc))
         code = 2
-    sys.exit(code if isinstance(code, int) else 0)
+    return code

@@ -3,13 +3,15 @@ machines. Data goes to stdout, messages to stderr. The one place that decides it
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Optional, TextIO
 
 from ..environment import in_ci
+from ..errors import without_credentials
 
 JSON_SCHEMA = 1
 
@@ -17,6 +19,32 @@ JSON_SCHEMA = 1
 def interactive(stream: Optional[TextIO] = None) -> bool:
     """rich live views only on a terminal outside CI; rich does not detect CI by itself."""
     return (stream or sys.stdout).isatty() and not in_ci(os.environ)
+
+
+class _Masked:
+    """A text stream whose every write goes through `errors.without_credentials`."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        self.stream.write(without_credentials(text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
+
+
+@contextlib.contextmanager
+def masked_streams() -> Iterator[None]:
+    """Within: whatever any part of a command prints to stdout or stderr (messages, errors,
+    tables, JSON, a tool's output passed on) is shown with its credentials masked."""
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _Masked(saved[0]), _Masked(saved[1])
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
 
 
 def emit_json(payload: dict[str, Any]) -> None:
