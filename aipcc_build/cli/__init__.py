@@ -88,9 +88,16 @@ def signal_name(signum: int) -> str:
 
 
 def main(argv: Optional[list[str]] = None) -> None:
-    """The entry point: every byte the command prints goes out with credentials masked."""
+    """The entry point: every byte the command prints goes out with credentials masked
+    (--debug's traceback too)."""
     with masked_streams():
-        code = _run(argv)
+        try:
+            code = _run(argv)
+        except (AipccError, OSError):  # --debug: the traceback, masked like the rest
+            import traceback
+
+            traceback.print_exc()
+            code = 1
     sys.exit(code if isinstance(code, int) else 0)
 
 

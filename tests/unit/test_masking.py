@@ -106,6 +106,8 @@ def test_an_index_source_with_user_and_password_that_answers_404(project: Path, 
      "127.0.0.1:9/release", "--no-tls-verify"),
     ("mirror", "--build-id", "1", "--registry", f"me:{SECRET}@127.0.0.1:9/ns", "--to",
      "dir:out"),
+    ("--debug", "mirror", "--build-id", "1", "--registry", f"me:{SECRET}@127.0.0.1:9/ns",
+     "--to", "dir:out"),  # the traceback too
     ("validate", "--matrix", "MATRIX", "--registry", f"me:{SECRET}@127.0.0.1:9/ns"),
     ("matrix", "--dry-run", "--registry", f"127.0.0.1:9/ns?token={SECRET}"),
     ("matrix", "--dry-run", "--json", "--registry", f"me:{SECRET}@127.0.0.1:9/ns"),
