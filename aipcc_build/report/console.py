@@ -47,6 +47,14 @@ def masked_streams() -> Iterator[None]:
         sys.stdout, sys.stderr = saved
 
 
+def document(text: str) -> None:
+    """A generated document (a CI engine's, a table of the matrix) on stdout, verbatim: it
+    is built from the matrix, whose fields the loader keeps free of credentials, and
+    masking would rewrite what only looks like them (Tekton's `docker://${IMAGE}@$DIGEST`)."""
+    stream = sys.stdout
+    (stream.stream if isinstance(stream, _Masked) else stream).write(text)
+
+
 def emit_json(payload: dict[str, Any]) -> None:
     sys.stdout.write(json.dumps({"schema": JSON_SCHEMA, **payload}, indent=2) + "\n")
 
@@ -86,7 +94,7 @@ def deliver(text: str, output: Optional[str], *, check_drift: bool = False) -> b
     """A generated document: TEXT on stdout; or written to OUTPUT (atomically); or, with
     CHECK_DRIFT, compared with OUTPUT and nothing written. False when OUTPUT drifted."""
     if output is None:
-        sys.stdout.write(text)
+        document(text)
         return True
     from ..fsutil import same_content, write_atomic  # here: most output goes to stdout
 

@@ -121,3 +121,11 @@ def test_no_command_shows_a_password_it_was_given(args: tuple[str, ...], project
     done = cli("--matrix", str(project),
                *[{"REPORT": str(report), "MATRIX": str(project)}.get(a, a) for a in args])
     assert SECRET not in done.out + done.err
+
+
+def test_a_generated_document_on_stdout_is_printed_verbatim(cli) -> None:
+    """Tekton's `docker://${IMAGE%:*}@$DIGEST` looks like user information: a document is
+    not a message, and is never rewritten."""
+    done = cli("--matrix", str(REPO / "matrix" / "aipcc.yaml"), "plan", "--format", "tekton")
+    assert done.code == 0, done.err
+    assert '"docker://${IMAGE%:*}@$DIGEST"' in done.out
