@@ -24,6 +24,7 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _owner: Optional[int] = None  # the process that installed the handlers
 _on_stop: list[Callable[[int], None]] = []
 _received: list[int] = []
+_raised: list[int] = []  # the signal Interrupted was raised for, once per command
 
 
 def _handle(signum: int, frame: Optional[FrameType]) -> None:
@@ -32,7 +33,6 @@ def _handle(signum: int, frame: Optional[FrameType]) -> None:
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
         return
-    first = not _received
     _received.append(signum)
     if _on_stop:
         _on_stop[-1](signum)
@@ -40,7 +40,8 @@ def _handle(signum: int, frame: Optional[FrameType]) -> None:
     from ..tools.runner import stop_children
 
     stop_children(signum)
-    if first:  # a second signal must not cut the first one's clean-up short
+    if not _raised:  # a second signal must not cut the first one's clean-up short
+        _raised.append(signum)
         raise Interrupted(signum)
 
 
@@ -58,6 +59,7 @@ def handled() -> Iterator[None]:
         return
     _owner = os.getpid()
     _received.clear()
+    _raised.clear()
     previous = {signum: signal.signal(signum, _handle) for signum in SIGNALS}
     try:
         yield
