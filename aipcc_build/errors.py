@@ -77,10 +77,11 @@ _SECRET_OPTION = r"--(?:src-|dest-)?(?:creds|password|registry-token|client-secr
 # starts (group 1), the secret replaced:
 _SECRETS = [re.compile(pattern, re.IGNORECASE) for pattern in (
     # the user information of a URL, with or without a password (`https://TOKEN@host`,
-    # `docker://me:s3cret@host/ns`)
-    r"([a-z][a-z0-9+.-]*://)[^\s/@'\"<>]+(?=@)",
-    # user:password@ of a reference without a scheme (`me:s3cret@host/ns`)
-    r"(^|[\s'\"=(\[,])[^\s/@:'\"]+:[^\s/@'\"]+(?=@)",
+    # `docker://me:s3cret@host/ns`), not a digest (`docker://base:1@sha256:...`)
+    r"([a-z][a-z0-9+.-]*://)[^\s/@'\"<>]+(?=@(?!sha(?:256|512):))",
+    # user:password@ of a reference without a scheme (`me:s3cret@host/ns`); never NAME:TAG
+    # before a digest (`base:1@sha256:...`)
+    r"(^|[\s'\"=(\[,])[^\s/@:'\"]+:[^\s/@'\"]+(?=@(?!sha(?:256|512):))",
     # a secret option of a tool's command line (skopeo, buildah, pulp-cli), `--creds X`
     # or `--creds=X`
     rf"({_SECRET_OPTION}(?:=|\s+))(?!-)\S+",

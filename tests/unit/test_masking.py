@@ -47,6 +47,7 @@ def test_every_kind_of_credential_is_masked(text: str) -> None:
     "https://idx.example/3.0/cpu/simple/ answered 404",
     "git@github.com:org/repo.git",
     "docker://quay.io/aipcc/base@sha256:0123",
+    "pushed base:3.0-42@sha256:0123 and docker://base:1@sha256:4567",
     "skopeo login --password-stdin quay.io",
 ])
 def test_what_holds_no_credential_is_left_alone(text: str) -> None:
