@@ -58,17 +58,64 @@ class CheckFailed(AipccError):
         super().__init__(message)
 
 
+class Interrupted(BaseException):
+    """SIGINT, SIGTERM or SIGHUP ended the run. A BaseException, like KeyboardInterrupt: no
+    `except Exception` swallows it, so every finally block and context manager on the way
+    out cleans up (children stopped, temporary files removed); exit 128 + the signal."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        self.exit_code = 128 + signum
+        super().__init__(signum)
+
+
 STDERR_TAIL_LINES = 20
-# user:password@ in a URL or reference (`docker://me:s3cret@host/ns`, `me:s3cret@host`).
-_USERINFO = re.compile(r"(^|[\s'\"=]|://)[^\s/@:'\"]+:[^\s/@'\"]+@")
-# user@ (a token) in a URL.
-_URL_USER = re.compile(r"://[^\s/@'\"]+@")
+MASK = "***"
+# The options of skopeo, buildah and pulp-cli whose value is a secret.
+_SECRET_OPTION = r"--(?:src-|dest-)?(?:creds|password|registry-token|client-secret|passphrase)"
+# What may carry a secret in a message, a log or a report, each kept up to where the secret
+# starts (group 1), the secret replaced:
+_SECRETS = [re.compile(pattern, re.IGNORECASE) for pattern in (
+    # the user information of a URL, with or without a password (`https://TOKEN@host`,
+    # `docker://me:s3cret@host/ns`), not a digest (`docker://base:1@sha256:...`)
+    r"([a-z][a-z0-9+.-]*://)[^\s/@'\"<>]+(?=@(?!sha(?:256|512):))",
+    # user:password@ of a reference without a scheme (`me:s3cret@host/ns`); never NAME:TAG
+    # before a digest (`base:1@sha256:...`)
+    r"(^|[\s'\"=(\[,])[^\s/@:'\"]+:[^\s/@'\"]+(?=@(?!sha(?:256|512):))",
+    # a secret option of a tool's command line (skopeo, buildah, pulp-cli), `--creds X`
+    # or `--creds=X`
+    rf"({_SECRET_OPTION}(?:=|\s+))(?!-)\S+",
+    # an HTTP Authorization header as a tool or a server echoes it
+    r"(authorization:\s*(?:bearer|basic|token)\s+)[^\s'\"]+",
+    # a query or form field (`?access_token=X`, `&client_secret=X`, a signed URL's signature)
+    r"([?&;\s](?:access_token|refresh_token|id_token|token|password|passwd|secret|"
+    r"client_secret|api_key|apikey|x-amz-signature|x-amz-credential|signature|sig)=)"
+    r"[^&\s'\"#]+",
+    # a JSON field that holds one (`"password": "X"`, an OAuth answer echoed in an error)
+    r"([\"'](?:password|passwd|client_secret|access_token|refresh_token|id_token|api_key|"
+    r"token)[\"']\s*:\s*[\"'])[^\"']*",
+)]
 
 
 def without_credentials(text: str) -> str:
-    """TEXT with every user:password@ (and, in a URL, user@) masked: what an error or a
-    log may show."""
-    return _URL_USER.sub("://***@", _USERINFO.sub(r"\1***@", text))
+    """TEXT with every credential masked: the user information of URLs and references,
+    secret options of command lines, Authorization headers, secret query, form and JSON
+    fields. The one masking function: every message, error, log and report goes through
+    it (the CLI's output streams all of it, `masked_lines` the files)."""
+    if not text:
+        return text
+    for pattern in _SECRETS:
+        text = pattern.sub(lambda match: match.group(1) + MASK, text)
+    return text
+
+
+def masked_command(argv: Sequence[str]) -> list[str]:
+    """ARGV with every credential masked, the value of a secret option (`--creds X`) too."""
+    masked: list[str] = []
+    for arg in argv:
+        secret_value = masked and re.fullmatch(_SECRET_OPTION, masked[-1], re.IGNORECASE)
+        masked.append(MASK if secret_value else without_credentials(arg))
+    return masked
 
 
 # What a registry failure a containers/image tool (skopeo, buildah) reports means, and
@@ -117,7 +164,7 @@ class ToolError(AipccError):
     def __init__(self, command: Sequence[str], returncode: int, stderr: str,
                  timed_out: bool = False) -> None:
         # A password given in a reference is echoed by the tool: never kept, never shown.
-        self.command = [without_credentials(arg) for arg in command]
+        self.command = masked_command(command)
         self.returncode = returncode
         stderr = without_credentials(stderr)
         self.stderr = "\n".join(stderr.strip().splitlines()[-STDERR_TAIL_LINES:])

@@ -12,7 +12,8 @@ from typing import Optional
 
 import click
 
-from ..errors import AipccError, InputError
+from ..errors import AipccError, InputError, Interrupted
+from ..report.console import masked_streams
 from . import (  # noqa: F401  (register the commands)
     build,
     compat,
@@ -23,6 +24,7 @@ from . import (  # noqa: F401  (register the commands)
     versions,
 )
 from .options import cli
+from .signals import handled
 
 # Request fields named unlike the command parameter that sets them; "filters.X" is X.
 FIELD_PARAMETERS = {"report": "report_path", "junit": "junit_path", "vars": "variables"}
@@ -115,13 +117,40 @@ def usage_message(exc: click.ClickException) -> str:
     return text
 
 
+def signal_name(signum: int) -> str:
+    import signal
+
+    return signal.Signals(signum).name
+
+
 def main(argv: Optional[list[str]] = None) -> None:
+    """The entry point: every byte the command prints goes out with credentials masked
+    (--debug's traceback too)."""
+    with masked_streams():
+        try:
+            code = _run(argv)
+        except (AipccError, OSError):  # --debug: the traceback, masked like the rest
+            import traceback
+
+            traceback.print_exc()
+            code = 1
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _run(argv: Optional[list[str]]) -> object:
+    """The command's exit code (or what click returned), its error printed."""
     import os
 
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     try:
-        code = cli.main(args=argv, prog_name="aipcc-build", standalone_mode=False,
-                        color=color(os.environ))
+        with handled():
+            code = cli.main(args=argv, prog_name="aipcc-build", standalone_mode=False,
+                            color=color(os.environ))
+    except Interrupted as exc:
+        from ..report import error
+
+        error(f"stopped by {signal_name(exc.signum)}")
+        code = exc.exit_code
     except click.exceptions.Abort:
         code = 130
     except click.ClickException as exc:
@@ -146,4 +175,4 @@ def main(argv: Optional[list[str]] = None) -> None:
 
         error(os_error_message(exc))
         code = 2
-    sys.exit(code if isinstance(code, int) else 0)
+    return code

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Optional
 import click
 
 from .. import defaults
+from . import signals
 from .options import (
     Context,
     cli,
@@ -80,7 +81,6 @@ def matrix(context: Context, filters: Filters, dry_run: bool, as_json: bool,
            parent_build_id: Optional[str], build_timeout: float,
            push_timeout: float, push_stall: float) -> int:
     """Build every image of the matrix, concurrently and in dependency order."""
-    import signal
     import threading
 
     from ..environment import provenance_labels
@@ -111,21 +111,12 @@ def matrix(context: Context, filters: Filters, dry_run: bool, as_json: bool,
     if junit_path:
         build_report.check_writable(junit_path, field="junit")
 
-    # Ctrl-C and SIGTERM stop the builds; the scheduler cleans up and returns what finished.
+    # A signal stops the builds; the scheduler cleans up and returns what finished, and the
+    # report is written.
     stop = threading.Event()
-    received: list[int] = []
-
-    def interrupted(signum: int, frame: object) -> None:
-        received.append(signum)
-        stop.set()
-
-    previous = {sig: signal.signal(sig, interrupted) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        with progress.MatrixView() as view:
-            result = matrix_build.build_matrix(request, view, stop)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    with signals.stopping(lambda signum: stop.set()) as received, \
+            progress.MatrixView() as view:
+        result = matrix_build.build_matrix(request, view, stop)
     # The builds are done and pushed: whatever the disk says, the summary comes, the report
     # goes to stderr when its file cannot be written, and the error comes last.
     unwritten: list[OSError] = []

@@ -7,9 +7,14 @@ subscription-manager keeps a certificate and its key in two files, /etc/pki/enti
 <id>.pem and <id>-key.pem; podman mounts the host's into every container (mounts.conf:
 /run/secrets/etc-pki-entitlement, linked from /etc/pki/entitlement-host on UBI) and
 OpenShift mounts the entitlement secret at /etc/pki/entitlement. pip (PIP_CLIENT_CERT) and
-uv (SSL_CLIENT_CERT) each want the two in one PEM: this writes it, at use time, to a 0600
-file of the user under /dev/shm, a memory file system in every container (podman, buildah,
-Docker, Kubernetes), so no image layer ever holds the key.
+uv (SSL_CLIENT_CERT) each want the two in one PEM: this writes it, at use time, into an
+anonymous file in memory that belongs to the pip or uv process and has no name in any file
+system (memfd_create; O_TMPFILE where Python is older than 3.8); the variable names it as
+/proc/PID/fd/N, which the process, and the builds it starts while it runs, can open. The
+kernel frees it when pip or uv exits, whichever way (a failure, a signal, SIGKILL), so the
+key outlives no install. A named file would not do: under `BUILDAH_ISOLATION=chroot`
+/dev/shm is the build host's, and a file left there keeps an entitlement's key on a shared
+CI runner; no image layer holds the key either.
 
 Two ways in: a .pth file runs `pip_hook()` at the start of every Python of the image and
 acts only in pip (`pip ...`, `python -m pip ...`, a notebook's `%pip`); this file, run as
@@ -63,29 +68,34 @@ def _regular(path):
 
 
 def combine(certificate, key, runtime=RUNTIME):
-    """Write certificate and key into one PEM readable by this user only; its path."""
-    directory = os.path.join(runtime, f"aipcc-index-cert-{os.getuid()}")
-    with contextlib.suppress(FileExistsError):
-        os.mkdir(directory, 0o700)
-    info = os.lstat(directory)  # another user's directory or a symlink: refuse it
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
-        raise OSError(f"{directory} is not a private directory of this user")
+    """Certificate and key in one PEM held by this process only; the path that opens it
+    (/proc/PID/fd/N). The file has no name, so nothing is left behind when the process
+    ends; the descriptor stays open (and is inherited across uv's exec) until then."""
     with open(certificate, "rb") as handle:
         data = handle.read().rstrip(b"\n") + b"\n"
     with open(key, "rb") as handle:
         data += handle.read()
-    path = os.path.join(directory, "client.pem")
-    temporary = f"{path}.{os.getpid()}"
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    fd = _anonymous_file(runtime)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(temporary, path)
-    except BaseException:  # a full /dev/shm: leave no partial file behind
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
+        os.fchmod(fd, 0o600)
+        written = 0
+        while written < len(data):
+            written += os.write(fd, data[written:])
+        os.set_inheritable(fd, True)
+    except BaseException:  # a full memory file system: the descriptor goes, and the file
+        os.close(fd)
         raise
-    return path
+    # The pid, not "self": a child of pip (a build backend) opens its parent's descriptor.
+    return f"/proc/{os.getpid()}/fd/{fd}"
+
+
+def _anonymous_file(runtime):
+    """A file in memory without a name: memfd_create, or an O_TMPFILE in RUNTIME (a memory
+    file system) on a Python without it."""
+    if hasattr(os, "memfd_create"):
+        with contextlib.suppress(OSError):  # a kernel without memfd (before 3.17)
+            return os.memfd_create("aipcc-index-cert", 0)
+    return os.open(runtime, os.O_RDWR | getattr(os, "O_TMPFILE", 0o20200000), 0o600)
 
 
 def missing(tool, directories=DIRECTORIES):

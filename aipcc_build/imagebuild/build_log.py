@@ -11,6 +11,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Optional
 
+from ..errors import without_credentials
+
 # What a huge log keeps: its first and its last this many bytes.
 HEAD_BYTES = 8 * 1024 * 1024
 TAIL_BYTES = 8 * 1024 * 1024
@@ -31,7 +33,7 @@ class BuildLog:
         self._dropped_bytes = 0
 
     def write(self, text: str) -> None:
-        line = text + "\n"
+        line = without_credentials(text) + "\n"
         size = len(line.encode("utf-8", "replace"))
         if size <= self._head_left and not self._tail:
             self._head_left -= size

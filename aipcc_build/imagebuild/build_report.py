@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union
 
-from ..errors import InputError
+from ..errors import InputError, without_credentials
 from ..fsutil import write_atomic
 
 if TYPE_CHECKING:
@@ -84,7 +84,7 @@ def data(result: RunResult, build_id: str) -> dict[str, Any]:
 
 
 def text(result: RunResult, build_id: str) -> str:
-    return json.dumps(data(result, build_id), indent=2) + "\n"
+    return without_credentials(json.dumps(data(result, build_id), indent=2)) + "\n"
 
 
 def write(result: RunResult, build_id: str, path: str) -> None:

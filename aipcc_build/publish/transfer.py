@@ -53,8 +53,15 @@ def each(action: Callable[[T], R], items: Sequence[T], jobs: int, *,
         done, items = [action(items[0])], items[1:]
     if jobs <= 1 or len(items) <= 1:
         return done + [action(item) for item in items]
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
+    pool = ThreadPoolExecutor(max_workers=jobs)
+    try:
         return done + list(pool.map(action, items))
+    except Exception:
+        pool.shutdown(wait=True)  # the others still run
+        raise
+    finally:
+        # A signal (Interrupted): the items not yet started never start.
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def no_credentials(destination: str, field: str = "to") -> str:

@@ -277,7 +277,8 @@ _AUTH_LINE = 'AUTH = "client-cert"\n'  # the helper's mode, as data/ holds it
 _AUTH_COMMENT = {
     "client-cert": "# pip and uv present the host's entitlement certificate "
                    "(/etc/pki/entitlement, as podman and OpenShift mount it), combined at use "
-                   "time in /dev/shm, never in a layer.",
+                   "time in memory that pip or uv alone holds and the kernel frees when it "
+                   "exits: never a file, never a layer.",
     "netrc": f"# pip and uv read the user and password from the netrc secret ({NETRC_SECRET}); "
              "the helper tells an install when it is missing.",
 }

@@ -3,13 +3,15 @@ machines. Data goes to stdout, messages to stderr. The one place that decides it
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Optional, TextIO
 
 from ..environment import in_ci
+from ..errors import without_credentials
 
 JSON_SCHEMA = 1
 
@@ -46,6 +48,40 @@ def terminal_width() -> int:
     import shutil
 
     return shutil.get_terminal_size(fallback=(120, 24)).columns
+
+
+class _Masked:
+    """A text stream whose every write goes through `errors.without_credentials`."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        self.stream.write(without_credentials(text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
+
+
+@contextlib.contextmanager
+def masked_streams() -> Iterator[None]:
+    """Within: whatever any part of a command prints to stdout or stderr (messages, errors,
+    tables, JSON, a tool's output passed on) is shown with its credentials masked."""
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _Masked(saved[0]), _Masked(saved[1])
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
+def document(text: str) -> None:
+    """A generated document (a CI engine's, a table of the matrix) on stdout, verbatim: it
+    is built from the matrix, whose fields the loader keeps free of credentials, and
+    masking would rewrite what only looks like them (Tekton's `docker://${IMAGE}@$DIGEST`)."""
+    stream = sys.stdout
+    (stream.stream if isinstance(stream, _Masked) else stream).write(text)
 
 
 def emit_json(payload: dict[str, Any]) -> None:
@@ -129,7 +165,7 @@ def deliver(text: str, output: Optional[str], *, check_drift: bool = False) -> b
     """A generated document: TEXT on stdout; or written to OUTPUT (atomically); or, with
     CHECK_DRIFT, compared with OUTPUT and nothing written. False when OUTPUT drifted."""
     if output is None:
-        sys.stdout.write(text)
+        document(text)
         return True
     from ..fsutil import same_content, write_atomic  # here: most output goes to stdout
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..errors import without_credentials
 from ..fsutil import write_atomic
 from ..imagebuild.build_report import iso_time
 
@@ -48,4 +49,5 @@ def write_junit(result: RunResult, path: str) -> None:
     root = ET.Element("testsuites")
     root.append(suite)
     ET.indent(root)
-    write_atomic(path, ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n")
+    write_atomic(path, without_credentials(
+        ET.tostring(root, encoding="unicode", xml_declaration=True)) + "\n")

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .console import emit_json, shown_path, table
+from .console import document, emit_json, shown_path, table
 
 if TYPE_CHECKING:  # keep jinja2 out of commands that only print
     from ..compat.generated import Regenerated
@@ -193,7 +193,7 @@ def plan_json(matrix: Matrix, build_plan: BuildPlan, changed_since: str | None) 
 def ci_document(text: str, build_plan: BuildPlan) -> None:
     """A CI engine's document on stdout; an empty plan is said out loud on stderr."""
     if text:
-        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        document(text if text.endswith("\n") else text + "\n")
     if not build_plan.builds:
         sys.stderr.write("the plan selects no image: nothing to build\n")
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..errors import ToolError
+from .retry import Retry, storage_race, with_retries
 from .runner import Runner
 
 PROGRAM = "buildah"
@@ -145,9 +146,16 @@ def shown(command: Sequence[str]) -> str:
     return " ".join(parts)
 
 
+# A listing of storage that other processes change meanwhile: tried again at once.
+LISTING_RETRY = Retry(attempts=5, first=0.1, cap=1.0)
+
+
 def containers(runner: Runner) -> set[str]:
-    """IDs of every working container in local storage."""
-    listed = json.loads(runner.run([PROGRAM, "containers", "--json"]).text or "[]")
+    """IDs of every working container in local storage (another process removing one while
+    buildah lists them fails the listing: it is listed again)."""
+    done = with_retries(lambda: runner.run([PROGRAM, "containers", "--json"]), LISTING_RETRY,
+                        lambda attempt, wait, reason: None, cured_by_retry=storage_race)
+    listed = json.loads(done.text or "[]")
     return {entry["id"] for entry in listed or []}
 
 

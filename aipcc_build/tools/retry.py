@@ -47,6 +47,17 @@ _RETRY_AFTER = re.compile(r"retry[ -]after:? (\d+(?:\.\d+)?)", re.IGNORECASE)
 MAX_RETRY_AFTER = 300.0
 
 
+# containers/storage shared with other processes (a CI runner's other jobs): a listing that
+# raced with one of them removing what it listed fails ("reading build containers: container
+# not known"); the next listing is whole.
+STORAGE_RACE = re.compile(r"\b(?:container|image|layer) not known\b", re.IGNORECASE)
+
+
+def storage_race(error: ToolError) -> bool:
+    """Whether ERROR is a listing of local storage that lost a race with another process."""
+    return STORAGE_RACE.search(error.stderr) is not None
+
+
 def transient_text(text: str) -> bool:
     """Whether TEXT (an outside program's stderr, an HTTP error) names a transient failure."""
     return TRANSIENT.search(text) is not None
@@ -118,15 +129,17 @@ T = TypeVar("T")
 
 
 def with_retries(action: Callable[[], T], retry: Retry, on_retry: Callable[[int, float, str],
-                 None], sleep: Callable[[float], None] = time.sleep) -> T:
-    """ACTION, tried again after a transient ToolError until RETRY's attempts run out (then
-    StillFailing with the last error); ON_RETRY(attempt, delay, reason) before each wait."""
+                 None], sleep: Callable[[float], None] = time.sleep,
+                 cured_by_retry: Callable[[ToolError], bool] = transient) -> T:
+    """ACTION, tried again after a transient ToolError (CURED_BY_RETRY says which) until
+    RETRY's attempts run out (then StillFailing with the last error); ON_RETRY(attempt,
+    delay, reason) before each wait."""
     attempt = 1
     while True:
         try:
             return action()
         except ToolError as exc:
-            if not transient(exc):
+            if not cured_by_retry(exc):
                 raise
             if attempt >= retry.attempts:
                 raise StillFailing(exc.command, exc.returncode, exc.stderr,

@@ -4,6 +4,10 @@ Argument lists only (never a shell), a timeout on every call, streaming for long
 children, and one error family: `ToolMissing` when the program is not installed,
 `ToolError` (the command and the tail of its stderr) when it fails or times out. Each
 wrapper in `tools/` takes a runner as a parameter, so a unit test hands in a recording fake.
+
+Every child runs in a process group of its own (a terminal's Ctrl-C does not reach it) and
+is known here while it runs: `stop_children`, called when a signal ends the command, stops
+them all, whichever thread started them, and refuses new ones.
 """
 
 from __future__ import annotations
@@ -16,9 +20,12 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional, Protocol
+from typing import TYPE_CHECKING, Callable, Optional, Protocol
 
-from ..errors import ToolError, ToolMissing
+from ..errors import Interrupted, ToolError, ToolMissing
+
+if TYPE_CHECKING:
+    import subprocess
 
 LineSink = Callable[[str], None]
 # A short call (inspect, version, rev-parse) that has not answered in this long is hung.
@@ -27,6 +34,72 @@ SHORT_TIMEOUT = 120.0
 # newlines is cut into lines of this many bytes, so what is held stays bounded.
 MAX_LINE = 64 * 1024
 _READ = 64 * 1024
+# How long a child stopped with SIGTERM has to clean up (skopeo its blobs, buildah its
+# working container) before its group is killed.
+STOP_GRACE = 5.0
+
+
+class _Children:
+    """The process groups of the children running now, and the signal that stopped the
+    command, once one did."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.groups: set[int] = set()
+        self.stopped_by: Optional[int] = None
+
+    def refuse_when_stopped(self) -> None:
+        if self.stopped_by is not None:
+            raise Interrupted(self.stopped_by)
+
+    def add(self, pid: int) -> None:
+        with self.lock:
+            self.groups.add(pid)
+            stopped = self.stopped_by is not None
+        if stopped:  # started as the signal came: it goes too
+            _signal_group(pid, signal.SIGTERM)
+
+    def discard(self, pid: int) -> None:
+        with self.lock:
+            self.groups.discard(pid)
+
+
+_children = _Children()
+
+
+def stop_children(signum: int) -> None:
+    """A signal ends the command: SIGTERM every running child's process group (the thread
+    waiting for each kills what is left after STOP_GRACE) and refuse new children: a retry
+    or the next item of a thread pool raises `Interrupted` instead of starting one."""
+    with _children.lock:
+        if _children.stopped_by is None:
+            _children.stopped_by = signum
+        groups = list(_children.groups)
+    for pid in groups:
+        _signal_group(pid, signal.SIGTERM)
+
+
+def restart_children() -> None:
+    """Children may start again: the command `stop_children` ended is over."""
+    with _children.lock:
+        _children.stopped_by = None
+
+
+def _signal_group(pid: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signum)
+
+
+def _end(child: subprocess.Popen[bytes]) -> None:
+    """SIGTERM CHILD's group, SIGKILL it after STOP_GRACE seconds; reap CHILD."""
+    import subprocess
+
+    _signal_group(child.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        child.wait(STOP_GRACE)
+    # Also reaches grandchildren whose parent already exited.
+    _signal_group(child.pid, signal.SIGKILL)
+    child.wait()
 
 
 @dataclass(frozen=True)
@@ -62,6 +135,7 @@ class Process:
         import subprocess
 
         self.argv = list(argv)
+        _children.refuse_when_stopped()
         try:
             self.process = subprocess.Popen(
                 self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -69,6 +143,7 @@ class Process:
             )
         except FileNotFoundError:
             raise ToolMissing(self.argv[0]) from None
+        _children.add(self.process.pid)
 
     def stream(self, on_line: LineSink, timeout: Optional[float] = None,
                stall: Optional[float] = None) -> tuple[int, Optional[str]]:
@@ -122,11 +197,12 @@ class Process:
             ended.set()
             if watcher is not None:
                 watcher.join()
+            if self.process.returncode is not None:
+                _children.discard(self.process.pid)
         return code, limit[0] if limit else None
 
     def signal_group(self, signum: int) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.process.pid, signum)
+        _signal_group(self.process.pid, signum)
 
     def running(self) -> bool:
         return self.process.poll() is None
@@ -170,6 +246,7 @@ class ProcessRunner:
         import subprocess
 
         argv = [str(part) for part in argv]
+        _children.refuse_when_stopped()
         try:
             child = subprocess.Popen(
                 argv, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
@@ -177,21 +254,23 @@ class ProcessRunner:
                 start_new_session=True)
         except FileNotFoundError:
             raise ToolMissing(argv[0]) from None
+        _children.add(child.pid)
         try:
             out, err = child.communicate(stdin, timeout=timeout)
         except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(child.pid, signal.SIGKILL)
+            _signal_group(child.pid, signal.SIGKILL)
             out, err = child.communicate()
             raise ToolError(argv, -signal.SIGKILL,
                             err.decode("utf-8", "replace") +
                             f"\n(no answer within {timeout:g} s: stopped)",
                             timed_out=True) from None
-        except BaseException:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(child.pid, signal.SIGKILL)
-            child.wait()
+        except BaseException:  # a signal ended the command (Interrupted): so ends the child
+            _end(child)
             raise
+        finally:
+            _children.discard(child.pid)
+        # A child that a signal's stop_children ended (in a worker thread): not its error.
+        _children.refuse_when_stopped()
         done = Completed(tuple(argv), child.returncode, out, err)
         if check and done.returncode != 0:
             raise ToolError(argv, done.returncode, done.error_text)

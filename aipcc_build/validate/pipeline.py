@@ -81,6 +81,18 @@ def _pool(workers: int) -> ProcessPoolExecutor:
                                initializer=_die_with_parent, initargs=(parent,))
 
 
+def _stop_pool(pool: ProcessPoolExecutor) -> None:
+    """End POOL now: scans not started are cancelled, running ones killed (their workers
+    read layers for seconds; a signal must not wait for them)."""
+    # Taken first: shutdown forgets them. (No public way before Python 3.14's
+    # terminate_workers.)
+    workers = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for worker in workers:
+        worker.kill()
+        worker.join()
+
+
 def scan_layers(jobs: Iterable[LayerJob], cache: LayerCache
                 ) -> tuple[dict[str, LayerScan], set[str]]:
     """Scans by digest, and the digests served from the cache.
@@ -110,8 +122,13 @@ def scan_layers(jobs: Iterable[LayerJob], cache: LayerCache
     workers = min(len(todo), 2 * (os.cpu_count() or 1))
     # Starting a pool costs ~0.2 s: more than scanning a few small layers in this process.
     if workers > 1 and sum(sizes.values()) > POOL_THRESHOLD_BYTES:
-        with _pool(workers) as pool:
+        pool = _pool(workers)
+        try:
             results = list(pool.map(scan_layer, todo))
+        except BaseException:
+            _stop_pool(pool)  # a signal (Interrupted) or a failed scan: no more scanning
+            raise
+        pool.shutdown()
     else:
         results = [scan_layer(job) for job in todo]
     for scan in results:

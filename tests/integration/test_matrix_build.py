@@ -182,7 +182,8 @@ def test_fail_fast_cancels_the_rest(tmp_path: Path, unique_base: tuple[str, str]
     assert our_containers(unique_base[1]) == []
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+# SIGHUP: a closed terminal; it used to end the run at once, builds running, no report.
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_interrupting_a_four_way_build_leaves_nothing_behind(
         tmp_path: Path, unique_base: tuple[str, str], namespace: str, signum: int) -> None:
     versions = {f"12.{minor}.0": {"sleep": 120} for minor in range(4)}

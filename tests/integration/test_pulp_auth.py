@@ -33,12 +33,12 @@ from tests.integration.test_pulp import Project, make_project, pulp, served  # n
 from tests.integration.test_wheel_index import build, uv_wheel  # noqa: F401
 from tests.support import oauth
 from tests.support import pulp as pulp_server
+from tests.support.certs import ENTITLEMENT_ID, certificates
 from tests.support.project import REPO
 from tests.support.wheels import make_wheel
 
 pytestmark = pytest.mark.integration
 
-ENTITLEMENT_ID = "8541735520174529121"  # subscription-manager names the files by serial
 MATRIX = """\
 schema: 1
 product: {{name: wheeltest, version: "2.1"}}
@@ -54,30 +54,6 @@ accelerators:
 images:
   base: {{template: base.Containerfile.j2, os: [debian]}}
 """
-
-
-def openssl(*args: str, cwd: Path) -> None:
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
-
-
-def certificates(directory: Path) -> None:
-    """A CA; the proxy's server certificate for 127.0.0.1; a v3 client certificate with
-    its key in a separate file (PKCS#1, as subscription-manager writes it)."""
-    directory.mkdir()
-    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca-key.pem", "-out",
-            "ca.pem", "-days", "2", "-subj", "/CN=aipcc test entitlement CA", cwd=directory)
-    for name, subject, extensions in (
-            ("server", "/CN=127.0.0.1", "subjectAltName=IP:127.0.0.1\n"
-             "extendedKeyUsage=serverAuth\n"),
-            ("client", f"/CN={ENTITLEMENT_ID}", "extendedKeyUsage=clientAuth\n"
-             "keyUsage=digitalSignature,keyEncipherment\n")):
-        openssl("genrsa", "-traditional", "-out", f"{name}-key.pem", "2048", cwd=directory)
-        openssl("req", "-new", "-key", f"{name}-key.pem", "-out", f"{name}.csr", "-subj",
-                subject, cwd=directory)
-        (directory / f"{name}.ext").write_text(extensions)
-        openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca-key.pem",
-                "-CAcreateserial", "-days", "2", "-extfile", f"{name}.ext", "-out",
-                f"{name}.pem", cwd=directory)
 
 
 # nginx's own files under {d}; one server follows.
@@ -252,8 +228,6 @@ def test_an_entitlement_certificate_mounted_like_podman_does_lets_pip_and_uv_ins
     shutil.copy(tmp_path / "certs" / "client.pem", entitlement / f"{ENTITLEMENT_ID}.pem")
     shutil.copy(tmp_path / "certs" / "client-key.pem",
                 entitlement / f"{ENTITLEMENT_ID}-key.pem")
-    shm = Path("/dev/shm/aipcc-index-cert-0")
-    had_shm = shm.exists()
     try:
         container = subprocess.run(["buildah", "from", "--pull-never", tag], check=True,
                                    capture_output=True, text=True, timeout=300).stdout.strip()
@@ -287,7 +261,7 @@ def test_an_entitlement_certificate_mounted_like_podman_does_lets_pip_and_uv_ins
         assert "uv: this image's wheel index needs a client certificate" in uv_bare.stderr
 
         # The container's filesystem (what a commit makes a layer of) holds no key: the
-        # combined PEM was made at use time in /dev/shm.
+        # combined PEM lived in memory that pip and uv held while they ran.
         key_line = (entitlement / f"{ENTITLEMENT_ID}-key.pem").read_text().splitlines()[1]
         found = subprocess.run(["buildah", "run", container, "--", "grep", "-rlF", key_line,
                                 "/etc", "/opt", "/usr", "/root", "/tmp", "/var", "/run"],
@@ -297,8 +271,6 @@ def test_an_entitlement_certificate_mounted_like_podman_does_lets_pip_and_uv_ins
         if container:
             subprocess.run(["buildah", "rm", container], capture_output=True, timeout=300)
         subprocess.run(["buildah", "rmi", "-f", tag], capture_output=True, timeout=300)
-        if not had_shm and shm.exists():
-            shutil.rmtree(shm, ignore_errors=True)
 
 
 def test_a_netrc_secret_lets_pip_and_uv_past_pulps_rbac_guard(

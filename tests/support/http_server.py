@@ -5,18 +5,25 @@ from __future__ import annotations
 
 import contextlib
 import http.server
+import ssl
 import threading
 from collections.abc import Iterator
+from typing import Optional
 
 
 @contextlib.contextmanager
-def serving(handler: type[http.server.BaseHTTPRequestHandler]) -> Iterator[str]:
-    """HANDLER on a free port; yields its origin, http://127.0.0.1:PORT."""
+def serving(handler: type[http.server.BaseHTTPRequestHandler],
+            tls: Optional[ssl.SSLContext] = None) -> Iterator[str]:
+    """HANDLER on a free port; yields its origin, http://127.0.0.1:PORT (https:// with a
+    server-side TLS context)."""
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    if tls is not None:
+        server.socket = tls.wrap_socket(server.socket, server_side=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
+        scheme = "https" if tls is not None else "http"
+        yield f"{scheme}://127.0.0.1:{server.server_address[1]}"
     finally:
         server.shutdown()
         server.server_close()

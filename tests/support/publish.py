@@ -98,18 +98,19 @@ class FlakyProxy:
     whose method is one of METHODS (default: any). ANSWERED records (monotonic time,
     status) of every request. LIE (path fragment, digest): every answer about a path with
     the fragment carries Docker-Content-Digest: digest, whatever its content. HANG: requests
-    of these methods are accepted and never answered. PATH: only requests whose path holds
-    it are failed."""
+    of these methods are accepted and never answered; HANG_PATHS: nor are those whose path
+    holds one of these fragments. PATH: only requests whose path holds it are failed."""
 
     def __init__(self, upstream: str, failures: int, status: int = 503,
                  retry_after: int | None = None,
                  methods: tuple[str, ...] | None = None,
                  lie: tuple[str, str] | None = None,
-                 hang: tuple[str, ...] = (), path: str | None = None) -> None:
+                 hang: tuple[str, ...] = (), hang_paths: tuple[str, ...] = (),
+                 path: str | None = None) -> None:
         self.upstream, self.failures, self.seen = upstream, failures, 0
         self.path = path
         self.lie = lie
-        self.hang, self.released = hang, threading.Event()
+        self.hang, self.hang_paths, self.released = hang, hang_paths, threading.Event()
         self.status, self.retry_after, self.methods = status, retry_after, methods
         self.answered: list[tuple[float, int]] = []
         proxy = self
@@ -121,7 +122,8 @@ class FlakyProxy:
                 pass
 
             def _forward(self) -> None:
-                if self.command in proxy.hang:
+                if self.command in proxy.hang or any(
+                        fragment in self.path for fragment in proxy.hang_paths):
                     proxy.released.wait(300)
                     self.close_connection = True
                     return

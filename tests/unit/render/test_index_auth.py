@@ -105,33 +105,70 @@ def test_find_pairs_a_certificate_with_its_key_in_the_first_directory(
     assert helper.find((str(first),)) is None
 
 
-def test_combine_writes_one_private_pem(helper: ModuleType, tmp_path: Path) -> None:
-    source = entitlement(tmp_path / "e")
-    path = Path(helper.combine(str(source / "4711.pem"), str(source / "4711-key.pem"),
-                               str(tmp_path)))
-    assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
-    text = path.read_text()
-    assert text.index("BEGIN CERTIFICATE") < text.index("BEGIN PRIVATE KEY")
-    again = helper.combine(str(source / "4711.pem"), str(source / "4711-key.pem"),
-                           str(tmp_path))
-    assert again == str(path)  # one file per user, replaced, no leftovers
-    assert os.listdir(path.parent) == ["client.pem"]
+def open_descriptors() -> set[str]:
+    return set(os.listdir("/proc/self/fd"))
 
 
-def test_combine_refuses_a_planted_directory(helper: ModuleType, tmp_path: Path) -> None:
+def test_combine_holds_one_pem_in_a_file_without_a_name(
+        helper: ModuleType, tmp_path: Path) -> None:
     source = entitlement(tmp_path / "e")
-    target = tmp_path / "attacker"
-    target.mkdir()
-    os.symlink(target, tmp_path / f"aipcc-index-cert-{os.getuid()}")
-    with pytest.raises(OSError, match="not a private directory"):
-        helper.combine(str(source / "4711.pem"), str(source / "4711-key.pem"), str(tmp_path))
-    assert os.listdir(target) == []
-    os.unlink(tmp_path / f"aipcc-index-cert-{os.getuid()}")
-    (tmp_path / f"aipcc-index-cert-{os.getuid()}").mkdir(mode=0o777)
-    os.chmod(tmp_path / f"aipcc-index-cert-{os.getuid()}", 0o777)  # others could swap it
-    with pytest.raises(OSError, match="not a private directory"):
-        helper.combine(str(source / "4711.pem"), str(source / "4711-key.pem"), str(tmp_path))
+    runtime = tmp_path / "shm"
+    runtime.mkdir()
+    path = helper.combine(str(source / "4711.pem"), str(source / "4711-key.pem"),
+                          str(runtime))
+    fd = int(path.rsplit("/", 1)[1])
+    try:
+        assert path == f"/proc/{os.getpid()}/fd/{fd}"  # a child of pip opens it too
+        text = Path(path).read_text()
+        assert text.index("BEGIN CERTIFICATE") < text.index("BEGIN PRIVATE KEY")
+        assert stat.S_IMODE(os.fstat(fd).st_mode) == 0o600
+        assert os.fstat(fd).st_nlink == 0  # in no directory: nothing to leave behind
+        assert os.get_inheritable(fd)  # uv's wrapper execs uv with it open
+        assert os.listdir(runtime) == []
+    finally:
+        os.close(fd)
+
+
+def test_without_memfd_the_pem_is_an_unnamed_file_in_memory(
+        helper: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Python older than 3.8 (UBI 8's 3.6) has no os.memfd_create: an O_TMPFILE file."""
+    source = entitlement(tmp_path / "e")
+    runtime = tmp_path / "shm"
+    runtime.mkdir()
+    monkeypatch.delattr(helper.os, "memfd_create")
+    path = helper.combine(str(source / "4711.pem"), str(source / "4711-key.pem"),
+                          str(runtime))
+    fd = int(path.rsplit("/", 1)[1])
+    try:
+        assert "BEGIN PRIVATE KEY" in Path(path).read_text()
+        assert os.fstat(fd).st_nlink == 0 and os.listdir(runtime) == []
+    finally:
+        os.close(fd)
+
+
+def test_the_pem_goes_when_the_process_that_made_it_ends(tmp_path: Path) -> None:
+    """pip ends, whichever way (here SIGKILL): the combined key is nowhere afterwards, while
+    a child it started (a build backend) could read it as long as pip ran."""
+    source = entitlement(tmp_path / "e")
+    script = (
+        "import importlib.util, subprocess, sys, time\n"
+        f"spec = importlib.util.spec_from_file_location('h', {str(HELPER)!r})\n"
+        "h = importlib.util.module_from_spec(spec); spec.loader.exec_module(h)\n"
+        f"path = h.combine({str(source / '4711.pem')!r}, {str(source / '4711-key.pem')!r})\n"
+        "child = subprocess.run(['cat', path], capture_output=True, text=True)\n"
+        "print(path, 'BEGIN PRIVATE KEY' in child.stdout, flush=True)\n"
+        "time.sleep(60)\n")
+    process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                               text=True)
+    try:
+        assert process.stdout is not None
+        path, child_read = process.stdout.readline().split()
+        assert child_read == "True"
+        assert "BEGIN PRIVATE KEY" in Path(path).read_text()
+    finally:
+        process.kill()
+        process.wait()
+    assert not Path(path).exists()
 
 
 def test_present_sets_the_variable_and_leaves_the_users_alone(
@@ -201,6 +238,30 @@ def test_the_uv_wrapper_runs_the_next_uv_with_the_combined_pem(tmp_path: Path) -
     assert alone.returncode == 127 and "uv is not installed" in alone.stderr
 
 
+def test_the_uv_wrapper_hands_uv_the_pem_and_it_is_gone_when_uv_exits(
+        tmp_path: Path) -> None:
+    wrapper_dir, real_dir = tmp_path / "wrapper", tmp_path / "real"
+    wrapper_dir.mkdir()
+    real_dir.mkdir()
+    mount = entitlement(tmp_path / "entitlement")
+    (wrapper_dir / "uv").write_text(HELPER.read_text().replace(
+        'DIRECTORIES = ("/etc/pki/entitlement",', f'DIRECTORIES = ({str(mount)!r},'))
+    real = real_dir / "uv"
+    real.write_text('#!/bin/sh\necho "$SSL_CLIENT_CERT"\ngrep -c BEGIN "$SSL_CLIENT_CERT"\n'
+                    'exit 3\n')
+    real.chmod(0o755)
+    shm_before = set(os.listdir("/dev/shm"))
+    result = subprocess.run(
+        [sys.executable, str(wrapper_dir / "uv"), "pip", "install", "x"],
+        env={"PATH": f"{wrapper_dir}:{real_dir}:/usr/bin:/bin", "HOME": str(tmp_path)},
+        capture_output=True, text=True, timeout=60)
+    assert result.returncode == 3, result.stderr  # uv's own exit code (it failed)
+    path, count = result.stdout.split()
+    assert re.fullmatch(r"/proc/\d+/fd/\d+", path) and count == "2"
+    assert not Path(path).exists()
+    assert not {n for n in set(os.listdir("/dev/shm")) - shm_before if "aipcc" in n}
+
+
 def test_a_kubernetes_secret_mount_is_followed(helper: ModuleType, tmp_path: Path) -> None:
     """OpenShift's etc-pki-entitlement secret: entitlement.pem and entitlement-key.pem are
     symlinks into a ..data directory, as the kubelet mounts every secret."""
@@ -218,19 +279,20 @@ def test_a_failed_write_leaves_nothing_and_pip_is_told(
         capsys: pytest.CaptureFixture[str]) -> None:
     dirs = (str(entitlement(tmp_path / "e")),)
     monkeypatch.delenv("PIP_CLIENT_CERT", raising=False)
-    real_replace = os.replace
+    before = open_descriptors()
 
     def full(*args: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(helper.os, "replace", full)
-    helper.present("PIP_CLIENT_CERT", "pip", ["install"], helper.PIP_COMMANDS, dirs,
-                   str(tmp_path))
-    monkeypatch.setattr(helper.os, "replace", real_replace)
+    with monkeypatch.context() as patch:
+        patch.setattr(helper.os, "write", full)
+        helper.present("PIP_CLIENT_CERT", "pip", ["install"], helper.PIP_COMMANDS, dirs,
+                       str(tmp_path))
     assert "cannot prepare the client certificate" in capsys.readouterr().err
     assert "PIP_CLIENT_CERT" not in os.environ
-    assert os.listdir(tmp_path / f"aipcc-index-cert-{os.getuid()}") == []
-    # No /dev/shm at all: told, not a traceback.
+    assert open_descriptors() == before and os.listdir(tmp_path) == ["e"]
+    # Neither memfd nor the memory file system: told, not a traceback.
+    monkeypatch.delattr(helper.os, "memfd_create")
     helper.present("PIP_CLIENT_CERT", "pip", ["install"], helper.PIP_COMMANDS, dirs,
                    str(tmp_path / "absent"))
     assert "cannot prepare the client certificate" in capsys.readouterr().err

@@ -1,0 +1,80 @@
+"""SIGINT, SIGTERM and SIGHUP end every command alike (a Ctrl-C, a CI job out of time, a
+closed terminal): the children stopped, temporary files removed, exit 128 + the signal.
+
+`handled` wraps every command (`main`). By default a signal stops every outside program the
+runner started (`tools.runner.stop_children`: their process groups, whichever thread waits
+for them, and no new one starts) and raises `Interrupted` in the main thread, so every
+finally block and context manager on the way out removes what it made. A command that
+stops its own work and then writes its report (`matrix`) asks instead, with `stopping`, to
+be told: its callback runs and nothing is raised."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from collections.abc import Iterator
+from types import FrameType
+from typing import Callable, Optional
+
+from ..errors import Interrupted
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+_owner: Optional[int] = None  # the process that installed the handlers
+_on_stop: list[Callable[[int], None]] = []
+_received: list[int] = []
+_raised: list[int] = []  # the signal Interrupted was raised for, once per command
+
+
+def _handle(signum: int, frame: Optional[FrameType]) -> None:
+    if os.getpid() != _owner:
+        # A forked child (a validator worker) inherited the handler: the default for it.
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+        return
+    _received.append(signum)
+    if _on_stop:
+        _on_stop[-1](signum)
+        return
+    from ..tools.runner import stop_children
+
+    stop_children(signum)
+    if not _raised:  # a second signal must not cut the first one's clean-up short
+        _raised.append(signum)
+        raise Interrupted(signum)
+
+
+@contextlib.contextmanager
+def handled() -> Iterator[None]:
+    """The handlers in place for the duration of one command; the previous ones after.
+    (Only the main thread may set them: run from another thread, a command has none.)"""
+    import threading
+
+    from ..tools.runner import restart_children
+
+    global _owner
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _owner = os.getpid()
+    _received.clear()
+    _raised.clear()
+    previous = {signum: signal.signal(signum, _handle) for signum in SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        restart_children()  # the next command run in this process (tests) starts afresh
+
+
+@contextlib.contextmanager
+def stopping(on_stop: Callable[[int], None]) -> Iterator[list[int]]:
+    """Within: a signal calls ON_STOP (the command stops its own work) instead of raising;
+    yields the signals received, first first."""
+    _on_stop.append(on_stop)
+    try:
+        yield _received
+    finally:
+        _on_stop.remove(on_stop)

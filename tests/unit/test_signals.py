@@ -1,0 +1,62 @@
+"""The one signal mechanism (aipcc_build/cli/signals.py), in a child Python: SIGINT, SIGTERM
+and SIGHUP each raise Interrupted (exit 128 + the signal) and stop the runner's children;
+within `stopping` the command's callback is called instead; a forked worker that inherited
+the handler dies of the signal as it would without it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+SCRIPT = """
+import os, signal, sys, time
+from aipcc_build.cli import signals
+from aipcc_build.errors import Interrupted
+from aipcc_build.tools.runner import ProcessRunner
+
+signum = int(sys.argv[1])
+with signals.handled():
+    told = []
+    with signals.stopping(told.append):
+        os.kill(os.getpid(), signum)
+        time.sleep(0.1)
+    print("told", told, flush=True)
+    ready, tell = os.pipe()
+    worker = os.fork()
+    if worker == 0:
+        os.write(tell, b"x")
+        time.sleep(30)
+        os._exit(0)
+    os.read(ready, 1)
+    time.sleep(0.1)
+    os.kill(worker, signum)
+    print("worker", os.waitpid(worker, 0)[1] & 0x7f, flush=True)
+    try:
+        os.kill(os.getpid(), signum)
+        time.sleep(30)
+    except Interrupted as exc:
+        print("interrupted", exc.exit_code, flush=True)
+    try:
+        ProcessRunner().run(["true"])
+    except Interrupted:
+        print("refused", flush=True)
+print("after", signal.getsignal(signum) is not signals._handle, flush=True)
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP],
+                         ids=lambda s: signal.Signals(s).name)
+def test_each_signal_ends_a_command_alike(signum: int) -> None:
+    done = subprocess.run([sys.executable, "-c", SCRIPT, str(signum)], capture_output=True,
+                          text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n") == [
+        f"told [{signum}]", f"worker {signum}", f"interrupted {128 + signum}", "refused",
+        "after True", ""]
