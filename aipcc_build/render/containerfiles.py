@@ -407,6 +407,7 @@ def _identity(image: ImageSpec, tag: str, body: str) -> str:
         image_labels.WHEEL_INDEX: image.wheel_index,
         image_labels.WHEEL_INDEX_AUTH: image.wheel_index_auth
         if image.wheel_index_auth != "none" else None,
+        image_labels.CONSTRAINTS: toolkit_constraints.CONSTRAINTS_PATH,
     }
     label_lines = " \\\n      ".join(f'{k}="{v}"' for k, v in labels.items() if v is not None)
     return "\n".join([
