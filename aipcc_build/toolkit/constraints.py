@@ -156,8 +156,8 @@ def _minor_versions(release: str) -> dict[str, list[str]]:
 def constraints_for(target: Target) -> tuple[Constraint, ...]:
     """The constraints of an image of TARGET, sorted by project.
 
-    Raises components.UnknownRelease for a CUDA release the component table does not
-    know: an image whose constraints cannot be written is not rendered.
+    For a CUDA release the component table does not list, only the release-numbered
+    components (whose versions say their release) are limited.
     """
     marker = f"!=0+{target.accelerator}{target.release or ''}.image.{_PATH_LABEL}"
     excluded = f"==0+not.in.{target.accelerator}{target.release or ''}.images.{_PATH_LABEL}"
@@ -169,15 +169,19 @@ def constraints_for(target: Target) -> tuple[Constraint, ...]:
 
     if target.accelerator == "cuda" and target.release:
         major = target.major or ""
-        if not components.knows_release(target.release):
-            raise components.UnknownRelease(
-                f"CUDA release {target.release!r} is not in the component table: its "
-                "images cannot carry constraints")
         table = components.table()
-        for name, versions in _minor_versions(target.release).items():
+        versions_of = _minor_versions(target.release)
+        if not versions_of:
+            # A release the table does not list yet (the matrix's vars supply its RPM
+            # versions): its release-numbered components are still known by their names.
+            versions_of = {name: [] for name, majors in table.numbered.items()
+                           if major in majors}
+        for name, versions in sorted(versions_of.items()):
             project = components.wheel_project(name, target.release)
             if major in table.numbered.get(name, ()):
                 spec, why = f"=={target.release}.*", "release-numbered"
+            elif not versions:
+                continue
             else:
                 spec, why = f">={versions[0]},<{_bump(versions[-1])}", "exact"
             found[project] = Constraint(project, f"{spec},{marker}", why)
@@ -217,7 +221,7 @@ def _explain(target: Target) -> list[str]:
         "#",
         "# Override deliberately (you then own the mix; the image validation may fail):",
         "#   PIP_CONSTRAINT=/dev/null pip install ...",
-        "#   UV_CONSTRAINT=/dev/null UV_NO_CONFIG=1 uv pip install ...",
+        "#   UV_CONSTRAINT=/dev/null UV_CONFIG_FILE=/dev/null uv pip install ...",
         "# Better: install the wheels built for this image release from its own index.",
     ]
 

@@ -11,7 +11,6 @@ import pytest
 from packaging.requirements import Requirement
 
 from aipcc_build.render.containerfiles import tool_config
-from aipcc_build.toolkit import components
 from aipcc_build.toolkit.constraints import (
     CONSTRAINTS_PATH,
     constraints_for,
@@ -84,7 +83,7 @@ def test_the_file_says_why_how_to_override_and_what_it_is_for() -> None:
     text = constraints_text(target_of("cuda", "12.9.1"))
     assert text.startswith("# aipcc-build constraints: cuda 12.9\n")
     assert "PIP_CONSTRAINT=/dev/null pip install" in text
-    assert "UV_CONSTRAINT=/dev/null UV_NO_CONFIG=1 uv pip install" in text
+    assert "UV_CONSTRAINT=/dev/null UV_CONFIG_FILE=/dev/null uv pip install" in text
     assert target_in(text) == target_of("cuda", "12.9.1")
     assert target_in("nvidia-cuda-runtime-cu12==12.8.*\n") is None
     # Every refusal names the image's release and this file (pip prints the whole line).
@@ -93,9 +92,12 @@ def test_the_file_says_why_how_to_override_and_what_it_is_for() -> None:
         assert "see.etc.aipcc.constraints.txt" in constraint.specifier
 
 
-def test_a_release_the_table_does_not_know_is_refused() -> None:
-    with pytest.raises(components.UnknownRelease, match="12.7"):
-        constraints_for(target_of("cuda", "12.7.0"))
+def test_a_release_the_table_does_not_know_limits_its_release_numbered_components() -> None:
+    c1210 = admitted("12.10.1")
+    assert admits(c1210, "nvidia-cuda-runtime-cu12", "12.10.37")
+    assert not admits(c1210, "nvidia-cuda-runtime-cu12", "12.9.79")
+    assert "nvidia-cufft-cu12" not in c1210  # exact versions: unknown, left free
+    assert not admits(c1210, "nvidia-cuda-runtime", "13.0.88")
 
 
 @pytest.mark.parametrize("url", [None, "https://idx.example/3.0/cuda12.8-el9.6/simple/%41"])
