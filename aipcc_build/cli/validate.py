@@ -53,6 +53,14 @@ def parse_expect(value: Optional[str]) -> Optional[Expectation]:
 @click.option("--copy-timeout", type=click.FloatRange(min=0, min_open=True),
               default=COPY_TIMEOUT, show_default=True, metavar="SECONDS",
               help="Stop the copy of an image that cannot be read in place after this long.")
+@click.option("--requirements", "requirements",
+              type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
+              help="Judge a requirements set instead of images (with --expect): a "
+                   "requirements file (resolved by pip, dry run), pip's --report JSON, "
+                   "pylock.toml or uv.lock.")
+@click.option("--index-url", metavar="URL",
+              help="With --requirements FILE: resolve against this index (default: pip's "
+                   "configuration).")
 @reference_options
 @raw_filters
 @pass_context
@@ -62,12 +70,19 @@ def validate(context: Context, accelerators: tuple[str, ...], versions: tuple[st
              expect: Optional[str],
              as_json: bool, strict_layers: bool, platform: Optional[str],
              cache_dir: Optional[Path], matrix_file: Optional[str], build_id: Optional[str],
-             registry: Optional[str], copy_timeout: float, tls_verify: bool = True) -> int:
+             registry: Optional[str], copy_timeout: float, tls_verify: bool = True,
+             requirements: Optional[Path] = None, index_url: Optional[str] = None) -> int:
     """Check that images do not mix accelerator toolkit versions.
 
     REF is any skopeo transport: oci:DIR[:TAG], oci-archive:FILE, docker-archive:FILE,
     docker://REF, containers-storage:REF. Exit 0 clean, 1 violations, 2 unreadable.
+    With --requirements, the set pip would install is judged before any build.
     """
+    if requirements is not None:
+        return _requirements(requirements, expect, index_url, as_json,
+                             bool(refs or matrix_file))
+    if index_url is not None:
+        raise click.UsageError("--index-url goes with --requirements")
     from ..report import validation
     from ..validate import Target, validate_targets
 
@@ -103,3 +118,18 @@ def validate(context: Context, accelerators: tuple[str, ...], versions: tuple[st
                                                           copy_timeout=copy_timeout))
     validation.validation(outcomes, as_json)
     return max([o.exit_code for o in outcomes] + [0])
+
+
+def _requirements(path: Path, expect: Optional[str], index_url: Optional[str],
+                  as_json: bool, images: bool) -> int:
+    from ..report import validation
+    from ..validate.requirements import RequirementsRequest, check_requirements
+
+    if images:
+        raise click.UsageError("give REFs, --matrix or --requirements, one of them")
+    expectation = parse_expect(expect)
+    if expectation is None:
+        raise click.UsageError("--requirements needs --expect (cuda=12.8, rocm=6.4, cpu)")
+    verdict = check_requirements(RequirementsRequest(path, expectation, index_url))
+    validation.requirements(verdict, as_json)
+    return 0 if verdict.ok else 1
