@@ -238,3 +238,11 @@ def target_in(text: str) -> Optional[Target]:
     if not match:
         return None
     return Target(match.group(1), match.group(2))
+
+
+def majors_named(project: str) -> tuple[str, ...]:
+    """The CUDA majors whose component wheels NVIDIA names PROJECT ("nvidia-cuda-runtime"
+    -> ("13",), "nvidia-cudnn-cu12" -> ("12",)); empty for a name of no component. A
+    requirement that names a component without pinning it still says its major."""
+    name = re.sub(r"[-_.]+", "-", project).lower()
+    return tuple(sorted(m for m in _suffixes() if name in _names_of_major(m)))

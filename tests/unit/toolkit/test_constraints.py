@@ -119,3 +119,12 @@ def test_the_rendered_lines_write_files_pip_and_uv_parse(tmp_path: Path, url: st
     uv = tomllib.loads((tmp_path / "etc" / "uv" / "uv.toml").read_text())
     assert uv["constraint-dependencies"] == [c.line() for c in constraints_for(target)]
     assert uv.get("index-url") == url
+
+
+def test_a_components_name_says_its_major() -> None:
+    from aipcc_build.toolkit.constraints import majors_named
+
+    assert majors_named("nvidia-cuda-runtime") == ("13",)
+    assert majors_named("nvidia_cudnn_cu12") == ("12",)
+    assert majors_named("nvidia-cuda-runtime-cu11") == ("11",)
+    assert majors_named("torch") == ()
