@@ -123,7 +123,8 @@ def _pylock(data: Mapping[str, Any], source: str) -> tuple[Distribution, ...]:
 def _uv_lock(data: Mapping[str, Any], source: str) -> tuple[Distribution, ...]:
     """uv.lock: [[package]] with name, version, dependencies; the project's own packages
     (editable or virtual sources) request the rest and are not judged themselves."""
-    items, roots = [], []
+    items: list[tuple[str, str, bool, Sequence[str]]] = []
+    roots: list[str] = []
     for index, entry in enumerate(data.get("package") or []):
         if not isinstance(entry, Mapping) or not entry.get("name"):
             raise InputError("a package without a name", file=source,
