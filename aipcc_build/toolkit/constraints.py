@@ -54,8 +54,9 @@ _OLDER_MAJORS = {"11": "-cu11"}
 _JAX_CUDA = ("jax-cuda{major}-plugin", "jax-cuda{major}-pjrt")
 _JAX_ROCM = ("jax-rocm{major}-plugin", "jax-rocm{major}-pjrt")
 _ROCM_MAJORS = ("6", "60", "7")  # ROCm builds on PyPI (jax-rocm60-plugin is ROCm 6.0)
-# ROCm wheels not named by a major: out of CUDA and CPU images altogether.
-_ROCM_UNVERSIONED = ("onnxruntime-rocm",)
+# ROCm wheels not named by a major: out of CUDA and CPU images altogether (ONNX Runtime's
+# ROCm build; the Triton that PyTorch's ROCm wheels require).
+_ROCM_UNVERSIONED = ("onnxruntime-rocm", "pytorch-triton-rocm")
 
 
 @dataclass(frozen=True)

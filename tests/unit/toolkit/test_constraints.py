@@ -75,7 +75,8 @@ def test_rocm_and_cpu_images_keep_other_accelerators_out() -> None:
     assert admits(rocm, "jax-rocm6-plugin", "0.6.0")
     cpu = {c.project: Requirement(c.line()) for c in constraints_for(target_of("cpu", None))}
     for project in ("nvidia-cuda-runtime-cu12", "nvidia-cudnn-cu12", "nvidia-cuda-runtime",
-                    "jax-rocm7-plugin", "onnxruntime-rocm", "jax-cuda12-plugin"):
+                    "jax-rocm7-plugin", "onnxruntime-rocm", "jax-cuda12-plugin",
+                    "pytorch-triton-rocm"):
         assert not admits(cpu, project, "1.0"), project
 
 
