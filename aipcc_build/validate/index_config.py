@@ -30,7 +30,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
 from .. import image_labels
-from ..matrix.model import AUTH_BIN, INDEX_AUTH_MODES, NETRC_SECRET
 from .results import OK, VIOLATION, WARNING, Expectation, Finding, IndexSetting
 
 # Variables that give pip and uv a certificate of their own.
@@ -229,6 +228,10 @@ def files_the_tools_load(env: Mapping[str, str]) -> dict[str, str]:
 
 def judge_auth(env: Mapping[str, str], labels: Mapping[str, str]) -> list[Finding]:
     """Whether the image's environment authenticates to its index as its label says."""
+    # Imported here: the matrix package (YAML and all) is a tenth of a judgement of a
+    # requirements set, which never judges authentication.
+    from ..matrix.model import AUTH_BIN, INDEX_AUTH_MODES, NETRC_SECRET
+
     mode = labels.get(image_labels.WHEEL_INDEX_AUTH) or "none"
     source = f"config:Labels/{image_labels.WHEEL_INDEX_AUTH}"
     on_path = AUTH_BIN in env.get("PATH", "").split(":")
