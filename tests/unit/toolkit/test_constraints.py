@@ -129,3 +129,18 @@ def test_a_components_name_says_its_major() -> None:
     assert majors_named("nvidia_cudnn_cu12") == ("12",)
     assert majors_named("nvidia-cuda-runtime-cu11") == ("11",)
     assert majors_named("torch") == ()
+
+
+@pytest.mark.parametrize("matrix_file", ["aipcc.yaml", "demo.yaml", "ci.yaml"])
+def test_every_shipped_image_carries_the_constraints_of_its_own_release(
+        matrix_file: str) -> None:
+    from aipcc_build.matrix import load
+    from aipcc_build.render import render_all
+
+    repo = Path(__file__).resolve().parents[3]
+    for item in render_all(load(repo / "matrix" / matrix_file)):
+        target = target_of(item.image.accelerator, item.image.version)
+        assert f"ENV PIP_CONSTRAINT={CONSTRAINTS_PATH}" in item.text, item.path
+        assert f'ai.aipcc.constraints="{CONSTRAINTS_PATH}"' in item.text, item.path
+        if item.image.from_kind is None:  # a child inherits its parent's file
+            assert f"'# aipcc-build constraints: {target}'" in item.text, item.path
