@@ -31,6 +31,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cache
 from typing import Optional
 
 from . import components
@@ -126,11 +127,31 @@ def _names_of_major(major: str) -> set[str]:
         names.update(table.full[release])
     suffix = _suffixes()[major]
     projects = {f"nvidia-{name}{suffix}" for name in names}
-    # Own-scheme components keep the major in their names under every major
-    # (nvidia-cudnn-cu13 beside the unsuffixed CUDA 13 nvidia-cuda-runtime).
-    projects.update(f"nvidia-{name}-cu{major}" for name in table.own_scheme)
+    projects.update(_own_scheme_projects(major))
     projects.update(n.format(major=major) for n in _JAX_CUDA)
     return projects
+
+
+# The PyPI project a table entry's source names, built for CUDA 12: nvidia-cudnn-cu12,
+# cutensor-cu12, nvidia-dali-cuda120.
+_SOURCE_PROJECT = re.compile(r"pypi\.org/project/([A-Za-z0-9._-]+?)-(cu|cuda)12(0?)(?=\s|$)")
+
+
+@cache
+def _own_scheme_projects(major: str) -> frozenset[str]:
+    """The projects of the components on their own numbering built for MAJOR, named as
+    their CUDA 12 builds are (the table's sources): the major stays in the name under every
+    major (nvidia-cudnn-cu13 beside CUDA 13's unsuffixed nvidia-cuda-runtime; DALI's
+    nvidia-dali-cuda130)."""
+    table = components.table()
+    projects = set()
+    for name in table.own_scheme:
+        match = _SOURCE_PROJECT.search(table.sources.get(name, ""))
+        if match:
+            projects.add(f"{match.group(1)}-{match.group(2)}{major}{match.group(3)}")
+        else:
+            projects.add(f"nvidia-{name}-cu{major}")
+    return frozenset(projects)
 
 
 def _all_nvidia() -> set[str]:

@@ -144,3 +144,12 @@ def test_every_shipped_image_carries_the_constraints_of_its_own_release(
         assert f'ai.aipcc.constraints="{CONSTRAINTS_PATH}"' in item.text, item.path
         if item.image.from_kind is None:  # a child inherits its parent's file
             assert f"'# aipcc-build constraints: {target}'" in item.text, item.path
+
+
+def test_components_on_their_own_numbering_are_named_as_their_projects_are() -> None:
+    # The table's sources name the CUDA 12 builds; other majors follow the same pattern.
+    c130 = admitted("13.0.1")
+    for project in ("cutensor-cu12", "nvidia-dali-cuda120", "nvidia-nccl-cu12"):
+        assert not admits(c130, project, "1.0"), project
+    assert admits(c130, "cutensor-cu13", "2.3.0") and admits(c130, "nvidia-dali-cuda130", "1.0")
+    assert "nvidia-dali-cu12" not in admitted("12.8.1")  # no such project
