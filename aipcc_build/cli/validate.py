@@ -67,6 +67,14 @@ def _naming_option(outcome: Outcome) -> Outcome:
 @click.option("--copy-timeout", type=click.FloatRange(min=0, min_open=True),
               default=COPY_TIMEOUT, show_default=True, metavar="SECONDS",
               help="Stop the copy of an image that cannot be read in place after this long.")
+@click.option("--requirements", "requirements",
+              type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
+              help="Judge a requirements set instead of images (with --expect): a "
+                   "requirements file (resolved by pip, dry run), pip's --report JSON, "
+                   "pylock.toml or uv.lock.")
+@click.option("--index-url", metavar="URL",
+              help="With --requirements FILE: resolve against this index (default: pip's "
+                   "configuration).")
 @reference_options
 @raw_filters
 @pass_context
@@ -77,7 +85,8 @@ def validate(context: Context, accelerators: tuple[str, ...], versions: tuple[st
              as_json: bool, strict_layers: bool, platform: Optional[str],
              cache_dir: Optional[Path], pushed: bool, allow_missing: bool,
              build_id: Optional[str],
-             registry: Optional[str], copy_timeout: float, tls_verify: bool = True) -> int:
+             registry: Optional[str], copy_timeout: float, tls_verify: bool = True,
+             requirements: Optional[Path] = None, index_url: Optional[str] = None) -> int:
     """Check that images do not mix accelerator toolkit versions.
 
     REF is any skopeo transport: oci:DIR[:TAG], oci-archive:FILE, docker-archive:FILE,
@@ -86,6 +95,7 @@ def validate(context: Context, accelerators: tuple[str, ...], versions: tuple[st
     REF and a matrix named (--matrix before or after the command, or AIPCC_BUILD_MATRIX):
     every image of the matrix, in local storage or (--pushed) where the build pushed it.
     Exit 0 clean, 1 violations (or, with a matrix, an image not found), 2 unreadable.
+    With --requirements, the set pip would install is judged before any build.
     """
     from dataclasses import replace
 
@@ -103,6 +113,11 @@ def validate(context: Context, accelerators: tuple[str, ...], versions: tuple[st
     # A matrix named in the environment does not turn REFs away: a CI job may export it.
     matrix_file = context.matrix_path if context.matrix_given and not (
         refs and context.matrix_given == "environment") else None
+    if requirements is not None:
+        return _requirements(requirements, expect, index_url, as_json,
+                             bool(refs or matrix_file))
+    if index_url is not None:
+        raise click.UsageError("--index-url goes with --requirements")
     if matrix_file is None and not refs:
         raise click.UsageError("give at least one REF, or --matrix FILE")
     if matrix_file is not None and refs:
@@ -126,3 +141,18 @@ def validate(context: Context, accelerators: tuple[str, ...], versions: tuple[st
     run = replace(run, outcomes=tuple(_naming_option(o) for o in run.outcomes))
     validation.validation(run, as_json)
     return run.exit_code
+
+
+def _requirements(path: Path, expect: Optional[str], index_url: Optional[str],
+                  as_json: bool, images: bool) -> int:
+    from ..report import validation
+    from ..validate.requirements import RequirementsRequest, check_requirements
+
+    if images:
+        raise click.UsageError("give REFs, --matrix or --requirements, one of them")
+    expectation = parse_expect(expect)
+    if expectation is None:
+        raise click.UsageError("--requirements needs --expect (cuda=12.8, rocm=6.4, cpu)")
+    verdict = check_requirements(RequirementsRequest(path, expectation, index_url))
+    validation.requirements(verdict, as_json)
+    return 0 if verdict.ok else 1

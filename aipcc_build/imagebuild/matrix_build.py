@@ -105,6 +105,7 @@ def build_matrix(request: MatrixBuild, on_event: Callable[[Event], None],
     for message in preflight.check_eol(images, dt.date.today(), request.allow_eol):
         on_event(Warned(f"{message}: building it because end-of-life builds are allowed"))
     preflight.check_contexts(images)
+    preflight.check_requirements(images)
     preflight.check_emulation(plan, request.binfmt_dir)
     preflight.check_wheel_indexes(images)
     processes = processes or ProcessRunner()

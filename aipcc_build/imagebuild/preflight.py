@@ -70,6 +70,32 @@ def check_contexts(images: Sequence[ImageSpec]) -> None:
                              field=f"images.{image.kind}.context")
 
 
+def check_requirements(images: Sequence[ImageSpec]) -> None:
+    """Refuse, before anything builds, an image whose requirements file (the matrix's
+    `requirements`, what its template installs) resolves to wheels of another toolkit than
+    the image's: the set is judged as `validate --requirements` judges it, resolved against
+    the image's wheel index. Each file is judged once per toolkit release and index."""
+    from ..validate import Expectation
+    from ..validate.requirements import RequirementsRequest
+    from ..validate.requirements import check_requirements as judge
+
+    judged: dict[tuple[str, str, Optional[str], Optional[str]], list[str]] = {}
+    for image in images:
+        if image.requirements is None:
+            continue
+        key = (image.requirements, image.accelerator, image.version, image.wheel_index)
+        if key not in judged:
+            verdict = judge(RequirementsRequest(
+                Path(image.requirements), Expectation(image.accelerator, image.version,
+                                                      source="matrix"), image.wheel_index))
+            judged[key] = [f"{f.component} {f.component_version}: {f.reason}"
+                           for f in verdict.findings if f.status == "violation"]
+        if judged[key]:
+            raise CheckFailed(f"{image.key}: its requirements ({image.requirements}) bring "
+                              "another toolkit: " + "; ".join(judged[key]),
+                              field=f"images.{image.kind}.requirements")
+
+
 def check_emulation(plan: BuildPlan, binfmt_dir: str = BINFMT_DIR) -> None:
     """Refuse, before anything builds, a foreign platform no emulator is registered for:
     its first RUN step would fail with "exec format error" after the native builds ran."""

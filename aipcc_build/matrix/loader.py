@@ -560,7 +560,7 @@ def _image_kind(reader: _Reader, kind: str, key_node: yaml.Node, value: yaml.Nod
     reader.name(key_node, field)
     fields = reader.mapping(value, field,
                             ("template", "repository", "os", "from_image", "resources", "allow",
-                             "context", "platforms"),
+                             "context", "platforms", "requirements"),
                             ("template", "os"))
     template_node = fields["template"][1]
     template = reader.scalar(template_node, f"{field}.template", SAFE_PATH, SAFE_PATH_WHAT)
@@ -598,10 +598,20 @@ def _image_kind(reader: _Reader, kind: str, key_node: yaml.Node, value: yaml.Nod
         # build inputs (the demo's wheelhouse) are often fetched after `render --check`.
         context = str((matrix_dir / reader.scalar(fields["context"][1], f"{field}.context",
                                                   SAFE_PATH, SAFE_PATH_WHAT)).resolve())
+    requirements = None
+    if "requirements" in fields:
+        # Relative to the matrix file; judged before a build (validate --requirements).
+        node = fields["requirements"][1]
+        path = matrix_dir / reader.scalar(node, f"{field}.requirements")
+        if not path.is_file():
+            raise reader.error(node, f"{field}.requirements",
+                               f"requirements file '{path}' not found")
+        requirements = str(path.resolve())
     return ImageKind(
         name=kind, template=template, repository=repository, os=tuple(os_names),
         from_image=from_image, resources=resources, allow=_allow_rules(reader, fields, field),
         context=context, platforms=_platforms(reader, fields, "platforms", f"{field}.platforms"),
+        requirements=requirements,
     )
 
 

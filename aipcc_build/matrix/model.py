@@ -188,6 +188,8 @@ class ImageKind:
     allow: tuple[AllowRule, ...] = ()
     context: Optional[str] = None  # absolute build-context directory; None: the Containerfile's
     platforms: tuple[str, ...] = ()  # the platforms this kind is built for; () = any
+    # The requirements its template installs (absolute path): judged before the build.
+    requirements: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -247,6 +249,7 @@ class ImageSpec:
     toolkit: Optional[ToolkitVersion] = None
     allow: tuple[AllowRule, ...] = ()  # accelerator, version and kind rules together
     context: str = ""  # the kind's build-context directory; read it with plan.build_context
+    requirements: Optional[str] = None  # the kind's requirements file, judged before a build
     wheel_index: Optional[str] = None  # the index pip and uv use in the image, when the
     # matrix has a wheel_index pattern
     wheel_index_auth: str = "none"  # how pip and uv authenticate to it (INDEX_AUTH_MODES)

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from ..matrix import AllowRule
     from ..validate import Finding, ImageVerdict, Outcome
     from ..validate.matrix_run import ValidationRun
+    from ..validate.requirements import RequirementsVerdict
 
 
 def _rule_record(rule: AllowRule) -> dict[str, Any]:
@@ -146,3 +147,26 @@ def validation(run: ValidationRun, as_json: bool) -> None:
                 sys.stdout.write(f"  {verdict.ref} {verdict.platform}: stale allow rule{where}: "
                                  f"{rule.reason}\n")
     sys.stderr.write(summary_line(run) + "\n")
+
+
+def requirements(verdict: RequirementsVerdict, as_json: bool) -> None:
+    """The verdict of `validate --requirements`: JSON, or one line and the findings that
+    are not ok (each naming the requirement that brings the distribution)."""
+    expected = verdict.expected
+    if as_json:
+        emit_json({
+            "requirements": verdict.source,
+            "expected": {"accelerator": expected.accelerator, "version": expected.version},
+            "verdict": "ok" if verdict.ok else "failed",
+            "distributions": len(verdict.distributions),
+            "findings": [_finding_record(f) for f in verdict.findings],
+        })
+        return
+    result = "ok" if verdict.ok else "failed"
+    sys.stdout.write(f"{verdict.source}: {result} (expected {expected}; "
+                     f"{len(verdict.distributions)} distributions, "
+                     f"{len(verdict.findings)} of a toolkit)\n")
+    for finding in verdict.findings:
+        if finding.status != "ok":
+            sys.stdout.write(f"  {finding.status}: {finding.component} "
+                             f"{finding.component_version}: {finding.reason}\n")

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Optional, Protocol
@@ -67,6 +67,8 @@ class ComponentTable:
     full: dict[str, dict[str, str]]  # "12.8.1" -> {component: pinned version}
     wheel_suffix: dict[str, str]  # CUDA major -> wheel project suffix ("12" -> "-cu12")
     rpm_suffix: str  # NVIDIA's RPM release field: "-1"
+    # own-scheme component -> where the table found it ("pypi.org/project/nvidia-cudnn-cu12")
+    sources: dict[str, str] = field(default_factory=dict)
 
 
 def _key(version: str) -> tuple[int, ...]:
@@ -102,6 +104,8 @@ def table() -> ComponentTable:
         full=full,
         wheel_suffix=dict(data["wheels"]["suffix"]),
         rpm_suffix=data["rpm"]["release_suffix"],
+        sources={name: str(about.get("source", ""))
+                 for name, about in data["own_scheme"].items()},
     )
 
 

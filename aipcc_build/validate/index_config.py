@@ -38,8 +38,10 @@ CERT_VARIABLES = ("PIP_CLIENT_CERT", "SSL_CLIENT_CERT")
 
 # The config files a layer scan reads (by name: the environment that names others comes
 # later). Paths as the walker gives them, with a leading "/".
-CONFIG_FILE = re.compile(r"/(?:pip\.conf|pip\.ini|uv\.toml)$")
-CONFIG_FILE_SUFFIXES = (b"pip.conf", b"pip.ini", b"uv.toml")  # the layer walker's first filter
+# The constraints file the renderer writes is read with them (constraints_check).
+CONFIG_FILE = re.compile(r"/(?:pip\.conf|pip\.ini|uv\.toml|aipcc-constraints\.txt)$")
+CONFIG_FILE_SUFFIXES = (b"pip.conf", b"pip.ini", b"uv.toml",
+                        b"aipcc-constraints.txt")  # the layer walker's first filter
 # Variables pip and uv read, and whether each holds one URL or a space-separated list.
 # UV_INDEX entries may be named: "name=https://...".
 ENV_VARIABLES = {
@@ -69,6 +71,10 @@ def settings_from_text(path: str, text: str, toml: bool
     else:
         import tomli as tomllib
 
+    if path.endswith("/aipcc-constraints.txt"):
+        from .constraints_check import constraints_setting
+
+        return [constraints_setting(path, text)], None
     try:
         if toml:
             return _uv_settings(path, tomllib.loads(text)), None

@@ -28,6 +28,7 @@ from ..toolkit.components import (
     scheme,
 )
 from .config_env import config_evidence, major_minor
+from .constraints_check import CONSTRAINTS_KEY, judge_constraints
 from .image import PlatformImage
 from .index_config import (
     CONFIG_FILE,
@@ -443,8 +444,11 @@ def _index_checks(image: PlatformImage, scans: Sequence[LayerScan], removals: _R
         for setting in scan.index_settings:
             if removals.removed_by(number, setting.source, content=True) is None:
                 settings.append((setting, scan.digest))
+    constraints = [(s, d) for s, d in settings if s.key == CONSTRAINTS_KEY]
+    settings = [(s, d) for s, d in settings if s.key != CONSTRAINTS_KEY]
     index = expected.index or image.labels.get(image_labels.WHEEL_INDEX) or None
     findings = judge_settings(settings, expected, index)
+    findings += judge_constraints(constraints, image.env, image.labels, expected)
     held = _scanned_config_files(scans, removals)
     for variable, path in named_files(image.env, image.working_dir):
         if path not in held:

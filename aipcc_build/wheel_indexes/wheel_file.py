@@ -21,6 +21,7 @@ from email.parser import BytesHeaderParser
 from pathlib import Path
 from typing import BinaryIO, Optional
 
+from ..toolkit.constraints import majors_named
 from ..validate.detect import WANT_MEMORY, LayerDetector, wheel_evidence
 from ..validate.results import Evidence
 
@@ -191,9 +192,10 @@ def _requirement_evidence(requirement: str) -> Optional[Evidence]:
     if found is None:
         return None
     if pin is None and found.release is None:
-        # Unpinned, only a -cuNN suffix says anything: the CUDA major.
-        suffix = re.search(r"-cu(\d+)$", normalize(match.group(1)))
-        if suffix is None:
+        # Unpinned, only the name says anything: the CUDA major whose components are named
+        # so (-cu12; CUDA 13's carry no suffix).
+        majors = majors_named(match.group(1))
+        if len(majors) != 1:
             return None
-        found = replace(found, release=suffix.group(1))
+        found = replace(found, release=majors[0])
     return replace(found, kind="requires-dist")

@@ -167,13 +167,15 @@ def test_gitlab_child_pipeline_builds_the_demo_from_a_clean_clone(
 def mixed_clone(tmp_path_factory: pytest.TempPathFactory, engines: dict[str, str],
                 debian_base: str, wheel_index: Any) -> Path:
     """A clone whose CUDA 12.8 base image also installs NVTX from CUDA 12.9, pointing pip
-    at the 12.9 index (its own offers only 12.8 wheels): rendered and committed, as a
-    contributor's mistake would be."""
+    at the 12.9 index (its own offers only 12.8 wheels) and overriding the image's
+    constraints (which refuse it otherwise): rendered and committed, as a contributor's
+    mistake would be."""
     clone = clean_clone(tmp_path_factory.mktemp("mixed") / "clone")
     template = clone / "templates" / "demo" / "base.Containerfile.j2"
     template.write_text(template.read_text() + (
         '{% if version == "12.8.1" %}\n'
-        f"RUN pip install -U --index-url {wheel_index.urls['cuda12.9-debian']} "
+        "RUN PIP_CONSTRAINT=/dev/null pip install -U --index-url "
+        f"{wheel_index.urls['cuda12.9-debian']} "
         "nvidia-nvtx-cu12==12.9.79\n"
         "{% endif %}\n"))
     rendered = run(engines, clone, "aipcc-build", "--matrix", "matrix/demo.yaml", "render")

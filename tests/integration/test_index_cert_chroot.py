@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from aipcc_build.render.containerfiles import index_config
+from aipcc_build.render.containerfiles import tool_config
+from aipcc_build.toolkit.constraints import target_of
 from tests.support.certs import ENTITLEMENT_ID, certificates
 from tests.support.http_server import serving
 from tests.support.wheels import make_wheel
@@ -90,7 +91,7 @@ def test_the_combined_key_stays_on_no_host_file_under_chroot_isolation(
                 "ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 "
                 "PIP_PYTHON=/opt/venv/bin/python PIP_CERT=/test-ca/ca.pem",
                 "RUN python3 -m venv --without-pip /opt/venv",
-                index_config(f"{origin}/simple/", "client-cert"),
+                tool_config(f"{origin}/simple/", target_of("cpu", None), "client-cert"),
                 # Succeeds only with the certificate presented.
                 "RUN pip install cpu-lib && /opt/venv/bin/python -c 'import cpu_lib'",
                 # A pip that fails, and one ended by SIGKILL mid-run.
