@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from ..errors import AipccError
+from ..imagefs.blobs import LayerJob, TarSplitLayer
+from ..imagefs.image import PlatformImage, open_image
+from ..imagefs.lookup import FileRead
 from ..tools.skopeo import Skopeo
-from .blobs import LayerJob, TarSplitLayer
 from .cache import LayerCache, default_cache_dir
-from .image import PlatformImage, open_image
-from .results import VIOLATION, Expectation, FileRead, ImageVerdict, LayerScan
+from .results import VIOLATION, Expectation, ImageVerdict, LayerScan
 from .verdict import judge, unread_named_files
 
 if TYPE_CHECKING:
@@ -159,9 +160,10 @@ def _read_named_files(image: PlatformImage, scans: Sequence[LayerScan],
     if not unread:
         return {}
     # Imported here: the usual image never needs this second read.
-    from .lookup import read_path
+    from ..imagefs.lookup import read_path
+    from .detect import SMALL_FILE_LIMIT
 
-    return {path: read_path(layers, path) for path in unread}
+    return {path: read_path(layers, path, SMALL_FILE_LIMIT) for path in unread}
 
 
 @dataclass(frozen=True)

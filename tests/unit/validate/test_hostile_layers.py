@@ -13,8 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from aipcc_build.validate import detect, symlinks
-from aipcc_build.validate.blobs import BlobLocation, LayerJob
+from aipcc_build.imagefs import symlinks
+from aipcc_build.imagefs.blobs import BlobLocation, LayerJob
+from aipcc_build.validate import detect
 from aipcc_build.validate.cache import LayerCache
 from aipcc_build.validate.layers import scan_layer
 from aipcc_build.validate.results import LayerScan
