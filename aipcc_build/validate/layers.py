@@ -41,6 +41,23 @@ REFUSED = "refused-layer"
 TOOLKIT_PREFIXES = ("/usr/local/", "/opt/", "/etc/alternatives/")
 
 
+# Linux's limits on a name and a path: the engine cannot create a member past them.
+NAME_MAX = 255
+PATH_MAX = 4096
+
+
+def engine_name_problem(path: str, link: bytes) -> str:
+    """Why the engine cannot create a member at PATH (linking to LINK), or ""."""
+    if len(path.encode("utf-8", "surrogateescape")) >= PATH_MAX:
+        return f"a path of {len(path)} characters, Linux takes fewer than {PATH_MAX} bytes"
+    if len(link) >= PATH_MAX:
+        return f"a link target of {len(link)} bytes, Linux takes fewer than {PATH_MAX}"
+    longest = max(len(part.encode("utf-8", "surrogateescape")) for part in path.split("/"))
+    if longest > NAME_MAX:
+        return f"a name of {longest} bytes, Linux takes at most {NAME_MAX}"
+    return ""
+
+
 class Refused(Exception):
     """The engine would refuse this layer; the message says why."""
 
@@ -105,7 +122,8 @@ def _walk(stream: LayerStream, detector: LayerDetector, workdir: Path,
             raw = raw[2:]
         # Most members are ordinary files no detector cares about: a few bytes checks and
         # one regex decide that before any decoding.
-        if (kind in _PLAIN_KINDS and raw[:1] != b"/" and b".." not in raw
+        if (kind in _PLAIN_KINDS and len(raw) < NAME_MAX and raw[:1] != b"/"
+                and b".." not in raw
                 and b"./" not in raw and b"//" not in raw
                 and b".wh." not in raw and entry.size <= MAX_MEMBER_SIZE
                 and not entry.mode & ODD_MODE and not looks_interesting(raw)
@@ -117,6 +135,9 @@ def _walk(stream: LayerStream, detector: LayerDetector, workdir: Path,
             path = clean(name)
         except Breakout as exc:
             raise Refused(f"member {exc}") from exc
+        too_long = engine_name_problem(path, entry.link)
+        if too_long:
+            raise Refused(f"member {name[:200]!r}...: {too_long}")
         if kind not in ENGINE_KINDS and kind != GLOBAL:
             raise Refused(f"member {name!r} has tar type {kind!r}, which the engine "
                           "does not create")

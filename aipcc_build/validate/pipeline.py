@@ -15,6 +15,7 @@ from ..imagefs.lookup import FileRead
 from ..tools.skopeo import Skopeo
 from .cache import LayerCache, default_cache_dir
 from .results import VIOLATION, Expectation, ImageVerdict, LayerScan
+from .rootfs import diff_id_findings
 from .verdict import judge, unread_named_files
 
 if TYPE_CHECKING:
@@ -145,9 +146,10 @@ def validate_image(
             image_scans = [scans[layer.digest] for layer in image.layers]
             reads = _read_named_files(image, image_scans,
                                       [jobs[layer.digest] for layer in image.layers])
+            verdict = judge(ref, image, image_scans, expect, allow, strict_layers,
+                            sum(1 for layer in image.layers if layer.digest in cached), reads)
             verdicts.append(replace(
-                judge(ref, image, image_scans, expect, allow, strict_layers,
-                      sum(1 for layer in image.layers if layer.digest in cached), reads),
+                verdict, findings=(*verdict.findings, *diff_id_findings(image, image_scans)),
                 layers_read=opened.layers_read))
         return verdicts
 

@@ -4,6 +4,7 @@ disk are bounded."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import tarfile
 import uuid
@@ -42,6 +43,10 @@ class Layout:
 
     def image(self, layer: bytes, config: dict[str, object]) -> Layout:
         layer_digest = self.put(layer)
+        rootfs = config.get("rootfs")
+        if rootfs == {"diff_ids": []}:  # unless a test says otherwise, the config is right
+            tar = gzip.decompress(layer) if layer[:2] == b"\x1f\x8b" else layer
+            config = {**config, "rootfs": {"diff_ids": [sha256(tar)]}}
         manifest = {"schemaVersion": 2,
                     "config": {"digest": self.put(json.dumps(config).encode())},
                     "layers": [{"digest": layer_digest, "size": len(layer)}]}
@@ -77,6 +82,25 @@ def test_a_tampered_layer_blob_is_refused(tmp_path: Path, validate) -> None:
     assert result.code == 2
     assert f"layer {sha256(CUDA_129)} does not match its digest" in result.out
     assert sha256(CUDA_128) in result.out
+
+
+@pytest.mark.parametrize(("diff_ids", "reason"), [
+    ([], "the config lists 0 layers, the image ships 1: refused"),
+    ([sha256(CUDA_128)], f"layer 1 is {sha256(CUDA_129)} uncompressed, the config says "
+                         f"{sha256(CUDA_128)}: refused"),
+])
+def test_a_config_that_does_not_list_the_layers_is_refused(
+        tmp_path: Path, validate, diff_ids: list[str], reason: str) -> None:
+    # The layer is gzip'd: its diffID is the digest of the tar inside, not of the blob.
+    layer = gzip.compress(CUDA_129, mtime=0)
+    layout = Layout(tmp_path / "oci").image(layer, config(rootfs={"diff_ids": diff_ids,
+                                                                  "type": "layers"}))
+    result = validate(layout)
+    assert result.code == 1
+    refused = [line for line in result.out.splitlines() if "rootfs.diff_ids" in line]
+    at = "rootfs.diff_ids" + (f" [layer {sha256(layer)[:19]}]" if diff_ids else "")
+    assert refused == [f"  oci:{layout.root} linux/amd64: violation: layers (config) at {at}: "
+                       f"{reason}"]
 
 
 def test_a_tampered_manifest_or_config_blob_is_refused(tmp_path: Path, validate) -> None:
