@@ -14,15 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 from .blobs import LayerJob
-from .paths import Breakout, clean, parent_and_base, whiteout_of
 from .symlinks import MAX_HOPS, resolve_link
-from .tar import DIRECTORY, GLOBAL, HARDLINK, REGULAR, SYMLINK, TarError, TarWalker
-
-if TYPE_CHECKING:
-    from .stream import LayerStream
+from .tar import DIRECTORY, HARDLINK, REGULAR, SYMLINK, TarError
 
 
 @dataclass(frozen=True)
@@ -59,60 +55,36 @@ class LayerView:
     content: Optional[bytes] = None
 
 
-def _implied_directories(kinds: dict[str, str], path: str) -> None:
-    parent = parent_and_base(path)[0]
-    while parent != "/" and parent not in kinds:
-        kinds[parent] = DIRECTORY
-        parent = parent_and_base(parent)[0]
-
-
-def _view(stream: LayerStream, view: LayerView, limit: int) -> None:
-    walker = TarWalker(stream)
-    for entry in walker:
-        try:
-            path = clean(entry.name.decode("utf-8", "surrogateescape"))
-        except Breakout as exc:
-            raise TarError(f"the engine refuses this layer: member {exc}") from exc
-        if path == "/":
-            continue
-        _implied_directories(view.kinds, path)
-        removal = whiteout_of(path)
-        if removal is not None:
-            what, where = removal
-            if what == "opaque":
-                view.opaque.append(where)
-            elif what == "remove":
-                view.whiteouts.append(where)
-            continue
-        if entry.kind == GLOBAL:
-            if view.kinds.get(path) != DIRECTORY:
-                view.kinds.pop(path, None)  # the engine removes what it names
-            continue
-        view.kinds[path] = entry.kind
-        if entry.kind == SYMLINK:
-            view.links[path] = entry.link.decode("utf-8", "surrogateescape")
-        elif entry.kind == HARDLINK:
-            try:
-                view.links[path] = clean(entry.link.decode("utf-8", "surrogateescape"))
-            except Breakout:
-                view.links[path] = ""
-        if path == view.wanted:
-            view.size = entry.size
-            view.content = walker.read_data() \
-                if entry.kind == REGULAR and entry.size <= limit else None
-
-
 def view_layer(job: LayerJob, wanted: str, limit: int) -> LayerView:
-    """Walk one layer for a lookup of paths (a second read, after the scans). Raises
-    TarError when the layer cannot be read, does not match its digest, or local storage
-    refuses WANTED's content."""
-    from .stream import read_layer  # the inflaters: not for validations that never look
+    """Unpack one layer as the engine does, for a lookup of paths (a second read, after
+    the scans). Raises TarError when the layer cannot be read, does not match its digest,
+    the engine would refuse it, or local storage refuses WANTED's content."""
+    # The inflaters and the unpacking model: not for validations that never look.
+    from .stream import read_layer
+    from .tree import WHITEOUT, LayerRefused, Node, unpack
 
     view = LayerView(wanted)
-    refused = dict(read_layer(job, lambda stream: _view(stream, view, limit)).refused)
+    tree: dict[str, Node] = {"/": Node(DIRECTORY, 0o755)}
+    try:
+        read = read_layer(job, lambda stream: unpack(stream, tree, view, limit))
+    except LayerRefused as exc:
+        raise TarError(f"layer {job.digest} is refused by the container engine: {exc}") \
+            from exc
+    refused = dict(read.refused)
     if wanted in refused:
         raise TarError(f"layer {job.digest}: {wanted} not read: {refused[wanted]}")
+    for path, node in tree.items():
+        if node.opaque:
+            view.opaque.append(path)
+        if node.kind == WHITEOUT:
+            view.whiteouts.append(path)
+        elif path != "/":
+            hard = node.kind == REGULAR and node.first != path
+            view.kinds[path] = HARDLINK if hard else node.kind
+            if hard or node.kind == SYMLINK:
+                view.links[path] = node.first if hard else node.link
     return view
+
 
 # What a layer says about a path.
 _LINK, _FILE, _ABSENT = "link", "file", "absent"

@@ -1,7 +1,7 @@
 """Where a member lands, as containers/storage decides it (pkg/archive): Go's
-`filepath.Clean` of the name, joined under the layer's root; a name that still climbs
-above the root after cleaning makes the engine refuse the whole layer. Whiteouts are the
-OCI image spec's: `.wh.NAME` removes NAME from lower layers, `.wh..wh..opq` hides all
+`filepath.Clean` of the name, joined under the layer's root it is chrooted in (so `..`
+stops at the root); a name held twice refuses the layer. Whiteouts are the OCI image
+spec's: `.wh.NAME` removes NAME from lower layers, `.wh..wh..opq` hides all
 lower content of its directory; other `.wh..wh.` names are aufs metadata."""
 
 from __future__ import annotations
@@ -13,29 +13,50 @@ OPAQUE = ".wh..wh..opq"
 AUFS_META_PREFIX = ".wh..wh."
 
 
-class Breakout(Exception):
-    """A member name that climbs out of the layer's root: the engine refuses the layer."""
-
-
 def clean(name: str) -> str:
-    """The absolute path NAME lands at ("/" for the root). `..` is resolved lexically, as
-    Go's filepath.Clean does; raises Breakout when a relative NAME climbs above the root
-    (an absolute one cannot: "/.." is "/")."""
-    absolute = name.startswith("/")
+    """The absolute path NAME lands at ("/" for the root). The engine unpacks chrooted in
+    the layer's directory, so `..` is resolved lexically and stops at the root, for
+    relative and absolute names alike ("a/../../etc" lands at "/etc")."""
     parts: list[str] = []
     for part in name.split("/"):
         if part in ("", "."):
             continue
         if part == "..":
-            if parts and parts[-1] != "..":
+            if parts:
                 parts.pop()
-            elif not absolute:
-                parts.append("..")
             continue
         parts.append(part)
-    if parts and parts[0] == "..":
-        raise Breakout(f"{name!r} climbs out of the layer")
     return "/" + "/".join(parts)
+
+
+def climbs(name: str) -> bool:
+    """Whether a relative NAME climbs above the root before `clean` stops it there."""
+    depth = 0
+    for part in name.split("/"):
+        if part == "..":
+            depth -= 1
+            if depth < 0 and not name.startswith("/"):
+                return True
+        elif part not in ("", "."):
+            depth += 1
+    return False
+
+
+def duplicate_key(name: str) -> str:
+    """The key containers/storage refuses a layer for holding twice: Go's filepath.Clean
+    of the name, which keeps a leading "/" and leading ".." ("./f", "a/../f" and "f/" are
+    one name; "/f" is another)."""
+    absolute = name.startswith("/")
+    parts: list[str] = []
+    for part in name.split("/"):
+        if part in ("", "."):
+            continue
+        if part == ".." and parts and parts[-1] != "..":
+            parts.pop()
+        elif part != ".." or not absolute:
+            parts.append(part)
+    joined = "/".join(parts)
+    return "/" + joined if absolute else joined or "."
 
 
 def parent_and_base(path: str) -> tuple[str, str]:

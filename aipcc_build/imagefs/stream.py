@@ -23,8 +23,6 @@ from .tarsplit import TarSplitError, TarSplitStream
 GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
-LayerStream = Union[BinaryIO, TarSplitStream]
-
 
 class _RangeFile(io.RawIOBase):
     """A read-only window on a file, so archives are read in place; every byte read is
@@ -98,6 +96,9 @@ class _HashedTar:
         return f"sha256:{self._hash.hexdigest()}"
 
 
+LayerStream = Union[BinaryIO, TarSplitStream, _HashedTar]
+
+
 def open_layer(raw: _RangeFile) -> tuple[BinaryIO, bool]:
     """The decompressed stream of a blob, by its magic bytes (media types can lie), and
     whether it was compressed."""
@@ -111,7 +112,7 @@ def open_layer(raw: _RangeFile) -> tuple[BinaryIO, bool]:
         # zstd:chunked is many frames plus skippable ones: keep reading across frames.
         reader = zstandard.ZstdDecompressor().stream_reader(
             raw, read_size=CHUNK, read_across_frames=True)  # type: ignore[arg-type]
-        return reader, True  # type: ignore[return-value]
+        return reader, True
     return io.BufferedReader(raw, CHUNK), False
 
 
@@ -144,11 +145,12 @@ def read_layer(job: LayerJob, walk: Callable[[LayerStream], None]) -> LayerRead:
     except (OSError, ValueError) as exc:
         raise TarError(f"cannot open layer blob: {exc}") from exc
     try:
-        stream, compressed = open_layer(raw)
-        with stream:
+        decompressed, compressed = open_layer(raw)
+        with decompressed:
             # An uncompressed blob stored under its sha256 is its own diffID.
-            tar = _HashedTar(stream) if compressed or raw.algorithm != "sha256" else None
-            walk(tar or stream)
+            tar = _HashedTar(decompressed) if compressed or raw.algorithm != "sha256" \
+                else None
+            walk(tar or decompressed)
             diff_id = tar.diff_id() if tar else None
         actual = raw.digest()
     except (TarError, OSError, EOFError, zstandard.ZstdError) as exc:

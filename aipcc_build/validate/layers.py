@@ -1,8 +1,8 @@
 """Scan one layer for evidence and hazards, read by the engine's rules (`imagefs`).
 
 The caller runs one layer per process to use every core. Members are named, placed and
-refused as the container engine does it: a member the engine would refuse (a name that
-climbs out of the layer, a type it cannot create, a hard link to nothing) ends the scan
+refused as the container engine does it: a member the engine would refuse (a name held
+twice, a type it cannot create, a hard link to nothing) ends the scan
 with a severe hazard naming the layer and why, since the engine would not run the image.
 """
 
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..imagefs.blobs import LayerJob
-from ..imagefs.paths import Breakout, clean, parent_and_base, whiteout_of
+from ..imagefs.paths import clean, climbs, duplicate_key, parent_and_base, whiteout_of
 from ..imagefs.stream import LayerStream, read_layer
 from ..imagefs.symlinks import Budget, BudgetExceeded, resolve_link
 from ..imagefs.tar import (
@@ -111,8 +111,8 @@ def _walk(stream: LayerStream, detector: LayerDetector, workdir: Path,
     entries = 0
     walker = TarWalker(stream)
     looks_interesting = CANDIDATE_BYTES.search
-    # A hard link names a member earlier in the same layer (the engine links to what it
-    # has written so far): the paths seen so far, hashed, a few bytes each.
+    # The names seen so far (their duplicate keys, hashed: a few bytes each): the engine
+    # refuses a layer holding a name twice, and a hard link to a name not yet written.
     names: set[int] = set()
     for entry in walker:
         entries += 1
@@ -128,22 +128,30 @@ def _walk(stream: LayerStream, detector: LayerDetector, workdir: Path,
                 and b".wh." not in raw and entry.size <= MAX_MEMBER_SIZE
                 and not entry.mode & ODD_MODE and not looks_interesting(raw)
                 and not raw.endswith(CANDIDATE_SUFFIXES)):
-            names.add(hash(raw.rstrip(b"/")))
+            key = hash(raw.rstrip(b"/"))  # the duplicate key of a plain relative name
+            if key in names:
+                raise Refused(f"member {_decode(entry.name)!r} is the layer's second of "
+                              "that name")
+            names.add(key)
             continue
-        name = _decode(raw)
-        try:
-            path = clean(name)
-        except Breakout as exc:
-            raise Refused(f"member {exc}") from exc
+        name = _decode(entry.name)
+        key = hash(duplicate_key(name).encode("utf-8", "surrogateescape"))
+        if key in names:
+            raise Refused(f"member {name!r} is the layer's second of that name")
+        names.add(key)
+        path = clean(name)
         too_long = engine_name_problem(path, entry.link)
         if too_long:
             raise Refused(f"member {name[:200]!r}...: {too_long}")
         if kind not in ENGINE_KINDS and kind != GLOBAL:
             raise Refused(f"member {name!r} has tar type {kind!r}, which the engine "
                           "does not create")
-        names.add(hash(path[1:].encode("utf-8", "surrogateescape")))
         if name.startswith("/"):
             hazards.append(Hazard("absolute-path", name, f"tar member name {name!r}",
+                                  severe=False))
+        elif climbs(name):
+            hazards.append(Hazard("path-traversal", name, f"tar member name {name!r} climbs "
+                                  f"above the root: the engine puts it at {path}",
                                   severe=False))
         if entry.size > MAX_MEMBER_SIZE:
             hazards.append(Hazard("absurd-size", path,
@@ -179,11 +187,8 @@ def _walk(stream: LayerStream, detector: LayerDetector, workdir: Path,
                 hazards.append(Hazard("symlink-escape", path,
                                       f"points outside the image: {link}", severe=False))
         elif kind == HARDLINK:
-            try:
-                target = clean(link)
-            except Breakout as exc:
-                raise Refused(f"hard link {path} to {exc}") from exc
-            if hash(target[1:].encode("utf-8", "surrogateescape")) not in names:
+            target = clean(link).encode("utf-8", "surrogateescape")
+            if hash(target[1:]) not in names and hash(target) not in names:
                 raise Refused(f"hard link {path} to {link!r}, which the layer does not "
                               "hold before it")
         want = detector.visit(path, kind, entry.size, link)

@@ -1,0 +1,267 @@
+"""An image's final filesystem, exactly as the container engine builds it from its layers.
+
+The model is containers/storage's overlay driver, the default of podman and buildah: each
+layer is unpacked on its own into a directory (pkg/archive `Unpack`, run chrooted in it),
+then overlayfs stacks the directories. Per member, in tar order:
+
+- the name is Go's (`tar`), cleaned (`paths.clean`: `..` stops at the root); a name the
+  layer holds twice refuses it (`paths.duplicate_key`);
+- missing parent directories are made (mode 0755), following this layer's own symlinks
+  inside its root; a parent that is a file, or a symlink to nothing, refuses the layer;
+- what stands at the path is removed, unless both are directories (then they merge);
+- `.wh.NAME` becomes a whiteout of NAME (refused when NAME already exists in this layer),
+  `.wh..wh..opq` marks its directory opaque; a global header removes what its name names
+  and creates nothing;
+- a hard link shares the inode of a member already unpacked in this layer (refused when
+  there is none, or it is a directory); the member's mode is then set on that inode.
+
+overlayfs then shows, from the top layer down, the first entry of each path; a whiteout
+hides lower entries, an opaque directory all lower entries below it, a directory above a
+non-directory hides it. (The vfs driver instead unpacks each layer onto a copy of the one
+below, following lower symlinks: images that rely on the difference are not modelled.)
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Optional
+
+from .blobs import LayerJob
+from .lookup import LayerView
+from .paths import clean, duplicate_key, parent_and_base
+from .stream import LayerStream, read_layer
+from .tar import (
+    BLOCKDEV,
+    CHARDEV,
+    DIRECTORY,
+    FIFO,
+    GLOBAL,
+    HARDLINK,
+    REGULAR,
+    SYMLINK,
+    TarWalker,
+)
+
+WHITEOUT = "whiteout"
+IMPLIED_DIRECTORY_MODE = 0o755
+MAX_HOPS = 40
+
+
+class LayerRefused(Exception):
+    """The engine would refuse to unpack this layer; the message says why."""
+
+
+class Node:
+    """An inode: hard links share one, so a chmod through either shows in both."""
+
+    __slots__ = ("kind", "mode", "digest", "link", "opaque", "first")
+
+    def __init__(self, kind: str, mode: int, digest: Optional[str] = None,
+                 link: str = "", first: str = "") -> None:
+        self.kind = kind
+        self.mode = mode
+        self.digest = digest  # sha256 of a regular file's content
+        self.link = link  # a symlink's target, as written
+        self.opaque = False
+        self.first = first  # the path a regular file was written at (hard links share it)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One path of the final filesystem."""
+
+    kind: str  # a tar type flag: REGULAR, DIRECTORY, SYMLINK, FIFO, CHARDEV, BLOCKDEV
+    mode: int
+    digest: Optional[str] = None
+    link: str = ""
+
+
+class _Hasher:
+    def __init__(self) -> None:
+        self.hash = hashlib.sha256()
+
+    def write(self, data: bytes) -> int:
+        self.hash.update(data)
+        return len(data)
+
+
+def _below(tree: dict[str, Node], path: str) -> Iterator[str]:
+    prefix = path.rstrip("/") + "/"
+    return (p for p in list(tree) if p.startswith(prefix))
+
+
+def _remove(tree: dict[str, Node], path: str) -> None:
+    node = tree.pop(path, None)
+    if node is not None and node.kind == DIRECTORY:  # only a directory has anything below
+        for below in _below(tree, path):
+            del tree[below]
+
+
+def _resolve_parent(tree: dict[str, Node], parent: str, create: bool = True
+                    ) -> Optional[str]:
+    """Where PARENT is inside this layer's root, following its symlinks, making missing
+    directories as MkdirAll does (with CREATE; else None when one is missing)."""
+    pending = [p for p in parent.split("/") if p][::-1]
+    resolved = ""
+    hops = 0
+    while pending:
+        part = pending.pop()
+        if part == ".":
+            continue
+        if part == "..":
+            resolved = resolved.rpartition("/")[0]
+            continue
+        candidate = f"{resolved}/{part}"
+        node = tree.get(candidate)
+        if node is None:
+            if not create:
+                return None
+            node = tree[candidate] = Node(DIRECTORY, IMPLIED_DIRECTORY_MODE)
+        elif node.kind == SYMLINK:
+            hops += 1
+            if hops > MAX_HOPS:
+                raise LayerRefused(f"too many symlinks on the way to {parent}")
+            target = [p for p in node.link.split("/") if p]
+            if node.link.startswith("/"):
+                resolved = ""
+            pending.extend(reversed(target))
+            if not target or tree.get(_lexical(resolved, target)) is None:
+                raise LayerRefused(f"{candidate} on the way to {parent} is a symlink to "
+                                   "nothing")
+            continue
+        elif node.kind != DIRECTORY:
+            raise LayerRefused(f"{candidate} on the way to {parent} is not a directory")
+        resolved = candidate
+    return resolved or "/"
+
+
+def _lexical(base: str, parts: list[str]) -> str:
+    out = [p for p in base.split("/") if p]
+    for part in parts:
+        if part == "..":
+            if out:
+                out.pop()
+        elif part != ".":
+            out.append(part)
+    return "/" + "/".join(out)
+
+
+def unpack(stream: LayerStream, tree: dict[str, Node], view: Optional[LayerView] = None,
+           limit: int = 0) -> None:
+    """Unpack one layer's STREAM into TREE (which holds "/"). With VIEW, content is not
+    hashed; the bytes of the regular file at VIEW.wanted are kept in it when at most
+    LIMIT."""
+    walker = TarWalker(stream)
+    seen: set[str] = set()
+    for entry in walker:
+        name = entry.name.decode("utf-8", "surrogateescape")
+        key = duplicate_key(name)
+        if key in seen:
+            raise LayerRefused(f"member {name!r} is the layer's second of that name")
+        seen.add(key)
+        path = clean(name)
+        if path == "/":
+            if entry.kind not in (DIRECTORY, GLOBAL):
+                raise LayerRefused(f"member {name!r} would replace the root")
+            continue
+        parent, base = parent_and_base(path)
+        directory = _resolve_parent(tree, parent) or "/"
+        where = directory.rstrip("/") + "/" + base
+        if entry.kind != GLOBAL and base.startswith(".wh."):
+            if base == ".wh..wh..opq":
+                tree[directory].opaque = True
+                continue
+            hidden = directory.rstrip("/") + "/" + base[4:]
+            if hidden in tree:
+                raise LayerRefused(f"whiteout {path} of {hidden}, which the layer holds")
+            tree[hidden] = Node(WHITEOUT, 0)
+            continue
+        existing = tree.get(where)
+        if existing is not None and not (existing.kind == DIRECTORY
+                                         and entry.kind == DIRECTORY):
+            _remove(tree, where)
+        mode = entry.mode & 0o7777
+        if entry.kind == GLOBAL:
+            continue
+        if entry.kind == DIRECTORY:
+            if existing is not None and existing.kind == DIRECTORY:
+                existing.mode = mode
+            else:
+                tree[where] = Node(DIRECTORY, mode)
+        elif entry.kind == REGULAR:
+            digest = None
+            if view is None:
+                sink = _Hasher()
+                walker.copy_data(sink)  # type: ignore[arg-type]
+                digest = sink.hash.hexdigest()
+            elif where == view.wanted:
+                view.size = entry.size
+                view.content = walker.read_data() if entry.size <= limit else None
+            tree[where] = Node(REGULAR, mode, digest, first=where)
+        elif entry.kind == SYMLINK:
+            tree[where] = Node(SYMLINK, 0o777, link=entry.link.decode("utf-8",
+                                                                       "surrogateescape"))
+        elif entry.kind == HARDLINK:
+            link = entry.link.decode("utf-8", "surrogateescape")
+            target_path = clean(link)
+            lparent, lbase = parent_and_base(target_path)
+            found = _resolve_parent(tree, lparent, create=False)
+            target = None if found is None else tree.get(found.rstrip("/") + "/" + lbase)
+            if target is None or target.kind in (DIRECTORY, WHITEOUT):
+                raise LayerRefused(f"hard link {path} to {link!r}, which the layer does "
+                                   "not hold as a file before it")
+            if target.kind != SYMLINK:
+                target.mode = mode
+            tree[where] = target
+        elif entry.kind in (FIFO, CHARDEV, BLOCKDEV):
+            tree[where] = Node(entry.kind, mode)
+        else:
+            raise LayerRefused(f"member {name!r} has tar type {entry.kind!r}, which the "
+                               "engine does not create")
+
+
+def layer_tree(job: LayerJob) -> dict[str, Node]:
+    """What the engine unpacks from one layer into its own directory. Raises
+    LayerRefused or TarError."""
+    tree: dict[str, Node] = {"/": Node(DIRECTORY, IMPLIED_DIRECTORY_MODE)}
+    read_layer(job, lambda stream: unpack(stream, tree))
+    return tree
+
+
+def stack(uppers: Iterable[dict[str, Node]]) -> dict[str, Entry]:
+    """The overlayfs view of layer trees (bottom first)."""
+    merged: dict[str, Node] = {}
+    for upper in uppers:
+        for path in sorted(upper, key=lambda p: p.count("/")):
+            node = upper[path]
+            below = merged.get(path)
+            if path == "/":
+                if node.opaque:
+                    merged.clear()
+                merged["/"] = node
+            elif node.kind == WHITEOUT:
+                _remove(merged, path)
+            elif node.kind == DIRECTORY and below is not None and below.kind == DIRECTORY:
+                if node.opaque:
+                    for lower in _below(merged, path):
+                        del merged[lower]
+                merged[path] = node
+            else:
+                _remove(merged, path)
+                merged[path] = node
+    return {path: Entry(n.kind, n.mode if n.kind != SYMLINK else 0o777, n.digest, n.link)
+            for path, n in merged.items() if path != "/"}
+
+
+def final_tree(layers: Iterable[LayerJob]) -> dict[str, Entry]:
+    """The final filesystem of an image of LAYERS (bottom first). Raises LayerRefused
+    naming the layer the engine refuses, TarError for one it cannot read."""
+    trees = []
+    for job in layers:
+        try:
+            trees.append(layer_tree(job))
+        except LayerRefused as exc:
+            raise LayerRefused(f"layer {job.digest}: {exc}") from exc
+    return stack(trees)
