@@ -166,6 +166,10 @@ def _walk(stream: LayerStream, detector: LayerDetector, workdir: Path,
             if what == "opaque":
                 opaque.append(where)
             elif what == "remove":
+                held = where.encode("utf-8", "surrogateescape")
+                if hash(held[1:]) in names or hash(held) in names:
+                    # overlay's whiteout is a device node made in its place: it exists
+                    raise Refused(f"whiteout {path} of {where}, which the layer holds")
                 whiteouts.append(where)
             continue
         if kind in (CHARDEV, BLOCKDEV):

@@ -5,9 +5,12 @@ from __future__ import annotations
 import io
 import tarfile
 
+import pytest
+
 from aipcc_build.imagefs.paths import clean, climbs, duplicate_key, whiteout_of
-from aipcc_build.imagefs.tar import TarWalker
+from aipcc_build.imagefs.tar import MAX_SPECIAL_SIZE, TarError, TarWalker
 from tests.support.layers import member, tar_bytes
+from tests.support.raw_tar import Member, header, raw_tar
 
 
 def test_walker_reads_pax_and_gnu_long_names_and_links() -> None:
@@ -40,3 +43,56 @@ def test_names_land_where_the_engine_puts_them() -> None:
     assert whiteout_of("/.wh..wh..opq") == ("opaque", "/")
     assert whiteout_of("/.wh..wh.plnk") == ("meta", "/.wh..wh.plnk")
     assert whiteout_of("/a/b") is None
+
+
+def walk(data: bytes) -> list[tuple[str, str, str, bytes]]:
+    walker = TarWalker(io.BytesIO(data))
+    return [(e.name.decode(), e.kind, e.link.decode(), walker.read_data()) for e in walker]
+
+
+def test_a_gnu_long_name_wins_over_a_pax_path_as_in_go() -> None:
+    data = raw_tar([Member(b"hdr", data=b"x", gnu_long_name=b"gnu/name",
+                           pax={"path": b"pax/name"}),
+                    Member(b"l", b"2", gnu_long_link=b"gnu/target",
+                           pax={"linkpath": b"pax/target"}),
+                    Member(b"kept", data=b"k", pax={"path": b""})])
+    assert walk(data) == [("gnu/name", "0", "", b"x"), ("l", "2", "gnu/target", b""),
+                          ("kept", "0", "", b"k")]
+
+
+@pytest.mark.parametrize("zero_one", [False, True])
+def test_pax_sparse_files_are_named_by_gnu_sparse_name_and_read_with_holes(
+        zero_one: bool) -> None:
+    data = raw_tar([Member(b"GNUSparseFile.0/decoy", gnu_long_name=b"gnu/name",
+                           pax={"GNU.sparse.name": b"sparse/real", "path": b"pax"},
+                           sparse=[(3, b"abc"), (1000, b"zz")], sparse_size=1500,
+                           sparse_0_1=zero_one),
+                    Member(b"after", data=b"next")])
+    [(name, kind, _, content), after] = walk(data)
+    assert (name, kind, len(content)) == ("sparse/real", "0", 1500)
+    assert content[:6] == b"\0\0\0abc" and content[1000:1002] == b"zz"
+    assert content.count(b"\0") == 1500 - 5
+    assert after == ("after", "0", "", b"next")
+
+
+def test_go_header_rules() -> None:
+    data = raw_tar([Member(b"dir/", b"\0"), Member(b"f", b"g", data=b"9 a=b\n"),
+                    Member(b"after-global", data=b"1")])
+    assert walk(data) == [("dir/", "5", "", b""), ("f", "g", "", b""),
+                          ("after-global", "0", "", b"1")]
+    # The ustar prefix counts under the POSIX magic only: GNU keeps times there.
+    posix = bytearray(header(b"name", size=0))
+    posix[345:351] = b"prefix"
+    gnu = bytearray(header(b"name", size=0, gnu=True))
+    gnu[345:351] = b"prefix"
+    for block in (posix, gnu):
+        block[148:156] = b" " * 8
+        block[148:156] = b"%06o\0 " % sum(block)
+    names = [e.name for e in TarWalker(io.BytesIO(bytes(posix + gnu) + bytes(1024)))]
+    assert names == [b"prefix/name", b"name"]
+
+
+def test_records_longer_than_go_takes_are_refused() -> None:
+    data = raw_tar([Member(b"x", gnu_long_name=b"n" * (MAX_SPECIAL_SIZE + 1))])
+    with pytest.raises(TarError, match="more than Go's reader takes"):
+        walk(data)
