@@ -56,7 +56,12 @@ def mounted_tree(mount: str) -> dict[str, Entry]:
     for directory, subdirectories, files in os.walk(mount):
         for name in subdirectories + files:
             path = os.path.join(directory, name)
-            info = os.lstat(path)
+            try:
+                info = os.lstat(path)
+            except FileNotFoundError:
+                # overlayfs lists a whiteout of the lowest layer, which hides nothing, but
+                # no process can open it: absent, as the model has it.
+                continue
             where = "/" + os.path.relpath(path, mount)
             mode = info.st_mode & 0o7777
             if stat.S_ISREG(info.st_mode):
