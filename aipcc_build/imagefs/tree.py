@@ -127,7 +127,7 @@ def _resolve_parent(tree: dict[str, Node], parent: str, create: bool = True
             if node.link.startswith("/"):
                 resolved = ""
             pending.extend(reversed(target))
-            if not target or tree.get(_lexical(resolved, target)) is None:
+            if not target or tree.get(clean(f"{resolved}/{node.link}")) is None:
                 raise LayerRefused(f"{candidate} on the way to {parent} is a symlink to "
                                    "nothing")
             continue
@@ -135,17 +135,6 @@ def _resolve_parent(tree: dict[str, Node], parent: str, create: bool = True
             raise LayerRefused(f"{candidate} on the way to {parent} is not a directory")
         resolved = candidate
     return resolved or "/"
-
-
-def _lexical(base: str, parts: list[str]) -> str:
-    out = [p for p in base.split("/") if p]
-    for part in parts:
-        if part == "..":
-            if out:
-                out.pop()
-        elif part != ".":
-            out.append(part)
-    return "/" + "/".join(out)
 
 
 def unpack(stream: LayerStream, tree: dict[str, Node], view: Optional[LayerView] = None,
