@@ -21,6 +21,7 @@ from aipcc_build.validate.cache import LayerCache
 from aipcc_build.validate.layers import scan_layer
 from aipcc_build.validate.results import LayerScan
 from tests.support.layers import member, sha256, tar_bytes
+from tests.support.raw_tar import Member, raw_tar
 
 CUDA_129 = tar_bytes([member("usr/local/cuda-12.9/version.json",
                              b'{"cuda": {"version": "12.9.1"}}')])
@@ -254,3 +255,23 @@ def test_fuzz_oci_readers(tmp_path: Path, validate, index: object, manifest: obj
         index = {**index, "manifests": [{"digest": manifest_digest}]}
     (root / "index.json").write_text(json.dumps(index))
     assert validate(layout).code in (0, 1, 2)
+
+
+@pytest.mark.parametrize(("members", "why"), [
+    ([Member(b"usr/local/cuda-12.8/version.json", data=b"{}"),
+      Member(b"./usr/local/cuda-12.8/version.json", data=b"{}")],
+     "member './usr/local/cuda-12.8/version.json' is the layer's second of that name"),
+    ([Member(b"x", b"7", data=b"x")],
+     "member 'x' has tar type '7', which the engine does not create"),
+])
+def test_a_layer_the_engine_refuses_is_refused_in_one_line(
+        tmp_path: Path, validate, members: list[Member], why: str) -> None:
+    layer = raw_tar(members)
+    layout = Layout(tmp_path / "oci").image(layer, config())
+    result = validate(layout)
+    assert result.code == 1
+    digest = sha256(layer)
+    assert [line for line in result.out.splitlines() if "refused" in line] == [
+        f"  oci:{layout.root} linux/amd64: violation: refused-layer (layer) at / [layer "
+        f"{digest[:19]}]: refused-layer: layer {digest} is refused by the container engine: "
+        f"{why}"]
