@@ -53,6 +53,11 @@ class LayerRefused(Exception):
     """The engine would refuse to unpack this layer; the message says why."""
 
 
+class NotADirectory(LayerRefused):
+    """A member's parent is not a directory (ENOTDIR): the engine refuses the layer,
+    except for a whiteout, which it then leaves out."""
+
+
 class Node:
     """An inode: hard links share one, so a chmod through either shows in both."""
 
@@ -132,7 +137,7 @@ def _resolve_parent(tree: dict[str, Node], parent: str, create: bool = True
                                    "nothing")
             continue
         elif node.kind != DIRECTORY:
-            raise LayerRefused(f"{candidate} on the way to {parent} is not a directory")
+            raise NotADirectory(f"{candidate} on the way to {parent} is not a directory")
         resolved = candidate
     return resolved or "/"
 
@@ -156,9 +161,19 @@ def unpack(stream: LayerStream, tree: dict[str, Node], view: Optional[LayerView]
                 raise LayerRefused(f"member {name!r} would replace the root")
             continue
         parent, base = parent_and_base(path)
-        directory = _resolve_parent(tree, parent) or "/"
+        whiteout = entry.kind != GLOBAL and base.startswith(".wh.")
+        try:
+            directory = _resolve_parent(tree, parent) or "/"
+        except NotADirectory:
+            if not whiteout:
+                raise
+            if base == ".wh..wh..opq":
+                # setxattr on the directory: on a file it succeeds (and hides nothing),
+                # through a file it fails, and the layer with it.
+                _resolve_parent(tree, parent_and_base(parent)[0])
+            continue  # mknod of a whiteout below a file: ENOTDIR, which is ignored
         where = directory.rstrip("/") + "/" + base
-        if entry.kind != GLOBAL and base.startswith(".wh."):
+        if whiteout:
             if base == ".wh..wh..opq":
                 tree[directory].opaque = True
                 continue
