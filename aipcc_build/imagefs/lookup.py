@@ -61,10 +61,11 @@ def view_layer(job: LayerJob, wanted: str, limit: int) -> LayerView:
     the engine would refuse it, or local storage refuses WANTED's content."""
     # The inflaters and the unpacking model: not for validations that never look.
     from .stream import read_layer
-    from .tree import WHITEOUT, LayerRefused, Node, unpack
+    from .tree import WHITEOUT, LayerRefused, Node, Tree, unpack
 
     view = LayerView(wanted)
-    tree: dict[str, Node] = {"/": Node(DIRECTORY, 0o755)}
+    tree = Tree()
+    tree["/"] = Node(DIRECTORY, 0o755)
     try:
         read = read_layer(job, lambda stream: unpack(stream, tree, view, limit))
     except LayerRefused as exc:

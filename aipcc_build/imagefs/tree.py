@@ -24,7 +24,7 @@ below, following lower symlinks: images that rely on the difference are not mode
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Optional
 
@@ -92,19 +92,40 @@ class _Hasher:
         return len(data)
 
 
-def _below(tree: dict[str, Node], path: str) -> Iterator[str]:
-    prefix = path.rstrip("/") + "/"
-    return (p for p in list(tree) if p.startswith(prefix))
+class Tree(dict[str, Node]):
+    """Paths to inodes, each directory's children indexed: removing a directory costs
+    what it holds, not the whole tree (a hostile layer cannot make unpacking quadratic)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._children: dict[str, set[str]] = {}
+
+    def __setitem__(self, path: str, node: Node) -> None:
+        if path != "/":
+            self._children.setdefault(parent_and_base(path)[0], set()).add(path)
+        super().__setitem__(path, node)
+
+    def remove_below(self, path: str) -> None:
+        """Everything below PATH."""
+        pending = list(self._children.pop(path, ()))
+        while pending:
+            current = pending.pop()
+            super().pop(current, None)
+            pending.extend(self._children.pop(current, ()))
+
+    def remove(self, path: str) -> None:
+        """PATH and everything below it."""
+        self.remove_below(path)
+        super().pop(path, None)
+        if path != "/":
+            self._children.get(parent_and_base(path)[0], set()).discard(path)
+
+    def clear(self) -> None:
+        super().clear()
+        self._children.clear()
 
 
-def _remove(tree: dict[str, Node], path: str) -> None:
-    node = tree.pop(path, None)
-    if node is not None and node.kind == DIRECTORY:  # only a directory has anything below
-        for below in _below(tree, path):
-            del tree[below]
-
-
-def _resolve_parent(tree: dict[str, Node], parent: str, create: bool = True
+def _resolve_parent(tree: Tree, parent: str, create: bool = True
                     ) -> Optional[str]:
     """Where PARENT is inside this layer's root, following its symlinks, making missing
     directories as MkdirAll does (with CREATE; else None when one is missing)."""
@@ -132,7 +153,7 @@ def _resolve_parent(tree: dict[str, Node], parent: str, create: bool = True
             if node.link.startswith("/"):
                 resolved = ""
             pending.extend(reversed(target))
-            if not target or tree.get(clean(f"{resolved}/{node.link}")) is None:
+            if tree.get(clean(f"{resolved}/{node.link}")) is None:
                 raise LayerRefused(f"{candidate} on the way to {parent} is a symlink to "
                                    "nothing")
             continue
@@ -142,7 +163,7 @@ def _resolve_parent(tree: dict[str, Node], parent: str, create: bool = True
     return resolved or "/"
 
 
-def unpack(stream: LayerStream, tree: dict[str, Node], view: Optional[LayerView] = None,
+def unpack(stream: LayerStream, tree: Tree, view: Optional[LayerView] = None,
            limit: int = 0) -> None:
     """Unpack one layer's STREAM into TREE (which holds "/"). With VIEW, content is not
     hashed; the bytes of the regular file at VIEW.wanted are kept in it when at most
@@ -185,7 +206,7 @@ def unpack(stream: LayerStream, tree: dict[str, Node], view: Optional[LayerView]
         existing = tree.get(where)
         if existing is not None and not (existing.kind == DIRECTORY
                                          and entry.kind == DIRECTORY):
-            _remove(tree, where)
+            tree.remove(where)
         mode = entry.mode & 0o7777
         if entry.kind == GLOBAL:
             continue
@@ -226,17 +247,18 @@ def unpack(stream: LayerStream, tree: dict[str, Node], view: Optional[LayerView]
                                "engine does not create")
 
 
-def layer_tree(job: LayerJob) -> dict[str, Node]:
+def layer_tree(job: LayerJob) -> Tree:
     """What the engine unpacks from one layer into its own directory. Raises
     LayerRefused or TarError."""
-    tree: dict[str, Node] = {"/": Node(DIRECTORY, IMPLIED_DIRECTORY_MODE)}
+    tree = Tree()
+    tree["/"] = Node(DIRECTORY, IMPLIED_DIRECTORY_MODE)
     read_layer(job, lambda stream: unpack(stream, tree))
     return tree
 
 
-def stack(uppers: Iterable[dict[str, Node]]) -> dict[str, Entry]:
+def stack(uppers: Iterable[Tree]) -> dict[str, Entry]:
     """The overlayfs view of layer trees (bottom first)."""
-    merged: dict[str, Node] = {}
+    merged = Tree()
     for upper in uppers:
         for path in sorted(upper, key=lambda p: p.count("/")):
             node = upper[path]
@@ -246,14 +268,13 @@ def stack(uppers: Iterable[dict[str, Node]]) -> dict[str, Entry]:
                     merged.clear()
                 merged["/"] = node
             elif node.kind == WHITEOUT:
-                _remove(merged, path)
+                merged.remove(path)
             elif node.kind == DIRECTORY and below is not None and below.kind == DIRECTORY:
                 if node.opaque:
-                    for lower in _below(merged, path):
-                        del merged[lower]
+                    merged.remove_below(path)
                 merged[path] = node
             else:
-                _remove(merged, path)
+                merged.remove(path)
                 merged[path] = node
     return {path: Entry(n.kind, n.mode if n.kind != SYMLINK else 0o777, n.digest, n.link)
             for path, n in merged.items() if path != "/"}

@@ -197,6 +197,7 @@ def test_what_the_engine_refuses_is_refused(tmp_path: Path, case: int) -> None:
                                  HealthCheck.too_slow])
 @given(generated=layers())
 @example(generated=[raw_tar([Member(b"a", b"2", link=b"/b"), Member(b"a/c", data=b"x")])])
+@example(generated=[raw_tar([Member(b"l", b"2", link=b"/"), Member(b"l/x", data=b"x")])])
 # Found with seed 2: a whiteout in the lowest layer, which overlayfs lists but hides; a
 # whiteout whose parent is not a directory, which the engine leaves out (a file there is
 # refused).
