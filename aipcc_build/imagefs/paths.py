@@ -8,9 +8,28 @@ from __future__ import annotations
 
 from typing import Optional
 
+from .symlinks import PATH_MAX
+
 WHITEOUT_PREFIX = ".wh."
 OPAQUE = ".wh..wh..opq"
 AUFS_META_PREFIX = ".wh..wh."
+
+
+# Linux's limit on a name (PATH_MAX, on a path, is symlinks'): the engine cannot create a
+# member past them.
+NAME_MAX = 255
+
+
+def engine_name_problem(path: str, link: bytes) -> str:
+    """Why the engine cannot create a member at PATH (linking to LINK), or ""."""
+    if len(path.encode("utf-8", "surrogateescape")) >= PATH_MAX:
+        return f"a path of {len(path)} characters, Linux takes fewer than {PATH_MAX} bytes"
+    if len(link) >= PATH_MAX:
+        return f"a link target of {len(link)} bytes, Linux takes fewer than {PATH_MAX}"
+    longest = max(len(part.encode("utf-8", "surrogateescape")) for part in path.split("/"))
+    if longest > NAME_MAX:
+        return f"a name of {longest} bytes, Linux takes at most {NAME_MAX}"
+    return ""
 
 
 def clean(name: str) -> str:

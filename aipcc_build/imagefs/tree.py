@@ -30,8 +30,9 @@ from typing import Optional
 
 from .blobs import LayerJob
 from .lookup import LayerView
-from .paths import clean, duplicate_key, parent_and_base
+from .paths import clean, duplicate_key, engine_name_problem, parent_and_base
 from .stream import LayerStream, read_layer
+from .symlinks import MAX_HOPS
 from .tar import (
     BLOCKDEV,
     CHARDEV,
@@ -46,7 +47,6 @@ from .tar import (
 
 WHITEOUT = "whiteout"
 IMPLIED_DIRECTORY_MODE = 0o755
-MAX_HOPS = 40
 
 
 class LayerRefused(Exception):
@@ -177,6 +177,9 @@ def unpack(stream: LayerStream, tree: Tree, view: Optional[LayerView] = None,
             raise LayerRefused(f"member {name!r} is the layer's second of that name")
         seen.add(key)
         path = clean(name)
+        too_long = engine_name_problem(path, entry.link)
+        if too_long:
+            raise LayerRefused(f"member {name[:200]!r}...: {too_long}")
         if path == "/":
             if entry.kind not in (DIRECTORY, GLOBAL):
                 raise LayerRefused(f"member {name!r} would replace the root")

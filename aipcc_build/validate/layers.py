@@ -13,7 +13,15 @@ from pathlib import Path
 from typing import Optional
 
 from ..imagefs.blobs import LayerJob
-from ..imagefs.paths import clean, climbs, duplicate_key, parent_and_base, whiteout_of
+from ..imagefs.paths import (
+    NAME_MAX,
+    clean,
+    climbs,
+    duplicate_key,
+    engine_name_problem,
+    parent_and_base,
+    whiteout_of,
+)
 from ..imagefs.stream import LayerStream, read_layer
 from ..imagefs.symlinks import Budget, BudgetExceeded, resolve_link
 from ..imagefs.tar import (
@@ -39,23 +47,6 @@ REFUSED = "refused-layer"
 # Only these symlinks can name a toolkit (/usr/local/cuda -> /etc/alternatives/cuda ->
 # /usr/local/cuda-12.9); the cache keeps just them, the rest are checked for loops per layer.
 TOOLKIT_PREFIXES = ("/usr/local/", "/opt/", "/etc/alternatives/")
-
-
-# Linux's limits on a name and a path: the engine cannot create a member past them.
-NAME_MAX = 255
-PATH_MAX = 4096
-
-
-def engine_name_problem(path: str, link: bytes) -> str:
-    """Why the engine cannot create a member at PATH (linking to LINK), or ""."""
-    if len(path.encode("utf-8", "surrogateescape")) >= PATH_MAX:
-        return f"a path of {len(path)} characters, Linux takes fewer than {PATH_MAX} bytes"
-    if len(link) >= PATH_MAX:
-        return f"a link target of {len(link)} bytes, Linux takes fewer than {PATH_MAX}"
-    longest = max(len(part.encode("utf-8", "surrogateescape")) for part in path.split("/"))
-    if longest > NAME_MAX:
-        return f"a name of {longest} bytes, Linux takes at most {NAME_MAX}"
-    return ""
 
 
 class Refused(Exception):

@@ -163,6 +163,8 @@ NAMED = [
         Member(b"s2", b"2", link=b"c"), Member(b"s1/through", data=b"via"),
         Member(b"t", b"5"), Member(b"s", b"2", link=b"t"),
         Member(b"gone/f", data=b"1"), Member(b"opaque/old", data=b"2"),
+        # A hard link to a symlink is a second symlink.
+        Member(b"ht", data=b"t"), Member(b"hs", b"2", link=b"ht"), Member(b"hh", b"1", link=b"hs"),
     ]),
     raw_tar([
         # Lower whiteouts and an opaque directory; a directory above a lower symlink.
@@ -179,6 +181,10 @@ REFUSED_BY_THE_ENGINE = [
     [raw_tar([Member(b"h", b"1", link=b"nothere")])],  # a hard link to nothing
     [raw_tar([Member(b"f", b"7", data=b"x")])],  # a contiguous file
     [raw_tar([Member(b"f", data=b"1"), Member(b"f/g", data=b"2")])],  # a file as a parent
+    [raw_tar([Member(b"f", b"V", data=b"abc")])],  # a vendor type
+    [raw_tar([Member(b"d", b"5"), Member(b"h", b"1", link=b"d")])],  # a hard-linked directory
+    [raw_tar([Member(b"x", gnu_long_name=b"n" * 256, data=b"1")])],  # a name Linux refuses
+    [raw_tar([Member(b"s", b"2", link=b"nothere"), Member(b"s/.wh.x")])],  # through nothing
 ]
 
 
