@@ -163,6 +163,21 @@ def _resolve_parent(tree: Tree, parent: str, create: bool = True
     return resolved or "/"
 
 
+def _exists(tree: Tree, path: str, hops: int = 0) -> bool:
+    """Whether PATH can be opened in the layer now, following its symlinks."""
+    parent, base = parent_and_base(path)
+    try:
+        directory = _resolve_parent(tree, parent, create=False)
+    except LayerRefused:
+        return False
+    node = None if directory is None else tree.get(directory.rstrip("/") + "/" + base)
+    if node is None or node.kind == WHITEOUT:
+        return False
+    if node.kind == SYMLINK:
+        return hops < MAX_HOPS and _exists(tree, clean(f"{directory}/{node.link}"), hops + 1)
+    return True
+
+
 def unpack(stream: LayerStream, tree: Tree, view: Optional[LayerView] = None,
            limit: int = 0) -> None:
     """Unpack one layer's STREAM into TREE (which holds "/"). With VIEW, content is not
@@ -170,6 +185,7 @@ def unpack(stream: LayerStream, tree: Tree, view: Optional[LayerView] = None,
     LIMIT."""
     walker = TarWalker(stream)
     seen: set[str] = set()
+    directories: list[str] = []  # the directory members, whose times are set at the end
     for entry in walker:
         name = entry.name.decode("utf-8", "surrogateescape")
         key = duplicate_key(name)
@@ -214,6 +230,7 @@ def unpack(stream: LayerStream, tree: Tree, view: Optional[LayerView] = None,
         if entry.kind == GLOBAL:
             continue
         if entry.kind == DIRECTORY:
+            directories.append(path)
             if existing is not None and existing.kind == DIRECTORY:
                 existing.mode = mode
             else:
@@ -248,6 +265,10 @@ def unpack(stream: LayerStream, tree: Tree, view: Optional[LayerView] = None,
         else:
             raise LayerRefused(f"member {name!r} has tar type {entry.kind!r}, which the "
                                "engine does not create")
+    for path in directories:
+        if not _exists(tree, path):
+            raise LayerRefused(f"directory {path} is gone when the engine sets its times: "
+                               "a later member replaced a directory above it")
 
 
 def layer_tree(job: LayerJob) -> Tree:
