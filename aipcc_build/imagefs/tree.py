@@ -53,6 +53,30 @@ class LayerRefused(Exception):
     """The engine would refuse to unpack this layer; the message says why."""
 
 
+# The member types containers/storage creates; it refuses a layer holding any other.
+ENGINE_KINDS = frozenset((REGULAR, HARDLINK, SYMLINK, CHARDEV, BLOCKDEV, DIRECTORY, FIFO,
+                          GLOBAL))
+
+
+def place(name: str, kind: str, link: bytes, seen: set[int]) -> str:
+    """Where the engine puts member NAME of type KIND (linking to LINK), SEEN holding the
+    hashed duplicate keys of the layer's members so far (this one is added). Raises
+    LayerRefused for a name held twice, one Linux cannot create, a type the engine does
+    not create."""
+    key = hash(duplicate_key(name).encode("utf-8", "surrogateescape"))
+    if key in seen:
+        raise LayerRefused(f"member {name!r} is the layer's second of that name")
+    seen.add(key)
+    path = clean(name)
+    too_long = engine_name_problem(path, link)
+    if too_long:
+        raise LayerRefused(f"member {name[:200]!r}...: {too_long}")
+    if kind not in ENGINE_KINDS:
+        raise LayerRefused(f"member {name!r} has tar type {kind!r}, which the engine does "
+                           "not create")
+    return path
+
+
 class NotADirectory(LayerRefused):
     """A member's parent is not a directory (ENOTDIR): the engine refuses the layer,
     except for a whiteout, which it then leaves out."""
@@ -184,18 +208,11 @@ def unpack(stream: LayerStream, tree: Tree, view: Optional[LayerView] = None,
     hashed; the bytes of the regular file at VIEW.wanted are kept in it when at most
     LIMIT."""
     walker = TarWalker(stream)
-    seen: set[str] = set()
+    seen: set[int] = set()
     directories: list[str] = []  # the directory members, whose times are set at the end
     for entry in walker:
         name = entry.name.decode("utf-8", "surrogateescape")
-        key = duplicate_key(name)
-        if key in seen:
-            raise LayerRefused(f"member {name!r} is the layer's second of that name")
-        seen.add(key)
-        path = clean(name)
-        too_long = engine_name_problem(path, entry.link)
-        if too_long:
-            raise LayerRefused(f"member {name[:200]!r}...: {too_long}")
+        path = place(name, entry.kind, entry.link, seen)
         if path == "/":
             if entry.kind not in (DIRECTORY, GLOBAL):
                 raise LayerRefused(f"member {name!r} would replace the root")
@@ -260,11 +277,8 @@ def unpack(stream: LayerStream, tree: Tree, view: Optional[LayerView] = None,
             if target.kind != SYMLINK:
                 target.mode = mode
             tree[where] = target
-        elif entry.kind in (FIFO, CHARDEV, BLOCKDEV):
+        else:  # FIFO, CHARDEV, BLOCKDEV: `place` refused the rest
             tree[where] = Node(entry.kind, mode)
-        else:
-            raise LayerRefused(f"member {name!r} has tar type {entry.kind!r}, which the "
-                               "engine does not create")
     for path in directories:
         if not _exists(tree, path):
             raise LayerRefused(f"directory {path} is gone when the engine sets its times: "

@@ -17,8 +17,6 @@ from ..imagefs.paths import (
     NAME_MAX,
     clean,
     climbs,
-    duplicate_key,
-    engine_name_problem,
     parent_and_base,
     whiteout_of,
 )
@@ -37,20 +35,15 @@ from ..imagefs.tar import (
     TarError,
     TarWalker,
 )
+from ..imagefs.tree import LayerRefused, place
 from .detect import CANDIDATE_BYTES, CANDIDATE_SUFFIXES, WANT_FILE, WANT_MEMORY, LayerDetector
 from .results import SETUID, Hazard, LayerScan
 
 _PLAIN_KINDS = (REGULAR, DIRECTORY, FIFO)
-# The member types containers/storage creates; it refuses a layer holding any other.
-ENGINE_KINDS = frozenset((REGULAR, HARDLINK, SYMLINK, CHARDEV, BLOCKDEV, DIRECTORY, FIFO))
 REFUSED = "refused-layer"
 # Only these symlinks can name a toolkit (/usr/local/cuda -> /etc/alternatives/cuda ->
 # /usr/local/cuda-12.9); the cache keeps just them, the rest are checked for loops per layer.
 TOOLKIT_PREFIXES = ("/usr/local/", "/opt/", "/etc/alternatives/")
-
-
-class Refused(Exception):
-    """The engine would refuse this layer; the message says why."""
 
 
 def escapes_root(path: str, target: str) -> bool:
@@ -121,22 +114,12 @@ def _walk(stream: LayerStream, detector: LayerDetector, workdir: Path,
                 and not raw.endswith(CANDIDATE_SUFFIXES)):
             key = hash(raw.rstrip(b"/"))  # the duplicate key of a plain relative name
             if key in names:
-                raise Refused(f"member {_decode(entry.name)!r} is the layer's second of "
-                              "that name")
+                raise LayerRefused(f"member {_decode(entry.name)!r} is the layer's second "
+                                   "of that name")
             names.add(key)
             continue
         name = _decode(entry.name)
-        key = hash(duplicate_key(name).encode("utf-8", "surrogateescape"))
-        if key in names:
-            raise Refused(f"member {name!r} is the layer's second of that name")
-        names.add(key)
-        path = clean(name)
-        too_long = engine_name_problem(path, entry.link)
-        if too_long:
-            raise Refused(f"member {name[:200]!r}...: {too_long}")
-        if kind not in ENGINE_KINDS and kind != GLOBAL:
-            raise Refused(f"member {name!r} has tar type {kind!r}, which the engine "
-                          "does not create")
+        path = place(name, kind, entry.link, names)
         if name.startswith("/"):
             hazards.append(Hazard("absolute-path", name, f"tar member name {name!r}",
                                   severe=False))
@@ -160,7 +143,7 @@ def _walk(stream: LayerStream, detector: LayerDetector, workdir: Path,
                 held = where.encode("utf-8", "surrogateescape")
                 if hash(held[1:]) in names or hash(held) in names:
                     # overlay's whiteout is a device node made in its place: it exists
-                    raise Refused(f"whiteout {path} of {where}, which the layer holds")
+                    raise LayerRefused(f"whiteout {path} of {where}, which the layer holds")
                 whiteouts.append(where)
             continue
         if kind in (CHARDEV, BLOCKDEV):
@@ -184,8 +167,8 @@ def _walk(stream: LayerStream, detector: LayerDetector, workdir: Path,
         elif kind == HARDLINK:
             target = clean(link).encode("utf-8", "surrogateescape")
             if hash(target[1:]) not in names and hash(target) not in names:
-                raise Refused(f"hard link {path} to {link!r}, which the layer does not "
-                              "hold before it")
+                raise LayerRefused(f"hard link {path} to {link!r}, which the layer does "
+                                   "not hold before it")
         want = detector.visit(path, kind, entry.size, link)
         if want == WANT_MEMORY:
             detector.content(path, walker.read_data())
@@ -214,7 +197,7 @@ def scan_layer(job: LayerJob) -> LayerScan:
             try:
                 entries = _walk(stream, detector, Path(tmp), hazards, whiteouts, opaque,
                                 symlinks)
-            except Refused as exc:
+            except LayerRefused as exc:
                 hazards.append(Hazard(REFUSED, "/", f"layer {job.digest} is refused by "
                                       f"the container engine: {exc}", severe=True))
 
