@@ -84,7 +84,7 @@ def push(timeout: float, retries: int) -> None:
 def _scan(blob: bytes) -> tuple[float, object]:
     import hashlib
 
-    from aipcc_build.validate.blobs import BlobLocation, LayerJob
+    from aipcc_build.imagefs.blobs import BlobLocation, LayerJob
     from aipcc_build.validate.layers import scan_layer
 
     with tempfile.TemporaryDirectory() as scratch:

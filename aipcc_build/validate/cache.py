@@ -40,6 +40,7 @@ def _to_json(scan: LayerScan) -> dict[str, Any]:
         "symlinks": [list(s) for s in scan.symlinks],
         "hazards": [[h.kind, h.path, h.detail, h.severe] for h in scan.hazards],
         "index_settings": [[i.source, i.key, i.url] for i in scan.index_settings],
+        "diff_id": scan.diff_id,
     }
 
 
@@ -54,6 +55,7 @@ def _from_json(data: dict[str, Any]) -> LayerScan:
         symlinks=tuple((s[0], s[1]) for s in data["symlinks"]),
         hazards=tuple(Hazard(*h) for h in data["hazards"]),
         index_settings=tuple(IndexSetting(*i) for i in data["index_settings"]),
+        diff_id=data["diff_id"],
     )
 
 

@@ -476,15 +476,27 @@ class LayerDetector:
         """Name the distribution whose RECORD lists each piece of evidence's file."""
         if not self._records:
             return
+        indexed: dict[str, dict[bytes, str]] = {}
+
+        def owners(site: str) -> dict[bytes, str]:
+            """The files the RECORDs of SITE list, each with its distribution (the first
+            RECORD to list it): one pass over each RECORD, however much evidence."""
+            if site not in indexed:
+                found: dict[bytes, str] = {}
+                for label, record in self._records[site]:
+                    for line in record.split(b"\n"):
+                        found.setdefault(line.split(b",", 1)[0], label)
+                indexed[site] = found
+            return indexed[site]
+
         for number, evidence in enumerate(self.evidence):
             site = _SITE_PACKAGE.match(evidence.path)
             if evidence.distribution or not site or site.group(1) not in self._records:
                 continue
             relative = evidence.path[len(site.group(1)) + 1:].encode()
-            for label, record in self._records[site.group(1)]:
-                if record.startswith(relative + b",") or b"\n" + relative + b"," in record:
-                    self.evidence[number] = replace(evidence, distribution=label)
-                    break
+            label = owners(site.group(1)).get(relative)
+            if label is not None:
+                self.evidence[number] = replace(evidence, distribution=label)
 
     def content_file(self, path: str, file: Path) -> None:
         self._rpm_files[path] = file

@@ -96,7 +96,9 @@ def interesting_package(name: str) -> bool:
                 or _OTHER_ROCM_PACKAGE.match(name))
 
 
-_DPKG_FIELD = re.compile(r"^(Package|Version|Status|Source|Architecture): *(.*?)\s*$", re.M)
+# One line each, trimmed in Python: a lazy value before `\s*$` backtracks quadratically on
+# a line of blanks that does not end in them.
+_DPKG_FIELD = re.compile(r"^(Package|Version|Status|Source|Architecture):[ \t]*([^\n]*)", re.M)
 
 
 def dpkg_packages(text: str, installed_by_default: bool = False
@@ -110,7 +112,7 @@ def dpkg_packages(text: str, installed_by_default: bool = False
     """
     found = []
     for paragraph in re.split(r"\n[ \t]*\n", text.replace("\r\n", "\n")):
-        fields = dict(_DPKG_FIELD.findall(paragraph))
+        fields = {key: value.strip() for key, value in _DPKG_FIELD.findall(paragraph)}
         name = fields.get("Package", "")
         if not name:
             continue

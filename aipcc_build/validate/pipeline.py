@@ -9,11 +9,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from ..errors import AipccError
+from ..imagefs.blobs import LayerJob, TarSplitLayer
+from ..imagefs.image import PlatformImage, open_image
+from ..imagefs.lookup import FileRead
 from ..tools.skopeo import TRANSPORTS, Skopeo
-from .blobs import LayerJob, TarSplitLayer
 from .cache import LayerCache, default_cache_dir
-from .image import PlatformImage, open_image
-from .results import VIOLATION, Expectation, FileRead, ImageVerdict, LayerScan
+from .results import VIOLATION, Expectation, ImageVerdict, LayerScan
+from .rootfs import diff_id_findings
 from .verdict import judge, unread_named_files
 
 if TYPE_CHECKING:
@@ -164,7 +166,8 @@ def validate_image(
             verdict = judge(ref=ref, image=image, scans=image_scans, expect=expect,
                             allow=allow, strict_layers=strict_layers, reads=reads)
             verdicts.append(replace(
-                verdict, layers_read=opened.layers_read,
+                verdict, findings=(*verdict.findings, *diff_id_findings(image, image_scans)),
+                layers_read=opened.layers_read,
                 cached_layers=sum(1 for layer in image.layers if layer.digest in cached)))
         return verdicts
 
@@ -177,9 +180,10 @@ def _read_named_files(image: PlatformImage, scans: Sequence[LayerScan],
     if not unread:
         return {}
     # Imported here: the usual image never needs this second read.
-    from .lookup import read_path
+    from ..imagefs.lookup import read_path
+    from .detect import SMALL_FILE_LIMIT
 
-    return {path: read_path(layers, path) for path in unread}
+    return {path: read_path(layers, path, SMALL_FILE_LIMIT) for path in unread}
 
 
 @dataclass(frozen=True)

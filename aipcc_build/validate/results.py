@@ -93,23 +93,7 @@ class LayerScan:
     hazards: tuple[Hazard, ...] = ()
     error: Optional[str] = None  # set when the layer could not be read to its end
     index_settings: tuple[IndexSetting, ...] = ()  # from its pip.conf / uv.toml files
-
-
-@dataclass(frozen=True)
-class FileRead:
-    """One file of an image's final filesystem, read on demand (not cached): a config file
-    `PIP_CONFIG_FILE` or `UV_CONFIG_FILE` names under a name the layer scans do not read."""
-
-    path: str  # where its symlinks lead
-    layer: Optional[str] = None  # the digest of the layer holding it; None when absent
-    text: Optional[str] = None
-    problem: Optional[str] = None  # why there is no text: absent, not a file, too large
-    error: Optional[str] = None  # a layer could not be read
-
-    @property
-    def absent(self) -> bool:
-        """Whether a process in the container could not open the file at all."""
-        return self.layer is None and self.error is None
+    diff_id: Optional[str] = None  # the digest of its tar, for the config's rootfs.diff_ids
 
 
 @dataclass(frozen=True)

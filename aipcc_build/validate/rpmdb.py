@@ -4,6 +4,11 @@ The database is a temporary copy taken from a layer. Its `Name` index table list
 names without parsing anything, so only the headers of interesting packages are decoded.
 A header blob is an RPM header without its 8-byte magic: a big-endian index count and data
 length, 16-byte index entries (tag, type, offset, count), then the data store.
+
+The database comes from an image, so it may be built to hurt: `Packages` and `Name` must be
+tables (a recursive view never ends), every value must be what rpm writes (a header stored
+as TEXT is refused by name), and sqlite gets a budget of steps linear in the file's size,
+past which the read stops with an error the scan reports.
 """
 
 from __future__ import annotations
@@ -13,6 +18,14 @@ from pathlib import Path
 from typing import Callable, Optional
 
 TAG_NAME, TAG_VERSION, TAG_RELEASE = 1000, 1001, 1002
+# sqlite's budget: virtual-machine steps per byte of database, plus a floor. Reading a real
+# rpmdb takes a few steps per row; a hostile query plan (a view, an unindexed join) hits
+# the bound in about a second.
+STEPS_PER_BYTE = 20
+MIN_STEPS = 50_000_000
+_STEPS_PER_CALL = 10_000  # how often sqlite calls the progress handler
+_TABLES = ("packages", "name")
+_SQL_TYPES = {str: "TEXT", int: "INTEGER", float: "REAL", type(None): "NULL"}
 TYPE_STRING = 6
 _WANTED = (TAG_NAME, TAG_VERSION, TAG_RELEASE)
 
@@ -54,27 +67,48 @@ def read_packages(db: Path, interesting: Callable[[str], bool],
         conn = sqlite3.connect(uri, uri=True)
     except sqlite3.Error as exc:
         raise RpmdbError(str(exc)) from exc
+    budget = (MIN_STEPS + STEPS_PER_BYTE * db.stat().st_size) // _STEPS_PER_CALL
+    calls = 0
+
+    def progress() -> int:
+        nonlocal calls
+        calls += 1
+        return 1 if calls > budget else 0  # non-zero interrupts the statement
+
+    conn.set_progress_handler(progress, _STEPS_PER_CALL)
     try:
-        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
-        if "Packages" not in tables:
+        kinds = {str(name).lower(): kind for kind, name in
+                 conn.execute("SELECT type, name FROM sqlite_master")}
+        for table in _TABLES:
+            if kinds.get(table, "table") != "table":
+                raise RpmdbError(f"{table.capitalize()} is a {kinds[table]}, not a table")
+        if "packages" not in kinds:
             raise RpmdbError("no Packages table")
-        if "Name" in tables:
+        if "name" in kinds:
             hnums = [h for key, h in conn.execute("SELECT key, hnum FROM Name")
                      if interesting(str(key))]
-            blobs = [row[0] for h in hnums
-                     for row in conn.execute("SELECT blob FROM Packages WHERE hnum = ?", (h,))]
+            rows = [(h, row[0]) for h in hnums
+                    for row in conn.execute("SELECT blob FROM Packages WHERE hnum = ?", (h,))]
         else:
-            blobs = [row[0] for row in conn.execute("SELECT blob FROM Packages")]
+            rows = list(conn.execute("SELECT hnum, blob FROM Packages"))
         packages = []
-        for blob in blobs:
-            strings = header_strings(bytes(blob))
+        for hnum, blob in rows:
+            if not isinstance(blob, bytes):
+                stored = _SQL_TYPES.get(type(blob), type(blob).__name__)
+                raise RpmdbError(f"the header of package {hnum} is stored as {stored}, "
+                                 "not as a BLOB")
+            strings = header_strings(blob)
             name = strings.get(TAG_NAME, "")
             if name and interesting(name):
                 packages.append((name, strings.get(TAG_VERSION, ""),
                                  strings.get(TAG_RELEASE, "")))
         return packages
+    except sqlite3.OperationalError as exc:
+        if calls > budget:
+            raise RpmdbError(f"reading it takes more than {budget * _STEPS_PER_CALL} sqlite "
+                             "steps: stopped") from exc
+        raise RpmdbError(str(exc)) from exc
     except sqlite3.Error as exc:
         raise RpmdbError(str(exc)) from exc
     finally:
         conn.close()
-

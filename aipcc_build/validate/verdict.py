@@ -16,6 +16,9 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Optional
 
 from .. import image_labels
+from ..imagefs.image import PlatformImage
+from ..imagefs.lookup import FileRead
+from ..imagefs.symlinks import resolve_link
 from ..toolkit.components import (
     OWN_SCHEME,
     RELEASE_NUMBERED,
@@ -29,7 +32,6 @@ from ..toolkit.components import (
 )
 from .config_env import config_evidence, major_minor
 from .constraints_check import CONSTRAINTS_KEY, judge_constraints
-from .image import PlatformImage
 from .index_config import (
     CONFIG_FILE,
     TOOL_STOPS,
@@ -53,13 +55,11 @@ from .results import (
     WARNING,
     Evidence,
     Expectation,
-    FileRead,
     Finding,
     ImageVerdict,
     IndexSetting,
     LayerScan,
 )
-from .symlinks import resolve_link
 
 if TYPE_CHECKING:
     from ..matrix.model import AllowRule

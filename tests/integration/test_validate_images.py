@@ -224,9 +224,12 @@ def test_hostile_layer_gives_a_verdict_and_writes_nothing(
         member("huge", size=100 * 1024**3),
     ])
     append_layer(layout, hostile)
+    # A name held twice: the engine refuses the whole layer, and so does the validator.
+    append_layer(layout, tar_bytes([member("usr/x", b"x"), member("./usr/x", b"y")]))
     verdict = one(f"oci:{layout}:v1", tmp_path / "cache")
     kinds = {(f.component, f.status) for f in verdict.findings if f.evidence == "layer"}
-    assert kinds == {("path-traversal", VIOLATION), ("absolute-path", WARNING),
+    assert kinds == {("refused-layer", VIOLATION), ("path-traversal", WARNING),
+                     ("absolute-path", WARNING),
                      ("symlink-escape", WARNING), ("symlink-loop", WARNING),
                      ("device-file", WARNING), ("absurd-size", VIOLATION)}
     assert verdict.verdict == "failed"

@@ -4,6 +4,7 @@ disk are bounded."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import tarfile
 import uuid
@@ -13,12 +14,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from aipcc_build.validate import detect, symlinks
-from aipcc_build.validate.blobs import BlobLocation, LayerJob
+from aipcc_build.imagefs import symlinks
+from aipcc_build.imagefs.blobs import BlobLocation, LayerJob
+from aipcc_build.validate import detect
 from aipcc_build.validate.cache import LayerCache
 from aipcc_build.validate.layers import scan_layer
 from aipcc_build.validate.results import LayerScan
 from tests.support.layers import member, sha256, tar_bytes
+from tests.support.raw_tar import Member, raw_tar
 
 CUDA_129 = tar_bytes([member("usr/local/cuda-12.9/version.json",
                              b'{"cuda": {"version": "12.9.1"}}')])
@@ -41,6 +44,10 @@ class Layout:
 
     def image(self, layer: bytes, config: dict[str, object]) -> Layout:
         layer_digest = self.put(layer)
+        rootfs = config.get("rootfs")
+        if rootfs == {"diff_ids": []}:  # unless a test says otherwise, the config is right
+            tar = gzip.decompress(layer) if layer[:2] == b"\x1f\x8b" else layer
+            config = {**config, "rootfs": {"diff_ids": [sha256(tar)]}}
         manifest = {"schemaVersion": 2,
                     "config": {"digest": self.put(json.dumps(config).encode())},
                     "layers": [{"digest": layer_digest, "size": len(layer)}]}
@@ -76,6 +83,25 @@ def test_a_tampered_layer_blob_is_refused(tmp_path: Path, validate) -> None:
     assert result.code == 2
     assert f"layer {sha256(CUDA_129)} does not match its digest" in result.out
     assert sha256(CUDA_128) in result.out
+
+
+@pytest.mark.parametrize(("diff_ids", "reason"), [
+    ([], "the config lists 0 layers, the image ships 1: refused"),
+    ([sha256(CUDA_128)], f"layer 1 is {sha256(CUDA_129)} uncompressed, the config says "
+                         f"{sha256(CUDA_128)}: refused"),
+])
+def test_a_config_that_does_not_list_the_layers_is_refused(
+        tmp_path: Path, validate, diff_ids: list[str], reason: str) -> None:
+    # The layer is gzip'd: its diffID is the digest of the tar inside, not of the blob.
+    layer = gzip.compress(CUDA_129, mtime=0)
+    layout = Layout(tmp_path / "oci").image(layer, config(rootfs={"diff_ids": diff_ids,
+                                                                  "type": "layers"}))
+    result = validate(layout)
+    assert result.code == 1
+    refused = [line for line in result.out.splitlines() if "rootfs.diff_ids" in line]
+    at = "rootfs.diff_ids" + (f" [layer {sha256(layer)[:19]}]" if diff_ids else "")
+    assert refused == [f"  oci:{layout.root} linux/amd64: violation: layers (config) at {at}: "
+                       f"{reason}"]
 
 
 def test_a_tampered_manifest_or_config_blob_is_refused(tmp_path: Path, validate) -> None:
@@ -178,9 +204,10 @@ def test_rpm_databases_spool_at_most_the_bound(tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(detect, "SPOOL_LIMIT", 10_000)
     database = b"\0" * 6_000
-    # The same database three times (only the last counts), then a second one: too much.
-    layer = tar_bytes([member("var/lib/rpm/rpmdb.sqlite", database) for _ in range(3)]
-                      + [member("usr/lib/sysimage/rpm/rpmdb.sqlite", database)])
+    # Two databases: the second is too much. (The engine refuses a layer holding one name
+    # twice, so a name is spooled once.)
+    layer = tar_bytes([member("var/lib/rpm/rpmdb.sqlite", database),
+                       member("usr/lib/sysimage/rpm/rpmdb.sqlite", database)])
     blob = tmp_path / "layer"
     blob.write_bytes(layer)
     peak = 0
@@ -228,3 +255,23 @@ def test_fuzz_oci_readers(tmp_path: Path, validate, index: object, manifest: obj
         index = {**index, "manifests": [{"digest": manifest_digest}]}
     (root / "index.json").write_text(json.dumps(index))
     assert validate(layout).code in (0, 1, 2)
+
+
+@pytest.mark.parametrize(("members", "why"), [
+    ([Member(b"usr/local/cuda-12.8/version.json", data=b"{}"),
+      Member(b"./usr/local/cuda-12.8/version.json", data=b"{}")],
+     "member './usr/local/cuda-12.8/version.json' is the layer's second of that name"),
+    ([Member(b"x", b"7", data=b"x")],
+     "member 'x' has tar type '7', which the engine does not create"),
+])
+def test_a_layer_the_engine_refuses_is_refused_in_one_line(
+        tmp_path: Path, validate, members: list[Member], why: str) -> None:
+    layer = raw_tar(members)
+    layout = Layout(tmp_path / "oci").image(layer, config())
+    result = validate(layout)
+    assert result.code == 1
+    digest = sha256(layer)
+    assert [line for line in result.out.splitlines() if "refused" in line] == [
+        f"  oci:{layout.root} linux/amd64: violation: refused-layer (layer) at / [layer "
+        f"{digest[:19]}]: refused-layer: layer {digest} is refused by the container engine: "
+        f"{why}"]

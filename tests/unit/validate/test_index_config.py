@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from aipcc_build.imagefs.lookup import FileRead
 from aipcc_build.validate import validate_image
 from aipcc_build.validate.index_config import (
     files_the_tools_load,
@@ -16,7 +17,7 @@ from aipcc_build.validate.index_config import (
     settings_from_text,
     toolkit_of,
 )
-from aipcc_build.validate.results import Expectation, FileRead, ImageVerdict, IndexSetting
+from aipcc_build.validate.results import Expectation, ImageVerdict, IndexSetting
 from aipcc_build.validate.verdict import judge
 from tests.support.layers import member, oci_layout, tar_bytes
 from tests.unit.validate.test_validate_units import image, scan
@@ -183,7 +184,7 @@ def test_a_named_file_the_image_lacks_warns_for_pip_and_fails_for_uv(tmp_path: P
 
 def test_standard_named_files_need_no_second_read(tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    from aipcc_build.validate import lookup
+    from aipcc_build.imagefs import lookup
 
     def refused(*args: object) -> None:
         raise AssertionError("a second read for files the layer scans read")

@@ -19,4 +19,6 @@ def test_stopping_the_pool_kills_running_scans_and_cancels_the_rest() -> None:
     _stop_pool(pool)
     assert time.monotonic() - started < 60  # not the 120 s a scan takes
     assert not any(worker.is_alive() for worker in workers)
-    assert sum(f.cancelled() for f in futures) >= 3  # all but those handed to workers
+    # All but those handed to workers: the executor queues up to max_workers + 1 calls
+    # ahead of them, so one of the six at least was never started.
+    assert sum(f.cancelled() for f in futures) >= 1

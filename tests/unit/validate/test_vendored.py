@@ -8,8 +8,8 @@ import json
 import tarfile
 from pathlib import Path
 
+from aipcc_build.imagefs.image import PlatformImage
 from aipcc_build.validate import validate_image
-from aipcc_build.validate.image import PlatformImage
 from aipcc_build.validate.results import OK, VIOLATION, WARNING, Expectation, Finding
 from aipcc_build.validate.verdict import judge
 from tests.support.elf import EM_AARCH64, EM_X86_64, runtime_elf
@@ -162,9 +162,12 @@ def test_links_named_like_cuda_libraries(tmp_path: Path) -> None:
     link = by_path[(f"/{lib}/libcudart.so.12.9.79", "library")]
     assert link.status == VIOLATION and "symbolic link to libfoo.so" in link.reason
     assert by_path[(f"/{lib}/libnvrtc.so.12.9.86", "library")].status == VIOLATION
-    missing = by_path[(f"/{lib}/libcublas.so.12.9.1.4", "layer")]
-    assert missing.status == WARNING and "does not hold" in missing.reason
     assert (f"/{lib}/libnvrtc.so.12.9.86", "layer") not in by_path  # its target is there
+    # A hard link to a file the layer does not hold: the engine refuses the layer.
+    refused = by_path[("/", "layer")]
+    assert refused.status == VIOLATION and refused.reason == (
+        f"refused-layer: layer {layer.digest} is refused by the container engine: hard link "
+        f"/{lib}/libcublas.so.12.9.1.4 to '{lib}/gone', which the layer does not hold before it")
 
 
 def test_a_declared_platform_its_config_contradicts_fails(tmp_path: Path) -> None:

@@ -17,9 +17,6 @@ PATH_MAX = 4096  # Linux's: a longer path or link target fails (ENAMETOOLONG)
 # hops of a few components), plus a floor for layers with few links.
 STEPS_PER_LINK = 32
 MIN_STEPS = 100_000
-# Only these symlinks can name a toolkit (/usr/local/cuda -> /etc/alternatives/cuda ->
-# /usr/local/cuda-12.9); the cache keeps just them, the rest are checked for loops per layer.
-TOOLKIT_PREFIXES = ("/usr/local/", "/opt/", "/etc/alternatives/")
 
 
 class BudgetExceeded(Exception):

@@ -13,28 +13,101 @@ layer is walked once, plus once more to read a file a symlink or hard link led t
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Optional
 
 from .blobs import LayerJob
-from .detect import SMALL_FILE_LIMIT
-from .layers import DIRECTORY, HARDLINK, REGULAR, SYMLINK, LayerView, TarError, view_layer
-from .results import FileRead
 from .symlinks import MAX_HOPS, resolve_link
+from .tar import DIRECTORY, HARDLINK, REGULAR, SYMLINK, TarError
+
+
+@dataclass(frozen=True)
+class FileRead:
+    """One file of an image's final filesystem, read on demand (not cached): a config file
+    `PIP_CONFIG_FILE` or `UV_CONFIG_FILE` names under a name the layer scans do not read."""
+
+    path: str  # where its symlinks lead
+    layer: Optional[str] = None  # the digest of the layer holding it; None when absent
+    text: Optional[str] = None
+    problem: Optional[str] = None  # why there is no text: absent, not a file, too large
+    error: Optional[str] = None  # a layer could not be read
+
+    @property
+    def absent(self) -> bool:
+        """Whether a process in the container could not open the file at all."""
+        return self.layer is None and self.error is None
+
+
+@dataclass
+class LayerView:
+    """What one layer says about any path: each member's kind (the last member of a name
+    counts; the directories the engine creates for a member's parents count too), the
+    targets of its symlinks and hard links, its whiteouts and opaque directories; and the
+    bytes of the one regular file WANTED, if it holds it (`size` bytes, read when within
+    the reader's limit)."""
+
+    wanted: str
+    kinds: dict[str, str] = field(default_factory=dict)
+    links: dict[str, str] = field(default_factory=dict)
+    whiteouts: list[str] = field(default_factory=list)
+    opaque: list[str] = field(default_factory=list)
+    size: int = 0
+    content: Optional[bytes] = None
+
+
+def view_layer(job: LayerJob, wanted: str, limit: int) -> LayerView:
+    """Unpack one layer as the engine does, for a lookup of paths (a second read, after
+    the scans). Raises TarError when the layer cannot be read, does not match its digest,
+    the engine would refuse it, or local storage refuses WANTED's content."""
+    # The inflaters and the unpacking model: not for validations that never look.
+    from .stream import read_layer
+    from .tree import WHITEOUT, LayerRefused, Node, Tree, unpack
+
+    view = LayerView(wanted)
+    tree = Tree()
+    tree["/"] = Node(DIRECTORY, 0o755)
+    try:
+        read = read_layer(job, lambda stream: unpack(stream, tree, view, limit))
+    except LayerRefused as exc:
+        raise TarError(f"layer {job.digest} is refused by the container engine: {exc}") \
+            from exc
+    refused = dict(read.refused)
+    if wanted in refused:
+        raise TarError(f"layer {job.digest}: {wanted} not read: {refused[wanted]}")
+    for path, node in tree.items():
+        if node.opaque:
+            view.opaque.append(path)
+        if node.kind == WHITEOUT:
+            view.whiteouts.append(path)
+        elif path != "/":
+            hard = node.kind == REGULAR and node.first != path
+            view.kinds[path] = HARDLINK if hard else node.kind
+            if hard or node.kind == SYMLINK:
+                view.links[path] = node.first if hard else node.link
+    return view
+
 
 # What a layer says about a path.
 _LINK, _FILE, _ABSENT = "link", "file", "absent"
 
 
-def _decide(view: LayerView, path: str, number: int
+def _decide(view: LayerView, path: str, number: int, upper_dirs: set[str]
             ) -> Optional[tuple[str, Optional[str]]]:
     """What layer NUMBER says about PATH, looking down from the layers above it: (_LINK,
     where a symlink leads or None if nowhere), (_FILE, the member holding the bytes),
-    (_ABSENT, why); None when it says nothing and a lower layer decides."""
+    (_ABSENT, why); None when it says nothing and a lower layer decides. UPPER_DIRS: the
+    directories on PATH that layers above hold as directories (this one's are added)."""
     parts = path.split("/")
     directories = ["/".join(parts[:i]) for i in range(2, len(parts))]
+    for directory in directories:
+        if directory in upper_dirs and view.kinds.get(directory, DIRECTORY) != DIRECTORY:
+            # overlayfs: a directory above hides a lower non-directory and all below it.
+            return _ABSENT, "no such file"
     # The layer's own members count before its whiteouts, which remove lower content only.
     for directory in directories:
         kind = view.kinds.get(directory)
+        if kind == DIRECTORY:
+            upper_dirs.add(directory)
         if kind == SYMLINK:
             return _LINK, resolve_link(path, {directory: view.links[directory]})
         if kind is not None and kind != DIRECTORY:
@@ -55,18 +128,19 @@ def _decide(view: LayerView, path: str, number: int
     return None
 
 
-def read_path(layers: Sequence[LayerJob], path: str, limit: int = SMALL_FILE_LIMIT
-              ) -> FileRead:
-    """The file at PATH (absolute, normalized) in the image of LAYERS (bottom first)."""
+def read_path(layers: Sequence[LayerJob], path: str, limit: int) -> FileRead:
+    """The file at PATH (absolute, normalized) in the image of LAYERS (bottom first); its
+    content when at most LIMIT bytes."""
     views: dict[int, LayerView] = {}
     current = path
     try:
         for _ in range(MAX_HOPS + 1):
             decided: Optional[tuple[str, Optional[str]]] = None
+            upper_dirs: set[str] = set()
             for number in reversed(range(len(layers))):
                 if number not in views:
                     views[number] = view_layer(layers[number], current, limit)
-                decided = _decide(views[number], current, number)
+                decided = _decide(views[number], current, number, upper_dirs)
                 if decided is not None:
                     break
             if decided is None:

@@ -1,0 +1,126 @@
+"""Issue 29 speed targets for the engine-exact layer reader (`aipcc_build.imagefs`):
+
+- reading every layer with the validator's scan / isal inflate of the same layers (the
+  decompression floor), one process each, layer after layer: close to 1;
+- the scan against the reader before issue 29 (the commit given by --before, exported with
+  `git archive`): at most 1.10 for the engine-exact reader alone; the diffID check (a
+  sha256 of every uncompressed byte, issue 29.2) is shown apart;
+- cold `aipcc-build validate` of the whole image / inflating its layers with isal in one
+  thread each, in parallel as the validator does: close to 1.
+
+Each figure is CPU seconds (user + system of the process), the shortest of --repeat runs:
+the machine is shared, and CPU time is what a read costs whatever runs beside it. Wall
+seconds are shown too. The image is validate_speed.py's (>= 1 GiB of this machine's files
+in gzip layers, kept under ~/.cache/aipcc-build/bench).
+
+Run: python bench/layer_reader.py [--layout DIR] [--before COMMIT] [--repeat N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from common import as_installed
+from validate_speed import build_layout, layers_of
+
+REPO = Path(__file__).resolve().parent.parent
+BEFORE = "bf48a05"  # the last commit with the reader issue 29 replaced
+
+INFLATE = """
+import sys
+from isal import igzip_threaded
+for path in sys.argv[1:]:
+    with igzip_threaded.open(path, "rb", threads=1) as stream:
+        while stream.read(1 << 20):
+            pass
+"""
+
+SCAN = """
+import hashlib, sys
+sys.path.insert(0, sys.argv[1])
+try:
+    from aipcc_build.imagefs.blobs import BlobLocation, LayerJob
+except ImportError:  # the reader before issue 29
+    from aipcc_build.validate.blobs import BlobLocation, LayerJob
+from aipcc_build.validate.layers import scan_layer
+if sys.argv[2] == "--no-diff-id":  # the reader alone, without hashing the tar
+    from aipcc_build.imagefs import stream
+
+    class Unhashed(stream._HashedTar):
+        def read(self, size):
+            return self._stream.read(size)
+
+    stream._HashedTar = Unhashed
+    del sys.argv[2]
+for path in sys.argv[2:]:
+    digest = "sha256:" + path.rsplit("/", 1)[1]
+    scan = scan_layer(LayerJob(digest, "", BlobLocation(path)))
+    assert scan.error is None, scan.error
+"""
+
+
+def measured(command: list[str], env: dict[str, str], repeat: int) -> tuple[float, float]:
+    """(wall, CPU) seconds of COMMAND, the shortest of REPEAT runs each."""
+    walls, cpus = [], []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL)
+        _, status, usage = os.wait4(proc.pid, 0)
+        walls.append(time.perf_counter() - start)
+        cpus.append(usage.ru_utime + usage.ru_stime)
+        if os.waitstatus_to_exitcode(status) != 0:
+            raise SystemExit(f"{command[:3]} failed")
+    return min(walls), min(cpus)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--layout", type=Path,
+                        default=Path.home() / ".cache" / "aipcc-build" / "bench" / "validate-oci")
+    parser.add_argument("--before", default=BEFORE)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    if not (args.layout / "index.json").exists():
+        print(f"building {args.layout} ...", file=sys.stderr)
+        build_layout(args.layout)
+    layers = [str(path) for path, _ in layers_of(args.layout)]
+    env = as_installed()
+    with tempfile.TemporaryDirectory(prefix="aipcc-bench-before-") as before:
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", args.before,
+                                  "aipcc_build"], capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", before], input=archive, check=True)
+        floor = measured([sys.executable, "-c", INFLATE, *layers], env, args.repeat)
+        now = measured([sys.executable, "-c", SCAN, str(REPO), *layers], env, args.repeat)
+        reader = measured([sys.executable, "-c", SCAN, str(REPO), "--no-diff-id", *layers],
+                          env, args.repeat)
+        old = measured([sys.executable, "-c", SCAN, before, *layers], env, args.repeat)
+    with tempfile.TemporaryDirectory(prefix="aipcc-bench-cache-") as cache:
+        cold = [sys.executable, "-m", "aipcc_build", "validate", f"oci:{args.layout}",
+                "--expect", "cpu", "--cache-dir", cache]
+        start = time.perf_counter()
+        subprocess.run(cold, env=env, stdout=subprocess.DEVNULL, check=False)
+        cold_wall = time.perf_counter() - start
+    parallel = [sys.executable, "-c",
+                "import subprocess, sys; ps = [subprocess.Popen([sys.executable, '-c', "
+                f"{INFLATE!r}, p]) for p in sys.argv[1:]]; [p.wait() for p in ps]", *layers]
+    parallel_wall, _ = measured(parallel, env, args.repeat)
+    print(f"isal inflate, layer after layer:  {floor[0]:6.2f} s wall {floor[1]:6.2f} s CPU")
+    print(f"scan (imagefs), layer after layer: {now[0]:6.2f} s wall {now[1]:6.2f} s CPU")
+    print(f"  without the diffID hash:         {reader[0]:6.2f} s wall {reader[1]:6.2f} s CPU")
+    print(f"scan before issue 29 ({args.before}):    {old[0]:6.2f} s wall {old[1]:6.2f} s CPU")
+    print(f"scan / isal inflate (CPU):         {now[1] / floor[1]:6.2f}")
+    print(f"reader now / before (CPU, <= 1.10): {reader[1] / old[1]:6.2f}")
+    print(f"scan with the diffID / before (CPU): {now[1] / old[1]:6.2f}")
+    print(f"cold validate / isal inflate of the layers in parallel (wall): "
+          f"{cold_wall:.2f} / {parallel_wall:.2f} = {cold_wall / parallel_wall:.2f}")
+    return 0 if reader[1] <= 1.10 * old[1] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
