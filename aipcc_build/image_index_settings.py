@@ -16,7 +16,7 @@ UV_TOML = "/etc/uv/uv.toml"
 INDEX_AUTH_MODES = ("none", "client-cert", "netrc")
 # What the renderer writes for them and the validator checks, beside the label: for
 # client-cert, the directory of the uv wrapper, first on PATH (the helper,
-# data/aipcc_index_cert.py, is also pip's .pth hook); for netrc, where podman's and
+# in_image/aipcc_index_cert.py, is also pip's .pth hook); for netrc, where podman's and
 # buildah's `--secret id=netrc` put the file (/run/secrets/ID).
 AUTH_BIN = "/usr/local/libexec/aipcc-build"
 NETRC_SECRET = "/run/secrets/netrc"

@@ -237,7 +237,7 @@ def _display_path(matrix: Matrix, template: str) -> str:
 
 # client-cert: the helper is a module of the image's Python, run by a .pth file in every
 # pip, and the `uv` wrapper in AUTH_BIN.
-_HELPER = Path(__file__).resolve().parent.parent / "data" / "aipcc_index_cert.py"
+_HELPER = Path(__file__).resolve().parent.parent / "in_image" / "aipcc_index_cert.py"
 # A PATH assignment in an ENV line; LD_LIBRARY_PATH and the like are not PATH.
 _PATH_SET = re.compile(r"(?<![A-Za-z0-9_])PATH=([^\s\\]*)")
 _FROM = re.compile(r"^\s*FROM\s+((?:--\S+\s+)*)(\S+)", re.IGNORECASE)

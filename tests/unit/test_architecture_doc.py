@@ -13,8 +13,9 @@ DOC = REPO / "docs" / "architecture.md"
 # A table row: | what | `package/` or `module.py`, ... | what it owns |
 _ROW = re.compile(r"^\| [^|]+ \| (?P<where>[^|]+) \| (?P<owns>.+) \|$")
 _CODE = re.compile(r"`([^`]+)`")
-# A module named in the owns cell: `name` followed by its description in parentheses.
-_MODULE = re.compile(r"`([a-z_]+)` \(")
+# A module named in the owns cell: `name` (or `sub/name`) followed by its description in
+# parentheses.
+_MODULE = re.compile(r"`([a-z_]+(?:/[a-z_]+)*)` \(")
 
 
 def rows() -> list[tuple[list[str], str]]:
@@ -59,4 +60,6 @@ def test_every_module_of_a_package_is_in_its_row() -> None:
                           if p.is_dir() and (p / "__init__.py").exists()):
             if not {f"{sub.name}/", sub.name} & named:
                 unnamed.append(f"{package}/{sub.name}/")
+            unnamed += [f"{package}/{sub.name}/{path.stem}" for path in sorted(sub.glob("*.py"))
+                        if path.stem != "__init__" and f"{sub.name}/{path.stem}" not in named]
     assert not unnamed, f"modules docs/architecture.md does not describe: {unnamed}"

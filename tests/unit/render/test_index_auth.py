@@ -1,5 +1,5 @@
 """wheel_index_auth in rendered Containerfiles, and the helper that presents the host's
-entitlement certificate to pip and uv (aipcc_build/data/aipcc_index_cert.py), run here on
+entitlement certificate to pip and uv (aipcc_build/in_image/aipcc_index_cert.py), run here on
 the host's Python against files made in the test."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from aipcc_build.render import render_all
 from tests.support.project import Project
 
 PATTERN = "https://idx.example/{release}/{variant}/simple/"
-HELPER = Path(__file__).resolve().parents[3] / "aipcc_build" / "data" / "aipcc_index_cert.py"
+HELPER = Path(__file__).resolve().parents[3] / "aipcc_build" / "in_image" / "aipcc_index_cert.py"
 
 
 def rendered(project: Project, auth: str) -> dict[str, str]:
