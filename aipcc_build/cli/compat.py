@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Optional
 
 import click
 
+from ..compat import DEFAULT_WARN_DAYS
 from .options import (
     DATE,
     Context,
@@ -32,7 +33,8 @@ def _today(value: Optional[dt.datetime]) -> dt.date:
               help="Build report JSON: show the digest each image was built with.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), metavar="FILE",
               help="Write to FILE (atomically) instead of stdout.")
-@click.option("--warn-days", type=click.IntRange(min=0), default=90, show_default=True,
+@click.option("--warn-days", type=click.IntRange(min=0), default=DEFAULT_WARN_DAYS,
+              show_default=True,
               help="EOL within this many days counts as eol-soon.")
 @click.option("--today", type=DATE, metavar="YYYY-MM-DD", help="Date to judge EOL against.")
 @click.option("--check-eol", is_flag=True,
@@ -86,7 +88,8 @@ def compat(context: Context, filters: Filters, output_format: str, report_path: 
 @click.option("--emit", type=click.Choice(["k8s"]),
               help="Print a nodeSelector/affinity fragment for the best image instead.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (schema 1).")
-@click.option("--warn-days", type=click.IntRange(min=0), default=90, show_default=True,
+@click.option("--warn-days", type=click.IntRange(min=0), default=DEFAULT_WARN_DAYS,
+              show_default=True,
               help="EOL within this many days is flagged eol-soon.")
 @click.option("--today", type=DATE, metavar="YYYY-MM-DD", help="Date to judge EOL against.")
 @reference_options

@@ -8,6 +8,8 @@ from typing import Optional
 
 import click
 
+from ..publish import COPY_JOBS
+from ..tools.retry import DEFAULT_ATTEMPTS
 from ..wheel_indexes import DEFAULT_KEEP
 from .options import (
     Context,
@@ -74,9 +76,10 @@ def promote(context: Context, report_path: str, to: str, dry_run: bool,
               help="The release: the matrix's images of this build (with the filters).")
 @click.option("--out", default=".", show_default=True, type=click.Path(file_okay=False),
               metavar="DIR", help="Where the ImageDigestMirrorSet and registries.conf go.")
-@click.option("--retries", type=click.IntRange(min=1), default=5, show_default=True,
+@click.option("--retries", type=click.IntRange(min=1), default=DEFAULT_ATTEMPTS,
+              show_default=True,
               help="Attempts per image on connection errors and 5xx answers.")
-@click.option("--jobs", type=click.IntRange(min=1), default=4, show_default=True,
+@click.option("--jobs", type=click.IntRange(min=1), default=COPY_JOBS, show_default=True,
               help="Images copied at once into a registry.")
 @SOURCE_REGISTRY
 @TLS

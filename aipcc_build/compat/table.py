@@ -17,11 +17,11 @@ from packaging.version import Version
 from ..errors import InputError
 from ..matrix import Filters, ImageSpec
 from ..toolkit.facts import DriverVersion, ToolkitFacts
+from . import DEFAULT_WARN_DAYS
 
 SUPPORTED = "supported"
 EOL_SOON = "eol-soon"
 EOL = "eol"
-DEFAULT_WARN_DAYS = 90
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from ..image_reference import below, repository_of, tag_of
 from ..tools.registry_http import UNKNOWN
 from ..tools.retry import Retry, last_line, with_retries
 from ..tools.skopeo import Skopeo
-from . import mirror_config, oci_layout
+from . import COPY_JOBS, mirror_config, oci_layout
 from .transfer import Event, OnEvent, Probe, each, no_credentials
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ class MirrorRequest:
     tls_verify: bool = True
     authfile: Optional[str] = None
     retry: Retry = field(default_factory=Retry)
-    jobs: int = 4  # images copied at once into a registry (a layout takes one at a time)
+    jobs: int = COPY_JOBS  # images copied at once into a registry (a layout takes one at a time)
 
 
 @dataclass(frozen=True)
@@ -176,7 +176,7 @@ class MirrorRelease:
     tls_verify: bool = True
     authfile: Optional[str] = None
     retry: Retry = field(default_factory=Retry)
-    jobs: int = 4
+    jobs: int = COPY_JOBS
 
 
 def mirror_release(request: MirrorRelease, runner: Optional[Runner] = None,

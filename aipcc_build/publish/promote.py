@@ -25,6 +25,7 @@ from ..tools.registry_http import UNKNOWN
 from ..tools.retry import Retry, with_retries
 from ..tools.runner import Runner
 from ..tools.skopeo import Skopeo
+from . import COPY_JOBS
 from .transfer import Copy, Event, OnEvent, Probe, RegistryCheck, each, no_credentials
 
 
@@ -42,7 +43,7 @@ class PromoteRequest:
     tls_verify: bool = True
     authfile: Optional[str] = None
     retry: Retry = field(default_factory=Retry)
-    jobs: int = 4  # looks and images copied at once
+    jobs: int = COPY_JOBS  # looks and images copied at once
 
 
 @dataclass(frozen=True)

@@ -110,12 +110,16 @@ class TransientAnswer(ToolError):
         super().__init__(["http", url], 1, f"{url}: status {status} {reason}{after}")
 
 
+# Tries of a copy or a request in all, unless a command's --retries says otherwise.
+DEFAULT_ATTEMPTS = 5
+
+
 @dataclass(frozen=True)
 class Retry:
     """ATTEMPTS tries in all; the wait doubles from FIRST seconds up to CAP, and is at
     least what the registry asked for (Retry-After, up to MAX_RETRY_AFTER)."""
 
-    attempts: int = 5
+    attempts: int = DEFAULT_ATTEMPTS
     first: float = 1.0
     cap: float = 16.0
 
