@@ -119,7 +119,7 @@ def test_validate_promote_and_mirror_stop_their_skopeo_children_and_remove_their
     with FlakyProxy(upstream, failures=0, hang_paths=("/blobs/",)) as reads:
         ref = f"docker://{reads.host}/aipcc/base-images/img0:3.0-42"
         assert_left_nothing(*interrupt(
-            [*matrix, "validate", "--tls-verify", "false", ref], signum, tmp,
+            ["validate", "--no-tls-verify", ref], signum, tmp,
             lambda c: skopeos(c, "copy") == 1 and any(
                 n.startswith("aipcc-validate-copy-") for n in os.listdir(tmp))), signum, tmp)
     # Writes never answer: promote's and mirror's copies hang in their uploads, three at once,
@@ -170,6 +170,7 @@ INDEX_MATRIX = textwrap.dedent("""\
     schema: 1
     product: {name: sigtest, version: "2.1"}
     registry: localhost/aipcc-test-signals
+    templates: templates
     wheel_index: "https://idx.example/{release}/{variant}/simple/"
     os:
       debian: {from: localhost/unused:1}

@@ -51,8 +51,10 @@ def test_listing_and_reading_storage_while_another_process_churns_it(
     until = time.monotonic() + CHURN_SECONDS
     done: list[str] = []
     failed: list[str] = []
-    churners = [threading.Thread(target=churn, args=(base, until, done, failed))
-                for _ in range(2)]
+    # One churner: two race each other inside buildah itself (a commit of one loses the
+    # identical layer the other's rmi removes: "layer not known"), which says nothing of
+    # the product.
+    churners = [threading.Thread(target=churn, args=(base, until, done, failed))]
     for churner in churners:
         churner.start()
     listings = validations = 0

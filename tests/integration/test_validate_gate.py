@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from aipcc_build.toolkit.constraints import CONSTRAINTS_PATH, constraints_text, target_of
 from tests.support.publish import make_registry, push, run_cli
 
 pytestmark = pytest.mark.integration
@@ -54,9 +55,15 @@ def test_validate_matrix_pushed_fails_closed_on_a_registry_missing_images(
         assert payload["summary"]["validated"] == 0 and payload["summary"]["skipped"] == 2
         assert gate("--allow-missing")[0] == 1  # allowed missing, but nothing checked
 
-        subprocess.run(["buildah", "build", "-q", "-t", local, "-f", "-", "."], check=True,
-                       input=f"FROM {base_image}\nENV FROMAGER_VARIANT=cpu-el9\n", text=True,
-                       capture_output=True)
+        # A clean image of the cell, carrying the constraints the renderer gives every image.
+        context = tmp_path / "context"
+        context.mkdir()
+        (context / "constraints.txt").write_text(constraints_text(target_of("cpu", None)))
+        subprocess.run(["buildah", "build", "-q", "-t", local, "-f", "-", str(context)],
+                       check=True, text=True, capture_output=True,
+                       input=f"FROM {base_image}\nENV FROMAGER_VARIANT=cpu-el9 "
+                             f"PIP_CONSTRAINT={CONSTRAINTS_PATH} UV_CONSTRAINT={CONSTRAINTS_PATH}\n"
+                             f"COPY constraints.txt {CONSTRAINTS_PATH}\n")
         push(local, f"{ns}/base/cpu-el9:3.0-9")
         code, payload, err = gate()
         assert code == 1, json.dumps(payload["images"] + payload["unreadable"])[:3000]
