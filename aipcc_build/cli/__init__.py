@@ -141,7 +141,12 @@ def _run(argv: Optional[list[str]]) -> object:
     """The command's exit code (or what click returned), its error printed."""
     import os
 
-    debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    args = argv if argv is not None else sys.argv[1:]
+    debug = "--debug" in args
+    if not args:  # no command: the help is the answer, on stderr, exit 2 (click 8.1 says 0)
+        with click.Context(cli, info_name="aipcc-build", color=color(os.environ)) as context:
+            sys.stderr.write(context.get_help() + "\n")
+        return 2
     try:
         with handled():
             code = cli.main(args=argv, prog_name="aipcc-build", standalone_mode=False,

@@ -66,11 +66,23 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.integration)
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_protocol(item: pytest.Item) -> Any:
+def _guarded(item: pytest.Item) -> Any:
     global _unit_test
     _unit_test = None if item.get_closest_marker("integration") else item.nodeid
     try:
         yield
     finally:
         _unit_test = None
+
+
+# The set-up and the call of a unit test are guarded, not its teardown: the last test of a
+# session tears down the session's fixtures (images an integration fixture built), which
+# run buildah and are no part of it.
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Any:
+    yield from _guarded(item)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Any:
+    yield from _guarded(item)

@@ -10,19 +10,15 @@ import pytest
 from tests.support import integration_marker
 
 
-@pytest.fixture
-def as_unit_test(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(integration_marker, "_unit_test", "tests/unit/x.py::test_y")
-
-
-def test_a_system_program_is_refused_in_a_unit_test(as_unit_test: None) -> None:
-    with pytest.raises(RuntimeError, match=r"tests/unit/x.py::test_y runs buildah: mark it"):
+def test_a_system_program_is_refused_in_a_unit_test() -> None:
+    with pytest.raises(RuntimeError, match=r"test_a_system_program_is_refused_in_a_unit_test "
+                                           r"runs buildah: mark it integration"):
         integration_marker._refuse_outside_programs(
             "subprocess.Popen", ("buildah", ["buildah", "images"], None,
                                  {"PATH": "/usr/local/bin:/usr/bin:/bin"}))
 
 
-def test_a_stand_in_the_test_wrote_is_allowed(as_unit_test: None, tmp_path: Path) -> None:
+def test_a_stand_in_the_test_wrote_is_allowed(tmp_path: Path) -> None:
     stand_in = tmp_path / "buildah"
     stand_in.write_text("#!/bin/sh\n")
     stand_in.chmod(0o755)
@@ -30,7 +26,7 @@ def test_a_stand_in_the_test_wrote_is_allowed(as_unit_test: None, tmp_path: Path
         "subprocess.Popen", ("buildah", ["buildah"], None, {"PATH": str(tmp_path)}))
 
 
-def test_git_and_the_interpreter_are_allowed(as_unit_test: None) -> None:
+def test_git_and_the_interpreter_are_allowed() -> None:
     for program in ("git", "python3", "sh"):
         integration_marker._refuse_outside_programs(
             "subprocess.Popen", (program, [program], None, None))

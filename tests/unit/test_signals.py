@@ -54,7 +54,7 @@ print("after", signal.getsignal(signum) is not signals._handle, flush=True)
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP],
                          ids=lambda s: signal.Signals(s).name)
 def test_each_signal_ends_a_command_alike(signum: int) -> None:
-    done = subprocess.run([sys.executable, "-c", SCRIPT, str(signum)], capture_output=True,
+    done = subprocess.run([sys.executable, "-c", SCRIPT, str(int(signum))], capture_output=True,
                           text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n") == [

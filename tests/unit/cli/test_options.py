@@ -163,7 +163,16 @@ def test_no_color_leaves_click_unstyled_on_a_terminal(tmp_path) -> None:
                           env={**env, "NO_COLOR": "1", "PYTHONPATH": str(REPO)}, timeout=60,
                           cwd=tmp_path)
     os.close(follower)
-    output = os.read(leader, 65536).decode()
+    chunks = []
+    while True:  # a pty hands its output over in pieces; EIO once the writer is gone
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    output = b"".join(chunks).decode()
     os.close(leader)
     assert done.returncode == 0
     assert "Example:" in output and "\x1b[" not in output

@@ -18,7 +18,7 @@ def test_committed_reference_is_up_to_date(cli, monkeypatch: pytest.MonkeyPatch)
 
 
 def test_every_visible_command_has_a_page_with_each_option_and_its_example() -> None:
-    texts = pages()
+    texts = pages(REPO / "docs" / "reference")
     visible = {name for name, command in group.commands.items() if not command.hidden}
     assert set(texts) == {f"{name}.md" for name in visible} | {"README.md"}
     for name in visible:
@@ -47,3 +47,14 @@ def test_drift_is_found_and_fixed_and_a_hand_written_page_is_refused(cli, tmp_pa
     refused = cli("reference", "--output-dir", str(out))
     assert refused.code == 2 and "lacks the generated header" in refused.err
     assert (out / "list.md").read_text() == "# my own notes\n"
+
+
+def test_the_pages_link_the_projects_own_how_to_pages_wherever_the_package_is(
+        tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Installed in site-packages (tox, CI), the pages are what a checkout writes: the
+    links follow the project the pages are written into, not the package's location."""
+    (tmp_path / "commands").mkdir()
+    (tmp_path / "commands" / "list.md").write_text("# list\n")
+    texts = pages(tmp_path / "reference")
+    assert "../commands/list.md" in texts["list.md"]
+    assert "../commands/" not in texts["render.md"]
