@@ -18,7 +18,9 @@ import pytest
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
-CACHE = Path.home() / ".cache" / "aipcc-build" / "requirements"
+# Resolved once per cache, which AIPCC_CACHE names (an empty one shows the resolution works).
+CACHE = Path(os.environ.get("AIPCC_CACHE") or Path.home() / ".cache" / "aipcc-build") / \
+    "requirements"
 
 
 def pip_report(requirements: str) -> Path:
