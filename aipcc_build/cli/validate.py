@@ -97,6 +97,14 @@ def validate(context: Context, accelerators: tuple[str, ...], versions: tuple[st
     Exit 0 clean, 1 violations (or, with a matrix, an image not found), 2 unreadable.
     With --requirements, the set pip would install is judged before any build.
     """
+    # A matrix named in the environment does not turn REFs away: a CI job may export it.
+    matrix_file = context.matrix_path if context.matrix_given and not (
+        refs and context.matrix_given == "environment") else None
+    if requirements is not None:  # before the image pipeline is loaded: it reads no image
+        return _requirements(requirements, expect, index_url, as_json,
+                             bool(refs or matrix_file))
+    if index_url is not None:
+        raise click.UsageError("--index-url goes with --requirements")
     from dataclasses import replace
 
     from ..report import validation
@@ -110,14 +118,6 @@ def validate(context: Context, accelerators: tuple[str, ...], versions: tuple[st
         validate_references,
     )
 
-    # A matrix named in the environment does not turn REFs away: a CI job may export it.
-    matrix_file = context.matrix_path if context.matrix_given and not (
-        refs and context.matrix_given == "environment") else None
-    if requirements is not None:
-        return _requirements(requirements, expect, index_url, as_json,
-                             bool(refs or matrix_file))
-    if index_url is not None:
-        raise click.UsageError("--index-url goes with --requirements")
     if matrix_file is None and not refs:
         raise click.UsageError("give at least one REF, or --matrix FILE")
     if matrix_file is not None and refs:

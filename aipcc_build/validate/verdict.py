@@ -16,8 +16,6 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Optional
 
 from .. import image_labels
-from ..imagefs.image import PlatformImage
-from ..imagefs.lookup import FileRead
 from ..imagefs.symlinks import resolve_link
 from ..toolkit.components import (
     OWN_SCHEME,
@@ -62,6 +60,8 @@ from .results import (
 )
 
 if TYPE_CHECKING:
+    from ..imagefs.image import PlatformImage
+    from ..imagefs.lookup import FileRead
     from ..matrix.model import AllowRule
 
 MIXED = "mixed"  # the evidence kind of the finding that reports an unlabelled mix
