@@ -101,28 +101,19 @@ def select(context: Context, filters: Filters, gpu: Optional[str],
            build_id: Optional[str], registry: Optional[str]) -> int:
     """The images that run on a node, best first, and why every other image does not.
     Exits 1 when none runs."""
-    from ..compat.select import (
-        node_from_flags,
-        node_from_k8s,
-        scheduling_constraints,
-        select_images,
-    )
-    from ..matrix import expand
+    from ..compat.select import SelectRequest, select_for_node
     from ..report import compat_formats
-    from ..toolkit.facts import load_facts
 
     if node_file and (gpu or compute_capability or driver):
         raise click.UsageError("--node replaces --gpu, --compute-capability and --driver")
     if emit and as_json:
         raise click.UsageError("--emit and --json are alternatives")
-    facts = load_facts()
-    node = node_from_k8s(facts, node_file) if node_file else node_from_flags(
-        facts, gpu=gpu, compute_capability=compute_capability, driver=driver)
-    images = expand(context.load(), build_id=resolved_build_id(build_id), registry=registry,
-                    filters=filters)
-    selection = select_images(images, facts, node, today=_today(today), warn_days=warn_days)
-    best = selection.runnable[0].image if selection.runnable else None
-    compat_formats.selected(
-        selection, node, "k8s" if emit == "k8s" else "json" if as_json else "text",
-        scheduling_constraints(best, facts) if emit == "k8s" and best is not None else None)
-    return 0 if selection.runnable else 1
+    answer = select_for_node(SelectRequest(
+        matrix_path=context.matrix_path, build_id=resolved_build_id(build_id),
+        today=_today(today), warn_days=warn_days, registry=registry, filters=filters,
+        node_file=node_file, gpu=gpu, compute_capability=compute_capability, driver=driver,
+        scheduling=emit == "k8s"))
+    compat_formats.selected(answer.selection, answer.node,
+                            "k8s" if emit == "k8s" else "json" if as_json else "text",
+                            answer.scheduling)
+    return 0 if answer.selection.runnable else 1

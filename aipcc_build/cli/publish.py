@@ -46,7 +46,6 @@ def promote(context: Context, report_path: str, to: str, dry_run: bool,
     """Copy every image the build report marks ok, by digest and with all its platforms,
     to the release repositories: tagged VERSION-BUILD_ID and the moving tags of the product
     the report records (a matrix named with --matrix must be of that version)."""
-    from ..matrix import load
     from ..publish.promote import PromoteRequest
     from ..publish.promote import promote as run
     from ..publish.transfer import registries_answer
@@ -54,12 +53,9 @@ def promote(context: Context, report_path: str, to: str, dry_run: bool,
     from ..tools import registry_http
 
     # The build report says what the build was made with; a matrix named too must agree.
-    matrix_path = given_matrix_path(context)
-    matrix = load(matrix_path) if matrix_path is not None else None
     request = PromoteRequest(report=report_path, to=to, source_registry=registry,
-                             matrix_registry=matrix.registry if matrix else "",
-                             product=matrix.product if matrix else None,
-                             dry_run=dry_run, tls_verify=tls_verify, authfile=authfile)
+                             matrix_path=given_matrix_path(context), dry_run=dry_run,
+                             tls_verify=tls_verify, authfile=authfile)
     copy_progress.promoted(run(request, on_event=copy_progress.event_printer(),
                                probe=registry_http.manifest_digest, check=registries_answer))
     return 0

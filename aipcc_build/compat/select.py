@@ -19,7 +19,7 @@ from typing import Any, Optional, Union
 import yaml
 
 from ..errors import InputError
-from ..matrix import ImageSpec
+from ..matrix import Filters, ImageSpec
 from ..toolkit.facts import DriverVersion, ToolkitFacts
 from .table import (
     DEFAULT_WARN_DAYS,
@@ -455,3 +455,48 @@ def _pod_fragment(node_selector: dict[str, str],
         fragment["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
             "nodeSelectorTerms": [{"matchExpressions": term} for term in terms]}}}
     return fragment
+
+
+@dataclass(frozen=True)
+class SelectRequest:
+    """Which of a matrix's images run on one node: the node from a Kubernetes Node's JSON
+    (NODE_FILE) or from its GPU, compute capability and driver."""
+
+    matrix_path: str
+    build_id: str
+    today: dt.date
+    warn_days: int = DEFAULT_WARN_DAYS
+    registry: Optional[str] = None
+    filters: Optional[Filters] = None  # None: every image
+    node_file: Optional[str] = None
+    gpu: Optional[str] = None
+    compute_capability: Optional[str] = None
+    driver: Optional[str] = None
+    scheduling: bool = False  # also the nodeSelector/affinity fragment of the best image
+
+
+@dataclass(frozen=True)
+class NodeAnswer:
+    node: Node
+    selection: Selection
+    scheduling: Optional[dict[str, Any]]  # of the best image, when asked and one runs
+
+
+def select_for_node(request: SelectRequest) -> NodeAnswer:
+    """The answer to REQUEST: the node it describes, the images that run on it (best first)
+    and why every other does not."""
+    from ..matrix import EVERYTHING, expand, load
+    from ..toolkit.facts import load_facts
+
+    facts = load_facts()
+    node = node_from_k8s(facts, request.node_file) if request.node_file else node_from_flags(
+        facts, gpu=request.gpu, compute_capability=request.compute_capability,
+        driver=request.driver)
+    images = expand(load(request.matrix_path), build_id=request.build_id,
+                    registry=request.registry, filters=request.filters or EVERYTHING)
+    selection = select_images(images, facts, node, today=request.today,
+                              warn_days=request.warn_days)
+    best = selection.runnable[0].image if selection.runnable else None
+    fragment = scheduling_constraints(best, facts) \
+        if request.scheduling and best is not None else None
+    return NodeAnswer(node, selection, fragment)

@@ -12,7 +12,7 @@ one destination tag, nothing is copied.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Optional
 
 from ..errors import CheckFailed, InputError
@@ -39,6 +39,9 @@ class PromoteRequest:
     # is in every tag). None: the report's alone.
     product: Optional[Product] = None
     matrix_registry: str = ""  # of that matrix: "" when none was given
+    # A matrix the user named with the report: its product and registry stand for the two
+    # fields above (read when the plan is made).
+    matrix_path: Optional[str] = None
     dry_run: bool = False
     tls_verify: bool = True
     authfile: Optional[str] = None
@@ -90,6 +93,12 @@ def _plan(request: PromoteRequest) -> tuple[str, list[ReportEntry], list[Copy], 
     """(build id, the report's images, the copies, the tags), from one read of the
     report."""
     no_credentials(request.to)
+    if request.matrix_path is not None:
+        from ..matrix import load
+
+        matrix = load(request.matrix_path)
+        request = replace(request, product=matrix.product, matrix_registry=matrix.registry,
+                          matrix_path=None)
     release = build_report.read_release(request.report)
     build_id, entries = release.build_id, release.images
     source = request.source_registry or release.registry or request.matrix_registry
