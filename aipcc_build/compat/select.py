@@ -19,11 +19,12 @@ from typing import Any, Optional, Union
 import yaml
 
 from ..errors import InputError
-from ..matrix import Filters, ImageSpec
+from ..matrix import ImageSpec
 from ..toolkit.facts import DriverVersion, ToolkitFacts
 from .table import (
     DEFAULT_WARN_DAYS,
     EOL,
+    MatrixImagesOn,
     Requirements,
     eol_status,
     requirements,
@@ -458,16 +459,10 @@ def _pod_fragment(node_selector: dict[str, str],
 
 
 @dataclass(frozen=True)
-class SelectRequest:
+class SelectRequest(MatrixImagesOn):
     """Which of a matrix's images run on one node: the node from a Kubernetes Node's JSON
     (NODE_FILE) or from its GPU, compute capability and driver."""
 
-    matrix_path: str
-    build_id: str
-    today: dt.date
-    warn_days: int = DEFAULT_WARN_DAYS
-    registry: Optional[str] = None
-    filters: Optional[Filters] = None  # None: every image
     node_file: Optional[str] = None
     gpu: Optional[str] = None
     compute_capability: Optional[str] = None

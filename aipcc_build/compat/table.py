@@ -236,9 +236,8 @@ def eol_findings(table: CompatTable) -> tuple[CompatRow, ...]:
 
 
 @dataclass(frozen=True)
-class CompatRequest:
-    """One compatibility table: the matrix's images (FILTERS), or with REPORT the images
-    that build made, as it made them."""
+class MatrixImagesOn:
+    """The images of a matrix (FILTERS) as a build id names them, judged on a day."""
 
     matrix_path: str
     build_id: str
@@ -246,6 +245,13 @@ class CompatRequest:
     warn_days: int = DEFAULT_WARN_DAYS
     registry: Optional[str] = None
     filters: Optional[Filters] = None  # None: every image
+
+
+@dataclass(frozen=True)
+class CompatRequest(MatrixImagesOn):
+    """One compatibility table: the matrix's images, or with REPORT the images that build
+    made, as it made them."""
+
     report: Optional[str] = None  # a build report
 
 
