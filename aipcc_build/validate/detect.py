@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..toolkit.components import built_for, is_cuda_component, library_component
+from ..toolkit.spellings import CU_TAG, CUDA_ROOT, ROCM_ROOT, cu_release
 from .builds import backend, distribution_evidence, linked_evidence
 from .config_env import major_minor
 from .elf import ElfLimit, dynamic_entries, runtime_release
@@ -76,9 +77,9 @@ _CANDIDATE = re.compile(
 _DPKG_STATUS = re.compile(r"^/var/lib/dpkg/status(?:\.d/[^/]+)?$")
 # CUDA 13 wheels put their libraries under site-packages/nvidia/cu13/ (the major only).
 _NVIDIA_WHEEL_TREE = re.compile(r"^(.*/nvidia/cu(\d+))(?:/|$)")
-_CUDA_TREE = re.compile(r"^/usr/local/cuda-(\d+\.\d+)(?:/|$)")
+_CUDA_TREE = re.compile(rf"^{CUDA_ROOT}(?:/|$)")
 _CUDA_VERSION_FILE = re.compile(r"^/usr/local/cuda(?:-\d+\.\d+)?/version\.(json|txt)$")
-_ROCM_TREE = re.compile(r"^/opt/rocm-(\d+\.\d+\.\d+)(?:/|$)|^/opt/rocm/core-(\d+\.\d+)(?:/|$)")
+_ROCM_TREE = re.compile(rf"^{ROCM_ROOT}(?:/|$)|^/opt/rocm/core-(\d+\.\d+)(?:/|$)")
 _ROCM_VERSION_FILE = re.compile(r"^/opt/rocm(?:-[\d.]+)?/\.info/version$")
 # A shared library under any name a packaging tool gives it: libcudart.so.12.8.90,
 # auditwheel's libcudart-53d54daa.so.12.6.68 and libcudart.45e7f3ed.so.12.
@@ -110,7 +111,7 @@ _CONDA_META = re.compile(r"/conda-meta/([^/]+)\.json$")
 _TORCH_CUDA = re.compile(r"^cuda\s*(?::[^=\n]*)?=\s*['\"](\d+\.\d+)", re.M)
 _TORCH_HIP = re.compile(r"^hip\s*(?::[^=\n]*)?=\s*['\"](\d+\.\d+)", re.M)
 _CUDA_TXT = re.compile(r"CUDA Version (\d+\.\d+[\d.]*)")
-_LOCAL_CUDA = re.compile(r"^cu(\d+)(\d)$")  # "+cu129" -> 12.9, "+cu118" -> 11.8
+_LOCAL_CUDA = re.compile(rf"^{CU_TAG}$")  # "+cu129" -> 12.9, "+cu118" -> 11.8
 _NVIDIA_WHEEL = re.compile(r"^nvidia-(.+?)(?:-cu(\d+))?$")
 # conda package names and their component; their versions are the component's own.
 _CONDA_CUDA = {
@@ -143,7 +144,7 @@ def wheel_evidence(path: str, name: str, version: str) -> Optional[Evidence]:
     cuda = _LOCAL_CUDA.match(local)
     if cuda:
         return Evidence("dist-info", path, "cuda", project, version,
-                        f"{int(cuda.group(1))}.{cuda.group(2)}", distribution=label,
+                        cu_release(*cuda.groups()), distribution=label,
                         detail=f"its local version +{local} names the CUDA build", built=True)
     found = distribution_evidence(path, project, version, label, local)
     if found:

@@ -31,6 +31,7 @@ from typing import Any, Optional
 
 from .. import image_labels
 from ..image_index_settings import AUTH_BIN, INDEX_AUTH_MODES, NETRC_SECRET
+from ..toolkit.spellings import CU_TAG, cu_release
 from .results import OK, VIOLATION, WARNING, Expectation, Finding, IndexSetting
 
 # Variables that give pip and uv a certificate of their own.
@@ -56,7 +57,7 @@ _PRIMARY = ("PIP_INDEX_URL", "UV_DEFAULT_INDEX", "UV_INDEX_URL", "index-url", "i
 # What an index URL says about its toolkit: Red Hat AI's variants (cuda12.9-ubi9,
 # rocm6.4-ubi9, cpu-ubi9), paths like cuda/12.9, and PyTorch's cu128 / rocm6.4 / cpu.
 _VERSIONED = re.compile(r"(?:^|[/_.-])(cuda|rocm)[-_/]?(\d+)\.(\d+)(?=$|[/_.-])")
-_PYTORCH_CUDA = re.compile(r"(?:^|/)cu(\d+)(\d)(?=$|/)")
+_PYTORCH_CUDA = re.compile(rf"(?:^|/){CU_TAG}(?=$|/)")
 _UNVERSIONED = re.compile(r"(?:^|/)(cuda|rocm|cpu)(?=$|[/_-])")
 
 
@@ -128,7 +129,7 @@ def toolkit_of(url: str) -> Optional[tuple[str, Optional[str]]]:
         return match.group(1), f"{int(match.group(2))}.{int(match.group(3))}"
     match = _PYTORCH_CUDA.search(path)
     if match:
-        return "cuda", f"{int(match.group(1))}.{match.group(2)}"
+        return "cuda", cu_release(*match.groups())
     match = _UNVERSIONED.search(path)
     return (match.group(1), None) if match else None
 

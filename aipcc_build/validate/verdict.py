@@ -28,6 +28,7 @@ from ..toolkit.components import (
     resolve,
     scheme,
 )
+from ..toolkit.spellings import CUDA_ROOT, ROCM_ROOT
 from .config_env import config_evidence, major_minor
 from .constraints_check import CONSTRAINTS_KEY, judge_constraints
 from .index_config import (
@@ -70,8 +71,8 @@ _BUILDS = frozenset({"cuda-build", ROCM_BUILD, LINKED, "dist-info", "build-info"
 _FAMILY_NAMES = {"cuda": "CUDA", "rocm": "ROCm"}
 FAMILIES = ("cuda", "rocm")
 # Symlinks whose target names the toolkit the image runs with.
-TOOLKIT_LINKS = {"/usr/local/cuda": ("cuda", re.compile(r"^/usr/local/cuda-(\d+\.\d+)$")),
-                 "/opt/rocm": ("rocm", re.compile(r"^/opt/rocm-(\d+\.\d+)\.\d+$"))}
+TOOLKIT_LINKS = {"/usr/local/cuda": ("cuda", re.compile(rf"^{CUDA_ROOT}$")),
+                 "/opt/rocm": ("rocm", re.compile(rf"^{ROCM_ROOT}$"))}
 _NAME_TOOLKIT = re.compile(r"(?:^|[-_/.])(cuda|rocm)-?(\d+\.\d+)(?:$|[-_/.:])")
 # A FROMAGER_VARIANT naming a toolkit version ("cuda-12.8-deb12", "rocm6.4-ubi9"): variants
 # stay generic, the version lives in the index URL and the labels.
@@ -494,9 +495,9 @@ def judge(*, ref: str, image: PlatformImage, scans: Sequence[LayerScan],
             target = resolve_link(link, links)
             match = pattern.match(target or "")
             if match:
-                evidence = Evidence("symlink", link, toolkit, "toolkit", target or "",
-                                    match.group(1))
-                items.append((evidence, (match.group(1),), None, None))
+                release = major_minor(match.group(1)) or match.group(1)  # X.Y of X.Y[.Z]
+                evidence = Evidence("symlink", link, toolkit, "toolkit", target or "", release)
+                items.append((evidence, (release,), None, None))
     for evidence in config_evidence(image.env):
         items.append((evidence, resolve(evidence), None, None))
     library_path = {p.rstrip("/") for p in image.env.get("LD_LIBRARY_PATH", "").split(":") if p}
