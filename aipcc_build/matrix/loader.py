@@ -20,6 +20,7 @@ from ..errors import InputError
 from ..image_index_settings import INDEX_AUTH_MODES
 from ..positioned_yaml import shown
 from ..suggest import did_you_mean
+from . import shape
 from .expand import expand_all
 from .model import (
     CLONABLE,
@@ -181,13 +182,14 @@ def _parse(text: str, file: str) -> Matrix:
 
     platforms = _platforms(reader, top, "platforms", "platforms")
     oses: dict[str, OsSpec] = {}
-    for name, key_node, value in reader.entries(top["os"][1], "os"):
+    for name, key_node, value in reader.entries(top[shape.OS][1], shape.OS):
         reader.name(key_node, f"os.{name}")
         oses[name] = _os(reader, name, value)
 
     accelerators = {
         name: _accelerator(reader, name, key_node, value)
-        for name, key_node, value in reader.entries(top["accelerators"][1], "accelerators")
+        for name, key_node, value in reader.entries(top[shape.ACCELERATORS][1],
+                                                    shape.ACCELERATORS)
     }
     wheel_index = None
     if "wheel_index" in top:
@@ -197,7 +199,7 @@ def _parse(text: str, file: str) -> Matrix:
     _check_auth_has_index(reader, top, accelerators, wheel_index)
 
     images: dict[str, ImageKind] = {}
-    for kind, key_node, value in reader.entries(top["images"][1], "images"):
+    for kind, key_node, value in reader.entries(top[shape.IMAGES][1], shape.IMAGES):
         images[kind] = _image_kind(reader, kind, key_node, value, oses, templates, base)
     _check_from_images(reader, top["images"][1], images)
 
@@ -353,8 +355,9 @@ def _accelerator(reader: _Reader, name: str, key_node: yaml.Node,
                            ("accelerator", "os"))
     versions: list[ToolkitVersion] = []
     seen: dict[str, yaml.Node] = {}
-    if "versions" in fields:
-        for i, node in enumerate(reader.sequence(fields["versions"][1], f"{field}.versions")):
+    if shape.VERSIONS in fields:
+        for i, node in enumerate(reader.sequence(fields[shape.VERSIONS][1],
+                                                 f"{field}.{shape.VERSIONS}")):
             entry = _toolkit_version(reader, node, f"{field}.versions[{i}]")
             if entry.version in seen:
                 first = seen[entry.version].start_mark.line + 1

@@ -21,6 +21,7 @@ from typing import Any, Optional
 
 from ..errors import InputError
 from ..suggest import did_you_mean
+from . import shape
 from .expand import expand, version_matches
 from .loader import DRIVER, ONE_LINE, canonical_version, load, parse, several_lines, shown
 from .model import Accelerator, ImageSpec, Matrix, ToolkitVersion
@@ -97,7 +98,7 @@ def add_version(path: str, new: NewVersion) -> MatrixEdit:
 
     original = Path(path).read_text()
     document = _RoundTrip(original)
-    versions = document.data["accelerators"][accelerator.name]["versions"]
+    versions = document.data[shape.ACCELERATORS][accelerator.name][shape.VERSIONS]
     versions.insert(_insertion_index(accelerator.versions, new.version),
                     _version_entry(new, flow=_is_flow(versions[0])))
     text = document.carried_over()
@@ -139,7 +140,7 @@ def retire(path: str, retirement: Retirement) -> MatrixEdit:
 
     original = Path(path).read_text()
     document = _RoundTrip(original)
-    versions = document.data["accelerators"][accelerator.name]["versions"]
+    versions = document.data[shape.ACCELERATORS][accelerator.name][shape.VERSIONS]
     if retirement.remove:
         del versions[index]
     else:

@@ -7,6 +7,7 @@ from typing import Optional
 
 import yaml
 
+from ..matrix import shape
 from ..positioned_yaml import last_line
 
 # What a changed part of the matrix file touches: ("all",), ("accelerator", name),
@@ -29,7 +30,8 @@ def line_owners(text: str) -> dict[int, Selector]:
     # Outer entries first, inner ones overwrite them.
     for key, value in root.value:
         paint(key, value, EVERY_IMAGE)
-        section = {"os": "os", "images": "kind", "accelerators": "accelerator"}.get(key.value)
+        section = {shape.OS: "os", shape.IMAGES: "kind",
+                   shape.ACCELERATORS: "accelerator"}.get(key.value)
         if section is None or not isinstance(value, yaml.MappingNode):
             continue
         for entry_key, entry in value.value:
@@ -43,7 +45,7 @@ def _paint_versions(accelerator: str, entry: yaml.Node, owner: dict[int, Selecto
     if not isinstance(entry, yaml.MappingNode):
         return
     for key, value in entry.value:
-        if key.value != "versions" or not isinstance(value, yaml.SequenceNode):
+        if key.value != shape.VERSIONS or not isinstance(value, yaml.SequenceNode):
             continue
         for item in value.value:
             version = _version_of(item)
@@ -56,6 +58,6 @@ def _paint_versions(accelerator: str, entry: yaml.Node, owner: dict[int, Selecto
 def _version_of(item: yaml.Node) -> Optional[str]:
     if isinstance(item, yaml.MappingNode):
         for key, value in item.value:
-            if key.value == "version" and isinstance(value, yaml.ScalarNode):
+            if key.value == shape.VERSION and isinstance(value, yaml.ScalarNode):
                 return str(value.value)
     return None
