@@ -23,7 +23,7 @@ from aipcc_build.matrix.model import Product
 from aipcc_build.matrix.platforms import EMULATION_SLOWDOWN
 from aipcc_build.plan import make_plan
 from aipcc_build.report import junit
-from tests.unit.imagebuild.test_scheduler import FakeBuilder, image
+from tests.support.fake_builder import FakeBuilder, image
 
 AMD, ARM = "linux/amd64", "linux/arm64"
 

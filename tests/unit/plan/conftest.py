@@ -17,9 +17,3 @@ def project(tmp_path: Path) -> Path:
 @pytest.fixture
 def repo(project: Path) -> Path:
     return git_repository(project)
-
-
-@pytest.fixture
-def run(cli):  # type: ignore[no-untyped-def]
-    """The CLI runner under the name these tests use."""
-    return cli

@@ -19,10 +19,10 @@ DEVELS = {"devel/cuda-12.9-el9.6", "devel/cuda-12.8-el9.6", "devel/cpu-el9.6"}
 
 
 @pytest.fixture
-def changed(repo: Path, run):
+def changed(repo: Path, cli):
     """Keys `plan --changed-since HEAD` selects in REPO's work tree (after an edit)."""
     def plan_keys(*extra: str) -> set[str]:
-        result = run("--matrix", str(repo / "matrix/aipcc.yaml"), "plan",
+        result = cli("--matrix", str(repo / "matrix/aipcc.yaml"), "plan",
                      "--changed-since", "HEAD", *extra)
         assert result.code == 0, result.err
         return {image["key"] for image in json.loads(result.out)["images"]}
@@ -86,18 +86,18 @@ def test_matrix_comment_edit_selects_nothing(repo, changed):
     assert changed() == set()
 
 
-def test_removing_a_version_selects_no_other_image(repo, changed, run):
+def test_removing_a_version_selects_no_other_image(repo, changed, cli):
     """The removed lines belong to the removed entry in the revision's file: they select
     no image (none is left), not the entries around the deletion point (they selected the
     12.9 and ROCm images before)."""
-    result = run("--matrix", str(repo / "matrix/aipcc.yaml"), "retire", "cuda", "12.8.1",
+    result = cli("--matrix", str(repo / "matrix/aipcc.yaml"), "retire", "cuda", "12.8.1",
                  "--remove")
     assert result.code == 0, result.err
     assert changed() == set()
 
 
-def test_adding_a_version_selects_exactly_its_images(repo, changed, run):
-    result = run("--matrix", str(repo / "matrix/aipcc.yaml"), "add-version", "cuda", "13.0.1",
+def test_adding_a_version_selects_exactly_its_images(repo, changed, cli):
+    result = cli("--matrix", str(repo / "matrix/aipcc.yaml"), "add-version", "cuda", "13.0.1",
                  "--min-driver", "580.82.07")
     assert result.code == 0, result.err
     git(repo, "add", "-A")
@@ -105,10 +105,10 @@ def test_adding_a_version_selects_exactly_its_images(repo, changed, run):
                          "devel/cuda-13.0-el9.6"}
 
 
-def test_an_eol_date_or_driver_alone_rebuilds_nothing(repo, changed, run):
+def test_an_eol_date_or_driver_alone_rebuilds_nothing(repo, changed, cli):
     """`eol`, `native_driver` and `gpu_archs` reach no build: a change to them alone, block
     or flow style, selects no image; with another field, the entry's images."""
-    result = run("--matrix", str(repo / "matrix/aipcc.yaml"), "retire", "cuda", "12.8.1",
+    result = cli("--matrix", str(repo / "matrix/aipcc.yaml"), "retire", "cuda", "12.8.1",
                  "--eol", "2026-12-31")
     assert result.code == 0, result.err
     assert changed() == set()
@@ -142,13 +142,13 @@ def test_context_and_containerfile_edits(repo, changed):
     assert changed() == {"builder/cpu-ubi9", "base/cpu-el9.6", "devel/cpu-el9.6"}
 
 
-def test_committed_changes_since_an_older_revision(repo, changed, run):
+def test_committed_changes_since_an_older_revision(repo, changed, cli):
     base = git(repo, "rev-parse", "HEAD").strip()
     edit(repo / "templates/devel.Containerfile.j2", "cmake", "cmake ninja-build")
     git(repo, "commit", "-qam", "devel: ninja")
     (repo / "README.md").write_text("# images\n\nchanged\n")
     git(repo, "commit", "-qam", "readme")
-    result = run("--matrix", str(repo / "matrix/aipcc.yaml"), "plan", "--changed-since", base,
+    result = cli("--matrix", str(repo / "matrix/aipcc.yaml"), "plan", "--changed-since", base,
                  "--accelerator", "cuda")
     keys = [image["key"] for image in json.loads(result.out)["images"]]
     assert keys == ["devel/cuda-12.9-el9.6", "devel/cuda-12.8-el9.6"]
@@ -172,8 +172,8 @@ def test_git_is_called_a_fixed_number_of_times(repo, changed, monkeypatch):
     assert [args[0] for args in calls] == ["rev-parse", "rev-parse", "diff", "diff", "show"]
 
 
-def test_unknown_revision_is_a_clear_error(repo, run):
-    result = run("--matrix", str(repo / "matrix/aipcc.yaml"), "plan",
+def test_unknown_revision_is_a_clear_error(repo, cli):
+    result = cli("--matrix", str(repo / "matrix/aipcc.yaml"), "plan",
                  "--changed-since", "no-such-rev")
     assert result.code == 2
     assert "'no-such-rev' is not a commit of this repository" in result.err
@@ -183,10 +183,10 @@ def test_unknown_revision_is_a_clear_error(repo, run):
 
 @pytest.mark.parametrize("value", ["--output={victim}", "-p", "--no-index", "--", "HEAD~99"])
 def test_a_value_that_is_no_revision_is_refused_and_touches_nothing(
-        repo: Path, run, value: str) -> None:
+        repo: Path, cli, value: str) -> None:
     victim = repo / "victim.txt"
     victim.write_text("precious\n")
-    done = run("--matrix", str(repo / "matrix/aipcc.yaml"), "plan", "--changed-since",
+    done = cli("--matrix", str(repo / "matrix/aipcc.yaml"), "plan", "--changed-since",
                value.format(victim=victim))
     assert done.code == 2, (done.code, done.out, done.err)
     assert "Traceback" not in done.err

@@ -35,24 +35,24 @@ def test_a_parent_build_id_is_checked_like_a_build_id(repo: Path) -> None:
     assert refused.value.field == "parent_build_id"
 
 
-def test_tekton_refuses_a_work_tree_that_differs_from_the_commit_it_pins(repo, run) -> None:
+def test_tekton_refuses_a_work_tree_that_differs_from_the_commit_it_pins(repo, cli) -> None:
     """The PipelineRun clones HEAD: an image only the work tree has would be planned but
     never be in the clone. Exit 2 naming the files, unless --allow-uncommitted."""
     with_origin(repo, "https://git.example.com/aipcc/images.git")
     git(repo, "commit", "-qam", "no source_url", "--allow-empty")
     matrix = repo / "matrix/aipcc.yaml"
-    assert run("--matrix", str(matrix), "plan", "--format", "tekton").code == 0
+    assert cli("--matrix", str(matrix), "plan", "--format", "tekton").code == 0
     (repo / "templates" / "builder.Containerfile.j2").write_text("FROM scratch\n")
     (repo / "notes with space.txt").write_text("new\n")
     git(repo, "mv", "README.md", "READ-ME.md")
-    refused = run("--matrix", str(matrix), "plan", "--format", "tekton")
+    refused = cli("--matrix", str(matrix), "plan", "--format", "tekton")
     assert refused.code == 2 and refused.out == ""
     assert refused.err.count("\n") == 1
     for name in ("templates/builder.Containerfile.j2", "notes with space.txt", "READ-ME.md",
                  "--allow-uncommitted"):
         assert name in refused.err, refused.err
     assert "README.md," not in refused.err  # a rename's former path is no change of its own
-    allowed = run("--matrix", str(matrix), "plan", "--format", "tekton", "--allow-uncommitted")
+    allowed = cli("--matrix", str(matrix), "plan", "--format", "tekton", "--allow-uncommitted")
     assert allowed.code == 0, allowed.err
     # Formats that pin no commit do not care.
-    assert run("--matrix", str(matrix), "plan", "--format", "gitlab").code == 0
+    assert cli("--matrix", str(matrix), "plan", "--format", "gitlab").code == 0

@@ -36,8 +36,8 @@ GIT_CLONE_PARAMS = {"url": str, "revision": str}
 EMPTY_SELECTION = ("--accelerator", "rocm", "--os", "el9.6")
 
 
-def plan(run, matrix: Path, *args: str):
-    result = run("--matrix", str(matrix), "plan", *args)
+def plan(cli, matrix: Path, *args: str):
+    result = cli("--matrix", str(matrix), "plan", *args)
     assert result.code == 0, result.err
     return result
 
@@ -111,21 +111,21 @@ def test_shipped_workflow_builds_pull_requests_to_their_own_tags_and_forks_witho
     assert "fromJSON(needs.plan.outputs.plan).push" in jobs["build-dependents"]["if"]
 
 
-def test_github_plan_without_push(project, run):
-    document = json.loads(plan(run, project / "matrix/aipcc.yaml", "--format", "github",
+def test_github_plan_without_push(project, cli):
+    document = json.loads(plan(cli, project / "matrix/aipcc.yaml", "--format", "github",
                                "--no-push", "--build-id", "on-pr-abc").out)
     assert document["push"] is False
     for wave in ("wave1", "wave2"):
         for entry in document[wave]["include"]:
             assert not entry["command"].endswith("--push")
             assert "--build-id on-pr-abc" in entry["command"]
-    pushed = json.loads(plan(run, project / "matrix/aipcc.yaml", "--format", "github").out)
+    pushed = json.loads(plan(cli, project / "matrix/aipcc.yaml", "--format", "github").out)
     assert pushed["push"] is True
     assert all(e["command"].endswith(" --push") for e in pushed["wave1"]["include"])
 
 
-def test_github_matrix_per_wave_validates(project, run, tmp_path):
-    output = plan(run, project / "matrix/aipcc.yaml", "--format", "github").out
+def test_github_matrix_per_wave_validates(project, cli, tmp_path):
+    output = plan(cli, project / "matrix/aipcc.yaml", "--format", "github").out
     assert output.count("\n") == 1  # one line: it goes into $GITHUB_OUTPUT as plan=<json>
     document = json.loads(output)
     (tmp_path / "plan.json").write_text(output)
@@ -143,8 +143,8 @@ def test_github_matrix_per_wave_validates(project, run, tmp_path):
                                        "devel/cpu-el9.6 --build-id dev ")
 
 
-def test_plan_carries_its_options_into_every_job(project, run):
-    output = plan(run, project / "matrix/aipcc.yaml", "--format", "github", "--registry",
+def test_plan_carries_its_options_into_every_job(project, cli):
+    output = plan(cli, project / "matrix/aipcc.yaml", "--format", "github", "--registry",
                   "registry.example:5000/ns", "--no-tls-verify", "--parent-build-id",
                   "41", "--jobs", "2", "--capacity", "cpu=8,gpu=1", "--build-id", "42").out
     document = json.loads(output)
@@ -159,11 +159,11 @@ def test_plan_carries_its_options_into_every_job(project, run):
                 "build-report.json --junit junit.xml --log-dir logs --push")
 
 
-def test_a_platform_filter_of_plan_applies_to_every_job_it_emits(run):
+def test_a_platform_filter_of_plan_applies_to_every_job_it_emits(cli):
     """One job per multi-platform image, keyed kind/name; plan's --platform narrows what
     each job builds (a CI run without emulated arm64 builds)."""
-    everything = yaml.safe_load(plan(run, REPO / "matrix/demo.yaml", "--format", "gitlab").out)
-    narrowed = yaml.safe_load(plan(run, REPO / "matrix/demo.yaml", "--format", "gitlab",
+    everything = yaml.safe_load(plan(cli, REPO / "matrix/demo.yaml", "--format", "gitlab").out)
+    narrowed = yaml.safe_load(plan(cli, REPO / "matrix/demo.yaml", "--format", "gitlab",
                                    "--platform", "linux/amd64").out)
     assert everything.keys() == narrowed.keys()
     job = "build:runtime/cuda-12.8-debian"
@@ -172,12 +172,12 @@ def test_a_platform_filter_of_plan_applies_to_every_job_it_emits(run):
     assert "--only runtime/cuda-12.8-debian " in build and "--platform" not in build
     assert "--only runtime/cuda-12.8-debian --build-id dev --platform linux/amd64 " in (
         narrowed[job]["script"][-1])
-    data = json.loads(plan(run, REPO / "matrix/demo.yaml", "--platform", "linux/amd64").out)
+    data = json.loads(plan(cli, REPO / "matrix/demo.yaml", "--platform", "linux/amd64").out)
     assert {tuple(image["platforms"]) for image in data["images"]} == {("linux/amd64",)}
 
 
-def test_plan_refuses_bad_slots_before_emitting(project, run):
-    result = run("--matrix", str(project / "matrix/aipcc.yaml"), "plan", "--format", "gitlab",
+def test_plan_refuses_bad_slots_before_emitting(project, cli):
+    result = cli("--matrix", str(project / "matrix/aipcc.yaml"), "plan", "--format", "gitlab",
                  "--capacity", "cpu")
     assert result.code == 2 and "--capacity" in result.err and result.out == ""
 
@@ -194,8 +194,8 @@ def test_github_schema_of_our_own_rejects_an_empty_or_oversized_matrix(tmp_path)
                                 str(tmp_path / "bad.json")).returncode == 1
 
 
-def test_github_empty_plan_emits_no_matrix_and_says_so(project, run, tmp_path):
-    result = plan(run, project / "matrix/aipcc.yaml", "--format", "github", *EMPTY_SELECTION)
+def test_github_empty_plan_emits_no_matrix_and_says_so(project, cli, tmp_path):
+    result = plan(cli, project / "matrix/aipcc.yaml", "--format", "github", *EMPTY_SELECTION)
     assert json.loads(result.out) == {"images": 0, "waves": 0, "registry_host": "quay.io",
                                       "tls_verify": True, "push": True}
     assert "nothing to build" in result.err
@@ -220,21 +220,21 @@ def write_big_matrix(root: Path, versions: int) -> Path:
     return path
 
 
-def test_github_limit_of_256_jobs_is_a_clear_error(tmp_path, run):
+def test_github_limit_of_256_jobs_is_a_clear_error(tmp_path, cli):
     path = write_big_matrix(tmp_path, versions=130)
-    result = run("--matrix", str(path), "plan", "--format", "github")
+    result = cli("--matrix", str(path), "plan", "--format", "github")
     assert result.code == 2
     assert "wave 1 has 260 images, over GitHub's limit of 256 jobs per matrix" in result.err
     assert "--accelerator" in result.err
-    fits = run("--matrix", str(path), "plan", "--format", "github", "--os", "a")
+    fits = cli("--matrix", str(path), "plan", "--format", "github", "--os", "a")
     assert fits.code == 0 and json.loads(fits.out)["images"] == 130
 
 
 # GitLab -----------------------------------------------------------------------------------
 
-def test_gitlab_child_pipeline_validates_and_mirrors_the_dag(project, run, tmp_path):
+def test_gitlab_child_pipeline_validates_and_mirrors_the_dag(project, cli, tmp_path):
     matrix_path = project / "matrix/aipcc.yaml"
-    output = plan(run, matrix_path, "--format", "gitlab", "--build-id", "175").out
+    output = plan(cli, matrix_path, "--format", "gitlab", "--build-id", "175").out
     (tmp_path / "child.yml").write_text(output)
     result = check_jsonschema("--builtin-schema", "vendor.gitlab-ci", str(tmp_path / "child.yml"))
     assert result.returncode == 0, result.stdout + result.stderr
@@ -258,8 +258,8 @@ def test_gitlab_child_pipeline_validates_and_mirrors_the_dag(project, run, tmp_p
     assert acyclic({name: job["needs"] for name, job in jobs.items()})
 
 
-def test_gitlab_empty_plan_is_a_valid_pipeline(project, run, tmp_path):
-    result = plan(run, project / "matrix/aipcc.yaml", "--format", "gitlab", *EMPTY_SELECTION)
+def test_gitlab_empty_plan_is_a_valid_pipeline(project, cli, tmp_path):
+    result = plan(cli, project / "matrix/aipcc.yaml", "--format", "gitlab", *EMPTY_SELECTION)
     assert "nothing to build" in result.err
     (tmp_path / "child.yml").write_text(result.out)
     assert check_jsonschema("--builtin-schema", "vendor.gitlab-ci",
@@ -400,9 +400,9 @@ def project_path(path: str, matrix_path: Path) -> str:
     return str(Path(path).relative_to(matrix_path.parent.parent))
 
 
-def test_tekton_pipelinerun_structure(tekton_repo, run):
+def test_tekton_pipelinerun_structure(tekton_repo, cli):
     matrix_path = tekton_repo / "matrix/aipcc.yaml"
-    output = plan(run, matrix_path, "--format", "tekton", "--build-id", "175").out
+    output = plan(cli, matrix_path, "--format", "tekton", "--build-id", "175").out
     assert tekton_schema.errors(output) == []
     document = yaml.safe_load(output)
     assert DNS_LABEL.match(document["metadata"]["generateName"].rstrip("-"))
@@ -436,9 +436,9 @@ def by_name(document: dict) -> dict[str, dict]:
     return {task["name"]: task for task in document["spec"]["pipelineSpec"]["tasks"]}
 
 
-def test_demo_tekton_fetches_its_context_before_the_build(repo, run):
+def test_demo_tekton_fetches_its_context_before_the_build(repo, cli):
     git(repo, "remote", "add", "origin", "https://git.example.com/aipcc/images.git")
-    output = plan(run, repo / "matrix/demo.yaml", "--format", "tekton", "--allow-loopback",
+    output = plan(cli, repo / "matrix/demo.yaml", "--format", "tekton", "--allow-loopback",
                   "--platform", "linux/arm64").out
     assert tekton_schema.errors(output) == []
     tasks = {t["name"]: t for t in yaml.safe_load(output)["spec"]["pipelineSpec"]["tasks"]}
@@ -458,20 +458,20 @@ def test_demo_tekton_fetches_its_context_before_the_build(repo, run):
     assert validate["PLATFORM"] == "linux/arm64" and "base-cpu-debian-join" not in tasks
 
 
-def test_tekton_refuses_a_registry_its_buildah_task_would_not_build_from(tekton_repo, run):
-    result = run("--matrix", str(tekton_repo / "matrix/demo.yaml"), "plan", "--format",
+def test_tekton_refuses_a_registry_its_buildah_task_would_not_build_from(tekton_repo, cli):
+    result = cli("--matrix", str(tekton_repo / "matrix/demo.yaml"), "plan", "--format",
                  "tekton", "--allow-loopback", "--registry", "127.0.0.1:5000/x")
     assert result.code == 2 and "--registry" in result.err and result.out == ""
     assert "FROM its parent in localhost/aipcc-demo" in result.err
 
 
-def test_tekton_pins_each_platform_to_its_nodes_then_joins_them_with_buildah(repo, run):
+def test_tekton_pins_each_platform_to_its_nodes_then_joins_them_with_buildah(repo, cli):
     """Plain Tekton: per platform a clone, fetch and build of its own on nodes of that
     architecture (a ReadWriteOnce volume stays on one node); validations and the join run
     anywhere; the join is buildah in the CI image."""
     git(repo, "remote", "add", "origin", "https://git.example.com/aipcc/images.git")
     matrix_path = repo / "matrix/demo.yaml"
-    output = plan(run, matrix_path, "--format", "tekton", "--build-id", "9",
+    output = plan(cli, matrix_path, "--format", "tekton", "--build-id", "9",
                   "--allow-loopback").out
     assert tekton_schema.errors(output) == []
     document = yaml.safe_load(output)
@@ -509,16 +509,16 @@ def test_tekton_pins_each_platform_to_its_nodes_then_joins_them_with_buildah(rep
             f"runtime-cpu-debian-fetch-{arch}", "base-cpu-debian-join"]
 
 
-def test_tekton_refuses_a_local_path_as_the_clone_url(project, run):
+def test_tekton_refuses_a_local_path_as_the_clone_url(project, cli):
     git(project, "init", "-q")
     git(project, "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "--allow-empty",
         "-m", "x")
     with_origin(project, str(project))
-    result = run("--matrix", str(project / "matrix/aipcc.yaml"), "plan", "--format", "tekton")
+    result = cli("--matrix", str(project / "matrix/aipcc.yaml"), "plan", "--format", "tekton")
     assert result.code == 2 and "which a cluster cannot reach" in result.err
 
 
-def test_tekton_names_stay_valid_and_unique_when_long(tmp_path, run):
+def test_tekton_names_stay_valid_and_unique_when_long(tmp_path, cli):
     path = write_big_matrix(tmp_path, versions=2)
     text = path.read_text().replace("  a: {from", "  " + "a" * 70 + ": {from")
     path.write_text(text.replace("os: [a, b]", "os: [" + "a" * 70 + ", b]"))
@@ -526,14 +526,14 @@ def test_tekton_names_stay_valid_and_unique_when_long(tmp_path, run):
     git(tmp_path, "remote", "add", "origin", "https://git.example.com/big.git")
     git(tmp_path, "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q",
         "--allow-empty", "-m", "x")
-    output = plan(run, path, "--format", "tekton", "--allow-uncommitted").out
+    output = plan(cli, path, "--format", "tekton", "--allow-uncommitted").out
     names = [t["name"] for t in yaml.safe_load(output)["spec"]["pipelineSpec"]["tasks"]]
     assert len(names) == len(set(names)) == 4 * 3  # clone, build, validate per image
     for name in names:
         assert DNS_LABEL.match(name) and len(name) <= 63, name
 
 
-def test_tekton_names_of_an_image_of_several_platforms_stay_labels_when_long(tmp_path, run):
+def test_tekton_names_of_an_image_of_several_platforms_stay_labels_when_long(tmp_path, cli):
     path = write_big_matrix(tmp_path, versions=1)
     path.write_text(path.read_text().replace("os: [a, b]", "os: [" + "a" * 50 + ", b]").replace(
         "  a: {from", "  " + "a" * 50 + ": {from") + "platforms: [linux/amd64, linux/ppc64le]\n")
@@ -541,7 +541,7 @@ def test_tekton_names_of_an_image_of_several_platforms_stay_labels_when_long(tmp
     git(tmp_path, "remote", "add", "origin", "https://git.example.com/big.git")
     git(tmp_path, "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q",
         "--allow-empty", "-m", "x")
-    output = plan(run, path, "--format", "tekton", "--allow-uncommitted").out
+    output = plan(cli, path, "--format", "tekton", "--allow-uncommitted").out
     assert tekton_schema.errors(output) == []
     names = [t["name"] for t in yaml.safe_load(output)["spec"]["pipelineSpec"]["tasks"]]
     # Per image: clone, build and validate per platform, and a join.
@@ -563,13 +563,13 @@ def test_tekton_schema_rejects_its_invalid_fixtures(fixture):
     assert tekton_schema.errors(fixture.read_text()) != []
 
 
-def test_tekton_empty_plan_emits_nothing(tekton_repo, run):
-    result = plan(run, tekton_repo / "matrix/aipcc.yaml", "--format", "tekton", *EMPTY_SELECTION)
+def test_tekton_empty_plan_emits_nothing(tekton_repo, cli):
+    result = plan(cli, tekton_repo / "matrix/aipcc.yaml", "--format", "tekton", *EMPTY_SELECTION)
     assert result.out == "" and "nothing to build" in result.err
 
 
-def test_json_plan_lists_every_field(project, run):
-    document = json.loads(plan(run, project / "matrix/aipcc.yaml").out)
+def test_json_plan_lists_every_field(project, cli):
+    document = json.loads(plan(cli, project / "matrix/aipcc.yaml").out)
     assert document["schema"] == 1 and document["changed_since"] is None
     devel = next(i for i in document["images"] if i["key"] == "devel/cuda-12.8-el9.6")
     assert devel == {
@@ -589,24 +589,24 @@ def test_json_plan_lists_every_field(project, run):
     }
 
 
-def test_emitted_documents_do_not_depend_on_the_working_directory(project, run, monkeypatch):
+def test_emitted_documents_do_not_depend_on_the_working_directory(project, cli, monkeypatch):
     monkeypatch.chdir(project / "templates")
-    first = plan(run, project / "matrix/aipcc.yaml", "--format", "gitlab").out
+    first = plan(cli, project / "matrix/aipcc.yaml", "--format", "gitlab").out
     monkeypatch.chdir(project)
-    assert plan(run, Path("matrix/aipcc.yaml"), "--format", "gitlab").out == first
+    assert plan(cli, Path("matrix/aipcc.yaml"), "--format", "gitlab").out == first
 
 
-def test_tekton_without_an_origin_remote_is_a_clear_input_error(project, run):
+def test_tekton_without_an_origin_remote_is_a_clear_input_error(project, cli):
     git(project, "init", "-q")
     without_source_url(project)
-    result = run("--matrix", str(project / "matrix/aipcc.yaml"), "plan", "--format", "tekton")
+    result = cli("--matrix", str(project / "matrix/aipcc.yaml"), "plan", "--format", "tekton")
     assert result.code == 2
     assert "no 'origin' remote" in result.err and "git remote add origin" in result.err
 
 
-def test_tekton_schema_names_its_release_and_rejects_unknown_fields(tekton_repo, run):
+def test_tekton_schema_names_its_release_and_rejects_unknown_fields(tekton_repo, cli):
     schema = json.loads(tekton_schema.SCHEMA.read_text())
     assert "Tekton release: Tekton Pipelines v0.47" in schema["$comment"]
-    output = plan(run, tekton_repo / "matrix/aipcc.yaml", "--format", "tekton").out
+    output = plan(cli, tekton_repo / "matrix/aipcc.yaml", "--format", "tekton").out
     misplaced = output.replace("    timeout: 240m\n", "    timeouts: 240m\n", 1)
     assert misplaced != output and tekton_schema.errors(misplaced) != []

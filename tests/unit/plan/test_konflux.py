@@ -92,8 +92,8 @@ def konflux_repo(repo: Path) -> Path:
     return with_origin(repo, ORIGIN)
 
 
-def generate(run, matrix: Path, *args: str) -> dict[str, str]:
-    result = run("--matrix", str(matrix), "plan", "--format", "konflux", *args)
+def generate(cli, matrix: Path, *args: str) -> dict[str, str]:
+    result = cli("--matrix", str(matrix), "plan", "--format", "konflux", *args)
     assert result.code == 0, result.err
     root = matrix.parent.parent
     return {p.relative_to(root).as_posix(): p.read_text()
@@ -204,9 +204,9 @@ def kx_repo(repo: Path) -> Path:
     return konflux_repo(repo)
 
 
-def test_every_component_build_is_a_konflux_build_konflux_accepts(kx_repo, run):
+def test_every_component_build_is_a_konflux_build_konflux_accepts(kx_repo, cli):
     matrix = kx_repo / "matrix/aipcc.yaml"
-    files = generate(run, matrix)
+    files = generate(cli, matrix)
     images = expand(load(str(matrix)))
     runs = {path: text for path, text in files.items() if path.startswith(".tekton/")}
     assert len(runs) == 2 * len(images)
@@ -255,8 +255,8 @@ def test_every_component_build_is_a_konflux_build_konflux_accepts(kx_repo, run):
     assert len(components) == len(images)
 
 
-def test_two_platforms_build_in_one_matrix_task_joined_by_the_index(kx_repo, run):
-    files = generate(run, two_platform_matrix(kx_repo))
+def test_two_platforms_build_in_one_matrix_task_joined_by_the_index(kx_repo, cli):
+    files = generate(cli, two_platform_matrix(kx_repo))
     text = files[".tekton/aipcc-3-0-devel-cuda-12-8-el9-6-push.yaml"]
     document = check_against_konflux(text)
     given = {p["name"]: p["value"] for p in document["spec"]["params"]}
@@ -265,10 +265,10 @@ def test_two_platforms_build_in_one_matrix_task_joined_by_the_index(kx_repo, run
     assert {"name": "build-platforms", "value": ["linux/x86_64"]} in rocm["spec"]["params"]
 
 
-def test_per_platform_containerfiles_get_a_build_task_each(kx_repo, run):
+def test_per_platform_containerfiles_get_a_build_task_each(kx_repo, cli):
     """The demo: each platform of an image has its own Containerfile; Debian bases, so no
     activation key."""
-    files = generate(run, kx_repo / "matrix/demo.yaml", "--allow-loopback")
+    files = generate(cli, kx_repo / "matrix/demo.yaml", "--allow-loopback")
     document = check_against_konflux(files[".tekton/aipcc-demo-1-0-base-cpu-debian-push.yaml"])
     tasks = {t["name"]: t for t in document["spec"]["pipelineSpec"]["tasks"]}
     for arch, platform in (("amd64", "linux/x86_64"), ("arm64", "linux/arm64")):
@@ -280,8 +280,8 @@ def test_per_platform_containerfiles_get_a_build_task_each(kx_repo, run):
                                "$(tasks.build-images-arm64.results.IMAGE_REF)"]
 
 
-def test_tenant_manifests_and_the_snapshot_pipeline(kx_repo, run):
-    files = generate(run, kx_repo / "matrix/aipcc.yaml")
+def test_tenant_manifests_and_the_snapshot_pipeline(kx_repo, cli):
+    files = generate(cli, kx_repo / "matrix/aipcc.yaml")
     application = yaml.safe_load(files["konflux/tenant/application.yaml"])
     assert application["kind"] == "Application" and application["metadata"]["name"] == "aipcc-3-0"
     component = yaml.safe_load(
@@ -310,13 +310,13 @@ def test_tenant_manifests_and_the_snapshot_pipeline(kx_repo, run):
     assert tekton_schema.errors(json.dumps(as_run)) == []
 
 
-def test_hermetic_builds_take_the_prefetch_input(kx_repo, run):
+def test_hermetic_builds_take_the_prefetch_input(kx_repo, cli):
     matrix = kx_repo / "matrix/aipcc.yaml"
     prefetch = '[{"type": "pip", "path": "."}, {"type": "rpm", "path": "."}]'
     matrix.write_text(matrix.read_text().replace(
         "registry: quay.io/aipcc", f"registry: quay.io/aipcc\nci:\n  hermetic: true\n"
         f"  prefetch_input: '{prefetch}'", 1))
-    files = generate(run, matrix)
+    files = generate(cli, matrix)
     document = check_against_konflux(files[".tekton/aipcc-3-0-base-cpu-el9-6-push.yaml"])
     given = {p["name"]: p["value"] for p in document["spec"]["params"]}
     assert given["hermetic"] == "true" and given["prefetch-input"] == prefetch
@@ -325,14 +325,14 @@ def test_hermetic_builds_take_the_prefetch_input(kx_repo, run):
         "prefetch-dependencies"]["params"]
 
 
-def test_bundles_come_from_the_matrix(kx_repo, run):
+def test_bundles_come_from_the_matrix(kx_repo, cli):
     pinned = ("quay.io/konflux-ci/tekton-catalog/task-buildah-remote-oci-ta:0.10.9@sha256:"
               + "ab" * 32)
     matrix = kx_repo / "matrix/aipcc.yaml"
     matrix.write_text(matrix.read_text().replace(
         "registry: quay.io/aipcc",
         f"registry: quay.io/aipcc\nci: {{bundles: {{buildah-remote-oci-ta: '{pinned}'}}}}", 1))
-    files = generate(run, matrix)
+    files = generate(cli, matrix)
     document = yaml.safe_load(files[".tekton/aipcc-3-0-base-cpu-el9-6-push.yaml"])
     build = next(t for t in document["spec"]["pipelineSpec"]["tasks"]
                  if t["name"] == "build-images")
@@ -340,49 +340,49 @@ def test_bundles_come_from_the_matrix(kx_repo, run):
 
 
 def test_check_fails_after_a_matrix_edit_adds_an_image_and_passes_after_regenerating(
-        kx_repo, run):
+        kx_repo, cli):
     matrix = kx_repo / "matrix/aipcc.yaml"
-    generate(run, matrix)
-    checked = run("--matrix", str(matrix), "plan", "--format", "konflux", "--check")
+    generate(cli, matrix)
+    checked = cli("--matrix", str(matrix), "plan", "--format", "konflux", "--check")
     assert checked.code == 0, checked.err
     matrix.write_text(matrix.read_text().replace(
         "      - {version: 6.3.4}", "      - {version: 6.3.4}\n      - {version: 6.2.4}", 1))
-    drifted = run("--matrix", str(matrix), "plan", "--format", "konflux", "--check")
+    drifted = cli("--matrix", str(matrix), "plan", "--format", "konflux", "--check")
     assert drifted.code == 1
     assert "missing: " in drifted.out and "aipcc-3-0-builder-rocm-6-2-ubi9-push.yaml" in drifted.out
     assert not (kx_repo / ".tekton/aipcc-3-0-builder-rocm-6-2-ubi9-push.yaml").exists()
-    generate(run, matrix)
-    again = run("--matrix", str(matrix), "plan", "--format", "konflux", "--check")
+    generate(cli, matrix)
+    again = cli("--matrix", str(matrix), "plan", "--format", "konflux", "--check")
     assert again.code == 0, again.out + again.err
     # An image that leaves the matrix leaves stale files, which a plan removes.
     matrix.write_text(matrix.read_text().replace("\n      - {version: 6.2.4}", "", 1))
-    stale = run("--matrix", str(matrix), "plan", "--format", "konflux", "--check")
+    stale = cli("--matrix", str(matrix), "plan", "--format", "konflux", "--check")
     assert stale.code == 1 and "stale: " in stale.out
-    generate(run, matrix)
+    generate(cli, matrix)
     assert not (kx_repo / ".tekton/aipcc-3-0-builder-rocm-6-2-ubi9-push.yaml").exists()
 
 
-def test_output_dir(kx_repo, run, tmp_path):
+def test_output_dir(kx_repo, cli, tmp_path):
     out = tmp_path / "elsewhere"
-    result = run("--matrix", str(kx_repo / "matrix/aipcc.yaml"), "plan", "--format", "konflux",
+    result = cli("--matrix", str(kx_repo / "matrix/aipcc.yaml"), "plan", "--format", "konflux",
                  "--output-dir", str(out))
     assert result.code == 0, result.err
     assert (out / ".tekton/aipcc-3-0-base-cpu-el9-6-push.yaml").is_file()
     assert not (kx_repo / ".tekton").exists()
 
 
-def test_a_hand_written_file_or_a_link_in_the_way_is_refused_and_nothing_written(kx_repo, run):
+def test_a_hand_written_file_or_a_link_in_the_way_is_refused_and_nothing_written(kx_repo, cli):
     tekton = kx_repo / ".tekton"
     tekton.mkdir()
     mine = tekton / "aipcc-3-0-base-cpu-el9-6-push.yaml"
     mine.write_text("# my own pipeline\n")
-    result = run("--matrix", str(kx_repo / "matrix/aipcc.yaml"), "plan", "--format", "konflux")
+    result = cli("--matrix", str(kx_repo / "matrix/aipcc.yaml"), "plan", "--format", "konflux")
     assert result.code == 2 and "generated header" in result.err and str(mine) in result.err
     assert "Traceback" not in result.err
     assert sorted(p.name for p in tekton.iterdir()) == [mine.name]
     mine.unlink()
     mine.symlink_to(kx_repo / "README.md")
-    result = run("--matrix", str(kx_repo / "matrix/aipcc.yaml"), "plan", "--format", "konflux")
+    result = cli("--matrix", str(kx_repo / "matrix/aipcc.yaml"), "plan", "--format", "konflux")
     assert result.code == 2 and "not a regular file" in result.err
     assert not (kx_repo / "konflux").exists()
     # A directory on the way that leads elsewhere: nothing is written through it.
@@ -391,7 +391,7 @@ def test_a_hand_written_file_or_a_link_in_the_way_is_refused_and_nothing_written
     elsewhere = kx_repo.parent / "elsewhere"
     elsewhere.mkdir()
     tekton.symlink_to(elsewhere)
-    result = run("--matrix", str(kx_repo / "matrix/aipcc.yaml"), "plan", "--format", "konflux")
+    result = cli("--matrix", str(kx_repo / "matrix/aipcc.yaml"), "plan", "--format", "konflux")
     assert result.code == 2 and "symbolic link" in result.err and "Traceback" not in result.err
     assert list(elsewhere.iterdir()) == [] and not (kx_repo / "konflux").exists()
 
@@ -404,16 +404,16 @@ def test_a_hand_written_file_or_a_link_in_the_way_is_refused_and_nothing_written
     (("https://packages.redhat.com/api/pypi/public-rhai/rhoai/{release}/{accelerator}-ubi9/simple/",
       "http://localhost:8580/{release}/cpu/simple/"), "accelerators.cpu.wheel_index", "tekton"),
 ])
-def test_loopback_is_refused_naming_the_field(kx_repo, run, edit, field, engine):
+def test_loopback_is_refused_naming_the_field(kx_repo, cli, edit, field, engine):
     matrix = kx_repo / "matrix/aipcc.yaml"
     matrix.write_text(matrix.read_text().replace(*edit, 1))
-    result = run("--matrix", str(matrix), "plan", "--format", engine)
+    result = cli("--matrix", str(matrix), "plan", "--format", engine)
     assert result.code == 2 and f"{field}: " in result.err and "--allow-loopback" in result.err
     assert "--registry" not in result.err  # the matrix's field, not the option
     assert result.out == "" and not (kx_repo / ".tekton").exists()
     # The edit is not committed: tekton, which pins the commit, must be told it may.
     uncommitted = ("--allow-uncommitted",) if engine == "tekton" else ()
-    allowed = run("--matrix", str(matrix), "plan", "--format", engine, "--allow-loopback",
+    allowed = cli("--matrix", str(matrix), "plan", "--format", engine, "--allow-loopback",
                   *uncommitted)
     assert allowed.code == 0, allowed.err
 
@@ -427,23 +427,23 @@ def test_what_counts_as_this_machine(reference, local):
     assert _loopback(_image_host(reference)) is local
 
 
-def test_loopback_registry_option_is_refused(kx_repo, run):
-    result = run("--matrix", str(kx_repo / "matrix/aipcc.yaml"), "plan", "--format", "tekton",
+def test_loopback_registry_option_is_refused(kx_repo, cli):
+    result = cli("--matrix", str(kx_repo / "matrix/aipcc.yaml"), "plan", "--format", "tekton",
                  "--registry", "127.0.0.1:5000/x")
     assert result.code == 2 and "--registry" in result.err
 
 
-def test_check_and_output_dir_go_with_konflux_only(kx_repo, run):
-    result = run("--matrix", str(kx_repo / "matrix/aipcc.yaml"), "plan", "--check")
+def test_check_and_output_dir_go_with_konflux_only(kx_repo, cli):
+    result = cli("--matrix", str(kx_repo / "matrix/aipcc.yaml"), "plan", "--check")
     assert result.code == 2 and "--format konflux" in result.err
 
 
-def test_without_a_clonable_origin_konflux_is_a_clear_input_error(repo, run):
+def test_without_a_clonable_origin_konflux_is_a_clear_input_error(repo, cli):
     without_source_url(repo)
-    result = run("--matrix", str(repo / "matrix/aipcc.yaml"), "plan", "--format", "konflux")
+    result = cli("--matrix", str(repo / "matrix/aipcc.yaml"), "plan", "--format", "konflux")
     assert result.code == 2 and "origin" in result.err and "Traceback" not in result.err
     git(repo, "remote", "add", "origin", str(repo))
-    result = run("--matrix", str(repo / "matrix/aipcc.yaml"), "plan", "--format", "konflux")
+    result = cli("--matrix", str(repo / "matrix/aipcc.yaml"), "plan", "--format", "konflux")
     assert result.code == 2 and "cannot reach" in result.err
     assert not (repo / ".tekton").exists()
 
@@ -466,10 +466,10 @@ def test_the_bundle_file_pins_what_build_definitions_publishes():
     assert set(default_bundles()) == set(versions())
 
 
-def test_the_certification_check_runs_as_in_konflux_reference_pipeline(kx_repo, run):
+def test_the_certification_check_runs_as_in_konflux_reference_pipeline(kx_repo, cli):
     """ecosystem-cert-preflight-checks: per platform of the index, after it, skipped with
     the other checks, exactly as the reference pipeline and build-service's build call it."""
-    files = generate(run, kx_repo / "matrix/aipcc.yaml")
+    files = generate(cli, kx_repo / "matrix/aipcc.yaml")
     ours = next(t for t in yaml.safe_load(files[".tekton/aipcc-3-0-base-cpu-el9-6-push.yaml"])[
         "spec"]["pipelineSpec"]["tasks"] if t["name"] == "ecosystem-cert-preflight-checks")
     build_service = next(
@@ -481,9 +481,9 @@ def test_the_certification_check_runs_as_in_konflux_reference_pipeline(kx_repo, 
         assert ours[key] == upstream[key] == build_service[key], key
 
 
-def test_a_dependent_builds_from_its_parent_by_digest_and_a_nudge_is_no_drift(kx_repo, run):
+def test_a_dependent_builds_from_its_parent_by_digest_and_a_nudge_is_no_drift(kx_repo, cli):
     matrix = kx_repo / "matrix/aipcc.yaml"
-    files = generate(run, matrix)
+    files = generate(cli, matrix)
     parent, child = "aipcc-3-0-base-cuda-12-8-el9-6", "aipcc-3-0-devel-cuda-12-8-el9-6"
     args_file = f"konflux/build-args/{child}.conf"
     pin = (kx_repo / args_file).read_text()
@@ -519,30 +519,30 @@ def test_a_dependent_builds_from_its_parent_by_digest_and_a_nudge_is_no_drift(kx
     nudged = (kx_repo / args_file).read_text()
     assert f"\nAIPCC_PARENT={parent_repository}:3.0@{digest}\n" in nudged
     for command in (("plan", "--format", "konflux", "--check"), ("render", "--check")):
-        checked = run("--matrix", str(matrix), *command)
+        checked = cli("--matrix", str(matrix), *command)
         assert checked.code == 0, checked.out + checked.err
     # A plan keeps the pin; a Renovate that also moves the tag is no drift either.
-    generate(run, matrix)
+    generate(cli, matrix)
     assert (kx_repo / args_file).read_text() == nudged
     (kx_repo / args_file).write_text(nudged.replace(":3.0@", ":3.0-0123abc@"))
-    assert run("--matrix", str(matrix), "plan", "--format", "konflux", "--check").code == 0
+    assert cli("--matrix", str(matrix), "plan", "--format", "konflux", "--check").code == 0
     # A different parent (the registry moved) is drift, and a plan resets the pin.
     matrix.write_text(matrix.read_text().replace("registry: quay.io/aipcc",
                                                  "registry: quay.io/aipcc-next", 1))
-    drifted = run("--matrix", str(matrix), "plan", "--format", "konflux", "--check")
+    drifted = cli("--matrix", str(matrix), "plan", "--format", "konflux", "--check")
     assert drifted.code == 1 and args_file in drifted.out
-    generate(run, matrix)
+    generate(cli, matrix)
     assert f"=quay.io/aipcc-next/base-images/cuda-12.8-el9.6:3.0@sha256:{'0' * 64}" in (
         kx_repo / args_file).read_text()
 
 
-def test_a_parent_outside_the_plan_is_pinned_in_the_registry_the_plan_names(kx_repo, run,
+def test_a_parent_outside_the_plan_is_pinned_in_the_registry_the_plan_names(kx_repo, cli,
                                                                          tmp_path):
     """--registry moves every image of the plan, so a dependent's parent that the filters
     leave out is named there too (it was named in the matrix's registry)."""
     matrix = kx_repo / "matrix/aipcc.yaml"
     out = tmp_path / "out"
-    result = run("--matrix", str(matrix), "plan", "--format", "konflux", "--kind", "devel",
+    result = cli("--matrix", str(matrix), "plan", "--format", "konflux", "--kind", "devel",
                  "--registry", "quay.io/elsewhere", "--output-dir", str(out))
     assert result.code == 0, result.err
     pin = (out / "konflux/build-args/aipcc-3-0-devel-cuda-12-8-el9-6.conf").read_text()
@@ -550,12 +550,12 @@ def test_a_parent_outside_the_plan_is_pinned_in_the_registry_the_plan_names(kx_r
 
 
 def test_the_matrix_names_the_repository_and_a_clone_without_origin_passes_the_check(
-        repo, run, tmp_path):
+        repo, cli, tmp_path):
     """matrix/aipcc.yaml names ci.source_url, so the committed files are the same in every
     clone: one whose origin is elsewhere, or that has none, checks them clean."""
     url = "https://github.com/aipcc/aipcc-build.git"
     assert f"source_url: {url}" in (repo / "matrix/aipcc.yaml").read_text()
-    files = generate(run, repo / "matrix/aipcc.yaml")
+    files = generate(cli, repo / "matrix/aipcc.yaml")
     component = yaml.safe_load(
         files["konflux/tenant/component-aipcc-3-0-base-cuda-12-8-el9-6.yaml"])
     assert component["spec"]["source"]["git"]["url"] == url
@@ -566,22 +566,22 @@ def test_the_matrix_names_the_repository_and_a_clone_without_origin_passes_the_c
     clone = tmp_path / "clone"
     git(tmp_path, "clone", "-q", str(repo), str(clone))
     git(clone, "remote", "remove", "origin")
-    checked = run("--matrix", str(clone / "matrix/aipcc.yaml"), "plan", "--format", "konflux",
+    checked = cli("--matrix", str(clone / "matrix/aipcc.yaml"), "plan", "--format", "konflux",
                   "--check")
     assert checked.code == 0, checked.out + checked.err
     git(clone, "remote", "add", "origin", "https://git.example.com/a/fork.git")
-    checked = run("--matrix", str(clone / "matrix/aipcc.yaml"), "plan", "--format", "konflux",
+    checked = cli("--matrix", str(clone / "matrix/aipcc.yaml"), "plan", "--format", "konflux",
                   "--check")
     assert checked.code == 0, checked.out + checked.err
 
 
 @pytest.mark.parametrize("url", ["/srv/git/images", "https://x.example.com/a b.git",
                                  "-ohttps://x.example.com/a.git", "https://x\n.example.com"])
-def test_a_source_url_no_cluster_can_clone_is_refused_naming_the_field(repo, run, url):
+def test_a_source_url_no_cluster_can_clone_is_refused_naming_the_field(repo, cli, url):
     matrix = repo / "matrix/aipcc.yaml"
     matrix.write_text(re.sub(r"source_url: .*", f"source_url: {json.dumps(url)}",
                              matrix.read_text()))
-    result = run("--matrix", str(matrix), "plan", "--format", "konflux")
+    result = cli("--matrix", str(matrix), "plan", "--format", "konflux")
     assert result.code == 2 and "ci.source_url" in result.err, result.err
     assert "aipcc.yaml:" in result.err and "Traceback" not in result.err
     assert not (repo / ".tekton").exists()
