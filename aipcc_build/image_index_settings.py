@@ -8,6 +8,13 @@ from __future__ import annotations
 # also loads when a user unsets PIP_CONFIG_FILE / UV_CONFIG_FILE).
 PIP_CONF = "/etc/pip.conf"
 UV_TOML = "/etc/uv/uv.toml"
+# The variables that name another config file to each tool.
+PIP_CONFIG_FILE, UV_CONFIG_FILE = "PIP_CONFIG_FILE", "UV_CONFIG_FILE"
+# The variables that set the one index each tool installs from (UV_DEFAULT_INDEX is uv's
+# current name, UV_INDEX_URL the one older uv reads).
+INDEX_VARIABLES = ("PIP_INDEX_URL", "UV_DEFAULT_INDEX", "UV_INDEX_URL")
+# The variables that name each tool's constraints file (toolkit.constraints writes it).
+CONSTRAINT_VARIABLES = ("PIP_CONSTRAINT", "UV_CONSTRAINT")
 
 # How readers of a wheel index authenticate (the matrix's `wheel_index_auth`): "none";
 # "client-cert", the entitlement certificate of the host (subscription-manager's

@@ -25,7 +25,16 @@ import jinja2
 from .. import image_labels
 from ..errors import CheckFailed, InputError
 from ..generated_files import GeneratedTree, RenderResult, ours, sync
-from ..image_index_settings import AUTH_BIN, NETRC_SECRET, PIP_CONF, UV_TOML
+from ..image_index_settings import (
+    AUTH_BIN,
+    CONSTRAINT_VARIABLES,
+    INDEX_VARIABLES,
+    NETRC_SECRET,
+    PIP_CONF,
+    PIP_CONFIG_FILE,
+    UV_CONFIG_FILE,
+    UV_TOML,
+)
 from ..matrix import EVERYTHING, Filters, ImageSpec, Matrix, expand
 from ..matrix.platforms import describe
 from ..toolkit import components as component_table
@@ -246,14 +255,14 @@ _FROM = re.compile(r"^\s*FROM\s+((?:--\S+\s+)*)(\S+)", re.IGNORECASE)
 def _index_env(url: str) -> str:
     """pip's and uv's variables (UV_DEFAULT_INDEX is uv's current name, UV_INDEX_URL the one
     older uv reads), and the config files they point at."""
-    return " \\\n    ".join([
-        f"ENV PIP_INDEX_URL={url}", f"UV_DEFAULT_INDEX={url}", f"UV_INDEX_URL={url}",
-        f"PIP_CONFIG_FILE={PIP_CONF}", f"UV_CONFIG_FILE={UV_TOML}"])
+    settings = [f"{variable}={url}" for variable in INDEX_VARIABLES] + [
+        f"{PIP_CONFIG_FILE}={PIP_CONF}", f"{UV_CONFIG_FILE}={UV_TOML}"]
+    return "ENV " + " \\\n    ".join(settings)
 
 
 def _constraints_env() -> str:
     path = toolkit_constraints.CONSTRAINTS_PATH
-    return f"ENV PIP_CONSTRAINT={path} \\\n    UV_CONSTRAINT={path}"
+    return "ENV " + " \\\n    ".join(f"{variable}={path}" for variable in CONSTRAINT_VARIABLES)
 
 
 def _quoted(text: str) -> str:

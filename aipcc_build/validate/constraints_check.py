@@ -17,11 +17,12 @@ from collections.abc import Mapping, Sequence
 from typing import Optional
 
 from .. import image_labels
+from ..image_index_settings import CONSTRAINT_VARIABLES
 from ..toolkit.constraints import CONSTRAINTS_PATH, target_in, target_of
 from .results import OK, VIOLATION, Expectation, Finding, IndexSetting
 
 CONSTRAINTS_KEY = "aipcc-constraints"  # the setting a scan records for the file
-_VARIABLES = ("PIP_CONSTRAINT", "UV_CONSTRAINT")
+_VARIABLES = CONSTRAINT_VARIABLES
 
 
 def constraints_setting(path: str, text: str) -> IndexSetting:

@@ -30,7 +30,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
 from .. import image_labels
-from ..image_index_settings import AUTH_BIN, INDEX_AUTH_MODES, NETRC_SECRET
+from ..image_index_settings import (
+    AUTH_BIN,
+    INDEX_AUTH_MODES,
+    INDEX_VARIABLES,
+    NETRC_SECRET,
+    PIP_CONFIG_FILE,
+    UV_CONFIG_FILE,
+)
 from ..toolkit.spellings import CU_TAG, cu_release
 from .results import OK, VIOLATION, WARNING, Expectation, Finding, IndexSetting
 
@@ -52,7 +59,7 @@ ENV_VARIABLES = {
 }
 # Keys (pip's INI, uv's TOML, uv's [pip] table) that name indexes.
 _PIP_KEYS = ("index-url", "extra-index-url", "find-links")
-_PRIMARY = ("PIP_INDEX_URL", "UV_DEFAULT_INDEX", "UV_INDEX_URL", "index-url", "index.default")
+_PRIMARY = (*INDEX_VARIABLES, "index-url", "index.default")
 
 # What an index URL says about its toolkit: Red Hat AI's variants (cuda12.9-ubi9,
 # rocm6.4-ubi9, cpu-ubi9), paths like cuda/12.9, and PyTorch's cu128 / rocm6.4 / cpu.
@@ -189,7 +196,7 @@ def named_files(env: Mapping[str, str], workdir: str) -> list[tuple[str, str]]:
     """(variable, path) of the config files the environment names; a relative path is
     taken from the image's working directory, and ".." lexically, as the scans do."""
     named = []
-    for name in ("PIP_CONFIG_FILE", "UV_CONFIG_FILE"):
+    for name in (PIP_CONFIG_FILE, UV_CONFIG_FILE):
         value = env.get(name, "")
         if value and value != "/dev/null":
             path = posixpath.normpath(posixpath.join("/", workdir, value))
@@ -216,12 +223,12 @@ def files_the_tools_load(env: Mapping[str, str]) -> dict[str, str]:
     home = env.get("HOME", "").rstrip("/") if env.get("HOME", "").startswith("/") else None
     venv = env.get("VIRTUAL_ENV", "").rstrip("/")
     loaded: dict[str, str] = {}
-    if env.get("PIP_CONFIG_FILE") != "/dev/null":  # pip's way to load no file at all
+    if env.get(PIP_CONFIG_FILE) != "/dev/null":  # pip's way to load no file at all
         pip = [*(f"{d}/pip/pip.conf" for d in system), "/etc/pip.conf"]
         pip += [f"{venv}/pip.conf"] if venv.startswith("/") else []
         pip += [f"{home}/.config/pip/pip.conf", f"{home}/.pip/pip.conf"] if home else []
         loaded.update(dict.fromkeys(pip, "pip"))
-    if not env.get("UV_CONFIG_FILE") and not env.get("UV_NO_CONFIG"):
+    if not env.get(UV_CONFIG_FILE) and not env.get("UV_NO_CONFIG"):
         uv = [*(f"{d}/uv/uv.toml" for d in system), "/etc/uv/uv.toml"]
         uv += [f"{home}/.config/uv/uv.toml"] if home else []
         loaded.update(dict.fromkeys(uv, "uv"))

@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Optional
 
 from .. import image_labels
+from ..image_index_settings import UV_CONFIG_FILE
 from ..imagefs.symlinks import resolve_link
 from ..toolkit.components import (
     OWN_SCHEME,
@@ -409,11 +410,11 @@ def _named_file_checks(variable: str, path: str, read: FileRead, expected: Expec
     named = f"{variable} names this file" + (
         f", a symlink to {read.path}" if read.path != path else "")
     if read.text is not None:
-        settings, problem = settings_from_text(path, read.text, variable == "UV_CONFIG_FILE")
+        settings, problem = settings_from_text(path, read.text, variable == UV_CONFIG_FILE)
         findings = [replace(f, reason=f"{f.reason}; {named}") for f in judge_settings(
             [(setting, read.layer) for setting in settings], expected, index)]
         if problem:
-            tool = "uv" if variable == "UV_CONFIG_FILE" else "pip"
+            tool = "uv" if variable == UV_CONFIG_FILE else "pip"
             findings.append(Finding(VIOLATION, "index-config", path,
                                     f"{problem}; {named}: {TOOL_STOPS[tool]}",
                                     component=variable, layer_digest=read.layer))
@@ -425,7 +426,7 @@ def _named_file_checks(variable: str, path: str, read: FileRead, expected: Expec
                         component=variable, layer_digest=read.layer)]
     held = f"{variable} names {path}, which the image does not hold as a file " \
            f"({read.problem})"
-    if variable == "UV_CONFIG_FILE":
+    if variable == UV_CONFIG_FILE:
         return [Finding(VIOLATION, "index-config", f"config:Env/{variable}",
                         f"{held}: uv fails every command (it cannot open its config file)",
                         component=variable, component_version=path)]
