@@ -13,7 +13,6 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-import threading
 import time
 import urllib.error
 import urllib.parse
@@ -35,6 +34,7 @@ from tests.integration.test_wheel_index import build, uv_wheel  # noqa: F401
 from tests.support import pulp as pulp_server
 from tests.support.artifacts import wheel
 from tests.support.project import REPO
+from tests.support.readers import read_while
 from tests.support.wheels import make_wheel
 
 pytestmark = pytest.mark.integration
@@ -255,7 +255,6 @@ def test_readers_never_see_a_missing_page_or_two_generations(
     request = core.PulpRequest(server=project.server, wheels={"cpu-debian": (str(wheels),)})
     core.publish(matrix, request)
     base = f"{pulp.api}/pypi/{project.prefix}/2.1/cpu-debian/simple/"
-    done = threading.Event()
     problems: list[str] = []
     raced: list[str] = []
     markers: list[str] = []
@@ -264,51 +263,39 @@ def test_readers_never_see_a_missing_page_or_two_generations(
         with urllib.request.urlopen(url, timeout=30) as answer:
             return bytes(answer.read())
 
-    def reader() -> None:
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and not problems:
-            finished = done.is_set()
-            try:
-                projects, _ = simple_index.read_root_page(fetch(base).decode())
-                if sorted(projects) != ["lib", "marker"]:
-                    problems.append(f"root page lists {projects}")
-                for name in projects:
-                    links = simple_index.read_project_page(fetch(f"{base}{name}/").decode())
-                    if len(links) != 1:
-                        problems.append(f"{name} page lists {[x.filename for x in links]}")
-                    for link in links:
-                        if name == "marker":
-                            markers.append(link.filename)
-                        try:
-                            data = fetch(urllib.parse.urljoin(f"{base}{name}/", link.url))
-                        except urllib.error.HTTPError as exc:
-                            now = [x.filename for x in simple_index.read_project_page(
-                                fetch(f"{base}{name}/").decode())]
-                            if exc.code != 404 or link.filename in now:
-                                problems.append(f"{link.filename}: {exc.code} while listed")
-                            else:  # removed by the switch between page and download
-                                raced.append(link.filename)
-                            continue
-                        if hashlib.sha256(data).hexdigest() != link.sha256:
-                            problems.append(f"{link.filename}: hash differs from its page")
-            except (urllib.error.URLError, OSError) as exc:
-                problems.append(f"{exc}")
-            if finished:
-                return
+    def read_once() -> None:
+        projects, _ = simple_index.read_root_page(fetch(base).decode())
+        if sorted(projects) != ["lib", "marker"]:
+            problems.append(f"root page lists {projects}")
+        for name in projects:
+            links = simple_index.read_project_page(fetch(f"{base}{name}/").decode())
+            if len(links) != 1:
+                problems.append(f"{name} page lists {[x.filename for x in links]}")
+            for link in links:
+                if name == "marker":
+                    markers.append(link.filename)
+                try:
+                    data = fetch(urllib.parse.urljoin(f"{base}{name}/", link.url))
+                except urllib.error.HTTPError as exc:
+                    now = [x.filename for x in simple_index.read_project_page(
+                        fetch(f"{base}{name}/").decode())]
+                    if exc.code != 404 or link.filename in now:
+                        problems.append(f"{link.filename}: {exc.code} while listed")
+                    else:  # removed by the switch between page and download
+                        raced.append(link.filename)
+                    continue
+                if hashlib.sha256(data).hexdigest() != link.sha256:
+                    problems.append(f"{link.filename}: hash differs from its page")
 
-    thread = threading.Thread(target=reader)
-    thread.start()
-    try:
+    def republish() -> None:
         for number in range(1, 11):
             for old in wheels.glob("marker-*.whl"):
                 old.unlink()
             make_wheel(wheels, "marker", f"{number}.0")
             result = core.publish(matrix, request)
             assert result.variants[0].generation == number + 1
-    finally:
-        done.set()
-        thread.join(timeout=300)
-    assert not thread.is_alive()
+
+    read_while(read_once, republish, problems, timeout=300)
     assert problems == []
     assert markers[-1] == "marker-10.0-py3-none-any.whl"
     assert len(set(markers)) > 2, markers  # the reader ran across versions

@@ -10,7 +10,6 @@ import hashlib
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -27,6 +26,7 @@ from aipcc_build.wheel_indexes import simple_index
 from aipcc_build.wheel_indexes.static_tree import TreeRequest, publish
 from tests.support.artifacts import wheel
 from tests.support.project import REPO
+from tests.support.readers import read_while
 from tests.support.wheels import make_wheel
 
 pytestmark = pytest.mark.integration
@@ -208,7 +208,6 @@ def test_readers_never_see_a_missing_page_or_two_generations(
     request = TreeRequest(root=str(site.root), wheels={"cpu-debian": (str(wheels),)})
     base = site.url + "2.1/cpu-debian/simple/"
     publish(matrix, request)
-    done = threading.Event()
     seen: list[int] = []
     problems: list[str] = []
 
@@ -228,38 +227,26 @@ def test_readers_never_see_a_missing_page_or_two_generations(
                 problems.append(f"{link.filename}.metadata: hash differs from its page")
         return links
 
-    def reader() -> None:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not problems:
-            finished = done.is_set()
-            try:
-                projects, generation = simple_index.read_root_page(fetch(base).decode())
-                assert generation is not None
-                if seen and generation < seen[-1]:
-                    problems.append(f"generation went back from {seen[-1]} to {generation}")
-                seen.append(generation)
-                for project in projects:
-                    links = check_page(project)
-                    if project == "marker" and len(links) != 1:
-                        problems.append(f"marker page lists {[x.filename for x in links]}")
-            except (urllib.error.URLError, OSError) as exc:
-                problems.append(f"{exc}")
-            if finished:
-                return
+    def read_once() -> None:
+        projects, generation = simple_index.read_root_page(fetch(base).decode())
+        assert generation is not None
+        if seen and generation < seen[-1]:
+            problems.append(f"generation went back from {seen[-1]} to {generation}")
+        seen.append(generation)
+        for project in projects:
+            links = check_page(project)
+            if project == "marker" and len(links) != 1:
+                problems.append(f"marker page lists {[x.filename for x in links]}")
 
-    thread = threading.Thread(target=reader)
-    thread.start()
-    try:
+    def publish_generations() -> None:
         for number in range(1, 21):
             for old in wheels.glob("marker-*.whl"):
                 old.unlink()
             make_wheel(wheels, "marker", f"{number}.0")
             publish(matrix, request)
             time.sleep(0.02)
-    finally:
-        done.set()
-        thread.join(timeout=150)
-    assert not thread.is_alive()
+
+    read_while(read_once, publish_generations, problems, timeout=120)
     assert problems == []
     assert seen[-1] == 21 and len(set(seen)) > 2  # the reader ran across generations
     generations = site.root / "2.1" / ".generations" / "cpu-debian"
