@@ -15,7 +15,7 @@ import pytest
 
 from aipcc_build.cli import main
 from aipcc_build.toolkit.facts import ToolkitFacts, load_facts
-from tests.support.project import Project, small_project
+from tests.support.project import Project, shipped_project, small_project
 from tests.support.registry import Registry
 
 pytest_plugins = ["tests.support.sigterm", "tests.support.integration_marker"]
@@ -122,6 +122,12 @@ def registry(tmp_path: Path) -> Iterator[Registry]:
 @pytest.fixture
 def project(tmp_path: Path) -> Project:
     return small_project(tmp_path)
+
+
+@pytest.fixture
+def shipped(tmp_path: Path) -> Path:
+    """A copy of the shipped project (matrix, templates, Containerfiles) to edit or plan."""
+    return shipped_project(tmp_path)
 
 
 @dataclass

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from typing import Optional
 
+from ..toolkit.spellings import ROCM_ROOT
 from .config_env import major_minor
 from .elf import DynamicEntries
 from .results import LINKED, Evidence
@@ -35,7 +36,7 @@ _BACKEND = re.compile(
 # Libraries whose soname major is the CUDA major they belong to.
 _CUDA_SONAME = re.compile(r"^lib(?:cudart|cublas|cublasLt|nvrtc|nvJitLink)\.so\.(\d+)(?:\.\d+)*$")
 _HIP_SONAME = re.compile(r"^libamdhip64\.so\.(\d+)(?:\.\d+)*$")
-_ROCM_PATH = re.compile(r"^/opt/rocm-(\d+)\.(\d+)(?:\.\d+)?(?:/|$)")
+_ROCM_PATH = re.compile(rf"^{ROCM_ROOT}(?:/|$)")
 
 
 def tag_release(family: str, tag: str) -> Optional[str]:
@@ -106,8 +107,8 @@ def linked_evidence(path: str, entries: DynamicEntries, package: str
     paths = [m for m in map(_ROCM_PATH.match, entries.search_path) if m]
     if hip or paths:
         majors = {m.group(1) for m in hip}
-        releases = {f"{m.group(1)}.{m.group(2)}" for m in paths
-                    if not majors or m.group(1) in majors}
+        releases = {major_minor(m.group(1)) for m in paths
+                    if not majors or m.group(1).split(".")[0] in majors}
         release = (releases.pop() if len(releases) == 1
                    else majors.pop() if len(majors) == 1 else None)
         said = [f"needs {m.group(0)}" for m in hip]

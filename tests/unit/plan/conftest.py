@@ -1,4 +1,5 @@
-"""This folder's tests work on a copy of the shipped project, as a git repository."""
+"""This folder's tests work on a copy of the shipped project (the `shipped` fixture), as a
+git repository."""
 
 from __future__ import annotations
 
@@ -6,14 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.project import git_repository, shipped_project
+from tests.support.project import git_repository
 
 
 @pytest.fixture
-def project(tmp_path: Path) -> Path:
-    return shipped_project(tmp_path)
-
-
-@pytest.fixture
-def repo(project: Path) -> Path:
-    return git_repository(project)
+def repo(shipped: Path) -> Path:
+    return git_repository(shipped)

@@ -111,21 +111,21 @@ def test_shipped_workflow_builds_pull_requests_to_their_own_tags_and_forks_witho
     assert "fromJSON(needs.plan.outputs.plan).push" in jobs["build-dependents"]["if"]
 
 
-def test_github_plan_without_push(project, cli):
-    document = json.loads(plan(cli, project / "matrix/aipcc.yaml", "--format", "github",
+def test_github_plan_without_push(shipped, cli):
+    document = json.loads(plan(cli, shipped / "matrix/aipcc.yaml", "--format", "github",
                                "--no-push", "--build-id", "on-pr-abc").out)
     assert document["push"] is False
     for wave in ("wave1", "wave2"):
         for entry in document[wave]["include"]:
             assert not entry["command"].endswith("--push")
             assert "--build-id on-pr-abc" in entry["command"]
-    pushed = json.loads(plan(cli, project / "matrix/aipcc.yaml", "--format", "github").out)
+    pushed = json.loads(plan(cli, shipped / "matrix/aipcc.yaml", "--format", "github").out)
     assert pushed["push"] is True
     assert all(e["command"].endswith(" --push") for e in pushed["wave1"]["include"])
 
 
-def test_github_matrix_per_wave_validates(project, cli, tmp_path):
-    output = plan(cli, project / "matrix/aipcc.yaml", "--format", "github").out
+def test_github_matrix_per_wave_validates(shipped, cli, tmp_path):
+    output = plan(cli, shipped / "matrix/aipcc.yaml", "--format", "github").out
     assert output.count("\n") == 1  # one line: it goes into $GITHUB_OUTPUT as plan=<json>
     document = json.loads(output)
     (tmp_path / "plan.json").write_text(output)
@@ -143,8 +143,8 @@ def test_github_matrix_per_wave_validates(project, cli, tmp_path):
                                        "devel/cpu-el9.6 --build-id dev ")
 
 
-def test_plan_carries_its_options_into_every_job(project, cli):
-    output = plan(cli, project / "matrix/aipcc.yaml", "--format", "github", "--registry",
+def test_plan_carries_its_options_into_every_job(shipped, cli):
+    output = plan(cli, shipped / "matrix/aipcc.yaml", "--format", "github", "--registry",
                   "registry.example:5000/ns", "--no-tls-verify", "--parent-build-id",
                   "41", "--jobs", "2", "--capacity", "cpu=8,gpu=1", "--build-id", "42").out
     document = json.loads(output)
@@ -176,8 +176,8 @@ def test_a_platform_filter_of_plan_applies_to_every_job_it_emits(cli):
     assert {tuple(image["platforms"]) for image in data["images"]} == {("linux/amd64",)}
 
 
-def test_plan_refuses_bad_slots_before_emitting(project, cli):
-    result = cli("--matrix", str(project / "matrix/aipcc.yaml"), "plan", "--format", "gitlab",
+def test_plan_refuses_bad_slots_before_emitting(shipped, cli):
+    result = cli("--matrix", str(shipped / "matrix/aipcc.yaml"), "plan", "--format", "gitlab",
                  "--capacity", "cpu")
     assert result.code == 2 and "--capacity" in result.err and result.out == ""
 
@@ -194,8 +194,8 @@ def test_github_schema_of_our_own_rejects_an_empty_or_oversized_matrix(tmp_path)
                                 str(tmp_path / "bad.json")).returncode == 1
 
 
-def test_github_empty_plan_emits_no_matrix_and_says_so(project, cli, tmp_path):
-    result = plan(cli, project / "matrix/aipcc.yaml", "--format", "github", *EMPTY_SELECTION)
+def test_github_empty_plan_emits_no_matrix_and_says_so(shipped, cli, tmp_path):
+    result = plan(cli, shipped / "matrix/aipcc.yaml", "--format", "github", *EMPTY_SELECTION)
     assert json.loads(result.out) == {"images": 0, "waves": 0, "registry_host": "quay.io",
                                       "tls_verify": True, "push": True}
     assert "nothing to build" in result.err
@@ -232,8 +232,8 @@ def test_github_limit_of_256_jobs_is_a_clear_error(tmp_path, cli):
 
 # GitLab -----------------------------------------------------------------------------------
 
-def test_gitlab_child_pipeline_validates_and_mirrors_the_dag(project, cli, tmp_path):
-    matrix_path = project / "matrix/aipcc.yaml"
+def test_gitlab_child_pipeline_validates_and_mirrors_the_dag(shipped, cli, tmp_path):
+    matrix_path = shipped / "matrix/aipcc.yaml"
     output = plan(cli, matrix_path, "--format", "gitlab", "--build-id", "175").out
     (tmp_path / "child.yml").write_text(output)
     result = check_jsonschema("--builtin-schema", "vendor.gitlab-ci", str(tmp_path / "child.yml"))
@@ -258,8 +258,8 @@ def test_gitlab_child_pipeline_validates_and_mirrors_the_dag(project, cli, tmp_p
     assert acyclic({name: job["needs"] for name, job in jobs.items()})
 
 
-def test_gitlab_empty_plan_is_a_valid_pipeline(project, cli, tmp_path):
-    result = plan(cli, project / "matrix/aipcc.yaml", "--format", "gitlab", *EMPTY_SELECTION)
+def test_gitlab_empty_plan_is_a_valid_pipeline(shipped, cli, tmp_path):
+    result = plan(cli, shipped / "matrix/aipcc.yaml", "--format", "gitlab", *EMPTY_SELECTION)
     assert "nothing to build" in result.err
     (tmp_path / "child.yml").write_text(result.out)
     assert check_jsonschema("--builtin-schema", "vendor.gitlab-ci",
@@ -509,12 +509,12 @@ def test_tekton_pins_each_platform_to_its_nodes_then_joins_them_with_buildah(rep
             f"runtime-cpu-debian-fetch-{arch}", "base-cpu-debian-join"]
 
 
-def test_tekton_refuses_a_local_path_as_the_clone_url(project, cli):
-    git(project, "init", "-q")
-    git(project, "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "--allow-empty",
+def test_tekton_refuses_a_local_path_as_the_clone_url(shipped, cli):
+    git(shipped, "init", "-q")
+    git(shipped, "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "--allow-empty",
         "-m", "x")
-    with_origin(project, str(project))
-    result = cli("--matrix", str(project / "matrix/aipcc.yaml"), "plan", "--format", "tekton")
+    with_origin(shipped, str(shipped))
+    result = cli("--matrix", str(shipped / "matrix/aipcc.yaml"), "plan", "--format", "tekton")
     assert result.code == 2 and "which a cluster cannot reach" in result.err
 
 
@@ -568,8 +568,8 @@ def test_tekton_empty_plan_emits_nothing(tekton_repo, cli):
     assert result.out == "" and "nothing to build" in result.err
 
 
-def test_json_plan_lists_every_field(project, cli):
-    document = json.loads(plan(cli, project / "matrix/aipcc.yaml").out)
+def test_json_plan_lists_every_field(shipped, cli):
+    document = json.loads(plan(cli, shipped / "matrix/aipcc.yaml").out)
     assert document["schema"] == 1 and document["changed_since"] is None
     devel = next(i for i in document["images"] if i["key"] == "devel/cuda-12.8-el9.6")
     assert devel == {
@@ -589,17 +589,17 @@ def test_json_plan_lists_every_field(project, cli):
     }
 
 
-def test_emitted_documents_do_not_depend_on_the_working_directory(project, cli, monkeypatch):
-    monkeypatch.chdir(project / "templates")
-    first = plan(cli, project / "matrix/aipcc.yaml", "--format", "gitlab").out
-    monkeypatch.chdir(project)
+def test_emitted_documents_do_not_depend_on_the_working_directory(shipped, cli, monkeypatch):
+    monkeypatch.chdir(shipped / "templates")
+    first = plan(cli, shipped / "matrix/aipcc.yaml", "--format", "gitlab").out
+    monkeypatch.chdir(shipped)
     assert plan(cli, Path("matrix/aipcc.yaml"), "--format", "gitlab").out == first
 
 
-def test_tekton_without_an_origin_remote_is_a_clear_input_error(project, cli):
-    git(project, "init", "-q")
-    without_source_url(project)
-    result = cli("--matrix", str(project / "matrix/aipcc.yaml"), "plan", "--format", "tekton")
+def test_tekton_without_an_origin_remote_is_a_clear_input_error(shipped, cli):
+    git(shipped, "init", "-q")
+    without_source_url(shipped)
+    result = cli("--matrix", str(shipped / "matrix/aipcc.yaml"), "plan", "--format", "tekton")
     assert result.code == 2
     assert "no 'origin' remote" in result.err and "git remote add origin" in result.err
 
