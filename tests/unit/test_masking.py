@@ -68,7 +68,7 @@ def test_tool_errors_logs_and_reports_never_keep_a_password(tmp_path: Path) -> N
 
 
 @pytest.fixture
-def project(tmp_path: Path) -> Path:
+def masked_matrix(tmp_path: Path) -> Path:
     (tmp_path / "templates").mkdir()
     (tmp_path / "templates" / "app.j2").write_text("FROM {{ os_from }}\n")
     matrix = tmp_path / "matrix.yaml"
@@ -89,13 +89,13 @@ class NotFound(http.server.BaseHTTPRequestHandler):
         pass
 
 
-def test_an_index_source_with_user_and_password_that_answers_404(project: Path, cli) -> None:
+def test_an_index_source_with_user_and_password_that_answers_404(masked_matrix: Path, cli) -> None:
     with serving(NotFound) as origin:
         for user in (f"user:{SECRET}", SECRET):
             source = origin.replace("http://", f"http://{user}@") + "/simple/"
             for json_flag in ((), ("--json",)):
-                done = cli("--matrix", str(project), "index", *json_flag,
-                           str(project.parent / "root"), f"cpu-debian={source}")
+                done = cli("--matrix", str(masked_matrix), "index", *json_flag,
+                           str(masked_matrix.parent / "root"), f"cpu-debian={source}")
                 assert done.code != 0
                 assert "404" in done.err
                 assert SECRET not in done.out + done.err
@@ -113,14 +113,14 @@ def test_an_index_source_with_user_and_password_that_answers_404(project: Path, 
     ("matrix", "--dry-run", "--registry", f"127.0.0.1:9/ns?token={SECRET}"),
     ("matrix", "--dry-run", "--json", "--registry", f"me:{SECRET}@127.0.0.1:9/ns"),
 ])
-def test_no_command_shows_a_password_it_was_given(args: tuple[str, ...], project: Path,
+def test_no_command_shows_a_password_it_was_given(args: tuple[str, ...], masked_matrix: Path,
                                                   tmp_path: Path, cli) -> None:
     report = tmp_path / "report.json"
     report.write_text(json.dumps({"schema": 1, "build_id": "42", "images": [
         {"name": "app", "key": "app/cpu-debian", "kind": "app", "status": "ok",
          "reference": "127.0.0.1:9/ns/app:2.1-42", "digest": "sha256:" + "a" * 64}]}))
-    done = cli("--matrix", str(project),
-               *[{"REPORT": str(report), "MATRIX": str(project)}.get(a, a) for a in args])
+    done = cli("--matrix", str(masked_matrix),
+               *[{"REPORT": str(report), "MATRIX": str(masked_matrix)}.get(a, a) for a in args])
     assert SECRET not in done.out + done.err
 
 
