@@ -20,10 +20,14 @@ carries instead a constraints file generated here from the component table
 - components on their own numbering (cuDNN, NCCL, ...) are left free under the image's
   major: their names say the major they are built for.
 
-Every limiting line also carries a clause no real version meets (`!=0+cuda12.8.image...`):
-pip prints the whole line when it refuses, so its message names the image's release and
-this file. The first lines of the file say why and how to override it; the validator
-reads `HEADER_TAG`'s line back to check the file belongs to the image's labels.
+Every limiting line also carries a clause no real version meets: its range's lowest
+version with a local label naming the image's release and this file
+(`!=12.8+cuda12.8.image.see.etc.aipcc.constraints.txt`). pip prints the whole line when it
+refuses; uv prints the range it kept, which that clause splits in two at the label, so
+both messages name the image's release and this file (a clause outside the range, which
+uv drops from its message, named them for pip only). The first lines of the file say why
+and how to override it; the validator reads `HEADER_TAG`'s line back to check the file
+belongs to the image's labels.
 """
 
 from __future__ import annotations
@@ -54,7 +58,9 @@ _OLDER_MAJORS = {"11": "-cu11"}
 # JAX's plugins (jax-cuda12-plugin, jax-rocm7-pjrt; ROCm 6.0's were jax-rocm60-*).
 _JAX_CUDA = ("jax-cuda{major}-plugin", "jax-cuda{major}-pjrt")
 _JAX_ROCM = ("jax-rocm{major}-plugin", "jax-rocm{major}-pjrt")
-_ROCM_MAJORS = ("6", "60", "7")  # ROCm builds on PyPI (jax-rocm60-plugin is ROCm 6.0)
+# The ROCm builds on PyPI: jax-rocm60-plugin (ROCm 6.0) and jax-rocm7-plugin (ROCm 7.x);
+# there is no jax-rocm6-plugin, and a line for a name no index has costs pip time for nothing.
+_ROCM_MAJORS = ("60", "7")
 # ROCm wheels not named by a major: out of CUDA and CPU images altogether (ONNX Runtime's
 # ROCm build; the Triton that PyTorch's ROCm wheels require).
 _ROCM_UNVERSIONED = ("onnxruntime-rocm", "pytorch-triton-rocm")
@@ -63,7 +69,7 @@ _ROCM_UNVERSIONED = ("onnxruntime-rocm", "pytorch-triton-rocm")
 @dataclass(frozen=True)
 class Constraint:
     project: str  # "nvidia-cuda-runtime-cu12"
-    specifier: str  # "==12.8.*,!=0+cuda12.8.image.see..."
+    specifier: str  # "==12.8.*,!=12.8+cuda12.8.image.see..."
     why: str  # "release-numbered", "exact", "other-major", "other-accelerator"
 
     def line(self) -> str:
@@ -181,7 +187,7 @@ def constraints_for(target: Target) -> tuple[Constraint, ...]:
     For a CUDA release the component table does not list, only the release-numbered
     components (whose versions say their release) are limited.
     """
-    marker = f"!=0+{target.accelerator}{target.release or ''}.image.{_PATH_LABEL}"
+    label = f"{target.accelerator}{target.release or ''}.image.{_PATH_LABEL}"
     excluded = f"==0+not.in.{target.accelerator}{target.release or ''}.images.{_PATH_LABEL}"
     found: dict[str, Constraint] = {}
 
@@ -201,12 +207,14 @@ def constraints_for(target: Target) -> tuple[Constraint, ...]:
         for name, versions in sorted(versions_of.items()):
             project = components.wheel_project(name, target.release)
             if major in table.numbered.get(name, ()):
-                spec, why = f"=={target.release}.*", "release-numbered"
+                lowest, why = target.release, "release-numbered"
+                spec = f"=={lowest}.*"
             elif not versions:
                 continue
             else:
-                spec, why = f">={versions[0]},<{_bump(versions[-1])}", "exact"
-            found[project] = Constraint(project, f"{spec},{marker}", why)
+                lowest, why = versions[0], "exact"
+                spec = f">={lowest},<{_bump(versions[-1])}"
+            found[project] = Constraint(project, f"{spec},!={lowest}+{label}", why)
         others = set().union(*(_names_of_major(m) for m in _suffixes() if m != major))
         exclude(sorted(others - _names_of_major(major)), "other-major")
         exclude(sorted(_rocm_names()), "other-accelerator")

@@ -72,7 +72,7 @@ def test_rocm_and_cpu_images_keep_other_accelerators_out() -> None:
     rocm = admitted("6.4.1", "rocm")
     assert not admits(rocm, "nvidia-cuda-runtime-cu12", "12.8.90")
     assert not admits(rocm, "jax-rocm7-plugin", "0.7.1")
-    assert admits(rocm, "jax-rocm6-plugin", "0.6.0")
+    assert admits(rocm, "jax-rocm60-plugin", "0.6.0")
     cpu = {c.project: Requirement(c.line()) for c in constraints_for(target_of("cpu", None))}
     for project in ("nvidia-cuda-runtime-cu12", "nvidia-cudnn-cu12", "nvidia-cuda-runtime",
                     "jax-rocm7-plugin", "onnxruntime-rocm", "jax-cuda12-plugin",
