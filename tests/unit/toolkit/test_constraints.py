@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
 
 from aipcc_build.render.containerfiles import tool_config
 from aipcc_build.toolkit.constraints import (
@@ -91,6 +93,31 @@ def test_the_file_says_why_how_to_override_and_what_it_is_for() -> None:
     for constraint in constraints_for(target_of("cuda", "12.9.1")):
         assert "cuda12.9" in constraint.specifier
         assert "see.etc.aipcc.constraints.txt" in constraint.specifier
+
+
+def test_a_limiting_lines_label_splits_its_range_at_the_lowest_version() -> None:
+    """uv prints the range a constraint keeps, not the line: the never-met clause must lie
+    inside that range (at its lowest version, where no real wheel is missed) or uv drops
+    it, and with it the release and the file, from its message."""
+    for constraint in constraints_for(target_of("cuda", "12.8.1")):
+        if constraint.why not in ("release-numbered", "exact"):
+            continue
+        spec = SpecifierSet(constraint.specifier)
+        hole = next(s.version for s in spec if s.operator == "!=")
+        lowest, label = hole.split("+")
+        assert label == "cuda12.8.image.see.etc.aipcc.constraints.txt"
+        assert Version(lowest) in spec, constraint  # the release itself stays admitted
+        assert not spec.contains(hole), constraint
+        bounds = [s for s in spec if s.operator in ("==", ">=")]
+        assert bounds and bounds[0].version.rstrip(".*") == lowest, constraint
+
+
+def test_every_excluded_jax_plugin_is_a_name_pypi_has() -> None:
+    """jax-rocm6-* never existed (ROCm 6.0's plugins are jax-rocm60-*): a line for it cost
+    pip time for nothing."""
+    names = {c.project for c in constraints_for(target_of("cpu", None))}
+    assert {n for n in names if n.startswith("jax-rocm")} == {
+        "jax-rocm60-plugin", "jax-rocm60-pjrt", "jax-rocm7-plugin", "jax-rocm7-pjrt"}
 
 
 def test_a_release_the_table_does_not_know_limits_its_release_numbered_components() -> None:
