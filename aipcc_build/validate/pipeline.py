@@ -44,6 +44,8 @@ def _blob_size(job: LayerJob) -> int:
 
 
 POOL_THRESHOLD_BYTES = 64 << 20
+# Seconds a SIGKILLed scan worker gets to exit (the kernel's work, not the worker's).
+KILLED_WORKER_WAIT = 10.0
 
 
 def _pool_context() -> BaseContext:
@@ -85,14 +87,27 @@ def _pool(workers: int) -> ProcessPoolExecutor:
 
 def _stop_pool(pool: ProcessPoolExecutor) -> None:
     """End POOL now: scans not started are cancelled, running ones killed (their workers
-    read layers for seconds; a signal must not wait for them)."""
+    read layers for seconds; a signal must not wait for them). Returns once every killed
+    worker has exited."""
+    import time
+    from multiprocessing.connection import wait
+
     # Taken first: shutdown forgets them. (No public way before Python 3.14's
     # terminate_workers.)
     workers = list((getattr(pool, "_processes", None) or {}).values())
     pool.shutdown(wait=False, cancel_futures=True)
     for worker in workers:
         worker.kill()
-        worker.join()
+    # The executor's own thread waits for the same workers: a join racing it can return
+    # before the worker's exit is recorded. A worker's sentinel closes when it exits,
+    # whoever reaps it.
+    pending = [worker.sentinel for worker in workers]
+    deadline = time.monotonic() + KILLED_WORKER_WAIT
+    while pending and time.monotonic() < deadline:
+        ready = wait(pending, timeout=deadline - time.monotonic())
+        pending = [sentinel for sentinel in pending if sentinel not in ready]
+    for worker in workers:
+        worker.join(timeout=0)  # reaps it, unless the executor's thread did
 
 
 def scan_layers(jobs: Iterable[LayerJob], cache: LayerCache
