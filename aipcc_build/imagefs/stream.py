@@ -1,5 +1,6 @@
-"""One layer's tar as a stream: from its blob (decompressed by its magic, the blob and the
-tar both hashed as they pass) or in place from containers/storage (through its tar-split).
+"""One layer's tar as a stream: from its blob (decompressed by its magic, the blob hashed
+beside the read and the tar as it passes) or in place from containers/storage (through its
+tar-split).
 
 The blob's hash is checked against the digest it is stored under; the tar's hash is the
 layer's diffID, which the image config's `rootfs.diff_ids` must list. gzip is inflated
@@ -11,7 +12,8 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-from typing import BinaryIO, Callable, Union
+import threading
+from typing import BinaryIO, Callable, Optional, Union
 
 import zstandard
 from isal import igzip_threaded
@@ -24,22 +26,61 @@ GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 
+class _WindowHash:
+    """The digest of a window of a file, computed in a thread of its own with positional
+    reads on the caller's descriptor (no second open, no shared offset): the thread that
+    inflates the blob then only inflates, and the hash runs on another core."""
+
+    def __init__(self, fd: int, start: int, end: int, algorithm: str) -> None:
+        self.algorithm = algorithm
+        self._hash = hashlib.new(algorithm)
+        self._error: Optional[OSError] = None
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(fd, start, end),
+                                        name="blob-digest", daemon=True)
+        self._thread.start()
+
+    def _run(self, fd: int, pos: int, end: int) -> None:
+        view = memoryview(bytearray(CHUNK))
+        try:
+            while pos < end and not self._stopped.is_set():
+                got = os.preadv(fd, [view[:min(CHUNK, end - pos)]], pos)
+                if not got:
+                    return  # the file shrank under us: the digest will not match
+                self._hash.update(view[:got])
+                pos += got
+        except OSError as exc:
+            self._error = exc
+
+    def digest(self) -> str:
+        """The window's digest, once the thread has read all of it."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return f"{self.algorithm}:{self._hash.hexdigest()}"
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._thread.join()
+
+
 class _RangeFile(io.RawIOBase):
-    """A read-only window on a file, so archives are read in place; every byte read is
-    hashed on the way, so the scan that reads the blob anyway also checks its digest."""
+    """A read-only window on a file, so archives are read in place; its digest is computed
+    beside the read (`_WindowHash`), so the scan that reads the blob anyway also checks
+    it."""
 
     def __init__(self, location: BlobLocation, digest: str) -> None:
         algorithm, _, self._expected = digest.partition(":")
         if algorithm not in hashlib.algorithms_available:
             raise ValueError(f"unknown digest algorithm in {digest!r}")
         self.algorithm = algorithm
-        self._hash = hashlib.new(algorithm)
         self._file = open(location.path, "rb")  # noqa: SIM115 - closed in release()
         size = os.fstat(self._file.fileno()).st_size
         self._start = location.offset
         self._end = size if location.length is None else location.offset + location.length
         self._file.seek(self._start)
         self._pos = self._start
+        self._hashing = _WindowHash(self._file.fileno(), self._start, self._end, algorithm)
 
     def readable(self) -> bool:
         return True
@@ -50,22 +91,17 @@ class _RangeFile(io.RawIOBase):
         if want <= 0:
             return 0
         got = self._file.readinto(view[:want])
-        self._hash.update(view[:got])
         self._pos += got
         return got
 
     def rewind(self) -> None:
         self._file.seek(self._start)
         self._pos = self._start
-        self._hash = hashlib.new(self.algorithm)
 
     def digest(self) -> str:
-        """After the scan: the blob's digest (what the decompressor left unread is read
-        and hashed first)."""
-        buffer = bytearray(CHUNK)
-        while self.readinto(buffer):
-            pass
-        return f"{self.algorithm}:{self._hash.hexdigest()}"
+        """After the scan: the blob's digest (of all of it, read or not by the
+        decompressor)."""
+        return self._hashing.digest()
 
     def close(self) -> None:
         # Decompressors close their source when done; the file stays open for `digest`
@@ -73,6 +109,7 @@ class _RangeFile(io.RawIOBase):
         super().close()
 
     def release(self) -> None:
+        self._hashing.stop()
         self._file.close()
 
 

@@ -1,0 +1,75 @@
+"""A layer blob's digest is computed in a thread beside the read: it covers the blob's
+window and nothing else, it notices a blob that is not what its name says, and no thread
+outlives the read, whether the read ends well or not."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import os
+import tarfile
+import threading
+from pathlib import Path
+
+import pytest
+
+from aipcc_build.imagefs.blobs import BlobLocation, LayerJob
+from aipcc_build.imagefs.stream import read_layer
+from aipcc_build.imagefs.tar import TarError
+
+
+def _layer(size: int) -> bytes:
+    """A gzip layer holding one file of SIZE incompressible bytes."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as archive:
+        member = tarfile.TarInfo("opt/data.bin")
+        member.size = size
+        archive.addfile(member, io.BytesIO(os.urandom(size)))
+    return gzip.compress(out.getvalue(), compresslevel=1)
+
+
+def _digest(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def _drain(stream) -> None:  # type: ignore[no-untyped-def]
+    while stream.read(1 << 20):
+        pass
+
+
+def test_the_digest_covers_the_blobs_window_in_a_larger_file(tmp_path: Path) -> None:
+    """A docker-archive member: the blob is a window of the archive file."""
+    blob = _layer(3 << 20)
+    archive = tmp_path / "archive"
+    archive.write_bytes(b"x" * 1000 + blob + b"y" * 1000)
+    location = BlobLocation(str(archive), 1000, len(blob))
+    read = read_layer(LayerJob(_digest(blob), "", location), _drain)
+    assert read.diff_id == _digest(gzip.decompress(blob))
+
+
+def test_a_blob_that_is_not_what_its_name_says_is_refused(tmp_path: Path) -> None:
+    blob, other = _layer(1 << 20), _layer(1 << 20)
+    path = tmp_path / "blob"
+    path.write_bytes(blob)
+    with pytest.raises(TarError, match="does not match its digest"):
+        read_layer(LayerJob(_digest(other), "", BlobLocation(str(path))), _drain)
+
+
+def test_no_digest_thread_outlives_a_read_that_fails_early(tmp_path: Path) -> None:
+    """A walk that gives up after the first megabyte of a large blob: the digest thread is
+    stopped, not left hashing the rest."""
+    blob = _layer(64 << 20)
+    path = tmp_path / "blob"
+    path.write_bytes(blob)
+    before = {t.ident for t in threading.enumerate()}
+
+    def give_up(stream) -> None:  # type: ignore[no-untyped-def]
+        stream.read(1 << 20)
+        raise TarError("the walk refused the layer")
+
+    with pytest.raises(TarError, match="refused the layer"):
+        read_layer(LayerJob(_digest(blob), "", BlobLocation(str(path))), give_up)
+    assert [t.name for t in threading.enumerate() if t.ident not in before] == []
+    read_layer(LayerJob(_digest(blob), "", BlobLocation(str(path))), _drain)
+    assert [t.name for t in threading.enumerate() if t.ident not in before] == []
