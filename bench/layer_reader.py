@@ -28,14 +28,13 @@ Run: python bench/layer_reader.py [--layout DIR] [--before COMMIT] [--repeat N]
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from common import as_installed
+from common import as_installed, shortest
 from validate_speed import build_layout, layers_of
 
 REPO = Path(__file__).resolve().parent.parent
@@ -96,20 +95,6 @@ for path in sys.argv[2:]:
 """
 
 
-def measured(command: list[str], env: dict[str, str], repeat: int) -> tuple[float, float]:
-    """(wall, CPU) seconds of COMMAND, the shortest of REPEAT runs each."""
-    walls, cpus = [], []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL)
-        _, status, usage = os.wait4(proc.pid, 0)
-        walls.append(time.perf_counter() - start)
-        cpus.append(usage.ru_utime + usage.ru_stime)
-        if os.waitstatus_to_exitcode(status) != 0:
-            raise SystemExit(f"{command[:3]} failed")
-    return min(walls), min(cpus)
-
-
 def in_parallel(program: str, layers: list[str]) -> list[str]:
     """A command running PROGRAM once per layer, all at once, as the validator's pool does."""
     return [sys.executable, "-c",
@@ -133,20 +118,20 @@ def main() -> int:
         archive = subprocess.run(["git", "-C", str(REPO), "archive", args.before,
                                   "aipcc_build"], capture_output=True, check=True).stdout
         subprocess.run(["tar", "-x", "-C", before], input=archive, check=True)
-        floor = measured([sys.executable, "-c", INFLATE, *layers], env, args.repeat)
-        verify = measured([sys.executable, "-c", VERIFY, *layers], env, args.repeat)
-        now = measured([sys.executable, "-c", SCAN, str(REPO), *layers], env, args.repeat)
-        reader = measured([sys.executable, "-c", SCAN, str(REPO), "--no-diff-id", *layers],
-                          env, args.repeat)
-        old = measured([sys.executable, "-c", SCAN, before, *layers], env, args.repeat)
+        floor = shortest([sys.executable, "-c", INFLATE, *layers], env, repeat=args.repeat)
+        verify = shortest([sys.executable, "-c", VERIFY, *layers], env, repeat=args.repeat)
+        now = shortest([sys.executable, "-c", SCAN, str(REPO), *layers], env, repeat=args.repeat)
+        reader = shortest([sys.executable, "-c", SCAN, str(REPO), "--no-diff-id", *layers],
+                          env, repeat=args.repeat)
+        old = shortest([sys.executable, "-c", SCAN, before, *layers], env, repeat=args.repeat)
     with tempfile.TemporaryDirectory(prefix="aipcc-bench-cache-") as cache:
         cold = [sys.executable, "-m", "aipcc_build", "validate", f"oci:{args.layout}",
                 "--expect", "cpu", "--cache-dir", cache]
         start = time.perf_counter()
         subprocess.run(cold, env=env, stdout=subprocess.DEVNULL, check=False)
         cold_wall = time.perf_counter() - start
-    parallel_wall, _ = measured(in_parallel(INFLATE, layers), env, args.repeat)
-    verify_wall, _ = measured(in_parallel(VERIFY, layers), env, args.repeat)
+    parallel_wall, _ = shortest(in_parallel(INFLATE, layers), env, repeat=args.repeat)
+    verify_wall, _ = shortest(in_parallel(VERIFY, layers), env, repeat=args.repeat)
     print(f"isal inflate, layer after layer:  {floor[0]:6.2f} s wall {floor[1]:6.2f} s CPU")
     print(f"  plus sha256 of blob and tar:     {verify[0]:6.2f} s wall {verify[1]:6.2f} s CPU")
     print(f"scan (imagefs), layer after layer: {now[0]:6.2f} s wall {now[1]:6.2f} s CPU")

@@ -18,7 +18,6 @@ CUDA wheels once, builds the image, removes it afterwards)
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -28,9 +27,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import REPO, as_installed, script
-from layer_reader import INFLATE, VERIFY, in_parallel, measured
+from common import REPO, as_installed, script, shortest
+from layer_reader import INFLATE, VERIFY, in_parallel
 from requirements_speed import TORCH_28
+from validate_speed import layer_blobs
 
 # The CUDA 12.8 component wheels torch 2.8.0 installs, besides the runtime wheels the
 # image has already (scripts/fetch-wheels).
@@ -91,14 +91,6 @@ def torch_cuda_wheels() -> Path:
     return dest
 
 
-def layers_in(layout: Path) -> list[str]:
-    """The layer blobs of the one image in the OCI layout LAYOUT."""
-    blobs = layout / "blobs" / "sha256"
-    index = json.loads((layout / "index.json").read_text())
-    manifest = json.loads((blobs / index["manifests"][0]["digest"].split(":")[1]).read_text())
-    return [str(blobs / layer["digest"].split(":")[1]) for layer in manifest["layers"]]
-
-
 def newest(corpus: Path) -> list[str]:
     """The corpus wheels to install side by side: the newest version of each project."""
     by_project: dict[str, Path] = {}
@@ -153,8 +145,9 @@ def main() -> int:
                            check=True, capture_output=True, timeout=3600)
             (oci_cold, _), (oci_old_cold, _) = measure([env, old_env], f"oci:{layout}:bench",
                                                        cold=3, warm=0)
-            inflate, _ = measured(in_parallel(INFLATE, layers_in(layout)), env, 3)
-            floor, _ = measured(in_parallel(VERIFY, layers_in(layout)), env, 3)
+            layers = [str(path) for path, _ in layer_blobs(layout)]
+            inflate, _ = shortest(in_parallel(INFLATE, layers), env, repeat=3)
+            floor, _ = shortest(in_parallel(VERIFY, layers), env, repeat=3)
         finally:
             subprocess.run(["buildah", "rmi", "-f", IMAGE], capture_output=True, timeout=300)
     print(f"largest corpus image ({size or '?'}), in containers-storage: this checkout cold "

@@ -98,12 +98,18 @@ def build_layout(layout: Path, sources: tuple[tuple[str, ...], ...] = LAYER_SOUR
          "size": manifest_size, "annotations": {"org.opencontainers.image.ref.name": "bench"}}]}))
 
 
-def layers_of(layout: Path) -> list[tuple[Path, int]]:
+def layer_blobs(layout: Path) -> list[tuple[Path, dict]]:
+    """The layer blobs of the first image of the OCI layout LAYOUT, with their descriptors."""
     index = json.loads((layout / "index.json").read_text())
     blobs = layout / "blobs" / "sha256"
     manifest = json.loads((blobs / index["manifests"][0]["digest"].split(":")[1]).read_text())
-    return [(blobs / layer["digest"].split(":")[1],
-             int(layer["annotations"]["uncompressed-size"])) for layer in manifest["layers"]]
+    return [(blobs / layer["digest"].split(":")[1], layer) for layer in manifest["layers"]]
+
+
+def layers_of(layout: Path) -> list[tuple[Path, int]]:
+    """The layer blobs of a layout build_layout made, with their uncompressed sizes."""
+    return [(path, int(layer["annotations"]["uncompressed-size"]))
+            for path, layer in layer_blobs(layout)]
 
 
 def tree_rss(pid: int) -> int:

@@ -73,3 +73,15 @@ def test_no_digest_thread_outlives_a_read_that_fails_early(tmp_path: Path) -> No
     assert [t.name for t in threading.enumerate() if t.ident not in before] == []
     read_layer(LayerJob(_digest(blob), "", BlobLocation(str(path))), _drain)
     assert [t.name for t in threading.enumerate() if t.ident not in before] == []
+
+
+def test_a_window_past_the_end_of_its_file_is_refused_not_waited_for(tmp_path: Path) -> None:
+    """A manifest may claim more bytes than the file holds (a truncated download, a lying
+    archive index): the digest thread stops at the end of the file and the blob does not
+    match its name."""
+    blob = _layer(1 << 20)
+    path = tmp_path / "blob"
+    path.write_bytes(blob)
+    location = BlobLocation(str(path), 0, len(blob) + (8 << 20))
+    with pytest.raises(TarError, match="does not match its digest"):
+        read_layer(LayerJob(_digest(blob + b"\0" * (8 << 20)), "", location), _drain)
