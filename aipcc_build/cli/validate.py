@@ -36,6 +36,18 @@ def parse_expect(value: Optional[str]) -> Optional[Expectation]:
     return Expectation(accelerator, version or None, source="argument")
 
 
+def parse_gpu_archs(value: Optional[str]) -> Optional[tuple[str, ...]]:
+    """--expect-gpu-archs sm_80,sm_90,gfx942"""
+    if value is None:
+        return None
+    from ..validate.gpu_code import BadArch, parse_expected
+
+    try:
+        return parse_expected([a for a in value.split(",") if a.strip()])
+    except BadArch as exc:
+        raise click.BadParameter(str(exc), param_hint="--expect-gpu-archs") from None
+
+
 def _naming_option(outcome: Outcome) -> Outcome:
     """An unreadable image's error with the option that fixes it (--no-tls-verify)."""
     from dataclasses import replace
@@ -51,6 +63,9 @@ def _naming_option(outcome: Outcome) -> Outcome:
 @click.option("--expect", metavar="ACCELERATOR=VERSION",
               help="What the images must hold (cuda=12.8, rocm=6.4, cpu); default: their "
                    "ai.aipcc.* labels, else inferred.")
+@click.option("--expect-gpu-archs", "gpu_archs", metavar="ARCH,...",
+              help="GPUs the image's compiled device code must run on (sm_80,sm_90,gfx942); "
+                   "replaces the matrix entry's gpu_archs.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (schema 1).")
 @tls_verify_option("Verify the registry's TLS certificate and require HTTPS (docker://).")
 @click.option("--strict-layers", is_flag=True,
@@ -81,7 +96,7 @@ def _naming_option(outcome: Outcome) -> Outcome:
 def validate(context: Context, accelerators: tuple[str, ...], versions: tuple[str, ...],
              oses: tuple[str, ...], kinds: tuple[str, ...], names: tuple[str, ...],
              refs: tuple[str, ...],
-             expect: Optional[str],
+             expect: Optional[str], gpu_archs: Optional[str],
              as_json: bool, strict_layers: bool, platform: Optional[str],
              cache_dir: Optional[Path], pushed: bool, allow_missing: bool,
              build_id: Optional[str],
@@ -125,17 +140,19 @@ def validate(context: Context, accelerators: tuple[str, ...], versions: tuple[st
     if matrix_file is None and (pushed or allow_missing):
         raise click.UsageError("--pushed and --allow-missing go with a matrix (--matrix)")
     expectation = parse_expect(expect)
+    archs = parse_gpu_archs(gpu_archs)
     skopeo = Skopeo(tls_verify=tls_verify, copy_timeout=copy_timeout)
     if matrix_file is not None:
         request = MatrixValidation(
             matrix_path=matrix_file, build_id=resolved_build_id(build_id),
             filters=make_filters(accelerators, versions, oses, kinds, names),
             registry=registry, where=PUSHED if pushed else LOCAL, platform=platform,
-            expect=expectation, allow_missing=allow_missing)
+            expect=expectation, allow_missing=allow_missing, gpu_archs=archs)
         run = validate_matrix(request, strict_layers=strict_layers, cache_dir=cache_dir,
                               skopeo=skopeo)
     else:
-        run = validate_references([Target(ref, expectation) for ref in refs],
+        run = validate_references([Target(ref, expectation, gpu_archs=archs or ())
+                                   for ref in refs],
                                   strict_layers=strict_layers, platform=platform,
                                   cache_dir=cache_dir, skopeo=skopeo)
     run = replace(run, outcomes=tuple(_naming_option(o) for o in run.outcomes))

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Optional
 
 from ..environment import on_github_actions
+from ..validate.gpu_code import family_of, runs_on, summary
 from .console import emit_json, error, interactive, table, warning
 
 if TYPE_CHECKING:
@@ -15,6 +17,7 @@ if TYPE_CHECKING:
     from ..validate import Finding, ImageVerdict, Outcome
     from ..validate.matrix_run import ValidationRun
     from ..validate.requirements import RequirementsVerdict
+    from ..validate.results import DeviceCode
 
 
 def _rule_record(rule: AllowRule) -> dict[str, Any]:
@@ -52,7 +55,40 @@ def _verdict_record(outcome: Outcome, verdict: ImageVerdict) -> dict[str, Any]:
                    for s in ("violation", "warning", "allowed", "ok")},
         "findings": [_finding_record(f) for f in verdict.findings],
         "stale_rules": [_rule_record(r) for r in verdict.stale_rules],
+        "gpu_code": summary(verdict.gpu_code),
+        "gpu_archs": list(verdict.gpu_archs),
+        "gpu_code_files": [_device_code_record(code, verdict.gpu_archs)
+                           for code in verdict.gpu_code],
     }
+
+
+def _device_code_record(code: DeviceCode, archs: Sequence[str]) -> dict[str, Any]:
+    return {"path": code.path, "distribution": code.distribution,
+            "sass": list(code.sass), "ptx": list(code.ptx), "gfx": list(code.gfx),
+            "evidence": code.detail,
+            "runs_on": {arch: runs_on(code, arch) for arch in archs
+                        if (family_of(arch) == "rocm") == bool(code.gfx)}}
+
+
+def gpu_code_line(verdict: ImageVerdict) -> Optional[str]:
+    """One line on the image's GPU code; None for an image without GPU code, toolkit or
+    expected architectures."""
+    found = summary(verdict.gpu_code)
+    gpu = verdict.expected is not None and verdict.expected.accelerator in ("cuda", "rocm")
+    if not found:
+        return "gpu code: none compiled (kernels, if any, are compiled at run time)" \
+            if gpu or verdict.gpu_archs else None
+    parts = []
+    cuda, rocm = found.get("cuda", {}), found.get("rocm", {})
+    if cuda.get("sass"):
+        parts.append(f"SASS {' '.join(cuda['sass'])}")
+    if cuda.get("ptx"):
+        parts.append(f"PTX {' '.join(cuda['ptx'])}")
+    if rocm:
+        parts.append(f"ROCm {' '.join(rocm['gfx'])}")
+    files = len(verdict.gpu_code)
+    judged = f"; judged against {', '.join(verdict.gpu_archs)}" if verdict.gpu_archs else ""
+    return f"gpu code: {'; '.join(parts)} ({files} file{'s' if files > 1 else ''}{judged})"
 
 
 def _found(verdict: ImageVerdict) -> str:
@@ -139,6 +175,9 @@ def validation(run: ValidationRun, as_json: bool) -> None:
             if verdict.error:
                 sys.stdout.write(f"  {verdict.ref} {verdict.platform}: unreadable: "
                                  f"{verdict.error}\n")
+            gpu = gpu_code_line(verdict)
+            if gpu:
+                sys.stdout.write(f"  {verdict.ref} {verdict.platform}: {gpu}\n")
             shown = [f for f in verdict.findings if f.status != "ok"]
             for finding in shown:
                 sys.stdout.write(f"  {verdict.ref} {verdict.platform}: {finding.line()}\n")

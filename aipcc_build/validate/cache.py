@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..fsutil import write_atomic
-from .results import Evidence, Hazard, IndexSetting, LayerScan
+from .results import DeviceCode, Evidence, Hazard, IndexSetting, LayerScan
 
-SCAN_FORMAT = 7
+SCAN_FORMAT = 8
 _DIGEST = re.compile(r"^([a-z0-9]+):([a-f0-9]{32,128})$")
 
 
@@ -41,6 +41,8 @@ def _to_json(scan: LayerScan) -> dict[str, Any]:
         "hazards": [[h.kind, h.path, h.detail, h.severe] for h in scan.hazards],
         "index_settings": [[i.source, i.key, i.url] for i in scan.index_settings],
         "diff_id": scan.diff_id,
+        "device_code": [[d.path, list(d.sass), list(d.ptx), list(d.gfx), d.detail,
+                         d.distribution] for d in scan.device_code],
     }
 
 
@@ -56,6 +58,8 @@ def _from_json(data: dict[str, Any]) -> LayerScan:
         hazards=tuple(Hazard(*h) for h in data["hazards"]),
         index_settings=tuple(IndexSetting(*i) for i in data["index_settings"]),
         diff_id=data["diff_id"],
+        device_code=tuple(DeviceCode(d[0], tuple(d[1]), tuple(d[2]), tuple(d[3]), d[4], d[5])
+                          for d in data["device_code"]),
     )
 
 

@@ -25,6 +25,7 @@ from ..toolkit.components import built_for, is_cuda_component, library_component
 from ..toolkit.spellings import CU_TAG, CUDA_ROOT, ROCM_ROOT, cu_release
 from .builds import backend, distribution_evidence, linked_evidence
 from .config_env import major_minor
+from .device_code import DeviceCodeReader
 from .elf import ElfLimit, dynamic_entries, runtime_release
 from .index_config import CONFIG_FILE, CONFIG_FILE_SUFFIXES, settings_from_text
 from .packages import dpkg_packages, interesting_package, package_evidence
@@ -34,6 +35,7 @@ from .results import (
     PRIVATE_TOOLCHAIN,
     ROCM_BUILD,
     UNPARSABLE,
+    DeviceCode,
     Evidence,
     Hazard,
     IndexSetting,
@@ -59,6 +61,9 @@ EVIDENCE_KINDS = (
 )
 # The hazard kind of a file past one of the ELF reader's limits (not read).
 ELF_LIMIT_HAZARD = "elf-limit"
+# The hazard kind of device code whose header breaks a limit (that container not counted).
+DEVICE_CODE_HAZARD = "device-code-limit"
+_ELF_MAGIC = b"\x7fELF"
 
 # The tar walker's first filter, on raw name bytes (which lack the leading "/").
 CANDIDATE_BYTES = re.compile(
@@ -199,6 +204,7 @@ class LayerDetector:
         self._records: dict[str, list[tuple[str, bytes]]] = {}  # site dir -> its RECORDs
         self._runtimes: dict[str, str] = {}  # vendored runtimes to read: path -> major
         self._linking: dict[str, str] = {}  # shared objects to read: path -> package
+        self.device_code: list[DeviceCode] = []
         # directory -> (path, family, release, package) of its shared objects named for a
         # backend (libbitsandbytes_cuda128.so)
         self._backends: dict[str, list[tuple[str, str, Optional[str], str]]] = {}
@@ -293,7 +299,9 @@ class LayerDetector:
             return WANT_NONE
         library = _LIBRARY.search(path)
         if library:
-            return self._library(path, library, size, None, regular=True)
+            want = self._library(path, library, size, None, regular=True)
+            # a toolkit library named for what it is still carries device code to read
+            return WANT_PREFIX if want == WANT_NONE and size else want
         if _SHARED_OBJECT.search(path):
             return self._shared_object(path, package, size)
         conda = _CONDA_META.search(path)
@@ -326,17 +334,42 @@ class LayerDetector:
 
     def content_prefix(self, path: str, read: Callable[[int], bytes],
                        skip: Callable[[int], int]) -> None:
-        """A shared object read from its start as far as its dynamic section reaches
-        (READ(n): the next n bytes; SKIP(n): pass over them)."""
-        owner = self._linking.pop(path)
-        try:
-            entries = dynamic_entries(read, skip)
-        except ElfLimit as exc:
-            self.hazards.append(Hazard(ELF_LIMIT_HAZARD, path, f"{exc}: not read",
-                                       severe=False))
-            return
-        if entries is not None:
-            self.evidence.extend(linked_evidence(path, entries, owner))
+        """A shared object read from its start: as far as its dynamic section reaches for
+        what it links (when its name placed it nowhere), and to its end for the device code
+        it carries (READ(n): the next n bytes; what is left unread, the walker skips: SKIP
+        is not needed)."""
+        owner = self._linking.pop(path, None)
+        reader = DeviceCodeReader()
+
+        def read_fed(size: int) -> bytes:
+            piece = read(size)
+            reader.feed(piece)
+            return piece
+
+        if owner is not None:
+            try:
+                entries = dynamic_entries(read_fed)
+            except ElfLimit as exc:
+                self.hazards.append(Hazard(ELF_LIMIT_HAZARD, path, f"{exc}: not read",
+                                           severe=False))
+            else:
+                if entries is not None:
+                    self.evidence.extend(linked_evidence(path, entries, owner))
+        if len(reader.head) < len(_ELF_MAGIC):
+            read_fed(len(_ELF_MAGIC) - len(reader.head))
+        if reader.head != _ELF_MAGIC:
+            return  # not ELF (a linker script): no device code; the walker skips the rest
+        while read_fed(1 << 20):
+            pass
+        self._device_code(path, reader)
+
+    def _device_code(self, path: str, reader: DeviceCodeReader) -> None:
+        found = reader.finish()
+        self.hazards.extend(Hazard(DEVICE_CODE_HAZARD, path, f"{refusal}: not counted",
+                                   severe=False) for refusal in found.refusals)
+        if found.any:
+            self.device_code.append(DeviceCode(path, found.sass, found.ptx, found.gfx,
+                                               found.detail))
 
     def _multi_backend(self) -> None:
         """A directory of shared objects named for two or more GPU backends (bitsandbytes:
@@ -498,6 +531,11 @@ class LayerDetector:
             label = owners(site.group(1)).get(relative)
             if label is not None:
                 self.evidence[number] = replace(evidence, distribution=label)
+        for number, code in enumerate(self.device_code):
+            site = _SITE_PACKAGE.match(code.path)
+            if site and site.group(1) in self._records:
+                label = owners(site.group(1)).get(code.path[len(site.group(1)) + 1:].encode())
+                self.device_code[number] = replace(code, distribution=label)
 
     def content_file(self, path: str, file: Path) -> None:
         self._rpm_files[path] = file

@@ -240,6 +240,7 @@ def scan_layer(job: LayerJob) -> LayerScan:
         error=error,
         index_settings=tuple(detector.index_settings),
         diff_id=diff_id,
+        device_code=tuple(sorted(detector.device_code, key=lambda code: code.path)),
     )
 
 

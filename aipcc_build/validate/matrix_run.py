@@ -10,11 +10,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from ..tools.skopeo import Skopeo
-from .pipeline import Outcome, Target, expectation_from_spec, validate_targets
+from .pipeline import (
+    Outcome,
+    Target,
+    expectation_from_spec,
+    gpu_archs_of,
+    validate_targets,
+)
 from .results import Expectation
 
 if TYPE_CHECKING:
     from ..matrix import Filters
+    from ..matrix.model import ImageSpec
 
 # Where the matrix's images are looked for.
 LOCAL = "local"  # containers-storage, tagged as `matrix` tags what it builds
@@ -33,6 +40,7 @@ class MatrixValidation:
     platform: Optional[str] = None  # only this platform (os/arch) of each image
     expect: Optional[Expectation] = None  # replaces each cell's expectation
     allow_missing: bool = False  # an image not found is skipped, not a failure
+    gpu_archs: Optional[tuple[str, ...]] = None  # replaces each cell's gpu_archs
 
 
 @dataclass(frozen=True)
@@ -82,7 +90,8 @@ def matrix_targets(request: MatrixValidation) -> list[Target]:
         for image in images:
             expected, allow = expectation_from_spec(image)
             targets.append(Target(f"docker://{image.reference}", request.expect or expected,
-                                  allow, name=image.key, only_if_present=True))
+                                  allow, name=image.key, only_if_present=True,
+                                  gpu_archs=_gpu_archs(request, image)))
         return targets
     # Local storage: each platform's image as `matrix` tagged it (a list's instances are
     # `reference-arch`).
@@ -91,8 +100,13 @@ def matrix_targets(request: MatrixValidation) -> list[Target]:
             continue
         expected, allow = expectation_from_spec(build.image)
         targets.append(Target(f"containers-storage:{build.tag}", request.expect or expected,
-                              allow, name=build.key, only_if_present=True))
+                              allow, name=build.key, only_if_present=True,
+                              gpu_archs=_gpu_archs(request, build.image)))
     return targets
+
+
+def _gpu_archs(request: MatrixValidation, image: ImageSpec) -> tuple[str, ...]:
+    return request.gpu_archs if request.gpu_archs is not None else gpu_archs_of(image)
 
 
 def validate_matrix(request: MatrixValidation, *, strict_layers: bool = False,

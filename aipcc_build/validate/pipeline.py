@@ -8,12 +8,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
-from ..errors import AipccError
+from ..errors import AipccError, InputError
 from ..imagefs.blobs import LayerJob, TarSplitLayer
 from ..imagefs.image import PlatformImage, open_image
 from ..imagefs.lookup import FileRead
 from ..tools.skopeo import TRANSPORTS, Skopeo
 from .cache import LayerCache, default_cache_dir
+from .gpu_code import BadArch, coverage_findings, final_device_code, parse_expected
 from .results import VIOLATION, Expectation, ImageVerdict, LayerScan
 from .rootfs import diff_id_findings
 from .verdict import judge, unread_named_files
@@ -29,6 +30,16 @@ def expectation_from_spec(spec: ImageSpec) -> tuple[Expectation, tuple[AllowRule
     """What a matrix image must contain, and the allow rules of its accelerator, version, kind."""
     return (Expectation(spec.accelerator, spec.version, spec.variant, source="matrix",
                         index=spec.wheel_index), spec.allow)
+
+
+def gpu_archs_of(spec: ImageSpec) -> tuple[str, ...]:
+    """The GPUs a matrix image's device code must run on: its toolkit entry's gpu_archs."""
+    declared = spec.toolkit.gpu_archs if spec.toolkit else ()
+    try:
+        return parse_expected(declared)
+    except BadArch as exc:
+        raise InputError(f"{exc}", field=f"accelerators.{spec.accelerator}.versions."
+                         "gpu_archs") from None
 
 
 def _blob_size(job: LayerJob) -> int:
@@ -163,8 +174,10 @@ def validate_image(
     platform: Optional[str] = None,
     cache_dir: Optional[Path] = None,
     skopeo: Optional[Skopeo] = None,
+    gpu_archs: tuple[str, ...] = (),
 ) -> list[ImageVerdict]:
-    """One verdict per platform of REF. Raises InputError (or ToolError) when REF is unreadable."""
+    """One verdict per platform of REF; its libraries' device code must run on each of
+    GPU_ARCHS. Raises InputError (or ToolError) when REF is unreadable."""
     cache = LayerCache(cache_dir or default_cache_dir())
     with open_image(ref, platform, skopeo) as opened:
         jobs: dict[str, LayerJob] = {}
@@ -180,8 +193,11 @@ def validate_image(
                                       [jobs[layer.digest] for layer in image.layers])
             verdict = judge(ref=ref, image=image, scans=image_scans, expect=expect,
                             allow=allow, strict_layers=strict_layers, reads=reads)
+            device_code = final_device_code(image_scans)
             verdicts.append(replace(
-                verdict, findings=(*verdict.findings, *diff_id_findings(image, image_scans)),
+                verdict, findings=(*verdict.findings, *diff_id_findings(image, image_scans),
+                                   *coverage_findings(device_code, gpu_archs)),
+                gpu_code=tuple(code for code, _ in device_code), gpu_archs=gpu_archs,
                 layers_read=opened.layers_read,
                 cached_layers=sum(1 for layer in image.layers if layer.digest in cached)))
         return verdicts
@@ -210,6 +226,7 @@ class Target:
     allow: tuple[AllowRule, ...] = ()
     name: Optional[str] = None  # the matrix image key, in matrix mode
     only_if_present: bool = False  # matrix mode: an image not found is skipped
+    gpu_archs: tuple[str, ...] = ()  # the GPUs its device code must run on
 
 
 @dataclass(frozen=True)
@@ -263,7 +280,8 @@ def validate_targets(targets: Sequence[Target], *, strict_layers: bool = False,
             target = replace(target, ref=with_transport(target.ref, tool))
             verdicts = validate_image(target.ref, expect=target.expect, allow=target.allow,
                                       strict_layers=strict_layers, platform=platform,
-                                      cache_dir=cache_dir, skopeo=tool)
+                                      cache_dir=cache_dir, skopeo=tool,
+                                      gpu_archs=target.gpu_archs)
         except AipccError as exc:
             outcomes.append(Outcome(target, error=str(exc), error_field=exc.field))
             continue
@@ -291,6 +309,7 @@ def validate_built(spec: ImageSpec, image_id: str, *, cache_dir: Optional[Path] 
     expect, allow = expectation_from_spec(spec)
     # containers-storage takes a bare image ID; buildah's --iidfile writes "sha256:<hex>".
     bare_id = image_id.split(":", 1)[-1]
-    target = Target(f"containers-storage:{bare_id}", expect, allow, name=spec.key)
+    target = Target(f"containers-storage:{bare_id}", expect, allow, name=spec.key,
+                    gpu_archs=gpu_archs_of(spec))
     return validate_targets([target], cache_dir=cache_dir, skopeo=skopeo)[0]
 

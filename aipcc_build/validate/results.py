@@ -80,6 +80,18 @@ class Hazard:
 
 
 @dataclass(frozen=True)
+class DeviceCode:
+    """The GPU code one ELF file of a layer carries (`device_code`)."""
+
+    path: str
+    sass: tuple[str, ...] = ()  # CUDA machine code: "sm_80", "sm_90a"
+    ptx: tuple[str, ...] = ()  # CUDA PTX, compiled at load time: "compute_90"
+    gfx: tuple[str, ...] = ()  # ROCm code objects: "gfx90a:xnack-", "gfx11-generic"
+    detail: str = ""  # the evidence: "3 fatbinaries: 42 entries"
+    distribution: Optional[str] = None  # the installed distribution that brought the file
+
+
+@dataclass(frozen=True)
 class LayerScan:
     """Everything the verdict needs from one layer, small enough to cache as JSON."""
 
@@ -94,6 +106,7 @@ class LayerScan:
     error: Optional[str] = None  # set when the layer could not be read to its end
     index_settings: tuple[IndexSetting, ...] = ()  # from its pip.conf / uv.toml files
     diff_id: Optional[str] = None  # the digest of its tar, for the config's rootfs.diff_ids
+    device_code: tuple[DeviceCode, ...] = ()  # the files with GPU code, in path order
 
 
 @dataclass(frozen=True)
@@ -153,6 +166,10 @@ class ImageVerdict:
     # "in place", "in place (containers-storage, overlay)", "skopeo copy", or "skopeo copy
     # (not read in place: why)"
     layers_read: Optional[str] = None
+    # the device code of the files the image ends with, and the GPU architectures it was
+    # judged against
+    gpu_code: tuple[DeviceCode, ...] = ()
+    gpu_archs: tuple[str, ...] = ()
 
     @property
     def verdict(self) -> str:
