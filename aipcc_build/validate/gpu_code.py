@@ -99,12 +99,13 @@ def gfx_code_runs_on(code: str, target: str) -> bool:
 
 
 def runs_on(code: DeviceCode, target: str) -> Optional[str]:
-    """The code target of CODE that runs on TARGET, SASS before PTX; None if none does."""
+    """The code target of CODE that runs on TARGET, SASS before PTX, the latest of them
+    (the one the driver picks); None if none does."""
     if family_of(target) == "rocm":
         return next((g for g in code.gfx if gfx_code_runs_on(g, target)), None)
-    found = next((s for s in code.sass if cuda_code_runs_on(s, target)), None)
+    found = next((s for s in reversed(code.sass) if cuda_code_runs_on(s, target)), None)
     if found is None:
-        found = next((p for p in code.ptx if cuda_code_runs_on(p, target)), None)
+        found = next((p for p in reversed(code.ptx) if cuda_code_runs_on(p, target)), None)
     return found
 
 
