@@ -7,11 +7,14 @@ PYTHON ?= python3
 # tests' own Pulp keeps its database in a cluster of its own (tests/support/pulp.py). nginx:
 # the TLS proxy forwarding client certificates to Pulp's X.509 guard, and the web server that
 # checks bearer tokens for Pulp with auth_request (its own config, no service;
-# tests/integration/test_pulp_auth.py).
+# tests/integration/test_pulp_auth.py). clang-tools-22 (bookworm-security; Debian's clang-14
+# cannot write compressed bundles) and binutils: LLVM's clang-offload-bundler and the
+# assembler and linker that put its bundles into a shared object, the truth the device-code
+# reader is compared with (tests/integration/test_gpu_code.py).
 SYSTEM_PACKAGES_DEB := buildah skopeo docker-registry busybox-static zstd chromium git \
-	mmdebstrap qemu-user-static binfmt-support postgresql nginx
+	mmdebstrap qemu-user-static binfmt-support postgresql nginx clang-tools-22 binutils
 SYSTEM_PACKAGES_RPM := buildah skopeo docker-distribution busybox zstd chromium git \
-	postgresql-server nginx
+	postgresql-server nginx clang binutils
 # RPM hosts build the base image with dnf --installroot (no mmdebstrap needed) and register
 # qemu through systemd-binfmt (no binfmt-support package). RHEL has no qemu-user-static:
 # without it the arm64 tests skip, so it must not fail the install.

@@ -6,7 +6,9 @@ run on, against those libraries."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -133,3 +135,89 @@ def test_a_rocm_target_is_not_judged_against_cuda_code(nvjpeg13: str, cache: Pat
                                    "--expect-gpu-archs", "gfx942")
     assert code == 0, plain
     assert files_of(report)[f"{SITE}/{NVJPEG13[2]}"]["runs_on"] == {}
+
+
+BUNDLE_TARGETS = ("hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-", "hipv4-amdgcn-amd-amdhsa--gfx942",
+                  "hipv4-amdgcn-amd-amdhsa--gfx11-generic")
+
+
+def bundler() -> str:
+    found = shutil.which("clang-offload-bundler-22") or shutil.which("clang-offload-bundler")
+    if found is None:
+        pytest.fail("clang-offload-bundler is not installed: run `make system`")
+    return found
+
+
+@pytest.fixture(scope="module")
+def hip_library(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, set[str]]:
+    """A shared object whose .hip_fatbin holds what LLVM's clang-offload-bundler wrote, as
+    hipcc lays it out (a page-aligned allocated section, one bundle per page boundary): a
+    plain bundle and compressed ones of format versions 2 and 3; and the targets the
+    bundler itself lists for them."""
+    work = tmp_path_factory.mktemp("hip")
+    tool = bundler()
+    codes = []
+    for number, _ in enumerate(BUNDLE_TARGETS):
+        code = work / f"code{number}.o"
+        code.write_bytes(bytes([65 + number]) * 300)
+        codes.append(f"-input={code}")
+    listed: set[str] = set()
+    bundles = []
+    for name, targets, extra, env in (
+            ("plain", BUNDLE_TARGETS[:2], [], {}),
+            ("v2", BUNDLE_TARGETS[1:], ["-compress"], {"COMPRESSED_BUNDLE_FORMAT_VERSION": "2"}),
+            ("v3", BUNDLE_TARGETS[2:], ["-compress"], {"COMPRESSED_BUNDLE_FORMAT_VERSION": "3"})):
+        out = work / f"{name}.hipfb"
+        subprocess.run([tool, "-type=o", "-bundle-align=4096", *extra,
+                        "-targets=" + ",".join(("host-x86_64-unknown-linux-gnu", *targets)),
+                        "-input=/dev/null", *codes[:len(targets)], f"-output={out}"],
+                       check=True, timeout=60, env={**os.environ, **env})
+        data = out.read_bytes()
+        assert data.startswith(b"CCOB" if extra else b"__CLANG_OFFLOAD_BUNDLE__")
+        bundles.append(data + bytes(-len(data) % 4096))
+        done = subprocess.run([tool, "--list", "-type=o", f"-input={out}"], check=True,
+                              capture_output=True, text=True, timeout=60)
+        listed |= {line.partition("--")[2] for line in done.stdout.split()
+                   if not line.startswith("host-")}
+    (work / "all.hipfb").write_bytes(b"".join(bundles))
+    (work / "kernels.s").write_text('.section .hip_fatbin,"a",@progbits\n.p2align 12\n'
+                                    f'.incbin "{work / "all.hipfb"}"\n')
+    subprocess.run(["as", str(work / "kernels.s"), "-o", str(work / "kernels.o")],
+                   check=True, timeout=60)
+    library = work / "libkernels.so"
+    subprocess.run(["ld", "-shared", str(work / "kernels.o"), "-o", str(library)], check=True,
+                   timeout=60)
+    return library, listed
+
+
+@pytest.fixture(scope="module")
+def rocm_image(images: Images, base_image: str, hip_library: tuple[Path, set[str]]) -> str:
+    return images.build("hip-kernels", base_image, [Step(
+        add=[(hip_library[0], "/opt/app/lib/libkernels.so")],
+        labels={"ai.aipcc.accelerator": "rocm"})])
+
+
+def test_rocm_bundles_read_from_an_image_agree_with_clang_offload_bundler(
+        rocm_image: str, hip_library: tuple[Path, set[str]], cache: Path) -> None:
+    _, listed = hip_library
+    assert listed == {"gfx90a:xnack-", "gfx942", "gfx11-generic"}
+    code, report, plain = validate(f"containers-storage:{rocm_image}", cache)
+    found = files_of(report)["/opt/app/lib/libkernels.so"]
+    assert set(found["gfx"]) == listed and found["evidence"] == "3 offload bundles: 5 entries"
+    assert report["images"][0]["gpu_code"] == {"rocm": {"gfx": sorted(listed)}}
+    assert "gpu code: ROCm gfx11-generic gfx90a:xnack- gfx942" in plain
+
+
+def test_a_rocm_image_expected_on_a_target_its_bundles_lack_fails(
+        rocm_image: str, cache: Path) -> None:
+    code, report, plain = validate(f"containers-storage:{rocm_image}", cache,
+                                   "--expect-gpu-archs", "gfx1030,gfx90a:xnack-,gfx1101,sm_90")
+    assert code == 1, plain
+    [violation] = [f for f in report["images"][0]["findings"] if f["status"] == "violation"]
+    assert (violation["path"], violation["component"]) == ("/opt/app/lib/libkernels.so",
+                                                           "gfx1030")
+    assert files_of(report)["/opt/app/lib/libkernels.so"]["runs_on"] == {
+        "gfx1030": None, "gfx90a:xnack-": "gfx90a:xnack-", "gfx1101": "gfx11-generic"}
+    code, _, plain = validate(f"containers-storage:{rocm_image}", cache,
+                              "--expect-gpu-archs", "gfx90a:xnack+")
+    assert code == 1 and "none of its GPU code runs on gfx90a:xnack+" in plain
