@@ -85,6 +85,9 @@ def compat(context: Context, filters: Filters, output_format: str, report_path: 
 @click.option("--driver", metavar="VERSION", help="NVIDIA driver version, e.g. 550.54.15.")
 @click.option("--node", "node_file", type=click.Path(dir_okay=False), metavar="FILE",
               help="A node object (kubectl get node NAME -o json): read its GPU labels.")
+@click.option("--report", "report_path", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Build report JSON: also refuse an image with a library whose GPU code "
+                   "the validator read runs not on the node's GPU.")
 @click.option("--emit", type=click.Choice(["k8s"]),
               help="Print a nodeSelector/affinity fragment for the best image instead.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (schema 1).")
@@ -97,7 +100,8 @@ def compat(context: Context, filters: Filters, output_format: str, report_path: 
 @pass_context
 def select(context: Context, filters: Filters, gpu: Optional[str],
            compute_capability: Optional[str], driver: Optional[str], node_file: Optional[str],
-           emit: Optional[str], as_json: bool, warn_days: int, today: Optional[dt.datetime],
+           report_path: Optional[str], emit: Optional[str], as_json: bool, warn_days: int,
+           today: Optional[dt.datetime],
            build_id: Optional[str], registry: Optional[str]) -> int:
     """The images that run on a node, best first, and why every other image does not.
     Exits 1 when none runs."""
@@ -112,7 +116,7 @@ def select(context: Context, filters: Filters, gpu: Optional[str],
         matrix_path=context.matrix_path, build_id=resolved_build_id(build_id),
         today=_today(today), warn_days=warn_days, registry=registry, filters=filters,
         node_file=node_file, gpu=gpu, compute_capability=compute_capability, driver=driver,
-        scheduling=emit == "k8s"))
+        scheduling=emit == "k8s", report=report_path))
     compat_formats.selected(answer.selection, answer.node,
                             "k8s" if emit == "k8s" else "json" if as_json else "text",
                             answer.scheduling)

@@ -11,10 +11,10 @@ import copy
 import datetime as dt
 import itertools
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 import yaml
 
@@ -27,10 +27,14 @@ from .table import (
     MatrixImagesOn,
     Requirements,
     eol_status,
+    measured_code,
     requirements,
     sm_to_compute_capability,
     version_sort_key,
 )
+
+if TYPE_CHECKING:
+    from ..validate.results import DeviceCode
 
 # How an image runs on a node, best first. NVIDIA's three ways (its CUDA compatibility
 # guide): the node's driver is at least the release's own (`native_driver`); it is older but
@@ -50,6 +54,7 @@ ARCH_UNKNOWN = "architectures unknown"
 PLATFORM_NOT_BUILT = "CPU platform not built"
 NO_MATCHING_GPU = "no matching GPU"
 PAST_EOL = "eol"
+CODE_LACKS_ARCH = "no GPU code for the node"
 
 _VENDOR_NAME = {"nvidia": "NVIDIA", "amd": "AMD"}
 _CC_RE = re.compile(r"^(\d{1,2})\.(\d)$")
@@ -289,14 +294,19 @@ def select_images(
     *,
     today: dt.date,
     warn_days: int = DEFAULT_WARN_DAYS,
+    measured: Optional[Mapping[str, Sequence[DeviceCode]]] = None,
 ) -> Selection:
-    """Split `images` (already narrowed by the matrix filters) into runnable and excluded."""
+    """Split `images` (already narrowed by the matrix filters) into runnable and excluded;
+    with MEASURED (by image key: the device code a build's validator read), an image with a
+    library whose code runs not on the node's GPU is excluded, naming the library."""
     runnable = []
     excluded = []
     data_center = any(gpu.name == node.gpu and gpu.data_center for gpu in facts.gpus)
     for image in images:
         req = requirements(image, facts)
         mode, reasons = _fit(image, req, node, data_center)
+        if measured and image.key in measured and req.vendor == node.vendor:
+            reasons.extend(_code_lacks_arch(measured[image.key], node))
         if node.platform and image.platforms and node.platform not in image.platforms:
             reasons.insert(0, Reason(PLATFORM_NOT_BUILT, f"built for "
                                      f"{', '.join(image.platforms)}, the node is "
@@ -311,6 +321,20 @@ def select_images(
     runnable.sort(key=lambda c: (_MODE_RANK[c.mode], version_sort_key(c.image)))
     excluded.sort(key=lambda e: version_sort_key(e.image))
     return Selection(node, tuple(runnable), tuple(excluded), today)
+
+
+def _code_lacks_arch(files: Sequence[DeviceCode], node: Node) -> list[Reason]:
+    """A reason per library whose device code runs not on NODE's GPU."""
+    from ..validate.gpu_code import BadArch, coverage_findings, describe, parse_expected
+
+    try:
+        target = parse_expected([node.arch])
+    except BadArch:
+        return []
+    by_path = {code.path: code for code in files}
+    return [Reason(CODE_LACKS_ARCH, f"{f.path} has no code that runs on {target[0]} "
+                                    f"({describe(by_path[f.path])})")
+            for f in coverage_findings([(c, "") for c in files], target)]
 
 
 def _fit(image: ImageSpec, req: Requirements, node: Node,
@@ -468,6 +492,7 @@ class SelectRequest(MatrixImagesOn):
     compute_capability: Optional[str] = None
     driver: Optional[str] = None
     scheduling: bool = False  # also the nodeSelector/affinity fragment of the best image
+    report: Optional[str] = None  # a build report: the GPU code the validator read
 
 
 @dataclass(frozen=True)
@@ -489,8 +514,14 @@ def select_for_node(request: SelectRequest) -> NodeAnswer:
         driver=request.driver)
     images = expand(load(request.matrix_path), build_id=request.build_id,
                     registry=request.registry, filters=request.filters or EVERYTHING)
+    measured = None
+    if request.report is not None:
+        from ..imagebuild import build_report
+
+        measured = {entry.key: code for entry in build_report.read_release(
+            request.report).images if (code := measured_code(entry)) is not None}
     selection = select_images(images, facts, node, today=request.today,
-                              warn_days=request.warn_days)
+                              warn_days=request.warn_days, measured=measured)
     best = selection.runnable[0].image if selection.runnable else None
     fragment = scheduling_constraints(best, facts) \
         if request.scheduling and best is not None else None

@@ -10,14 +10,18 @@ import datetime as dt
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from packaging.version import Version
 
 from ..errors import InputError
 from ..matrix import Filters, ImageSpec
 from ..toolkit.facts import DriverVersion, ToolkitFacts
+from ..validate.results import DeviceCode
 from . import DEFAULT_WARN_DAYS
+
+if TYPE_CHECKING:
+    from ..imagebuild.build_report import ReportEntry
 
 SUPPORTED = "supported"
 EOL_SOON = "eol-soon"
@@ -52,6 +56,11 @@ class CompatRow:
     days_to_eol: Optional[int]  # negative once past
     digest: Optional[str]  # from the build report, when one was given
     platforms: tuple[str, ...] = ()  # one instance each under the reference
+    # From a build report that recorded it: the GPU code the validator read (SASS, PTX and
+    # ROCm targets, the union over its files), and the declared architectures some library
+    # with device code has no code for.
+    measured_archs: Optional[tuple[str, ...]] = None
+    archs_without_code: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -62,6 +71,7 @@ class BuiltImage:
     reference: str
     digest: Optional[str]
     platforms: tuple[str, ...]
+    gpu_code: Optional[tuple[DeviceCode, ...]] = None  # None: the report did not record it
 
 
 @dataclass(frozen=True)
@@ -206,8 +216,26 @@ def build_compat_table(
             days_to_eol=(eol - today).days if eol else None,
             digest=build.digest if build else None,
             platforms=build.platforms if build else image.platforms,
+            **_measured(build.gpu_code if build else None, req.archs),
         ))
     return CompatTable(tuple(rows), today, warn_days, tuple(warnings), facts.path)
+
+
+def _measured(files: Optional[Sequence[DeviceCode]], declared: Sequence[str]
+              ) -> dict[str, Any]:
+    """The row's measured architectures and the declared ones without code, from FILES."""
+    if files is None:
+        return {}
+    from ..validate.device_code import sort_archs
+    from ..validate.gpu_code import BadArch, coverage_findings, parse_expected
+
+    try:
+        expected = parse_expected(declared)
+    except BadArch:
+        expected = ()
+    gaps = {f.component or "" for f in coverage_findings([(c, "") for c in files], expected)}
+    return {"measured_archs": sort_archs({a for c in files for a in (*c.sass, *c.ptx, *c.gfx)}),
+            "archs_without_code": tuple(a for a in expected if a in gaps)}
 
 
 _RHEL_RE = re.compile(r"^(?:rhel|ubi|el)(\d+)(?:\.(\d+))?")
@@ -255,6 +283,15 @@ class CompatRequest(MatrixImagesOn):
     report: Optional[str] = None  # a build report
 
 
+def measured_code(entry: ReportEntry) -> Optional[tuple[DeviceCode, ...]]:
+    """The device code a build report recorded for an image, over its platforms; None
+    when it recorded none (a report written before it did)."""
+    codes = [i.gpu_code for i in entry.instances] if entry.instances else [entry.gpu_code]
+    if all(c is None for c in codes):
+        return None
+    return tuple(dict.fromkeys(code for c in codes for code in c or ()))
+
+
 def compat_table(request: CompatRequest) -> CompatTable:
     """The table REQUEST asks for. With a report, the rows are the report's images that
     built: its references, digests and platforms; InputError when the matrix is not the one
@@ -280,6 +317,7 @@ def compat_table(request: CompatRequest) -> CompatTable:
             continue  # not built: not part of what this build made
         platforms = tuple(i.platform for i in entry.instances if i.platform) \
             if entry.instances else entry.platforms
-        built[entry.key] = BuiltImage(entry.reference, entry.digest, platforms)
+        built[entry.key] = BuiltImage(entry.reference, entry.digest, platforms,
+                                      measured_code(entry))
     return build_compat_table([image for image in images if image.key in built], facts,
                               today=request.today, warn_days=request.warn_days, built=built)

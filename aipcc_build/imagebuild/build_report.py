@@ -25,6 +25,7 @@ from ..fsutil import write_atomic
 
 if TYPE_CHECKING:
     from ..matrix.model import Product
+    from ..validate.results import DeviceCode
     from .outcomes import RunResult
 
 REPORT_SCHEMA = 1
@@ -77,6 +78,10 @@ def data(result: RunResult, build_id: str) -> dict[str, Any]:
                 "retries": item.retries,
                 "toolkits": {name: list(versions) for name, versions in item.toolkits.items()}
                 if item.toolkits is not None else None,
+                # what the validator read of its GPU code (validate --json's records)
+                "gpu_code_files": [{"path": code.path, "sass": list(code.sass),
+                                    "ptx": list(code.ptx), "gfx": list(code.gfx)}
+                                   for code in item.gpu_code],
             }
             for item in result.images
         ],
@@ -106,6 +111,7 @@ class ReportEntry:
     build_duration: Optional[float]
     platform: Optional[str] = None
     instances: tuple[ReportEntry, ...] = ()
+    gpu_code: Optional[tuple[DeviceCode, ...]] = None  # what the validator read, per file
 
     @property
     def platforms(self) -> tuple[str, ...]:
@@ -180,12 +186,35 @@ def read_release(path: Union[str, Path], field: str = "report") -> Release:
             build_duration=float(duration) if isinstance(duration, (int, float))
             and not isinstance(duration, bool) else None,
             platform=_text(entry.get("platform")),
+            gpu_code=_gpu_code(entry.get("gpu_code_files"), path, f"images[{index}]"),
         ))
         if _text(entry.get("list_digest")):
             list_digests[entries[-1].key] = _text(entry.get("list_digest"))
     return Release(_text(data.get("build_id")), _text(data.get("registry")),
                    _by_image(entries, list_digests), _product(data.get("product"), path),
                    path)
+
+
+def _gpu_code(value: Any, path: str, field: str) -> Optional[tuple[DeviceCode, ...]]:
+    """The device code an entry records ("gpu_code_files"); None in a report without it."""
+    from ..validate.results import DeviceCode
+
+    if value is None:
+        return None
+
+    def names(item: dict[str, Any], key: str) -> tuple[str, ...]:
+        found = item.get(key, [])
+        if not isinstance(found, list) or not all(_text(a) for a in found):
+            raise InputError(f"{key} must be a list of architectures", file=path,
+                             field=f"{field}.gpu_code_files")
+        return tuple(found)
+
+    if not isinstance(value, list) or not all(
+            isinstance(item, dict) and _text(item.get("path")) for item in value):
+        raise InputError("gpu_code_files must be a list of {\"path\": ...} records",
+                         file=path, field=f"{field}.gpu_code_files")
+    return tuple(DeviceCode(item["path"], names(item, "sass"), names(item, "ptx"),
+                            names(item, "gfx")) for item in value)
 
 
 def _product(value: Any, path: str) -> Optional[Product]:

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from ..matrix import ImageSpec
     from ..matrix.model import Product
     from ..plan import BuildPlan
+    from ..validate.results import DeviceCode
 
 
 class Status(str, enum.Enum):
@@ -41,6 +42,7 @@ class ValidationOutcome:
     message: str = ""
     toolkits: Mapping[str, Sequence[str]] = field(default_factory=dict)  # "cuda": ["12.8.90"]
     warnings: tuple[str, ...] = ()  # findings that do not fail the image, one line each
+    gpu_code: tuple[DeviceCode, ...] = ()  # the device code of its files (validate)
 
 
 @dataclass(frozen=True)
@@ -100,6 +102,7 @@ class ImageResult:
     warnings: tuple[str, ...] = ()  # the validator's
     platform: str = ""  # the platform built; "" for a hand-made plan
     list_digest: str = ""  # the manifest list holding this platform's instance, pushed
+    gpu_code: tuple[DeviceCode, ...] = ()  # the device code the validator read
 
     @property
     def key(self) -> str:

@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Callable, Optional, TypeVar
+from typing import TYPE_CHECKING, Callable, Optional, TypeVar
 
 from ..matrix import ImageSpec
 from .build_log import BuildLog
@@ -28,6 +28,9 @@ from .outcomes import (
     ValidationOutcome,
 )
 from .schedule_options import ScheduleOptions
+
+if TYPE_CHECKING:
+    from ..validate.results import DeviceCode
 
 LOG_TAIL_LINES = 30
 
@@ -96,6 +99,7 @@ class Worker:
 
             built_at: list[float] = []
             warned: list[str] = []
+            measured: list[tuple[DeviceCode, ...]] = []  # the validator's reading
 
             def done(status: Status, message: str = "", *, retries: int, image_id: str = "",
                      digest: str = "",
@@ -105,7 +109,8 @@ class Worker:
                                 built=built_at[0] if built_at else None,
                                 log_tail=tuple(tail) if failed else (), retries=retries,
                                 image_id=image_id, digest=digest, toolkits=toolkits,
-                                warnings=tuple(warned))
+                                warnings=tuple(warned),
+                                gpu_code=measured[0] if measured else ())
                 sent.append(True)
                 self.send(Message(key, result=final))
 
@@ -125,6 +130,7 @@ class Worker:
                 except Exception as exc:  # a validator bug must not take the run down
                     checked = ValidationOutcome(ok=False, message=f"validator error: {exc}")
                 toolkits = checked.toolkits
+                measured.append(checked.gpu_code)
                 for warning in checked.warnings:
                     line(f"validation warning: {warning}")
                 warned.extend(checked.warnings)

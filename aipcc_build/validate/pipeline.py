@@ -15,7 +15,7 @@ from ..imagefs.lookup import FileRead
 from ..tools.skopeo import TRANSPORTS, Skopeo
 from .cache import LayerCache, default_cache_dir
 from .gpu_code import BadArch, coverage_findings, final_device_code, parse_expected
-from .results import VIOLATION, Expectation, ImageVerdict, LayerScan
+from .results import VIOLATION, DeviceCode, Expectation, ImageVerdict, LayerScan
 from .rootfs import diff_id_findings
 from .verdict import judge, unread_named_files
 
@@ -255,6 +255,12 @@ class Outcome:
         """Findings that do not fail the image (layer hygiene, among others), one line each."""
         return tuple(finding.line() for verdict in self.verdicts
                      for finding in verdict.findings if finding.status == "warning")
+
+    def gpu_code(self) -> tuple[DeviceCode, ...]:
+        """The device code of every platform's final filesystem, one record per file and
+        platform (a file with the same code on two platforms once)."""
+        return tuple(dict.fromkeys(code for verdict in self.verdicts
+                                   for code in verdict.gpu_code))
 
     def toolkits(self) -> dict[str, list[str]]:
         """Every toolkit release found, over all platforms: {"cuda": ["12.8"]}."""

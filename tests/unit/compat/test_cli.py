@@ -133,3 +133,49 @@ def test_committed_compatibility_doc_is_up_to_date(capsys: pytest.CaptureFixture
               "--check"])
     _, err = capsys.readouterr()
     assert exit_.value.code == 0, err
+
+
+def _report_with_code(tmp_path: Path, files: list[dict[str, object]]) -> Path:
+    report = tmp_path / "build-report.json"
+    report.write_text(json.dumps({"images": [
+        {"name": "cuda-12.9-ubi9", "kind": "builder", "reference": "r", "digest": "sha256:1",
+         "status": "ok", "gpu_code_files": files},
+        {"name": "cuda-12.8-ubi9", "kind": "builder", "reference": "q", "digest": "sha256:2",
+         "status": "ok"}]}))
+    return report
+
+
+def test_compat_shows_measured_gpu_code_beside_the_declared_and_marks_gaps(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    report = _report_with_code(tmp_path, [
+        {"path": "/x/libnew.so", "sass": ["sm_80", "sm_90"], "ptx": ["compute_90"]},
+        {"path": "/x/libhip.so", "gfx": ["gfx942"]}])
+    code, out, _ = run(capsys, "compat", "--format", "json", "--report", str(report),
+                       "--today", "2025-09-01")
+    assert code == 0
+    rows = {r["version"]: r for r in json.loads(out)["images"]}
+    measured = rows["12.9.1"]
+    assert measured["measured_architectures"] == ["compute_90", "gfx942", "sm_80", "sm_90"]
+    # the data file's sm_75 (Turing) has no code in libnew.so; sm_86 runs its sm_80 code
+    assert "sm_75" in measured["architectures_without_code"]
+    assert "sm_86" not in measured["architectures_without_code"]
+    assert rows["12.8.1"]["measured_architectures"] is None  # not recorded: not measured
+    code, out, _ = run(capsys, "compat", "--format", "markdown", "--report", str(report),
+                       "--today", "2025-09-01")
+    assert "; measured: compute_90 gfx942 sm_80 sm_90; NO CODE for sm_50 " in out
+
+
+def test_select_refuses_an_image_whose_library_has_no_code_for_the_node(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    report = _report_with_code(tmp_path, [
+        {"path": "/x/libnew.so", "sass": ["sm_90"], "ptx": []},
+        {"path": "/x/libjit.so"}])
+    args = ("--driver", "575.57.08", "--json", "--today", "2025-09-01", "--accelerator", "cuda")
+    code, out, _ = run(capsys, "select", "--gpu", "A100", "--report", str(report), *args)
+    answer = json.loads(out)
+    [refused] = [e for e in answer["excluded"] if e["version"] == "12.9.1"]
+    assert any("/x/libnew.so has no code that runs on sm_80 (SASS sm_90)" in r["detail"]
+               for r in refused["reasons"]), refused
+    assert "12.8.1" in [r["version"] for r in answer["runnable"]]  # nothing recorded
+    code, out, _ = run(capsys, "select", "--gpu", "H100", "--report", str(report), *args)
+    assert "12.9.1" in [r["version"] for r in json.loads(out)["runnable"]]
