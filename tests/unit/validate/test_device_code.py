@@ -199,3 +199,21 @@ def test_a_layer_scan_reads_device_code_of_wheel_libraries_and_caches_it(
     cache = LayerCache(tmp_path / "cache")
     cache.put(scan)
     assert cache.get(digest) == scan
+
+
+def test_more_containers_or_entries_than_the_limits_are_refused(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from aipcc_build.validate import device_code
+
+    one = fatbin([fatbin_entry(2, 80), fatbin_entry(2, 86)])
+    data = elf_with(*[(4096 + 512 * i, one) for i in range(5)])
+    monkeypatch.setattr(device_code, "MAX_CONTAINERS", 3)
+    found = read(data)
+    assert found.detail == "3 fatbinaries: 6 entries"
+    assert found.refusals == ("more than 3 fatbinaries and bundles: the rest, from byte "
+                              "5632, not read",)
+    monkeypatch.setattr(device_code, "MAX_CONTAINERS", 100)
+    monkeypatch.setattr(device_code, "MAX_ENTRIES", 7)
+    found = read(data)
+    assert found.detail == "3 fatbinaries: 6 entries" and len(found.refusals) == 2
+    assert "more than 7 entries in the file" in found.refusals[0]

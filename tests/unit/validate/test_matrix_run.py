@@ -89,3 +89,34 @@ def test_validate_matrix_with_nothing_in_local_storage_exits_1(cli, monkeypatch)
     assert annotated.code == 1
     assert "::error title=aipcc-build validate::" in annotated.out
     assert "not found" in annotated.out
+
+
+def _matrix_with_archs(tmp_path: Path, archs: str) -> str:
+    source = REPO / "tests" / "unit" / "compat" / "data" / "matrix-13.yaml"
+    text = source.read_text().replace("{version: 13.0.2, eol: 2027-08-31}",
+                                      f"{{version: 13.0.2, eol: 2027-08-31, gpu_archs: {archs}}}")
+    path = tmp_path / "matrix.yaml"
+    path.write_text(text)
+    (tmp_path / "templates").symlink_to(source.parent / "templates")
+    return str(path)
+
+
+def test_each_target_must_run_on_its_matrix_entrys_gpu_archs(tmp_path: Path) -> None:
+    matrix = _matrix_with_archs(tmp_path, "[sm_80, '9.0', gfx942]")
+    targets = matrix_targets(MatrixValidation(matrix, build_id="7", where=PUSHED))
+    archs = {t.name: t.gpu_archs for t in targets}
+    assert archs["builder/cuda-13.0-ubi9"] == ("sm_80", "sm_90", "gfx942")
+    assert archs["builder/cuda-12.9-ubi9"] == ()
+    replaced = matrix_targets(MatrixValidation(matrix, build_id="7", where=PUSHED,
+                                               gpu_archs=("sm_120",)))
+    assert {t.gpu_archs for t in replaced} == {("sm_120",)}
+
+
+def test_a_gpu_arch_the_reader_cannot_place_is_refused_naming_the_field(
+        tmp_path: Path) -> None:
+    from aipcc_build.errors import InputError
+
+    matrix = _matrix_with_archs(tmp_path, "[volta]")
+    with pytest.raises(InputError, match="'volta' is not a GPU architecture") as raised:
+        matrix_targets(MatrixValidation(matrix, build_id="7", where=PUSHED))
+    assert raised.value.field == "accelerators.cuda.versions.gpu_archs"
