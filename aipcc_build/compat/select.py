@@ -20,6 +20,7 @@ import yaml
 
 from ..errors import InputError
 from ..matrix import ImageSpec
+from ..toolkit.driver_branches import load_driver_branches
 from ..toolkit.facts import DriverVersion, ToolkitFacts
 from .table import (
     DEFAULT_WARN_DAYS,
@@ -354,7 +355,8 @@ def _fit(image: ImageSpec, req: Requirements, node: Node,
         elif node.driver >= req.min_driver:
             # Without the shipped driver in the data file, only the floor is certain.
             mode = MINOR_VERSION_COMPAT
-        elif data_center and forward_compat_package(image):
+        elif data_center and forward_compat_package(image) and \
+                _branch_supported(image, node.driver):
             mode = FORWARD_COMPAT
         else:
             reasons.append(Reason(DRIVER_TOO_OLD, _driver_too_old(image, req, node,
@@ -376,9 +378,23 @@ def _driver_too_old(image: ImageSpec, req: Requirements, node: Node, data_center
         why = "the image carries no forward-compat package"
     elif not data_center:
         why = "its forward-compat package needs a data-center GPU"
+    elif node.driver is not None and not _branch_supported(image, node.driver):
+        release = ".".join((image.version or "").split(".")[:2])
+        branches = load_driver_branches().supported(release)
+        why = (f"driver branch R{node.driver.major} is not one cuda-compat-"
+               f"{release.replace('.', '-')} supports: "
+               + (", ".join(f"R{b}" for b in branches) if branches else
+                  f"the driver-branch table does not list CUDA {release}"))
     else:
         why = ""
     return f"{needs}; node has {node.driver}" + (f" ({why})" if why else "")
+
+
+def _branch_supported(image: ImageSpec, driver: DriverVersion) -> bool:
+    """Whether the forward-compat package of IMAGE's release supports DRIVER's branch
+    (data/driver-branches.yaml, NVIDIA's table: never inferred)."""
+    release = ".".join((image.version or "").split(".")[:2])
+    return load_driver_branches().supports(release, driver.major)
 
 
 def forward_compat_package(image: ImageSpec) -> bool:

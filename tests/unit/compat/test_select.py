@@ -291,9 +291,16 @@ def test_each_runnable_image_says_the_mode_that_makes_it_run(facts: ToolkitFacts
         [("12.9.1", MINOR_VERSION_COMPAT)] * 3
     assert runnable(run(cuda129, facts, gpu="H100", driver="575.51.03")) == \
         [("12.9.1", NATIVE)] * 3
-    assert runnable(run(cuda129, facts, gpu="H100", driver="470.57.02")) == \
-        [("12.9.1", FORWARD_COMPAT)] * 3
-    workstation = run(cuda129, facts, gpu="RTX 4090", driver="470.57.02")
+    # Below the floor, the branch decides (data/driver-branches.yaml, from NVIDIA's images):
+    # cuda-compat-12-8 supports R470, cuda-compat-12-9 does not (R535 to R570).
+    cuda128 = [i for i in shipped if i.accelerator == "cuda" and i.version == "12.8.1"]
+    assert runnable(run(cuda128, facts, gpu="H100", driver="470.57.02")) == \
+        [("12.8.1", FORWARD_COMPAT)] * len(cuda128)
+    old = run(cuda129, facts, gpu="H100", driver="470.57.02")
+    assert runnable(old) == []
+    assert all("driver branch R470 is not one cuda-compat-12-9 supports: R535, R550, R560, "
+               "R565, R570" in str(exclusion.reasons[0]) for exclusion in old.excluded)
+    workstation = run(cuda128, facts, gpu="RTX 4090", driver="470.57.02")
     assert runnable(workstation) == []
     assert all("needs a data-center GPU" in str(exclusion.reasons[0])
                for exclusion in workstation.excluded)
