@@ -115,6 +115,27 @@ def render_text(table: CompatTable) -> str:
     return "\n".join(lines) + "\n"
 
 
+def branch_note(release: str) -> str:
+    """The driver branches the forward-compat package of CUDA RELEASE ("12.9") supports, each
+    with its end of life where NVIDIA dated it (data/driver-branches.yaml); "" when the table
+    does not list the release."""
+    from ..toolkit.driver_branches import load_driver_branches
+
+    table = load_driver_branches()
+    notes = []
+    for number in table.supported(release):
+        branch = table.branch(number)
+        facts = [f for f in ("long-term" if branch.long_term else "",
+                             f"EOL {branch.eol}" if branch.eol else "") if f]
+        notes.append(f"R{number}" + (f" ({', '.join(facts)})" if facts else ""))
+    return ", ".join(notes)
+
+
+def _cuda_releases(table: CompatTable) -> list[str]:
+    return list(dict.fromkeys(".".join((row.version or "").split(".")[:2])
+                              for row in table.rows if row.accelerator == "cuda" and row.version))
+
+
 def render_markdown(table: CompatTable, facts_sources: Iterable[tuple[str, str]] = (),
                     *, stable: bool = False) -> str:
     """Markdown; `stable` leaves out what changes with the date (status) for a committed doc."""
@@ -138,6 +159,14 @@ def render_markdown(table: CompatTable, facts_sources: Iterable[tuple[str, str]]
                     f"{table.warn_days} days)."]
     if table.warnings:
         out += ["", "Warnings:", ""] + [f"- {w}" for w in table.warnings]
+    branches = [(r, branch_note(r)) for r in _cuda_releases(table)]
+    if any(note for _, note in branches):
+        out += ["", "## Driver branches", "",
+                "Below a release's minimum driver, its forward-compat package runs it on a "
+                "data-center GPU with a driver of these branches only (NVIDIA's table, "
+                "`aipcc_build/data/driver-branches.yaml`):", ""]
+        out += [f"- CUDA {release}: {note or 'not listed: no forward compatibility'}"
+                for release, note in branches]
     sources = list(facts_sources)
     if sources:
         out += ["", "## Sources", ""] + [_md_source(what, source) for what, source in sources]
@@ -199,8 +228,12 @@ def render_html(table: CompatTable, title: str = "aipcc-build compatibility matr
         for os, kind in columns:
             cell = cells.get((accelerator, version, os, kind))
             tds.append(_html_cell(cell) if cell else "<td class=\"none\">-</td>")
-        label = f"{accelerator} {version}" if version else accelerator
-        body.append(f"<tr><th scope=\"row\">{esc(label)}</th>{''.join(tds)}</tr>")
+        label = esc(f"{accelerator} {version}" if version else accelerator)
+        note = branch_note(".".join(version.split(".")[:2])) \
+            if accelerator == "cuda" and version else ""
+        if note:
+            label += f"<br><span class=\"kind\">forward compat: {esc(note)}</span>"
+        body.append(f"<tr><th scope=\"row\">{label}</th>{''.join(tds)}</tr>")
     warnings = "".join(f"<li>{esc(w)}</li>" for w in table.warnings)
     return _HTML_PAGE.format(
         title=esc(title), today=esc(table.today.isoformat()), warn_days=table.warn_days,

@@ -179,3 +179,17 @@ def test_select_refuses_an_image_whose_library_has_no_code_for_the_node(
     assert "12.8.1" in [r["version"] for r in answer["runnable"]]  # nothing recorded
     code, out, _ = run(capsys, "select", "--gpu", "H100", "--report", str(report), *args)
     assert "12.9.1" in [r["version"] for r in json.loads(out)["runnable"]]
+
+
+def test_the_compat_documents_show_each_releases_driver_branches_and_their_eol(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, out, _ = run(capsys, "compat", "--format", "markdown", "--today", "2025-09-01")
+    assert code == 0 and "## Driver branches" in out
+    assert "- CUDA 13.0: R535 (long-term, EOL 2026-06), R550, R565, R570 (EOL 2026-02), " \
+           "R575\n" in out
+    assert "- CUDA 12.6: not listed: no forward compatibility" in out
+    page = tmp_path / "grid.html"
+    code, _, _ = run(capsys, "compat", "--format", "html", "-o", str(page),
+                     "--today", "2025-09-01")
+    assert code == 0
+    assert "forward compat: R470, R535 (long-term, EOL 2026-06)" in page.read_text()
