@@ -42,8 +42,14 @@ def event_printer() -> Callable[[Event], None]:
     return line
 
 
-def promoted(result: PromoteResult) -> None:
-    if result.dry_run:
+def promoted(result: PromoteResult, as_json: bool = False) -> None:
+    """The summary on stderr; on stdout the release manifest (AS_JSON), else the plan of a
+    dry run."""
+    if as_json:
+        from ..publish.promote import manifest_text
+
+        sys.stdout.write(manifest_text(result))
+    elif result.dry_run:
         done = {(c.key, c.dest) for c in result.skipped}
         for item in result.planned:
             state = "present" if (item.key, item.dest) in done else "copy"
