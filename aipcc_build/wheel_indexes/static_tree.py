@@ -214,12 +214,19 @@ def _publish(root: Path, plans: Sequence[_Plan], keep: int) -> dict[int, Variant
                 locks.enter_context(_locked(generations))
             for plan in plans:
                 _write(root, plan)
-        except BaseException as exc:
+        except OSError as exc:
+            # A full or read-only destination: nothing was switched, every variant still
+            # serves what it served; each is a result (exit 1, --json printed), not bad input.
             for plan in plans:
                 _remove_created(plan)
-            if isinstance(exc, OSError) and exc.filename is None:
-                # A write that found the disk full names no file: the index it was writing.
-                raise OSError(exc.errno, exc.strerror, str(root)) from None
+            where = exc.filename or root
+            why = f"not switched: writing {where} failed: {exc.strerror or exc}"
+            return {id(plan): _summary(root, plan, plan.generation, error=why,
+                                       served=_served(root, plan.target))
+                    for plan in plans}
+        except BaseException:
+            for plan in plans:
+                _remove_created(plan)
             raise
         results: dict[int, VariantResult] = {}
         try:
