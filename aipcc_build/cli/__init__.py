@@ -154,7 +154,8 @@ def _run(argv: Optional[list[str]]) -> object:
     except Interrupted as exc:
         from ..report import error
 
-        error(f"stopped by {signal_name(exc.signum)}")
+        error(f"stopped by {signal_name(exc.signum)}"
+              + "".join(f"; {line}" for line in exc.done))
         code = exc.exit_code
     except click.exceptions.Abort:
         code = 130

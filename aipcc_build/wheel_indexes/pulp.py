@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 from urllib.parse import urlsplit
 
-from ..errors import InputError
+from ..errors import InputError, Interrupted
 from ..matrix import Matrix
 from .pulp_api import Client, NotPulpAPI, PulpError
 from .pulp_config import PulpServer
@@ -56,6 +56,7 @@ from .variants import (
     RollbackResult,
     VariantResult,
     judge_wheels,
+    switched_before_the_stop,
     targets,
 )
 from .wheel_file import WheelFacts
@@ -224,11 +225,16 @@ def _units(client: Client, variant: _Variant) -> dict[str, str]:
                sorted(variant.wheels.items()) if facts.sha256 not in hrefs}
     if uploads:
         # Each upload waits on the server's hashing and storing: a few at once.
-        with ThreadPoolExecutor(max_workers=UPLOAD_JOBS) as pool:
+        pool = ThreadPoolExecutor(max_workers=UPLOAD_JOBS)
+        try:
             done = {sha: pool.submit(client.upload, path, name)
                     for sha, (path, name) in uploads.items()}
             for sha, future in done.items():
                 hrefs[sha] = future.result()
+        finally:
+            # A signal or a failed upload: the uploads not started never start (those
+            # running end with their requests).
+            pool.shutdown(wait=True, cancel_futures=True)
     return hrefs
 
 
@@ -400,19 +406,13 @@ def publish(matrix: Matrix, request: PulpRequest,
         todo = [v for v in variants if any(_changes(v)) or not _pinned(v)]
         for variant in todo:
             _prepare(client, variant)
-        failed: Optional[str] = None
-        for variant in todo:  # every version is ready: now the switches, one after another
-            if failed is not None:
-                variant.error = f"not switched: {failed}"
-                continue
-            try:
-                _switch(client, variant)
-            except PulpError as exc:
-                if exc.exit_code != 1:
-                    raise
-                variant.error = f"switching failed: {exc}"
-            if variant.error is not None:
-                failed = f"{variant.target.variant} {variant.error}"
+        try:
+            _switch_each(client, todo)
+        except Interrupted as exc:
+            exc.done.append(switched_before_the_stop(
+                [v.target.variant for v in todo if v.switched],
+                [v.target.variant for v in todo if not v.switched]))
+            raise
         for variant in variants:
             try:
                 _served_now(client, variant)
@@ -427,6 +427,24 @@ def publish(matrix: Matrix, request: PulpRequest,
         client.logout()
     return IndexResult(root, False, variants=tuple(
         _result(request.server, v, False, pruned.get(id(v), ())) for v in variants))
+
+
+def _switch_each(client: Client, todo: Sequence[_Variant]) -> None:
+    """Every version is ready: now the switches, one after another; after one fails, the
+    rest are not switched."""
+    failed: Optional[str] = None
+    for variant in todo:
+        if failed is not None:
+            variant.error = f"not switched: {failed}"
+            continue
+        try:
+            _switch(client, variant)
+        except PulpError as exc:
+            if exc.exit_code != 1:
+                raise
+            variant.error = f"switching failed: {exc}"
+        if variant.error is not None:
+            failed = f"{variant.target.variant} {variant.error}"
 
 
 def rollback(matrix: Matrix, server: PulpServer, variant_names: Sequence[str],

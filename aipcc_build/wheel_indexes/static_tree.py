@@ -40,7 +40,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from ..errors import InputError
+from ..errors import InputError, Interrupted
 from ..fsutil import write_atomic
 from ..matrix import Matrix
 from ..validate.results import Evidence
@@ -52,6 +52,7 @@ from .variants import (
     Refusal,
     VariantResult,
     judge_wheels,
+    switched_before_the_stop,
     targets,
 )
 from .wheel_file import CHUNK, WheelError, WheelFacts, metadata_of, open_wheel
@@ -231,11 +232,17 @@ def _publish(root: Path, plans: Sequence[_Plan], keep: int) -> dict[int, Variant
         results: dict[int, VariantResult] = {}
         try:
             _switch_all(root, plans, keep, results)
-        except BaseException:
+        except BaseException as exc:
             # Interrupted (a signal): what was not switched is not served; remove it.
             for plan in plans:
                 if id(plan) not in results:
                     _remove_created(plan)
+            if isinstance(exc, Interrupted):
+                exc.done.append(switched_before_the_stop(
+                    [p.target.variant for p in plans
+                     if id(p) in results and results[id(p)].switched],
+                    [p.target.variant for p in plans
+                     if id(p) not in results or not results[id(p)].switched]))
             raise
     return results
 
