@@ -400,6 +400,9 @@ def publish(matrix: Matrix, request: PulpRequest,
         for variant, loc in zip(variants, locations):
             variant.location = loc
             _look(client, variant)
+        substituted = [refusal for variant in variants for refusal in _substituted(variant)]
+        if substituted:
+            return IndexResult(root, request.dry_run, refusals=tuple(substituted))
         if request.dry_run:
             return IndexResult(root, True, variants=tuple(
                 _result(request.server, v, True) for v in variants))
@@ -427,6 +430,19 @@ def publish(matrix: Matrix, request: PulpRequest,
         client.logout()
     return IndexResult(root, False, variants=tuple(
         _result(request.server, v, False, pruned.get(id(v), ())) for v in variants))
+
+
+def _substituted(variant: _Variant) -> list[Refusal]:
+    """The wheels whose file name the distribution already serves with other bytes (a
+    rebuilt wheel republished under its old name): refused, as Pulp refuses them with
+    allow_package_substitution off, before anything is uploaded or changed."""
+    served = variant.served_content or {}
+    return [Refusal(variant.target.variant, str(path),
+                    f"{name} is already published with other bytes (sha256 "
+                    f"{served[name][0]}, this one {facts.sha256}): a published file never "
+                    "changes; give the rebuilt wheel a new version or build tag")
+            for name, (path, facts) in sorted(variant.wheels.items())
+            if name in served and served[name][0] != facts.sha256]
 
 
 def _switch_each(client: Client, todo: Sequence[_Variant]) -> None:

@@ -260,3 +260,21 @@ def test_a_signal_stops_the_queued_uploads_and_says_which_variants_were_switched
             pytest.raises(Interrupted) as info:
         core.publish(matrix, request(tmp_path), make_client=lambda server: pulp)
     assert info.value.done == [f"index switched {seen[0]}; not switched: {seen[1]}"]
+
+
+def test_a_rebuilt_wheel_under_a_published_file_name_is_refused_in_one_line(
+        tmp_path: Path, matrix: Any) -> None:
+    """Issue 38: Pulp keeps allow_package_substitution off; a wheel rebuilt with other
+    bytes under a file name the distribution serves is refused before anything changes."""
+    pulp = MemoryPulp()
+    core.publish(matrix, request(tmp_path), make_client=lambda server: pulp)
+    state = (dict(pulp.dists), {k: list(v) for k, v in pulp.versions.items()})
+    rebuilt = make_wheel(tmp_path / "cpu", "lib", "1.0", files={"lib/new.py": b"x = 2\n"})
+    result = core.publish(matrix, request(tmp_path), make_client=lambda server: pulp)
+    assert result.failed and not result.variants
+    [refusal] = result.refusals
+    assert refusal.variant == "cpu-debian" and refusal.wheel == str(rebuilt)
+    assert refusal.reason.startswith("lib-1.0-py3-none-any.whl is already published with "
+                                     "other bytes (sha256 ")
+    assert "\n" not in refusal.reason
+    assert (dict(pulp.dists), {k: list(v) for k, v in pulp.versions.items()}) == state
