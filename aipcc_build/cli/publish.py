@@ -97,6 +97,8 @@ def promote(context: Context, report_paths: tuple[str, ...], build_id: Optional[
               help="Attempts per image on connection errors and 5xx answers.")
 @click.option("--jobs", type=click.IntRange(min=1), default=COPY_JOBS, show_default=True,
               help="Images copied at once into a registry.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print every image's outcome and the files written as JSON (schema 1).")
 @SOURCE_REGISTRY
 @TLS
 @authfile_option
@@ -105,7 +107,7 @@ def promote(context: Context, report_paths: tuple[str, ...], build_id: Optional[
 def mirror(context: Context, accelerators: tuple[str, ...], versions: tuple[str, ...],
            oses: tuple[str, ...], kinds: tuple[str, ...], names: tuple[str, ...],
            to: str, source: Optional[str], report_paths: tuple[str, ...],
-           build_id: Optional[str], out: str, retries: int, jobs: int,
+           build_id: Optional[str], out: str, retries: int, jobs: int, as_json: bool,
            registry: Optional[str], tls_verify: bool, authfile: Optional[str]) -> int:
     """Copy every image of a release, by digest with all platforms and digests kept, to a
     registry, an OCI layout or an archive; skip what is already there; read every image
@@ -127,7 +129,7 @@ def mirror(context: Context, accelerators: tuple[str, ...], versions: tuple[str,
         tls_verify=tls_verify, authfile=authfile, retry=Retry(attempts=retries), jobs=jobs)
     result = mirror_release(request, on_event=copy_progress.event_printer(),
                             probe=registry_http.manifest_digest, check=registries_answer)
-    copy_progress.mirrored(result)
+    copy_progress.mirrored(result, as_json)
     return 1 if result.failed else 0
 
 

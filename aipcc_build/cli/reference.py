@@ -44,9 +44,9 @@ def _list_page(commands: dict[str, click.Command]) -> str:
              "(`--tls-verify` / `--no-tls-verify`, and `--tls-verify=true|false` as podman, "
              "skopeo and buildah write it; `--tls-verify false`, a separate word, is read "
              "with a warning); JSON output is `--json` on every command that prints it; "
-             "`--authfile FILE` wherever a registry is reached; `--check` writes nothing and exits 1 when a generated file "
-             "differs; a refused value is one line on stderr and exit 2; `NO_COLOR` turns "
-             "styling off, `FORCE_COLOR` on.\n",
+             "`--authfile FILE` wherever a registry is reached; `--check` writes nothing "
+             "and exits 1 when a generated file differs; a refused value is one line on "
+             "stderr and exit 2; `NO_COLOR` turns styling off, `FORCE_COLOR` on.\n",
              "Global options (before or after the command):\n",
              *_options_table([p for p in cli.params if isinstance(p, click.Option)]),
              "", "| command | what it does |", "|---|---|"]

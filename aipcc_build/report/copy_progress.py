@@ -59,12 +59,22 @@ def promoted(result: PromoteResult, as_json: bool = False) -> None:
                      f"{' (dry run: nothing copied)' if result.dry_run else ''}\n")
 
 
-def mirrored(result: MirrorResult) -> None:
+def mirrored(result: MirrorResult, as_json: bool = False) -> None:
+    """The files written on stdout (AS_JSON: every image's outcome and the files, schema
+    1), the failures and a summary on stderr."""
     counts = {status: sum(1 for o in result.outcomes if o.status == status)
               for status in ("copied", "skipped", "failed")}
     for outcome in result.failed:
         sys.stderr.write(f"failed: {outcome.image.key}: {outcome.message}\n")
-    for path in result.written:
+    if as_json:
+        from .console import emit_json
+
+        emit_json({"ok": not result.failed,
+                   "images": [{"key": o.image.key, "reference": o.dest,
+                               "digest": o.image.digest, "status": o.status,
+                               "message": o.message} for o in result.outcomes],
+                   "written": list(result.written)})
+    for path in () if as_json else result.written:
         sys.stdout.write(f"{shown_path(path)}\n")
     sys.stderr.write(f"mirror: {len(result.outcomes)} image(s), {counts['copied']} copied, "
                      f"{counts['skipped']} already there, {counts['failed']} failed\n")

@@ -49,8 +49,11 @@ def test_a_fanned_out_build_is_promoted_and_mirrored_in_one_command_each(
     out = tmp_path / "conf"
     mirrored = run_cli("--matrix", str(release["matrix"]), "mirror", "--report",
                        str(reports), "--to", f"{dst}/mirror", "--tls-verify=false",
-                       "--authfile", str(authfile), "--out", str(out))
+                       "--authfile", str(authfile), "--out", str(out), "--json")
     assert mirrored.returncode == 0, mirrored.stderr
+    outcome = json.loads(mirrored.stdout)
+    assert outcome["ok"] and {i["status"] for i in outcome["images"]} == {"copied"}
+    assert str(out / "imagedigestmirrorset.yaml") in outcome["written"]
     for entry in release["entries"]:
         assert digest_at(f"{dst}/mirror/base-images/{entry['name']}:3.0-42",
                          authfile) == entry["digest"]

@@ -210,3 +210,74 @@ def test_one_json_spelling_and_authfile_wherever_a_registry_is_reached(cli) -> N
         options = {o for p in group.commands[command].params for o in p.opts}
         assert {"--authfile", "--tls-verify"} <= options, command
     assert "--json" in {o for p in group.commands["promote"].params for o in p.opts}
+
+
+def test_a_plain_http_registry_asked_with_tls_is_named_as_one_with_the_option() -> None:
+    import http.server
+
+    from aipcc_build.cli import message
+    from aipcc_build.imagebuild.preflight import check_registries
+    from aipcc_build.tools import registry_http
+    from tests.support.http_server import serving
+
+    class V2(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"{}")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    with serving(V2) as origin:
+        host = origin[len("http://"):]
+        with pytest.raises(registry_http.PlainHTTP, match="speaks plain HTTP"):
+            registry_http.get(host, "/v2/", True, 5)
+        with pytest.raises(CheckFailed) as info:
+            check_registries([f"{host}/ns/a:1"], True, {})
+        assert registry_http.get(host, "/v2/", False, 5).status == 200
+    said = message(info.value)
+    assert said == (f"the registry {host} speaks plain HTTP, not HTTPS: use it with TLS "
+                    "verification off (--tls-verify/--no-tls-verify)")
+
+
+MATRIX = """\
+schema: 1
+product: {name: aipcc, version: "3.0", moving_tags: ["latest"]}
+registry: src.io/ns
+templates: templates
+output: out
+os:
+  el9: {from: localhost/base:1}
+accelerators:
+  cpu: {}
+images:
+  base:
+    template: base.j2
+    repository: "{registry}/base/{name}"
+    os: [el9]
+"""
+
+
+def test_promote_by_build_id_pins_the_matrix_images_to_their_digests_now(
+        tmp_path: Path) -> None:
+    (tmp_path / "templates").mkdir()
+    (tmp_path / "templates" / "base.j2").write_text("FROM {{ from }}\n")
+    (tmp_path / "m.yaml").write_text(MATRIX)
+    from aipcc_build.publish.promote import PromoteRequest
+    from aipcc_build.tools.retry import Retry
+
+    def by_build(build_id: str) -> PromoteRequest:
+        return PromoteRequest(reports=(), build_id=build_id, to="rel.io/r",
+                              source_registry=None, matrix_path=str(tmp_path / "m.yaml"),
+                              retry=Retry(attempts=1, first=0, cap=0))
+
+    store = {"docker://src.io/ns/base/cpu-el9:3.0-42": MANIFEST["a"]}
+    result = promote(by_build("42"), RecordingRunner(fake_registry(store)))
+    assert [c.dest for c in result.copied] == ["rel.io/r/base/cpu-el9:3.0-42",
+                                               "rel.io/r/base/cpu-el9:latest"]
+    assert {c.digest for c in result.copied} == {DIGEST["a"]}
+    with pytest.raises(InputError, match="build 43 is not in the registry: "
+                                         "src.io/ns/base/cpu-el9:3.0-43 not found"):
+        promote(by_build("43"), RecordingRunner(fake_registry(store)))
