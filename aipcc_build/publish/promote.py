@@ -306,7 +306,8 @@ def promote(request: PromoteRequest, runner: Optional[Runner] = None,
     served = read_back([(c.dest, c.digest) for c in copies], skopeo,
                        tls_verify=request.tls_verify, authfile=request.authfile,
                        retry=request.retry, jobs=request.jobs, probe=probe,
-                       looked={c.dest: c.digest for c in skipped})
+                       looked={c.dest: c.digest for c in skipped},
+                       platforms={str(e.digest): e.platforms for e in entries})
     wrong = [(c, s) for c, s in zip(copies, served) if s.problem]
     for item, bad in wrong:
         emit(Event(item.key, "failed", item.dest, bad.problem))

@@ -108,3 +108,20 @@ def test_a_plain_http_registry_without_the_option_says_so_and_names_it(
         assert f"the registry {host} speaks plain HTTP, not HTTPS" in done.stderr
         assert "--tls-verify/--no-tls-verify" in done.stderr
         assert "WRONG_VERSION_NUMBER" not in done.stderr and "within" not in done.stderr
+
+
+def test_validate_reads_a_registry_that_asks_for_a_login_with_authfile(
+        registries: dict[str, Any], authfile: Path, base_image: str) -> None:
+    import subprocess
+
+    remote = f"{registries['dst'].host}/auth/busybox:1"
+    subprocess.run(["skopeo", "copy", "--quiet", "--dest-tls-verify=false", "--dest-authfile",
+                    str(authfile), f"containers-storage:{base_image}", f"docker://{remote}"],
+                   check=True, timeout=300, capture_output=True)
+    given = run_cli("validate", "--tls-verify=false", "--authfile", str(authfile),
+                    "--expect", "cpu", remote)
+    assert given.returncode == 0, given.stderr
+    assert "deprecated" not in given.stderr
+    without = run_cli("validate", "--tls-verify=false", "--expect", "cpu", remote)
+    assert without.returncode == 2
+    assert "wants credentials it was not given" in without.stderr, without.stderr
