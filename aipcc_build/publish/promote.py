@@ -1,6 +1,13 @@
-"""promote: copy the images a build report marks ok, by digest and with every platform, to
-the release repositories, tagged `{version}-{build_id}` and the moving tags of the product
-the report records (a matrix given too must be of its version).
+"""promote: copy the images a release's build reports mark ok (one report per CI job,
+joined by `build_report`; or the matrix's images of a build id, at their digests now), by
+digest and with every platform, to the release repositories, tagged
+`{version}-{build_id}` and the moving tags of the product the reports record (a matrix
+given too must be of its version); then read every tag and digest back, and describe the
+release in a manifest (`release_manifest`). A `dev` or pull-request build id is no release
+unless the request says so.
+
+The seam for what comes after (signing, attestations): `promote(PromoteRequest)` returns a
+`PromoteResult` whose `released` lists every reference as the destination serves it.
 
 Everything is checked before anything is copied: an image the report does not mark ok, or
 whose digest in the source registry is no longer the report's, refuses the whole promotion.
@@ -188,10 +195,12 @@ def _plan(request: PromoteRequest, skopeo: Optional[Skopeo] = None
     if unreleased(build_id) and not request.allow_unreleased_build_id:
         raise InputError(f"build id {build_id} is a development or pull-request build, not "
                          "a release: promote a CI build of the main branch, or say it is "
-                         "meant (--allow-unreleased-build-id)", file=release.path,
-                         field="build_id")
+                         "meant", file=release.path, field="allow_unreleased_build_id")
     if not entries:
         raise InputError("the build report lists no images", file=release.path)
+    if request.manifest is not None and not request.dry_run:
+        # Before the copies: a release must not end without its manifest.
+        build_report.check_writable(request.manifest, field="manifest")
     problems, copies = [], []
     tags = release_tags(product, build_id)
     for entry in entries:

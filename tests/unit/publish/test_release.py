@@ -281,3 +281,18 @@ def test_promote_by_build_id_pins_the_matrix_images_to_their_digests_now(
     with pytest.raises(InputError, match="build 43 is not in the registry: "
                                          "src.io/ns/base/cpu-el9:3.0-43 not found"):
         promote(by_build("43"), RecordingRunner(fake_registry(store)))
+
+
+def test_the_cli_names_the_option_a_dev_build_needs_and_refuses_an_unwritable_manifest(
+        tmp_path: Path, cli) -> None:
+    dev = job_report(tmp_path / "dev.json", "base/a", build_id="dev")
+    done = cli("promote", "--report", dev, "--to", "127.0.0.1:9/r")
+    assert done.code == 2, done.err
+    assert "build id dev is a development or pull-request build" in done.err
+    assert "--allow-unreleased-build-id" in done.err and "Traceback" not in done.err
+    release = job_report(tmp_path / "r.json", "base/a")
+    (tmp_path / "taken").mkdir()
+    refused = cli("promote", "--report", release, "--to", "127.0.0.1:9/r", "--manifest",
+                  str(tmp_path / "taken"))
+    assert refused.code == 2 and "is a directory" in refused.err, refused.err
+    assert "--manifest" in refused.err
