@@ -213,8 +213,17 @@ def authfile_option(command: Callable[..., Any]) -> Callable[..., Any]:
 
 def _export_authfile(ctx: click.Context, param: click.Parameter,
                      value: Optional[str]) -> None:
-    if value is not None:
-        os.environ["REGISTRY_AUTH_FILE"] = value
+    if value is None:
+        return
+    before = os.environ.get("REGISTRY_AUTH_FILE")
+    os.environ["REGISTRY_AUTH_FILE"] = value
+
+    def restore() -> None:  # a caller in the same process (a test) gets its own back
+        if before is None:
+            os.environ.pop("REGISTRY_AUTH_FILE", None)
+        else:
+            os.environ["REGISTRY_AUTH_FILE"] = before
+    ctx.call_on_close(restore)
 
 
 def authfile_for_tools(command: Callable[..., Any]) -> Callable[..., Any]:

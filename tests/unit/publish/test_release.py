@@ -296,3 +296,28 @@ def test_the_cli_names_the_option_a_dev_build_needs_and_refuses_an_unwritable_ma
                   str(tmp_path / "taken"))
     assert refused.code == 2 and "is a directory" in refused.err, refused.err
     assert "--manifest" in refused.err
+
+
+def test_authfile_reaches_the_tools_for_the_command_only(tmp_path: Path, cli,
+                                                          monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    """matrix and validate hand --authfile to buildah, skopeo and the registry check as
+    REGISTRY_AUTH_FILE, for the command's run only."""
+    import os
+
+    from aipcc_build.validate import matrix_run
+
+    monkeypatch.delenv("REGISTRY_AUTH_FILE", raising=False)
+    seen: list[object] = []
+
+    def record(*args: object, **kwargs: object) -> None:
+        seen.append(os.environ.get("REGISTRY_AUTH_FILE"))
+        raise InputError("stop here")
+
+    monkeypatch.setattr(matrix_run, "validate_references", record)
+    auth = tmp_path / "auth.json"
+    auth.write_text("{}")
+    done = cli("validate", "--authfile", str(auth), "--expect", "cpu", "h.io/ns/a:1")
+    assert done.code == 2 and "stop here" in done.err, done.err
+    assert seen == [str(auth)]
+    assert "REGISTRY_AUTH_FILE" not in os.environ
