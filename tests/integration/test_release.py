@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.publish import FlakyProxy, digest_at, run_cli
+from tests.support.publish import FlakyProxy, digest_at, push, run_cli
 
 pytestmark = pytest.mark.integration
 
@@ -58,6 +58,16 @@ def test_a_fanned_out_build_is_promoted_and_mirrored_in_one_command_each(
         assert digest_at(f"{dst}/mirror/base-images/{entry['name']}:3.0-42",
                          authfile) == entry["digest"]
     assert "base-images/img2" in (out / "imagedigestmirrorset.yaml").read_text()
+
+    # Without reports: the matrix's images of build 42, at the digests their tags hold.
+    pushed = push(release["names"][0], f"{release['ns']}/base-images/cpu-el9:3.0-42")
+    by_build = run_cli("--matrix", str(release["matrix"]), "promote", "--build-id", "42",
+                       "--to", f"{dst}/bybuild", "--tls-verify=false", "--authfile",
+                       str(authfile), "--json")
+    assert by_build.returncode == 0, by_build.stderr
+    assert {(i["reference"], i["digest"]) for i in json.loads(by_build.stdout)["images"]} \
+        == {(f"{dst}/bybuild/base-images/cpu-el9:{tag}", pushed)
+            for tag in ("3.0-42", "3.0", "latest")}
 
     # A report of another build among them: refused, both files named, nothing copied.
     other = json.loads((reports / "base-img0" / "build-report.json").read_text())
