@@ -395,14 +395,18 @@ def _read_back(request: MirrorRequest, outcomes: list[Outcome], transport: str, 
                skopeo: Skopeo, emit: OnEvent, probe: Optional[Probe],
                sleep: Callable[[float], None]) -> list[Outcome]:
     """OUTCOMES with each image the destination does not serve as sent (its tag, its
-    digest) failed: the mirror configuration names only what was read back."""
-    done = [o for o in outcomes if o.status != "failed"]
+    digest) failed: the mirror configuration names only what was read back. An image
+    skipped was read in this run already (its tag's manifest, hashed): only the copies
+    are read again, so a rerun with nothing new still starts no program."""
     if transport == "docker":
+        done = [o for o in outcomes if o.status == "copied"]
         served = read_back([(o.dest[len("docker://"):], o.image.digest) for o in done],
                            skopeo, tls_verify=request.tls_verify, authfile=request.authfile,
-                           retry=request.retry, jobs=request.jobs, probe=probe, sleep=sleep)
+                           retry=request.retry, jobs=request.jobs, probe=probe, sleep=sleep,
+                           with_platforms=False)
         problems = {o.dest: s.problem for o, s in zip(done, served) if s.problem}
     else:
+        done = [o for o in outcomes if o.status != "failed"]
         held = oci_layout.refs(Path(target[len("oci:"):]))
         problems = {}
         for o in done:

@@ -133,14 +133,16 @@ def read_back(pairs: Sequence[tuple[str, str]], skopeo: Skopeo, *, tls_verify: b
               authfile: Optional[str], retry: Retry, jobs: int,
               probe: Optional[Probe] = None, sleep: Optional[Callable[[float], None]] = None,
               looked: Optional[dict[str, Optional[str]]] = None,
-              platforms: Optional[dict[str, tuple[str, ...]]] = None) -> list[Served]:
+              platforms: Optional[dict[str, tuple[str, ...]]] = None,
+              with_platforms: bool = True) -> list[Served]:
     """Each (HOST/REPO:TAG, DIGEST) copied, read back from the registry: the tag must
     point at DIGEST, and REPO@DIGEST must serve bytes whose sha256 is DIGEST (a registry
     that answered 201 to a write it did not keep, or keeps it under another name, is
     found here, not by the site that pulls). One manifest read per image, one look per
     tag but those LOOKED at already in this run (tag -> digest), after any copy to it.
     The platforms of an index are its own; of a single manifest, PLATFORMS[digest] when the
-    build recorded them (the digest names the bytes), else its configuration's."""
+    build recorded them (the digest names the bytes), else its configuration's (none read
+    without WITH_PLATFORMS)."""
     import hashlib
     import json
 
@@ -167,6 +169,8 @@ def read_back(pairs: Sequence[tuple[str, str]], skopeo: Skopeo, *, tls_verify: b
             return "", tuple(dict.fromkeys(
                 _platform(m.get("platform")) for m in listed
                 if isinstance(m, dict) and _platform(m.get("platform"))))
+        if not with_platforms:
+            return "", ()
         if (platforms or {}).get(image[1]):
             return "", (platforms or {})[image[1]]
         config = with_retries(lambda: skopeo.config_of(ref, tls_verify=tls_verify,

@@ -195,6 +195,14 @@ def test_mirror_config_names_only_what_was_read_back(tmp_path: Path) -> None:
     assert "m.io/x/base/b:3.0-7 serves nothing" in result.outcomes[1].message
     idms = (tmp_path / "imagedigestmirrorset.yaml").read_text()
     assert "m.io/x/base/a" in idms and "base/b" not in idms
+    # A rerun with nothing new: the quick looks read every tag, no program starts.
+    import hashlib
+
+    runner = RecordingRunner(answer)
+    again = mirror(MirrorRequest(images[:1], "m.io/x", "src.io/ns", out=str(tmp_path)),
+                   runner, probe=lambda ref, tls: "sha256:" + hashlib.sha256(
+                       store[ref]).hexdigest() if ref in store else None)
+    assert [o.status for o in again.outcomes] == ["skipped"] and not runner.calls
 
 
 def test_one_json_spelling_and_authfile_wherever_a_registry_is_reached(cli) -> None:
