@@ -85,6 +85,12 @@ class _Plan:
     created: list[Path] = field(default_factory=list)  # what removing it takes
 
 
+# A destination that cannot take the generation (full, over quota, read-only): the run's
+# result is every variant not switched, not an input error.
+DESTINATION_FULL_OR_READ_ONLY = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS,
+                                           errno.EFBIG})
+
+
 def publish(matrix: Matrix, request: TreeRequest) -> IndexResult:
     """Judge every wheel of every variant; then (unless a dry run, or a wheel is refused)
     write a new generation of each variant whose wheels changed, and only once every one is
@@ -216,10 +222,14 @@ def _publish(root: Path, plans: Sequence[_Plan], keep: int) -> dict[int, Variant
             for plan in plans:
                 _write(root, plan)
         except OSError as exc:
-            # A full or read-only destination: nothing was switched, every variant still
-            # serves what it served; each is a result (exit 1, --json printed), not bad input.
             for plan in plans:
                 _remove_created(plan)
+            if exc.errno not in DESTINATION_FULL_OR_READ_ONLY:
+                if exc.filename is None:
+                    raise OSError(exc.errno, exc.strerror, str(root)) from None
+                raise  # a file where a directory is wanted...: the input's fault (exit 2)
+            # A full or read-only destination: nothing was switched, every variant still
+            # serves what it served; each is a result (exit 1, --json printed), not bad input.
             where = exc.filename or root
             why = f"not switched: writing {where} failed: {exc.strerror or exc}"
             return {id(plan): _summary(root, plan, plan.generation, error=why,
