@@ -56,7 +56,8 @@ def promoted(result: PromoteResult, as_json: bool = False) -> None:
             sys.stdout.write(f"{state}\t{item.source}\t{item.dest}\n")
     sys.stderr.write(f"promote {result.build_id}: {len(result.planned)} tag(s), "
                      f"{len(result.copied)} copied, {len(result.skipped)} already there"
-                     f"{' (dry run: nothing copied)' if result.dry_run else ''}\n")
+                     f"{' (dry run: nothing copied)' if result.dry_run else ''}"
+                     f"{'' if result.dry_run else ', every tag read back'}\n")
 
 
 def mirrored(result: MirrorResult, as_json: bool = False) -> None:

@@ -37,6 +37,7 @@ def test_a_fanned_out_build_is_promoted_and_mirrored_in_one_command_each(
                    str(authfile), "--json", "--manifest", str(manifest))
     assert done.returncode == 0, done.stderr
     assert "deprecated" not in done.stderr
+    assert "9 tag(s), 9 copied, 0 already there, every tag read back" in done.stderr
     document = json.loads(done.stdout)
     assert document == json.loads(manifest.read_text())
     assert (document["version"], document["build_id"]) == ("3.0", "42")
