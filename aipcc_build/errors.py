@@ -66,6 +66,9 @@ class Interrupted(BaseException):
     def __init__(self, signum: int) -> None:
         self.signum = signum
         self.exit_code = 128 + signum
+        # What was done before the signal, said with the stop (which variants an index
+        # switched): added on the way out by the code that knows.
+        self.done: list[str] = []
         super().__init__(signum)
 
 

@@ -27,7 +27,8 @@ from .options import cli
 from .signals import handled
 
 # Request fields named unlike the command parameter that sets them; "filters.X" is X.
-FIELD_PARAMETERS = {"report": "report_path", "junit": "junit_path", "vars": "variables"}
+FIELD_PARAMETERS = {"report": "report_path", "junit": "junit_path", "vars": "variables",
+                    "manifest": "manifest_path"}
 # Top-level keys of the matrix file named like a command parameter.
 MATRIX_KEYS = frozenset({"platforms", "registry", "output", "templates"})
 
@@ -154,7 +155,8 @@ def _run(argv: Optional[list[str]]) -> object:
     except Interrupted as exc:
         from ..report import error
 
-        error(f"stopped by {signal_name(exc.signum)}")
+        error(f"stopped by {signal_name(exc.signum)}"
+              + "".join(f"; {line}" for line in exc.done))
         code = exc.exit_code
     except click.exceptions.Abort:
         code = 130

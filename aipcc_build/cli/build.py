@@ -12,6 +12,7 @@ from .. import defaults
 from . import signals
 from .options import (
     Context,
+    authfile_for_tools,
     cli,
     matrix_filters,
     name_values,
@@ -59,6 +60,7 @@ if TYPE_CHECKING:
                    "plan left them out): children are built FROM them.")
 @click.option("--push", is_flag=True, help="Push every image that built to its repository.")
 @tls_verify_option("Verify the registry's TLS certificate (and require HTTPS).")
+@authfile_for_tools
 @click.option("--log-dir", default=defaults.LOG_DIR, show_default=True, metavar="DIR",
               help="One log file per image: DIR/<kind>/<name>.log.")
 @click.option("--report", "report_path", default=defaults.REPORT_FILE, show_default=True,

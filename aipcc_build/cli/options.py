@@ -61,12 +61,13 @@ EXAMPLES = {
     "list": "aipcc-build list --accelerator cuda --version 12.9",
     "matrix": "aipcc-build matrix --accelerator cuda --push --registry "
               "registry.example:5000/aipcc --build-id 42",
+    "merge-reports": "aipcc-build merge-reports reports/ -o build-report.json",
     "mirror": "aipcc-build mirror --report build-report.json --to "
               "oci-archive:release.tar",
     "plan": "aipcc-build plan --format gitlab --changed-since origin/main --build-id "
             "$CI_PIPELINE_IID",
     "reference": "aipcc-build reference --check",
-    "promote": "aipcc-build promote --report build-report.json --to quay.io/aipcc/release",
+    "promote": "aipcc-build promote --report reports/ --to quay.io/aipcc/release --json",
     "render": "aipcc-build render --check",
     "retire": "aipcc-build retire cuda 12.8 --eol 2026-12-31",
     "select": "aipcc-build select --gpu H100 --driver 575.57.08",
@@ -77,11 +78,16 @@ EXAMPLES = {
 # Spellings still accepted, each with a warning naming the one to write instead.
 BOOLEAN_WORDS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 DEPRECATED_OPTIONS = {("compat", "--check-drift"): "--check"}
+# Commands whose output format is a --format choice: `--json` is `--format json` there,
+# the one JSON spelling of every command.
+FORMAT_COMMANDS = frozenset({"compat", "plan"})
 
 
 def _current_spelling(command: str, args: list[str]) -> list[str]:
-    """ARGS with deprecated spellings replaced: `--tls-verify false` / `--tls-verify=false`
-    (booleans are --X/--no-X flags everywhere) and the renamed options."""
+    """ARGS in the spellings the commands define: `--tls-verify=false|true` (podman's,
+    skopeo's and buildah's: accepted as they are), `--json` where the format is a
+    --format choice; deprecated ones with a warning: `--tls-verify false` (a separate
+    word) and the renamed options."""
     from ..report import warning
 
     out: list[str] = []
@@ -96,6 +102,9 @@ def _current_spelling(command: str, args: list[str]) -> list[str]:
             warning(f"{name} is deprecated: write {renamed}")
             out.append(renamed + equals + word)
             continue
+        if arg == "--json" and command in FORMAT_COMMANDS:
+            out += ["--format", "json"]
+            continue
         if name != "--tls-verify":
             out.append(arg)
             continue
@@ -109,7 +118,8 @@ def _current_spelling(command: str, args: list[str]) -> list[str]:
             raise click.BadParameter(f"'{word}' is not true or false (write --tls-verify or "
                                      "--no-tls-verify)", param_hint="--tls-verify")
         flag = "--tls-verify" if BOOLEAN_WORDS[word.lower()] else "--no-tls-verify"
-        warning(f"--tls-verify {word} is deprecated: write {flag}")
+        if not equals:
+            warning(f"--tls-verify {word} is deprecated: write --tls-verify={word} or {flag}")
         out.append(flag)
     return out
 
@@ -185,9 +195,43 @@ def cli(ctx: click.Context, matrix_path: str, debug: bool) -> None:
 
 
 def tls_verify_option(help_text: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """The one spelling of the TLS switch (`--tls-verify false` is a deprecated alias)."""
+    """The TLS switch: --tls-verify/--no-tls-verify, and --tls-verify=true|false as podman,
+    skopeo and buildah write it (`--tls-verify false` is a deprecated alias)."""
     return click.option("--tls-verify/--no-tls-verify", default=True, show_default=True,
-                        help=help_text)
+                        help=help_text + " Also --tls-verify=true|false.")
+
+
+AUTHFILE_HELP = ("Containers auth file (default: REGISTRY_AUTH_FILE, or the containers "
+                 "default auth.json).")
+
+
+def authfile_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    """--authfile FILE: the value of an `authfile` parameter."""
+    return click.option("--authfile", type=click.Path(dir_okay=False), metavar="FILE",
+                        help=AUTHFILE_HELP)(command)
+
+
+def _export_authfile(ctx: click.Context, param: click.Parameter,
+                     value: Optional[str]) -> None:
+    if value is None:
+        return
+    before = os.environ.get("REGISTRY_AUTH_FILE")
+    os.environ["REGISTRY_AUTH_FILE"] = value
+
+    def restore() -> None:  # a caller in the same process (a test) gets its own back
+        if before is None:
+            os.environ.pop("REGISTRY_AUTH_FILE", None)
+        else:
+            os.environ["REGISTRY_AUTH_FILE"] = before
+    ctx.call_on_close(restore)
+
+
+def authfile_for_tools(command: Callable[..., Any]) -> Callable[..., Any]:
+    """--authfile FILE for a command whose registry access is buildah's, skopeo's and the
+    registry check's: each reads REGISTRY_AUTH_FILE, which the option sets."""
+    return click.option("--authfile", type=click.Path(dir_okay=False), metavar="FILE",
+                        expose_value=False, callback=_export_authfile,
+                        help=AUTHFILE_HELP)(command)
 
 
 FILTER_OPTIONS = (

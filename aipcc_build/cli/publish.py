@@ -13,61 +13,81 @@ from ..tools.retry import DEFAULT_ATTEMPTS
 from ..wheel_indexes import DEFAULT_KEEP
 from .options import (
     Context,
+    authfile_option,
     cli,
     given_matrix_path,
     make_filters,
     pass_context,
     raw_filters,
     resolved_build_id,
+    tls_verify_option,
 )
 
-TLS = click.option("--tls-verify/--no-tls-verify", default=True, show_default=True,
-                   help="Verify registries' TLS certificates (and require HTTPS).")
-AUTHFILE = click.option("--authfile", type=click.Path(dir_okay=False), metavar="FILE",
-                        help="Containers auth file (default: REGISTRY_AUTH_FILE, or "
-                             "skopeo's default auth.json).")
+TLS = tls_verify_option("Verify registries' TLS certificates (and require HTTPS).")
 SOURCE_REGISTRY = click.option("--registry", metavar="HOST/NAMESPACE",
                                help="The registry the build pushed to (default: the "
                                     "one the build report records, else the matrix's).")
+REPORTS = click.option("--report", "report_paths", multiple=True,
+                       type=click.Path(exists=True), metavar="FILE|DIR",
+                       help="A build report of the release, or a directory of them (one per "
+                            "CI job): repeatable, joined into one release.")
 
 
 @cli.command()
-@click.option("--report", "report_path", required=True, type=click.Path(dir_okay=False),
-              metavar="FILE", help="The build report of the build to release.")
-@click.option("--to", required=True, metavar="REGISTRY/NAMESPACE",
-              help="Where the release repositories are.")
+@REPORTS
+@click.option("--build-id", metavar="ID",
+              help="Without --report: the matrix's images of this build, at the digests "
+                   "their tags hold now.")
+@click.option("--to", required=True, metavar="HOST/NAMESPACE",
+              help="Where the release repositories are (docker://HOST/NAMESPACE too).")
 @click.option("--dry-run", is_flag=True, help="Print the plan; copy nothing.")
+@click.option("--allow-unreleased-build-id", is_flag=True,
+              help="Promote a dev or pull-request build (build id dev, dev-*, on-pr-*, pr-*, "
+                   "mr-*) as a release.")
+@click.option("--manifest", "manifest_path", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Also write the release manifest (what --json prints) to FILE.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the release manifest (schema 1) on stdout.")
 @SOURCE_REGISTRY
 @TLS
-@AUTHFILE
+@authfile_option
 @pass_context
-def promote(context: Context, report_path: str, to: str, dry_run: bool,
-            registry: Optional[str], tls_verify: bool, authfile: Optional[str]) -> int:
-    """Copy every image the build report marks ok, by digest and with all its platforms,
-    to the release repositories: tagged VERSION-BUILD_ID and the moving tags of the product
-    the report records (a matrix named with --matrix must be of that version)."""
+def promote(context: Context, report_paths: tuple[str, ...], build_id: Optional[str], to: str,
+            dry_run: bool, allow_unreleased_build_id: bool, manifest_path: Optional[str],
+            as_json: bool, registry: Optional[str], tls_verify: bool,
+            authfile: Optional[str]) -> int:
+    """Copy every image of a release, by digest and with all its platforms, to the release
+    repositories: tagged VERSION-BUILD_ID and the moving tags of the product the reports
+    record (a matrix named with --matrix must be of that version); then read every tag
+    back. The release: the build reports CI left (one per job, joined; all of one product,
+    version and build id), or the matrix's images of --build-id."""
     from ..publish.promote import PromoteRequest
     from ..publish.promote import promote as run
     from ..publish.transfer import registries_answer
     from ..report import copy_progress
     from ..tools import registry_http
 
+    if bool(report_paths) == (build_id is not None):
+        raise click.UsageError("give --report (repeatable) or --build-id")
     # The build report says what the build was made with; a matrix named too must agree.
-    request = PromoteRequest(report=report_path, to=to, source_registry=registry,
-                             matrix_path=given_matrix_path(context), dry_run=dry_run,
-                             tls_verify=tls_verify, authfile=authfile)
+    request = PromoteRequest(
+        reports=report_paths, to=to, source_registry=registry,
+        matrix_path=context.matrix_path if build_id else given_matrix_path(context),
+        build_id=build_id, allow_unreleased_build_id=allow_unreleased_build_id,
+        manifest=manifest_path, dry_run=dry_run, tls_verify=tls_verify, authfile=authfile)
     copy_progress.promoted(run(request, on_event=copy_progress.event_printer(),
-                               probe=registry_http.manifest_digest, check=registries_answer))
+                               probe=registry_http.manifest_digest, check=registries_answer),
+                           as_json)
     return 0
 
 
 @cli.command()
-@click.option("--to", required=True, metavar="docker://HOST/NS|oci-archive:FILE|dir:PATH",
+@click.option("--to", required=True,
+              metavar="HOST/NS|docker://HOST/NS|oci-archive:FILE|dir:PATH",
               help="Where the images go.")
 @click.option("--from", "source", metavar="oci-archive:FILE|dir:PATH",
               help="Mirror out of an archive or layout a previous mirror wrote.")
-@click.option("--report", "report_path", type=click.Path(dir_okay=False), metavar="FILE",
-              help="The release: the images this build report marks ok.")
+@REPORTS
 @click.option("--build-id", metavar="ID",
               help="The release: the matrix's images of this build (with the filters).")
 @click.option("--out", default=".", show_default=True, type=click.Path(file_okay=False),
@@ -77,36 +97,56 @@ def promote(context: Context, report_path: str, to: str, dry_run: bool,
               help="Attempts per image on connection errors and 5xx answers.")
 @click.option("--jobs", type=click.IntRange(min=1), default=COPY_JOBS, show_default=True,
               help="Images copied at once into a registry.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print every image's outcome and the files written as JSON (schema 1).")
 @SOURCE_REGISTRY
 @TLS
-@AUTHFILE
+@authfile_option
 @raw_filters
 @pass_context
 def mirror(context: Context, accelerators: tuple[str, ...], versions: tuple[str, ...],
            oses: tuple[str, ...], kinds: tuple[str, ...], names: tuple[str, ...],
-           to: str, source: Optional[str],
-           report_path: Optional[str], build_id: Optional[str], out: str, retries: int, jobs: int,
+           to: str, source: Optional[str], report_paths: tuple[str, ...],
+           build_id: Optional[str], out: str, retries: int, jobs: int, as_json: bool,
            registry: Optional[str], tls_verify: bool, authfile: Optional[str]) -> int:
     """Copy every image of a release, by digest with all platforms and digests kept, to a
-    registry, an OCI layout or an archive; skip what is already there."""
+    registry, an OCI layout or an archive; skip what is already there; read every image
+    back. The mirror configuration names only what the destination was found to serve."""
     from ..publish.mirror import MirrorRelease, mirror_release
+    from ..publish.transfer import registries_answer
     from ..report import copy_progress
     from ..tools import registry_http
     from ..tools.retry import Retry
 
-    if sum(x is not None for x in (source, report_path, build_id)) != 1:
+    if sum(bool(x) for x in (source, report_paths, build_id)) != 1:
         raise click.UsageError("give one of --from, --report or --build-id")
     chosen = (accelerators, versions, oses, kinds, names)
     request = MirrorRelease(
         to=to, matrix_path=context.matrix_path,
         matrix_named=given_matrix_path(context) is not None, layout=source,
-        report=report_path, build_id=resolved_build_id(build_id) if build_id else None,
+        reports=report_paths, build_id=resolved_build_id(build_id) if build_id else None,
         filters=make_filters(*chosen) if any(chosen) else None, registry=registry, out=out,
         tls_verify=tls_verify, authfile=authfile, retry=Retry(attempts=retries), jobs=jobs)
     result = mirror_release(request, on_event=copy_progress.event_printer(),
-                            probe=registry_http.manifest_digest)
-    copy_progress.mirrored(result)
+                            probe=registry_http.manifest_digest, check=registries_answer)
+    copy_progress.mirrored(result, as_json)
     return 1 if result.failed else 0
+
+
+@cli.command("merge-reports", reads_matrix=False)
+@click.argument("reports", nargs=-1, required=True, type=click.Path(exists=True),
+                metavar="FILE|DIR...")
+@click.option("-o", "--output", "output", required=True, type=click.Path(dir_okay=False),
+              metavar="FILE", help="Where the joined build report goes.")
+def merge_reports(reports: tuple[str, ...], output: str) -> int:
+    """Join the build reports of one build (one per CI job; directories: every *.json below
+    them) into one report, as `matrix --report` writes it: refused (exit 2, naming the
+    files) when they are of different products, versions, build ids or registries."""
+    from ..fsutil import write_atomic
+    from ..imagebuild import build_report
+
+    write_atomic(output, build_report.merged_text(reports, field="reports"))
+    return 0
 
 
 class VariantSource(click.ParamType):

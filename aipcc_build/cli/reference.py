@@ -41,10 +41,12 @@ def _list_page(commands: dict[str, click.Command]) -> str:
              "Every command's options, generated from the program. How and why to use each "
              "command: [docs/commands](../commands/).\n",
              "Conventions every command keeps: a yes/no setting is a pair of flags "
-             "(`--tls-verify` / `--no-tls-verify`; the former `--tls-verify false` is read "
-             "with a warning); `--check` writes nothing and exits 1 when a generated file "
-             "differs; a refused value is one line on stderr and exit 2; `NO_COLOR` turns "
-             "styling off, `FORCE_COLOR` on.\n",
+             "(`--tls-verify` / `--no-tls-verify`, and `--tls-verify=true|false` as podman, "
+             "skopeo and buildah write it; `--tls-verify false`, a separate word, is read "
+             "with a warning); JSON output is `--json` on every command that prints it; "
+             "`--authfile FILE` wherever a registry is reached; `--check` writes nothing "
+             "and exits 1 when a generated file differs; a refused value is one line on "
+             "stderr and exit 2; `NO_COLOR` turns styling off, `FORCE_COLOR` on.\n",
              "Global options (before or after the command):\n",
              *_options_table([p for p in cli.params if isinstance(p, click.Option)]),
              "", "| command | what it does |", "|---|---|"]

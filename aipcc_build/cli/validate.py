@@ -10,6 +10,7 @@ import click
 from ..tools.skopeo import COPY_TIMEOUT
 from .options import (
     Context,
+    authfile_for_tools,
     cli,
     make_filters,
     pass_context,
@@ -68,6 +69,7 @@ def _naming_option(outcome: Outcome) -> Outcome:
                    "replaces the matrix entry's gpu_archs.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (schema 1).")
 @tls_verify_option("Verify the registry's TLS certificate and require HTTPS (docker://).")
+@authfile_for_tools
 @click.option("--strict-layers", is_flag=True,
               help="Evidence deleted by a later layer is a violation, not a warning.")
 @click.option("--platform", metavar="OS/ARCH", help="Only this platform of an image index.")

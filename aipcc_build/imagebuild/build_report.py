@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union
@@ -156,7 +157,97 @@ def read(path: Union[str, Path], field: str = "report") -> list[ReportEntry]:
 
 def read_release(path: Union[str, Path], field: str = "report") -> Release:
     """The build a report records, from one read of the file."""
-    path = str(path)
+    return _release(_document(str(path), field), str(path))
+
+
+def report_files(paths: Sequence[Union[str, Path]], field: str = "report") -> list[str]:
+    """PATHS with each directory replaced by the JSON files below it (sorted): what CI
+    jobs left, one report per image. InputError naming a directory that holds none."""
+    files: list[str] = []
+    for path in map(Path, paths):
+        if path.is_dir():
+            found = sorted(str(p) for p in path.rglob("*.json") if p.is_file())
+            if not found:
+                raise InputError("holds no build report (*.json)", file=str(path),
+                                 field=field)
+            files += found
+        else:
+            files.append(str(path))
+    return list(dict.fromkeys(files))
+
+
+def read_releases(paths: Sequence[Union[str, Path]], field: str = "report") -> Release:
+    """One release out of the reports at PATHS (files, or directories of them): the join
+    of the builds CI fanned out, one job and one report per image."""
+    files = report_files(paths, field)
+    if len(files) == 1:
+        return read_release(files[0], field)
+    return _release(joined(files, field), ", ".join(files))
+
+
+# What every report of one release must say alike.
+_SHARED = ("build_id", "registry", "product")
+
+
+def joined(files: Sequence[str], field: str = "report") -> dict[str, Any]:
+    """The report documents in FILES as one: their images together, the build's span
+    from the first start to the last end. InputError naming the files when they are not
+    of one build (product, version, build id, registry) or give one image's platform two
+    digests."""
+    documents = [(path, _document(path, field)) for path in files]
+    first_path, first = documents[0]
+    for path, document in documents[1:]:
+        for name in _SHARED:
+            if document.get(name) != first.get(name):
+                raise InputError(
+                    f"not one release: {first_path} says {name} {_shown(first.get(name))}, "
+                    f"{path} says {_shown(document.get(name))}", file=path, field=name)
+    images: list[Any] = []
+    seen: dict[tuple[str, str], tuple[str, Any]] = {}
+    for path, document in documents:
+        for entry in document["images"]:
+            if not isinstance(entry, dict):
+                images.append(entry)  # refused, with its index, by _release
+                continue
+            key = (f"{entry.get('kind')}/{entry.get('name')}" if entry.get("key") is None
+                   else str(entry.get("key")), str(entry.get("platform")))
+            before = seen.setdefault(key, (path, entry))
+            if before[1] is entry:
+                images.append(entry)
+            elif _built(before[1]) != _built(entry):
+                raise InputError(f"{key[0]} is in {before[0]} and in {path} with another "
+                                 "digest or status: not one build", file=path,
+                                 field="images")
+    starts = [d["start"] for _, d in documents if isinstance(d.get("start"), str)]
+    ends = [d["end"] for _, d in documents if isinstance(d.get("end"), str)]
+    merged = {name: first.get(name) for name in ("schema", *_SHARED)}
+    merged.update(start=min(starts) if starts else None, end=max(ends) if ends else None,
+                  stopped_by=next((d["stopped_by"] for _, d in documents
+                                   if d.get("stopped_by")), None),
+                  images=images)
+    return merged
+
+
+def _built(entry: dict[str, Any]) -> tuple[Any, ...]:
+    return tuple(entry.get(name) for name in ("reference", "status", "digest", "list_digest"))
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, dict):
+        return " ".join(str(value.get(k)) for k in ("name", "version")) or "{}"
+    return "none" if value is None else str(value)
+
+
+def merged_text(files: Sequence[str], field: str = "report") -> str:
+    """The joined report, as a file `merge-reports` writes (checked: it reads back)."""
+    document = joined(report_files(files, field), field)
+    text = without_credentials(json.dumps(document, indent=2)) + "\n"
+    _release(json.loads(text), "the merged report")
+    return text
+
+
+def _document(path: str, field: str) -> dict[str, Any]:
+    """The parsed report at PATH: a JSON object with an "images" list, of this schema."""
     try:
         data = json.loads(Path(path).read_text())
     except OSError as exc:
@@ -168,6 +259,12 @@ def read_release(path: Union[str, Path], field: str = "report") -> Release:
     if not isinstance(images, list) or data.get("schema", REPORT_SCHEMA) != REPORT_SCHEMA:
         raise InputError(f"not a build report of schema {REPORT_SCHEMA} (expected an object "
                          "with an \"images\" list)", file=path, field=field)
+    return data
+
+
+def _release(data: dict[str, Any], path: str) -> Release:
+    """The build a parsed report document records (PATH names it in errors)."""
+    images = data["images"]
     entries: list[ReportEntry] = []
     list_digests: dict[str, Optional[str]] = {}
     for index, entry in enumerate(images):

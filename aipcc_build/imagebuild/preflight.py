@@ -138,6 +138,9 @@ def check_registries(references: Sequence[str], tls_verify: bool,
     for host in sorted({reference.split("/", 1)[0] for reference in references}):
         try:
             answer = registry_http.get(host, "/v2/", tls_verify, timeout)
+        except registry_http.PlainHTTP:
+            raise CheckFailed(f"the registry {host} speaks plain HTTP, not HTTPS: use it with "
+                              "TLS verification off", field="tls_verify") from None
         except registry_http.Unreachable as exc:
             raise CheckFailed(f"registry {host} does not answer within {timeout:g} s: {exc}",
                               field="registry") from None

@@ -27,7 +27,16 @@ from ..tools.registry_http import UNKNOWN
 from ..tools.retry import Retry, last_line, with_retries
 from ..tools.skopeo import Skopeo
 from . import COPY_JOBS, mirror_config, oci_layout
-from .transfer import Event, OnEvent, Probe, each, no_credentials
+from .transfer import (
+    Event,
+    OnEvent,
+    Probe,
+    RegistryCheck,
+    each,
+    no_credentials,
+    read_back,
+    release_namespace,
+)
 
 if TYPE_CHECKING:
     from ..imagebuild.build_report import ReportEntry
@@ -79,11 +88,14 @@ class MirrorResult:
 def destination(to: str) -> tuple[str, str]:
     """(transport, location) of a --to or --from value; InputError on anything else."""
     no_credentials(to)
-    for transport in ("docker://", "oci-archive:", "dir:"):
+    for transport in ("oci-archive:", "dir:"):
         if to.startswith(transport) and len(to) > len(transport):
             return transport.rstrip(":/"), to[len(transport):].rstrip("/")
-    raise InputError(f"'{to}' is not docker://HOST/NAMESPACE, oci-archive:FILE or dir:PATH",
-                     field="to")
+    try:
+        return "docker", release_namespace(to)
+    except InputError:
+        raise InputError(f"'{to}' is not HOST/NAMESPACE (or docker://HOST/NAMESPACE), "
+                         "oci-archive:FILE or dir:PATH", field="to") from None
 
 
 def images_from_report(entries: Sequence[ReportEntry], source_registry: str) -> list[Image]:
@@ -159,7 +171,7 @@ def images_from_layout(source: str) -> tuple[list[Image], str, Optional[Path]]:
 
 @dataclass(frozen=True)
 class MirrorRelease:
-    """One `mirror` run: where the images come from (exactly one of LAYOUT, REPORT and
+    """One `mirror` run: where the images come from (exactly one of LAYOUT, REPORTS and
     BUILD_ID) and where they go."""
 
     to: str  # docker://HOST/NS, dir:PATH or oci-archive:FILE
@@ -168,7 +180,8 @@ class MirrorRelease:
     # it is read only when needed (BUILD_ID, FILTERS), and checked all the same.
     matrix_named: bool = False
     layout: Optional[str] = None  # dir:PATH or oci-archive:FILE a previous mirror wrote
-    report: Optional[str] = None  # a build report: its ok images
+    # Build reports (files or directories of them, one per CI job): their ok images.
+    reports: tuple[str, ...] = ()
     build_id: Optional[str] = None  # the matrix's images of this build
     filters: Optional[Filters] = None  # None: every image
     registry: Optional[str] = None  # the registry the build pushed to, if not recorded
@@ -182,9 +195,12 @@ class MirrorRelease:
 def mirror_release(request: MirrorRelease, runner: Optional[Runner] = None,
                    on_event: Optional[OnEvent] = None,
                    sleep: Callable[[float], None] = time.sleep,
-                   probe: Optional[Probe] = None) -> MirrorResult:
-    """Mirror the images REQUEST names; checks every input before the first copy."""
-    given = [x for x in (request.layout, request.report, request.build_id) if x is not None]
+                   probe: Optional[Probe] = None,
+                   check: Optional[RegistryCheck] = None) -> MirrorResult:
+    """Mirror the images REQUEST names; checks every input, and that the registries answer
+    (CHECK), before the first copy."""
+    given = [x for x in (request.layout, request.reports or None, request.build_id)
+             if x is not None]
     if len(given) != 1:
         raise InputError("mirror takes one source: a layout or archive, a build report, or a "
                          "build id", field="source")
@@ -193,27 +209,28 @@ def mirror_release(request: MirrorRelease, runner: Optional[Runner] = None,
     try:
         if request.layout is not None:
             images, source_registry, temporary = images_from_layout(request.layout)
-        elif request.report is not None:
-            images, source_registry = _from_report(request, request.report)
+        elif request.reports:
+            images, source_registry = _from_report(request, request.reports)
         else:
             assert request.build_id is not None
-            images, source_registry = _from_build(request, request.build_id, runner)
+            images, source_registry = _from_build(request, request.build_id, runner, check)
+            check = None  # asked before the tags were pinned
         return mirror(MirrorRequest(images=tuple(images), to=request.to,
                                     source_registry=source_registry, out=request.out,
                                     tls_verify=request.tls_verify, authfile=request.authfile,
                                     retry=request.retry, jobs=request.jobs),
-                      runner, on_event, sleep, probe)
+                      runner, on_event, sleep, probe, check)
     finally:
         if temporary is not None:
             oci_layout.remove(temporary)
 
 
-def _from_report(request: MirrorRelease, path: str) -> tuple[list[Image], str]:
+def _from_report(request: MirrorRelease, paths: Sequence[str]) -> tuple[list[Image], str]:
     """The report's ok images (those the filters pick), under the registry the build
     pushed to; the matrix, read once when named or needed, must be the build's."""
     from ..imagebuild import build_report
 
-    release = build_report.read_release(path)
+    release = build_report.read_releases(paths)
     entries = release.images
     matrix = None
     if request.matrix_named or request.filters is not None:
@@ -229,12 +246,13 @@ def _from_report(request: MirrorRelease, path: str) -> tuple[list[Image], str]:
     source = request.registry or release.registry or (matrix.registry if matrix else None)
     if source is None:
         raise InputError("the build report does not record the registry the build pushed "
-                         "to: name it, or give the matrix the build was made with", file=path)
+                         "to: name it, or give the matrix the build was made with",
+                         file=release.path)
     return images_from_report(entries, source), source
 
 
-def _from_build(request: MirrorRelease, build_id: str,
-                runner: Optional[Runner]) -> tuple[list[Image], str]:
+def _from_build(request: MirrorRelease, build_id: str, runner: Optional[Runner],
+                check: Optional[RegistryCheck]) -> tuple[list[Image], str]:
     """The matrix's images of BUILD_ID, pinned to the digest each tag has now."""
     from ..matrix import EVERYTHING, expand, load
 
@@ -242,6 +260,9 @@ def _from_build(request: MirrorRelease, build_id: str,
     specs = expand(matrix, build_id=build_id, registry=request.registry,
                    filters=request.filters or EVERYTHING)
     source = request.registry or matrix.registry
+    if check is not None:
+        check([s.reference for s in specs] + _destination_refs(request.to),
+              request.tls_verify, request.authfile)
     return images_from_references([(s.key, s.reference) for s in specs], source,
                                   Skopeo(runner), tls_verify=request.tls_verify,
                                   authfile=request.authfile), source
@@ -250,9 +271,16 @@ def _from_build(request: MirrorRelease, build_id: str,
 def mirror(request: MirrorRequest, runner: Optional[Runner] = None,
            on_event: Optional[OnEvent] = None,
            sleep: Callable[[float], None] = time.sleep,
-           probe: Optional[Probe] = None) -> MirrorResult:
+           probe: Optional[Probe] = None,
+           check: Optional[RegistryCheck] = None) -> MirrorResult:
     transport, location = destination(request.to)
     skopeo = Skopeo(runner)
+    if check is not None:
+        sources = [i.source[len("docker://"):] for i in request.images
+                   if i.source.startswith("docker://")]
+        if request.images and (sources or transport == "docker"):
+            check(sources + _destination_refs(request.to), request.tls_verify,
+                  request.authfile)
     emit = on_event or (lambda event: None)
     total = len(request.images)
     archive: Optional[Path] = None
@@ -334,6 +362,7 @@ def mirror(request: MirrorRequest, runner: Optional[Runner] = None,
     outcomes = each(lambda pair: one(*pair), numbered,
                     request.jobs if transport == "docker" else 1)
 
+    outcomes = _read_back(request, outcomes, transport, target, skopeo, emit, probe, sleep)
     written: list[str] = []
     failed = any(o.status == "failed" for o in outcomes)
     if transport == "docker":
@@ -354,3 +383,42 @@ def mirror(request: MirrorRequest, runner: Optional[Runner] = None,
         elif archive is None:
             written.append(str(work))
     return MirrorResult(tuple(outcomes), tuple(written))
+
+
+def _destination_refs(to: str) -> list[str]:
+    """The registry of a docker --to, as references the registry check takes."""
+    transport, location = destination(to)
+    return [f"{location}/x"] if transport == "docker" else []
+
+
+def _read_back(request: MirrorRequest, outcomes: list[Outcome], transport: str, target: str,
+               skopeo: Skopeo, emit: OnEvent, probe: Optional[Probe],
+               sleep: Callable[[float], None]) -> list[Outcome]:
+    """OUTCOMES with each image the destination does not serve as sent (its tag, its
+    digest) failed: the mirror configuration names only what was read back. An image
+    skipped was read in this run already (its tag's manifest, hashed): only the copies
+    are read again, so a rerun with nothing new still starts no program."""
+    if transport == "docker":
+        done = [o for o in outcomes if o.status == "copied"]
+        served = read_back([(o.dest[len("docker://"):], o.image.digest) for o in done],
+                           skopeo, tls_verify=request.tls_verify, authfile=request.authfile,
+                           retry=request.retry, jobs=request.jobs, probe=probe, sleep=sleep,
+                           with_platforms=False)
+        problems = {o.dest: s.problem for o, s in zip(done, served) if s.problem}
+    else:
+        done = [o for o in outcomes if o.status != "failed"]
+        held = oci_layout.refs(Path(target[len("oci:"):]))
+        problems = {}
+        for o in done:
+            now = held.get(f"{o.image.path}:{o.image.tag}")
+            if now != o.image.digest:
+                problems[o.dest] = f"{o.dest} holds {now or 'nothing'}, not the " \
+                                   f"{o.image.digest} sent"
+    checked = []
+    for outcome in outcomes:
+        problem = problems.get(outcome.dest)
+        if problem:
+            emit(Event(outcome.image.key, "failed", outcome.dest, problem))
+            outcome = Outcome(outcome.image, outcome.dest, "failed", problem)
+        checked.append(outcome)
+    return checked

@@ -1,6 +1,13 @@
-"""promote: copy the images a build report marks ok, by digest and with every platform, to
-the release repositories, tagged `{version}-{build_id}` and the moving tags of the product
-the report records (a matrix given too must be of its version).
+"""promote: copy the images a release's build reports mark ok (one report per CI job,
+joined by `build_report`; or the matrix's images of a build id, at their digests now), by
+digest and with every platform, to the release repositories, tagged
+`{version}-{build_id}` and the moving tags of the product the reports record (a matrix
+given too must be of its version); then read every tag and digest back, and describe the
+release in a manifest (`release_manifest`). A `dev` or pull-request build id is no release
+unless the request says so.
+
+The seam for what comes after (signing, attestations): `promote(PromoteRequest)` returns a
+`PromoteResult` whose `released` lists every reference as the destination serves it.
 
 Everything is checked before anything is copied: an image the report does not mark ok, or
 whose digest in the source registry is no longer the report's, refuses the whole promotion.
@@ -13,7 +20,7 @@ one destination tag, nothing is copied.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Optional
+from typing import Any, Optional
 
 from ..errors import CheckFailed, InputError
 from ..image_reference import below, repository_of
@@ -26,13 +33,24 @@ from ..tools.retry import Retry, with_retries
 from ..tools.runner import Runner
 from ..tools.skopeo import Skopeo
 from . import COPY_JOBS
-from .transfer import Copy, Event, OnEvent, Probe, RegistryCheck, each, no_credentials
+from .transfer import (
+    Copy,
+    Event,
+    OnEvent,
+    Probe,
+    RegistryCheck,
+    each,
+    read_back,
+    release_namespace,
+)
 
 
 @dataclass(frozen=True)
 class PromoteRequest:
-    report: str  # build report path
-    to: str  # HOST/NAMESPACE of the release repositories
+    # The release: build reports (files, or directories of them: one per CI job), joined
+    # into one; or, empty, the matrix's images of BUILD_ID, pinned to their digests now.
+    reports: tuple[str, ...]
+    to: str  # HOST/NAMESPACE of the release repositories (docker:// allowed)
     # The registry the build pushed to; None: the one the report records, else the matrix's.
     source_registry: Optional[str]
     # The product of a matrix given with the report: it must be the report's (its version
@@ -42,11 +60,25 @@ class PromoteRequest:
     # A matrix the user named with the report: its product and registry stand for the two
     # fields above (read when the plan is made).
     matrix_path: Optional[str] = None
+    build_id: Optional[str] = None  # without reports: the matrix's images of this build
+    # A `dev` or pull-request build id is not a release unless this says so.
+    allow_unreleased_build_id: bool = False
+    manifest: Optional[str] = None  # where the release manifest goes (a file), if asked
     dry_run: bool = False
     tls_verify: bool = True
     authfile: Optional[str] = None
     retry: Retry = field(default_factory=Retry)
     jobs: int = COPY_JOBS  # looks and images copied at once
+
+
+@dataclass(frozen=True)
+class Released:
+    """One reference of the release, as the destination serves it (read back)."""
+
+    key: str
+    reference: str  # HOST/NS/REPO:TAG
+    digest: str
+    platforms: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -56,6 +88,18 @@ class PromoteResult:
     copied: tuple[Copy, ...]  # what this run copied (nothing on a dry run)
     skipped: tuple[Copy, ...]  # already at the destination with the same digest
     dry_run: bool
+    product: Optional[Product] = None
+    # Every tag, read back from the destination after the copies (none on a dry run).
+    released: tuple[Released, ...] = ()
+
+
+# Build ids that name no release: a developer's (`dev`) or a pull request's build (the
+# GitHub recipe's `on-pr-SHA`, Konflux's `on-pr-REVISION`).
+UNRELEASED_PREFIXES = ("dev-", "on-pr-", "pr-", "mr-")
+
+
+def unreleased(build_id: str) -> bool:
+    return build_id == "dev" or build_id.startswith(UNRELEASED_PREFIXES)
 
 
 def release_tags(product: Product, build_id: str) -> list[str]:
@@ -78,47 +122,87 @@ def release_product(request: PromoteRequest, release: build_report.Release) -> P
     if product is None:
         raise InputError("the build report does not record the product version the build "
                          "was made with (written by an older aipcc-build): give the matrix "
-                         "the build was made with", file=request.report)
+                         "the build was made with", file=release.path)
     return product
 
 
 def planned_copies(request: PromoteRequest) -> tuple[str, list[Copy]]:
     """(build id, the copies): refuses (InputError naming every image) an image not ok,
     without a digest, or outside the source registry. Reads nothing but the report."""
-    build_id, _, copies, _ = _plan(request)
+    build_id, _, copies, _, _ = _plan(request)
     return build_id, copies
 
 
-def _plan(request: PromoteRequest) -> tuple[str, list[ReportEntry], list[Copy], list[str]]:
-    """(build id, the report's images, the copies, the tags), from one read of the
-    report."""
-    no_credentials(request.to)
-    if request.matrix_path is not None:
+def _release(request: PromoteRequest, skopeo: Optional[Skopeo]) -> build_report.Release:
+    """The reports joined, or the matrix's images of the build id, each pinned to the
+    digest its tag has now (InputError naming those the source registry does not hold)."""
+    if request.reports:
+        if request.build_id is not None:
+            raise InputError("promote takes build reports or a build id, not both",
+                             field="build_id")
+        return build_report.read_releases(request.reports)
+    if request.build_id is None:
+        raise InputError("promote takes build reports or a build id", field="report")
+    from ..matrix import EVERYTHING, expand, load
+
+    if request.matrix_path is None:
+        raise InputError("promote by build id reads the matrix: name it", field="matrix")
+    matrix = load(request.matrix_path)
+    specs = expand(matrix, build_id=request.build_id, registry=request.source_registry,
+                   filters=EVERYTHING)
+    tool = skopeo or Skopeo()
+    digests = each(lambda spec: tool.manifest_digest(
+        f"docker://{spec.reference}", tls_verify=request.tls_verify,
+        authfile=request.authfile), specs, request.jobs, first_alone=True)
+    missing = [s.reference for s, d in zip(specs, digests) if d is None]
+    if missing:
+        raise InputError(f"build {request.build_id} is not in the registry: "
+                         f"{', '.join(missing)} not found", field="build_id")
+    return build_report.Release(
+        request.build_id, request.source_registry or matrix.registry,
+        [ReportEntry(name=s.name, kind=s.kind, key=s.key, reference=s.reference,
+                     status="ok", digest=d, build_duration=None)
+         for s, d in zip(specs, digests)],
+        matrix.product, matrix.path)
+
+
+def _plan(request: PromoteRequest, skopeo: Optional[Skopeo] = None
+          ) -> tuple[str, list[ReportEntry], list[Copy], list[str], Product]:
+    """(build id, the release's images, the copies, the tags, the product), from one read
+    of the reports."""
+    to = release_namespace(request.to)
+    if request.matrix_path is not None and request.reports:
         from ..matrix import load
 
         matrix = load(request.matrix_path)
         request = replace(request, product=matrix.product, matrix_registry=matrix.registry,
                           matrix_path=None)
-    release = build_report.read_release(request.report)
+    release = _release(request, skopeo)
     build_id, entries = release.build_id, release.images
     source = request.source_registry or release.registry or request.matrix_registry
     product = release_product(request, release)
     if not source:
         raise InputError("the build report does not record the registry the build pushed "
                          "to: name it, or give the matrix the build was made with",
-                         file=request.report)
-    # Fields of the report: never named after an option (promote has no --build-id).
+                         file=release.path)
+    # Fields of the report: never named after an option.
     if build_id is None:
-        raise InputError('the build report has no "build_id"', file=request.report)
+        raise InputError('the build report has no "build_id"', file=release.path)
     try:
         check_build_id(build_id)
     except InputError as exc:
-        raise InputError(f'"build_id": {exc.message}', file=request.report) from None
+        raise InputError(f'"build_id": {exc.message}', file=release.path) from None
+    if unreleased(build_id) and not request.allow_unreleased_build_id:
+        raise InputError(f"build id {build_id} is a development or pull-request build, not "
+                         "a release: promote a CI build of the main branch, or say it is "
+                         "meant", file=release.path, field="allow_unreleased_build_id")
     if not entries:
-        raise InputError("the build report lists no images", file=request.report)
+        raise InputError("the build report lists no images", file=release.path)
+    if request.manifest is not None and not request.dry_run:
+        # Before the copies: a release must not end without its manifest.
+        build_report.check_writable(request.manifest, field="manifest")
     problems, copies = [], []
     tags = release_tags(product, build_id)
-    to = request.to.rstrip("/")
     for entry in entries:
         path = below(entry.reference, source) if entry.reference else None
         if entry.status != "ok":
@@ -135,14 +219,14 @@ def _plan(request: PromoteRequest) -> tuple[str, list[ReportEntry], list[Copy], 
                 copies.append(Copy(key=entry.key, source=f"{repository}@{entry.digest}",
                                    dest=f"{to}/{path}:{tag}", digest=entry.digest))
     if problems:
-        raise InputError("refusing to promote: " + "; ".join(problems), file=request.report)
+        raise InputError("refusing to promote: " + "; ".join(problems), file=release.path)
     first: dict[str, Copy] = {}
     for item in copies:
         other = first.setdefault(item.dest, item)
         if other.key != item.key:
             raise InputError(f"refusing to promote: {other.key} and {item.key} would both be "
-                             f"{item.dest}", file=request.report)
-    return build_id, entries, copies, tags
+                             f"{item.dest}", file=release.path)
+    return build_id, entries, copies, tags, product
 
 
 def promote(request: PromoteRequest, runner: Optional[Runner] = None,
@@ -153,7 +237,7 @@ def promote(request: PromoteRequest, runner: Optional[Runner] = None,
     and give it its other tags."""
     skopeo = Skopeo(runner)
     emit = on_event or (lambda event: None)
-    build_id, entries, copies, tags = _plan(request)
+    build_id, entries, copies, tags, product = _plan(request, skopeo)
     if check is not None:
         check([str(e.reference) for e in entries] + [c.dest for c in copies],
               request.tls_verify, request.authfile)
@@ -181,7 +265,7 @@ def promote(request: PromoteRequest, runner: Optional[Runner] = None,
              f"{entry.digest}" for entry, now in zip(entries, found) if now != entry.digest]
     if moved:
         raise InputError("refusing to promote, the source changed since the build: " +
-                         "; ".join(moved), file=request.report)
+                         "; ".join(moved), field="report")
     there = each(digest, [(c.dest, c.key) for c in copies], request.jobs, first_alone=True)
     immutable = f":{tags[0]}"
     for item, now in zip(copies, there):
@@ -201,7 +285,7 @@ def promote(request: PromoteRequest, runner: Optional[Runner] = None,
             emit(Event(item.key, "planned", item.dest, index=number[item],
                        total=len(copies)))
         return PromoteResult(build_id=build_id, planned=tuple(copies), copied=(),
-                             skipped=tuple(skipped), dry_run=True)
+                             skipped=tuple(skipped), dry_run=True, product=product)
     present = {c.key for c in skipped}
 
     def copy(item: Copy, source: str) -> None:
@@ -226,6 +310,55 @@ def promote(request: PromoteRequest, runner: Optional[Runner] = None,
         return group
 
     done = each(publish, list(missing.values()), request.jobs)
-    return PromoteResult(build_id=build_id, planned=tuple(copies),
-                         copied=tuple(c for group in done for c in group),
-                         skipped=tuple(skipped), dry_run=False)
+    # Nothing is reported released that was not read back: every tag, and each image by
+    # its digest, as the destination serves them now.
+    served = read_back([(c.dest, c.digest) for c in copies], skopeo,
+                       tls_verify=request.tls_verify, authfile=request.authfile,
+                       retry=request.retry, jobs=request.jobs, probe=probe,
+                       looked={c.dest: c.digest for c in skipped},
+                       platforms={str(e.digest): e.platforms for e in entries})
+    wrong = [(c, s) for c, s in zip(copies, served) if s.problem]
+    for item, bad in wrong:
+        emit(Event(item.key, "failed", item.dest, bad.problem))
+    if wrong:
+        raise CheckFailed("the destination does not serve what was sent: " +
+                          "; ".join(bad.problem for _, bad in wrong))
+    result = PromoteResult(
+        build_id=build_id, planned=tuple(copies),
+        copied=tuple(c for group in done for c in group), skipped=tuple(skipped),
+        dry_run=False, product=product,
+        released=tuple(Released(c.key, s.dest, s.digest, s.platforms)
+                       for c, s in zip(copies, served)))
+    if request.manifest is not None:
+        from ..fsutil import write_atomic
+
+        write_atomic(request.manifest, manifest_text(result))
+    return result
+
+
+MANIFEST_SCHEMA = 1
+
+
+def release_manifest(result: PromoteResult) -> dict[str, Any]:
+    """The release manifest (`promote --json`, `--manifest FILE`): the product, version and
+    build id, and every released reference with its digest and platforms, as read back."""
+    product = result.product
+    return {
+        "schema": MANIFEST_SCHEMA,
+        "product": product.name if product else None,
+        "version": product.version if product else None,
+        "build_id": result.build_id,
+        "dry_run": result.dry_run,
+        "images": [{"key": r.key, "reference": r.reference, "digest": r.digest,
+                    "pull": f"{repository_of(r.reference)}@{r.digest}",
+                    "platforms": list(r.platforms)} for r in result.released],
+        "planned": [{"key": c.key, "reference": c.dest, "digest": c.digest,
+                     "present": c in result.skipped} for c in result.planned]
+        if result.dry_run else [],
+    }
+
+
+def manifest_text(result: PromoteResult) -> str:
+    import json
+
+    return json.dumps(release_manifest(result), indent=2) + "\n"

@@ -80,6 +80,25 @@ class Unreachable(Exception):
     """No answer from a host on any scheme tried; the message says why."""
 
 
+class PlainHTTP(Unreachable):
+    """The host answered the TLS handshake in plain HTTP: a registry without TLS, asked
+    with TLS verification on (OpenSSL says only WRONG_VERSION_NUMBER)."""
+
+
+def _speaks_plain_http(host: str, timeout: float) -> bool:
+    """Whether HOST answers a plain-HTTP request (any status): asked only after its TLS
+    handshake failed, to say why."""
+    conn = http.client.HTTPConnection(host, timeout=min(timeout, 5.0))
+    try:
+        conn.request("GET", "/v2/")
+        conn.getresponse().read(0)
+        return True
+    except (OSError, http.client.HTTPException):
+        return False
+    finally:
+        conn.close()
+
+
 @dataclass(frozen=True)
 class Answer:
     url: str
@@ -129,6 +148,9 @@ def get(host: str, target: str, tls_verify: bool, timeout: float,
                 conn.close()
         except (OSError, http.client.HTTPException) as exc:
             why = str(exc) or type(exc).__name__
+            if isinstance(exc, ssl.SSLError) and scheme == "https" and "http" not in schemes \
+                    and _speaks_plain_http(host, timeout):
+                raise PlainHTTP(f"{host} speaks plain HTTP, not HTTPS") from None
             continue  # no TLS there (try plain HTTP when allowed), or unreachable
         if scheme == "http" and not tls_verify:
             _PLAIN[host] = ["http"]  # the next look at this host skips the TLS attempt

@@ -98,15 +98,29 @@ class Skopeo:
                         authfile: Optional[str] = None) -> Optional[str]:
         """sha256 of the manifest (or index) bytes as stored: the digest a pull by digest
         gets. None when REF does not exist; other failures raise ToolError."""
-        args = ["inspect", "--raw", *_tls("--tls-verify", ref, tls_verify),
-                *_auth("--authfile", authfile), ref]
-        try:
-            raw = self._call(args, ref)
-        except InputError:
+        raw = self.manifest(ref, tls_verify=tls_verify, authfile=authfile)
+        if raw is None:
             return None
         import hashlib  # here: most commands never hash a manifest
 
         return "sha256:" + hashlib.sha256(raw).hexdigest()
+
+    def manifest(self, ref: str, *, tls_verify: bool = True,
+                 authfile: Optional[str] = None) -> Optional[bytes]:
+        """The manifest (or index) bytes REF serves; None when it serves none."""
+        args = ["inspect", "--raw", *_tls("--tls-verify", ref, tls_verify),
+                *_auth("--authfile", authfile), ref]
+        try:
+            return self._call(args, ref)
+        except InputError:
+            return None
+
+    def config_of(self, ref: str, *, tls_verify: bool = True,
+                  authfile: Optional[str] = None) -> dict[str, Any]:
+        """The image configuration of REF (one platform's manifest)."""
+        args = ["inspect", "--config", "--raw", *_tls("--tls-verify", ref, tls_verify),
+                *_auth("--authfile", authfile), ref]
+        return json_object(self._call(args, ref), ref)
 
     def copy_all(self, source: str, dest: str, *, tls_verify: bool = True,
                  authfile: Optional[str] = None) -> None:

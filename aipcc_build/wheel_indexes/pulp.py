@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 from urllib.parse import urlsplit
 
-from ..errors import InputError
+from ..errors import InputError, Interrupted
 from ..matrix import Matrix
 from .pulp_api import Client, NotPulpAPI, PulpError
 from .pulp_config import PulpServer
@@ -56,6 +56,7 @@ from .variants import (
     RollbackResult,
     VariantResult,
     judge_wheels,
+    switched_before_the_stop,
     targets,
 )
 from .wheel_file import WheelFacts
@@ -224,11 +225,16 @@ def _units(client: Client, variant: _Variant) -> dict[str, str]:
                sorted(variant.wheels.items()) if facts.sha256 not in hrefs}
     if uploads:
         # Each upload waits on the server's hashing and storing: a few at once.
-        with ThreadPoolExecutor(max_workers=UPLOAD_JOBS) as pool:
+        pool = ThreadPoolExecutor(max_workers=UPLOAD_JOBS)
+        try:
             done = {sha: pool.submit(client.upload, path, name)
                     for sha, (path, name) in uploads.items()}
             for sha, future in done.items():
                 hrefs[sha] = future.result()
+        finally:
+            # A signal or a failed upload: the uploads not started never start (those
+            # running end with their requests).
+            pool.shutdown(wait=True, cancel_futures=True)
     return hrefs
 
 
@@ -394,25 +400,22 @@ def publish(matrix: Matrix, request: PulpRequest,
         for variant, loc in zip(variants, locations):
             variant.location = loc
             _look(client, variant)
+        substituted = [refusal for variant in variants for refusal in _substituted(variant)]
+        if substituted:
+            return IndexResult(root, request.dry_run, refusals=tuple(substituted))
         if request.dry_run:
             return IndexResult(root, True, variants=tuple(
                 _result(request.server, v, True) for v in variants))
         todo = [v for v in variants if any(_changes(v)) or not _pinned(v)]
         for variant in todo:
             _prepare(client, variant)
-        failed: Optional[str] = None
-        for variant in todo:  # every version is ready: now the switches, one after another
-            if failed is not None:
-                variant.error = f"not switched: {failed}"
-                continue
-            try:
-                _switch(client, variant)
-            except PulpError as exc:
-                if exc.exit_code != 1:
-                    raise
-                variant.error = f"switching failed: {exc}"
-            if variant.error is not None:
-                failed = f"{variant.target.variant} {variant.error}"
+        try:
+            _switch_each(client, todo)
+        except Interrupted as exc:
+            exc.done.append(switched_before_the_stop(
+                [v.target.variant for v in todo if v.switched],
+                [v.target.variant for v in todo if not v.switched]))
+            raise
         for variant in variants:
             try:
                 _served_now(client, variant)
@@ -427,6 +430,37 @@ def publish(matrix: Matrix, request: PulpRequest,
         client.logout()
     return IndexResult(root, False, variants=tuple(
         _result(request.server, v, False, pruned.get(id(v), ())) for v in variants))
+
+
+def _substituted(variant: _Variant) -> list[Refusal]:
+    """The wheels whose file name the distribution already serves with other bytes (a
+    rebuilt wheel republished under its old name): refused, as Pulp refuses them with
+    allow_package_substitution off, before anything is uploaded or changed."""
+    served = variant.served_content or {}
+    return [Refusal(variant.target.variant, str(path),
+                    f"{name} is already published with other bytes (sha256 "
+                    f"{served[name][0]}, this one {facts.sha256}): a published file never "
+                    "changes; give the rebuilt wheel a new version or build tag")
+            for name, (path, facts) in sorted(variant.wheels.items())
+            if name in served and served[name][0] != facts.sha256]
+
+
+def _switch_each(client: Client, todo: Sequence[_Variant]) -> None:
+    """Every version is ready: now the switches, one after another; after one fails, the
+    rest are not switched."""
+    failed: Optional[str] = None
+    for variant in todo:
+        if failed is not None:
+            variant.error = f"not switched: {failed}"
+            continue
+        try:
+            _switch(client, variant)
+        except PulpError as exc:
+            if exc.exit_code != 1:
+                raise
+            variant.error = f"switching failed: {exc}"
+        if variant.error is not None:
+            failed = f"{variant.target.variant} {variant.error}"
 
 
 def rollback(matrix: Matrix, server: PulpServer, variant_names: Sequence[str],

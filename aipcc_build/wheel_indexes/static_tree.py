@@ -40,7 +40,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from ..errors import InputError
+from ..errors import InputError, Interrupted
 from ..fsutil import write_atomic
 from ..matrix import Matrix
 from ..validate.results import Evidence
@@ -52,6 +52,7 @@ from .variants import (
     Refusal,
     VariantResult,
     judge_wheels,
+    switched_before_the_stop,
     targets,
 )
 from .wheel_file import CHUNK, WheelError, WheelFacts, metadata_of, open_wheel
@@ -82,6 +83,12 @@ class _Plan:
     reused: int = 0
     generation: Optional[int] = None  # written by this run, not yet current
     created: list[Path] = field(default_factory=list)  # what removing it takes
+
+
+# A destination that cannot take the generation (full, over quota, read-only): the run's
+# result is every variant not switched, not an input error.
+DESTINATION_FULL_OR_READ_ONLY = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS,
+                                           errno.EFBIG})
 
 
 def publish(matrix: Matrix, request: TreeRequest) -> IndexResult:
@@ -214,21 +221,38 @@ def _publish(root: Path, plans: Sequence[_Plan], keep: int) -> dict[int, Variant
                 locks.enter_context(_locked(generations))
             for plan in plans:
                 _write(root, plan)
-        except BaseException as exc:
+        except OSError as exc:
             for plan in plans:
                 _remove_created(plan)
-            if isinstance(exc, OSError) and exc.filename is None:
-                # A write that found the disk full names no file: the index it was writing.
-                raise OSError(exc.errno, exc.strerror, str(root)) from None
+            if exc.errno not in DESTINATION_FULL_OR_READ_ONLY:
+                if exc.filename is None:
+                    raise OSError(exc.errno, exc.strerror, str(root)) from None
+                raise  # a file where a directory is wanted...: the input's fault (exit 2)
+            # A full or read-only destination: nothing was switched, every variant still
+            # serves what it served; each is a result (exit 1, --json printed), not bad input.
+            where = exc.filename or root
+            why = f"not switched: writing {where} failed: {exc.strerror or exc}"
+            return {id(plan): _summary(root, plan, plan.generation, error=why,
+                                       served=_served(root, plan.target))
+                    for plan in plans}
+        except BaseException:
+            for plan in plans:
+                _remove_created(plan)
             raise
         results: dict[int, VariantResult] = {}
         try:
             _switch_all(root, plans, keep, results)
-        except BaseException:
+        except BaseException as exc:
             # Interrupted (a signal): what was not switched is not served; remove it.
             for plan in plans:
                 if id(plan) not in results:
                     _remove_created(plan)
+            if isinstance(exc, Interrupted):
+                exc.done.append(switched_before_the_stop(
+                    [p.target.variant for p in plans
+                     if id(p) in results and results[id(p)].switched],
+                    [p.target.variant for p in plans
+                     if id(p) not in results or not results[id(p)].switched]))
             raise
     return results
 

@@ -200,3 +200,10 @@ def refusal(facts: WheelFacts, expected: Expectation) -> Optional[str]:
     return None
 
 
+
+
+def switched_before_the_stop(switched: Sequence[str], not_switched: Sequence[str]) -> str:
+    """What a signal left: the variants that serve this run's index, and those that still
+    serve what they served before."""
+    return (f"index switched {', '.join(switched) or 'no variant'}"
+            + (f"; not switched: {', '.join(not_switched)}" if not_switched else ""))

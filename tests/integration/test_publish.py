@@ -243,7 +243,7 @@ def test_promote_waits_out_429_with_retry_after_and_a_copy_that_keeps_failing_ex
     with FlakyProxy(upstream, failures=9, status=429, retry_after=0, methods=("GET",)) as busy:
         result = promote_core.promote(
             promote_core.PromoteRequest(
-                report=str(release["report"]), to=f"{busy.host}/busy",
+                reports=(str(release["report"]),), to=f"{busy.host}/busy",
                 source_registry=release["ns"], product=Product("aipcc", "3.0", ()),
                 tls_verify=False, retry=Retry(attempts=3, first=0.1, cap=0.2), jobs=1),
             on_event=events.append)
@@ -259,7 +259,7 @@ def test_promote_waits_out_429_with_retry_after_and_a_copy_that_keeps_failing_ex
             pytest.raises(StillFailing) as failed:
         promote_core.promote(
             promote_core.PromoteRequest(
-                report=str(release["report"]), to=f"{dead.host}/dead",
+                reports=(str(release["report"]),), to=f"{dead.host}/dead",
                 source_registry=release["ns"], product=Product("aipcc", "3.0", ()),
                 tls_verify=False, retry=Retry(attempts=2, first=0.1, cap=0.1), jobs=1),
             probe=registry_http.manifest_digest)
@@ -320,7 +320,7 @@ def test_promote_and_mirror_hash_the_manifest_not_the_digest_header(
     with FlakyProxy(src, failures=0, lie=("/base-images/img0/manifests/", wanted)) as liar:
         result = promote_core.promote(
             promote_core.PromoteRequest(
-                report=str(release["report"]), to=f"{liar.host}/lied",
+                reports=(str(release["report"]),), to=f"{liar.host}/lied",
                 source_registry=release["ns"],
                 product=Product("aipcc", "3.0", ("latest",)), tls_verify=False, jobs=1),
             probe=registry_http.manifest_digest)

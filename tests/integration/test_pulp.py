@@ -196,6 +196,18 @@ def test_refusal_rollback_keep_and_errors(pulp: pulp_server.Pulp, tmp_path: Path
     assert project.index(target, *args).returncode == 0
     state = (versions(pulp, project), served(pulp, project))
 
+    # lib 1.0 rebuilt with other bytes under its published file name (issue 38): refused
+    # in one line, nothing uploaded or switched.
+    original = (cpu / "lib-1.0-py3-none-any.whl").read_bytes()
+    make_wheel(cpu, "lib", "1.0", files={"lib/rebuilt.py": b"x = 1\n"})
+    rebuilt = project.index(target, *args)
+    assert rebuilt.returncode == 1, rebuilt.stderr
+    said = [line for line in rebuilt.stderr.splitlines()
+            if "lib-1.0-py3-none-any.whl is already published with other bytes" in line]
+    assert len(said) == 1 and said[0].startswith("refused: cpu-debian: "), rebuilt.stderr
+    assert (versions(pulp, project), served(pulp, project)) == state
+    (cpu / "lib-1.0-py3-none-any.whl").write_bytes(original)
+
     # A 12.9 runtime in the 12.8 index: refused, nothing sent, nothing changed.
     wrong = wheel(wheelhouse, "nvidia-cuda-runtime-cu12", "12.9.79")
     make_wheel(cpu, "lib", "2.0")

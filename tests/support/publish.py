@@ -99,15 +99,18 @@ class FlakyProxy:
     status) of every request. LIE (path fragment, digest): every answer about a path with
     the fragment carries Docker-Content-Digest: digest, whatever its content. HANG: requests
     of these methods are accepted and never answered; HANG_PATHS: nor are those whose path
-    holds one of these fragments. PATH: only requests whose path holds it are failed."""
+    holds one of these fragments. PATH: only requests whose path holds it are failed.
+    DIGEST_ONLY: a manifest written under a tag is stored under its digest only, and the
+    write answered as the registry answers it (201): a front that loses tags."""
 
     def __init__(self, upstream: str, failures: int, status: int = 503,
                  retry_after: int | None = None,
                  methods: tuple[str, ...] | None = None,
                  lie: tuple[str, str] | None = None,
                  hang: tuple[str, ...] = (), hang_paths: tuple[str, ...] = (),
-                 path: str | None = None) -> None:
+                 path: str | None = None, digest_only: bool = False) -> None:
         self.upstream, self.failures, self.seen = upstream, failures, 0
+        self.digest_only = digest_only
         self.path = path
         self.lie = lie
         self.hang, self.hang_paths, self.released = hang, hang_paths, threading.Event()
@@ -141,7 +144,14 @@ class FlakyProxy:
                     self.wfile.write(body)
                     return
                 data = self._body()
-                request = urllib.request.Request(f"http://{proxy.upstream}{self.path}",
+                target = self.path
+                if proxy.digest_only and self.command == "PUT" and "/manifests/" in target \
+                        and "/manifests/sha256:" not in target:
+                    import hashlib
+
+                    target = (target.rsplit("/manifests/", 1)[0] + "/manifests/sha256:"
+                              + hashlib.sha256(data or b"").hexdigest())
+                request = urllib.request.Request(f"http://{proxy.upstream}{target}",
                                                  data=data, method=self.command)
                 for name in set(self.headers.keys()):
                     if name.lower() not in ("host", "connection", "content-length",

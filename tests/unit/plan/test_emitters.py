@@ -98,8 +98,16 @@ def test_shipped_workflow_builds_pull_requests_to_their_own_tags_and_forks_witho
     workflow = yaml.safe_load((REPO / "docs/ci/github-actions.yml").read_text())
     jobs = workflow["jobs"]
     uses = [step["uses"] for job in jobs.values() for step in job["steps"] if "uses" in step]
-    # The current major versions (checkout 6, upload-artifact 7: Node 24).
-    assert set(uses) == {"actions/checkout@v6", "actions/upload-artifact@v7"}
+    # The current major versions (checkout 6, upload-artifact and download-artifact 7, one
+    # artifact backend: Node 24).
+    assert set(uses) == {"actions/checkout@v6", "actions/upload-artifact@v7",
+                         "actions/download-artifact@v7"}
+    # The release: only a push to main promotes, only when asked where to.
+    promote = jobs["promote"]
+    assert "github.event_name == 'push'" in promote["if"]
+    assert "vars.AIPCC_RELEASE_TO != ''" in promote["if"]
+    assert any("aipcc-build promote --report reports" in s.get("run", "")
+               for s in promote["steps"])
     plan_step = next(s for s in jobs["plan"]["steps"] if s.get("id") == "plan")
     assert plan_step["env"]["FORK"] == (
         "${{ github.event.pull_request.head.repo.full_name != github.repository }}")

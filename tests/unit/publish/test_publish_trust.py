@@ -90,14 +90,24 @@ def test_a_bad_build_id_in_the_report_is_blamed_on_the_report(tmp_path: Path, cl
     assert str(path) in done.err and '"build_id"' in done.err, done.err
 
 
-@pytest.mark.integration  # real skopeo, to a port nothing listens on
-def test_mirror_report_honours_only(tmp_path: Path, cli) -> None:
-    path = report(tmp_path / "r.json")
-    done = cli("--matrix", DEMO, "mirror", "--report", str(path), "--only", "cpu-debian",
-               "--to", "docker://127.0.0.1:9/ns", "--retries", "1", "--no-tls-verify",
-               "--out", str(tmp_path))
-    assert "base/cpu-debian" in done.out + done.err
-    assert "cuda-12.9-debian" not in done.out + done.err, done.out + done.err
+def test_mirror_report_honours_only(tmp_path: Path) -> None:
+    from aipcc_build.errors import CheckFailed
+    from aipcc_build.matrix import Filters
+    from aipcc_build.publish.mirror import MirrorRelease, mirror_release
+
+    checked: list[str] = []
+
+    def check(references: object, tls_verify: bool, authfile: object) -> None:
+        checked.extend(references)  # type: ignore[call-overload]
+        raise CheckFailed("registry 127.0.0.1:9 does not answer")
+
+    request = MirrorRelease(to="127.0.0.1:9/ns", matrix_path=DEMO,
+                            reports=(str(report(tmp_path / "r.json")),),
+                            filters=Filters(names=("cpu-debian",)), out=str(tmp_path))
+    with pytest.raises(CheckFailed):
+        mirror_release(request, check=check)
+    # The registries are checked first, for the images the filter picks only.
+    assert checked == [f"localhost/aipcc-demo/base/cpu-debian@{DIGEST}", "127.0.0.1:9/ns/x"]
 
 
 def test_the_mirror_set_name_is_a_kubernetes_name(tmp_path: Path, layout: Path, cli) -> None:

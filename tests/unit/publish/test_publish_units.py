@@ -23,6 +23,7 @@ from tests.support.fakes import RecordingRunner
 MANIFEST = {"a": b'{"schemaVersion":2,"a":1}', "b": b'{"schemaVersion":2,"b":1}'}
 DIGEST = {k: "sha256:" + hashlib.sha256(v).hexdigest() for k, v in MANIFEST.items()}
 PRODUCT = Product("aipcc", "3.0", ("{version}", "latest"))
+CONFIG = b'{"os": "linux", "architecture": "arm64", "variant": "v8"}'
 
 
 def fake_registry(store: dict[str, bytes], fail: dict[str, bytes] | None = None):  # type: ignore[no-untyped-def]
@@ -34,11 +35,13 @@ def fake_registry(store: dict[str, bytes], fail: dict[str, bytes] | None = None)
                 return 1, b"", stderr
         if argv[1] == "inspect":
             if ref in store:
-                return 0, store[ref], b""
+                return 0, CONFIG if "--config" in argv else store[ref], b""
             return 1, b"", b"manifest unknown"
         if argv[1] == "copy":
             source = argv[-2]
-            store[ref] = MANIFEST["a"] if DIGEST["a"] in source else MANIFEST["b"]
+            name = "a" if DIGEST["a"] in source else "b"
+            # A registry keeps what it is sent under the tag and under its digest.
+            store[ref] = store[f"{ref.rpartition(':')[0]}@{DIGEST[name]}"] = MANIFEST[name]
             return 0, b"", b""
         raise AssertionError(argv)
     return answer
@@ -59,7 +62,7 @@ def report(tmp_path: Path, **changes: object) -> str:
 
 
 def request(path: str, **kw: object) -> PromoteRequest:
-    return PromoteRequest(report=path, to="rel.io/release", source_registry="src.io/ns",
+    return PromoteRequest(reports=(path,), to="rel.io/release", source_registry="src.io/ns",
                           product=PRODUCT, retry=Retry(attempts=2, first=0, cap=0),
                           **kw)  # type: ignore[arg-type]
 
@@ -133,8 +136,12 @@ def test_promote_asks_skopeo_only_what_the_quick_look_cannot_tell(tmp_path: Path
 
     again = promote(request(report(tmp_path)), runner, probe=probe)
     assert len(again.skipped) == 6 and len(looked) == 8  # 2 sources, 6 tags
+    # skopeo: B's tags, then each image read back by digest (manifest and platform).
+    by_digest = [f"docker://rel.io/release/base/{n}@{DIGEST[n]}" for n in "ab"]
     assert sorted(c[-1] for c in runner.calls) == sorted(
-        f"docker://rel.io/release/base/b:{tag}" for tag in ("3.0-7", "3.0", "latest"))
+        [f"docker://rel.io/release/base/b:{tag}" for tag in ("3.0-7", "3.0", "latest")]
+        + by_digest * 2)
+    assert {r.platforms for r in again.released} == {("linux/arm64/v8",)}
 
 
 def test_promote_refuses_a_moved_source_and_copies_nothing(tmp_path: Path) -> None:

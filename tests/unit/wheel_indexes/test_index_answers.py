@@ -159,3 +159,29 @@ def test_a_source_that_is_no_directory_nor_index_is_shown_without_its_password(
     assert done.code == 2, done
     assert PASSWORD not in done.err and "ftp://***@mirror.example/simple/: not a directory" \
         in done.err
+
+
+def test_a_signal_between_static_switches_says_which_variants_were_switched(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli) -> None:
+    import signal
+
+    from aipcc_build.errors import Interrupted
+
+    root = tmp_path / "index"
+    variants = ("cpu-debian", "cuda12.8-debian")
+    args = []
+    for variant in variants:
+        make_wheel(tmp_path / variant, "lib", "1.0")
+        args.append(f"{variant}={tmp_path / variant}")
+    real_switch = static_tree._switch
+
+    def switch(link: Path, target: str) -> None:
+        if "cuda12.8" in str(link):
+            raise Interrupted(signal.SIGTERM)
+        real_switch(link, target)
+
+    monkeypatch.setattr(static_tree, "_switch", switch)
+    done = cli("--matrix", DEMO, "index", str(root), *args)
+    assert done.code == 128 + signal.SIGTERM
+    assert "stopped by SIGTERM; index switched cpu-debian; not switched: cuda12.8-debian" \
+        in done.err, done.err

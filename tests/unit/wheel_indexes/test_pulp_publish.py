@@ -212,3 +212,69 @@ def test_a_switch_records_what_was_served_before_and_rollback_takes_it_back(
     cpu = next(d for d in pulp.dists.values() if d["base_path"].endswith("cpu-debian"))
     assert core.history(cpu) == [1]
     assert cpu["repository_version"].endswith("versions/2/")
+
+
+def test_a_signal_stops_the_queued_uploads_and_says_which_variants_were_switched(
+        tmp_path: Path, matrix: Any) -> None:
+    """Issue 38: the uploads not started when the signal comes never start; a signal
+    between the switches names the variants switched and those not."""
+    import signal
+    import threading
+
+    from aipcc_build.errors import Interrupted
+
+    many = tmp_path / "many"
+    for n in range(core.UPLOAD_JOBS * 3):
+        make_wheel(many, f"lib{n}", "1.0")
+    pulp = MemoryPulp()
+    release = threading.Event()
+    real_upload = pulp.upload
+
+    def upload(path: Path, filename: str) -> str:
+        if filename.startswith("lib0-"):
+            raise Interrupted(signal.SIGTERM)  # as the main thread gets it
+        release.wait(0.2)
+        return real_upload(path, filename)
+
+    pulp.upload = upload  # type: ignore[method-assign]
+    with pytest.raises(Interrupted):
+        core.publish(matrix, core.PulpRequest(server=SERVER, wheels={
+            "cpu-debian": (str(many),)}), make_client=lambda server: pulp)
+    uploaded = [f for kind, f in pulp.calls if kind == "UPLOAD"]
+    # Those running end; of the 11 others queued, none starts (all did before).
+    assert len(uploaded) <= core.UPLOAD_JOBS
+
+    pulp = MemoryPulp()
+    real_switch = core._switch
+    seen: list[str] = []
+
+    def switch(client: Any, variant: Any) -> None:
+        seen.append(variant.target.variant)
+        if len(seen) == 2:
+            raise Interrupted(signal.SIGINT)
+        real_switch(client, variant)
+
+    import unittest.mock
+
+    with unittest.mock.patch.object(core, "_switch", switch), \
+            pytest.raises(Interrupted) as info:
+        core.publish(matrix, request(tmp_path), make_client=lambda server: pulp)
+    assert info.value.done == [f"index switched {seen[0]}; not switched: {seen[1]}"]
+
+
+def test_a_rebuilt_wheel_under_a_published_file_name_is_refused_in_one_line(
+        tmp_path: Path, matrix: Any) -> None:
+    """Issue 38: Pulp keeps allow_package_substitution off; a wheel rebuilt with other
+    bytes under a file name the distribution serves is refused before anything changes."""
+    pulp = MemoryPulp()
+    core.publish(matrix, request(tmp_path), make_client=lambda server: pulp)
+    state = (dict(pulp.dists), {k: list(v) for k, v in pulp.versions.items()})
+    rebuilt = make_wheel(tmp_path / "cpu", "lib", "1.0", files={"lib/new.py": b"x = 2\n"})
+    result = core.publish(matrix, request(tmp_path), make_client=lambda server: pulp)
+    assert result.failed and not result.variants
+    [refusal] = result.refusals
+    assert refusal.variant == "cpu-debian" and refusal.wheel == str(rebuilt)
+    assert refusal.reason.startswith("lib-1.0-py3-none-any.whl is already published with "
+                                     "other bytes (sha256 ")
+    assert "\n" not in refusal.reason
+    assert (dict(pulp.dists), {k: list(v) for k, v in pulp.versions.items()}) == state
