@@ -25,6 +25,21 @@ PATTERN = "https://idx.example/{release}/{variant}/simple/"
 HELPER = Path(__file__).resolve().parents[3] / "aipcc_build" / "in_image" / "aipcc_index_cert.py"
 
 
+def encoded_files(text: str) -> dict[str, bytes]:
+    """The files a rendered Containerfile writes base64-encoded, by the path they go to."""
+    files: dict[str, bytes] = {}
+    chunks: list[str] = []
+    for line in text.splitlines():
+        chunk = re.match(r"^    ([A-Za-z0-9+/=]+) \\$", line)
+        target = re.match(r"^    \| base64 -d > (\S+) \\$", line)
+        if chunk:
+            chunks.append(chunk.group(1))
+        elif target:
+            files[target.group(1)] = base64.b64decode("".join(chunks))
+            chunks = []
+    return files
+
+
 def rendered(project: Project, auth: str) -> dict[str, str]:
     project.edit("registry: quay.io/aipcc", f'registry: quay.io/aipcc\nwheel_index: "{PATTERN}"'
                  f"\nwheel_index_auth: {auth}")
@@ -38,8 +53,7 @@ def test_client_cert_installs_the_helper_after_from_and_labels_the_mode(
     config = text[text.index("FROM "):text.index("RUN pip install torch")]
     assert f"ENV PATH={AUTH_BIN}:$PATH" in config
     assert "aipcc_index_cert.pip_hook()" in config
-    encoded = "".join(re.findall(r"^    ([A-Za-z0-9+/=]+) \\$", config, re.MULTILINE))
-    assert base64.b64decode(encoded) == HELPER.read_bytes()
+    assert encoded_files(config)['"$site/aipcc_index_cert.py"'] == HELPER.read_bytes()
     assert 'ai.aipcc.wheel-index.auth="client-cert"' in text
     # The template kept PATH: the identity does not add the wrapper's directory twice.
     assert text.count(f"ENV PATH={AUTH_BIN}:$PATH") == 1
@@ -59,8 +73,7 @@ def test_netrc_points_pip_and_uv_at_the_secret_and_installs_the_helper_in_netrc_
     text = rendered(project, "netrc")["base/cuda-12.8-el9.6"]
     assert text.count("ENV NETRC=/run/secrets/netrc") == 2  # after FROM and in the identity
     assert 'ai.aipcc.wheel-index.auth="netrc"' in text
-    encoded = "".join(re.findall(r"^    ([A-Za-z0-9+/=]+) \\$", text, re.MULTILINE))
-    source = base64.b64decode(encoded).decode()
+    source = encoded_files(text)['"$site/aipcc_index_cert.py"'].decode()
     assert 'AUTH = "netrc"\n' in source and 'AUTH = "client-cert"' not in source
     assert source.replace('AUTH = "netrc"', 'AUTH = "client-cert"') == HELPER.read_text()
     # Without python3 the build goes on (pip and uv read the netrc themselves).
