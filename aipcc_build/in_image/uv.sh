@@ -11,6 +11,8 @@
 #   system-wide constraint-dependencies: the lock is checked against the constraints before
 #   uv runs (locked first, with the real uv, where it is missing or older than its
 #   pyproject.toml), and a lock of another release is refused before anything is installed.
+#   A stamp in the project's .venv, carrying the checked lock's modification time, spares
+#   reading an unchanged lock again.
 # - `uv pip install|sync -r pylock.toml` refuses constraints altogether: the lock is checked
 #   against them here instead, then installed without them.
 # - A user's UV_CONSTRAINT and UV_BUILD_CONSTRAINT add to the image's file: uv reads a list
@@ -125,24 +127,29 @@ check_lock() {
     }
 }
 
-# The command: the first argument that is not a global option (or its value).
+# The command: the first argument that is not a global option (or its value); its
+# position; the project's directory (--project or --directory, before or after it).
 command=""
 project_dir=$PWD
 position=0
+seen=0
 expect_value=""
 for argument do
-    position=$((position + 1))
+    seen=$((seen + 1))
     if [ -n "$expect_value" ]; then
         [ "$expect_value" = dir ] && project_dir=$argument
         expect_value=""
         continue
     fi
     case $argument in
+        --) break ;;
         --directory|--project) expect_value=dir ;;
         --directory=*|--project=*) project_dir=${argument#*=} ;;
-        --config-file|--cache-dir|--color|--python|-p|--allow-insecure-host) expect_value=other ;;
+        --config-file|--cache-dir|--color|--python|-p|--allow-insecure-host|--with|\
+        --with-editable|--with-requirements|--package|--extra|--group|--index|\
+        --default-index|--find-links|-f|--index-url|--python-platform) expect_value=other ;;
         -*) ;;
-        *) command=$argument; break ;;
+        *) if [ -z "$command" ]; then command=$argument; position=$seen; else break; fi ;;
     esac
 done
 
@@ -200,7 +207,14 @@ if [ -n "${check_project-}" ]; then
             if [ ! -f "$directory/uv.lock" ] || [ "$directory/pyproject.toml" -nt "$directory/uv.lock" ]; then
                 "$next" lock --quiet --project "$directory" || exit
             fi
-            check_lock "$directory/uv.lock" "$directory/uv.lock"
+            # A lock checked before, unchanged since (the stamp has its modification time:
+            # a lock copied in with an older one is checked too), is not read again.
+            lock=$directory/uv.lock stamp=$directory/.venv/.aipcc-checked-lock
+            if [ ! -f "$stamp" ] || [ "$lock" -nt "$stamp" ] || [ "$lock" -ot "$stamp" ] \
+                || [ "$constraints" -nt "$stamp" ]; then
+                check_lock "$lock" "$lock"
+                [ -d "$directory/.venv" ] && touch -r "$lock" "$stamp" 2>/dev/null
+            fi
             break
         fi
         [ -z "$directory" ] || [ "$directory" = / ] && break

@@ -312,8 +312,11 @@ def tool_config(url: Optional[str], target: toolkit_constraints.Target,
         f"echo 'build-constraint-dependencies = ['; {lines}; echo ']'; }} > {UV_TOML} \\",
         f" && echo '-c {path}' > {toolkit_constraints.UV_WITH_PATH} \\",
         *_encoded_file(_UV_ENTRY.read_bytes(), f"{AUTH_BIN}/uv"),
-        f" && chmod 0755 {AUTH_BIN}/uv",
-        *(_auth_config(auth) if url else []),
+        # uvx runs the uv beside it, not the one on PATH: the entry point's uvx runs ours.
+        f" && echo '#!/bin/sh' > {AUTH_BIN}/uvx \\",
+        f" && echo 'exec {AUTH_BIN}/uv tool run \"$@\"' >> {AUTH_BIN}/uvx \\",
+        f" && chmod 0755 {AUTH_BIN}/uv {AUTH_BIN}/uvx",
+        *_helper_config(auth if url else "none"),
     ])
 
 
@@ -343,6 +346,8 @@ _AUTH_COMMENT = {
                    "exits: never a file, never a layer.",
     "netrc": f"# pip and uv read the user and password from the netrc secret ({NETRC_SECRET}); "
              "the helper tells an install when it is missing.",
+    "none": "# pip keeps a user's PIP_CONSTRAINT beside this image's file, not instead of it "
+            "(the helper, run by a .pth file in every pip).",
 }
 # Without python3 in the base image: a client certificate cannot be presented (the build
 # fails); netrc still works (pip and uv read it themselves), only without the helper's word.
@@ -350,6 +355,7 @@ _WITHOUT_PYTHON = {
     "client-cert": "{ echo 'the wheel index needs a client certificate: python3 must be in "
                    "the base image to present it' >&2; exit 1; }",
     "netrc": "exit 0",
+    "none": "exit 0",
 }
 
 
@@ -360,13 +366,13 @@ def helper_source(auth: str) -> bytes:
     return text.replace(_AUTH_LINE, f'AUTH = "{auth}"\n').encode()
 
 
-def _auth_config(auth: str) -> list[str]:
-    """client-cert and netrc: the helper goes into the site-packages of the image's python3
-    with a .pth file (pip, `python -m pip`, a notebook's %pip) and is linked as `uv` first
-    on PATH; it presents the certificate, or says what is missing before the index refuses.
-    It is written base64-encoded: a Containerfile holds no heredoc every builder reads."""
-    if auth not in _AUTH_COMMENT:
-        return _auth_env(auth)
+def _helper_config(auth: str) -> list[str]:
+    """The helper goes into the site-packages of the image's python3 with a .pth file (pip,
+    `python -m pip`, a notebook's %pip): it keeps a user's PIP_CONSTRAINT beside the image's
+    file and, for client-cert and netrc, is linked as UV_AUTH_HELPER beside the `uv` entry
+    point, which runs it; it presents the certificate, or says what is missing before the
+    index refuses. An image without python3 gets no helper (a client certificate then
+    cannot be presented: its build fails)."""
     return [
         _AUTH_COMMENT[auth],
         *_auth_env(auth),
@@ -376,8 +382,9 @@ def _auth_config(auth: str) -> list[str]:
         *_encoded_file(helper_source(auth), '"$site/aipcc_index_cert.py"'),
         " && chmod 0755 \"$site/aipcc_index_cert.py\" \\",
         " && echo 'import aipcc_index_cert; aipcc_index_cert.pip_hook()' "
-        "> \"$site/aipcc-index-cert.pth\" \\",
-        f" && ln -sf \"$site/aipcc_index_cert.py\" {AUTH_BIN}/{UV_AUTH_HELPER}",
+        "> \"$site/aipcc-index-cert.pth\"" + ("" if auth == "none" else " \\"),
+        *([f" && ln -sf \"$site/aipcc_index_cert.py\" {AUTH_BIN}/{UV_AUTH_HELPER}"]
+          if auth != "none" else []),
     ]
 
 

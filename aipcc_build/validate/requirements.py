@@ -151,16 +151,16 @@ def _version(entry: Mapping[str, Any], name: str, source: str, field: str) -> st
     it installs, so one that says none is refused."""
     if entry.get("version"):
         return str(entry["version"])
-    found = set()
+    found: set[str] = set()
     for filename in _archive_names(entry):
         said = _name_and_version(filename)
         if said and _normalize(said[0]) == name:
             found.add(said[1])
     if len(found) == 1:
         return found.pop()
-    said = f"archives of several versions ({', '.join(sorted(found))})" if found else \
+    archives = f"archives of several versions ({', '.join(sorted(found))})" if found else \
         "no archive whose file name says one"
-    raise InputError(f"{name} has no version and {said}: a set that cannot be judged is "
+    raise InputError(f"{name} has no version and {archives}: a set that cannot be judged is "
                      "not passed", file=source, field=f"{field}.version")
 
 

@@ -372,3 +372,22 @@ def test_the_uv_wrapper_in_netrc_mode_tells_and_runs_uv(tmp_path: Path) -> None:
     (tmp_path / "netrc").write_text("machine idx.example login u password p\n")
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
     assert result.stderr == "" and "args: pip install x" in result.stdout
+
+
+def test_a_users_pip_constraints_add_to_the_images(helper: ModuleType, tmp_path: Path) -> None:
+    image = tmp_path / "aipcc-constraints.txt"
+    image.write_text("nvidia-cuda-runtime==0+x\n")
+    environ = {"PIP_CONSTRAINT": "/home/me/c.txt", "PIP_BUILD_CONSTRAINT": ""}
+    helper.keep_constraints(environ, str(image))
+    assert environ == {"PIP_CONSTRAINT": f"/home/me/c.txt {image}",
+                       "PIP_BUILD_CONSTRAINT": str(image)}
+    helper.keep_constraints(environ, str(image))  # once only
+    assert environ["PIP_CONSTRAINT"] == f"/home/me/c.txt {image}"
+    # The deliberate override, and pip.conf's setting where the variable is unset.
+    kept = {"PIP_CONSTRAINT": "/dev/null"}
+    helper.keep_constraints(kept, str(image))
+    assert kept == {"PIP_CONSTRAINT": "/dev/null"}
+    # An image without the file (one rendered before it) is left alone.
+    alone = {"PIP_CONSTRAINT": "/home/me/c.txt"}
+    helper.keep_constraints(alone, str(tmp_path / "none"))
+    assert alone == {"PIP_CONSTRAINT": "/home/me/c.txt"}
