@@ -60,6 +60,7 @@ esac
 # check_lock FILE WHAT: refuse FILE (uv.lock or pylock.toml) when it installs a
 # distribution the constraints do not admit.
 check_lock() {
+    command -v awk >/dev/null 2>&1 || refuse "$2 cannot be checked against $constraints without awk, and this image keeps uv to its toolkit: install awk, or override deliberately: UV_CONSTRAINT=/dev/null UV_CONFIG_FILE=/dev/null uv ..."
     awk -v lock="$1" -v what="$2" -v file="$constraints" '
     function norm(name) { name = tolower(name); gsub(/[-_.]+/, "-", name); return name }
     function part(v, i,   parts, n) {
