@@ -318,7 +318,9 @@ def test_a_users_constraints_add_to_the_images(container: str) -> None:
     pip = run(container, "pip install --dry-run fw-cu129", mine)
     assert pip.returncode == 1, pip.stdout
     assert NAMED in pip.stdout
-    assert run(container, "python3 -m pip install --dry-run fw-cu129", mine).returncode == 1
+    # A notebook's %pip: `python -m pip` of the image's Python (/opt/venv has no pip).
+    module = run(container, "/usr/bin/python3 -m pip install --dry-run fw-cu129", mine)
+    assert module.returncode == 1 and NAMED in module.stdout, module.stdout
     assert run(container, "pip install --dry-run fw-cu128", mine).returncode == 0
     uv = run(container, "uv pip install --dry-run fw-cu129",
              {"UV_CONSTRAINT": "/tmp/mine.txt", "UV_CONFIG_FILE": "/dev/null"})
