@@ -123,6 +123,10 @@ check_lock() {
             exit 1
         }
     }' "$constraints" "$1" || {
+        if [ -n "${saved-}" ]; then
+            mv -f "$saved" "$1"
+            echo "uv: $1 is as it was before this command" >&2
+        fi
         echo "uv: lock it in this image with versions of its release (pin them in pyproject.toml, or add the constraints to [tool.uv] constraint-dependencies), or override deliberately: UV_CONSTRAINT=/dev/null UV_CONFIG_FILE=/dev/null uv ..." >&2
         exit 1
     }
@@ -157,15 +161,19 @@ done
 case $command in
     run)
         # The options between `run` and what it runs.
-        with="" project=yes after=0
+        with="" project=yes after=0 upgrades=""
         skip=""
         for argument do
             after=$((after + 1))
             [ "$after" -le "$position" ] && continue
+            if [ "$skip" = upgrade ]; then upgrades="$upgrades --upgrade-package $argument"; fi
             if [ -n "$skip" ]; then skip=""; continue; fi
             case $argument in
                 --with|--with-editable|--with-requirements) with=yes; skip=yes ;;
                 --with=*|--with-editable=*|--with-requirements=*) with=yes ;;
+                -U|--upgrade) upgrades="$upgrades --upgrade" ;;
+                -P|--upgrade-package) skip=upgrade ;;
+                --upgrade-package=*) upgrades="$upgrades $argument" ;;
                 --no-project|--no-sync|--script|-s|--isolated) project="" ;;
                 --) break ;;
                 -*) ;;
@@ -185,7 +193,20 @@ case $command in
             done
             shift "$index"
         fi ;;
-    sync) check_project=yes ;;
+    sync)
+        check_project=yes
+        previous=""
+        for argument do
+            case $argument in
+                --) break ;;
+                -U|--upgrade) upgrades="$upgrades --upgrade" ;;
+                --upgrade-package=*) upgrades="$upgrades $argument" ;;
+            esac
+            case $previous in
+                -P|--upgrade-package) upgrades="$upgrades --upgrade-package $argument" ;;
+            esac
+            previous=$argument
+        done ;;
     pip)
         previous=""
         for argument do
@@ -205,8 +226,18 @@ if [ -n "${check_project-}" ]; then
     directory=$project_dir
     while :; do
         if [ -f "$directory/pyproject.toml" ]; then
-            if [ ! -f "$directory/uv.lock" ] || [ "$directory/pyproject.toml" -nt "$directory/uv.lock" ]; then
-                "$next" lock --quiet --project "$directory" || exit
+            # An upgrade locks again too: the lock uv would install is made here, then checked.
+            if [ ! -f "$directory/uv.lock" ] || [ -n "${upgrades-}" ] \
+                || [ "$directory/pyproject.toml" -nt "$directory/uv.lock" ]; then
+                # The lock as it was comes back when the new one is refused.
+                if [ -f "$directory/uv.lock" ]; then
+                    saved=$directory/uv.lock.aipcc-before
+                    cp -p "$directory/uv.lock" "$saved" || exit
+                fi
+                set -f
+                # shellcheck disable=SC2086
+                "$next" lock --quiet --project "$directory" ${upgrades-} || exit
+                set +f
             fi
             # A lock checked before, unchanged since (the stamp has its modification time:
             # a lock copied in with an older one is checked too), is not read again.
@@ -216,6 +247,7 @@ if [ -n "${check_project-}" ]; then
                 check_lock "$lock" "$lock"
                 [ -d "$directory/.venv" ] && touch -r "$lock" "$stamp" 2>/dev/null
             fi
+            [ -n "${saved-}" ] && rm -f "$saved"
             break
         fi
         [ -z "$directory" ] || [ "$directory" = / ] && break

@@ -292,6 +292,19 @@ def test_uv_sync_of_a_foreign_lock_is_refused_before_anything_is_installed(
     assert fresh.returncode == 1, fresh.stdout
     assert "nvidia-cuda-runtime-cu12 12.9.79" in fresh.stdout
     assert run(container, "test -e /work/fresh/.venv").returncode == 1
+    # A floating requirement locked at the image's release installs; `uv sync --upgrade`
+    # would re-resolve it to CUDA 12.9: refused, the environment left as it was.
+    floating = run(container, "mkdir -p /work/floating && cd /work/floating && printf "
+                              "'[project]\nname = \"f\"\nversion = \"0\"\nrequires-python = "
+                              "\">=3.9\"\ndependencies = [\"nvidia-cuda-runtime-cu12\"]\n' "
+                              "> pyproject.toml && UV_CONSTRAINT=/dev/null uv lock -P "
+                              "nvidia-cuda-runtime-cu12==12.8.90 && uv sync")
+    assert floating.returncode == 0, floating.stdout
+    upgrade = run(container, "cd /work/floating && uv sync --upgrade")
+    assert upgrade.returncode == 1, upgrade.stdout
+    assert "nvidia-cuda-runtime-cu12 12.9.79" in upgrade.stdout
+    assert "12.8.90" in installed(container, "/work/floating/.venv/bin/python")
+    assert "12.9.79" not in run(container, "cat /work/floating/uv.lock").stdout  # put back
 
 
 def test_a_pylock_of_the_images_release_installs_and_another_is_refused(

@@ -137,3 +137,28 @@ def test_a_checked_lock_is_read_again_only_when_it_changed(image: Image) -> None
         os.utime(lock, (when, when))
         done, ran = image.uv("sync", cwd=project)
         assert done.returncode == 1 and ran == [], when
+
+
+@pytest.mark.parametrize("command", [["sync", "--upgrade"], ["sync", "-P", "torch"],
+                                     ["run", "--upgrade-package=torch", "python"]])
+def test_an_upgrade_is_locked_first_and_checked(image: Image, command: list[str]) -> None:
+    # uv re-resolves on an upgrade without the image's constraints: the entry point locks
+    # first (the stand-in uv writes a lock of CUDA 12.9 when asked to lock) and checks that.
+    project = image.root / "project"
+    project.mkdir()
+    (project / "pyproject.toml").write_text("[project]\nname = 'app'\nversion = '0'\n")
+    (project / "uv.lock").write_text(FOREIGN.replace("12.9.79", "12.8.90"))
+    os.utime(project / "pyproject.toml", (1, 1))
+    real = Path(image.path.split(":")[1]) / "uv"
+    real.write_text(real.read_text() + f'[ "$1" = lock ] && printf %s \'{FOREIGN}\' > '
+                    f'{project}/uv.lock\nexit 0\n')
+    done, ran = image.uv(*command, cwd=project)
+    assert done.returncode == 1, done.stderr
+    assert "nvidia-cuda-runtime-cu12 12.9.79" in done.stderr
+    assert ran[2:5] == ["lock", "--quiet", "--project"]  # the lock ran, not the command
+    # The refused lock is not left behind: the one the project had comes back.
+    assert "12.8.90" in (project / "uv.lock").read_text()
+    assert sorted(p.name for p in project.iterdir()) == ["pyproject.toml", "uv.lock"]
+    assert ran[6:] == ["--upgrade"] if "--upgrade" in command else ran[6:] == [
+        "--upgrade-package" if "-P" in command else "--upgrade-package=torch",
+        *(["torch"] if "-P" in command else [])]
