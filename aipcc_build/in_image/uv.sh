@@ -42,19 +42,18 @@ IFS=$saved_ifs
 next=$real
 [ -x "$here/aipcc-index-auth" ] && next=$here/aipcc-index-auth
 
-if [ "${UV_CONSTRAINT-}" = /dev/null ] || [ ! -f "$constraints" ]; then
-    exec "$next" "$@"
-fi
+case " ${UV_CONSTRAINT-} " in
+    *" /dev/null "*) exec "$next" "$@" ;;
+esac
+[ -f "$constraints" ] || exec "$next" "$@"
 case " ${UV_CONSTRAINT-} " in
     *" $constraints "*) ;;
     *) UV_CONSTRAINT="${UV_CONSTRAINT:+$UV_CONSTRAINT }$constraints"; export UV_CONSTRAINT ;;
 esac
 case " ${UV_BUILD_CONSTRAINT-} " in
-    *" $constraints "*) ;;
-    *) if [ "${UV_BUILD_CONSTRAINT-}" != /dev/null ]; then
-           UV_BUILD_CONSTRAINT="${UV_BUILD_CONSTRAINT:+$UV_BUILD_CONSTRAINT }$constraints"
-           export UV_BUILD_CONSTRAINT
-       fi ;;
+    *" $constraints "*|*" /dev/null "*) ;;
+    *) UV_BUILD_CONSTRAINT="${UV_BUILD_CONSTRAINT:+$UV_BUILD_CONSTRAINT }$constraints"
+       export UV_BUILD_CONSTRAINT ;;
 esac
 
 # check_lock FILE WHAT: refuse FILE (uv.lock or pylock.toml) when it installs a

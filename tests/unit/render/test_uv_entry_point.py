@@ -84,9 +84,10 @@ def test_a_users_constraints_add_to_the_images_and_dev_null_opts_out(image: Imag
                       UV_BUILD_CONSTRAINT="")
     assert ran[:2] == [f"UV_CONSTRAINT=/home/me/c.txt {image.constraints}",
                        f"UV_BUILD_CONSTRAINT={image.constraints}"]
-    _, out = image.uv("run", "--with", "x", "python", UV_CONSTRAINT="/dev/null")
-    assert out == ["UV_CONSTRAINT=/dev/null", "UV_BUILD_CONSTRAINT=", "run", "--with", "x",
-                   "python"]
+    for value in ("/dev/null", "/home/me/c.txt /dev/null"):
+        _, out = image.uv("run", "--with", "x", "python", UV_CONSTRAINT=value)
+        assert out == [f"UV_CONSTRAINT={value}", "UV_BUILD_CONSTRAINT=", "run", "--with", "x",
+                       "python"]
 
 
 @pytest.mark.parametrize("command", [["sync"], ["sync", "--locked"], ["run", "python"]])
