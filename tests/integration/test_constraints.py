@@ -278,6 +278,9 @@ def test_uv_sync_of_a_foreign_lock_is_refused_before_anything_is_installed(
         assert "/etc/aipcc-constraints.txt" in refused.stdout
         assert "nothing was installed" in refused.stdout
         assert run(container, "test -e /work/foreign/.venv").returncode == 1, command
+    # `uv add` resolves with uv.toml's constraint-dependencies itself.
+    added = run(container, "cd /work/clean && uv add fw-cu129")
+    assert added.returncode == 1 and NAMED in added.stdout, added.stdout
     # A lock of the image's release installs.
     clean = run(container, "cd /work/clean && uv sync --locked && .venv/bin/python -c "
                            "'import importlib.metadata as m; print(m.version(\"nvidia-cuda-"
