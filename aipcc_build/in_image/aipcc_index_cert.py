@@ -34,8 +34,14 @@ import os
 import stat
 import sys
 
-# The image's `wheel_index_auth`: the renderer writes this line with the image's mode.
+# The image's `wheel_index_auth`: the renderer writes this line with the image's mode
+# ("none" too: the pip hook then only keeps a user's constraints beside the image's).
 AUTH = "client-cert"
+# The image's constraints (toolkit/constraints.py writes it) and pip's variables for them:
+# a user's value would replace the image's file and pip.conf's setting; pip reads a list
+# of files, whitespace-separated, so the image's file is added to it instead.
+CONSTRAINTS = "/etc/aipcc-constraints.txt"
+PIP_CONSTRAINT_VARIABLES = ("PIP_CONSTRAINT", "PIP_BUILD_CONSTRAINT")
 DIRECTORIES = ("/etc/pki/entitlement", "/run/secrets/etc-pki-entitlement",
                "/etc/pki/entitlement-host")
 RUNTIME = "/dev/shm"
@@ -186,6 +192,22 @@ def check_netrc(tool, arguments, wanted, environ=None):
         sys.stderr.write(netrc_missing(tool, problem))
 
 
+def keep_constraints(environ=None, constraints=CONSTRAINTS):
+    """Add the image's constraints file to a PIP_CONSTRAINT or PIP_BUILD_CONSTRAINT the user
+    set (pip would read theirs instead of the image's); /dev/null among them is the
+    deliberate override and is left alone, as is an unset variable (pip.conf names it)."""
+    environ = os.environ if environ is None else environ
+    if not os.path.isfile(constraints):
+        return
+    for variable in PIP_CONSTRAINT_VARIABLES:
+        value = environ.get(variable)
+        if value is None:
+            continue
+        files = value.split()
+        if constraints not in files and "/dev/null" not in files:
+            environ[variable] = " ".join(files + [constraints])
+
+
 def pip_hook():
     """Run by the .pth file in every Python of the image: act only when it runs pip."""
     try:
@@ -196,9 +218,10 @@ def pip_hook():
     arguments = _pip_arguments(argv)
     if arguments is None:
         return
+    keep_constraints()
     if AUTH == "netrc":
         check_netrc("pip", arguments, PIP_COMMANDS)
-    else:
+    elif AUTH == "client-cert":
         present("PIP_CLIENT_CERT", "pip", arguments, PIP_COMMANDS)
 
 

@@ -32,6 +32,7 @@ from ..image_index_settings import (
     NETRC_SECRET,
     PIP_CONF,
     PIP_CONFIG_FILE,
+    UV_AUTH_HELPER,
     UV_CONFIG_FILE,
     UV_TOML,
 )
@@ -251,8 +252,12 @@ def _display_path(matrix: Matrix, template: str) -> str:
 
 
 # client-cert: the helper is a module of the image's Python, run by a .pth file in every
-# pip, and the `uv` wrapper in AUTH_BIN.
-_HELPER = Path(__file__).resolve().parent.parent / "in_image" / "aipcc_index_cert.py"
+# pip, and run by the `uv` entry point in AUTH_BIN (as UV_AUTH_HELPER there), which every
+# image with a shell has first on PATH.
+_IN_IMAGE = Path(__file__).resolve().parent.parent / "in_image"
+_HELPER = _IN_IMAGE / "aipcc_index_cert.py"
+_UV_ENTRY = _IN_IMAGE / "uv.sh"
+_ENTRY_PATH = f"ENV PATH={AUTH_BIN}:$PATH"
 # A PATH assignment in an ENV line; LD_LIBRARY_PATH and the like are not PATH.
 _PATH_SET = re.compile(r"(?<![A-Za-z0-9_])PATH=([^\s\\]*)")
 _FROM = re.compile(r"^\s*FROM\s+((?:--\S+\s+)*)(\S+)", re.IGNORECASE)
@@ -267,6 +272,8 @@ def _index_env(url: str) -> str:
 
 
 def _constraints_env() -> str:
+    """The constraints' variables (build constraints too: pip 26.2 and later pass
+    PIP_CONSTRAINT no longer to a build environment)."""
     path = toolkit_constraints.CONSTRAINTS_PATH
     return "ENV " + " \\\n    ".join(f"{variable}={path}" for variable in CONSTRAINT_VARIABLES)
 
@@ -289,31 +296,52 @@ def tool_config(url: Optional[str], target: toolkit_constraints.Target,
     path = toolkit_constraints.CONSTRAINTS_PATH
     text = toolkit_constraints.constraints_text(target)
     # The URL holds no quote, space or '$' (the matrix loader checks).
-    pip_conf = f"printf '[global]\\nindex-url = %s\\nconstraint = %s\\n' '{url}' '{path}'" \
-        if url else f"printf '[global]\\nconstraint = %s\\n' '{path}'"
+    pip_conf = f"printf '[global]\\nindex-url = %s\\nconstraint = %s\\nbuild-constraint = %s\\n' " \
+        f"'{url}' '{path}' '{path}'" if url else \
+        f"printf '[global]\\nconstraint = %s\\nbuild-constraint = %s\\n' '{path}' '{path}'"
     uv_index = f"printf 'index-url = \"%s\"\\n' '{url}'; " if url else ""
+    lines = "sed -n 's/^\\([^#].*\\)$/    \"\\1\",/p' " + path
     return "\n".join([
         *(["# The wheel index of this image's variant, set by aipcc-build whatever the "
            "template writes.", _index_env(url)] if url else []),
-        f"# pip and uv keep to this image's toolkit ({target}): see {path}.",
+        f"# pip and uv keep to this image's toolkit ({target}), in build environments too: "
+        f"see {path}.",
+        f"# {AUTH_BIN}/uv, first on PATH, checks what uv reads no constraints for.",
         _constraints_env(),
-        f"RUN mkdir -p {os.path.dirname(UV_TOML)} \\",
+        _ENTRY_PATH,
+        f"RUN mkdir -p {os.path.dirname(UV_TOML)} {AUTH_BIN} \\",
         " && printf '%s\\n' \\",
         *(f"    {_quoted(line)} \\" for line in text.splitlines()),
         f"    > {path} \\",
         f" && {pip_conf} > {PIP_CONF} \\",
-        f" && {{ {uv_index}echo 'constraint-dependencies = ['; "
-        f"sed -n 's/^\\([^#].*\\)$/    \"\\1\",/p' {path}; echo ']'; }} > {UV_TOML}",
-        *(_auth_config(auth) if url else []),
+        f" && {{ {uv_index}echo 'constraint-dependencies = ['; {lines}; echo ']'; "
+        f"echo 'build-constraint-dependencies = ['; {lines}; echo ']'; }} > {UV_TOML} \\",
+        f" && echo '-c {path}' > {toolkit_constraints.UV_WITH_PATH} \\",
+        *_encoded_file(_UV_ENTRY.read_bytes(), f"{AUTH_BIN}/uv"),
+        # uvx runs the uv beside it, not the one on PATH: the entry point's uvx runs ours.
+        f" && echo '#!/bin/sh' > {AUTH_BIN}/uvx \\",
+        f" && echo 'exec {AUTH_BIN}/uv tool run \"$@\"' >> {AUTH_BIN}/uvx \\",
+        f" && chmod 0755 {AUTH_BIN}/uv {AUTH_BIN}/uvx",
+        *_helper_config(auth if url else "none"),
     ])
 
 
+def _encoded_file(data: bytes, path: str) -> list[str]:
+    """Continuation lines of a RUN that write DATA to PATH, base64-encoded: a Containerfile
+    holds no heredoc every builder reads. Comment lines of a script are left out (they are
+    for the reader of the repository; the image runs the rest)."""
+    if data.startswith(b"#!/bin/sh\n"):
+        kept = [line for line in data.decode().splitlines()[1:]
+                if not line.lstrip().startswith("#")]
+        data = ("#!/bin/sh\n" + "\n".join(kept) + "\n").encode()
+    encoded = base64.b64encode(data).decode()
+    return [" && printf '%s\\n' \\",
+            *(f"    {encoded[i:i + 76]} \\" for i in range(0, len(encoded), 76)),
+            f"    | base64 -d > {path} \\"]
+
+
 def _auth_env(auth: str) -> list[str]:
-    if auth == "client-cert":
-        return [f"ENV PATH={AUTH_BIN}:$PATH"]
-    if auth == "netrc":
-        return [f"ENV PATH={AUTH_BIN}:$PATH", f"ENV NETRC={NETRC_SECRET}"]
-    return []
+    return [f"ENV NETRC={NETRC_SECRET}"] if auth == "netrc" else []
 
 
 _AUTH_LINE = 'AUTH = "client-cert"\n'  # the helper's mode, as data/ holds it
@@ -324,6 +352,8 @@ _AUTH_COMMENT = {
                    "exits: never a file, never a layer.",
     "netrc": f"# pip and uv read the user and password from the netrc secret ({NETRC_SECRET}); "
              "the helper tells an install when it is missing.",
+    "none": "# pip keeps a user's PIP_CONSTRAINT beside this image's file, not instead of it "
+            "(the helper, run by a .pth file in every pip).",
 }
 # Without python3 in the base image: a client certificate cannot be presented (the build
 # fails); netrc still works (pip and uv read it themselves), only without the helper's word.
@@ -331,6 +361,7 @@ _WITHOUT_PYTHON = {
     "client-cert": "{ echo 'the wheel index needs a client certificate: python3 must be in "
                    "the base image to present it' >&2; exit 1; }",
     "netrc": "exit 0",
+    "none": "exit 0",
 }
 
 
@@ -341,28 +372,25 @@ def helper_source(auth: str) -> bytes:
     return text.replace(_AUTH_LINE, f'AUTH = "{auth}"\n').encode()
 
 
-def _auth_config(auth: str) -> list[str]:
-    """client-cert and netrc: the helper goes into the site-packages of the image's python3
-    with a .pth file (pip, `python -m pip`, a notebook's %pip) and is linked as `uv` first
-    on PATH; it presents the certificate, or says what is missing before the index refuses.
-    It is written base64-encoded: a Containerfile holds no heredoc every builder reads."""
-    if auth not in _AUTH_COMMENT:
-        return _auth_env(auth)
-    encoded = base64.b64encode(helper_source(auth)).decode()
-    chunks = [encoded[i:i + 76] for i in range(0, len(encoded), 76)]
+def _helper_config(auth: str) -> list[str]:
+    """The helper goes into the site-packages of the image's python3 with a .pth file (pip,
+    `python -m pip`, a notebook's %pip): it keeps a user's PIP_CONSTRAINT beside the image's
+    file and, for client-cert and netrc, is linked as UV_AUTH_HELPER beside the `uv` entry
+    point, which runs it; it presents the certificate, or says what is missing before the
+    index refuses. An image without python3 gets no helper (a client certificate then
+    cannot be presented: its build fails)."""
     return [
         _AUTH_COMMENT[auth],
         *_auth_env(auth),
         f"RUN command -v python3 >/dev/null || {_WITHOUT_PYTHON[auth]} \\",
         " && site=\"$(python3 -c 'import sysconfig; print(sysconfig.get_path(\"purelib\"))')\" \\",
-        f" && mkdir -p \"$site\" {AUTH_BIN} \\",
-        " && printf '%s\\n' \\",
-        *(f"    {chunk} \\" for chunk in chunks),
-        "    | base64 -d > \"$site/aipcc_index_cert.py\" \\",
+        " && mkdir -p \"$site\" \\",
+        *_encoded_file(helper_source(auth), '"$site/aipcc_index_cert.py"'),
         " && chmod 0755 \"$site/aipcc_index_cert.py\" \\",
         " && echo 'import aipcc_index_cert; aipcc_index_cert.pip_hook()' "
-        "> \"$site/aipcc-index-cert.pth\" \\",
-        f" && ln -sf \"$site/aipcc_index_cert.py\" {AUTH_BIN}/uv",
+        "> \"$site/aipcc-index-cert.pth\"" + ("" if auth == "none" else " \\"),
+        *([f" && ln -sf \"$site/aipcc_index_cert.py\" {AUTH_BIN}/{UV_AUTH_HELPER}"]
+          if auth != "none" else []),
     ]
 
 
@@ -381,7 +409,7 @@ def _with_tool_config(body: str, image: ImageSpec, from_ref: Optional[str]) -> s
             pending = line.rstrip().endswith("\\")
             if match:
                 base = match.group(2)
-                wanted = base.lower() != "scratch" and base != from_ref
+                wanted = toolkit_constraints.stage_carries(base) and base != from_ref
             if not pending and wanted:
                 out.append(config)
             continue
@@ -389,7 +417,16 @@ def _with_tool_config(body: str, image: ImageSpec, from_ref: Optional[str]) -> s
     return "\n".join(out)
 
 
+def _final_base(body: str) -> str:
+    """The base of BODY's last stage ("" without a FROM)."""
+    bases = [match.group(2) for match in map(_FROM.match, body.split("\n")) if match]
+    return bases[-1] if bases else ""
+
+
 def _identity(image: ImageSpec, tag: str, body: str) -> str:
+    # The image promises constraints (label and variables) where its last stage carries
+    # them: not one that starts FROM scratch (a root file system copied in, no shell).
+    constrained = toolkit_constraints.stage_carries(_final_base(body))
     labels = {
         image_labels.ACCELERATOR: image.accelerator,
         image_labels.ACCELERATOR_VERSION: image.version,
@@ -401,7 +438,7 @@ def _identity(image: ImageSpec, tag: str, body: str) -> str:
         image_labels.WHEEL_INDEX: image.wheel_index,
         image_labels.WHEEL_INDEX_AUTH: image.wheel_index_auth
         if image.wheel_index_auth != "none" else None,
-        image_labels.CONSTRAINTS: toolkit_constraints.CONSTRAINTS_PATH,
+        image_labels.CONSTRAINTS: toolkit_constraints.CONSTRAINTS_PATH if constrained else None,
     }
     label_lines = " \\\n      ".join(f'{k}="{v}"' for k, v in labels.items() if v is not None)
     return "\n".join([
@@ -409,19 +446,19 @@ def _identity(image: ImageSpec, tag: str, body: str) -> str:
         f"ARG {BUILD_ID_ARG}=dev",
         f"ENV FROMAGER_VARIANT={image.variant}",
         *([_index_env(image.wheel_index)] if image.wheel_index is not None else []),
-        _constraints_env(),
-        *_identity_auth_env(image.wheel_index_auth, body),
+        *([_constraints_env()] if constrained else []),
+        *_identity_path(image.wheel_index_auth, body),
         f"LABEL {label_lines}",
         "",
     ])
 
 
-def _identity_auth_env(auth: str, body: str) -> list[str]:
-    """The authentication variables again at the end, where a template replaced them: a
-    PATH set without $PATH drops the uv wrapper (the wrapper is not added twice otherwise)."""
+def _identity_path(auth: str, body: str) -> list[str]:
+    """The authentication variables again at the end, and the uv entry point's directory
+    where a template replaced PATH without $PATH (it is not added twice otherwise)."""
     dropped = any("$PATH" not in value and "${PATH}" not in value
                   for value in _PATH_SET.findall(body))
-    return [line for line in _auth_env(auth) if dropped or not line.startswith("ENV PATH=")]
+    return [*_auth_env(auth), *([_ENTRY_PATH] if dropped else [])]
 
 
 def apply(matrix: Matrix, rendered: list[RenderedFile], *, check: bool,

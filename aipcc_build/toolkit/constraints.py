@@ -43,6 +43,9 @@ from . import components
 # Where the renderer writes the file in every image: pip's `constraint` (PIP_CONSTRAINT,
 # /etc/pip.conf) and uv's `UV_CONSTRAINT` name it; uv.toml repeats its lines.
 CONSTRAINTS_PATH = "/etc/aipcc-constraints.txt"
+# A requirements file holding only `-c CONSTRAINTS_PATH`: `uv run --with` reads no
+# UV_CONSTRAINT, but reads the constraints of a `--with-requirements` file.
+UV_WITH_PATH = "/etc/aipcc-uv-with.txt"
 # The file's line that says what it is for: "# aipcc-build constraints: cuda 12.8".
 HEADER_TAG = "# aipcc-build constraints:"
 _HEADER = re.compile(r"^# aipcc-build constraints: (cuda|rocm|cpu)(?: (\d+\.\d+))?\s*$",
@@ -64,6 +67,15 @@ _ROCM_MAJORS = ("60", "7")
 # ROCm wheels not named by a major: out of CUDA and CPU images altogether (ONNX Runtime's
 # ROCm build; the Triton that PyTorch's ROCm wheels require).
 _ROCM_UNVERSIONED = ("onnxruntime-rocm", "pytorch-triton-rocm")
+
+
+def stage_carries(base: str) -> bool:
+    """Whether a stage FROM BASE gets the constraints (and pip's and uv's configuration):
+    every one but FROM scratch, which has no shell to write them with and, holding no pip,
+    uv or Python of its own (a root file system is copied in), no use for them. The
+    renderer labels an image with CONSTRAINTS_PATH where its last stage carries them, and
+    the validator requires the file of a labelled image only (constraints_check)."""
+    return base.lower() != "scratch"
 
 
 @dataclass(frozen=True)
@@ -244,10 +256,12 @@ def _explain(target: Target) -> list[str]:
         "# A framework that pins components of another release would mix two toolkits in",
         "# one environment, which fails at run time (undefined cuBLAS symbols, \"found",
         "# cuBLAS version X but built against Y\"). pip and uv read this file by themselves",
-        "# (PIP_CONSTRAINT and UV_CONSTRAINT name it, /etc/pip.conf has it as constraint,",
-        "# /etc/uv/uv.toml repeats its lines as constraint-dependencies), so such an",
-        "# install fails at resolution, before anything is downloaded. A line",
-        "# NAME==0+not.in... keeps NAME out: no wheel has that version.",
+        "# (PIP_CONSTRAINT and UV_CONSTRAINT name it, and the *_BUILD_CONSTRAINT ones for",
+        "# build environments; /etc/pip.conf has it as constraint, /etc/uv/uv.toml",
+        "# repeats its lines; the `uv` first on PATH checks uv run --with, uv sync and",
+        "# pylock installs), so such an install fails before anything is installed. Your",
+        "# own PIP_CONSTRAINT or UV_CONSTRAINT adds to this file. A line NAME==0+not.in...",
+        "# keeps NAME out: no wheel has that version.",
         "#",
         "# Override deliberately (you then own the mix; the image validation may fail):",
         "#   PIP_CONSTRAINT=/dev/null pip install ...",

@@ -6,9 +6,12 @@ The layer scans read the file with pip's and uv's config files (it is as small a
 matched by name, `index_config.CONFIG_FILE`), and keep only what its header line says it
 is for, as a setting under `CONSTRAINTS_KEY`: a warm validation reads nothing more.
 
-The images judged are those the renderer labelled with the file (`ai.aipcc.constraints`)
-and every image of a matrix: the file is the renderer's promise, not every image's (one
-rendered before it existed, or built by other means, is not failed for lacking it).
+The images judged are those the renderer labelled with the file (`ai.aipcc.constraints`):
+the file is the renderer's promise, not every image's. The renderer labels an image whose
+last stage carries the file (`toolkit.constraints.stage_carries`): not one FROM scratch, a
+root file system copied in with no pip, uv or Python to keep to anything, which a matrix
+may hold too. One rendered before the file existed, or built by other means, is not failed
+for lacking it.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ def judge_constraints(settings: Sequence[tuple[IndexSetting, Optional[str]]],
                       expected: Expectation) -> list[Finding]:
     """Findings on the constraints of an image aipcc-build labelled (none for another):
     SETTINGS are the final filesystem's constraint settings, with their layer digests."""
-    if not labels.get(image_labels.CONSTRAINTS) and expected.source != "matrix":
+    if not labels.get(image_labels.CONSTRAINTS):
         return []
     wanted = str(target_of(expected.accelerator, expected.version))
     found = [(s, digest) for s, digest in settings if s.source == CONSTRAINTS_PATH]

@@ -25,6 +25,8 @@ from .results import FAILING, OK, Expectation, Finding
 # pip's resolution of a requirements file: a dry run that reports in JSON and downloads
 # only what PEP 658 metadata cannot answer.
 RESOLVE_TIMEOUT = 900.0
+# The variables by which pip takes constraints (build constraints: pip 25.3 and later).
+_PIP_CONSTRAINT_SETTINGS = ("PIP_CONSTRAINT", "PIP_BUILD_CONSTRAINT")
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,60 @@ def _toml(text: str, source: str) -> Mapping[str, Any]:
         raise InputError(f"not TOML: {exc}", file=source) from None
 
 
+def _name_and_version(filename: str) -> Optional[tuple[str, str]]:
+    """(name, version) of a wheel's (NAME-VERSION[-BUILD]-PY-ABI-PLATFORM.whl) or an sdist's
+    (NAME-VERSION.tar.gz, .zip) file name; None for another file."""
+    if filename.endswith(".whl"):
+        parts = filename[:-4].split("-")
+        return (parts[0], parts[1]) if len(parts) in (5, 6) else None
+    for suffix in (".tar.gz", ".zip"):
+        if filename.endswith(suffix):
+            name, _, version = filename[:-len(suffix)].rpartition("-")
+            return (name, version) if name and version[:1].isdigit() else None
+    return None
+
+
+def _archive_names(entry: Mapping[str, Any]) -> list[str]:
+    """The file names of the archives a lock entry records (wheels, sdist, archive: their
+    `name`, or the last part of their `url` or `path`)."""
+    archives: list[Any] = []
+    for key in ("sdist", "archive"):
+        if isinstance(entry.get(key), Mapping):
+            archives.append(entry[key])
+    if isinstance(entry.get("wheels"), list):
+        archives.extend(entry["wheels"])
+    names = []
+    for archive in archives:
+        if not isinstance(archive, Mapping):
+            continue
+        for key in ("name", "filename", "url", "path"):
+            value = archive.get(key)
+            if isinstance(value, str) and value:
+                names.append(value.split("#", 1)[0].split("?", 1)[0].rstrip("/")
+                             .rsplit("/", 1)[-1])
+                break
+    return names
+
+
+def _version(entry: Mapping[str, Any], name: str, source: str, field: str) -> str:
+    """The entry's version, or, where the lock leaves it out (optional in PEP 751), the one
+    its archives' file names say; a lock entry judged without a version would pass whatever
+    it installs, so one that says none is refused."""
+    if entry.get("version"):
+        return str(entry["version"])
+    found: set[str] = set()
+    for filename in _archive_names(entry):
+        said = _name_and_version(filename)
+        if said and _normalize(said[0]) == name:
+            found.add(said[1])
+    if len(found) == 1:
+        return found.pop()
+    archives = f"archives of several versions ({', '.join(sorted(found))})" if found else \
+        "no archive whose file name says one"
+    raise InputError(f"{name} has no version and {archives}: a set that cannot be judged is "
+                     "not passed", file=source, field=f"{field}.version")
+
+
 def _pylock(data: Mapping[str, Any], source: str) -> tuple[Distribution, ...]:
     """PEP 751: [[packages]] with name and version; no dependency graph is recorded."""
     items = []
@@ -115,8 +171,8 @@ def _pylock(data: Mapping[str, Any], source: str) -> tuple[Distribution, ...]:
         if not isinstance(entry, Mapping) or not entry.get("name"):
             raise InputError("a package without a name", file=source,
                              field=f"packages[{index}]")
-        items.append((_normalize(str(entry["name"])), str(entry.get("version") or ""),
-                      False, ()))
+        name = _normalize(str(entry["name"]))
+        items.append((name, _version(entry, name, source, f"packages[{index}]"), False, ()))
     return _graph(items)
 
 
@@ -137,7 +193,7 @@ def _uv_lock(data: Mapping[str, Any], source: str) -> tuple[Distribution, ...]:
         if local:
             roots.extend(_normalize(d) for d in deps)
             continue
-        items.append((name, str(entry.get("version") or ""), False, deps))
+        items.append((name, _version(entry, name, source, f"package[{index}]"), False, deps))
     items = [(n, v, n in roots, d) for n, v, _, d in items]
     return _graph(items)
 
@@ -216,7 +272,11 @@ def resolve(path: Path, index_url: Optional[str], runner: Any = None
     from ..errors import ToolError
     from ..tools.runner import ProcessRunner
 
-    argv = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed",
+    # pip's own resolution is the judge: constraints of the caller's environment (a CPU
+    # image's PIP_CONSTRAINT, /etc/pip.conf's `constraint`) would refuse or narrow the very
+    # set being judged. An empty variable overrides the config files' setting too.
+    argv = ["env", *(f"{variable}=" for variable in _PIP_CONSTRAINT_SETTINGS),
+            sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed",
             "--quiet", "--report", "-", "--requirement", str(path)]
     if index_url:
         argv += ["--index-url", index_url]

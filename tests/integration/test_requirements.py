@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from aipcc_build.toolkit.constraints import constraints_text, target_of
+
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
@@ -40,10 +42,12 @@ def pip_report(requirements: str) -> Path:
     return path
 
 
-def validate(*args: str) -> subprocess.CompletedProcess[str]:
+def validate(*args: str, constraints: str = "") -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "aipcc_build", "validate", *args],
                           capture_output=True, text=True, timeout=900,
-                          env={**os.environ, "PYTHONPATH": str(REPO), "PIP_CONSTRAINT": ""})
+                          env={**os.environ, "PYTHONPATH": str(REPO),
+                               "PIP_CONSTRAINT": constraints,
+                               "PIP_BUILD_CONSTRAINT": constraints})
 
 
 def test_a_framework_for_the_images_release_passes_and_for_another_fails() -> None:
@@ -68,9 +72,19 @@ def test_a_framework_for_the_images_release_passes_and_for_another_fails() -> No
 
 
 def test_an_unpinned_set_floats_to_a_newer_release(tmp_path: Path) -> None:
-    # Resolved here by `validate` itself, with this Python's pip (a dry run).
+    # Resolved here by `validate` itself, with this Python's pip (a dry run), run where the
+    # caller's pip keeps to a CPU image's constraints (our CI image's): they refuse every
+    # NVIDIA wheel, yet the set is judged as pip alone resolves it.
+    cpu = tmp_path / "cpu-constraints.txt"
+    cpu.write_text(constraints_text(target_of("cpu", None)))
     listing = tmp_path / "requirements.txt"
     listing.write_text("nvidia-cuda-runtime-cu12\n")
-    floated = validate("--requirements", str(listing), "--expect", "cuda=12.8")
+    floated = validate("--requirements", str(listing), "--expect", "cuda=12.8",
+                       constraints=str(cpu))
     assert floated.returncode == 1, floated.stdout + floated.stderr
     assert "violation: nvidia-cuda-runtime-cu12 12.9." in floated.stdout
+    pinned = tmp_path / "pinned.txt"
+    pinned.write_text("nvidia-cuda-runtime-cu12==12.8.90\n")
+    clean = validate("--requirements", str(pinned), "--expect", "cuda=12.8",
+                     constraints=str(cpu))
+    assert clean.returncode == 0, clean.stdout + clean.stderr

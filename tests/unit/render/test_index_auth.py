@@ -25,6 +25,21 @@ PATTERN = "https://idx.example/{release}/{variant}/simple/"
 HELPER = Path(__file__).resolve().parents[3] / "aipcc_build" / "in_image" / "aipcc_index_cert.py"
 
 
+def encoded_files(text: str) -> dict[str, bytes]:
+    """The files a rendered Containerfile writes base64-encoded, by the path they go to."""
+    files: dict[str, bytes] = {}
+    chunks: list[str] = []
+    for line in text.splitlines():
+        chunk = re.match(r"^    ([A-Za-z0-9+/=]+) \\$", line)
+        target = re.match(r"^    \| base64 -d > (\S+) \\$", line)
+        if chunk:
+            chunks.append(chunk.group(1))
+        elif target:
+            files[target.group(1)] = base64.b64decode("".join(chunks))
+            chunks = []
+    return files
+
+
 def rendered(project: Project, auth: str) -> dict[str, str]:
     project.edit("registry: quay.io/aipcc", f'registry: quay.io/aipcc\nwheel_index: "{PATTERN}"'
                  f"\nwheel_index_auth: {auth}")
@@ -38,8 +53,7 @@ def test_client_cert_installs_the_helper_after_from_and_labels_the_mode(
     config = text[text.index("FROM "):text.index("RUN pip install torch")]
     assert f"ENV PATH={AUTH_BIN}:$PATH" in config
     assert "aipcc_index_cert.pip_hook()" in config
-    encoded = "".join(re.findall(r"^    ([A-Za-z0-9+/=]+) \\$", config, re.MULTILINE))
-    assert base64.b64decode(encoded) == HELPER.read_bytes()
+    assert encoded_files(config)['"$site/aipcc_index_cert.py"'] == HELPER.read_bytes()
     assert 'ai.aipcc.wheel-index.auth="client-cert"' in text
     # The template kept PATH: the identity does not add the wrapper's directory twice.
     assert text.count(f"ENV PATH={AUTH_BIN}:$PATH") == 1
@@ -59,8 +73,7 @@ def test_netrc_points_pip_and_uv_at_the_secret_and_installs_the_helper_in_netrc_
     text = rendered(project, "netrc")["base/cuda-12.8-el9.6"]
     assert text.count("ENV NETRC=/run/secrets/netrc") == 2  # after FROM and in the identity
     assert 'ai.aipcc.wheel-index.auth="netrc"' in text
-    encoded = "".join(re.findall(r"^    ([A-Za-z0-9+/=]+) \\$", text, re.MULTILINE))
-    source = base64.b64decode(encoded).decode()
+    source = encoded_files(text)['"$site/aipcc_index_cert.py"'].decode()
     assert 'AUTH = "netrc"\n' in source and 'AUTH = "client-cert"' not in source
     assert source.replace('AUTH = "netrc"', 'AUTH = "client-cert"') == HELPER.read_text()
     # Without python3 the build goes on (pip and uv read the netrc themselves).
@@ -359,3 +372,22 @@ def test_the_uv_wrapper_in_netrc_mode_tells_and_runs_uv(tmp_path: Path) -> None:
     (tmp_path / "netrc").write_text("machine idx.example login u password p\n")
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
     assert result.stderr == "" and "args: pip install x" in result.stdout
+
+
+def test_a_users_pip_constraints_add_to_the_images(helper: ModuleType, tmp_path: Path) -> None:
+    image = tmp_path / "aipcc-constraints.txt"
+    image.write_text("nvidia-cuda-runtime==0+x\n")
+    environ = {"PIP_CONSTRAINT": "/home/me/c.txt", "PIP_BUILD_CONSTRAINT": ""}
+    helper.keep_constraints(environ, str(image))
+    assert environ == {"PIP_CONSTRAINT": f"/home/me/c.txt {image}",
+                       "PIP_BUILD_CONSTRAINT": str(image)}
+    helper.keep_constraints(environ, str(image))  # once only
+    assert environ["PIP_CONSTRAINT"] == f"/home/me/c.txt {image}"
+    # The deliberate override, and pip.conf's setting where the variable is unset.
+    kept = {"PIP_CONSTRAINT": "/dev/null"}
+    helper.keep_constraints(kept, str(image))
+    assert kept == {"PIP_CONSTRAINT": "/dev/null"}
+    # An image without the file (one rendered before it) is left alone.
+    alone = {"PIP_CONSTRAINT": "/home/me/c.txt"}
+    helper.keep_constraints(alone, str(tmp_path / "none"))
+    assert alone == {"PIP_CONSTRAINT": "/home/me/c.txt"}

@@ -31,8 +31,9 @@ def test_config_follows_from_so_the_template_pip_already_uses_it(project: Projec
         assert f"{variable}={URL128}" in config
     assert "PIP_CONFIG_FILE=/etc/pip.conf" in config
     assert "UV_CONFIG_FILE=/etc/uv/uv.toml" in config
-    assert (f"printf '[global]\\nindex-url = %s\\nconstraint = %s\\n' '{URL128}' "
-            "'/etc/aipcc-constraints.txt' > /etc/pip.conf") in config
+    assert (f"printf '[global]\\nindex-url = %s\\nconstraint = %s\\nbuild-constraint = %s\\n' "
+            f"'{URL128}' '/etc/aipcc-constraints.txt' '/etc/aipcc-constraints.txt' > "
+            "/etc/pip.conf") in config
     assert f"{{ printf 'index-url = \"%s\"\\n' '{URL128}'; echo 'constraint-dependencies" \
         in config
     identity = text[text.index("# Image identity"):]
@@ -67,5 +68,23 @@ def test_templates_see_the_versioned_variant_and_url(project: Project) -> None:
 def test_without_wheel_index_only_the_constraints_are_added(project: Project) -> None:
     text = rendered(project)["builder/cuda-12.9-ubi9"]
     assert "PIP_INDEX_URL" not in text and "wheel-index" not in text
-    assert "printf '[global]\\nconstraint = %s\\n' '/etc/aipcc-constraints.txt'" in text
+    assert "printf '[global]\\nconstraint = %s\\nbuild-constraint = %s\\n' " \
+        "'/etc/aipcc-constraints.txt' '/etc/aipcc-constraints.txt'" in text
     assert "{ echo 'constraint-dependencies = ['; sed" in text
+
+
+def test_an_image_whose_last_stage_is_from_scratch_promises_no_constraints(
+        project: Project) -> None:
+    # A multi-platform base's way: a root file system made in one stage, copied FROM
+    # scratch; no pip, uv or Python of its own (issue 39). The validator asks the file of a
+    # labelled image only: neither the label nor the variables go in.
+    project.template("builder.Containerfile.j2",
+                     "FROM {{ os_from }} AS build\nRUN make\n"
+                     "FROM scratch\nCOPY --from=build /rootfs /\n")
+    text = rendered(project)["builder/cuda-12.9-ubi9"]
+    identity = text[text.index("# Image identity"):]
+    assert "ai.aipcc.constraints" not in identity and "CONSTRAINT" not in identity
+    assert text.count("> /etc/aipcc-constraints.txt") == 1  # the build stage has them
+    other = rendered(project)["base/cuda-12.9-el9.6"]
+    assert 'ai.aipcc.constraints="/etc/aipcc-constraints.txt"' in other
+    assert "PIP_BUILD_CONSTRAINT=/etc/aipcc-constraints.txt" in other

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from aipcc_build.image_index_settings import CONSTRAINT_VARIABLES
 from aipcc_build.toolkit.constraints import CONSTRAINTS_PATH, constraints_text, target_of
 from aipcc_build.validate.results import Expectation, ImageVerdict
 from aipcc_build.validate.verdict import judge
@@ -13,7 +14,7 @@ from tests.unit.validate.test_validate_units import image, scan
 
 LABELS = {"ai.aipcc.accelerator": "cuda", "ai.aipcc.accelerator.version": "12.8.1",
           "ai.aipcc.constraints": CONSTRAINTS_PATH}
-ENV = {"PIP_CONSTRAINT": CONSTRAINTS_PATH, "UV_CONSTRAINT": CONSTRAINTS_PATH}
+ENV = {name: CONSTRAINTS_PATH for name in CONSTRAINT_VARIABLES}
 
 
 def verdict(tmp_path: Path, files: dict[str, str], env: dict[str, str] = ENV,
@@ -54,11 +55,23 @@ def test_a_file_pip_and_uv_are_not_told_about_fails_the_image(tmp_path: Path) ->
     text = constraints_text(target_of("cuda", "12.8.1"))
     result = verdict(tmp_path, {CONSTRAINTS_PATH.lstrip("/"): text},
                      env={"PIP_CONSTRAINT": "/dev/null"})
+    # Build constraints too: pip 26.2 passes PIP_CONSTRAINT to no build environment.
     assert {(s, p) for s, p, _ in constraints(result)} == {
-        ("violation", "config:Env/PIP_CONSTRAINT"), ("violation", "config:Env/UV_CONSTRAINT")}
+        ("violation", f"config:Env/{name}") for name in CONSTRAINT_VARIABLES}
 
 
 def test_an_image_without_the_label_is_not_judged(tmp_path: Path) -> None:
     # Built by other means, or rendered before images carried constraints.
     labels = {k: v for k, v in LABELS.items() if k != "ai.aipcc.constraints"}
     assert constraints(verdict(tmp_path, {"etc/other": "x"}, labels=labels)) == []
+
+
+def test_an_image_of_a_matrix_without_the_label_needs_no_file(tmp_path: Path) -> None:
+    # A FROM scratch image (a root file system copied in, no pip, uv or Python): the
+    # renderer writes neither the file nor the label, and the validator asks for neither,
+    # whatever expectation the image is judged against (issue 39).
+    labels = {k: v for k, v in LABELS.items() if k != "ai.aipcc.constraints"}
+    layer = scan(tmp_path, tar_bytes([member("etc/os-release", b"ID=debian\n")]))
+    result = judge(ref="ref", image=image({}, labels), scans=[layer],
+                   expect=Expectation("cuda", "12.8.1", source="matrix"))
+    assert constraints(result) == []

@@ -94,7 +94,7 @@ def test_a_requirements_file_is_resolved_by_a_dry_run_of_pip(tmp_path: Path) -> 
     verdict = check_requirements(RequirementsRequest(path, CUDA128, "https://idx/simple/"),
                                  runner=pip)
     assert not verdict.ok
-    assert pip.argv[1:] == ["-m", "pip", "install", "--dry-run", "--ignore-installed",
+    assert pip.argv[4:] == ["-m", "pip", "install", "--dry-run", "--ignore-installed",
                             "--quiet", "--report", "-", "--requirement", str(path),
                             "--index-url", "https://idx/simple/"]
 
@@ -113,3 +113,44 @@ def test_malformed_input_names_the_file_and_field(tmp_path: Path, name: str, tex
     with pytest.raises(InputError, match=re.escape(says)) as caught:
         read_resolved(path)
     assert caught.value.file == str(path)
+
+
+def test_a_lock_entry_without_a_version_is_judged_by_its_archive_or_refused(
+        tmp_path: Path) -> None:
+    pylock = tmp_path / "pylock.toml"
+    wheel = "nvidia_cuda_runtime_cu12-12.9.79-py3-none-manylinux2014_x86_64.whl"
+    pylock.write_text('lock-version = "1.0"\n[[packages]]\nname = "nvidia-cuda-runtime-cu12"\n'
+                      f'wheels = [{{ url = "https://files.example/x/{wheel}#sha256=00" }}]\n')
+    verdict = check_requirements(RequirementsRequest(pylock, CUDA128))
+    assert not verdict.ok
+    assert [(f.component_version, f.status) for f in verdict.findings] == [
+        ("12.9.79", "violation")]
+    sdist = tmp_path / "sdist" / "pylock.toml"
+    sdist.parent.mkdir()
+    sdist.write_text('[[packages]]\nname = "nvidia-nvtx-cu12"\n'
+                     'sdist = { path = "dist/nvidia_nvtx_cu12-12.8.90.tar.gz" }\n')
+    found = read_resolved(sdist)
+    assert found is not None and found[0].version == "12.8.90"
+    # Nothing says the version (a directory, an archive of another name): refused.
+    for name, entry in (("directory", 'directory = { path = "." }'),
+                        ("other", 'wheels = [{ name = "other-1.0-py3-none-any.whl" }]')):
+        refused = tmp_path / name / "pylock.toml"
+        refused.parent.mkdir()
+        refused.write_text(f'[[packages]]\nname = "nvidia-cuda-runtime-cu12"\n{entry}\n')
+        with pytest.raises(InputError, match="has no version") as caught:
+            read_resolved(refused)
+        assert caught.value.field == "packages[0].version"
+    uv_lock = tmp_path / "uv.lock"
+    uv_lock.write_text('version = 1\n[[package]]\nname = "nvidia-cuda-runtime-cu12"\n'
+                       f'wheels = [{{ url = "https://files.example/{wheel}" }}]\n')
+    found = read_resolved(uv_lock)
+    assert found is not None and found[0].version == "12.9.79"
+
+
+def test_the_resolution_ignores_the_callers_constraints(tmp_path: Path) -> None:
+    path = tmp_path / "requirements.txt"
+    path.write_text("vllm\n")
+    pip = FakePip(VLLM_FOR_129)
+    check_requirements(RequirementsRequest(path, CUDA128), runner=pip)
+    # Empty variables: they override pip.conf's `constraint` as well as the caller's own.
+    assert pip.argv[:3] == ["env", "PIP_CONSTRAINT=", "PIP_BUILD_CONSTRAINT="]
