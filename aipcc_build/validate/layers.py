@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..imagefs.blobs import LayerJob
+from ..imagefs.overlay import LayerRefused, place
 from ..imagefs.paths import (
     NAME_MAX,
     clean,
@@ -35,7 +36,6 @@ from ..imagefs.tar import (
     TarError,
     TarWalker,
 )
-from ..imagefs.tree import LayerRefused, place
 from .detect import (
     CANDIDATE_BYTES,
     CANDIDATE_SUFFIXES,
