@@ -495,7 +495,8 @@ class Stack:
                 return Resolved(candidate, problem=NEVER_RESOLVES)
             number, kind, why = self.top(candidate)
             if number is None:
-                return Resolved(candidate, problem=why)
+                rest = "/".join(reversed(pending))
+                return Resolved(clean(f"{candidate}/{rest}"), problem=why)
             if kind == SYMLINK:
                 hops += 1
                 if hops > MAX_HOPS:
