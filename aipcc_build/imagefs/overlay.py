@@ -283,7 +283,12 @@ def unpack(stream: LayerStream, tree: Tree, wanted: Optional[Wanted] = None) -> 
             lparent, lbase = parent_and_base(target_path)
             found = _resolve_parent(tree, lparent, create=False)
             target = None if found is None else tree.get(found.rstrip("/") + "/" + lbase)
-            if target is None or target.kind in (DIRECTORY, WHITEOUT):
+            if target is not None and target.kind == WHITEOUT:
+                # overlay's whiteout is a device node: a hard link to it is a second one,
+                # which hides what lower layers hold at its own path.
+                tree[where] = Node(WHITEOUT, 0)
+                continue
+            if target is None or target.kind == DIRECTORY:
                 raise LayerRefused(f"hard link {path} to {link!r}, which the layer does "
                                    "not hold as a file before it")
             if target.kind != SYMLINK:

@@ -142,6 +142,7 @@ class _Model:
         self.directories: set[int] = set()  # the duplicate keys of its directory members
         self.members: dict[str, tuple[str, str]] = {}  # path -> (kind, link)
         self.read_through: list[str] = []  # links where the scan would read a file
+        self.linked_whiteouts: list[str] = []  # hard links to a whiteout: whiteouts too
         # Placing members through symlinks shares the budget of resolving them.
         self.budget = Budget(0)
 
@@ -167,7 +168,7 @@ class _Model:
         """The whiteouts that stay one (a name the layer writes after its whiteout
         replaces it: a directory merges with the lower one, anything else replaces it),
         and the members kept."""
-        whiteouts = []
+        whiteouts = list(self.linked_whiteouts)
         for path, key in self.whiteouts.items():
             if key not in names:
                 whiteouts.append(path)
@@ -270,6 +271,11 @@ def _walk(stream: LayerStream, detector: LayerDetector, workdir: Path,
                 hazards.append(Hazard("symlink-escape", path,
                                       f"points outside the image: {link}", severe=False))
         elif kind == HARDLINK:
+            if model.land(clean(link)) in model.whiteouts:
+                # a hard link to a whiteout of the layer: a second whiteout (`overlay`)
+                model.members.pop(path, None)
+                model.linked_whiteouts.append(path)
+                continue
             target = clean(link).encode("utf-8", "surrogateescape")
             if hash(target[1:]) not in names and hash(target) not in names:
                 raise LayerRefused(f"hard link {path} to {link!r}, which the layer does "

@@ -17,9 +17,11 @@ from hypothesis import strategies as st
 
 from aipcc_build.imagefs.blobs import BlobLocation, LayerJob
 from aipcc_build.imagefs.lookup import read_path
-from aipcc_build.imagefs.tar import REGULAR
-from aipcc_build.imagefs.tree import LayerRefused, final_tree
+from aipcc_build.imagefs.tar import DIRECTORY, REGULAR, SYMLINK
+from aipcc_build.imagefs.tree import Entry, LayerRefused, final_tree
 from aipcc_build.validate.layers import REFUSED, scan_layer
+from aipcc_build.validate.results import LayerScan
+from aipcc_build.validate.scan_stack import stack_of
 from tests.support.engine import engine_tree
 from tests.support.raw_tar import Member, raw_tar
 
@@ -62,13 +64,41 @@ def assert_same_as_the_engine(layers: list[bytes], workdir: Path) -> None:
                     read.text.encode()).hexdigest() == entry.digest, (path, read)
     # The scan never refuses a layer the engine takes.
     if not isinstance(engine, str):
-        for job in jobs:
-            assert REFUSED not in {h.kind for h in scan_layer(job).hazards}
+        scans = [scan_layer(job) for job in jobs]
+        for scan in scans:
+            assert REFUSED not in {h.kind for h in scan.hazards}
+        assert_the_judge_sees_the_engine_tree(scans, engine)
+
+
+def assert_the_judge_sees_the_engine_tree(scans: list[LayerScan],
+                                          engine: dict[str, Entry]) -> None:
+    """The judge's own model (the stack of the layer scans, `scan_stack`) never hides what
+    the engine shows (a false pass) at a path a scan kept, and a symlink it shows leads
+    where the engine's does."""
+    model = stack_of(scans)
+    kept = {path for scan in scans for path, _, _ in scan.members}
+    kept |= {path for scan in scans for path in (*scan.whiteouts, *scan.opaque_dirs)}
+    for path in sorted(kept):
+        number, kind, why = model.top(path)
+        entry = engine.get(path)
+        if number is None:
+            assert entry is None, (path, why, entry)
+        elif kind == SYMLINK and entry is not None and entry.kind == SYMLINK:
+            assert model.index(number).links[path] == entry.link, (path, entry)
+        elif kind == DIRECTORY and entry is not None:
+            assert entry.kind == DIRECTORY, (path, entry)
+    # Where a process opening a path lands, for every file the engine shows.
+    for path, entry in engine.items():
+        if entry.kind == REGULAR and path in kept:
+            found = model.resolve(path)
+            assert found.problem == "" and found.path == path, (path, found)
 
 
 # ---- the generator -------------------------------------------------------------------
 
-COMPONENTS = st.sampled_from([b"a", b"b", b"c", b"lib"])
+# "usr/local/cuda-12.9" and "pip.conf" are names the scan reads or keeps for its model.
+COMPONENTS = st.sampled_from([b"a", b"b", b"c", b"lib", b"usr/local/cuda-12.9",
+                              b"pip.conf"])
 NAMES = st.lists(COMPONENTS, min_size=1, max_size=3).map(b"/".join)
 FILE_MODES = st.sampled_from([0o644, 0o600, 0o755, 0o4755])
 DIR_MODES = st.sampled_from([0o755, 0o700, 0o1777])
@@ -213,6 +243,11 @@ def test_what_the_engine_refuses_is_refused(tmp_path: Path, case: int) -> None:
 @example(generated=[raw_tar([Member(b"a", data=b""), Member(b"a/a/.wh..wh..opq")])])
 # Found with seed 8: a directory member gone when the engine sets directory times at the end.
 @example(generated=[raw_tar([Member(b"a/a", b"5"), Member(b"a", data=b"")])])
+# Found with seed 77 (issue 37's generator): a hard link to a whiteout the layer made is a
+# second whiteout, which hides a lower file at its own path; both the model and the scan
+# refused the layer.
+@example(generated=[raw_tar([Member(b"h", data=b"lower")]),
+                    raw_tar([Member(b"b/.wh.f"), Member(b"h", b"1", link=b"b/f")])])
 def test_generated_layers_unpack_as_the_engine_unpacks_them(
         tmp_path: Path, generated: list[bytes]) -> None:
     assert_same_as_the_engine(generated, tmp_path / os.urandom(6).hex())
