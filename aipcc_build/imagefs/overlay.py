@@ -26,7 +26,6 @@ below, following lower symlinks: images that rely on the difference are not mode
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Optional
@@ -113,6 +112,8 @@ class Entry:
 
 class _Hasher:
     def __init__(self) -> None:
+        import hashlib  # only an unpacking that hashes content needs it, not the judge
+
         self.hash = hashlib.sha256()
 
     def write(self, data: bytes) -> int:
