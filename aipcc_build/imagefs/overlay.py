@@ -393,6 +393,7 @@ class Stack:
         self.count = count
         self._load = load
         self._indexes: dict[int, LayerIndex] = {}
+        self._held: dict[str, Holders] = {}  # the paths `holders` answered, for their children
 
     @classmethod
     def of(cls, indexes: Sequence[LayerIndex]) -> Stack:
@@ -417,7 +418,16 @@ class Stack:
                     return
             return
         merged = False
-        for number, kind in self._shown(parent_and_base(path)[0], why):
+        parent = parent_and_base(path)[0]
+        known = self._held.get(parent)
+        if known is None:
+            above = self._shown(parent, why)
+        elif known.layers:
+            above = iter([(number, known.kind or DIRECTORY) for number in known.layers])
+        else:
+            why.append(known.problem)
+            return
+        for number, kind in above:
             if kind != DIRECTORY:
                 why.append(f"{parent_and_base(path)[0]} is "
                            + ("a symlink" if kind == SYMLINK else "not a directory"))
@@ -445,11 +455,17 @@ class Stack:
         whose entry shows there."""
         if path.count("/") > MAX_DEPTH:
             return Holders((), None, problem=f"more than {MAX_DEPTH} directories deep")
+        known = self._held.get(path)
+        if known is not None:
+            return known
         why: list[str] = []
         shown = list(self._shown(path, why))
         if not shown:
-            return Holders((), None, problem=why[-1] if why else "no such file")
-        return Holders(tuple(n for n, _ in shown), shown[0][1])
+            known = Holders((), None, problem=why[-1] if why else "no such file")
+        else:
+            known = Holders(tuple(n for n, _ in shown), shown[0][1])
+        self._held[path] = known
+        return known
 
     def top(self, path: str) -> tuple[Optional[int], Optional[str], str]:
         """(the layer whose entry at PATH shows on top, its kind, why there is none),
