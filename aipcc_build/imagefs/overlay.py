@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, Callable, NamedTuple, Optional
 
 from .paths import clean, duplicate_key, engine_name_problem, parent_and_base
 from .symlinks import MAX_HOPS, PATH_MAX
@@ -98,16 +98,6 @@ class Node:
         self.link = link  # a symlink's target, as written
         self.opaque = False
         self.first = first  # the path a regular file was written at (hard links share it)
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One path of the final filesystem."""
-
-    kind: str  # a tar type flag: REGULAR, DIRECTORY, SYMLINK, FIFO, CHARDEV, BLOCKDEV
-    mode: int
-    digest: Optional[str] = None
-    link: str = ""
 
 
 class _Hasher:
@@ -349,8 +339,7 @@ def ancestors(path: str) -> list[str]:
     return ["/".join(parts[:i]) for i in range(2, len(parts))]
 
 
-@dataclass(frozen=True)
-class Holders:
+class Holders(NamedTuple):
     """Who decides PATH in the final tree: the layers whose entries there show, topmost
     first (one for a non-directory; the directories overlayfs merges), or none and
     `problem`, why the path is absent."""
@@ -360,8 +349,7 @@ class Holders:
     problem: str = ""
 
 
-@dataclass(frozen=True)
-class Resolved:
+class Resolved(NamedTuple):
     """Where a process that opens PATH ends up: `path` after the symlinks, the `layer`
     holding it and its `kind`, `member`: the path in that layer holding the bytes (the
     first name of a hard link); `problem` when it cannot be opened."""

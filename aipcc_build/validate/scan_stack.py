@@ -11,20 +11,32 @@ towards showing lower evidence: a false failure, never a false pass.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 
 from ..imagefs.overlay import LayerIndex, Stack, ancestors
 from ..imagefs.tar import HARDLINK, REGULAR, SYMLINK
-from ..toolkit.spellings import CUDA_ROOT, ROCM_ROOT
 from .index_config import files_the_tools_load
 from .results import LayerScan
 
 DPKG_STATUS = "/var/lib/dpkg/status"
-# A toolkit's root, whose version file its tools read through it.
-_CUDA_LINK = re.compile(rf"^(?:/usr/local/cuda|{CUDA_ROOT})$")
-_ROCM_LINK = re.compile(rf"^(?:/opt/rocm|{ROCM_ROOT})$")
-_TOOLKIT_FILE = re.compile(rf"^(?:{CUDA_ROOT}|{ROCM_ROOT})/")
+# A toolkit's root (/usr/local/cuda[-X.Y], /opt/rocm[-X.Y.Z]), whose version file its tools
+# read through it: the prefix, and how many numbers its versioned name has. (No patterns:
+# compiling them would cost every warm validation more than this check.)
+_TOOLKIT_ROOTS = (("/usr/local/cuda", 2), ("/opt/rocm", 3))
+
+
+def _toolkit_root(path: str) -> str:
+    """The toolkit root PATH is or lies under ("" for none): "/usr/local/cuda",
+    "/usr/local/cuda-12.9", "/opt/rocm-6.4.1"."""
+    for prefix, numbers in _TOOLKIT_ROOTS:
+        if path == prefix or path.startswith(prefix + "/"):
+            return prefix
+        if path.startswith(prefix + "-"):
+            version = path[len(prefix) + 1:].split("/", 1)[0]
+            parts = version.split(".")
+            if len(parts) == numbers and all(part.isdigit() for part in parts):
+                return f"{prefix}-{version}"
+    return ""
 
 
 def scan_index(scan: LayerScan) -> LayerIndex:
@@ -67,10 +79,9 @@ def read_through_links(env: Mapping[str, str], scans: Sequence[LayerScan],
         for path, kind, _ in scan.members:
             if kind in (SYMLINK, HARDLINK) and path in scan.content_paths:
                 wanted.add(path)
-            elif kind == SYMLINK and _CUDA_LINK.match(path):
-                wanted.update((f"{path}/version.json", f"{path}/version.txt"))
-            elif kind == SYMLINK and _ROCM_LINK.match(path):
-                wanted.add(f"{path}/.info/version")
+            elif kind == SYMLINK and _toolkit_root(path) == path:
+                wanted.update((f"{path}/.info/version",) if path.startswith("/opt/") else
+                              (f"{path}/version.json", f"{path}/version.txt"))
     linked = []
     for path in sorted(wanted):
         found = stack.resolve(path)
@@ -79,7 +90,7 @@ def read_through_links(env: Mapping[str, str], scans: Sequence[LayerScan],
         if found.layer is not None and found.kind == REGULAR and \
                 found.path in scans[found.layer].content_paths:
             continue  # the scan read it where the link leads (/usr/local/cuda -> cuda-12.9)
-        if found.layer is None and _TOOLKIT_FILE.match(found.path):
+        if found.layer is None and "-" in _toolkit_root(found.path):
             continue  # the scan reads every version file of a toolkit's root: none there
         linked.append(path)
     return linked

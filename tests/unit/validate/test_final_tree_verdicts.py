@@ -53,3 +53,22 @@ def test_the_stack_answers_as_overlayfs() -> None:
     assert stack.top("/l")[1] == "5" and stack.hider(0, "/l") == 1  # a directory over a link
     assert stack.resolve("/d/x").problem == "/d is not a directory"
     assert Stack.of([lower]).resolve("/l/f").path == "/a/f"
+
+
+def test_only_files_behind_links_are_read_again() -> None:
+    from aipcc_build.validate.results import Evidence, LayerScan
+    from aipcc_build.validate.scan_stack import read_through_links, stack_of
+
+    # The usual toolkit link: the scan read the version file where it leads, nothing else.
+    usual = LayerScan("sha256:a", 3, evidence=(
+        Evidence("cuda-tree", "/usr/local/cuda-12.8", "cuda", "toolkit", "12.8", "12.8"),),
+        content_paths=("/usr/local/cuda-12.8/version.json",),
+        members=(("/usr/local/cuda", "2", "cuda-12.8"),))
+    assert read_through_links({}, [usual], stack_of([usual])) == []
+    # dpkg's status as a hard link, pip's config as a symlink: read through them.
+    linked = LayerScan("sha256:b", 3, content_paths=("/var/lib/dpkg/status", "/etc/pip.conf"),
+                       members=(("/var/lib/dpkg/status", "1", "/opt/blob"),
+                                ("/etc/pip.conf", "2", "/opt/conf/pip"),
+                                ("/opt/blob", "0", "")))
+    assert read_through_links({}, [usual, linked], stack_of([usual, linked])) == [
+        "/etc/pip.conf", "/var/lib/dpkg/status"]
