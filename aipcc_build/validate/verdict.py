@@ -1,8 +1,10 @@
 """From layer scans to an image verdict: only the final filesystem decides.
 
-Whiteouts are applied in layer order: evidence a later layer deletes (or a later copy of
-the same version file replaces) is still shipped bytes, so it becomes a warning, or a
-violation with `strict_layers`. Then every piece of evidence is compared with the
+The final filesystem is the one model of it (`imagefs.overlay`), stacked from the layer
+scans (`scan_stack`): evidence a later layer hides (a whiteout, an opaque directory, a
+non-directory above it, a later copy of the same version file) is still shipped bytes, so it
+becomes a warning, or a violation with `strict_layers`; what files programs read through
+links hold comes in read from the layers. Then every piece of evidence is compared with the
 expectation, and the allowlist turns deliberate exceptions into visible `allowed` findings.
 """
 
