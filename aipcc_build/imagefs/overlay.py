@@ -27,7 +27,6 @@ below, following lower symlinks: images that rely on the difference are not mode
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, NamedTuple, Optional
 
 from .paths import clean, duplicate_key, engine_name_problem, parent_and_base
@@ -197,14 +196,16 @@ def _exists(tree: Tree, path: str, hops: int = 0) -> bool:
     return True
 
 
-@dataclass
 class Wanted:
     """The one regular file whose bytes an unpacking keeps (PATH, when at most LIMIT)."""
 
-    path: str
-    limit: int
-    size: int = 0
-    content: Optional[bytes] = None
+    __slots__ = ("path", "limit", "size", "content")
+
+    def __init__(self, path: str, limit: int) -> None:
+        self.path = path
+        self.limit = limit
+        self.size = 0
+        self.content: Optional[bytes] = None
 
 
 def unpack(stream: LayerStream, tree: Tree, wanted: Optional[Wanted] = None) -> None:
@@ -295,20 +296,25 @@ def unpack(stream: LayerStream, tree: Tree, wanted: Optional[Wanted] = None) -> 
 
 
 
-@dataclass
 class LayerIndex:
     """What one layer says about each path, once unpacked on its own: each path's kind (a
     tar type; HARDLINK for a second name of a regular file), the targets of its symlinks
     and the first name of each hard-linked file (`links`), its whiteouts and opaque
     directories. A complete index (from `unpack`) holds every path; a scan's holds the
     paths a verdict asks about and the directories above them (`directories`), and says
-    nothing of the rest."""
+    nothing of the rest. (A plain class: a warm validation builds no dataclass for it.)"""
 
-    kinds: dict[str, str] = field(default_factory=dict)
-    links: dict[str, str] = field(default_factory=dict)
-    whiteouts: set[str] = field(default_factory=set)
-    opaque: set[str] = field(default_factory=set)
-    directories: set[str] = field(default_factory=set)
+    __slots__ = ("kinds", "links", "whiteouts", "opaque", "directories")
+
+    def __init__(self, kinds: Optional[dict[str, str]] = None,
+                 links: Optional[dict[str, str]] = None,
+                 whiteouts: Optional[set[str]] = None, opaque: Optional[set[str]] = None,
+                 directories: Optional[set[str]] = None) -> None:
+        self.kinds = kinds if kinds is not None else {}
+        self.links = links if links is not None else {}
+        self.whiteouts = whiteouts if whiteouts is not None else set()
+        self.opaque = opaque if opaque is not None else set()
+        self.directories = directories if directories is not None else set()
 
     def kind(self, path: str) -> Optional[str]:
         kind = self.kinds.get(path)
