@@ -1,6 +1,8 @@
-"""Issue 23 target: re-validating an image whose layers are all cached costs about a
-start-up: warm `aipcc-build validate` / `aipcc-build --version` at most 1.5, on a 1 GiB
-four-layer OCI layout and on the same image in containers-storage.
+"""Issue 37 target (issue 23's was 1.5): re-validating an image whose layers are all cached
+costs about a start-up: warm `aipcc-build validate` / `aipcc-build --version` at most 1.2,
+on a 1 GiB four-layer OCI layout and on the same image in containers-storage. It also
+prints the size of each layer's cached scan (issue 37: the final-tree model may at most
+double it).
 
 The layout is built once under ~/.cache/aipcc-build/bench/warm-oci (this machine's files,
 gzip layers); the containers-storage copy is `localhost/aipcc-bench/warm:1` (removed with
@@ -28,6 +30,7 @@ SOURCES = (
     ("usr/libexec", "usr/sbin"),
 )
 STORAGE_IMAGE = "localhost/aipcc-bench/warm:1"
+TARGET = 1.2
 
 
 def wall(command: list[str], env: dict[str, str], repeat: int) -> tuple[float, float]:
@@ -74,10 +77,13 @@ def main() -> int:
             command = [script, "validate", ref, "--cache-dir", cache, "--json"]
             warm, warm_cpu = wall(command, env, args.repeat)
             ratio = warm / version
-            ok = ok and ratio <= 1.5
+            ok = ok and ratio <= TARGET
             print(f"warm validate, {name}: {warm * 1000:.1f} ms ({warm_cpu * 1000:.1f} ms CPU) "
-                  f"-> ratio {ratio:.2f} (target <= 1.5); in CPU time: "
+                  f"-> ratio {ratio:.2f} (target <= {TARGET}); in CPU time: "
                   f"{warm_cpu / version_cpu:.2f}")
+        entries = sorted(Path(cache).glob("validate/layers-v*/*/*.json"))
+        print("cached layer scans: " + ", ".join(
+            f"{entry.stem[:12]} {entry.stat().st_size} bytes" for entry in entries))
     return 0 if ok else 1
 
 

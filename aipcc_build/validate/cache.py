@@ -18,7 +18,7 @@ from typing import Any, Optional
 from ..fsutil import write_atomic
 from .results import DeviceCode, Evidence, Hazard, IndexSetting, LayerScan
 
-SCAN_FORMAT = 8
+SCAN_FORMAT = 9
 _DIGEST = re.compile(r"^([a-z0-9]+):([a-f0-9]{32,128})$")
 
 
@@ -37,7 +37,7 @@ def _to_json(scan: LayerScan) -> dict[str, Any]:
         "whiteouts": list(scan.whiteouts),
         "opaque_dirs": list(scan.opaque_dirs),
         "content_paths": list(scan.content_paths),
-        "symlinks": [list(s) for s in scan.symlinks],
+        "members": [list(m) for m in scan.members],
         "hazards": [[h.kind, h.path, h.detail, h.severe] for h in scan.hazards],
         "index_settings": [[i.source, i.key, i.url] for i in scan.index_settings],
         "diff_id": scan.diff_id,
@@ -54,7 +54,7 @@ def _from_json(data: dict[str, Any]) -> LayerScan:
         whiteouts=tuple(data["whiteouts"]),
         opaque_dirs=tuple(data["opaque_dirs"]),
         content_paths=tuple(data["content_paths"]),
-        symlinks=tuple((s[0], s[1]) for s in data["symlinks"]),
+        members=tuple((m[0], m[1], m[2]) for m in data["members"]),
         hazards=tuple(Hazard(*h) for h in data["hazards"]),
         index_settings=tuple(IndexSetting(*i) for i in data["index_settings"]),
         diff_id=data["diff_id"],

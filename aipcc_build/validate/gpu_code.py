@@ -19,6 +19,7 @@ import re
 from collections.abc import Sequence
 from typing import Optional
 
+from ..imagefs.overlay import Stack
 from .device_code import sort_archs
 from .results import VIOLATION, DeviceCode, Finding, LayerScan
 
@@ -109,24 +110,15 @@ def runs_on(code: DeviceCode, target: str) -> Optional[str]:
     return found
 
 
-def final_device_code(scans: Sequence[LayerScan]) -> tuple[tuple[DeviceCode, str], ...]:
-    """The device code of the files the image ends with, each with its layer's digest: a
-    later layer's scan of the same path replaces an earlier one; a later whiteout or
-    opaque directory removes it."""
-    latest: dict[str, tuple[int, DeviceCode]] = {}
-    for number, scan in enumerate(scans):
-        for code in scan.device_code:
-            latest[code.path] = (number, code)
-    out = []
-    for path, (number, code) in sorted(latest.items()):
-        parts = path.split("/")
-        parents = ["/".join(parts[:i]) or "/" for i in range(1, len(parts))]
-        gone = any(path in later.whiteouts or any(p in later.whiteouts or p in
-                                                   later.opaque_dirs for p in parents)
-                   for later in scans[number + 1:])
-        if not gone:
-            out.append((code, scans[number].digest))
-    return tuple(out)
+def final_device_code(scans: Sequence[LayerScan], stack: Stack
+                      ) -> tuple[tuple[DeviceCode, str], ...]:
+    """The device code of the files the image ends with, each with its layer's digest: what
+    the final tree STACK (`scan_stack.stack_of(SCANS)`) says a later layer removes or
+    replaces is left out."""
+    return tuple(sorted(((code, scan.digest) for number, scan in enumerate(scans)
+                         for code in scan.device_code
+                         if stack.hider(number, code.path) is None),
+                        key=lambda item: item[0].path))
 
 
 def summary(files: Sequence[DeviceCode]) -> dict[str, dict[str, list[str]]]:

@@ -27,7 +27,8 @@ import posixpath
 import re
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any, Optional
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Optional
 
 from .. import image_labels
 from ..image_index_settings import (
@@ -39,7 +40,13 @@ from ..image_index_settings import (
     UV_CONFIG_FILE,
 )
 from ..toolkit.spellings import CU_TAG, cu_release
-from .results import OK, VIOLATION, WARNING, Expectation, Finding, IndexSetting
+from .constraints_check import CONSTRAINTS_KEY, judge_constraints
+from .results import OK, VIOLATION, WARNING, Expectation, Finding, IndexSetting, LayerScan
+
+if TYPE_CHECKING:
+    from ..imagefs.image import PlatformImage
+    from ..imagefs.lookup import FileRead
+    from ..imagefs.overlay import Stack
 
 # Variables that give pip and uv a certificate of their own.
 CERT_VARIABLES = ("PIP_CLIENT_CERT", "SSL_CLIENT_CERT")
@@ -270,3 +277,80 @@ def judge_auth(env: Mapping[str, str], labels: Mapping[str, str]) -> list[Findin
     return [finding(WARNING, path, "the image presents credentials (a client certificate or "
                     "a netrc file) to an index its labels declare unauthenticated")
             for path in presented]
+
+
+def _scanned_config_files(scans: Sequence[LayerScan], stack: Stack,
+                          read_through: Sequence[LayerScan] = ()) -> set[str]:
+    """The pip and uv config files the layer scans read that the final filesystem holds,
+    and those read through links."""
+    held = {path for number, scan in enumerate(scans) for path in scan.content_paths
+            if CONFIG_FILE.search(path) and stack.hider(number, path) is None}
+    return held | {path for scan in read_through for path in scan.content_paths}
+
+
+def unread_named_files(image: PlatformImage, scans: Sequence[LayerScan], stack: Stack,
+                       read_through: Sequence[LayerScan] = ()) -> list[str]:
+    """The files PIP_CONFIG_FILE and UV_CONFIG_FILE name that the layer scans did not read
+    (another name, a symlink, absent): `judge` needs them read from the layer stack."""
+    named = named_files(image.env, image.working_dir)
+    held = _scanned_config_files(scans, stack, read_through) if named else set()
+    return sorted({path for _, path in named if path not in held})
+
+
+def named_file_checks(variable: str, path: str, read: FileRead, expected: Expectation,
+                       index: Optional[str]) -> list[Finding]:
+    """A named file read on demand, judged as the scanned ones; one the tool cannot open
+    fails the image when uv refuses to run without it, and warns when pip ignores it."""
+    named = f"{variable} names this file" + (
+        f", a symlink to {read.path}" if read.path != path else "")
+    if read.text is not None:
+        settings, problem = settings_from_text(path, read.text, variable == UV_CONFIG_FILE)
+        findings = [replace(f, reason=f"{f.reason}; {named}") for f in judge_settings(
+            [(setting, read.layer) for setting in settings], expected, index)]
+        if problem:
+            tool = "uv" if variable == UV_CONFIG_FILE else "pip"
+            findings.append(Finding(VIOLATION, "index-config", path,
+                                    f"{problem}; {named}: {TOOL_STOPS[tool]}",
+                                    component=variable, layer_digest=read.layer))
+        return findings
+    if read.error is not None:
+        return []  # the verdict is "unreadable"
+    if not read.absent:
+        return [Finding(WARNING, "index-config", path, f"{read.problem}; {named}",
+                        component=variable, layer_digest=read.layer)]
+    held = f"{variable} names {path}, which the image does not hold as a file " \
+           f"({read.problem})"
+    if variable == UV_CONFIG_FILE:
+        return [Finding(VIOLATION, "index-config", f"config:Env/{variable}",
+                        f"{held}: uv fails every command (it cannot open its config file)",
+                        component=variable, component_version=path)]
+    return [Finding(WARNING, "index-config", f"config:Env/{variable}",
+                    f"{held}: pip ignores it, so the indexes it was meant to set are not used",
+                    component=variable, component_version=path)]
+
+
+def index_checks(image: PlatformImage, scans: Sequence[LayerScan], stack: Stack,
+                 expected: Expectation, reads: Mapping[str, FileRead],
+                 read_through: Sequence[LayerScan] = ()) -> list[Finding]:
+    """The indexes the image's pip and uv are told to use: its variables, the config files
+    left in its final filesystem STACK (a later copy of a file replaces the earlier one),
+    those read through links (READ_THROUGH), and the files its variables name under other
+    names (READS)."""
+    settings: list[tuple[IndexSetting, Optional[str]]] = [
+        (setting, None) for setting in settings_from_env(image.env)]
+    for number, scan in enumerate(scans):
+        for setting in scan.index_settings:
+            if stack.hider(number, setting.source) is None:
+                settings.append((setting, scan.digest))
+    for scan in read_through:
+        settings.extend((setting, scan.digest) for setting in scan.index_settings)
+    constraints = [(s, d) for s, d in settings if s.key == CONSTRAINTS_KEY]
+    settings = [(s, d) for s, d in settings if s.key != CONSTRAINTS_KEY]
+    index = expected.index or image.labels.get(image_labels.WHEEL_INDEX) or None
+    findings = judge_settings(settings, expected, index)
+    findings += judge_constraints(constraints, image.env, image.labels, expected)
+    held = _scanned_config_files(scans, stack, read_through)
+    for variable, path in named_files(image.env, image.working_dir):
+        if path not in held:
+            findings.extend(named_file_checks(variable, path, reads[path], expected, index))
+    return findings + judge_auth(image.env, image.labels)

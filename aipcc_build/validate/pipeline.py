@@ -15,14 +15,17 @@ from ..imagefs.lookup import FileRead
 from ..tools.skopeo import TRANSPORTS, Skopeo
 from .cache import LayerCache, default_cache_dir
 from .gpu_code import BadArch, coverage_findings, final_device_code, parse_expected
+from .index_config import unread_named_files
 from .results import VIOLATION, DeviceCode, Expectation, ImageVerdict, LayerScan
 from .rootfs import diff_id_findings
-from .verdict import judge, unread_named_files
+from .scan_stack import read_through_links, stack_of
+from .verdict import judge
 
 if TYPE_CHECKING:
     from concurrent.futures import ProcessPoolExecutor
     from multiprocessing.context import BaseContext
 
+    from ..imagefs.overlay import Stack
     from ..matrix.model import AllowRule, ImageSpec
 
 
@@ -189,25 +192,49 @@ def validate_image(
         verdicts = []
         for image in opened.images:
             image_scans = [scans[layer.digest] for layer in image.layers]
-            reads = _read_named_files(image, image_scans,
-                                      [jobs[layer.digest] for layer in image.layers])
-            verdict = judge(ref=ref, image=image, scans=image_scans, expect=expect,
-                            allow=allow, strict_layers=strict_layers, reads=reads)
-            device_code = final_device_code(image_scans)
-            verdicts.append(replace(
-                verdict, findings=(*verdict.findings, *diff_id_findings(image, image_scans),
-                                   *coverage_findings(device_code, gpu_archs)),
-                gpu_code=tuple(code for code, _ in device_code), gpu_archs=gpu_archs,
+            image_jobs = [jobs[layer.digest] for layer in image.layers]
+            stack = stack_of(image_scans)
+            read_through = _read_through_links(image, image_scans, stack, image_jobs)
+            reads = _read_named_files(image, image_scans, stack, read_through, image_jobs)
+            device_code = final_device_code(image_scans, stack)
+            verdict = judge(
+                ref=ref, image=image, scans=image_scans, stack=stack, expect=expect,
+                allow=allow, strict_layers=strict_layers, reads=reads,
+                read_through=read_through, rootfs=diff_id_findings(image, image_scans),
+                gpu=coverage_findings(device_code, gpu_archs),
                 layers_read=opened.layers_read,
-                cached_layers=sum(1 for layer in image.layers if layer.digest in cached)))
+                cached_layers=sum(1 for layer in image.layers if layer.digest in cached))
+            verdicts.append(replace(verdict, gpu_code=tuple(code for code, _ in device_code),
+                                    gpu_archs=gpu_archs))
         return verdicts
 
 
-def _read_named_files(image: PlatformImage, scans: Sequence[LayerScan],
-                     layers: Sequence[LayerJob]) -> dict[str, FileRead]:
+def _read_through_links(image: PlatformImage, scans: Sequence[LayerScan], stack: Stack,
+                        layers: Sequence[LayerJob]) -> list[LayerScan]:
+    """What the files programs read through links hold (`read_through_links`), read now
+    from the image's LAYERS; nothing to read in the usual image."""
+    linked = read_through_links(image.env, scans, stack)
+    if not linked:
+        return []
+    # Imported here: the usual image never needs this second read.
+    from ..imagefs.lookup import read_path
+    from .detect import DPKG_STATUS_LIMIT
+    from .layers import scan_file
+
+    found = []
+    for path in linked:
+        read = read_path(layers, path, DPKG_STATUS_LIMIT)
+        if read.text is not None and read.layer is not None:
+            found.append(scan_file(read.layer, path, read.text.encode("utf-8")))
+    return found
+
+
+def _read_named_files(image: PlatformImage, scans: Sequence[LayerScan], stack: Stack,
+                      read_through: Sequence[LayerScan], layers: Sequence[LayerJob]
+                      ) -> dict[str, FileRead]:
     """The config files the image's environment names that its layer scans did not read,
     read now from its LAYERS; none for an image whose named files are the usual ones."""
-    unread = unread_named_files(image, scans)
+    unread = unread_named_files(image, scans, stack, read_through)
     if not unread:
         return {}
     # Imported here: the usual image never needs this second read.

@@ -98,10 +98,13 @@ class LayerScan:
     digest: str
     entries: int
     evidence: tuple[Evidence, ...] = ()
-    whiteouts: tuple[str, ...] = ()  # paths this layer deletes from lower layers
+    # paths this layer deletes from lower layers (not the ones it writes again itself)
+    whiteouts: tuple[str, ...] = ()
     opaque_dirs: tuple[str, ...] = ()  # directories whose lower content this layer hides
     content_paths: tuple[str, ...] = ()  # version files read here; they replace lower copies
-    symlinks: tuple[tuple[str, str], ...] = ()  # (path, target)
+    # (path, kind, link) of the members the final-tree model keeps (`layers._modelled`):
+    # symlinks, hard links to read through, what may replace a lower toolkit directory
+    members: tuple[tuple[str, str, str], ...] = ()
     hazards: tuple[Hazard, ...] = ()
     error: Optional[str] = None  # set when the layer could not be read to its end
     index_settings: tuple[IndexSetting, ...] = ()  # from its pip.conf / uv.toml files

@@ -1,8 +1,10 @@
 """From layer scans to an image verdict: only the final filesystem decides.
 
-Whiteouts are applied in layer order: evidence a later layer deletes (or a later copy of
-the same version file replaces) is still shipped bytes, so it becomes a warning, or a
-violation with `strict_layers`. Then every piece of evidence is compared with the
+The final filesystem is the one model of it (`imagefs.overlay`), stacked from the layer
+scans (`scan_stack`): evidence a later layer hides (a whiteout, an opaque directory, a
+non-directory above it, a later copy of the same version file) is still shipped bytes, so it
+becomes a warning, or a violation with `strict_layers`; what files programs read through
+links hold comes in read from the layers. Then every piece of evidence is compared with the
 expectation, and the allowlist turns deliberate exceptions into visible `allowed` findings.
 """
 
@@ -16,8 +18,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Optional
 
 from .. import image_labels
-from ..image_index_settings import UV_CONFIG_FILE
-from ..imagefs.symlinks import resolve_link
+from ..imagefs.tar import SYMLINK
 from ..toolkit.components import (
     OWN_SCHEME,
     RELEASE_NUMBERED,
@@ -31,17 +32,7 @@ from ..toolkit.components import (
 )
 from ..toolkit.spellings import CUDA_ROOT, ROCM_ROOT
 from .config_env import config_evidence, major_minor
-from .constraints_check import CONSTRAINTS_KEY, judge_constraints
-from .index_config import (
-    CONFIG_FILE,
-    TOOL_STOPS,
-    files_the_tools_load,
-    judge_auth,
-    judge_settings,
-    named_files,
-    settings_from_env,
-    settings_from_text,
-)
+from .index_config import TOOL_STOPS, files_the_tools_load, index_checks
 from .results import (
     ALLOWED,
     BACKEND,
@@ -57,13 +48,14 @@ from .results import (
     Expectation,
     Finding,
     ImageVerdict,
-    IndexSetting,
     LayerScan,
 )
+from .scan_stack import stack_of
 
 if TYPE_CHECKING:
     from ..imagefs.image import PlatformImage
     from ..imagefs.lookup import FileRead
+    from ..imagefs.overlay import Stack
     from ..matrix.model import AllowRule
 
 MIXED = "mixed"  # the evidence kind of the finding that reports an unlabelled mix
@@ -95,30 +87,6 @@ def place(evidence: Evidence) -> Optional[tuple[str, ...]]:
         if build:
             return (build.split(".")[0],)
     return releases
-
-
-def _ancestors(path: str) -> list[str]:
-    parts = path.split("/")
-    return ["/".join(parts[:i]) or "/" for i in range(1, len(parts))]
-
-
-class _Removals:
-    """Answers "which later layer removed PATH from layer I?" from the layers' whiteouts."""
-
-    def __init__(self, scans: Sequence[LayerScan]) -> None:
-        self.whiteouts = [set(s.whiteouts) for s in scans]
-        self.opaque = [set(s.opaque_dirs) for s in scans]
-        self.contents = [set(s.content_paths) for s in scans]
-
-    def removed_by(self, layer: int, path: str, content: bool) -> Optional[int]:
-        ancestors = _ancestors(path)
-        for later in range(layer + 1, len(self.whiteouts)):
-            whiteouts, opaque = self.whiteouts[later], self.opaque[later]
-            if path in whiteouts or any(a in whiteouts or a in opaque for a in ancestors):
-                return later
-            if content and path in self.contents[later]:
-                return later  # a newer copy of the same version file replaced it
-        return None
 
 
 def _expectation_from_labels(labels: Mapping[str, str]) -> Optional[Expectation]:
@@ -389,115 +357,44 @@ def _config_checks(image: PlatformImage, ref: str, expected: Expectation) -> lis
     return findings
 
 
-def _scanned_config_files(scans: Sequence[LayerScan], removals: _Removals) -> set[str]:
-    """The pip and uv config files the layer scans read that the final filesystem holds."""
-    return {path for number, scan in enumerate(scans) for path in scan.content_paths
-            if CONFIG_FILE.search(path) and removals.removed_by(number, path, True) is None}
-
-
-def unread_named_files(image: PlatformImage, scans: Sequence[LayerScan]) -> list[str]:
-    """The files PIP_CONFIG_FILE and UV_CONFIG_FILE name that the layer scans did not read
-    (another name, a symlink, absent): `judge` needs them read from the layer stack."""
-    named = named_files(image.env, image.working_dir)
-    held = _scanned_config_files(scans, _Removals(scans)) if named else set()
-    return sorted({path for _, path in named if path not in held})
-
-
-def _named_file_checks(variable: str, path: str, read: FileRead, expected: Expectation,
-                       index: Optional[str]) -> list[Finding]:
-    """A named file read on demand, judged as the scanned ones; one the tool cannot open
-    fails the image when uv refuses to run without it, and warns when pip ignores it."""
-    named = f"{variable} names this file" + (
-        f", a symlink to {read.path}" if read.path != path else "")
-    if read.text is not None:
-        settings, problem = settings_from_text(path, read.text, variable == UV_CONFIG_FILE)
-        findings = [replace(f, reason=f"{f.reason}; {named}") for f in judge_settings(
-            [(setting, read.layer) for setting in settings], expected, index)]
-        if problem:
-            tool = "uv" if variable == UV_CONFIG_FILE else "pip"
-            findings.append(Finding(VIOLATION, "index-config", path,
-                                    f"{problem}; {named}: {TOOL_STOPS[tool]}",
-                                    component=variable, layer_digest=read.layer))
-        return findings
-    if read.error is not None:
-        return []  # the verdict is "unreadable"
-    if not read.absent:
-        return [Finding(WARNING, "index-config", path, f"{read.problem}; {named}",
-                        component=variable, layer_digest=read.layer)]
-    held = f"{variable} names {path}, which the image does not hold as a file " \
-           f"({read.problem})"
-    if variable == UV_CONFIG_FILE:
-        return [Finding(VIOLATION, "index-config", f"config:Env/{variable}",
-                        f"{held}: uv fails every command (it cannot open its config file)",
-                        component=variable, component_version=path)]
-    return [Finding(WARNING, "index-config", f"config:Env/{variable}",
-                    f"{held}: pip ignores it, so the indexes it was meant to set are not used",
-                    component=variable, component_version=path)]
-
-
-def _index_checks(image: PlatformImage, scans: Sequence[LayerScan], removals: _Removals,
-                  expected: Expectation, reads: Mapping[str, FileRead]) -> list[Finding]:
-    """The indexes the image's pip and uv are told to use: its variables, the config files
-    left in its final filesystem (a later copy of a file replaces the earlier one), and the
-    files its variables name under other names (READS)."""
-    settings: list[tuple[IndexSetting, Optional[str]]] = [
-        (setting, None) for setting in settings_from_env(image.env)]
-    for number, scan in enumerate(scans):
-        for setting in scan.index_settings:
-            if removals.removed_by(number, setting.source, content=True) is None:
-                settings.append((setting, scan.digest))
-    constraints = [(s, d) for s, d in settings if s.key == CONSTRAINTS_KEY]
-    settings = [(s, d) for s, d in settings if s.key != CONSTRAINTS_KEY]
-    index = expected.index or image.labels.get(image_labels.WHEEL_INDEX) or None
-    findings = judge_settings(settings, expected, index)
-    findings += judge_constraints(constraints, image.env, image.labels, expected)
-    held = _scanned_config_files(scans, removals)
-    for variable, path in named_files(image.env, image.working_dir):
-        if path not in held:
-            findings.extend(_named_file_checks(variable, path, reads[path], expected, index))
-    return findings + judge_auth(image.env, image.labels)
-
-
-def _final_links(scans: Sequence[LayerScan], removals: _Removals) -> dict[str, str]:
-    links: dict[str, str] = {}
-    for number, scan in enumerate(scans):
-        for path, target in scan.symlinks:
-            if removals.removed_by(number, path, content=False) is None:
-                links[path] = target
-    return links
-
-
 def judge(*, ref: str, image: PlatformImage, scans: Sequence[LayerScan],
-          expect: Optional[Expectation] = None, allow: Sequence[AllowRule] = (),
-          strict_layers: bool = False, reads: Optional[Mapping[str, FileRead]] = None
-          ) -> ImageVerdict:
-    """The verdict on IMAGE (named REF) from its layer SCANS, against EXPECT (else its
-    labels, else what it holds); ALLOW turns deliberate exceptions into `allowed`;
-    STRICT_LAYERS fails evidence a later layer removes; READS holds the
-    `unread_named_files`, read from its layer stack."""
+          stack: Optional[Stack] = None, expect: Optional[Expectation] = None,
+          allow: Sequence[AllowRule] = (), strict_layers: bool = False,
+          reads: Optional[Mapping[str, FileRead]] = None,
+          read_through: Sequence[LayerScan] = (), rootfs: Sequence[Finding] = (),
+          gpu: Sequence[Finding] = (), layers_read: Optional[str] = None, cached_layers: int = 0) -> ImageVerdict:
+    """The verdict on IMAGE (named REF) from its layer SCANS and their final tree STACK
+    (`scan_stack.stack_of(SCANS)` when not given), against EXPECT (else its labels, else
+    what it holds); ALLOW turns deliberate exceptions into `allowed`; STRICT_LAYERS fails
+    evidence a later layer removes. Read from its layers after the scans: READS, the
+    `unread_named_files`; READ_THROUGH, what the files programs read through links hold
+    (`linked_files`), one scan each named after the layer holding the bytes. ROOTFS: the
+    findings on the config's diff_ids; GPU: the device code's coverage of the expected GPU
+    architectures (`gpu_code.coverage_findings`); LAYERS_READ and CACHED_LAYERS: how the layers were
+    read."""
     reads = reads or {}
-    removals = _Removals(scans)
+    stack = stack or stack_of(scans)
     # (evidence, releases, layer digest, removed by layer number)
     items: list[tuple[Evidence, Optional[tuple[str, ...]], Optional[str], Optional[int]]] = []
     backends: dict[str, list[tuple[Evidence, str]]] = {}  # directory -> its backends
     for number, scan in enumerate(scans):
-        contents = set(scan.content_paths)
         for evidence in scan.evidence:
-            gone = removals.removed_by(number, evidence.path, evidence.path in contents)
+            gone = stack.hider(number, evidence.path)
             if evidence.kind == BACKEND:
                 if gone is None:
                     backends.setdefault(evidence.path.rsplit("/", 1)[0], []).append(
                         (evidence, scan.digest))
                 continue
             items.append((evidence, place(evidence), scan.digest, gone))
-    links = _final_links(scans, removals)
+    for scan in read_through:
+        items.extend((evidence, place(evidence), scan.digest, None) for evidence in scan.evidence)
     for link, (toolkit, pattern) in TOOLKIT_LINKS.items():
-        if link in links:
-            target = resolve_link(link, links)
-            match = pattern.match(target or "")
+        if stack.top(link)[1] == SYMLINK:
+            target = stack.resolve(link).path
+            match = pattern.match(target)
             if match:
                 release = major_minor(match.group(1)) or match.group(1)  # X.Y of X.Y[.Z]
-                evidence = Evidence("symlink", link, toolkit, "toolkit", target or "", release)
+                evidence = Evidence("symlink", link, toolkit, "toolkit", target, release)
                 items.append((evidence, (release,), None, None))
     for evidence in config_evidence(image.env):
         items.append((evidence, resolve(evidence), None, None))
@@ -545,16 +442,17 @@ def judge(*, ref: str, image: PlatformImage, scans: Sequence[LayerScan],
             component_version=evidence.version, layer_digest=digest,
             distribution=evidence.distribution))
     loaded = files_the_tools_load(image.env)
-    for number, scan in enumerate(scans):
+    layered: list[tuple[Optional[int], LayerScan]] = [*enumerate(scans)]
+    for layer, scan in (*layered, *((None, scan) for scan in read_through)):
         for hazard in scan.hazards:
             status = VIOLATION if hazard.severe else WARNING
             reason = f"{hazard.kind}: {hazard.detail}"
             tool = loaded.get(hazard.path) if hazard.kind == UNPARSABLE else None
-            if tool and removals.removed_by(number, hazard.path, True) is None:
+            if tool and (layer is None or stack.hider(layer, hazard.path) is None):
                 # The copy the image ends with; a pip.conf elsewhere (a package's example)
                 # is read by nobody and stays a warning.
                 status, reason = VIOLATION, f"{reason}: {TOOL_STOPS[tool]}"
-            if hazard.kind == SETUID and number == 0:
+            if hazard.kind == SETUID and layer == 0:
                 # The lowest layer is the distribution's root filesystem, whose su, passwd,
                 # mount... are set-user-ID by design: listed, not warned about.
                 status, reason = OK, f"{reason}; from the base layer"
@@ -563,8 +461,10 @@ def judge(*, ref: str, image: PlatformImage, scans: Sequence[LayerScan],
     findings.extend(_backend_finding(directory, found, expected)
                     for directory, found in sorted(backends.items()))
     findings.extend(_config_checks(image, ref, expected))
-    findings.extend(_index_checks(image, scans, removals, expected, reads))
+    findings.extend(index_checks(image, scans, stack, expected, reads, read_through))
     findings, stale = _apply_allowlist(findings, allow)
+    findings.extend(rootfs)
+    findings.extend(gpu)
 
     toolkits: dict[str, set[str]] = {}
     for evidence, releases in present:
@@ -578,4 +478,5 @@ def judge(*, ref: str, image: PlatformImage, scans: Sequence[LayerScan],
         toolkits={k: tuple(sorted(v, key=lambda r: [int(x) for x in r.split(".")]))
                   for k, v in sorted(toolkits.items())},
         findings=tuple(findings), stale_rules=stale, layers=len(scans),
+        cached_layers=cached_layers, layers_read=layers_read,
         error="; ".join(errors) if errors else None)

@@ -4,13 +4,14 @@ into containers-storage (which unpacks them as podman and buildah do), exposed b
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import stat
 import subprocess
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Union
 
@@ -78,15 +79,30 @@ def mounted_tree(mount: str) -> dict[str, Entry]:
     return tree
 
 
-def engine_tree(layers: Sequence[bytes], workdir: Path) -> Union[dict[str, Entry], str]:
-    """The final filesystem the engine unpacks from LAYERS, or why it refused them."""
+@contextlib.contextmanager
+def stored(layers: Sequence[bytes], workdir: Path) -> Iterator[Union[str, Refused]]:
+    """LAYERS copied by skopeo into containers-storage as an image (its name), or why the
+    engine refused them; the image is removed afterwards."""
     root = workdir / uuid.uuid4().hex[:12]
     image = f"localhost/aipcc-differential-{uuid.uuid4().hex[:12]}:t"
-    copied = _run("skopeo", "copy", "--quiet", layout(root, layers),
-                  f"containers-storage:{image}")
-    if copied.returncode:
+    try:
+        copied = _run("skopeo", "copy", "--quiet", layout(root, layers),
+                      f"containers-storage:{image}")
+        if copied.returncode:
+            yield Refused(copied.stderr.strip().splitlines()[-1] if copied.stderr.strip()
+                          else "refused")
+        else:
+            yield image
+    finally:
         _run("buildah", "rmi", "-f", image)
-        return copied.stderr.strip().splitlines()[-1] if copied.stderr.strip() else "refused"
+
+
+class Refused(str):
+    """Why the engine refused an image's layers."""
+
+
+def image_tree(image: str) -> dict[str, Entry]:
+    """The final filesystem of IMAGE in containers-storage, through buildah from + mount."""
     container = ""
     try:
         made = _run("buildah", "from", "--pull-never", image)
@@ -101,4 +117,9 @@ def engine_tree(layers: Sequence[bytes], workdir: Path) -> Union[dict[str, Entry
     finally:
         if container:
             _run("buildah", "rm", container)
-        _run("buildah", "rmi", "-f", image)
+
+
+def engine_tree(layers: Sequence[bytes], workdir: Path) -> Union[dict[str, Entry], str]:
+    """The final filesystem the engine unpacks from LAYERS, or why it refused them."""
+    with stored(layers, workdir) as image:
+        return str(image) if isinstance(image, Refused) else image_tree(image)

@@ -1,8 +1,11 @@
 """docs/architecture.md describes the tree as it is: every module and package it names in
-its tables exists, and every module of the product is named in the row of its package."""
+its tables exists, every module of the product is named in the row of its package, and the
+stage chain it draws is the import graph: no package imports one at or after its own step,
+and each arrow stands for an import."""
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -63,3 +66,55 @@ def test_every_module_of_a_package_is_in_its_row() -> None:
             unnamed += [f"{package}/{sub.name}/{path.stem}" for path in sorted(sub.glob("*.py"))
                         if path.stem != "__init__" and f"{sub.name}/{path.stem}" not in named]
     assert not unnamed, f"modules docs/architecture.md does not describe: {unnamed}"
+
+
+# The stage chain: "matrix -> render -> ... -> report -> cli", steps of comma-separated names.
+_CHAIN = re.compile(r"^([a-z_]+(?: -> [a-z_]+(?:, [a-z_]+)*)+)$", re.M)
+
+
+def chain() -> list[list[str]]:
+    [drawn] = _CHAIN.findall(DOC.read_text(encoding="utf-8"))
+    return [step.split(", ") for step in drawn.split(" -> ")]
+
+
+def imported_packages(package: str) -> set[str]:
+    """The top-level packages of aipcc_build that PACKAGE's modules import, at any depth
+    (imports inside functions count: they run too)."""
+    found = set()
+    for path in (PACKAGE / package).rglob("*.py"):
+        depth = len(path.relative_to(PACKAGE).parts) - 1
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level > depth:
+                found.update([node.module.split(".")[0]] if node.module else
+                             [alias.name for alias in node.names])
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                    "aipcc_build."):
+                found.add((node.module or "").split(".")[1])
+            elif isinstance(node, ast.Import):
+                found.update(alias.name.split(".")[1] for alias in node.names
+                             if alias.name.startswith("aipcc_build."))
+    return found - {package}
+
+
+def test_the_imports_follow_the_arrows_drawn() -> None:
+    steps = chain()
+    drawn = [name for step in steps for name in step]
+    assert all((PACKAGE / name / "__init__.py").exists() for name in drawn), drawn
+    wrong, unused = [], []
+    for number, step in enumerate(steps):
+        before = {name for earlier in steps[:number] for name in earlier}
+        for package in step:
+            later = imported_packages(package) & set(drawn) - before
+            wrong += [f"{package} imports {name}" for name in sorted(later)]
+        if number and not any(imported_packages(package) & set(steps[number - 1])
+                              for package in step):
+            unused.append(f"{', '.join(steps[number - 1])} -> {', '.join(step)}")
+    assert not wrong, f"imports against the arrows docs/architecture.md draws: {wrong}"
+    assert not unused, f"arrows no import stands for: {unused}"
+
+
+def test_the_libraries_import_no_stage() -> None:
+    stages = {name for step in chain() for name in step}
+    wrong = {library: sorted(imported_packages(library) & stages)
+             for library in ("imagefs", "toolkit", "tools")}
+    assert not any(wrong.values()), wrong

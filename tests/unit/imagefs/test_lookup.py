@@ -13,7 +13,8 @@ import pytest
 
 from aipcc_build.imagefs import lookup
 from aipcc_build.imagefs.blobs import BlobLocation, LayerJob
-from aipcc_build.imagefs.lookup import LayerView, read_path, view_layer
+from aipcc_build.imagefs.lookup import read_path, view_layer
+from aipcc_build.imagefs.overlay import LayerIndex, Wanted
 from tests.support.layers import member, tar_bytes
 
 PATH = "/opt/conf/site-pip.ini"
@@ -82,7 +83,7 @@ def test_symlinks_at_the_path_and_above_it_are_followed_inside_the_image(
     # Every layer is walked once, however many hops: a second read never rereads the stack.
     walks: list[str] = []
 
-    def counted(job: LayerJob, wanted: str, limit: int) -> LayerView:
+    def counted(job: LayerJob, wanted: str, limit: int) -> tuple[LayerIndex, Wanted]:
         walks.append(job.digest)
         return view_layer(job, wanted, limit)
 

@@ -13,6 +13,7 @@ from aipcc_build.imagefs.blobs import BlobLocation, LayerJob
 from aipcc_build.imagefs.tar import DIRECTORY, REGULAR, SYMLINK
 from aipcc_build.imagefs.tree import Entry, LayerRefused, final_tree
 from aipcc_build.validate.layers import REFUSED, scan_layer
+from aipcc_build.validate.scan_stack import stack_of
 from tests.support.raw_tar import Member, raw_tar
 
 
@@ -94,3 +95,17 @@ def test_replacing_directories_through_a_symlink_is_linear(tmp_path: Path) -> No
     tree = final_tree(jobs(tmp_path, layer))
     assert time.monotonic() - started < 20  # about 0.3 s; quadratic took minutes
     assert len(tree) == count + 1 and tree["/d7"].kind == REGULAR
+
+
+def test_a_hard_link_to_a_whiteout_is_a_second_whiteout(tmp_path: Path) -> None:
+    # Found by issue 37's generator against the engine: overlay's whiteout is a device
+    # node, and a hard link to it another one; the model and the scan refused the layer.
+    lower = raw_tar([Member(b"h", data=b"lower"), Member(b"k", data=b"kept")])
+    upper = raw_tar([Member(b"b/.wh.f"), Member(b"h", b"1", link=b"b/f")])
+    layers = jobs(tmp_path, lower, upper)
+    assert final_tree(layers) == {"/b": Entry(DIRECTORY, 0o755),
+                                  "/k": Entry(REGULAR, 0o644, sha(b"kept"))}
+    scans = [scan_layer(job) for job in layers]
+    assert not [h for h in scans[1].hazards if h.kind == REFUSED]
+    stack = stack_of(scans)
+    assert stack.top("/h")[0] is None and stack.top("/k")[0] == 0

@@ -15,6 +15,7 @@ from aipcc_build.validate.device_code import (
     MAX_BUNDLE_ENTRIES,
     read_device_code,
 )
+from aipcc_build.validate.scan_stack import stack_of
 from aipcc_build.validate.gpu_code import (
     BadArch,
     coverage_findings,
@@ -167,7 +168,7 @@ def test_a_later_layer_removes_or_replaces_device_code() -> None:
         DeviceCode("/opt/c/libc.so", sass=("sm_80",))))
     upper = LayerScan("sha256:2", 1, whiteouts=("/opt/a/liba.so",), opaque_dirs=("/opt/b",),
                       device_code=(DeviceCode("/opt/c/libc.so", sass=("sm_90",)),))
-    final = final_device_code([lower, upper])
+    final = final_device_code([lower, upper], stack_of([lower, upper]))
     assert [(c.path, c.sass, d) for c, d in final] == [("/opt/c/libc.so", ("sm_90",),
                                                         "sha256:2")]
 

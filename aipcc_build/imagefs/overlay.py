@@ -1,0 +1,549 @@
+"""The one model of an image's final filesystem, exactly as the container engine builds it
+from its layers: each layer unpacked on its own (`unpack`, a `Tree`), summed up as a
+`LayerIndex`, and the indexes stacked (`Stack`). The scan, the judge, the lookup and
+`tree.final_tree` all ask a `Stack`.
+
+The model is containers/storage's overlay driver, the default of podman and buildah: each
+layer is unpacked on its own into a directory (pkg/archive `Unpack`, run chrooted in it),
+then overlayfs stacks the directories. Per member, in tar order:
+
+- the name is Go's (`tar`), cleaned (`paths.clean`: `..` stops at the root); a name the
+  layer holds twice refuses it (`paths.duplicate_key`);
+- missing parent directories are made (mode 0755), following this layer's own symlinks
+  inside its root; a parent that is a file, or a symlink to nothing, refuses the layer;
+- what stands at the path is removed, unless both are directories (then they merge);
+- `.wh.NAME` becomes a whiteout of NAME (refused when NAME already exists in this layer),
+  `.wh..wh..opq` marks its directory opaque; a global header removes what its name names
+  and creates nothing;
+- a hard link shares the inode of a member already unpacked in this layer (refused when
+  there is none, or it is a directory); the member's mode is then set on that inode.
+
+overlayfs then shows, from the top layer down, the first entry of each path; a whiteout
+hides lower entries, an opaque directory all lower entries below it, a directory above a
+non-directory hides it. (The vfs driver instead unpacks each layer onto a copy of the one
+below, following lower symlinks: images that rely on the difference are not modelled.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Callable, NamedTuple, Optional
+
+from .paths import clean, duplicate_key, engine_name_problem, parent_and_base
+from .symlinks import MAX_HOPS, PATH_MAX
+from .tar import (
+    BLOCKDEV,
+    CHARDEV,
+    DIRECTORY,
+    FIFO,
+    GLOBAL,
+    HARDLINK,
+    REGULAR,
+    SYMLINK,
+    TarWalker,
+)
+
+# The inflaters: only a model that unpacks a layer needs them (a warm judge does not).
+if TYPE_CHECKING:
+    from .stream import LayerStream
+
+WHITEOUT = "whiteout"
+IMPLIED_DIRECTORY_MODE = 0o755
+
+
+class LayerRefused(Exception):
+    """The engine would refuse to unpack this layer; the message says why."""
+
+
+# The member types containers/storage creates; it refuses a layer holding any other.
+ENGINE_KINDS = frozenset((REGULAR, HARDLINK, SYMLINK, CHARDEV, BLOCKDEV, DIRECTORY, FIFO,
+                          GLOBAL))
+
+
+def place(name: str, kind: str, link: bytes, seen: set[int]) -> str:
+    """Where the engine puts member NAME of type KIND (linking to LINK), SEEN holding the
+    hashed duplicate keys of the layer's members so far (this one is added). Raises
+    LayerRefused for a name held twice, one Linux cannot create, a type the engine does
+    not create."""
+    key = hash(duplicate_key(name).encode("utf-8", "surrogateescape"))
+    if key in seen:
+        raise LayerRefused(f"member {name!r} is the layer's second of that name")
+    seen.add(key)
+    path = clean(name)
+    too_long = engine_name_problem(path, link)
+    if too_long:
+        raise LayerRefused(f"member {name[:200]!r}...: {too_long}")
+    if kind not in ENGINE_KINDS:
+        raise LayerRefused(f"member {name!r} has tar type {kind!r}, which the engine does "
+                           "not create")
+    return path
+
+
+class NotADirectory(LayerRefused):
+    """A member's parent is not a directory (ENOTDIR): the engine refuses the layer,
+    except for a whiteout, which it then leaves out."""
+
+
+class Node:
+    """An inode: hard links share one, so a chmod through either shows in both."""
+
+    __slots__ = ("kind", "mode", "digest", "link", "opaque", "first")
+
+    def __init__(self, kind: str, mode: int, digest: Optional[str] = None,
+                 link: str = "", first: str = "") -> None:
+        self.kind = kind
+        self.mode = mode
+        self.digest = digest  # sha256 of a regular file's content
+        self.link = link  # a symlink's target, as written
+        self.opaque = False
+        self.first = first  # the path a regular file was written at (hard links share it)
+
+
+class _Hasher:
+    def __init__(self) -> None:
+        import hashlib  # only an unpacking that hashes content needs it, not the judge
+
+        self.hash = hashlib.sha256()
+
+    def write(self, data: bytes) -> int:
+        self.hash.update(data)
+        return len(data)
+
+
+class Tree(dict[str, Node]):
+    """Paths to inodes, each directory's children indexed: removing a directory costs
+    what it holds, not the whole tree (a hostile layer cannot make unpacking quadratic)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._children: dict[str, set[str]] = {}
+
+    def __setitem__(self, path: str, node: Node) -> None:
+        if path != "/":
+            self._children.setdefault(parent_and_base(path)[0], set()).add(path)
+        super().__setitem__(path, node)
+
+    def remove_below(self, path: str) -> None:
+        """Everything below PATH."""
+        pending = list(self._children.pop(path, ()))
+        while pending:
+            current = pending.pop()
+            super().pop(current, None)
+            pending.extend(self._children.pop(current, ()))
+
+    def remove(self, path: str) -> None:
+        """PATH and everything below it."""
+        self.remove_below(path)
+        super().pop(path, None)
+        if path != "/":
+            self._children.get(parent_and_base(path)[0], set()).discard(path)
+
+    def clear(self) -> None:
+        super().clear()
+        self._children.clear()
+
+
+def _resolve_parent(tree: Tree, parent: str, create: bool = True
+                    ) -> Optional[str]:
+    """Where PARENT is inside this layer's root, following its symlinks, making missing
+    directories as MkdirAll does (with CREATE; else None when one is missing)."""
+    pending = [p for p in parent.split("/") if p][::-1]
+    resolved = ""
+    hops = 0
+    while pending:
+        part = pending.pop()
+        if part == ".":
+            continue
+        if part == "..":
+            resolved = resolved.rpartition("/")[0]
+            continue
+        candidate = f"{resolved}/{part}"
+        node = tree.get(candidate)
+        if node is None:
+            if not create:
+                return None
+            node = tree[candidate] = Node(DIRECTORY, IMPLIED_DIRECTORY_MODE)
+        elif node.kind == SYMLINK:
+            hops += 1
+            if hops > MAX_HOPS:
+                raise LayerRefused(f"too many symlinks on the way to {parent}")
+            target = [p for p in node.link.split("/") if p]
+            if node.link.startswith("/"):
+                resolved = ""
+            pending.extend(reversed(target))
+            if tree.get(clean(f"{resolved}/{node.link}")) is None:
+                raise LayerRefused(f"{candidate} on the way to {parent} is a symlink to "
+                                   "nothing")
+            continue
+        elif node.kind != DIRECTORY:
+            raise NotADirectory(f"{candidate} on the way to {parent} is not a directory")
+        resolved = candidate
+    return resolved or "/"
+
+
+def _exists(tree: Tree, path: str, hops: int = 0) -> bool:
+    """Whether PATH can be opened in the layer now, following its symlinks."""
+    parent, base = parent_and_base(path)
+    try:
+        directory = _resolve_parent(tree, parent, create=False)
+    except LayerRefused:
+        return False
+    node = None if directory is None else tree.get(directory.rstrip("/") + "/" + base)
+    if node is None or node.kind == WHITEOUT:
+        return False
+    if node.kind == SYMLINK:
+        return hops < MAX_HOPS and _exists(tree, clean(f"{directory}/{node.link}"), hops + 1)
+    return True
+
+
+class Wanted:
+    """The one regular file whose bytes an unpacking keeps (PATH, when at most LIMIT)."""
+
+    __slots__ = ("path", "limit", "size", "content")
+
+    def __init__(self, path: str, limit: int) -> None:
+        self.path = path
+        self.limit = limit
+        self.size = 0
+        self.content: Optional[bytes] = None
+
+
+def unpack(stream: LayerStream, tree: Tree, wanted: Optional[Wanted] = None) -> None:
+    """Unpack one layer's STREAM into TREE (which holds "/"). With WANTED, content is not
+    hashed; the bytes of the regular file at WANTED.path are kept in it."""
+    walker = TarWalker(stream)
+    seen: set[int] = set()
+    directories: list[str] = []  # the directory members, whose times are set at the end
+    for entry in walker:
+        name = entry.name.decode("utf-8", "surrogateescape")
+        path = place(name, entry.kind, entry.link, seen)
+        if path == "/":
+            if entry.kind not in (DIRECTORY, GLOBAL):
+                raise LayerRefused(f"member {name!r} would replace the root")
+            continue
+        parent, base = parent_and_base(path)
+        whiteout = entry.kind != GLOBAL and base.startswith(".wh.")
+        try:
+            directory = _resolve_parent(tree, parent) or "/"
+        except NotADirectory:
+            if not whiteout:
+                raise
+            if base == ".wh..wh..opq":
+                # setxattr on the directory: on a file it succeeds (and hides nothing),
+                # through a file it fails, and the layer with it.
+                _resolve_parent(tree, parent_and_base(parent)[0])
+            continue  # mknod of a whiteout below a file: ENOTDIR, which is ignored
+        where = directory.rstrip("/") + "/" + base
+        if whiteout:
+            if base == ".wh..wh..opq":
+                tree[directory].opaque = True
+                continue
+            hidden = directory.rstrip("/") + "/" + base[4:]
+            if hidden in tree:
+                raise LayerRefused(f"whiteout {path} of {hidden}, which the layer holds")
+            tree[hidden] = Node(WHITEOUT, 0)
+            continue
+        existing = tree.get(where)
+        if existing is not None and not (existing.kind == DIRECTORY
+                                         and entry.kind == DIRECTORY):
+            tree.remove(where)
+        mode = entry.mode & 0o7777
+        if entry.kind == GLOBAL:
+            continue
+        if entry.kind == DIRECTORY:
+            directories.append(path)
+            if existing is not None and existing.kind == DIRECTORY:
+                existing.mode = mode
+            else:
+                tree[where] = Node(DIRECTORY, mode)
+        elif entry.kind == REGULAR:
+            digest = None
+            if wanted is None:
+                sink = _Hasher()
+                walker.copy_data(sink)  # type: ignore[arg-type]
+                digest = sink.hash.hexdigest()
+            elif where == wanted.path:
+                wanted.size = entry.size
+                wanted.content = walker.read_data() if entry.size <= wanted.limit else None
+            tree[where] = Node(REGULAR, mode, digest, first=where)
+        elif entry.kind == SYMLINK:
+            tree[where] = Node(SYMLINK, 0o777, link=entry.link.decode("utf-8",
+                                                                       "surrogateescape"))
+        elif entry.kind == HARDLINK:
+            link = entry.link.decode("utf-8", "surrogateescape")
+            target_path = clean(link)
+            lparent, lbase = parent_and_base(target_path)
+            found = _resolve_parent(tree, lparent, create=False)
+            target = None if found is None else tree.get(found.rstrip("/") + "/" + lbase)
+            if target is not None and target.kind == WHITEOUT:
+                # overlay's whiteout is a device node: a hard link to it is a second one,
+                # which hides what lower layers hold at its own path.
+                tree[where] = Node(WHITEOUT, 0)
+                continue
+            if target is None or target.kind == DIRECTORY:
+                raise LayerRefused(f"hard link {path} to {link!r}, which the layer does "
+                                   "not hold as a file before it")
+            if target.kind != SYMLINK:
+                target.mode = mode
+            tree[where] = target
+        else:  # FIFO, CHARDEV, BLOCKDEV: `place` refused the rest
+            tree[where] = Node(entry.kind, mode)
+    for path in directories:
+        if not _exists(tree, path):
+            raise LayerRefused(f"directory {path} is gone when the engine sets its times: "
+                               "a later member replaced a directory above it")
+
+
+
+
+class LayerIndex:
+    """What one layer says about each path, once unpacked on its own: each path's kind (a
+    tar type; HARDLINK for a second name of a regular file), the targets of its symlinks
+    and the first name of each hard-linked file (`links`), its whiteouts and opaque
+    directories. A complete index (from `unpack`) holds every path; a scan's holds the
+    paths a verdict asks about and the directories above them (`directories`), and says
+    nothing of the rest. (A plain class: a warm validation builds no dataclass for it.)"""
+
+    __slots__ = ("kinds", "links", "whiteouts", "opaque", "directories")
+
+    def __init__(self, kinds: Optional[dict[str, str]] = None,
+                 links: Optional[dict[str, str]] = None,
+                 whiteouts: Optional[set[str]] = None, opaque: Optional[set[str]] = None,
+                 directories: Optional[set[str]] = None) -> None:
+        self.kinds = kinds if kinds is not None else {}
+        self.links = links if links is not None else {}
+        self.whiteouts = whiteouts if whiteouts is not None else set()
+        self.opaque = opaque if opaque is not None else set()
+        self.directories = directories if directories is not None else set()
+
+    def kind(self, path: str) -> Optional[str]:
+        kind = self.kinds.get(path)
+        if kind is None and path in self.directories:
+            return DIRECTORY
+        return kind
+
+
+def index_of(tree: Tree) -> LayerIndex:
+    """The index of one unpacked layer."""
+    index = LayerIndex()
+    for path, node in tree.items():
+        if node.opaque:
+            index.opaque.add(path)
+        if node.kind == WHITEOUT:
+            index.whiteouts.add(path)
+        elif path != "/":
+            hard = node.kind == REGULAR and node.first != path
+            index.kinds[path] = HARDLINK if hard else node.kind
+            if hard or node.kind == SYMLINK:
+                index.links[path] = node.first if hard else node.link
+    return index
+
+
+def ancestors(path: str) -> list[str]:
+    """The directories above PATH, "/" excluded: "/a/b/c" -> ["/a", "/a/b"]."""
+    parts = path.split("/")
+    return ["/".join(parts[:i]) for i in range(2, len(parts))]
+
+
+class Holders(NamedTuple):
+    """Who decides PATH in the final tree: the layers whose entries there show, topmost
+    first (one for a non-directory; the directories overlayfs merges), or none and
+    `problem`, why the path is absent."""
+
+    layers: tuple[int, ...]
+    kind: Optional[str]
+    problem: str = ""
+
+
+class Resolved(NamedTuple):
+    """Where a process that opens PATH ends up: `path` after the symlinks, the `layer`
+    holding it and its `kind`, `member`: the path in that layer holding the bytes (the
+    first name of a hard link); `problem` when it cannot be opened."""
+
+    path: str
+    layer: Optional[int] = None
+    kind: Optional[str] = None
+    member: str = ""
+    problem: str = ""
+
+
+NEVER_RESOLVES = (f"its symlinks never resolve (a loop, more than {MAX_HOPS} hops, or a path "
+                  "longer than PATH_MAX)")
+
+
+# Directories a question may go down: the walk recurses once per directory (Python's stack),
+# and the model answers "absent" below it. Real images go a few dozen deep.
+MAX_DEPTH = 400
+
+
+class Stack:
+    """The overlayfs view of layer indexes, bottom first, asked one path at a time
+    (containers/storage's overlay driver): from the top layer down, a whiteout hides lower
+    entries, an opaque directory all lower entries below it, a non-directory everything
+    below it, a directory a lower non-directory; directories merge. An index is loaded
+    when a question first reaches its layer."""
+
+    def __init__(self, count: int, load: Callable[[int], LayerIndex]) -> None:
+        self.count = count
+        self._load = load
+        self._indexes: dict[int, LayerIndex] = {}
+        self._held: dict[str, Holders] = {}  # the paths `holders` answered, for their children
+
+    @classmethod
+    def of(cls, indexes: Sequence[LayerIndex]) -> Stack:
+        return cls(len(indexes), indexes.__getitem__)
+
+    def index(self, number: int) -> LayerIndex:
+        index = self._indexes.get(number)
+        if index is None:
+            index = self._indexes[number] = self._load(number)
+        return index
+
+    def _shown(self, path: str, why: list[str]) -> Iterator[tuple[int, str]]:
+        """(layer, kind) of the entries at PATH that show, topmost first, loading layers
+        only as far as they are asked for: one non-directory, or the directories overlayfs
+        merges. WHY gets the reason when a whiteout or an opaque directory stops them."""
+        if path == "/":
+            for number in reversed(range(self.count)):
+                yield number, DIRECTORY
+                if "/" in self.index(number).opaque:
+                    if number:
+                        why.append(f"layer {number + 1} makes / opaque")
+                    return
+            return
+        merged = False
+        parent = parent_and_base(path)[0]
+        known = self._held.get(parent)
+        if known is None:
+            above = self._shown(parent, why)
+        elif known.layers:
+            above = iter([(number, known.kind or DIRECTORY) for number in known.layers])
+        else:
+            why.append(known.problem)
+            return
+        for number, kind in above:
+            if kind != DIRECTORY:
+                why.append(f"{parent_and_base(path)[0]} is "
+                           + ("a symlink" if kind == SYMLINK else "not a directory"))
+                return
+            index = self.index(number)
+            if path in index.whiteouts:
+                why.append(f"{path} is removed by layer {number + 1}")
+                return
+            found = index.kind(path)
+            if found is None:
+                continue
+            if found != DIRECTORY:
+                if not merged:
+                    yield number, found
+                return  # a directory above hides it, and all below
+            merged = True
+            yield number, DIRECTORY
+            if path in index.opaque:
+                if number:
+                    why.append(f"layer {number + 1} makes {path} opaque")
+                return
+
+    def holders(self, path: str) -> Holders:
+        """Who decides PATH (absolute, clean), its symlinks not followed: every layer
+        whose entry shows there."""
+        if path.count("/") > MAX_DEPTH:
+            return Holders((), None, problem=f"more than {MAX_DEPTH} directories deep")
+        known = self._held.get(path)
+        if known is not None:
+            return known
+        why: list[str] = []
+        shown = list(self._shown(path, why))
+        if not shown:
+            known = Holders((), None, problem=why[-1] if why else "no such file")
+        else:
+            known = Holders(tuple(n for n, _ in shown), shown[0][1])
+        self._held[path] = known
+        return known
+
+    def top(self, path: str) -> tuple[Optional[int], Optional[str], str]:
+        """(the layer whose entry at PATH shows on top, its kind, why there is none),
+        loading no layer below it."""
+        if path.count("/") > MAX_DEPTH:
+            return None, None, f"more than {MAX_DEPTH} directories deep"
+        why: list[str] = []
+        for number, kind in self._shown(path, why):
+            return number, kind, ""
+        return None, None, why[-1] if why else "no such file"
+
+    def hider(self, layer: int, path: str) -> Optional[int]:
+        """The layer that removes or replaces LAYER's entry at PATH (a whiteout, an opaque
+        directory, a non-directory above it, an entry of another kind at it); None when
+        the entry shows in the final tree, or LAYER holds nothing there."""
+        for current in (*ancestors(path), path):
+            if layer in self.holders(current).layers:
+                continue
+            own = self.index(layer).kind(current)
+            if own is None:
+                return None
+            for number in range(layer + 1, self.count):
+                index = self.index(number)
+                if current in index.whiteouts or "/" in index.opaque:
+                    return number
+                found = index.kind(current)
+                if found is not None and (found != DIRECTORY or own != DIRECTORY
+                                          or current in index.opaque):
+                    return number
+            return None
+        return None
+
+    def resolve(self, path: str, hop: Optional[Callable[[str], None]] = None) -> Resolved:
+        """Where a process that opens PATH lands (symlinks followed as Linux does, at most
+        MAX_HOPS, `..` stopping at the root); HOP is told each path a symlink leads to."""
+        pending = [p for p in path.split("/") if p][::-1]
+        resolved = ""
+        last: tuple[int, Optional[str]] = (self.count - 1, DIRECTORY)
+        hops = 0
+        while pending:
+            part = pending.pop()
+            if part == ".":
+                continue
+            if part == "..":
+                resolved = resolved.rpartition("/")[0]
+                continue
+            candidate = f"{resolved}/{part}"
+            if len(candidate) >= PATH_MAX:
+                return Resolved(candidate, problem=NEVER_RESOLVES)
+            number, kind, why = self.top(candidate)
+            if number is None:
+                rest = "/".join(reversed(pending))
+                return Resolved(clean(f"{candidate}/{rest}"), problem=why)
+            if kind == SYMLINK:
+                hops += 1
+                if hops > MAX_HOPS:
+                    return Resolved(candidate, problem=NEVER_RESOLVES)
+                target = self.index(number).links[candidate]
+                if target.startswith("/"):
+                    resolved = ""
+                pending.extend(reversed([p for p in target.split("/") if p]))
+                if hop is not None:
+                    hop(clean(resolved + "/" + "/".join(reversed(pending))))
+                continue
+            if kind != DIRECTORY and pending:
+                return Resolved(candidate, problem=f"{candidate} is not a directory")
+            resolved, last = candidate, (number, kind)
+        if not resolved:
+            return Resolved("/", self.count - 1, DIRECTORY)
+        number, kind = last
+        member = self.index(number).links.get(resolved, resolved) \
+            if kind == HARDLINK else resolved
+        return Resolved(resolved, number, kind, member)
+
+    def paths(self) -> dict[str, tuple[int, str]]:
+        """Every path of the final tree: (the layer deciding it, its kind)."""
+        found: dict[str, tuple[int, str]] = {}
+        for number in range(self.count):
+            index = self.index(number)
+            for path in (*index.kinds, *index.directories):
+                if path in found:
+                    continue
+                held = self.holders(path)
+                if held.layers and held.kind is not None:
+                    found[path] = (held.layers[0], held.kind)
+        return found
+
