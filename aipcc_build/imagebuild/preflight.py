@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import os
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Optional
@@ -19,6 +20,9 @@ from ..plan import BuildPlan, build_context
 
 # Where the kernel lists the interpreters it runs foreign binaries with (qemu-aarch64, ...).
 BINFMT_DIR = "/proc/sys/fs/binfmt_misc"
+# A parameter of a registry's WWW-Authenticate challenge (`realm="..."`); a name starts
+# after a non-word character, so a long word is read once (linear in the answer).
+CHALLENGE_PARAMETER = re.compile(r'(?<!\w)(\w+)="([^"]*)"')
 
 
 def parse_capacity(text: str) -> dict[str, float]:
@@ -177,13 +181,12 @@ def _auth_of(host: str, environ: Mapping[str, str]) -> Optional[str]:
 def _accepts(host: str, challenge: str, login: str, tls_verify: bool,
              timeout: float) -> bool:
     """Whether HOST takes LOGIN: Basic on /v2/, or a token from a Bearer realm."""
-    import re
     import urllib.parse
 
     basic = {"Authorization": f"Basic {login}"}
     if not challenge.lower().startswith("bearer"):
         return _status(host, "/v2/", tls_verify, timeout, basic) not in (None, 401)
-    params = dict(re.findall(r'(\w+)="([^"]*)"', challenge))
+    params = dict(CHALLENGE_PARAMETER.findall(challenge))
     realm = urllib.parse.urlsplit(params.get("realm", ""))
     if not realm.netloc:
         return True  # nothing to ask: the push tells
