@@ -66,6 +66,7 @@ EXAMPLES = {
     "plan": "aipcc-build plan --format gitlab --changed-since origin/main --build-id "
             "$CI_PIPELINE_IID",
     "reference": "aipcc-build reference --check",
+    "regenerate": "aipcc-build regenerate",
     "promote": "aipcc-build promote --report build-report.json --to quay.io/aipcc/release",
     "render": "aipcc-build render --check",
     "retire": "aipcc-build retire cuda 12.8 --eol 2026-12-31",

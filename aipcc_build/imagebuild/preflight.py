@@ -211,7 +211,8 @@ def check_wheel_indexes(images: Sequence[ImageSpec],
     """Before the first build: the wheel index each image installs from (`wheel_index`)
     answers. A variant nobody published yet answers 404, and its images would fail minutes
     in, on pip's "No matching distribution found". An index asking for credentials (401,
-    403) passes: the build gives them, this check has none."""
+    403) passes: the build gives them, this check has none. A refusal names the request
+    field that skips the check (a new version tried before its index exists)."""
     from urllib.parse import urlsplit
 
     from ..errors import without_credentials
@@ -239,5 +240,5 @@ def check_wheel_indexes(images: Sequence[ImageSpec],
             if urlsplit(url).hostname in ("localhost", "127.0.0.1", "::1"):
                 hint += ("; for the demo, add a `# [VARIANT]` section for it to "
                          "matrix/demo-wheels.txt and rerun scripts/demo-index")
-        raise CheckFailed(f"{what} answers {answer.status} {answer.reason}{hint}",
-                          field="wheel_index")
+        raise CheckFailed(f"{what} answers {answer.status} {answer.reason}{hint}; or build "
+                          "without this check", field="skip_wheel_index_check")

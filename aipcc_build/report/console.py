@@ -14,6 +14,8 @@ from ..environment import in_ci
 from ..errors import without_credentials
 
 JSON_SCHEMA = 1
+# The command that regenerates every derived file: what each failed drift check names.
+REGENERATE_COMMAND = "aipcc-build regenerate"
 
 
 def interactive(stream: Optional[TextIO] = None) -> bool:
@@ -171,7 +173,8 @@ def deliver(text: str, output: Optional[str], *, check_drift: bool = False) -> b
 
     if check_drift:
         if not same_content(output, text):
-            error(f"{shown_path(output)} is out of date: rerun without --check")
+            error(f"{shown_path(output)} is out of date: rerun without --check, or run "
+                  f"'{REGENERATE_COMMAND}' for every derived file")
             return False
         sys.stderr.write(f"{shown_path(output)} is up to date\n")
         return True
