@@ -49,6 +49,7 @@ class StatusChanged:
     status: Status
     message: str = ""
     log_tail: tuple[str, ...] = ()  # set on failures
+    log: str = ""  # the image's build log, on a final status
 
 
 @dataclass(frozen=True)

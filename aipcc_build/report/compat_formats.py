@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 import json
 import sys
+import textwrap
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Optional
 
@@ -287,7 +288,19 @@ def render_eol_findings(findings: Sequence[CompatRow]) -> str:
     )
 
 
-def render_selection_text(selection: Selection) -> str:
+def render_selection_text(selection: Selection, width: Optional[int] = None) -> str:
+    """The answer in lines that fit WIDTH (the terminal's): a reference is never broken,
+    what follows it goes to a line of its own when the line would be wider."""
+    width = width or console.terminal_width()
+
+    def fitted(head: str, tail: str) -> str:
+        line = f"{head}  {tail}"
+        return line if len(line) <= width else f"{head}\n      {tail}"
+
+    def reasons(text: str) -> list[str]:
+        return textwrap.wrap(text, width, initial_indent="      ", subsequent_indent="        ",
+                             break_long_words=False, break_on_hyphens=False) or [""]
+
     node = selection.node
     out = [f"node: {node.describe()} [{node.source}]", *_source(node),
            "  [native], [minor-version compatibility], [forward-compat package], [CPU only]:",
@@ -299,15 +312,18 @@ def render_selection_text(selection: Selection) -> str:
         image = candidate.image
         mode, limits = _mode_text(candidate)
         soon = "  [eol-soon]" if candidate.eol_status == EOL_SOON else ""
-        out.append(f"  {rank}. {image.reference}  ({_image_label(image)})  [{mode}]{soon}")
+        out.append(fitted(f"  {rank}. {image.reference}", f"({_image_label(image)})  "
+                                                           f"[{mode}]{soon}"))
         if limits:
-            out.append(f"      {limits}")
+            out.extend(reasons(limits))
     out += ["", "excluded:"]
     if not selection.excluded:
         out.append("  (none)")
     for exclusion in selection.excluded:
-        out.append(f"  - {exclusion.image.reference}  ({_image_label(exclusion.image)})")
-        out.extend(f"      {reason}" for reason in exclusion.reasons)
+        out.append(fitted(f"  - {exclusion.image.reference}",
+                          f"({_image_label(exclusion.image)})"))
+        for reason in exclusion.reasons:
+            out.extend(reasons(str(reason)))
     return "\n".join(out) + "\n"
 
 
