@@ -77,14 +77,15 @@ MASK = "***"
 # The options of skopeo, buildah and pulp-cli whose value is a secret.
 _SECRET_OPTION = r"--(?:src-|dest-)?(?:creds|password|registry-token|client-secret|passphrase)"
 # What may carry a secret in a message, a log or a report, each kept up to where the secret
-# starts (group 1), the secret replaced:
+# starts (group 1), the secret replaced. Every pattern runs in time linear in the text (a
+# build step may print megabytes without a newline): each starts at a literal that no
+# repetition before it can also match, so no start rescans what an earlier one read.
 _SECRETS = [re.compile(pattern, re.IGNORECASE) for pattern in (
     # the user information of a URL, with or without a password (`https://TOKEN@host`,
-    # `docker://me:s3cret@host/ns`), not a digest (`docker://base:1@sha256:...`)
-    r"([a-z][a-z0-9+.-]*://)[^\s/@'\"<>]+(?=@(?!sha(?:256|512):))",
-    # user:password@ of a reference without a scheme (`me:s3cret@host/ns`); never NAME:TAG
-    # before a digest (`base:1@sha256:...`)
-    r"(^|[\s'\"=(\[,])[^\s/@:'\"]+:[^\s/@'\"]+(?=@(?!sha(?:256|512):))",
+    # `docker://me:s3cret@host/ns`), not a digest (`docker://base:1@sha256:...`); a
+    # scheme's letters before `://` are not read, which made the pattern quadratic on a
+    # long run of letters
+    r"(://)(?<=[a-z0-9+.-]://)[^\s/@'\"<>]+(?=@(?!sha(?:256|512):))",
     # a secret option of a tool's command line (skopeo, buildah, pulp-cli), `--creds X`
     # or `--creds=X`
     rf"({_SECRET_OPTION}(?:=|\s+))(?!-)\S+",
@@ -98,16 +99,43 @@ _SECRETS = [re.compile(pattern, re.IGNORECASE) for pattern in (
     r"([\"'](?:password|passwd|client_secret|access_token|refresh_token|id_token|api_key|"
     r"token)[\"']\s*:\s*[\"'])[^\"']*",
 )]
+# user:password@ of a reference without a scheme (`me:s3cret@host/ns`), never NAME:TAG
+# before a digest (`base:1@sha256:...`): first the word before each such `@` (it starts
+# after whitespace, a quote, `/` or `@`, so words never overlap), then, in `_masked_user`,
+# where its user starts: at the word's start when whitespace, a quote or nothing comes
+# before it, else after a `=`, `(`, `[` or `,` in it (`--url=me:pw@host`).
+_WORD_BEFORE_AT = re.compile(r"(?<![^\s/@'\"])[^\s/@'\"]+(?=@(?!sha(?:256|512):))",
+                             re.IGNORECASE)
+_USER_AFTER = "=([,"
+
+
+def _masked_user(match: re.Match[str]) -> str:
+    word = match.group(0)
+    before = match.string[match.start() - 1] if match.start() else ""
+    starts = ([0] if before in ("", '"', "'") or before.isspace() else []) + [
+        index + 1 for index, char in enumerate(word) if char in _USER_AFTER]
+    for start in starts:
+        if start < len(word) and word[start] != ":":
+            # the first candidate whose user is not empty decides: a later one would find
+            # the same colon, or none
+            colon = word.find(":", start)
+            if 0 <= colon < len(word) - 1:
+                return word[:start] + MASK
+            break
+    return word
 
 
 def without_credentials(text: str) -> str:
     """TEXT with every credential masked: the user information of URLs and references,
     secret options of command lines, Authorization headers, secret query, form and JSON
     fields. The one masking function: every message, error, log and report goes through
-    it (the CLI's output streams all of it, `masked_lines` the files)."""
+    it (the CLI's output streams all of it, `masked_lines` the files). Linear in TEXT."""
     if not text:
         return text
-    for pattern in _SECRETS:
+    text = _SECRETS[0].sub(lambda match: match.group(1) + MASK, text)
+    if "@" in text:
+        text = _WORD_BEFORE_AT.sub(_masked_user, text)
+    for pattern in _SECRETS[1:]:
         text = pattern.sub(lambda match: match.group(1) + MASK, text)
     return text
 

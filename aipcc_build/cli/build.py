@@ -55,6 +55,9 @@ if TYPE_CHECKING:
 @click.option("--render", "rerender", is_flag=True,
               help="Render the Containerfiles first instead of refusing stale ones.")
 @click.option("--allow-eol", is_flag=True, help="Build toolkit versions past their eol date.")
+@click.option("--skip-index-check", "skip_wheel_index_check", is_flag=True,
+              help="Do not ask each image's wheel index whether it answers before building "
+                   "(to try a new version before its index exists); a warning says so.")
 @click.option("--parent-build-id", metavar="ID",
               help="Build id of from_image parents this run does not build (a change-aware "
                    "plan left them out): children are built FROM them.")
@@ -77,7 +80,8 @@ if TYPE_CHECKING:
 def matrix(context: Context, filters: Filters, dry_run: bool, as_json: bool,
            build_id: Optional[str], registry: Optional[str], jobs: int, capacity: str,
            history: Optional[str], fail_fast: bool, retries: int, rerender: bool,
-           allow_eol: bool, push: bool, tls_verify: bool, log_dir: str, report_path: str,
+           allow_eol: bool, skip_wheel_index_check: bool, push: bool, tls_verify: bool,
+           log_dir: str, report_path: str,
            junit_path: Optional[str], pull: Optional[str], layers: Optional[bool],
            build_args: dict[str, str],
            parent_build_id: Optional[str], build_timeout: float,
@@ -95,7 +99,8 @@ def matrix(context: Context, filters: Filters, dry_run: bool, as_json: bool,
     request = matrix_build.MatrixBuild(
         matrix_path=context.matrix_path, filters=filters, build_id=resolved,
         registry=registry, parent_build_id=parent_build_id, rerender=rerender,
-        allow_eol=allow_eol,
+        allow_eol=allow_eol, report_path=report_path,
+        skip_wheel_index_check=skip_wheel_index_check,
         schedule=ScheduleOptions(
             jobs=jobs, capacity=parse_capacity(capacity),
             history=build_report.durations(build_report.read(history, field="history"))
@@ -109,7 +114,8 @@ def matrix(context: Context, filters: Filters, dry_run: bool, as_json: bool,
     if dry_run:
         matrix_output.build_plan(matrix_build.plan_matrix(request), as_json)
         return 0
-    build_report.check_writable(report_path, field="report")
+    # build_matrix checks the report's path too: here both fail before the live view opens
+    build_report.check_writable(report_path, field="report_path")
     if junit_path:
         build_report.check_writable(junit_path, field="junit")
 
@@ -120,18 +126,15 @@ def matrix(context: Context, filters: Filters, dry_run: bool, as_json: bool,
             progress.MatrixView() as view:
         result = matrix_build.build_matrix(request, view, stop)
     # The builds are done and pushed: whatever the disk says, the summary comes, the report
-    # goes to stderr when its file cannot be written, and the error comes last.
-    unwritten: list[OSError] = []
-    try:
-        build_report.write(result, resolved, report_path)
-    except OSError as exc:
-        unwritten.append(exc)
+    # (build_matrix wrote it) goes to stderr when its file cannot be written, and the error
+    # comes last.
+    unwritten = [result.report_error] if result.report_error is not None else []
     try:
         if junit_path:
             junit.write_junit(result, junit_path)
     except OSError as exc:
         unwritten.append(exc)
-    lost = bool(unwritten) and unwritten[0].filename == report_path
+    lost = result.report_error is not None
     progress.matrix_summary(result, None if lost else report_path)
     if lost:
         sys.stderr.write(build_report.text(result, resolved))

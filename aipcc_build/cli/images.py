@@ -127,3 +127,38 @@ def plan(context: Context, filters: Filters, output_format: str, changed_since: 
         return 0
     matrix_output.ci_document(result.document, result.plan)
     return 0
+
+
+@cli.command()
+@click.option("--check", is_flag=True,
+              help="Write nothing; list drifted, missing and stale files; exit 1 if any.")
+@pass_context
+def regenerate(context: Context, check: bool) -> int:
+    """Regenerate every file derived from the matrices after a hand edit.
+
+    Every matrix in the matrix file's directory: its Containerfiles, the Konflux files and
+    the compatibility page of the matrix they come from; and the command reference
+    (docs/reference/). What `render --check`, `plan --format konflux --check`, `compat
+    --check` and `reference --check` compare, in one command.
+    """
+    from pathlib import Path
+
+    from ..compat.generated import DerivedFiles, regenerate_project
+    from ..report import compat_formats, matrix_output
+    from ..toolkit.facts import load_facts
+    from ..tools.runner import ProcessRunner
+    from .reference import REFERENCE_DIR
+    from .reference import write as write_reference
+
+    directory = Path(context.matrix_path).parent
+    paths = sorted(str(path) for path in directory.glob("*.yaml"))
+    facts = load_facts()
+    derived = regenerate_project(
+        paths, facts, build_id=resolved_build_id(None), runner=ProcessRunner(),
+        page=lambda table: compat_formats.document(table, "markdown", facts.sources(),
+                                                   stable=True), check=check)
+    reference_dir = directory.resolve().parent / REFERENCE_DIR
+    derived.append(DerivedFiles("reference page(s)",
+                                write_reference(str(reference_dir), check=check)))
+    matrix_output.regenerated(derived)
+    return 1 if check and any(item.result.changes for item in derived) else 0

@@ -67,6 +67,7 @@ EXAMPLES = {
     "plan": "aipcc-build plan --format gitlab --changed-since origin/main --build-id "
             "$CI_PIPELINE_IID",
     "reference": "aipcc-build reference --check",
+    "regenerate": "aipcc-build regenerate",
     "promote": "aipcc-build promote --report reports/ --to quay.io/aipcc/release --json",
     "render": "aipcc-build render --check",
     "retire": "aipcc-build retire cuda 12.8 --eol 2026-12-31",

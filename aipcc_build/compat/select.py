@@ -131,9 +131,10 @@ def node_from_flags(
     if (gpu is None) == (compute_capability is None):
         raise InputError("give exactly one GPU: a product name or a compute capability",
                          field="gpu")
+    platform = None
     if gpu is not None:
         found = facts.find_gpu(gpu)
-        vendor, arch, name = found.vendor, found.arch, found.name
+        vendor, arch, name, platform = found.vendor, found.arch, found.name, found.platform
     else:
         arch = str(compute_capability).strip()
         if not _CC_RE.match(arch):
@@ -143,7 +144,7 @@ def node_from_flags(
     parsed = parse_driver(driver) if driver is not None else None
     if vendor == "nvidia" and parsed is None:
         raise InputError("an NVIDIA GPU needs a driver version (e.g. 550.54.15)", field="driver")
-    return Node(vendor, arch, name, parsed, "flags")
+    return Node(vendor, arch, name, parsed, "flags", platform)
 
 
 # Labels, newest name first where GPU feature discovery renamed them.
@@ -528,6 +529,10 @@ def select_for_node(request: SelectRequest) -> NodeAnswer:
     node = node_from_k8s(facts, request.node_file) if request.node_file else node_from_flags(
         facts, gpu=request.gpu, compute_capability=request.compute_capability,
         driver=request.driver)
+    given = request.filters.platforms if request.filters else ()
+    if len(given) == 1 and not request.node_file:
+        # The platform asked for is the node's: a Grace GPU on an x86 host, say.
+        node = replace(node, platform=given[0])
     images = expand(load(request.matrix_path), build_id=request.build_id,
                     registry=request.registry, filters=request.filters or EVERYTHING)
     measured = None

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from packaging.version import Version
 
 from ..errors import InputError
-from ..matrix import Filters, ImageSpec
+from ..matrix import Filters, ImageSpec, Product
 from ..toolkit.facts import DriverVersion, ToolkitFacts
 from ..validate.results import DeviceCode
 from . import DEFAULT_WARN_DAYS
@@ -81,6 +81,10 @@ class CompatTable:
     warn_days: int
     warnings: tuple[str, ...]
     facts_path: str
+    # The product, its version and the build id every reference is tagged with (a build
+    # report's when the table is of one)
+    product: Optional[Product] = None
+    build_id: Optional[str] = None
 
 
 def eol_status(image: ImageSpec, today: dt.date, warn_days: int = DEFAULT_WARN_DAYS) -> str:
@@ -188,6 +192,8 @@ def build_compat_table(
     today: dt.date,
     warn_days: int = DEFAULT_WARN_DAYS,
     built: Optional[Mapping[str, BuiltImage]] = None,
+    product: Optional[Product] = None,
+    build_id: Optional[str] = None,
 ) -> CompatTable:
     """One row per image; with BUILT (by image key, from a build report), each row's
     reference, digest and platforms are the build's."""
@@ -218,7 +224,8 @@ def build_compat_table(
             platforms=build.platforms if build else image.platforms,
             **_measured(build.gpu_code if build else None, req.archs),
         ))
-    return CompatTable(tuple(rows), today, warn_days, tuple(warnings), facts.path)
+    return CompatTable(tuple(rows), today, warn_days, tuple(warnings), facts.path, product,
+                       build_id)
 
 
 def _measured(files: Optional[Sequence[DeviceCode]], declared: Sequence[str]
@@ -305,7 +312,8 @@ def compat_table(request: CompatRequest) -> CompatTable:
     facts = load_facts()
     if request.report is None:
         return build_compat_table(images, facts, today=request.today,
-                                  warn_days=request.warn_days)
+                                  warn_days=request.warn_days, product=matrix.product,
+                                  build_id=request.build_id)
     from ..imagebuild import build_report
 
     release = build_report.read_release(request.report)
@@ -320,4 +328,6 @@ def compat_table(request: CompatRequest) -> CompatTable:
         built[entry.key] = BuiltImage(entry.reference, entry.digest, platforms,
                                       measured_code(entry))
     return build_compat_table([image for image in images if image.key in built], facts,
-                              today=request.today, warn_days=request.warn_days, built=built)
+                              today=request.today, warn_days=request.warn_days, built=built,
+                              product=release.product or matrix.product,
+                              build_id=release.build_id or request.build_id)

@@ -10,6 +10,7 @@ import threading
 from dataclasses import dataclass, field, replace
 from typing import Callable, Optional
 
+from .. import defaults
 from ..errors import InputError
 from ..matrix import EVERYTHING, Filters, ImageSpec, check_build_id, expand, load
 from ..plan import BuildPlan, make_plan, outside_parents
@@ -35,6 +36,12 @@ class MatrixBuild:
     parent_build_id: Optional[str] = None
     rerender: bool = False  # render stale Containerfiles first instead of refusing them
     allow_eol: bool = False
+    # The build report the run writes when it ends, however it ends (None: none); its
+    # directory is checked before the first build
+    report_path: Optional[str] = defaults.REPORT_FILE
+    # Build without first asking each image's wheel index whether it answers (a new
+    # version tried before its index exists): a warning says the check was skipped
+    skip_wheel_index_check: bool = False
     # How the run goes; its capacity is added over the host's cpu/memory, its build args
     # get the build id.
     schedule: ScheduleOptions = field(default_factory=ScheduleOptions)
@@ -70,8 +77,10 @@ def build_matrix(request: MatrixBuild, on_event: Callable[[Event], None],
                  stop: threading.Event, *, processes: Optional[ProcessRunner] = None,
                  validate: Optional[Callable[[ImageSpec, str], ValidationOutcome]]
                  = validate_step) -> RunResult:
-    """Build, validate and push every image REQUEST selects. Setting STOP (from a signal
-    handler) stops the builds, removes what they left behind and returns what finished."""
+    """Build, validate and push every image REQUEST selects, and write its build report.
+    Setting STOP (from a signal handler) stops the builds, removes what they left behind
+    and returns what finished (reported too)."""
+    from . import build_report
     from .buildah_builder import BuildahBuilder
 
     given = request.schedule
@@ -86,6 +95,8 @@ def build_matrix(request: MatrixBuild, on_event: Callable[[Event], None],
     if runs.RUN_ARG in given.build_args:
         raise InputError(f"{runs.RUN_ARG} is set by aipcc-build: it tells which run made a "
                          "working container", field="build_args")
+    if request.report_path is not None:
+        build_report.check_writable(request.report_path, field="report_path")
     matrix = load(request.matrix_path)
     images = expand(matrix, build_id=request.build_id, registry=request.registry,
                     filters=request.filters)
@@ -108,7 +119,11 @@ def build_matrix(request: MatrixBuild, on_event: Callable[[Event], None],
     preflight.check_contexts(images)
     preflight.check_requirements(images)
     preflight.check_emulation(plan, request.binfmt_dir)
-    preflight.check_wheel_indexes(images)
+    if not request.skip_wheel_index_check:
+        preflight.check_wheel_indexes(images)
+    elif any(image.wheel_index for image in images):
+        on_event(Warned("the wheel indexes were not checked before the builds: an image "
+                        "whose index serves nothing fails at its pip step"))
     processes = processes or ProcessRunner()
     buildah.check_version(processes)
     if given.push:
@@ -121,7 +136,15 @@ def build_matrix(request: MatrixBuild, on_event: Callable[[Event], None],
                             f"{dead_run} that is no longer running"))
         result = run(plan, options, BuildahBuilder(processes, run_id, store), on_event, stop,
                      validate=validate)
-    return replace(result, registry=request.registry or matrix.registry, product=matrix.product)
+    result = replace(result, registry=request.registry or matrix.registry,
+                     product=matrix.product)
+    if request.report_path is None:
+        return result
+    try:
+        build_report.write(result, request.build_id, request.report_path)
+    except OSError as exc:  # the builds are done and pushed: the caller says it
+        return replace(result, report_error=exc)
+    return replace(result, report_path=request.report_path)
 
 
 def clean(processes: Optional[ProcessRunner] = None) -> runs.Cleaned:

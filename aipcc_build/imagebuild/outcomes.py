@@ -51,6 +51,7 @@ class StatusChanged:
     status: Status
     message: str = ""
     log_tail: tuple[str, ...] = ()  # set on failures
+    log: str = ""  # the image's build log, on a final status
 
 
 @dataclass(frozen=True)
@@ -131,6 +132,10 @@ class RunResult:
     stopped_by: Optional[str] = None  # "interrupt" or "fail-fast"
     registry: str = ""  # what {registry} was in every reference: where the run pushes
     product: Optional[Product] = None  # the matrix's product: the version in every tag
+    # The build report `build_matrix` wrote (None: none asked for, or not written), and why
+    # it could not be written: the builds are done either way, the caller says it
+    report_path: Optional[str] = None
+    report_error: Optional[OSError] = None
 
     @property
     def ok(self) -> bool:

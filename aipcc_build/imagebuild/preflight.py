@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import os
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Optional
@@ -19,6 +20,9 @@ from ..plan import BuildPlan, build_context
 
 # Where the kernel lists the interpreters it runs foreign binaries with (qemu-aarch64, ...).
 BINFMT_DIR = "/proc/sys/fs/binfmt_misc"
+# A parameter of a registry's WWW-Authenticate challenge (`realm="..."`); a name starts
+# after a non-word character, so a long word is read once (linear in the answer).
+CHALLENGE_PARAMETER = re.compile(r'(?<!\w)(\w+)="([^"]*)"')
 
 
 def parse_capacity(text: str) -> dict[str, float]:
@@ -180,13 +184,12 @@ def _auth_of(host: str, environ: Mapping[str, str]) -> Optional[str]:
 def _accepts(host: str, challenge: str, login: str, tls_verify: bool,
              timeout: float) -> bool:
     """Whether HOST takes LOGIN: Basic on /v2/, or a token from a Bearer realm."""
-    import re
     import urllib.parse
 
     basic = {"Authorization": f"Basic {login}"}
     if not challenge.lower().startswith("bearer"):
         return _status(host, "/v2/", tls_verify, timeout, basic) not in (None, 401)
-    params = dict(re.findall(r'(\w+)="([^"]*)"', challenge))
+    params = dict(CHALLENGE_PARAMETER.findall(challenge))
     realm = urllib.parse.urlsplit(params.get("realm", ""))
     if not realm.netloc:
         return True  # nothing to ask: the push tells
@@ -211,7 +214,8 @@ def check_wheel_indexes(images: Sequence[ImageSpec],
     """Before the first build: the wheel index each image installs from (`wheel_index`)
     answers. A variant nobody published yet answers 404, and its images would fail minutes
     in, on pip's "No matching distribution found". An index asking for credentials (401,
-    403) passes: the build gives them, this check has none."""
+    403) passes: the build gives them, this check has none. A refusal names the request
+    field that skips the check (a new version tried before its index exists)."""
     from urllib.parse import urlsplit
 
     from ..errors import without_credentials
@@ -239,5 +243,5 @@ def check_wheel_indexes(images: Sequence[ImageSpec],
             if urlsplit(url).hostname in ("localhost", "127.0.0.1", "::1"):
                 hint += ("; for the demo, add a `# [VARIANT]` section for it to "
                          "matrix/demo-wheels.txt and rerun scripts/demo-index")
-        raise CheckFailed(f"{what} answers {answer.status} {answer.reason}{hint}",
-                          field="wheel_index")
+        raise CheckFailed(f"{what} answers {answer.status} {answer.reason}{hint}; or build "
+                          "without this check", field="skip_wheel_index_check")

@@ -223,7 +223,7 @@ class _Scheduler:
             for child, result in message.joined.items():
                 self.results[child] = result
                 self.on_event(StatusChanged(child, result.status, result.message,
-                                            result.log_tail))
+                                            result.log_tail, result.log))
             if self.options.fail_fast and any(
                     r.status is Status.PUSH_FAILED for r in message.joined.values()):
                 self._cancel("fail-fast")
@@ -236,7 +236,8 @@ class _Scheduler:
             self.results[key] = result
             if result.status is Status.FAILED:
                 self._skip_dependents(key)
-            self.on_event(StatusChanged(key, result.status, result.message, result.log_tail))
+            self.on_event(StatusChanged(key, result.status, result.message, result.log_tail,
+                                        result.log))
             if result.status in (Status.FAILED, Status.PUSH_FAILED) and self.options.fail_fast:
                 self._cancel("fail-fast")
             self._join_ready()
@@ -281,7 +282,7 @@ class _Scheduler:
                 log_tail: tuple[str, ...] = ()) -> None:
         self.results[key] = replace(self.results[key], status=status, message=message,
                                     log_tail=log_tail)
-        self.on_event(StatusChanged(key, status, message, log_tail))
+        self.on_event(StatusChanged(key, status, message, log_tail, self.results[key].log))
 
     def _write_log(self, key: str, lines: Sequence[str]) -> None:
         """Best effort: the lines are also the image's message and log tail."""

@@ -57,9 +57,10 @@ class MatrixEdit:
     accelerator: str
     version: str
     what: str  # "adding cuda 13.0.1", for messages
-    # add-version: the images the version adds; retire: the version's images (gone from the
-    # matrix when removed)
+    # add-version: the images the version adds (a patch bump: the images it rebuilds);
+    # retire: the version's images (gone from the matrix when removed)
     images: tuple[ImageSpec, ...]
+    replaced: Optional[str] = None  # a patch bump: the version it replaced (12.8.1)
 
 
 def add_version(path: str, new: NewVersion) -> MatrixEdit:
@@ -88,22 +89,39 @@ def add_version(path: str, new: NewVersion) -> MatrixEdit:
                          f"versions list by hand if it should have some", file=current.path,
                          field=f"accelerators.{accelerator.name}")
     major_minor = ".".join(new.version.split(".")[:2])
+    replaced: Optional[ToolkitVersion] = None
     for existing in accelerator.versions:
         if existing.version == new.version:
             raise _at(existing, f"{accelerator.name} {new.version} is already in the matrix")
         if existing.major_minor == major_minor:
-            raise _at(existing, f"{accelerator.name} {existing.version} already makes the images "
-                      f"{accelerator.name}-{major_minor}-<os> (names carry major.minor only): "
-                      f"change that entry's version to {new.version} instead")
+            if _parts(new.version) < existing.parts:
+                raise _at(existing, f"{accelerator.name} {existing.version} already makes the "
+                          f"images {accelerator.name}-{major_minor}-<os> (names carry "
+                          f"major.minor only), and {new.version} is older")
+            replaced = existing
 
     original = Path(path).read_text()
     document = _RoundTrip(original)
     versions = document.data[shape.ACCELERATORS][accelerator.name][shape.VERSIONS]
+    before = {image.key for image in expand(current)}
+    if replaced is not None:
+        # A patch release of a version the matrix has (12.8.1 -> 12.8.2): the same images,
+        # the entry's version bumped in place. Its vars pinned the old patch's packages:
+        # they give way to those given (the component table fills in the rest).
+        what = f"bumping {new.accelerator} {replaced.version} to {new.version}"
+        _bump(versions[accelerator.versions.index(replaced)], new)
+        text = document.carried_over()
+        edited = _validated(path, text, what)
+        return MatrixEdit(path=path, text=text, matrix=edited, accelerator=accelerator.name,
+                          version=new.version, what=what,
+                          images=tuple(image for image in expand(edited)
+                                       if image.accelerator == accelerator.name
+                                       and image.version == new.version),
+                          replaced=replaced.version)
     versions.insert(_insertion_index(accelerator.versions, new.version),
                     _version_entry(new, flow=_is_flow(versions[0])))
     text = document.carried_over()
     edited = _validated(path, text, what)
-    before = {image.key for image in expand(current)}
     return MatrixEdit(path=path, text=text, matrix=edited, accelerator=accelerator.name,
                       version=new.version, what=what,
                       images=tuple(image for image in expand(edited)
@@ -223,12 +241,36 @@ def _version_entry(new: NewVersion, *, flow: bool) -> Any:
     if new.eol is not None:
         entry["eol"] = new.eol
     if new.vars:
-        variables = CommentedMap((name, _var_value(text)) for name, text in new.vars.items())
-        variables.fa.set_flow_style()  # the shipped matrix writes vars on one line
-        entry["vars"] = variables
+        entry["vars"] = _variables(new.vars)
     if flow:
         entry.fa.set_flow_style()
     return entry
+
+
+def _bump(entry: Any, new: NewVersion) -> None:
+    """ENTRY (a version's mapping in the file) made NEW's: its version, the driver and EOL
+    when given, its vars replaced by NEW's."""
+    entry["version"] = new.version
+    if new.native_driver is not None:
+        entry.pop("min_driver", None)
+        entry["native_driver"] = new.native_driver
+    if new.eol is not None:
+        entry["eol"] = new.eol
+    entry.pop("vars", None)
+    if new.vars:
+        entry["vars"] = _variables(new.vars)
+
+
+def _variables(given: Mapping[str, str]) -> Any:
+    from ruamel.yaml.comments import CommentedMap
+
+    variables = CommentedMap((name, _var_value(text)) for name, text in given.items())
+    variables.fa.set_flow_style()  # the shipped matrix writes vars on one line
+    return variables
+
+
+def _parts(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
 
 
 def _is_flow(node: Any) -> bool:

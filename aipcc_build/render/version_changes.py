@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Optional
 
 from ..errors import InputError
@@ -16,6 +17,10 @@ from ..matrix.text_edits import add_version as edit_add_version
 from ..matrix.text_edits import retire as edit_retire
 from .containerfiles import RenderedFile, RenderResult, apply, missing_values, render_all
 
+# The demo's wheel list, beside its matrix: `# [VARIANT ...]` sections of `name==version`
+# lines (scripts/fetch-wheels and scripts/demo-index read it).
+DEMO_WHEELS = "demo-wheels.txt"
+
 
 @dataclass(frozen=True)
 class AddVersionResult:
@@ -25,6 +30,13 @@ class AddVersionResult:
     product: Product
     images: tuple[ImageSpec, ...]  # the images the new version adds, in matrix order
     rendered: RenderResult
+    # A patch release of a version the matrix had: the version it replaced (its images are
+    # the same names, rebuilt); None for a new version
+    replaced: Optional[str] = None
+    # The pins (`name==version`) of the demo's wheel list (DEMO_WHEELS beside the matrix)
+    # for this version: its projects for the accelerator's other releases, at the versions
+    # the CUDA component table gives this one; empty when there is no list or no pin known
+    demo_pins: tuple[str, ...] = ()
 
     @property
     def repositories(self) -> tuple[str, ...]:
@@ -44,7 +56,8 @@ class RetireResult:
 
 
 def add_version(path: str, new: NewVersion) -> AddVersionResult:
-    """Add NEW to its accelerator's versions, write the matrix, render the new images."""
+    """Add NEW to its accelerator's versions (a patch release of one it has: bump that
+    one), write the matrix, render the new (or bumped) images."""
     edit = edit_add_version(path, new)
     rendered = _rendered(edit, Filters(names=tuple(image.key for image in edit.images)))
     write_atomic(edit.path, edit.text)
@@ -52,7 +65,43 @@ def add_version(path: str, new: NewVersion) -> AddVersionResult:
         matrix_path=path, accelerator=edit.accelerator, version=edit.version,
         product=edit.matrix.product, images=edit.images,
         rendered=apply(edit.matrix, rendered, check=False, remove_stale=False),
+        replaced=edit.replaced,
+        demo_pins=demo_wheel_pins(path, edit.accelerator, edit.version),
     )
+
+
+def demo_wheel_pins(matrix_path: str, accelerator: str, version: str) -> tuple[str, ...]:
+    """The pins the demo's wheel list needs for VERSION of ACCELERATOR: each project it
+    pins for another release of ACCELERATOR (a `-cuNN` suffix aside), at the version the
+    CUDA component table gives VERSION. Empty without a list, or for a release or an
+    accelerator the table does not know."""
+    from ..toolkit import components
+
+    listed = Path(matrix_path).resolve().parent / DEMO_WHEELS
+    if accelerator != "cuda" or not listed.is_file() or \
+            not components.knows_release(version):
+        return ()
+    projects: set[str] = set()
+    ours = False
+    for line in listed.read_text(encoding="utf-8", errors="replace").splitlines():
+        line = line.strip()
+        if line.startswith("# ["):
+            variants = line[3:].partition("]")[0].split()
+            ours = any(variant.startswith(accelerator) for variant in variants)
+        elif ours and line and not line.startswith("#"):
+            projects.add(_without_cuda_suffix(line.partition("==")[0].strip()))
+    pins = []
+    for component, pinned in components.release_components(version).items():
+        project = components.wheel_project(component, version)
+        if _without_cuda_suffix(project) in projects:
+            pins.append(f"{project}=={pinned}")
+    return tuple(pins)
+
+
+def _without_cuda_suffix(project: str) -> str:
+    """nvidia-cuda-runtime-cu12 -> nvidia-cuda-runtime: the project across CUDA majors."""
+    base, dash, suffix = project.lower().rpartition("-")
+    return base if dash and suffix.startswith("cu") and suffix[2:].isdigit() else project.lower()
 
 
 def retire(path: str, retirement: Retirement) -> RetireResult:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 import json
 import sys
+import textwrap
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Optional
 
@@ -235,8 +236,15 @@ def render_html(table: CompatTable, title: str = "aipcc-build compatibility matr
             label += f"<br><span class=\"kind\">forward compat: {esc(note)}</span>"
         body.append(f"<tr><th scope=\"row\">{label}</th>{''.join(tds)}</tr>")
     warnings = "".join(f"<li>{esc(w)}</li>" for w in table.warnings)
+    release = []
+    if table.product is not None:
+        release.append(f"<span class=\"product\">{esc(table.product.name)}</span> "
+                       f"<span class=\"version\">{esc(table.product.version)}</span>")
+    if table.build_id is not None:
+        release.append(f"build <span class=\"build-id\">{esc(table.build_id)}</span>")
     return _HTML_PAGE.format(
         title=esc(title), today=esc(table.today.isoformat()), warn_days=table.warn_days,
+        release=f"<p class=\"release\">{', '.join(release)}</p>" if release else "",
         head=head, body="\n".join(body),
         warnings=f"<h2>Warnings</h2><ul>{warnings}</ul>" if warnings else "",
     )
@@ -247,13 +255,26 @@ def _html_cell(row: CompatRow) -> str:
     status_class = _STATUS_CLASS.get(row.eol_status, "ok")
     eol = f"EOL {row.eol.isoformat()}" if row.eol else "no EOL date"
     driver = _driver(row)
-    digest = (f"<div class=\"digest\" title=\"{esc(row.digest)}\">{esc(row.digest[:19])}</div>"
-              if row.digest else "")
     driver_line = f"<div>driver {esc(driver)}</div>" if driver != "-" else ""
+    platforms = (f"<div class=\"platforms\">{esc(', '.join(row.platforms))}</div>"
+                 if row.platforms else "")
+    # What a person pulls: by digest, whole, when the build is known; the tag otherwise.
+    pull = pull_reference(row)
     return (f"<td class=\"cell {status_class}\" data-status=\"{esc(row.eol_status)}\">"
             f"<div class=\"name\">{esc(row.name)}</div>{driver_line}"
-            f"<div class=\"archs\">{esc(_archs(row))}</div>"
-            f"<div>{esc(eol)} <b>{esc(row.eol_status)}</b></div>{digest}</td>")
+            f"<div class=\"archs\">{esc(_archs(row))}</div>{platforms}"
+            f"<div>{esc(eol)} <b>{esc(row.eol_status)}</b></div>"
+            f"<div class=\"pull\"><code>{esc(pull)}</code></div></td>")
+
+
+def pull_reference(row: CompatRow) -> str:
+    """The reference to pull ROW's image by: REPOSITORY@DIGEST when its digest is known
+    (what was built, whatever the tag says later), else its tag reference."""
+    if not row.digest:
+        return row.reference
+    from ..image_reference import repository_of
+
+    return f"{repository_of(row.reference)}@{row.digest}"
 
 _HTML_PAGE = """<!DOCTYPE html>
 <html lang="en">
@@ -270,7 +291,8 @@ th[scope=row] {{ background: #f6f6f6; text-align: left; white-space: nowrap; }}
 .kind {{ font-weight: normal; color: #555; }}
 .cell {{ max-width: 22rem; }}
 .cell .name {{ font-weight: 600; }}
-.cell .archs, .cell .digest {{ font-family: monospace; font-size: .75rem; word-break: break-word; }}
+.cell .archs, .cell .platforms, .cell .pull {{ font-family: monospace; font-size: .75rem;
+  word-break: break-all; }}
 .ok {{ background: #dff3df; }}
 .soon {{ background: #fff1c2; }}
 .eol {{ background: #f8d0d0; }}
@@ -281,6 +303,7 @@ th[scope=row] {{ background: #f6f6f6; text-align: left; white-space: nowrap; }}
 </head>
 <body>
 <h1>{title}</h1>
+{release}
 <p>EOL status as of {today}; <em>eol-soon</em> means within {warn_days} days.</p>
 <p class="legend"><span class="ok">supported</span><span class="soon">eol-soon</span>\
 <span class="eol">eol</span></p>
@@ -307,25 +330,56 @@ def render_eol_findings(findings: Sequence[CompatRow]) -> str:
     )
 
 
-def render_selection_text(selection: Selection) -> str:
+def render_selection_text(selection: Selection, width: Optional[int] = None) -> str:
+    """The answer in lines that fit WIDTH (the terminal's): a reference is never broken,
+    what follows it goes to a line of its own when the line would be wider."""
+    width = width or console.terminal_width()
+
+    def fitted(head: str, tail: str) -> str:
+        line = f"{head}  {tail}"
+        return line if len(line) <= width else f"{head}\n      {tail}"
+
+    def reasons(text: str) -> list[str]:
+        return textwrap.wrap(text, width, initial_indent="      ", subsequent_indent="        ",
+                             break_long_words=False, break_on_hyphens=False) or [""]
+
     node = selection.node
-    out = [f"node: {node.describe()} [{node.source}]", "", "runnable, best first:"]
+    out = [f"node: {node.describe()} [{node.source}]", *_source(node),
+           "  [native], [minor-version compatibility], [forward-compat package], [CPU only]:",
+           "    how an image runs on it; [eol-soon]: its toolkit's end of life is near",
+           "", "runnable, best first:"]
     if not selection.runnable:
         out.append("  (none)")
     for rank, candidate in enumerate(selection.runnable, 1):
         image = candidate.image
         mode, limits = _mode_text(candidate)
         soon = "  [eol-soon]" if candidate.eol_status == EOL_SOON else ""
-        out.append(f"  {rank}. {image.reference}  ({_image_label(image)})  [{mode}]{soon}")
+        out.append(fitted(f"  {rank}. {image.reference}", f"({_image_label(image)})  "
+                                                           f"[{mode}]{soon}"))
         if limits:
-            out.append(f"      {limits}")
+            out.extend(reasons(limits))
     out += ["", "excluded:"]
     if not selection.excluded:
         out.append("  (none)")
     for exclusion in selection.excluded:
-        out.append(f"  - {exclusion.image.reference}  ({_image_label(exclusion.image)})")
-        out.extend(f"      {reason}" for reason in exclusion.reasons)
+        out.append(fitted(f"  - {exclusion.image.reference}",
+                          f"({_image_label(exclusion.image)})"))
+        for reason in exclusion.reasons:
+            out.extend(reasons(str(reason)))
     return "\n".join(out) + "\n"
+
+
+def _source(node: Node) -> list[str]:
+    """Where the node's description comes from, in words (lines that fit 80 columns)."""
+    if node.source != "flags":
+        return [f"  [{node.source}]: the node's labels"]
+    lines = ["  [flags]: the node as the options describe it (--gpu or --compute-capability,",
+             "    --driver)"]
+    if node.platform:
+        lines.append(f"  {node.platform}: the node's CPU (a Grace GPU's, GH200 or GB200, is "
+                     "arm64;")
+        lines.append("    --platform names another)")
+    return lines
 
 
 def _mode_text(candidate: Candidate) -> tuple[str, str]:

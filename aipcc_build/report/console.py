@@ -7,6 +7,7 @@ import contextlib
 import json
 import os
 import sys
+import textwrap
 from collections.abc import Iterator, Sequence
 from typing import Any, Optional, TextIO
 
@@ -14,6 +15,8 @@ from ..environment import in_ci
 from ..errors import without_credentials
 
 JSON_SCHEMA = 1
+# The command that regenerates every derived file: what each failed drift check names.
+REGENERATE_COMMAND = "aipcc-build regenerate"
 
 
 def interactive(stream: Optional[TextIO] = None) -> bool:
@@ -110,55 +113,111 @@ def wrote(path: str) -> None:
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]], title: str = "", *,
           keep: Sequence[str] = (), drop: Sequence[str] = (), wide: bool = False,
-          width: Optional[int] = None) -> None:
-    """A table that never cuts what people copy (KEEP: names, references): rich when styled,
-    aligned plain columns otherwise. When it is wider than WIDTH (the terminal's), the
-    columns of DROP go first, in that order, and the lines say which (WIDE: every column,
-    however wide). A KEEP column is never shortened; others wrap."""
+          width: Optional[int] = None, wide_option: Optional[str] = "--wide") -> None:
+    """A table that fits WIDTH (the terminal's, or COLUMNS) and never cuts what people copy
+    (KEEP: names, references): rich when styled, aligned plain columns otherwise. Wider
+    than WIDTH, the columns of DROP go first, in that order, and a note says which (and
+    that WIDE_OPTION, the command's option when it has one, shows every column); then the
+    other columns wrap at their spaces; and when even that does not fit, each row becomes
+    a block of `column: value` lines. A KEEP value is never broken, even when it alone is
+    wider than WIDTH. WIDE: every column, however wide."""
     width = width or terminal_width()
+    fancy = styled()
     columns = list(range(len(headers)))
     left_out: list[str] = []
     lengths = [max([len(headers[i])] + [len(row[i]) for row in rows]) for i in columns]
-    fancy = styled()
 
-    def total(chosen: list[int]) -> int:
-        cells = sum(lengths[i] for i in chosen)
+    def total(chosen: Sequence[int], sizes: Sequence[int]) -> int:
+        cells = sum(sizes[i] for i in chosen)
         return cells + (3 * len(chosen) + 1 if fancy else 2 * (len(chosen) - 1))
 
     if not wide:
         for name in drop:
-            if total(columns) <= width:
+            if total(columns, lengths) <= width:
                 break
             if name in headers:
                 columns.remove(headers.index(name))
                 left_out.append(name)
-    if fancy:
-        from rich.table import Table
-        from rich.text import Text
-
-        grid = Table(title=title or None)
-        for i in columns:
-            if headers[i] in keep:
-                grid.add_column(headers[i], no_wrap=True, min_width=lengths[i])
-            else:
-                grid.add_column(headers[i], overflow="fold")
-        for row in rows:  # Text, not markup: a value holding "[x]" is no style
-            grid.add_row(*(Text(row[i]) for i in columns))
-        # rich shrinks a table wider than its console by cutting cells: give it at least
-        # the kept columns whole and the others at their longest word (they wrap). Wider
-        # than the terminal, the terminal wraps the lines, which cuts nothing.
-        least = sum(lengths[i] if headers[i] in keep else
-                    max(len(word) for row in [headers, *rows] for word in
-                        (row[i].split() or [""]))
-                    for i in columns) + 3 * len(columns) + 1
-        rich_console(width=max(width, least)).print(grid)
+    sizes = list(lengths)
+    if not wide:
+        _narrowed(sizes, columns, [headers[i] in keep for i in range(len(headers))],
+                  [headers, *rows], width - total(columns, [0] * len(headers)))
+    if not wide and total(columns, sizes) > width:
+        _blocks(headers, rows, columns, keep, width)
+    elif fancy:
+        _rich_table(headers, rows, columns, keep, sizes, title, max(width, total(columns, sizes)))
     else:
-        for row in [list(headers)] + [list(r) for r in rows]:
-            sys.stdout.write("  ".join(row[i].ljust(lengths[i]) for i in columns).rstrip()
-                             + "\n")
+        _plain_table(headers, rows, columns, sizes)
     if left_out:
-        sys.stderr.write(f"(left out to fit {width} columns: {', '.join(left_out)}; "
-                         "--wide shows every column)\n")
+        hint = f"; {wide_option} shows every column" if wide_option else ""
+        sys.stderr.write(textwrap.fill(f"(left out to fit {width} columns: "
+                                       f"{', '.join(left_out)}{hint})", width,
+                                       break_long_words=False, break_on_hyphens=False) + "\n")
+
+
+def _narrowed(sizes: list[int], columns: Sequence[int], kept: Sequence[bool],
+              cells: Sequence[Sequence[str]], room: int) -> None:
+    """SIZES of the columns not KEPT made smaller, the widest first, until they take ROOM
+    characters (or each is down to its longest word: a cell wraps at its spaces only)."""
+    floor = {i: max(len(word) for row in cells for word in (row[i].split() or [""]))
+             for i in columns if not kept[i]}
+    while sum(sizes[i] for i in columns) > room:
+        shrinkable = [i for i in floor if sizes[i] > floor[i]]
+        if not shrinkable:
+            return
+        widest = max(shrinkable, key=lambda i: sizes[i])
+        sizes[widest] -= 1
+
+
+def _wrapped(text: str, size: int) -> list[str]:
+    return textwrap.wrap(text, size, break_long_words=False, break_on_hyphens=False) or [""]
+
+
+def _plain_table(headers: Sequence[str], rows: Sequence[Sequence[str]],
+                 columns: Sequence[int], sizes: Sequence[int]) -> None:
+    for row in [list(headers)] + [list(r) for r in rows]:
+        cells = [_wrapped(row[i], sizes[i]) if len(row[i]) > sizes[i] else [row[i]]
+                 for i in columns]
+        for line in range(max(len(cell) for cell in cells)):
+            sys.stdout.write("  ".join((cell[line] if line < len(cell) else "").ljust(sizes[i])
+                                       for i, cell in zip(columns, cells)).rstrip() + "\n")
+
+
+def _rich_table(headers: Sequence[str], rows: Sequence[Sequence[str]],
+                columns: Sequence[int], keep: Sequence[str], sizes: Sequence[int],
+                title: str, width: int) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    grid = Table(title=title or None)
+    for i in columns:
+        if headers[i] in keep:
+            grid.add_column(headers[i], no_wrap=True, min_width=sizes[i])
+        else:
+            grid.add_column(headers[i], max_width=sizes[i], overflow="fold")
+    for row in rows:  # Text, not markup: a value holding "[x]" is no style
+        grid.add_row(*(Text(row[i]) for i in columns))
+    rich_console(width=width).print(grid)
+
+
+def _blocks(headers: Sequence[str], rows: Sequence[Sequence[str]], columns: Sequence[int],
+            keep: Sequence[str], width: int) -> None:
+    """Each row as a block: its KEEP values on a line of their own (one each when together
+    they do not fit), then `column: value` lines wrapped to WIDTH."""
+    kept = [i for i in columns if headers[i] in keep]
+    others = [i for i in columns if headers[i] not in keep]
+    label = max((len(headers[i]) for i in others), default=0)
+    for number, row in enumerate(rows):
+        if number:
+            sys.stdout.write("\n")
+        heading = "  ".join(row[i] for i in kept)
+        sys.stdout.write(heading + "\n" if len(heading) <= width or len(kept) < 2 else
+                         "".join(row[i] + "\n" for i in kept))
+        for i in others:
+            prefix = f"  {headers[i]}:".ljust(label + 4)
+            lines = _wrapped(row[i], max(width - len(prefix), 10))
+            sys.stdout.write(prefix + lines[0] + "\n" +
+                             "".join(" " * len(prefix) + line + "\n" for line in lines[1:]))
 
 
 def deliver(text: str, output: Optional[str], *, check_drift: bool = False) -> bool:
@@ -171,7 +230,8 @@ def deliver(text: str, output: Optional[str], *, check_drift: bool = False) -> b
 
     if check_drift:
         if not same_content(output, text):
-            error(f"{shown_path(output)} is out of date: rerun without --check")
+            error(f"{shown_path(output)} is out of date: rerun without --check, or run "
+                  f"'{REGENERATE_COMMAND}' for every derived file")
             return False
         sys.stderr.write(f"{shown_path(output)} is up to date\n")
         return True

@@ -7,10 +7,10 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .console import document, emit_json, shown_path, table
+from .console import REGENERATE_COMMAND, document, emit_json, shown_path, table
 
 if TYPE_CHECKING:  # keep jinja2 out of commands that only print
-    from ..compat.generated import Regenerated
+    from ..compat.generated import DerivedFiles, Regenerated
     from ..imagebuild.runs import Cleaned
     from ..matrix import ImageSpec, Matrix
     from ..plan import BuildPlan
@@ -66,16 +66,30 @@ def _render_changes(result: RenderResult) -> None:
 def render_result(result: RenderResult, what: str = "Containerfile(s)",
                   command: str = "aipcc-build render") -> None:
     """What a run that writes generated files (render, plan --format konflux) did, or
-    with --check found."""
+    with --check found; a drift names COMMAND and the one that regenerates everything."""
     _render_changes(result)
+    sys.stderr.write(_outcome(result, what, f"run '{command}', or '{REGENERATE_COMMAND}' "
+                                            "for every derived file") + "\n")
+
+
+def _outcome(result: RenderResult, what: str, fix: str) -> str:
     total = len(result.changes) + result.unchanged
     if result.checked:
         verdict = "up to date" if not result.changes else \
-            f"{len(result.changes)} file(s) differ: run '{command}'"
-        sys.stderr.write(f"{total} {what} checked, {verdict}\n")
-    else:
-        sys.stderr.write(f"{total} {what}: {len(result.changes)} written or removed, "
-                         f"{result.unchanged} unchanged\n")
+            f"{len(result.changes)} file(s) differ: {fix}"
+        return f"{total} {what} checked, {verdict}"
+    return f"{total} {what}: {len(result.changes)} written or removed, " \
+           f"{result.unchanged} unchanged"
+
+
+def regenerated(derived: Sequence[DerivedFiles]) -> None:
+    """`regenerate`: each file it wrote, removed or (checking) found drifted, then a line
+    per kind of file."""
+    for item in derived:
+        _render_changes(item.result)
+    for item in derived:
+        sys.stderr.write(_outcome(item.result, item.what, f"run '{REGENERATE_COMMAND}'")
+                         + "\n")
 
 
 def build_plan(plan: BuildPlan, as_json: bool) -> None:
@@ -93,12 +107,49 @@ def build_plan(plan: BuildPlan, as_json: bool) -> None:
 
 def added_version(result: AddVersionResult, regenerated: Regenerated) -> None:
     """The new images, the files written, and what a person must still do: the registry
-    repositories and wheel indexes to request, ready to paste into a ticket."""
-    sys.stdout.write(f"New images for {result.accelerator} {result.version}:\n")
+    repositories and wheel indexes to request, ready to paste into a ticket, and the demo's
+    wheel pins ready to paste. A patch release (a bump) needs no new repository or index."""
+    if result.replaced is not None:
+        sys.stdout.write(f"Bumped {result.accelerator} {result.replaced} to {result.version}; "
+                         "these images rebuild under the same names:\n")
+    else:
+        sys.stdout.write(f"New images for {result.accelerator} {result.version}:\n")
     for image in result.images:
         sys.stdout.write(f"  {image.key}  {image.reference}\n")
     _render_changes(result.rendered)
     _regenerated_changes(regenerated)
+    indexes: dict[str, list[str]] = {}
+    for image in result.images:
+        if image.wheel_index:
+            indexes.setdefault(image.wheel_index, []).append(image.key)
+    if result.replaced is None:
+        _requests(result, indexes)
+    local = [url for url in indexes if _on_this_machine(url)]
+    if local:
+        variants = " ".join(index_variant(url) for url in local)
+        if result.demo_pins:
+            where = (f"in place of the pins of its `# [{variants}]` section" if result.replaced
+                     else f"as a new section (a section listing every variant needs "
+                          f"{variants} too)")
+            sys.stdout.write(
+                "\nServed on this machine: the demo's wheels of this release, ready to paste "
+                f"into matrix/demo-wheels.txt {where}; then scripts/fetch-wheels and "
+                f"scripts/demo-index:\n\n# [{variants}]\n"
+                + "".join(pin + "\n" for pin in result.demo_pins))
+        else:
+            sys.stdout.write(
+                "\nServed on this machine: publish the variant's wheels there with "
+                "`aipcc-build index` (for the demo, add a `# [VARIANT]` section naming "
+                f"{', '.join(index_variant(url) for url in local)} to "
+                "matrix/demo-wheels.txt).\n")
+    verb = f"bumped {result.accelerator} {result.replaced} to" if result.replaced else \
+        f"added {result.accelerator}"
+    sys.stderr.write(f"{shown_path(result.matrix_path)}: {verb} {result.version}; commit it "
+                     "with the files above\n")
+
+
+def _requests(result: AddVersionResult, indexes: dict[str, list[str]]) -> None:
+    """The registry repositories and wheel indexes a new version needs, to paste."""
     sys.stdout.write(
         "\nRegistry repositories to request (paste into a ticket):\n\n"
         f"Please create the following {len(result.repositories)} container image "
@@ -108,10 +159,6 @@ def added_version(result: AddVersionResult, regenerated: Regenerated) -> None:
     for image in result.images:
         sys.stdout.write(f"- {image.repository}  ({image.kind} image, {result.accelerator} "
                          f"{result.version} on {image.os})\n")
-    indexes: dict[str, list[str]] = {}
-    for image in result.images:
-        if image.wheel_index:
-            indexes.setdefault(image.wheel_index, []).append(image.key)
     if indexes:
         sys.stdout.write(
             "\nWheel indexes to request (paste into a ticket):\n\n"
@@ -122,15 +169,6 @@ def added_version(result: AddVersionResult, regenerated: Regenerated) -> None:
         for url, keys in indexes.items():
             sys.stdout.write(f"- {url}  (variant {index_variant(url)}; for "
                              f"{', '.join(keys)})\n")
-        local = [url for url in indexes if _on_this_machine(url)]
-        if local:
-            sys.stdout.write(
-                "\nServed on this machine: publish the variant's wheels there with "
-                "`aipcc-build index` (for the demo, add a `# [VARIANT]` section naming "
-                f"{', '.join(index_variant(url) for url in local)} to "
-                "matrix/demo-wheels.txt).\n")
-    sys.stderr.write(f"{shown_path(result.matrix_path)}: added {result.accelerator} "
-                     f"{result.version}; commit it with the files above\n")
 
 
 def index_variant(url: str) -> str:

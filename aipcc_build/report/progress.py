@@ -11,12 +11,16 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Optional, TextIO
 
 from ..environment import on_github_actions, on_gitlab_ci
+from ..errors import without_credentials
 from .console import interactive, rich_console, shown_path, table, warning
 
 if TYPE_CHECKING:
     from ..imagebuild.outcomes import Event, RunResult
 
 STEP_LINE = re.compile(r"^(?:\[\d+/\d+\] )?STEP \d+/\d+: ")
+# The longest a log line is shown in a failure's tail (a step may print megabytes without a
+# newline: the log file has it whole, within its cap).
+SHOWN_LINE = 500
 # GitLab's job log: `ESC[0Ksection_start:UNIX_TIME:NAME[collapsed=true]\rESC[0KHEADER`
 # ... `ESC[0Ksection_end:UNIX_TIME:NAME\rESC[0K` folds the lines between under HEADER.
 ERASE_LINE = "\x1b[0K"
@@ -41,13 +45,14 @@ class MatrixView:
         self.step: dict[str, str] = {}
         self.started: dict[str, float] = {}
         self.ended: dict[str, float] = {}
+        self.containerfiles: dict[str, str] = {}  # key -> its Containerfile, from the plan
         self.github = on_github_actions(os.environ)
-        # GitLab's collapsible sections are marked with an erase-line escape: none under
-        # NO_COLOR, which promises no escape code at all.
-        self.gitlab = on_gitlab_ci(os.environ) and not os.environ.get("NO_COLOR")
+        self.summary_file = os.environ.get("GITHUB_STEP_SUMMARY", "") if self.github else ""
+        # NO_COLOR takes colour away, nothing else (no-color.org): GitLab's sections and the
+        # live view stay; the view's console draws no colour.
+        self.gitlab = on_gitlab_ci(os.environ)
         self.live: Any = None
-        # A live view redraws with cursor escapes: none under NO_COLOR.
-        if interactive(stream) and not os.environ.get("NO_COLOR"):
+        if interactive(stream):
             from rich.live import Live
 
             self.live = Live(self, console=rich_console(stream), refresh_per_second=4,
@@ -67,6 +72,7 @@ class MatrixView:
 
         if isinstance(event, Planned):
             self.keys = [build.key for build in event.plan.builds]
+            self.containerfiles = {build.key: build.containerfile for build in event.plan.builds}
             self.status = {key: "queued" for key in self.keys}
             self.step = {key: "" for key in self.keys}
             return
@@ -93,39 +99,68 @@ class MatrixView:
                 self.ended[key] = time.monotonic()
             message = f": {event.message}" if event.message else ""
             self._line(key, f"{event.status.value}{message}")
-            if event.log_tail:
-                self._tail(key, event.message, event.log_tail)
+            if event.log_tail or (event.log and event.status in (Status.FAILED,
+                                                                 Status.PUSH_FAILED)):
+                self._tail(key, event.message, event.log_tail, event.log)
 
     def _line(self, key: str, text: str) -> None:
         if self.live is None:
             self.stream.write(f"[{key}] {text}\n")
             self.stream.flush()
 
-    def _tail(self, key: str, message: str, lines: Sequence[str]) -> None:
-        header = f"[{key}] last {len(lines)} line(s) of its log:"
+    def _tail(self, key: str, message: str, lines: Sequence[str], log: str) -> None:
+        """A failed image's last log lines, unfolded, and where its whole log is: on GitHub
+        an error annotation on its Containerfile and a step-summary section too; on GitLab
+        an expanded section."""
+        lines = [text if len(text) <= SHOWN_LINE else
+                 f"{text[:SHOWN_LINE]}... ({len(text)} characters)" for text in lines]
+        header = f"[{key}] failed: {message}" if message else f"[{key}] failed"
+        where = f"[{key}] whole log: {shown_path(log)}" if log else ""
         if self.live is not None:
             from rich.markup import escape
 
             self.live.console.print(f"[bold red]{escape(header)}[/]")
             for text in lines:
                 self.live.console.print(f"  {escape(text)}", highlight=False)
+            if where:
+                self.live.console.print(escape(where), highlight=False)
             return
         section = gitlab_section_name(key)
         if self.github:
-            self.stream.write(f"::error title={key} failed::{message}\n::group::{header}\n")
-        elif self.gitlab:
+            containerfile = self.containerfiles.get(key)
+            at = f"file={os.path.relpath(containerfile)}," if containerfile else ""
+            self.stream.write(f"::error {at}title={key} failed::{_annotation(message)}\n")
+            self._step_summary(key, message, lines, log)
+        if self.gitlab:
             self.stream.write(f"{ERASE_LINE}section_start:{int(time.time())}:{section}"
-                              f"[collapsed=true]\r{ERASE_LINE}{header}\n")
+                              f"[collapsed=false]\r{ERASE_LINE}{header}\n")
         else:
             self.stream.write(header + "\n")
+        if lines:
+            self.stream.write(f"[{key}] its last {len(lines)} log line(s):\n")
         for text in lines:
             self.stream.write(f"[{key}] | {text}\n")
-        if self.github:
-            self.stream.write("::endgroup::\n")
-        elif self.gitlab:
+        if where:
+            self.stream.write(where + "\n")
+        if self.gitlab:
             self.stream.write(f"{ERASE_LINE}section_end:{int(time.time())}:{section}\r"
                               f"{ERASE_LINE}\n")
         self.stream.flush()
+
+    def _step_summary(self, key: str, message: str, lines: Sequence[str], log: str) -> None:
+        """A section of the GitHub job's summary page (GITHUB_STEP_SUMMARY) per failure."""
+        if not self.summary_file:
+            return
+        fence = "````"
+        text = (f"### {key} failed\n\n{message}\n\n" +
+                (f"Log: `{shown_path(log)}`\n\n" if log else "") +
+                (f"{fence}\n" + "".join(line + "\n" for line in lines) + f"{fence}\n"
+                 if lines else ""))
+        try:
+            with open(self.summary_file, "a", encoding="utf-8") as summary:
+                summary.write(without_credentials(text))
+        except OSError as exc:
+            warning(f"the GitHub step summary could not be written: {exc}")
 
     def __rich__(self) -> Any:
         from rich.table import Table
@@ -146,6 +181,11 @@ class MatrixView:
         return grid
 
 
+def _annotation(message: str) -> str:
+    """MESSAGE as a workflow command's value: GitHub reads `%`, CR and LF as escapes."""
+    return message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
 def _toolkits_found(toolkits: Optional[Mapping[str, Sequence[str]]]) -> str:
     if toolkits is None:
         return "-"  # not validated (it did not build)
@@ -153,16 +193,29 @@ def _toolkits_found(toolkits: Optional[Mapping[str, Sequence[str]]]) -> str:
         or "none"
 
 
+def _why(message: str) -> str:
+    """Why an image failed, in the summary: the first line of its message, bounded."""
+    first = message.strip().splitlines()[0] if message.strip() else "-"
+    return first if len(first) <= 200 else first[:200] + "..."
+
+
 def matrix_summary(result: RunResult, report_path: Optional[str]) -> None:
-    """The outcome on stdout, one line per image; the verdict on stderr."""
-    table(("IMAGE", "STATUS", "TIME", "TOOLKITS FOUND", "REFERENCE"), [
+    """The outcome on stdout, one line per image (why each one failed); the verdict on
+    stderr."""
+    from ..imagebuild.outcomes import Status
+
+    why = any(item.status is not Status.OK for item in result.images)
+    # The digest apart from the reference: each fits 80 columns whole, together they do not.
+    table(("IMAGE", "STATUS", "TIME", "TOOLKITS FOUND", *(("WHY",) if why else ()),
+           "REFERENCE", "DIGEST"), [
         (item.key, item.status.value,
          f"{item.duration:.1f}s" if item.duration is not None else "-",
          _toolkits_found(item.toolkits),
-         item.image.reference + (f"@{item.list_digest or item.digest}"
-                                 if item.list_digest or item.digest else ""))
+         *((_why(item.message) if item.status is not Status.OK else "",) if why else ()),
+         item.image.reference, item.list_digest or item.digest or "-")
         for item in result.images
-    ], keep=("IMAGE", "REFERENCE"))  # every column: what was found is the run's result
+    ], keep=("IMAGE", "REFERENCE", "DIGEST"),  # every column: what was found is the result
+        wide_option=None)
     counts: dict[str, int] = {}
     for item in result.images:
         counts[item.status.value] = counts.get(item.status.value, 0) + 1

@@ -165,7 +165,8 @@ def validation(run: ValidationRun, as_json: bool) -> None:
                          _found(verdict), str(len(verdict.findings)), verdict.verdict))
     if interactive():
         table(("IMAGE", "PLATFORM", "EXPECTED", "FOUND", "EVIDENCE", "VERDICT"), rows,
-              title="aipcc-build validate", keep=("IMAGE",), drop=("EVIDENCE", "EXPECTED"))
+              title="aipcc-build validate", keep=("IMAGE", "PLATFORM"),
+              drop=("EVIDENCE", "EXPECTED"), wide_option=None)  # validate has no --wide
     else:
         for ref, platform, expected, found, evidence, result in rows:
             sys.stdout.write(f"{ref} {platform}: {result} (expected {expected}; found {found}; "

@@ -85,6 +85,9 @@ class Gpu:
     source: str
     # NVIDIA data-center GPU: the only kind the CUDA forward-compat package runs on.
     data_center: bool = False
+    # The CPU platform a node of this GPU has, when the GPU decides it: a Grace superchip
+    # (GH200, GB200) is arm64. None: any.
+    platform: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -233,18 +236,23 @@ def load_facts(path: Union[str, Path, None] = None) -> ToolkitFacts:
                              ("products", "source"))
         source = read.text(table, f"{name}.gpus", "source")
         for field, entry in read.items(table["products"], f"{name}.gpus.products",
-                                       ("name", arch_key, "pci_device_ids", "data_center")):
+                                       ("name", arch_key, "pci_device_ids", "data_center",
+                                        "platform")):
             pci_ids = tuple(i.lower() for i in read.texts(entry, field, "pci_device_ids",
                                                           required=False))
             data_center = "data_center" in entry and read.text(
                 entry, field, "data_center", _BOOLEAN, "true or false") == "true"
+            platform = read.text(entry, field, "platform", _PLATFORM, "OS/ARCH") \
+                if "platform" in entry else None
             gpus.append(Gpu(read.text(entry, field, "name"), vendor,
-                            read.text(entry, field, arch_key), pci_ids, source, data_center))
+                            read.text(entry, field, arch_key), pci_ids, source, data_center,
+                            platform))
     return ToolkitFacts(str(path), majors, releases, archs, rocm_releases, tuple(gpus))
 
 
 _NUMBER = re.compile(r"\d+")
 _BOOLEAN = re.compile(r"true|false")
+_PLATFORM = re.compile(r"linux/(?:amd64|arm64|ppc64le|s390x)")
 
 
 class _FactsReader:
@@ -262,8 +270,9 @@ class _FactsReader:
     def items(self, node: Any, field: str,
               allowed: tuple[str, ...]) -> list[tuple[str, dict[str, Any]]]:
         """(field of the entry, its keys -> value nodes) per entry of the list at NODE; every
-        key but `pci_device_ids` and `data_center` is required."""
-        required = tuple(key for key in allowed if key not in ("pci_device_ids", "data_center"))
+        key but `pci_device_ids`, `data_center` and `platform` is required."""
+        required = tuple(key for key in allowed
+                         if key not in ("pci_device_ids", "data_center", "platform"))
         return [(f"{field}[{index}]", self.mapping(entry, f"{field}[{index}]", allowed, required))
                 for index, entry in enumerate(self.reader.sequence(node, field))]
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from aipcc_build.imagebuild.build_report import read_release
 from aipcc_build.imagebuild.matrix_build import MatrixBuild, build_matrix
 from aipcc_build.imagebuild.outcomes import Event, Planned, Status, StatusChanged
 from aipcc_build.imagebuild.schedule_options import ScheduleOptions
@@ -25,6 +26,7 @@ def test_build_matrix_runs_a_real_build_without_the_cli(tmp_path: Path,
     events: list[Event] = []
     result = build_matrix(
         MatrixBuild(matrix_path=str(matrix), registry=namespace, build_id="lib",
+                    report_path=str(tmp_path / "report.json"),
                     schedule=ScheduleOptions(jobs=2, log_dir=str(tmp_path / "logs"), push=True,
                                              tls_verify=False)),
         events.append, threading.Event(), validate=None)
@@ -38,3 +40,8 @@ def test_build_matrix_runs_a_real_build_without_the_cli(tmp_path: Path,
                              f"docker://{child.image.reference}", "--format", "{{.Digest}}"],
                             check=True, capture_output=True, text=True).stdout.strip()
     assert pushed == child.digest
+    # Issue 38.8: build_matrix writes the build report itself, for a library caller too.
+    assert result.report_path == str(tmp_path / "report.json")
+    report = read_release(result.report_path)
+    assert report.build_id == "lib"
+    assert {entry.key: entry.digest for entry in report.images}[child.image.key] == child.digest

@@ -483,3 +483,51 @@ def test_a_push_that_makes_no_progress_is_stopped(
             if any(name.startswith(f"{silent.host}/") for name in i.get("names") or [])]
     if ours:
         subprocess.run(["buildah", "rmi", "-f", *ours], capture_output=True)
+
+
+@pytest.mark.parametrize("engine", ["github", "gitlab"])
+def test_a_failed_build_in_ci_shows_why_where_and_its_last_lines(
+        tmp_path: Path, unique_base: tuple[str, str], engine: str) -> None:
+    """Issue 38.4: a real failing RUN step in a CI job's log: its last lines unfolded, the
+    log's path, on GitHub an error annotation on the Containerfile and a step-summary
+    section, on GitLab an expanded section; the summary says why it failed."""
+    write_matrix(tmp_path, unique_base[0], {"12.8.1": {"sleep": 0, "fail": True}}, child=False)
+    summary = tmp_path / "step-summary.md"
+    env = ({"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary)}
+           if engine == "github" else {"GITLAB_CI": "true"})
+    done = aipcc_build(tmp_path, "--matrix", "matrix/test.yaml", "matrix",
+                       env={"CI": "true", "COLUMNS": "80", **env})
+    assert done.returncode == 1
+    key = "base/cuda-12.8-bb"
+    assert f"[{key}] | boom" in done.stderr
+    assert f"[{key}] whole log: logs/base/cuda-12.8-bb.log" in done.stderr
+    assert "boom" in (tmp_path / "logs/base/cuda-12.8-bb.log").read_text()
+    if engine == "github":
+        assert f"::error file=containerfiles/base/cuda-12.8-bb/Containerfile,title={key} " \
+               "failed::" in done.stderr
+        assert "::group::" not in done.stderr
+        assert f"### {key} failed" in summary.read_text() and "boom" in summary.read_text()
+    else:
+        assert "section_start:" in done.stderr and "[collapsed=false]" in done.stderr
+    assert 'building at STEP "RUN' in done.stdout  # the summary's WHY
+    assert max(len(line) for line in done.stdout.splitlines()) <= 80
+
+
+def test_a_step_printing_150_mb_without_a_newline_completes_with_its_log_capped(
+        tmp_path: Path, unique_base: tuple[str, str]) -> None:
+    """Issue 38.7: it completed once, then never finished: every piece of the line went
+    through the credential masking, quadratic on a long run of letters."""
+    from aipcc_build.imagebuild.build_log import HEAD_BYTES, TAIL_BYTES
+
+    write_matrix(tmp_path, unique_base[0], {"12.8.1": {"sleep": 0}}, child=False)
+    template = tmp_path / "templates" / "base.j2"
+    template.write_text("FROM {{ os_from }}\n"
+                        "RUN head -c 157286400 /dev/zero | tr '\\0' a; echo; echo done\n")
+    started = time.monotonic()
+    done = aipcc_build(tmp_path, "--matrix", "matrix/test.yaml", "matrix", "--render",
+                       env={"CI": "true"}, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    log = tmp_path / "logs/base/cuda-12.8-bb.log"
+    assert log.stat().st_size <= HEAD_BYTES + TAIL_BYTES + 200 * 1024
+    assert "left out of this log" in log.read_text()
+    assert time.monotonic() - started < 240

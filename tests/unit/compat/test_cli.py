@@ -71,6 +71,26 @@ def test_compat_html_written_atomically(capsys: pytest.CaptureFixture[str],
     assert text.count('data-status="eol"') == 1 and text.count('data-status="eol-soon"') == 1
 
 
+def test_compat_html_shows_each_pull_reference_by_digest_and_the_release(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Issue 38.6: the page cut digests to 12 characters and showed no pull reference, no
+    platforms, no product, version or build id."""
+    digest = "sha256:" + "ab" * 32
+    report = tmp_path / "build-report.json"
+    report.write_text(json.dumps({
+        "build_id": "417", "product": {"name": "aipcc", "version": "3.0"},
+        "images": [{"name": "cuda-13.0-ubi9", "kind": "builder",
+                    "reference": "quay.io/aipcc/builder/cuda-13.0-ubi9:3.0-417",
+                    "digest": digest, "status": "ok",
+                    "platform": "linux/arm64"}]}))
+    code, out, err = run(capsys, "compat", "--format", "html", "--report", str(report))
+    assert code == 0, err
+    assert f"<code>quay.io/aipcc/builder/cuda-13.0-ubi9@{digest}</code>" in out
+    assert '<div class="platforms">linux/arm64</div>' in out
+    assert '<span class="product">aipcc</span> <span class="version">3.0</span>' in out
+    assert 'build <span class="build-id">417</span>' in out
+
+
 def test_select_flags_and_node_file_agree(capsys: pytest.CaptureFixture[str]) -> None:
     args = ("--json", "--today", "2025-09-01")
     code, by_flags, _ = run(capsys, "select", "--gpu", "H100", "--driver", "550.54.15", *args)
@@ -94,7 +114,7 @@ def test_select_text_marks_minor_version_compatibility(
            "PTX\n" in out
     assert ("driver too old: needs >= 580.95.05 natively, >= 580 under minor-version "
             "compatibility; node has 550.54.15 (the image carries no forward-compat "
-            "package)") in out
+            "package)") in " ".join(out.split())  # wrapped to fit the width
     assert "rocm" not in out  # filtered out, not excluded
 
 

@@ -314,3 +314,30 @@ def test_no_forward_compat_mode_without_the_package(facts: ToolkitFacts) -> None
     selection = run(demo, facts, gpu="H100", driver="470.57.02")
     assert runnable(selection) == []
     assert "carries no forward-compat package" in str(selection.excluded[0].reasons[0])
+
+
+def test_a_grace_node_is_arm64_unless_platform_says_otherwise(cli, tmp_path: Path) -> None:
+    """Issue 38.6: GB200 and GH200 pair the GPU with an Arm CPU; amd64-only images were
+    listed as native for them. The demo's images are built for both platforms, the shipped
+    matrix's for amd64 only."""
+    from tests.support.project import shipped_project
+
+    root = shipped_project(tmp_path)
+    grace = cli("--matrix", str(root / "matrix/aipcc.yaml"), "select", "--gpu", "GB200",
+                "--driver", "580.65.06")
+    assert grace.code == 1
+    assert "linux/arm64 [flags]" in grace.out
+    assert "built for linux/amd64, the node is linux/arm64" in grace.out
+    assert "[flags]: the node as the options describe it" in grace.out  # [flags] explained
+    hopper = cli("--matrix", str(root / "matrix/aipcc.yaml"), "select", "--gpu", "GH200",
+                 "--driver", "580.65.06", "--platform", "linux/amd64")
+    assert hopper.code == 0 and "linux/amd64 [flags]" in hopper.out
+    demo = cli("--matrix", str(root / "matrix/demo.yaml"), "select", "--gpu", "GB200",
+               "--driver", "580.65.06")
+    assert demo.code == 0 and "1. localhost/aipcc-demo/base/cuda-12.9-debian" in demo.out
+    h100 = cli("--matrix", str(root / "matrix/aipcc.yaml"), "select", "--gpu", "H100",
+               "--driver", "580.65.06")
+    assert h100.code == 0 and "linux/" not in h100.out.splitlines()[0]
+    for answer in (grace, hopper, demo, h100):
+        head = answer.out.split("runnable")[0]
+        assert max(len(line) for line in head.splitlines()) <= 80, head

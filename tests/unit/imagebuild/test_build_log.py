@@ -44,3 +44,36 @@ def test_the_tail_is_written_when_the_build_fails(tmp_path: Path) -> None:
     except RuntimeError:
         pass
     assert path.read_text().splitlines()[-1] == "error: boom"
+
+
+def test_a_step_printing_150_mb_without_a_newline_ends_with_its_log_capped(
+        tmp_path: Path) -> None:
+    """Issue 38.7: a real child prints 150 MB and no newline; the runner cuts it into
+    bounded lines, each masked (linear) and logged: it ends, in bounded memory, and the log
+    keeps its head and tail only."""
+    import resource
+
+    from aipcc_build.imagebuild.build_log import HEAD_BYTES, TAIL_BYTES
+    from aipcc_build.tools.runner import MAX_LINE, ProcessRunner
+
+    size = 150 * 1024 * 1024
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    child = ProcessRunner().start(
+        ["sh", "-c", f"head -c {size} /dev/zero | tr '\\0' a; printf '\\ndone\\n'"])
+    pieces: list[int] = []
+    path = tmp_path / "step.log"
+    with BuildLog(str(path)) as log:
+
+        def line(text: str) -> None:
+            pieces.append(len(text))
+            log.write(text)
+
+        code, limit = child.stream(line, timeout=300)
+    assert (code, limit) == (0, None)
+    assert max(pieces) == MAX_LINE and sum(pieces) == size + len("done")
+    assert path.stat().st_size <= HEAD_BYTES + TAIL_BYTES + MAX_LINE + 200
+    with path.open("rb") as logged:
+        logged.seek(-5, 2)
+        assert logged.read() == b"done\n"
+    grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    assert grown_kib < 200 * 1024, f"{grown_kib} KiB more held for a 150 MB line"

@@ -76,3 +76,29 @@ def test_an_index_that_does_not_answer_stops_the_run(tmp_path):
         port = unused.getsockname()[1]
     with pytest.raises(CheckFailed, match="does not answer within"):
         check_wheel_indexes(demo_images(tmp_path, f"http://127.0.0.1:{port}"), timeout=2)
+
+
+def test_the_index_check_is_skipped_deliberately_with_a_warning(tmp_path, cli, monkeypatch):
+    """Issue 38.8: a new version is tried before its index exists. The refusal names the
+    option; with it the run goes on past the check (here to buildah's version check, made
+    to stop it) and warns that the indexes were not checked."""
+    from aipcc_build.errors import ToolMissing
+    from aipcc_build.imagebuild import matrix_build
+
+    def stop_here(runner: object) -> str:
+        raise ToolMissing("buildah-stand-in")
+
+    monkeypatch.setattr(matrix_build.buildah, "check_version", stop_here)
+    with serving(OneVariant) as origin:
+        demo_images(tmp_path, origin)
+        matrix = tmp_path / "matrix/demo.yaml"
+        matrix.write_text(matrix.read_text().replace(
+            "      - {version: 12.9.1, eol: 2027-06-30}\n",
+            "      - {version: 13.0.1}\n      - {version: 12.9.1, eol: 2027-06-30}\n"))
+        args = ("--matrix", str(matrix), "matrix", "--render", "--platform", "linux/amd64",
+                "--only", "base/cuda-13.0-debian", "--report", str(tmp_path / "r.json"))
+        refused = cli(*args)
+        assert refused.code == 1 and "(--skip-index-check)" in refused.err, refused.err
+        skipped = cli(*args, "--skip-index-check")
+    assert "buildah-stand-in is not installed" in skipped.err, skipped.err
+    assert "warning: the wheel indexes were not checked" in skipped.err

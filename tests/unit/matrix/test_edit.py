@@ -93,19 +93,45 @@ def test_add_version_prints_images_and_registry_request(shipped, cli):
     assert "variant cuda12.10-ubi9" in indexes
 
 
-def test_add_version_to_the_demo_names_the_wheel_list_section(shipped, cli):
-    """The demo's indexes are published here from matrix/demo-wheels.txt: a new variant
-    needs its own section there, or the build finds no wheel."""
+def test_add_version_to_the_demo_prints_its_wheel_pins_ready_to_paste(shipped, cli):
+    """Issue 38.8: the demo's indexes are published here from matrix/demo-wheels.txt; a new
+    variant needs its own section there, and add-version knows its pins: the projects the
+    list pins for the other CUDA releases, at the versions the component table gives."""
     result = cli("--matrix", str(shipped / "matrix/demo.yaml"), "add-version", "cuda",
                  "13.0.1")
     assert result.code == 0, result.err
     assert "http://127.0.0.1:8580/1.0/cuda13.0-debian/simple/" in result.out
-    assert "cuda13.0-debian to matrix/demo-wheels.txt" in result.out
+    section = result.out.split("# [cuda13.0-debian]\n")[1].splitlines()
+    assert section == ["nvidia-cuda-cupti==13.0.85", "nvidia-cuda-runtime==13.0.88",
+                       "nvidia-curand==10.4.0.35", "nvidia-nvtx==13.0.85"]
+
+
+def test_add_version_of_a_patch_release_bumps_the_entry_in_place(shipped, cli):
+    """Issue 38.8: 12.9.1 -> 12.9.2, the commonest change, was refused. The same images
+    (names carry major.minor), the entry's version changed on its line, the vars that
+    pinned the old patch's packages replaced by those given, no repository to request."""
+    path = matrix_file(shipped)
+    before = path.read_text()
+    result = cli("--matrix", str(path), "add-version", "cuda", "12.9.2",
+                 "--var", "cudart=12.9.80-1")
+    assert result.code == 0, result.err
+    removed, added = changed_lines(before, path.read_text())
+    assert removed == ["      - version: 12.9.1"]
+    assert added == ["      - version: 12.9.2", "        vars: {cudart: 12.9.80-1}"]
+    assert "Bumped cuda 12.9.1 to 12.9.2" in result.out
+    assert "builder/cuda-12.9-ubi9" in result.out
+    assert "repositories to request" not in result.out
+    assert "cuda-cudart-12-9-12.9.80-1" in \
+        (shipped / "containerfiles/builder/cuda-12.9-ubi9/Containerfile").read_text()
+    assert cli("--matrix", str(path), "render", "--check").code == 0
+    demo = cli("--matrix", str(shipped / "matrix/demo.yaml"), "add-version", "cuda", "12.8.2")
+    assert demo.code == 0, demo.err
+    assert "in place of the pins of its `# [cuda12.8-debian]` section" in demo.out
 
 
 @pytest.mark.parametrize("args, message", [
     (("cuda", "12.9.1"), "cuda 12.9.1 is already in the matrix"),
-    (("cuda", "12.9.4", *CUDA_VARS), "names carry major.minor only"),
+    (("cuda", "12.9.0", *CUDA_VARS), "names carry major.minor only), and 12.9.0 is older"),
     (("cuda", "12.10", *CUDA_VARS), "'12.10' is not a version of the form X.Y.Z"),
     (("cuda", "12.10.1-rc1", *CUDA_VARS), "is not a version of the form X.Y.Z"),
     # issue 16.6: a trailing newline reaches nothing; leading zeros get the canonical form

@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -100,56 +101,39 @@ def failed_image_log(monkeypatch, **environ: str) -> str:
     stream = io.StringIO()
     view = MatrixView(stream)
     view(StatusChanged("base/cuda-12.9-el9.6", Status.FAILED, "build failed",
-                       ("STEP 3/5: RUN pip install", "No matching distribution found")))
+                       ("STEP 3/5: RUN pip install", "No matching distribution found"),
+                       "logs/base/cuda-12.9-el9.6.log"))
     return stream.getvalue()
 
 
-def test_gitlab_folds_a_failed_images_log_in_a_section(monkeypatch):
+def test_gitlab_shows_a_failed_images_log_in_an_expanded_section(monkeypatch):
+    """Issue 38.4: the failing step's last lines unfolded, GitLab's section expanded."""
     log = failed_image_log(monkeypatch, GITLAB_CI="true")
     start = re.search(r"\x1b\[0Ksection_start:\d+:(log_base_cuda-12\.9-el9\.6)"
-                      r"\[collapsed=true\]\r\x1b\[0K\[base/cuda-12\.9-el9\.6\] last 2", log)
+                      r"\[collapsed=false\]\r\x1b\[0K\[base/cuda-12\.9-el9\.6\] failed: build "
+                      r"failed", log)
     assert start, log
     assert re.search(rf"\x1b\[0Ksection_end:\d+:{re.escape(start.group(1))}\r\x1b\[0K", log)
     assert log.index("No matching distribution") < log.index("section_end")
+    assert "collapsed=true" not in log
 
 
-def test_github_groups_and_plain_logs(monkeypatch):
+def test_github_annotates_and_shows_the_lines_unfolded(monkeypatch):
     github = failed_image_log(monkeypatch, GITHUB_ACTIONS="true")
-    assert "::group::[base/cuda-12.9-el9.6] last 2 line(s)" in github
-    assert "::endgroup::" in github and "section_start" not in github
+    assert "::error title=base/cuda-12.9-el9.6 failed::build failed" in github
+    assert "::group::" not in github and "section_start" not in github
+    assert "[base/cuda-12.9-el9.6] | No matching distribution found" in github
+    # NO_COLOR takes colour away and nothing else: GitLab's sections stay.
     plain = failed_image_log(monkeypatch, GITLAB_CI="true", NO_COLOR="1")
-    assert ESCAPE not in plain and "No matching distribution found" in plain
+    assert "section_start" in plain and "No matching distribution found" in plain
+    assert not re.search(r"\x1b\[[0-9;]*m", plain)
 
 
 def on_a_terminal(*args: str, **environ: str) -> str:
     """What aipcc-build prints on a real terminal (a pseudo-terminal), 120 columns."""
-    import fcntl
-    import os
-    import pty
-    import struct
-    import subprocess
-    import sys
-    import termios
+    from tests.support.terminal import on_a_terminal as run
 
-    leader, follower = pty.openpty()
-    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("NO_COLOR", "FORCE_COLOR", "CI", "COLUMNS")}
-    process = subprocess.Popen([sys.executable, "-m", "aipcc_build", *args], stdin=follower,
-                               stdout=follower, stderr=follower, env={**env, **environ})
-    os.close(follower)
-    chunks = []
-    while True:
-        try:
-            chunk = os.read(leader, 65536)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    process.wait(timeout=60)
-    os.close(leader)
-    return b"".join(chunks).decode("utf-8", "replace")
+    return run(["-m", "aipcc_build", *args], environ=environ)
 
 
 def test_no_color_on_a_terminal_prints_no_bold():
@@ -174,12 +158,12 @@ def test_the_build_summary_cuts_no_reference(capsys, monkeypatch, style, width):
         ImageResult(image, Status.OK, "", digest=digest, start=1.0, end=2.5,
                     toolkits={"cuda": ["12.9"]}) for image in images), 0.0, 3.0), None)
     out = capsys.readouterr().out
-    assert whole_on_a_line(out, [f"{i.reference}@{digest}" for i in images]) == []
+    assert whole_on_a_line(out, [i.reference for i in images] + [digest]) == []
     assert whole_on_a_line(out, [i.key for i in images]) == []
 
 
-def test_no_color_on_a_terminal_gets_lines_not_a_live_view(monkeypatch):
-    """A live view redraws itself with cursor escapes."""
+def test_no_color_on_a_terminal_keeps_the_live_view_without_colour(monkeypatch):
+    """Issue 38.4: NO_COLOR turned the live build view off; it only takes colour away."""
     class Terminal(io.StringIO):
         def isatty(self) -> bool:
             return True
@@ -188,6 +172,55 @@ def test_no_color_on_a_terminal_gets_lines_not_a_live_view(monkeypatch):
     monkeypatch.setenv("NO_COLOR", "1")
     stream = Terminal()
     with MatrixView(stream) as view:
-        assert view.live is None
-        view(StatusChanged("base/cpu-debian", Status.OK))
-    assert stream.getvalue() == "[base/cpu-debian] ok\n"
+        assert view.live is not None
+        view(StatusChanged("base/cpu-debian", Status.FAILED, "build failed",
+                           ("STEP 2/2: RUN false",), "logs/base/cpu-debian.log"))
+    shown = stream.getvalue()
+    assert "[base/cpu-debian] failed: build failed" in shown
+    assert "whole log: logs/base/cpu-debian.log" in shown
+    assert not re.search(r"\x1b\[[0-9;]*m", shown)  # no colour, no bold
+
+
+def test_a_failed_build_on_github_points_at_its_containerfile_and_log(monkeypatch, tmp_path,
+                                                                      capsys):
+    """Issue 38.4: the error annotation names the image's Containerfile, the job summary
+    gets the failure with its last lines, the log's path is printed, and the closing table
+    says why each image failed."""
+    from aipcc_build.imagebuild.outcomes import ImageResult, Planned, RunResult
+    from aipcc_build.matrix import expand, load
+    from aipcc_build.plan import make_plan
+    from aipcc_build.report.progress import matrix_summary
+
+    monkeypatch.chdir(REPO)
+    summary = tmp_path / "summary.md"
+    for name in ("GITLAB_CI", "NO_COLOR", "CI"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    plan = make_plan(expand(load(MATRICES["demo"])), host="linux/amd64")
+    build = plan.builds[0]
+    stream = io.StringIO()
+    view = MatrixView(stream)
+    view(Planned(plan))
+    long_line = "x" * 100_000
+    view(StatusChanged(build.key, Status.FAILED, "RUN step failed: exit status 1",
+                       ("STEP 4/6: RUN pip install", long_line, "ERROR: no wheel"),
+                       "logs/base/cpu-debian.log"))
+    shown = stream.getvalue()
+    containerfile = Path(build.containerfile).relative_to(REPO)
+    assert f"::error file={containerfile},title={build.key} failed::RUN step failed" in shown
+    assert f"[{build.key}] | ERROR: no wheel" in shown
+    assert f"[{build.key}] whole log: logs/base/cpu-debian.log" in shown
+    assert max(len(line) for line in shown.splitlines()) < 1000  # a huge line is bounded
+    page = summary.read_text()
+    assert f"### {build.key} failed" in page and "ERROR: no wheel" in page
+    assert "logs/base/cpu-debian.log" in page
+
+    monkeypatch.setenv("COLUMNS", "80")
+    matrix_summary(RunResult(tuple(
+        ImageResult(b.image, Status.FAILED if b is build else Status.OK, "", platform=b.platform,
+                    message="RUN step failed: exit status 1" if b is build else "")
+        for b in plan.builds), 0.0, 1.0), None)
+    out = capsys.readouterr().out
+    assert "RUN step failed: exit status 1" in out
+    assert max(len(line) for line in out.splitlines()) <= 80

@@ -1,0 +1,55 @@
+"""Issue 38.8: after a hand edit of a matrix, one command regenerates every derived file
+(each matrix's Containerfiles, the Konflux files, the compatibility page, the command
+reference), and each drift check names it."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from tests.support.project import REPO
+
+
+def _project(shipped: Path) -> Path:
+    for part in (".tekton", "konflux", "docs"):
+        shutil.copytree(REPO / part, shipped / part)
+    return shipped
+
+
+def test_one_command_regenerates_every_derived_file_after_a_hand_edit(shipped, cli,
+                                                                     monkeypatch):
+    root = _project(shipped)
+    monkeypatch.chdir(root)
+    aipcc = root / "matrix" / "aipcc.yaml"
+    aipcc.write_text(aipcc.read_text().replace("- version: 12.9.1", "- version: 12.9.2"))
+    demo = root / "matrix" / "demo.yaml"
+    demo.write_text(demo.read_text().replace("12.9.1", "12.9.2"))
+    page = root / "docs" / "compatibility.md"
+    page_before = page.read_text()
+
+    for check in (("--matrix", str(aipcc), "render", "--check"),
+                  ("--matrix", str(aipcc), "compat", "--format", "markdown", "--stable",
+                   "-o", str(page), "--check")):
+        drifted = cli(*check)
+        assert drifted.code == 1
+        assert "aipcc-build regenerate" in drifted.err  # the failure names the one command
+
+    found = cli("--matrix", str(aipcc), "regenerate", "--check")
+    assert found.code == 1
+    assert "drifted: containerfiles/builder/cuda-12.9-ubi9/Containerfile" in found.out
+    assert "drifted: containerfiles/demo/base/cuda-12.9-debian/Containerfile.amd64" in found.out
+    assert "drifted: docs/compatibility.md" in found.out
+    assert page.read_text() == page_before  # a check writes nothing
+
+    done = cli("--matrix", str(aipcc), "regenerate")
+    assert done.code == 0, done.err
+    assert "12.9.2" in page.read_text()
+    # What tox.ini checks now passes, each check as it runs there.
+    for matrix in ("aipcc", "demo", "ci"):
+        assert cli("--matrix", str(root / "matrix" / f"{matrix}.yaml"), "render",
+                   "--check").code == 0, matrix
+    assert cli("--matrix", str(aipcc), "plan", "--format", "konflux", "--output-dir",
+               str(root), "--check").code == 0
+    assert cli("--matrix", str(aipcc), "compat", "--format", "markdown", "--stable", "-o",
+               str(page), "--check").code == 0
+    assert cli("--matrix", str(aipcc), "regenerate", "--check").code == 0

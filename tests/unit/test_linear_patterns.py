@@ -1,0 +1,148 @@
+"""Every pattern run on text from outside (tool output, build logs, registry and index
+answers, wheel metadata, files read from images) takes time linear in that text: each is
+fed a 10 MB line without a newline, built from the piece that costs it most (found on a
+small line), and must finish within a bound no quadratic pattern meets (hours at 10 MB).
+The bound is generous on purpose: this is not a speed test."""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Callable, Union
+
+import pytest
+
+from aipcc_build import errors
+from aipcc_build.imagebuild import preflight
+from aipcc_build.report import progress
+from aipcc_build.tools import buildah, git, retry
+from aipcc_build.validate import builds, detect, index_config, packages, requirements, verdict
+from aipcc_build.wheel_indexes import wheel_file
+
+LINE = 10 * 1024 * 1024
+PROBE = 8 * 1024
+BOUND_SECONDS = 30.0
+
+Pattern = Union["re.Pattern[str]", "re.Pattern[bytes]"]
+# (name, the pattern, how the product applies it)
+APPLIED: list[tuple[str, Pattern, str]] = [
+    ("errors._REGISTRY_HOST", errors._REGISTRY_HOST, "search"),
+    ("errors._TOOL_MESSAGE", errors._TOOL_MESSAGE, "findall"),
+    ("retry.TRANSIENT", retry.TRANSIENT, "search"),
+    ("retry._RETRY_AFTER", retry._RETRY_AFTER, "search"),
+    ("retry.STORAGE_RACE", retry.STORAGE_RACE, "search"),
+    ("buildah.RUN_STEP_FAILED", buildah.RUN_STEP_FAILED, "search"),
+    ("buildah.UNCONSUMED_ARGS", buildah.UNCONSUMED_ARGS, "match"),
+    ("git.HUNK", git.HUNK, "match"),
+    ("progress.STEP_LINE", progress.STEP_LINE, "match"),
+    ("preflight.CHALLENGE_PARAMETER", preflight.CHALLENGE_PARAMETER, "findall"),
+    ("detect.CANDIDATE_BYTES", detect.CANDIDATE_BYTES, "search"),
+    ("detect._CANDIDATE", detect._CANDIDATE, "search"),
+    ("detect._LIBRARY", detect._LIBRARY, "search"),
+    ("detect._DIST_INFO", detect._DIST_INFO, "match"),
+    ("detect._RECORD", detect._RECORD, "match"),
+    ("detect._SITE_PACKAGE", detect._SITE_PACKAGE, "match"),
+    ("detect._NVIDIA_WHEEL_TREE", detect._NVIDIA_WHEEL_TREE, "match"),
+    ("detect._PRIVATE_TOOL", detect._PRIVATE_TOOL, "search"),
+    ("detect._SHARED_OBJECT", detect._SHARED_OBJECT, "search"),
+    ("detect._BUILD_VERSION", detect._BUILD_VERSION, "findall"),
+    ("detect._TORCH_CUDA", detect._TORCH_CUDA, "search"),
+    ("detect._CUDA_TXT", detect._CUDA_TXT, "search"),
+    ("detect._NVIDIA_WHEEL", detect._NVIDIA_WHEEL, "match"),
+    ("detect._CONDA_META", detect._CONDA_META, "search"),
+    ("builds._ROCM_NAME", builds._ROCM_NAME, "match"),
+    ("builds._BACKEND", builds._BACKEND, "search"),
+    ("packages._CUDA_PACKAGE", packages._CUDA_PACKAGE, "match"),
+    ("packages._ROCM_CODE", packages._ROCM_CODE, "findall"),
+    ("packages._DPKG_FIELD", packages._DPKG_FIELD, "findall"),
+    ("index_config._VERSIONED", index_config._VERSIONED, "search"),
+    ("index_config._UNVERSIONED", index_config._UNVERSIONED, "search"),
+    ("verdict._NAME_TOOLKIT", verdict._NAME_TOOLKIT, "search"),
+    ("verdict._VERSIONED_VARIANT", verdict._VERSIONED_VARIANT, "search"),
+    ("requirements._NAME", requirements._NAME, "match"),
+    ("wheel_file._REQUIREMENT", wheel_file._REQUIREMENT, "match"),
+    ("wheel_file._PIN", wheel_file._PIN, "match"),
+    ("wheel_file._WHEEL_NAME", wheel_file._WHEEL_NAME, "match"),
+]
+_GENERIC = ["a", "1", ".", "-", "/", ":", "=", " ", "@", '"', "\\", "_", "a:", "=a", "a.",
+            "-a", "a/", "1.", "a@", "--", ":1", "://a", "/a", "a-1", "(a", "a,"]
+# What may follow the repeated piece: nothing, a character no pattern expects, the end.
+_ENDS = ("", "!", "@h")
+
+
+def _pieces(source: str) -> list[str]:
+    """The generic pieces and, for each word of the pattern, the word with each separator:
+    what makes a pattern start, and fail, again and again."""
+    words = set(re.findall(r"[A-Za-z_]{2,}", source))
+    return _GENERIC + [word + sep for word in sorted(words)
+                       for sep in ("", " ", "=", ":", "/", ".", "-", "1")]
+
+
+def _timed(apply: Callable[[str], object], text: str) -> float:
+    start = time.perf_counter()
+    apply(text)
+    return time.perf_counter() - start
+
+
+def _line_of(piece: str, end: str, size: int) -> str:
+    return piece * (size // len(piece)) + end
+
+
+def _worst(apply: Callable[[str], object], pieces: list[str]) -> tuple[str, str]:
+    """The piece and end that cost APPLY most on a small line."""
+    costs = {(piece, end): _timed(apply, _line_of(piece, end, PROBE))
+             for piece in pieces for end in _ENDS}
+    return max(costs, key=lambda key: costs[key])
+
+
+def _applied(pattern: Pattern, how: str) -> Callable[[str], object]:
+    method = getattr(pattern, how)
+    if isinstance(pattern.pattern, bytes):
+        return lambda text: method(text.encode())
+    return method  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("name, pattern, how", APPLIED, ids=[entry[0] for entry in APPLIED])
+def test_a_pattern_on_outside_text_is_linear(name: str, pattern: Pattern, how: str) -> None:
+    source = pattern.pattern.decode() if isinstance(pattern.pattern, bytes) else pattern.pattern
+    apply = _applied(pattern, how)
+    piece, end = _worst(apply, _pieces(source))
+    seconds = _timed(apply, _line_of(piece, end, LINE))
+    assert seconds < BOUND_SECONDS, f"{name} on {piece!r} * {LINE // len(piece)}: {seconds:.1f} s"
+
+
+@pytest.mark.parametrize("piece, end", [
+    ("a", "@h"),          # a scheme's letters: the URL pattern read them from every start
+    ("=a", "a:b@h"),      # a user start after every `=`: the reference pattern's
+    ("a", "://"),
+    ("(a,", ":p@h"),
+    ("--creds ", "x"),
+    ("authorization: ", "x"),
+])
+def test_masking_a_10_mb_line_is_linear(piece: str, end: str) -> None:
+    line = _line_of(piece, end, LINE)
+    seconds = _timed(errors.without_credentials, line)
+    assert seconds < BOUND_SECONDS, f"{piece!r} * {LINE // len(piece)}: {seconds:.1f} s"
+
+
+def test_a_16_kb_word_is_masked_at_once() -> None:
+    """The case that was reported: 16 KB of letters took 2.4 s (quadratic)."""
+    start = time.perf_counter()
+    for _ in range(100):
+        errors.without_credentials("a" * 16 * 1024)
+    assert time.perf_counter() - start < BOUND_SECONDS
+
+
+@pytest.mark.parametrize("text, shown", [
+    ("--url=me:pw@host", "***@host"),
+    ("x --url me:pw@host/ns", "x --url ***@host/ns"),
+    ("(a,me:pw@h", "***@h"),
+    ("a/me:pw@h", "a/me:pw@h"),           # a path's word: no user starts there
+    ("'me:pw@h'", "'***@h'"),
+    ("set x=me:pw@h", "set ***@h"),       # the user may hold a `=`: all of it masked
+    ("x base:1@sha256:abc", "x base:1@sha256:abc"),
+    ("1://tok@h", "1://***@h"),
+    ("a:@h b::c@h", "a:@h ***@h"),        # an empty password is no credential
+])
+def test_a_reference_user_is_masked_where_it_starts(text: str, shown: str) -> None:
+    assert errors.without_credentials(text) == shown
