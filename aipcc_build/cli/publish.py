@@ -20,6 +20,7 @@ from .options import (
     raw_filters,
     resolved_build_id,
 )
+from .verify import Signer, signed, signing_options
 
 TLS = click.option("--tls-verify/--no-tls-verify", default=True, show_default=True,
                    help="Verify registries' TLS certificates (and require HTTPS).")
@@ -40,9 +41,11 @@ SOURCE_REGISTRY = click.option("--registry", metavar="HOST/NAMESPACE",
 @SOURCE_REGISTRY
 @TLS
 @AUTHFILE
+@signing_options
 @pass_context
 def promote(context: Context, report_path: str, to: str, dry_run: bool,
-            registry: Optional[str], tls_verify: bool, authfile: Optional[str]) -> int:
+            registry: Optional[str], tls_verify: bool, authfile: Optional[str],
+            signer: Optional[Signer]) -> int:
     """Copy every image the build report marks ok, by digest and with all its platforms,
     to the release repositories: tagged VERSION-BUILD_ID and the moving tags of the product
     the report records (a matrix named with --matrix must be of that version)."""
@@ -55,9 +58,11 @@ def promote(context: Context, report_path: str, to: str, dry_run: bool,
     # The build report says what the build was made with; a matrix named too must agree.
     request = PromoteRequest(report=report_path, to=to, source_registry=registry,
                              matrix_path=given_matrix_path(context), dry_run=dry_run,
-                             tls_verify=tls_verify, authfile=authfile)
-    copy_progress.promoted(run(request, on_event=copy_progress.event_printer(),
-                               probe=registry_http.manifest_digest, check=registries_answer))
+                             tls_verify=tls_verify, authfile=authfile, signer=signer)
+    result = run(request, on_event=copy_progress.event_printer(),
+                 probe=registry_http.manifest_digest, check=registries_answer)
+    copy_progress.promoted(result)
+    signed(result.signing)
     return 0
 
 

@@ -26,6 +26,8 @@ from ..tools.retry import Retry, with_retries
 from ..tools.runner import Runner
 from ..tools.skopeo import Skopeo
 from . import COPY_JOBS
+from .release_signing import SigningResult, sign_promoted
+from .signing import Signer
 from .transfer import Copy, Event, OnEvent, Probe, RegistryCheck, each, no_credentials
 
 
@@ -47,6 +49,8 @@ class PromoteRequest:
     authfile: Optional[str] = None
     retry: Retry = field(default_factory=Retry)
     jobs: int = COPY_JOBS  # looks and images copied at once
+    # Sign and attest what is released (publish/release_signing): a loaded private key.
+    signer: Optional[Signer] = None
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,7 @@ class PromoteResult:
     copied: tuple[Copy, ...]  # what this run copied (nothing on a dry run)
     skipped: tuple[Copy, ...]  # already at the destination with the same digest
     dry_run: bool
+    signing: Optional[SigningResult] = None  # when signed and attested
 
 
 def release_tags(product: Product, build_id: str) -> list[str]:
@@ -226,6 +231,11 @@ def promote(request: PromoteRequest, runner: Optional[Runner] = None,
         return group
 
     done = each(publish, list(missing.values()), request.jobs)
+    signing = None
+    if request.signer is not None:  # every copy, skipped ones too: a rerun completes it
+        signing = sign_promoted(copies, request.signer, build_id,
+                                tls_verify=request.tls_verify, authfile=request.authfile,
+                                retry=request.retry, runner=runner)
     return PromoteResult(build_id=build_id, planned=tuple(copies),
                          copied=tuple(c for group in done for c in group),
-                         skipped=tuple(skipped), dry_run=False)
+                         skipped=tuple(skipped), dry_run=False, signing=signing)

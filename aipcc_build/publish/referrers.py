@@ -1,0 +1,122 @@
+"""OCI 1.1 referrers: artifacts that hang off an image manifest by their `subject`, and the
+sigstore attachments (`sha256-<hex>.sig`) that hold its signatures.
+
+A registry with the referrers API indexes an artifact when it is pushed, and says so with
+an `OCI-Subject` header; one without it (distribution 2.8 answers 404 on
+/v2/NAME/referrers/DIGEST) gets the fallback the OCI distribution spec describes, kept by
+the client: an image index tagged `sha256-<hex>` listing the referrers of that digest,
+read, extended and written again. Readers ask the API first, then the tag."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from ..oci import OCI_INDEX, OCI_MANIFEST
+from ..tools.oci_registry import Registry, digest_of
+
+EMPTY_MEDIA_TYPE = "application/vnd.oci.empty.v1+json"
+EMPTY = b"{}"
+
+
+@dataclass(frozen=True)
+class Subject:
+    repository: str  # path in the registry
+    digest: str
+    media_type: str
+    size: int
+
+    def descriptor(self) -> dict[str, Any]:
+        return {"mediaType": self.media_type, "digest": self.digest, "size": self.size}
+
+
+def referrers_tag(digest: str) -> str:
+    algorithm, _, hexdigest = digest.partition(":")
+    return f"{algorithm}-{hexdigest}"
+
+
+def canonical(document: dict[str, Any]) -> bytes:
+    return json.dumps(document, separators=(",", ":"), sort_keys=True).encode()
+
+
+def push_artifact(registry: Registry, subject: Subject, artifact_type: str,
+                  media_type: str, data: bytes,
+                  annotations: Optional[dict[str, str]] = None) -> str:
+    """DATA as an artifact referring to SUBJECT; its manifest's digest. An artifact of the
+    same type with the same content already referring to it is not pushed again."""
+    layer = {"mediaType": media_type, "digest": digest_of(data), "size": len(data)}
+    for existing in list_referrers(registry, subject.repository, subject.digest,
+                                   artifact_type):
+        found = registry.get_manifest(subject.repository, existing["digest"])
+        if found is not None and layer in json.loads(found[0]).get("layers", []):
+            return str(existing["digest"])
+    registry.put_blob(subject.repository, data)
+    registry.put_blob(subject.repository, EMPTY)
+    manifest: dict[str, Any] = {
+        "schemaVersion": 2, "mediaType": OCI_MANIFEST, "artifactType": artifact_type,
+        "config": {"mediaType": EMPTY_MEDIA_TYPE, "digest": digest_of(EMPTY),
+                   "size": len(EMPTY), "data": "e30="},
+        "layers": [layer], "subject": subject.descriptor()}
+    if annotations:
+        manifest["annotations"] = dict(annotations)
+    body = canonical(manifest)
+    digest = digest_of(body)
+    reply = registry.put_manifest(subject.repository, digest, body, OCI_MANIFEST)
+    if "oci-subject" not in reply.headers:
+        descriptor = {"mediaType": OCI_MANIFEST, "digest": digest, "size": len(body),
+                      "artifactType": artifact_type}
+        if annotations:
+            descriptor["annotations"] = dict(annotations)
+        _add_to_fallback(registry, subject, descriptor)
+    return digest
+
+
+def _add_to_fallback(registry: Registry, subject: Subject,
+                     descriptor: dict[str, Any]) -> None:
+    tag = referrers_tag(subject.digest)
+    found = registry.get_manifest(subject.repository, tag)
+    manifests: list[dict[str, Any]] = []
+    if found is not None:
+        try:
+            manifests = [m for m in json.loads(found[0]).get("manifests") or []
+                         if isinstance(m, dict)]
+        except (ValueError, AttributeError):
+            manifests = []  # not an index: replaced by one
+    if any(m.get("digest") == descriptor["digest"] for m in manifests):
+        return
+    index = {"schemaVersion": 2, "mediaType": OCI_INDEX,
+             "manifests": [*manifests, descriptor]}
+    registry.put_manifest(subject.repository, tag, canonical(index), OCI_INDEX)
+
+
+def list_referrers(registry: Registry, repository: str, digest: str,
+                   artifact_type: Optional[str] = None) -> list[dict[str, Any]]:
+    """The descriptors of DIGEST's referrers (of ARTIFACT_TYPE when given): the
+    referrers API's, else the fallback tag's."""
+    found = registry.referrers(repository, digest)
+    if found is None:
+        tagged = registry.get_manifest(repository, referrers_tag(digest))
+        found = []
+        if tagged is not None:
+            try:
+                found = [m for m in json.loads(tagged[0]).get("manifests") or []
+                         if isinstance(m, dict)]
+            except (ValueError, AttributeError):
+                found = []
+    return [m for m in found if artifact_type is None
+            or m.get("artifactType") == artifact_type]
+
+
+def read_artifact(registry: Registry, repository: str, digest: str
+                  ) -> Optional[tuple[dict[str, Any], bytes]]:
+    """(the artifact manifest, its first layer's bytes); None when it is no artifact."""
+    found = registry.get_manifest(repository, digest)
+    if found is None:
+        return None
+    try:
+        manifest = json.loads(found[0])
+        layer = manifest["layers"][0]
+    except (ValueError, KeyError, IndexError, TypeError):
+        return None
+    return manifest, registry.get_blob(repository, str(layer["digest"]))

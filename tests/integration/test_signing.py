@@ -1,0 +1,231 @@
+"""Signed and attested releases against real programs: keys made by Debian 13's skopeo
+1.18, images in the distro's docker-registry (no referrers API: the tag-schema fallback),
+`skopeo copy` under a `sigstoreSigned` policy in a Debian 13 container judging what
+promote signed, and `verify` with each way a release can be wrong."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aipcc_build.publish import attestations
+from aipcc_build.publish.referrers import Subject, push_artifact
+from aipcc_build.publish.release_signing import (
+    Registries,
+    Released,
+    sign,
+    sign_release,
+)
+from aipcc_build.publish.signing import Signer, load_signer
+from aipcc_build.publish.verify import VerifyRequest, verify
+from aipcc_build.validate.results import Expectation, Finding, ImageVerdict
+from tests.support.publish import build_image, digest_at, push, run_cli
+from tests.support.registry import Registry
+from tests.support.sigstore import VerifyingSkopeo, sigstore_skopeo_image
+
+pytestmark = pytest.mark.integration
+
+PASSPHRASE = "correct horse " + uuid.uuid4().hex[:6]
+
+
+@pytest.fixture(scope="module")
+def skopeo118(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VerifyingSkopeo]:
+    work = tmp_path_factory.mktemp("sigstore-skopeo")
+    tool = VerifyingSkopeo(sigstore_skopeo_image(), work)
+    (work / "pass").write_text(PASSPHRASE + "\n")
+    for prefix in ("ours", "other"):
+        done = tool.run("generate-sigstore-key", "--output-prefix", f"/w/{prefix}",
+                        "--passphrase-file", "/w/pass")
+        assert done.returncode == 0, done.stderr
+    (work / "key.pub").write_bytes((work / "ours.pub").read_bytes())
+    try:
+        yield tool
+    finally:
+        tool.remove()
+
+
+@pytest.fixture(scope="module")
+def ours(skopeo118: VerifyingSkopeo) -> Signer:
+    return load_signer(str(skopeo118.work / "ours.private"), str(skopeo118.work / "pass"))
+
+
+@pytest.fixture(scope="module")
+def other(skopeo118: VerifyingSkopeo) -> Signer:
+    return load_signer(str(skopeo118.work / "other.private"), str(skopeo118.work / "pass"))
+
+
+def ok_validator(ref: str) -> list[ImageVerdict]:
+    return [ImageVerdict(ref=ref, platform="linux/amd64", expected=Expectation("cpu"),
+                         findings=(Finding("ok", "package", "/usr/lib/x", "found",
+                                           toolkit="cuda", version="12.8",
+                                           component="cudart",
+                                           component_version="12.8.90",
+                                           layer_digest="sha256:" + "1" * 64),))]
+
+
+def failed_validator(ref: str) -> list[ImageVerdict]:
+    return [ImageVerdict(ref=ref, platform="linux/amd64", expected=Expectation("cuda", "12.8"),
+                         findings=(Finding("violation", "package", "/usr/lib/y",
+                                           "CUDA 12.9 in a cuda 12.8 image", toolkit="cuda",
+                                           version="12.9"),))]
+
+
+@pytest.fixture
+def pushed(registry: Registry, base_image: str) -> Iterator[Any]:
+    """push(name) -> (HOST/REPO:TAG, digest) of a fresh small image in REGISTRY."""
+    names: list[str] = []
+
+    def make(name: str, tag: str = "1.0") -> tuple[str, str]:
+        local = f"localhost/aipcc-test-signing/{name}-{uuid.uuid4().hex[:8]}"
+        build_image(base_image, local, local)
+        names.append(local)
+        ref = f"{registry.host}/rel/{name}:{tag}"
+        return ref, push(local, ref)
+
+    yield make
+    subprocess.run(["buildah", "rmi", "-f", *names], capture_output=True)
+
+
+def release(ref: str, digest: str, signer: Signer, validator: Any = ok_validator) -> None:
+    repository = ref.rsplit(":", 1)[0]
+    sign_release([Released("base/x", f"{repository}@{digest}", digest, (ref,))], signer,
+                 "42", validator, Registries(tls_verify=False))
+
+
+def check(ref: str, skopeo118: VerifyingSkopeo) -> tuple[str, ...]:
+    result = verify(VerifyRequest(refs=(ref,), key=str(skopeo118.work / "ours.pub"),
+                                  tls_verify=False))
+    return result.images[0].problems
+
+
+def test_promote_signs_what_skopeo_lets_through_and_verify_passes(
+        release: dict[str, Any], registries: dict[str, Registry], authfile: Path,
+        skopeo118: VerifyingSkopeo) -> None:
+    work = skopeo118.work
+    dst = registries["dst"].host
+    args = ["--matrix", str(release["matrix"]), "promote", "--report",
+            str(release["report"]), "--to", f"{dst}/aipcc",
+            "--no-tls-verify", "--authfile", str(authfile),
+            "--sign-by-sigstore-private-key", str(work / "ours.private"),
+            "--sign-passphrase-file", str(work / "pass")]
+    done = run_cli(*args)
+    assert done.returncode == 0, done.stderr
+    assert "attestation(s) written" in done.stderr
+    refs = [f"{dst}/aipcc/base-images/img{n}:3.0-42" for n in range(3)]
+    verified = run_cli("verify", "--key", str(work / "ours.pub"), "--no-tls-verify",
+                       "--authfile", str(authfile), *refs, "--json")
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert all(image["ok"] for image in json.loads(verified.stdout)["images"])
+    # The real containers/image accepts the signature of every tag, with the policy.
+    (work / "auth.json").write_bytes(authfile.read_bytes())
+    skopeo118.policy(dst)
+    for ref in (refs[0], f"{dst}/aipcc/base-images/img1:latest"):
+        pulled = skopeo118.pull(ref, "--src-authfile", "/w/auth.json")
+        assert pulled.returncode == 0, pulled.stderr
+    # A rerun writes nothing more.
+    again = run_cli(*args)
+    assert again.returncode == 0, again.stderr
+    assert "0 signature(s) and 0 attestation(s) written" in again.stderr
+
+
+@pytest.mark.parametrize("key_file, passphrase, expected", [
+    ("ours.private", "wrong passphrase\n", "does not decrypt"),
+    ("missing.private", PASSPHRASE + "\n", "cannot read the private key"),
+    ("ours.pub", PASSPHRASE + "\n", "not a sigstore private key"),
+])
+def test_a_bad_key_stops_promote_before_any_copy(
+        release: dict[str, Any], registries: dict[str, Registry], authfile: Path,
+        skopeo118: VerifyingSkopeo, tmp_path: Path, key_file: str, passphrase: str,
+        expected: str) -> None:
+    (tmp_path / "pass").write_text(passphrase)
+    dst = registries["dst"].host
+    done = run_cli("--matrix", str(release["matrix"]), "promote", "--report",
+                   str(release["report"]), "--to", f"{dst}/aipcc",
+                   "--no-tls-verify", "--authfile", str(authfile),
+                   "--sign-by-sigstore-private-key", str(skopeo118.work / key_file),
+                   "--sign-passphrase-file", str(tmp_path / "pass"))
+    assert done.returncode == 2, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and expected in done.stderr
+    assert PASSPHRASE not in done.stderr
+    assert digest_at(f"{dst}/aipcc/base-images/img0:3.0-42", authfile) is None
+
+
+def test_verify_refuses_each_wrong_release(pushed: Any, ours: Signer, other: Signer,
+                                          skopeo118: VerifyingSkopeo,
+                                          registry: Registry) -> None:
+    skopeo118.policy(registry.host)
+    good, good_digest = pushed("good")
+    release(good, good_digest, ours)
+    assert check(good, skopeo118) == ()
+    assert check(f"{good.rsplit(':', 1)[0]}@{good_digest}", skopeo118) == ()
+    assert skopeo118.pull(good).returncode == 0
+
+    unsigned, _ = pushed("unsigned")
+    assert any("is not signed" in p for p in check(unsigned, skopeo118))
+    assert skopeo118.pull(unsigned).returncode != 0
+
+    foreign, foreign_digest = pushed("foreign")
+    release(foreign, foreign_digest, other)
+    assert any("not by the key" in p for p in check(foreign, skopeo118))
+    assert skopeo118.pull(foreign).returncode != 0
+
+    # The release's tag pushed again with another image after the release.
+    repushed, repushed_digest = pushed("repushed")
+    release(repushed, repushed_digest, ours)
+    again, again_digest = pushed("repushed")
+    assert again == repushed and again_digest != repushed_digest
+    assert any("is not signed" in p for p in check(repushed, skopeo118))
+    assert skopeo118.pull(repushed).returncode != 0
+
+    # Signed, never attested.
+    bare, bare_digest = pushed("bare")
+    registries = Registries(tls_verify=False)
+    client, path = registries.of(bare.rsplit(":", 1)[0])
+    sign(client, path, bare_digest, bare, ours)
+    problems = check(bare, skopeo118)
+    assert any("no SBOM attestation" in p for p in problems)
+    assert any("no verdict attestation" in p for p in problems)
+    assert skopeo118.pull(bare).returncode == 0  # the signature alone is good
+
+    failed, failed_digest = pushed("failed")
+    release(failed, failed_digest, ours, failed_validator)
+    assert any("says failed" in p for p in check(failed, skopeo118))
+
+    # A verdict about another digest hung off this one (with its own SBOM and signature).
+    elsewhere, elsewhere_digest = pushed("elsewhere")
+    client, path = registries.of(elsewhere.rsplit(":", 1)[0])
+    sign(client, path, elsewhere_digest, elsewhere, ours)
+    body, media_type = client.get_manifest(path, elsewhere_digest) or (b"", "")
+    subject = Subject(path, elsewhere_digest, media_type, len(body))
+    verdict = ok_validator(elsewhere)[0]
+    push_artifact(client, subject, attestations.SBOM_MEDIA_TYPE,
+                  attestations.SBOM_MEDIA_TYPE,
+                  attestations.sbom(verdict, elsewhere_digest, elsewhere), {})
+    document = attestations.statement(verdict, good_digest, good,
+                                      attestations.Provenance("base/x", "42"))
+    push_artifact(client, subject, attestations.VERDICT_ARTIFACT_TYPE,
+                  attestations.DSSE_MEDIA_TYPE, attestations.envelope(document, ours))
+    assert any(f"subject is {good_digest}, not {elsewhere_digest}" in p
+               for p in check(elsewhere, skopeo118))
+
+
+def test_skopeo_signatures_verify_here(pushed: Any, skopeo118: VerifyingSkopeo,
+                                       registry: Registry) -> None:
+    """A signature skopeo 1.18 wrote is read and verified by `verify` (which then only
+    misses the attestations skopeo does not write)."""
+    skopeo118.policy(registry.host)
+    ref, digest = pushed("by-skopeo")
+    signed = ref.rsplit(":", 1)[0] + ":signed"
+    done = skopeo118.run("--registries.d", "/w/registries.d", "copy", "--src-tls-verify=false",
+                         "--dest-tls-verify=false", "--sign-by-sigstore-private-key",
+                         "/w/ours.private", "--sign-passphrase-file", "/w/pass",
+                         f"docker://{ref}", f"docker://{signed}")
+    assert done.returncode == 0, done.stderr
+    problems = check(signed, skopeo118)
+    assert problems and all("attestation" in p for p in problems), problems
