@@ -20,7 +20,7 @@ from .options import (
     raw_filters,
     resolved_build_id,
 )
-from .verify import Signer, signed, signing_options
+from .verify import Signer, Trust, signed, signing_options, trust_options
 
 TLS = click.option("--tls-verify/--no-tls-verify", default=True, show_default=True,
                    help="Verify registries' TLS certificates (and require HTTPS).")
@@ -85,13 +85,15 @@ def promote(context: Context, report_path: str, to: str, dry_run: bool,
 @SOURCE_REGISTRY
 @TLS
 @AUTHFILE
+@trust_options
 @raw_filters
 @pass_context
 def mirror(context: Context, accelerators: tuple[str, ...], versions: tuple[str, ...],
            oses: tuple[str, ...], kinds: tuple[str, ...], names: tuple[str, ...],
            to: str, source: Optional[str],
            report_path: Optional[str], build_id: Optional[str], out: str, retries: int, jobs: int,
-           registry: Optional[str], tls_verify: bool, authfile: Optional[str]) -> int:
+           registry: Optional[str], tls_verify: bool, authfile: Optional[str],
+           trust: Trust) -> int:
     """Copy every image of a release, by digest with all platforms and digests kept, to a
     registry, an OCI layout or an archive; skip what is already there."""
     from ..publish.mirror import MirrorRelease, mirror_release
@@ -107,7 +109,8 @@ def mirror(context: Context, accelerators: tuple[str, ...], versions: tuple[str,
         matrix_named=given_matrix_path(context) is not None, layout=source,
         report=report_path, build_id=resolved_build_id(build_id) if build_id else None,
         filters=make_filters(*chosen) if any(chosen) else None, registry=registry, out=out,
-        tls_verify=tls_verify, authfile=authfile, retry=Retry(attempts=retries), jobs=jobs)
+        tls_verify=tls_verify, authfile=authfile, retry=Retry(attempts=retries), jobs=jobs,
+        trust=trust)
     result = mirror_release(request, on_event=copy_progress.event_printer(),
                             probe=registry_http.manifest_digest)
     copy_progress.mirrored(result)

@@ -10,10 +10,11 @@ import click
 from .options import cli
 
 if TYPE_CHECKING:
+    from ..publish.image_policy import Trust
     from ..publish.release_signing import SigningResult
     from ..publish.signing import Signer
 else:
-    Signer = Any
+    Signer = Trust = Any
 
 
 def signing_options(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -44,6 +45,29 @@ def signing_options(command: Callable[..., Any]) -> Callable[..., Any]:
         help="Sign every released manifest (each platform's and the index) with this "
              "cosign-format private key, as sigstore attachments, and attach the SBOM and "
              "the signed validation verdict to each platform's manifest.")(with_signer)
+
+
+def trust_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """mirror's --key and --no-signatures, given to the command as one `trust`: the key
+    is read before anything is copied."""
+    import functools
+
+    @functools.wraps(command)
+    def with_trust(*args: Any, key: Optional[str] = None, signatures: bool = True,
+                   **kwargs: Any) -> Any:
+        from ..publish.image_policy import trust
+
+        return command(*args, trust=trust(signatures, key), **kwargs)
+
+    with_trust = click.option(
+        "--signatures/--no-signatures", default=True, show_default=True,
+        help="Copy each image's sigstore signatures and attestations (SBOM, verdict) with "
+             "it, registry to registry.")(with_trust)
+    return click.option(
+        "--key", type=click.Path(dir_okay=False), metavar="PUB",
+        help="The release's PEM public key: write a ClusterImagePolicy requiring "
+             "signatures by it on the released repositories beside the "
+             "ImageDigestMirrorSet.")(with_trust)
 
 
 def signed(result: Optional[SigningResult]) -> None:

@@ -120,3 +120,30 @@ def read_artifact(registry: Registry, repository: str, digest: str
     except (ValueError, KeyError, IndexError, TypeError):
         return None
     return manifest, registry.get_blob(repository, str(layer["digest"]))
+
+
+def copy_referrers(source: Registry, dest: Registry, source_path: str, subject: Subject
+                   ) -> int:
+    """Every referrer of SUBJECT in SOURCE_PATH copied, blobs and manifest by digest, to
+    SUBJECT's repository in DEST (and into its fallback index where DEST has no referrers
+    API); the number copied."""
+    copied = 0
+    for descriptor in list_referrers(source, source_path, subject.digest):
+        digest = str(descriptor.get("digest"))
+        if dest.get_manifest(subject.repository, digest) is not None:
+            continue
+        found = source.get_manifest(source_path, digest)
+        if found is None:
+            continue
+        body, media_type = found
+        manifest = json.loads(body)
+        for blob in [manifest.get("config"), *(manifest.get("layers") or [])]:
+            if isinstance(blob, dict) and isinstance(blob.get("digest"), str):
+                dest.put_blob(subject.repository, source.get_blob(source_path, blob["digest"]))
+        reply = dest.put_manifest(subject.repository, digest, body, media_type)
+        if "oci-subject" not in reply.headers:
+            _add_to_fallback(dest, subject, {k: v for k, v in descriptor.items()
+                                             if k in ("mediaType", "digest", "size",
+                                                      "artifactType", "annotations")})
+        copied += 1
+    return copied

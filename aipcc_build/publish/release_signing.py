@@ -128,6 +128,13 @@ def sign(registry: Registry, path: str, digest: str, identity: str, signer: Sign
     layers.append({"mediaType": SIMPLE_SIGNING, "digest": digest_of(data),
                    "size": len(data),
                    "annotations": {SIGNATURE_ANNOTATION: base64.b64encode(signature).decode()}})
+    _put_signatures(registry, path, digest, layers)
+    return True
+
+
+def _put_signatures(registry: Registry, path: str, digest: str,
+                    layers: list[dict[str, Any]]) -> None:
+    """DIGEST's sigstore attachment, of LAYERS (their blobs already in PATH)."""
     config = canonical({"architecture": "", "os": "", "config": {},
                         "rootfs": {"type": "layers",
                                    "diff_ids": [x["digest"] for x in layers]}})
@@ -137,7 +144,6 @@ def sign(registry: Registry, path: str, digest: str, identity: str, signer: Sign
                            "size": len(config)},
                 "layers": layers}
     registry.put_manifest(path, signature_tag(digest), canonical(manifest), OCI_MANIFEST)
-    return True
 
 
 def verified_identities(pairs: Sequence[tuple[bytes, bytes]], digest: str,
@@ -275,3 +281,30 @@ def sign_promoted(copies: Sequence[Any], signer: Signer, build_id: str, *, tls_v
 
     return sign_release(released_images(copies), signer, build_id, validator,
                         Registries(tls_verify, authfile), retry)
+
+
+def carry(source_repository: str, dest_repository: str, digest: str,
+          registries: Registries) -> int:
+    """The signatures (sigstore attachments) of DIGEST and of each of its platforms'
+    manifests, and their referrers, copied from SOURCE_REPOSITORY to DEST_REPOSITORY
+    (mirror's hook after a copy); the number of manifests written."""
+    from .referrers import copy_referrers
+
+    source, source_path = registries.of(source_repository)
+    dest, dest_path = registries.of(dest_repository)
+    top, platforms = instances(source, source_path, digest)
+    written = 0
+    for subject in ([top] if top not in platforms else []) + platforms:
+        layers, _ = signatures(source, source_path, subject.digest)
+        there, _ = signatures(dest, dest_path, subject.digest)
+        missing = [x for x in layers if x not in there]
+        if missing:
+            for layer in missing:
+                dest.put_blob(dest_path, source.get_blob(source_path, str(layer["digest"])))
+            _put_signatures(dest, dest_path, subject.digest, there + missing)
+            written += 1
+    for subject in platforms:
+        written += copy_referrers(source, dest, source_path,
+                                  Subject(dest_path, subject.digest, subject.media_type,
+                                          subject.size))
+    return written

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from aipcc_build.publish import attestations
 from aipcc_build.publish.referrers import Subject, push_artifact
@@ -25,7 +26,7 @@ from aipcc_build.publish.release_signing import (
 from aipcc_build.publish.signing import Signer, load_signer
 from aipcc_build.publish.verify import VerifyRequest, verify
 from aipcc_build.validate.results import Expectation, Finding, ImageVerdict
-from tests.support.publish import build_image, digest_at, push, run_cli
+from tests.support.publish import build_image, digest_at, make_registry, push, run_cli
 from tests.support.registry import Registry
 from tests.support.sigstore import VerifyingSkopeo, sigstore_skopeo_image
 
@@ -229,3 +230,82 @@ def test_skopeo_signatures_verify_here(pushed: Any, skopeo118: VerifyingSkopeo,
     assert done.returncode == 0, done.stderr
     problems = check(signed, skopeo118)
     assert problems and all("attestation" in p for p in problems), problems
+
+
+def test_mirror_carries_signatures_and_the_site_verifies_them(
+        pushed: Any, ours: Signer, skopeo118: VerifyingSkopeo, registry: Registry,
+        tmp_path: Path) -> None:
+    ref, digest = pushed("mirrored", "3.0-42")
+    release(ref, digest, ours)
+    report = tmp_path / "build-report.json"
+    report.write_text(json.dumps({"schema": 1, "build_id": "42", "registry": registry.host,
+                                  "images": [{"key": "base/mirrored", "name": "mirrored",
+                                              "kind": "base", "reference": ref,
+                                              "status": "ok", "digest": digest}]}))
+    site = make_registry(tmp_path / "site")
+    try:
+        out = tmp_path / "out"
+        out.mkdir()
+        args = ["mirror", "--report", str(report), "--to", f"docker://{site.host}/site",
+                "--no-tls-verify", "--key", str(skopeo118.work / "ours.pub"),
+                "--out", str(out)]
+        done = run_cli(*args)
+        assert done.returncode == 0, done.stderr
+        policy = yaml.safe_load((out / "clusterimagepolicy.yaml").read_text())
+        assert policy["spec"]["scopes"] == [f"{registry.host}/rel/mirrored"]
+        assert_valid_cluster_image_policy(policy)
+        again = run_cli(*args)  # a rerun: nothing more to copy
+        assert again.returncode == 0 and "1 already there" in again.stderr, again.stderr
+        # The release registry gone: the site pulls the released name from its mirror, and
+        # the signatures found there pass the same policy.
+        registry.stop()
+        work = skopeo118.work
+        skopeo118.policy(registry.host)
+        (work / "registries.d" / "site.yaml").write_text(
+            f"docker:\n  {site.host}:\n    use-sigstore-attachments: true\n")
+        mirror = f'location = "{site.host}/site/rel/mirrored"'
+        (work / "registries.conf").write_text(  # the test registries speak plain HTTP
+            (out / "registries.conf").read_text().replace(mirror, mirror + "\ninsecure = true"))
+        pulled = skopeo118.run("--registries-conf", "/w/registries.conf", "--policy",
+                               "/w/policy.json", "--registries.d", "/w/registries.d", "copy",
+                               f"docker://{registry.host}/rel/mirrored@{digest}",
+                               "dir:/w/out-mirror")
+        assert pulled.returncode == 0, pulled.stderr
+        # Attestations came along: verify's checks of them pass at the mirror (only the
+        # identity differs: the signatures name the released repository).
+        problems = check(f"{site.host}/site/rel/mirrored:3.0-42", skopeo118)
+        assert problems and all("was signed as" in p for p in problems), problems
+    finally:
+        site.stop()
+
+
+CRD = Path(__file__).resolve().parents[1] / "data" / "openshift" / \
+    "0000_10_config-operator_01_clusterimagepolicies.crd.yaml"
+
+
+def assert_valid_cluster_image_policy(document: dict[str, Any]) -> None:
+    """DOCUMENT against OpenShift's CRD: its OpenAPI schema, and the CEL rules of the fields
+    it sets (string(bytes) decodes a `format: byte` field, as the API server does)."""
+    import base64
+
+    import jsonschema
+
+    crd = yaml.safe_load(CRD.read_text())
+    version = next(v for v in crd["spec"]["versions"] if v["name"] == "v1")
+    schema = version["schema"]["openAPIV3Schema"]
+    assert document["apiVersion"] == f"{crd['spec']['group']}/v1"
+    assert document["kind"] == crd["spec"]["names"]["kind"]
+    jsonschema.validate(document, schema)
+    root = schema["properties"]["spec"]["properties"]["policy"]["properties"]["rootOfTrust"]
+    key_rules = root["properties"]["publicKey"]["properties"]["keyData"][
+        "x-kubernetes-validations"]
+    pem = base64.b64decode(document["spec"]["policy"]["rootOfTrust"]["publicKey"]["keyData"])
+    celpy = pytest.importorskip("celpy")
+    environment = celpy.Environment()
+    for rule in key_rules:
+        program = environment.program(environment.compile(rule["rule"]))
+        assert program.evaluate({"self": celpy.celtypes.BytesType(pem)}), rule["message"]
+    for rule in root["x-kubernetes-validations"]:
+        program = environment.program(environment.compile(rule["rule"]))
+        value = celpy.json_to_cel(document["spec"]["policy"]["rootOfTrust"])
+        assert program.evaluate({"self": value}), rule["message"]
