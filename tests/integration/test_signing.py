@@ -26,7 +26,7 @@ from aipcc_build.publish.release_signing import (
 from aipcc_build.publish.signing import Signer, load_signer
 from aipcc_build.publish.verify import VerifyRequest, verify
 from aipcc_build.validate.results import Expectation, Finding, ImageVerdict
-from tests.support.publish import build_image, digest_at, make_registry, push, run_cli
+from tests.support.publish import FlakyProxy, build_image, digest_at, make_registry, push, run_cli
 from tests.support.registry import Registry
 from tests.support.sigstore import VerifyingSkopeo, sigstore_skopeo_image
 
@@ -309,3 +309,70 @@ def assert_valid_cluster_image_policy(document: dict[str, Any]) -> None:
         program = environment.program(environment.compile(rule["rule"]))
         value = celpy.json_to_cel(document["spec"]["policy"]["rootOfTrust"])
         assert program.evaluate({"self": value}), rule["message"]
+
+
+def test_an_index_and_each_platform_are_signed_and_attested(
+        pushed: Any, ours: Signer, skopeo118: VerifyingSkopeo, registry: Registry,
+        base_image: str) -> None:
+    from cyclonedx.schema import SchemaVersion
+    from cyclonedx.validation.json import JsonStrictValidator
+
+    from aipcc_build.publish.referrers import list_referrers, read_artifact
+
+    ref, _ = pushed("amd")
+    other_ref, _ = pushed("arm")
+    index = f"localhost/aipcc-test-signing/index-{uuid.uuid4().hex[:8]}"
+    target = f"{registry.host}/rel/multi:3.0-42"
+    subprocess.run(["buildah", "manifest", "create", index], check=True, capture_output=True)
+    try:
+        for source, arch in ((ref, "amd64"), (other_ref, "arm64")):
+            subprocess.run(["buildah", "manifest", "add", "--tls-verify=false", "--arch", arch,
+                            index, f"docker://{source}"], check=True, capture_output=True)
+        subprocess.run(["buildah", "manifest", "push", "--all", "--tls-verify=false", index,
+                        f"docker://{target}"], check=True, capture_output=True)
+    finally:
+        subprocess.run(["buildah", "manifest", "rm", index], capture_output=True)
+    digest = digest_at(target)
+    assert digest is not None
+
+    def two_platforms(ref: str) -> list[ImageVerdict]:
+        return [ImageVerdict(ref=ref, platform="linux/amd64", digest=instance,
+                             expected=Expectation("cpu"))
+                for instance in platform_digests]
+
+    registries = Registries(tls_verify=False)
+    client, path = registries.of(f"{registry.host}/rel/multi")
+    platform_digests = [m["digest"] for m in json.loads(
+        (client.get_manifest(path, digest) or (b"{}", ""))[0])["manifests"]]
+    sign_release([Released("base/multi", f"{registry.host}/rel/multi@{digest}", digest,
+                           (target,))], ours, "42", two_platforms, registries)
+    assert check(target, skopeo118) == ()
+    skopeo118.policy(registry.host)
+    pulled = skopeo118.pull(target, "--multi-arch", "all")
+    assert pulled.returncode == 0, pulled.stderr
+    for instance in platform_digests:
+        sbom = list_referrers(client, path, instance, attestations.SBOM_MEDIA_TYPE)
+        found = read_artifact(client, path, sbom[0]["digest"])
+        assert found is not None
+        assert JsonStrictValidator(SchemaVersion.V1_6).validate_str(found[1].decode()) is None
+
+
+def test_a_registry_refusing_a_signature_fails_promote_naming_the_image(
+        release: dict[str, Any], registries: dict[str, Registry],
+        skopeo118: VerifyingSkopeo) -> None:
+    """The copies are made; the signature is refused: exit 1 naming the image, the release
+    said to be incomplete; a rerun through the registry itself completes it."""
+    work = skopeo118.work
+    src = registries["src"].host
+    args = ["--matrix", str(release["matrix"]), "promote", "--report",
+            str(release["report"]), "--no-tls-verify",
+            "--sign-by-sigstore-private-key", str(work / "ours.private"),
+            "--sign-passphrase-file", str(work / "pass")]
+    with FlakyProxy(src, failures=-1, status=403, methods=("PUT",), path=".sig") as refusing:
+        done = run_cli(*args, "--to", f"{refusing.host}/release")
+    assert done.returncode == 1, done.stderr
+    assert "base/img0" in done.stderr and "not completely signed" in done.stderr
+    assert "status 403" in done.stderr
+    completed = run_cli(*args, "--to", f"{src}/release")
+    assert completed.returncode == 0, completed.stderr
+    assert check(f"{src}/release/base-images/img0:3.0-42", skopeo118) == ()
