@@ -235,7 +235,7 @@ def promote(request: PromoteRequest, runner: Optional[Runner] = None,
     if request.signer is not None:  # every copy, skipped ones too: a rerun completes it
         signing = sign_promoted(copies, request.signer, build_id,
                                 tls_verify=request.tls_verify, authfile=request.authfile,
-                                retry=request.retry, runner=runner)
+                                retry=request.retry, runner=runner, jobs=request.jobs)
     return PromoteResult(build_id=build_id, planned=tuple(copies),
                          copied=tuple(c for group in done for c in group),
                          skipped=tuple(skipped), dry_run=False, signing=signing)

@@ -167,22 +167,26 @@ class SigningResult:
 def sign_release(released: Sequence[Released], signer: Signer, build_id: str,
                  validator: Validator, registries: Registries,
                  retry: Optional[Retry] = None,
-                 on_retry: Optional[Callable[[int, float, str], None]] = None
-                 ) -> SigningResult:
-    """Sign and attest every image of RELEASED (see the module). CheckFailed naming the
-    image when a registry refuses, after the retries of a transient failure: what was
-    written stays, a rerun completes the rest."""
-    written = [0, 0]
-    for image in released:
-        def attempt(image: Released = image) -> None:
-            _sign_image(image, signer, build_id, validator, registries, written)
+                 on_retry: Optional[Callable[[int, float, str], None]] = None,
+                 jobs: int = 1) -> SigningResult:
+    """Sign and attest every image of RELEASED (see the module), JOBS at once. CheckFailed
+    naming the image when a registry refuses, after the retries of a transient failure:
+    what was written stays, a rerun completes the rest."""
+    from .transfer import each
 
+    def one(image: Released) -> tuple[int, int]:
+        written = [0, 0]
         try:
-            with_retries(attempt, retry or Retry(), on_retry or (lambda n, wait, why: None))
+            with_retries(lambda: _sign_image(image, signer, build_id, validator, registries,
+                                             written),
+                         retry or Retry(), on_retry or (lambda n, wait, why: None))
         except RegistryRefused as exc:
             raise CheckFailed(f"{image.key}: {exc}: the release is not completely signed "
                               "and attested; promote again to complete it") from None
-    return SigningResult(written[0], written[1])
+        return written[0], written[1]
+
+    counts = each(one, list(released), jobs)
+    return SigningResult(sum(c[0] for c in counts), sum(c[1] for c in counts))
 
 
 def _sign_image(image: Released, signer: Signer, build_id: str, validator: Validator,
@@ -267,7 +271,7 @@ def released_images(copies: Sequence[Any]) -> list[Released]:
 
 def sign_promoted(copies: Sequence[Any], signer: Signer, build_id: str, *, tls_verify: bool,
                   authfile: Optional[str], retry: Retry, runner: Any = None,
-                  validator: Optional[Validator] = None) -> SigningResult:
+                  validator: Optional[Validator] = None, jobs: int = 1) -> SigningResult:
     """promote's hook, after its copies: sign and attest what it released, the verdict
     from the validator (the real one on RUNNER's skopeo unless VALIDATOR is given)."""
     if validator is None:
@@ -280,7 +284,7 @@ def sign_promoted(copies: Sequence[Any], signer: Signer, build_id: str, *, tls_v
             return validate_image(ref, skopeo=skopeo)
 
     return sign_release(released_images(copies), signer, build_id, validator,
-                        Registries(tls_verify, authfile), retry)
+                        Registries(tls_verify, authfile), retry, jobs=jobs)
 
 
 def carry(source_repository: str, dest_repository: str, digest: str,
