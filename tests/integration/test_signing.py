@@ -376,3 +376,21 @@ def test_a_registry_refusing_a_signature_fails_promote_naming_the_image(
     completed = run_cli(*args, "--to", f"{src}/release")
     assert completed.returncode == 0, completed.stderr
     assert check(f"{src}/release/base-images/img0:3.0-42", skopeo118) == ()
+
+
+def test_a_registry_with_the_referrers_api_gets_no_referrers_tag(
+        pushed: Any, ours: Signer, skopeo118: VerifyingSkopeo, registry: Registry) -> None:
+    """Through a front that serves the referrers API (and says OCI-Subject), the
+    attestations are found through the API and no sha256-<hex> tag is written."""
+    from aipcc_build.publish.referrers import referrers_tag
+    from tests.support.referrers_front import ReferrersFront
+
+    ref, digest = pushed("api")
+    with ReferrersFront(registry.host) as front:
+        fronted = ref.replace(registry.host, front.host)
+        release(fronted, digest, ours)
+        assert check(fronted, skopeo118) == ()
+        assert len(front.referrers[("rel/api", digest)]) == 2
+    client, path = Registries(tls_verify=False).of(f"{registry.host}/rel/api")
+    assert client.get_manifest(path, referrers_tag(digest)) is None
+    assert client.referrers(path, digest) is None  # the registry itself has no API
