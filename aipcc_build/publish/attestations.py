@@ -131,6 +131,8 @@ def open_envelope(data: bytes, key: PublicKey) -> tuple[Optional[dict[str, Any]]
         return None, "not a DSSE envelope"
     if payload_type != IN_TOTO_PAYLOAD:
         return None, f"its payload is {payload_type}, not an in-toto Statement"
+    if not isinstance(payload_type, str):
+        return None, "not a DSSE envelope"
     if not any(key.verifies(_pae(payload_type, payload), s) for s in signatures):
         return None, "its DSSE signature is not by the key"
     try:
@@ -145,8 +147,10 @@ def open_envelope(data: bytes, key: PublicKey) -> tuple[Optional[dict[str, Any]]
 def subject_digests(document: dict[str, Any]) -> list[str]:
     """The sha256 digests a Statement's subjects name."""
     found = []
-    for subject in document.get("subject") or []:
-        value = subject.get("digest", {}).get("sha256") if isinstance(subject, dict) else None
+    subjects = document.get("subject")
+    for subject in subjects if isinstance(subjects, list) else []:
+        digests = subject.get("digest") if isinstance(subject, dict) else None
+        value = digests.get("sha256") if isinstance(digests, dict) else None
         if isinstance(value, str):
             found.append(f"sha256:{value}")
     return found

@@ -48,8 +48,8 @@ def push_artifact(registry: Registry, subject: Subject, artifact_type: str,
     layer = {"mediaType": media_type, "digest": digest_of(data), "size": len(data)}
     for existing in list_referrers(registry, subject.repository, subject.digest,
                                    artifact_type):
-        found = registry.get_manifest(subject.repository, existing["digest"])
-        if found is not None and layer in json.loads(found[0]).get("layers", []):
+        found = read_artifact(registry, subject.repository, str(existing.get("digest")))
+        if found is not None and layer in found[0].get("layers", []):
             return str(existing["digest"])
     registry.put_blob(subject.repository, data)
     registry.put_blob(subject.repository, EMPTY)
@@ -111,15 +111,20 @@ def list_referrers(registry: Registry, repository: str, digest: str,
 def read_artifact(registry: Registry, repository: str, digest: str
                   ) -> Optional[tuple[dict[str, Any], bytes]]:
     """(the artifact manifest, its first layer's bytes); None when it is no artifact."""
+    if not digest.startswith("sha256:"):
+        return None
     found = registry.get_manifest(repository, digest)
     if found is None:
         return None
     try:
         manifest = json.loads(found[0])
-        layer = manifest["layers"][0]
+        blob = manifest["layers"][0]["digest"]
     except (ValueError, KeyError, IndexError, TypeError):
         return None
-    return manifest, registry.get_blob(repository, str(layer["digest"]))
+    if not isinstance(manifest, dict) or not isinstance(blob, str) \
+            or not blob.startswith("sha256:"):
+        return None
+    return manifest, registry.get_blob(repository, blob)
 
 
 def copy_referrers(source: Registry, dest: Registry, source_path: str, subject: Subject
@@ -133,10 +138,11 @@ def copy_referrers(source: Registry, dest: Registry, source_path: str, subject: 
         if dest.get_manifest(subject.repository, digest) is not None:
             continue
         found = source.get_manifest(source_path, digest)
-        if found is None:
+        artifact = read_artifact(source, source_path, digest)
+        if found is None or artifact is None:
             continue
         body, media_type = found
-        manifest = json.loads(body)
+        manifest = artifact[0]
         for blob in [manifest.get("config"), *(manifest.get("layers") or [])]:
             if isinstance(blob, dict) and isinstance(blob.get("digest"), str):
                 dest.put_blob(subject.repository, source.get_blob(source_path, blob["digest"]))

@@ -20,7 +20,7 @@ from .. import __version__
 from ..errors import CheckFailed
 from ..image_reference import repository_of
 from ..oci import INDEX_TYPES, OCI_MANIFEST
-from ..tools.oci_registry import Registry, RegistryRefused, digest_of
+from ..tools.oci_registry import DIGEST, Registry, RegistryRefused, digest_of
 from ..tools.retry import Retry, with_retries
 from ..validate.results import ImageVerdict
 from . import attestations
@@ -81,11 +81,18 @@ def instances(registry: Registry, path: str, digest: str) -> tuple[Subject, list
     if media_type not in INDEX_TYPES:
         return top, [top]
     platforms = []
-    for item in json.loads(body).get("manifests") or []:
-        if isinstance(item, dict) and isinstance(item.get("digest"), str):
-            platforms.append(Subject(path, item["digest"],
-                                     str(item.get("mediaType") or OCI_MANIFEST),
-                                     int(item.get("size") or 0)))
+    try:
+        for item in json.loads(body).get("manifests") or []:
+            if isinstance(item, dict) and isinstance(item.get("digest"), str):
+                platforms.append(Subject(path, item["digest"],
+                                         str(item.get("mediaType") or OCI_MANIFEST),
+                                         int(item.get("size") or 0)))
+    except (ValueError, AttributeError, TypeError):
+        raise RegistryRefused(f"{registry.host}/{path}@{digest} is not a valid image "
+                              "index") from None
+    if not platforms:
+        raise RegistryRefused(f"{registry.host}/{path}@{digest} is an image index of no "
+                              "platform")
     return top, platforms
 
 
@@ -97,13 +104,16 @@ def signatures(registry: Registry, path: str, digest: str
         return [], []
     try:
         layers = [x for x in json.loads(found[0]).get("layers") or [] if isinstance(x, dict)]
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, TypeError):
         return [], []
     pairs = []
     for layer in layers:
-        if layer.get("mediaType") != SIMPLE_SIGNING:
+        annotations = layer.get("annotations")
+        encoded = annotations.get(SIGNATURE_ANNOTATION) \
+            if isinstance(annotations, dict) else None
+        if layer.get("mediaType") != SIMPLE_SIGNING or not isinstance(encoded, str) \
+                or not DIGEST.fullmatch(str(layer.get("digest"))):
             continue
-        encoded = (layer.get("annotations") or {}).get(SIGNATURE_ANNOTATION, "")
         try:
             signature = base64.b64decode(encoded, validate=True)
         except ValueError:

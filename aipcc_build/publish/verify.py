@@ -142,7 +142,8 @@ def _attestation_problems(client: Registry, path: str, digest: str,
             document, why = attestations.open_envelope(found[1], key)
             if document is not None:
                 subjects = attestations.subject_digests(document)
-                verdict = (document.get("predicate") or {}).get("verdict")
+                predicate = document.get("predicate")
+                verdict = predicate.get("verdict") if isinstance(predicate, dict) else None
                 if digest not in subjects:
                     why = (f"the verdict attestation's subject is "
                            f"{', '.join(subjects) or 'nothing'}, not {digest}")

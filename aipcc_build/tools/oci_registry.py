@@ -28,6 +28,9 @@ from .retry import TransientAnswer, parse_retry_after, transient_status
 ACCEPT = ", ".join((OCI_INDEX, OCI_MANIFEST, DOCKER_MANIFEST_LIST, DOCKER_MANIFEST))
 MAX_BLOB = 16 * 1024 * 1024  # signatures, SBOMs and attestations are small
 _CHALLENGE_PARAM = re.compile(r'(\w+)="([^"]*)"')
+DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+# A tag (the distribution grammar), or a digest.
+_REFERENCE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|sha256:[0-9a-f]{64}")
 
 
 class RegistryRefused(CheckFailed):
@@ -177,6 +180,7 @@ class Registry:
     def get_manifest(self, repository: str, reference: str) -> Optional[tuple[bytes, str]]:
         """(bytes, media type) of REFERENCE (tag or digest) in REPOSITORY; None when absent.
         By digest, bytes that do not hash to it are refused."""
+        _check_reference(reference)
         reply = self.request("GET", f"/v2/{repository}/manifests/{reference}",
                              headers={"Accept": ACCEPT}, scope=_pull(repository),
                              max_body=MAX_MANIFEST)
@@ -199,6 +203,7 @@ class Registry:
         return reply
 
     def get_blob(self, repository: str, digest: str) -> bytes:
+        _check_reference(digest, digest_only=True)
         reply = self.request("GET", f"/v2/{repository}/blobs/{digest}",
                              scope=_pull(repository))
         if reply.status in (301, 302, 303, 307, 308):
@@ -253,6 +258,14 @@ class Registry:
             why = _error_text(reply.body)
             raise RegistryRefused(f"{self.host}/{what}: the registry refused {method} "
                                   f"(status {reply.status}{': ' + why if why else ''})")
+
+
+def _check_reference(reference: str, digest_only: bool = False) -> None:
+    """RegistryRefused for a reference no registry can hold (a registry's answer naming a
+    digest like `sha256:../x` is not followed)."""
+    if not (DIGEST if digest_only else _REFERENCE).fullmatch(reference):
+        raise RegistryRefused(f"not a {'digest' if digest_only else 'tag or digest'}: "
+                              f"{reference[:80]!r}")
 
 
 def _pull(repository: str) -> str:

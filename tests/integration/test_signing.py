@@ -135,26 +135,24 @@ def test_promote_signs_what_skopeo_lets_through_and_verify_passes(
     assert "0 signature(s) and 0 attestation(s) written" in again.stderr
 
 
-@pytest.mark.parametrize("key_file, passphrase, expected", [
-    ("ours.private", "wrong passphrase\n", "does not decrypt"),
-    ("missing.private", PASSPHRASE + "\n", "cannot read the private key"),
-    ("ours.pub", PASSPHRASE + "\n", "not a sigstore private key"),
-])
 def test_a_bad_key_stops_promote_before_any_copy(
         release: dict[str, Any], registries: dict[str, Registry], authfile: Path,
-        skopeo118: VerifyingSkopeo, tmp_path: Path, key_file: str, passphrase: str,
-        expected: str) -> None:
-    (tmp_path / "pass").write_text(passphrase)
+        skopeo118: VerifyingSkopeo, tmp_path: Path) -> None:
     dst = registries["dst"].host
-    done = run_cli("--matrix", str(release["matrix"]), "promote", "--report",
-                   str(release["report"]), "--to", f"{dst}/aipcc",
-                   "--no-tls-verify", "--authfile", str(authfile),
-                   "--sign-by-sigstore-private-key", str(skopeo118.work / key_file),
-                   "--sign-passphrase-file", str(tmp_path / "pass"))
-    assert done.returncode == 2, done.stderr
-    assert len(done.stderr.strip().splitlines()) == 1 and expected in done.stderr
-    assert PASSPHRASE not in done.stderr
-    assert digest_at(f"{dst}/aipcc/base-images/img0:3.0-42", authfile) is None
+    for key_file, passphrase, expected in (
+            ("ours.private", "wrong passphrase\n", "does not decrypt"),
+            ("missing.private", PASSPHRASE + "\n", "cannot read the private key"),
+            ("ours.pub", PASSPHRASE + "\n", "not a sigstore private key")):
+        (tmp_path / "pass").write_text(passphrase)
+        done = run_cli("--matrix", str(release["matrix"]), "promote", "--report",
+                       str(release["report"]), "--to", f"{dst}/aipcc",
+                       "--no-tls-verify", "--authfile", str(authfile),
+                       "--sign-by-sigstore-private-key", str(skopeo118.work / key_file),
+                       "--sign-passphrase-file", str(tmp_path / "pass"))
+        assert done.returncode == 2, done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1 and expected in done.stderr
+        assert PASSPHRASE not in done.stderr
+        assert digest_at(f"{dst}/aipcc/base-images/img0:3.0-42", authfile) is None
 
 
 def test_verify_refuses_each_wrong_release(pushed: Any, ours: Signer, other: Signer,
