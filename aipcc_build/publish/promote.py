@@ -26,7 +26,7 @@ from ..tools.retry import Retry, with_retries
 from ..tools.runner import Runner
 from ..tools.skopeo import Skopeo
 from . import COPY_JOBS
-from .release_signing import SigningResult, sign_promoted
+from .release_signing import SigningResult, judge_promoted, sign_promoted
 from .signing import Signer
 from .transfer import Copy, Event, OnEvent, Probe, RegistryCheck, each, no_credentials
 
@@ -201,6 +201,9 @@ def promote(request: PromoteRequest, runner: Optional[Runner] = None,
     for item, now in zip(copies, there):
         if now != item.digest:
             missing.setdefault(item.key, []).append(item)
+    if request.signer is not None and not request.dry_run:  # before any copy
+        verdicts = judge_promoted(copies, tls_verify=request.tls_verify, runner=runner,
+                                  jobs=request.jobs)
     if request.dry_run:
         for item in (c for group in missing.values() for c in group):
             emit(Event(item.key, "planned", item.dest, index=number[item],
@@ -233,9 +236,9 @@ def promote(request: PromoteRequest, runner: Optional[Runner] = None,
     done = each(publish, list(missing.values()), request.jobs)
     signing = None
     if request.signer is not None:  # every copy, skipped ones too: a rerun completes it
-        signing = sign_promoted(copies, request.signer, build_id,
+        signing = sign_promoted(copies, request.signer, build_id, verdicts,
                                 tls_verify=request.tls_verify, authfile=request.authfile,
-                                retry=request.retry, runner=runner, jobs=request.jobs)
+                                retry=request.retry, jobs=request.jobs)
     return PromoteResult(build_id=build_id, planned=tuple(copies),
                          copied=tuple(c for group in done for c in group),
                          skipped=tuple(skipped), dry_run=False, signing=signing)

@@ -279,11 +279,14 @@ def released_images(copies: Sequence[Any]) -> list[Released]:
 
 
 
-def sign_promoted(copies: Sequence[Any], signer: Signer, build_id: str, *, tls_verify: bool,
-                  authfile: Optional[str], retry: Retry, runner: Any = None,
-                  validator: Optional[Validator] = None, jobs: int = 1) -> SigningResult:
-    """promote's hook, after its copies: sign and attest what it released, the verdict
-    from the validator (the real one on RUNNER's skopeo unless VALIDATOR is given)."""
+def judge_promoted(copies: Sequence[Any], *, tls_verify: bool, runner: Any = None,
+                   validator: Optional[Validator] = None, jobs: int = 1) -> Validator:
+    """promote's hook before its copies, when it signs: the validator run on each image's
+    source digest (the digest it releases), JOBS at once; CheckFailed naming every image
+    whose verdict is not ok, so that nothing failed is released, signed or attested. The
+    verdicts, for the attestations after the copies."""
+    from .transfer import each
+
     if validator is None:
         from ..tools.skopeo import Skopeo
         from ..validate.pipeline import validate_image
@@ -293,7 +296,22 @@ def sign_promoted(copies: Sequence[Any], signer: Signer, build_id: str, *, tls_v
         def validator(ref: str) -> list[ImageVerdict]:
             return validate_image(ref, skopeo=skopeo)
 
-    return sign_release(released_images(copies), signer, build_id, validator,
+    sources = [f"docker://{image.source}" for image in released_images(copies)]
+    judged = dict(zip(sources, each(validator, sources, jobs)))
+    failed = [f"{ref[len('docker://'):]} ({verdict.platform}): {verdict.verdict}"
+              for ref, verdicts in judged.items() for verdict in verdicts if not verdict.ok]
+    if failed:
+        raise CheckFailed("refusing to sign and promote what the validator does not pass: "
+                          + "; ".join(failed))
+    return judged.__getitem__
+
+
+def sign_promoted(copies: Sequence[Any], signer: Signer, build_id: str, verdicts: Validator,
+                  *, tls_verify: bool, authfile: Optional[str], retry: Retry,
+                  jobs: int = 1) -> SigningResult:
+    """promote's hook after its copies: sign and attest what it released, with the
+    VERDICTS judge_promoted found."""
+    return sign_release(released_images(copies), signer, build_id, verdicts,
                         Registries(tls_verify, authfile), retry, jobs=jobs)
 
 

@@ -392,3 +392,36 @@ def test_a_registry_with_the_referrers_api_gets_no_referrers_tag(
     client, path = Registries(tls_verify=False).of(f"{registry.host}/rel/api")
     assert client.get_manifest(path, referrers_tag(digest)) is None
     assert client.referrers(path, digest) is None  # the registry itself has no API
+
+
+def test_promote_refuses_to_sign_what_the_validator_fails(
+        registry: Registry, base_image: str, skopeo118: VerifyingSkopeo,
+        tmp_path: Path) -> None:
+    """The report says ok; the validator, run again on the digest to release, finds CUDA
+    12.9 in an image labelled 12.8: exit 1 naming it, nothing copied, nothing signed."""
+    from tests.support.layers import version_json
+
+    local = f"localhost/aipcc-test-signing/mixed-{uuid.uuid4().hex[:8]}"
+    subprocess.run(["buildah", "build", "-q", "-t", local, "-f", "-", "."], input=(
+        f"FROM {base_image}\nLABEL ai.aipcc.accelerator=cuda "
+        "ai.aipcc.accelerator.version=12.8\nRUN mkdir -p /usr/local/cuda-12.9 && "
+        f"printf '%s' '{version_json('12.9.1')}' > /usr/local/cuda-12.9/version.json\n"),
+        text=True, check=True, capture_output=True)
+    try:
+        ref = f"{registry.host}/build/cuda:3.0-42"
+        digest = push(local, ref)
+    finally:
+        subprocess.run(["buildah", "rmi", "-f", local], capture_output=True)
+    report = tmp_path / "build-report.json"
+    report.write_text(json.dumps({
+        "schema": 1, "build_id": "42", "registry": f"{registry.host}/build",
+        "product": {"name": "aipcc", "version": "3.0", "moving_tags": []},
+        "images": [{"key": "devel/cuda", "name": "cuda", "kind": "devel", "reference": ref,
+                    "status": "ok", "digest": digest}]}))
+    done = run_cli("promote", "--report", str(report), "--to", f"{registry.host}/release",
+                   "--no-tls-verify", "--sign-by-sigstore-private-key",
+                   str(skopeo118.work / "ours.private"), "--sign-passphrase-file",
+                   str(skopeo118.work / "pass"))
+    assert done.returncode == 1, done.stderr
+    assert "does not pass" in done.stderr and "failed" in done.stderr
+    assert digest_at(f"{registry.host}/release/cuda:3.0-42") is None
