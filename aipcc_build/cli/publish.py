@@ -45,7 +45,7 @@ SOURCE_REGISTRY = click.option("--registry", metavar="HOST/NAMESPACE",
 @pass_context
 def promote(context: Context, report_path: str, to: str, dry_run: bool,
             registry: Optional[str], tls_verify: bool, authfile: Optional[str],
-            signer: Optional[Signer]) -> int:
+            signer: Optional[Signer], require_verdict_by: Optional[str]) -> int:
     """Copy every image the build report marks ok, by digest and with all its platforms,
     to the release repositories: tagged VERSION-BUILD_ID and the moving tags of the product
     the report records (a matrix named with --matrix must be of that version)."""
@@ -58,7 +58,8 @@ def promote(context: Context, report_path: str, to: str, dry_run: bool,
     # The build report says what the build was made with; a matrix named too must agree.
     request = PromoteRequest(report=report_path, to=to, source_registry=registry,
                              matrix_path=given_matrix_path(context), dry_run=dry_run,
-                             tls_verify=tls_verify, authfile=authfile, signer=signer)
+                             tls_verify=tls_verify, authfile=authfile, signer=signer,
+                             require_verdict_by=require_verdict_by)
     result = run(request, on_event=copy_progress.event_printer(),
                  probe=registry_http.manifest_digest, check=registries_answer)
     copy_progress.promoted(result)

@@ -37,6 +37,10 @@ def signing_options(command: Callable[..., Any]) -> Callable[..., Any]:
         return command(*args, signer=signer, **kwargs)
 
     with_signer = click.option(
+        "--require-verdict-by", type=click.Path(dir_okay=False), metavar="PUB",
+        help="Refuse to promote, before any copy, an image whose platforms do not carry a "
+             "verdict attestation signed by this public key that says ok.")(with_signer)
+    with_signer = click.option(
         "--sign-passphrase-file", type=click.Path(dir_okay=False), metavar="FILE",
         help="The file whose first line is the private key's passphrase.")(with_signer)
     return click.option(

@@ -29,6 +29,7 @@ from . import COPY_JOBS
 from .release_signing import SigningResult, judge_promoted, sign_promoted
 from .signing import Signer
 from .transfer import Copy, Event, OnEvent, Probe, RegistryCheck, each, no_credentials
+from .verify import require_verdicts
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,9 @@ class PromoteRequest:
     jobs: int = COPY_JOBS  # looks and images copied at once
     # Sign and attest what is released (publish/release_signing): a loaded private key.
     signer: Optional[Signer] = None
+    # The public key (a PEM file) whose passing verdict attestation every image must carry
+    # in the source before anything is copied (publish/verify.require_verdicts).
+    require_verdict_by: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -201,6 +205,10 @@ def promote(request: PromoteRequest, runner: Optional[Runner] = None,
     for item, now in zip(copies, there):
         if now != item.digest:
             missing.setdefault(item.key, []).append(item)
+    if request.require_verdict_by is not None:  # before any copy
+        require_verdicts([c.source for c in copies], request.require_verdict_by,
+                         tls_verify=request.tls_verify, authfile=request.authfile,
+                         retry=request.retry)
     if request.signer is not None and not request.dry_run:  # before any copy
         verdicts = judge_promoted(copies, tls_verify=request.tls_verify, runner=runner,
                                   jobs=request.jobs)

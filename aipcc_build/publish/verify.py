@@ -167,3 +167,32 @@ def _bound(found: Optional[tuple[dict[str, object], bytes]], digest: str) -> str
         return f"a listed attestation refers to {named or 'nothing'}, not {digest}"
     return ""
 
+
+def require_verdicts(sources: list[str], key_path: str, *, tls_verify: bool,
+                     authfile: Optional[str], retry: Retry) -> None:
+    """promote's check before any copy: every image of SOURCES (HOST/REPO@DIGEST) carries,
+    on each platform's manifest, a verdict attestation signed by KEY_PATH's key that says
+    ok (and its SBOM); CheckFailed naming every image that does not."""
+    from ..errors import CheckFailed
+
+    key = load_public_key(key_path, field="require_verdict_by")
+    registries = Registries(tls_verify, authfile)
+    problems = []
+    for source in sources:
+        repository, _, digest = split(source)
+        registry, path = registries.of(repository)
+
+        def attempt(registry: Registry = registry, path: str = path,
+                    digest: str = str(digest)) -> list[str]:
+            _, platforms = instances(registry, path, digest)
+            return [p for subject in platforms
+                    for p in _attestation_problems(registry, path, subject.digest, key)]
+
+        try:
+            found = with_retries(attempt, retry, lambda n, wait, why: None)
+        except RegistryRefused as exc:
+            found = [str(exc)]
+        problems += [f"{source}: {problem}" for problem in found]
+    if problems:
+        raise CheckFailed("refusing to promote what carries no passing verdict "
+                          "attestation: " + "; ".join(problems))

@@ -425,3 +425,30 @@ def test_promote_refuses_to_sign_what_the_validator_fails(
     assert done.returncode == 1, done.stderr
     assert "does not pass" in done.stderr and "failed" in done.stderr
     assert digest_at(f"{registry.host}/release/cuda:3.0-42") is None
+
+
+def test_promote_can_require_a_passing_verdict_attestation(
+        pushed: Any, ours: Signer, skopeo118: VerifyingSkopeo, registry: Registry,
+        tmp_path: Path) -> None:
+    attested, attested_digest = pushed("attested", "3.0-42")
+    release(attested, attested_digest, ours)
+    bare, bare_digest = pushed("bare", "3.0-42")
+    failed, failed_digest = pushed("failed", "3.0-42")
+    release(failed, failed_digest, ours, failed_validator)
+    for name, ref, digest, code in (("attested", attested, attested_digest, 0),
+                                    ("bare", bare, bare_digest, 1),
+                                    ("failed", failed, failed_digest, 1)):
+        report = tmp_path / f"{name}.json"
+        report.write_text(json.dumps({
+            "schema": 1, "build_id": "42", "registry": f"{registry.host}/rel",
+            "product": {"name": "aipcc", "version": "3.0", "moving_tags": []},
+            "images": [{"key": f"base/{name}", "name": name, "kind": "base",
+                        "reference": ref, "status": "ok", "digest": digest}]}))
+        done = run_cli("promote", "--report", str(report), "--to", f"{registry.host}/prod",
+                       "--no-tls-verify", "--require-verdict-by",
+                       str(skopeo118.work / "ours.pub"))
+        assert done.returncode == code, (name, done.stderr)
+        there = digest_at(f"{registry.host}/prod/{name}:3.0-42")
+        assert there == (digest if code == 0 else None), name
+        if code:
+            assert "no passing verdict attestation" in done.stderr and name in done.stderr
