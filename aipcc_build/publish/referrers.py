@@ -42,12 +42,14 @@ def canonical(document: dict[str, Any]) -> bytes:
 
 def push_artifact(registry: Registry, subject: Subject, artifact_type: str,
                   media_type: str, data: bytes,
-                  annotations: Optional[dict[str, str]] = None) -> str:
+                  annotations: Optional[dict[str, str]] = None, *,
+                  looked: bool = False) -> str:
     """DATA as an artifact referring to SUBJECT; its manifest's digest. An artifact of the
-    same type with the same content already referring to it is not pushed again."""
+    same type with the same content already referring to it is not pushed again (LOOKED:
+    the caller looked already)."""
     layer = {"mediaType": media_type, "digest": digest_of(data), "size": len(data)}
-    for existing in list_referrers(registry, subject.repository, subject.digest,
-                                   artifact_type):
+    for existing in [] if looked else list_referrers(registry, subject.repository,
+                                                     subject.digest, artifact_type):
         found = read_artifact(registry, subject.repository, str(existing.get("digest")))
         if found is not None and layer in found[0].get("layers", []):
             return str(existing["digest"])

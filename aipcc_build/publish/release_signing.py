@@ -122,24 +122,25 @@ def signatures(registry: Registry, path: str, digest: str
     return layers, pairs
 
 
-def sign(registry: Registry, path: str, digest: str, identity: str, signer: Signer) -> bool:
-    """A signature of DIGEST as IDENTITY (HOST/REPO:TAG) by SIGNER in its sigstore
-    attachment, appended to the ones there; False when one is already there."""
+def sign(registry: Registry, path: str, digest: str, identities: Sequence[str],
+         signer: Signer) -> int:
+    """A signature of DIGEST as each of IDENTITIES (HOST/REPO:TAG) by SIGNER in its
+    sigstore attachment, appended to the ones there (one write of the attachment); the
+    number written (none for an identity already signed)."""
     layers, pairs = signatures(registry, path, digest)
     public = signer.public_key
-    for data, signature in pairs:
-        claim = read_payload(data)
-        if claim is not None and claim.docker_reference == identity \
-                and claim.digest == digest and public.verifies(data, signature):
-            return False
-    data = payload(identity, digest, CREATOR)
-    signature = signer.sign(data)
-    registry.put_blob(path, data)
-    layers.append({"mediaType": SIMPLE_SIGNING, "digest": digest_of(data),
-                   "size": len(data),
-                   "annotations": {SIGNATURE_ANNOTATION: base64.b64encode(signature).decode()}})
-    _put_signatures(registry, path, digest, layers)
-    return True
+    signed = set(verified_identities(pairs, digest, public))
+    missing = [identity for identity in dict.fromkeys(identities) if identity not in signed]
+    for identity in missing:
+        data = payload(identity, digest, CREATOR)
+        signature = signer.sign(data)
+        registry.put_blob(path, data)
+        layers.append({"mediaType": SIMPLE_SIGNING, "digest": digest_of(data),
+                       "size": len(data), "annotations": {
+                           SIGNATURE_ANNOTATION: base64.b64encode(signature).decode()}})
+    if missing:
+        _put_signatures(registry, path, digest, layers)
+    return len(missing)
 
 
 def _put_signatures(registry: Registry, path: str, digest: str,
@@ -208,9 +209,8 @@ def _sign_image(image: Released, signer: Signer, build_id: str, validator: Valid
     for repository, dests in repositories.items():
         registry, path = registries.of(repository)
         top, platforms = instances(registry, path, image.digest)
-        for dest in dests:
-            for subject in ([top] if top not in platforms else []) + platforms:
-                written[0] += sign(registry, path, subject.digest, dest, signer)
+        for subject in ([top] if top not in platforms else []) + platforms:
+            written[0] += sign(registry, path, subject.digest, dests, signer)
         if verdicts is None:
             verdicts = validator(f"docker://{image.source}")
         for subject in platforms:
@@ -243,7 +243,8 @@ def _attach(registry: Registry, subject: Subject, artifact_type: str, media_type
         found = read_artifact(registry, subject.repository, str(existing.get("digest")))
         if found is not None and (same is None or same(found[1])):
             return False
-    push_artifact(registry, subject, artifact_type, media_type, data, annotations)
+    push_artifact(registry, subject, artifact_type, media_type, data, annotations,
+                  looked=True)
     return True
 
 

@@ -86,6 +86,9 @@ class Registry:
     _scheme: Optional[str] = None
     _basic: Optional[str] = None
     _tokens: dict[str, str] = field(default_factory=dict)  # scope -> bearer token
+    # Whether the registry has the referrers API (None: not asked yet): a 404 says it has
+    # none for any repository, so the question is asked once.
+    _referrers_api: Optional[bool] = None
 
     def request(self, method: str, target: str, body: bytes = b"",
                 headers: Optional[dict[str, str]] = None, scope: str = "",
@@ -241,12 +244,17 @@ class Registry:
     def referrers(self, repository: str, digest: str) -> Optional[list[dict[str, Any]]]:
         """The referrers API's descriptors of DIGEST; None when the registry has no such
         API (it answers 404, as distribution 2.8 does)."""
+        if self._referrers_api is False:
+            return None
         reply = self.request("GET", f"/v2/{repository}/referrers/{digest}",
                              headers={"Accept": OCI_INDEX}, scope=_pull(repository),
                              max_body=MAX_MANIFEST)
+        if reply.status == 404:
+            self._referrers_api = False
         if reply.status != 200 or not reply.headers.get(
                 "content-type", "").startswith(OCI_INDEX):
             return None
+        self._referrers_api = True
         try:
             manifests = json.loads(reply.body).get("manifests")
         except (ValueError, AttributeError):

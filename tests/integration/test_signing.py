@@ -186,7 +186,7 @@ def test_verify_refuses_each_wrong_release(pushed: Any, ours: Signer, other: Sig
     bare, bare_digest = pushed("bare")
     registries = Registries(tls_verify=False)
     client, path = registries.of(bare.rsplit(":", 1)[0])
-    sign(client, path, bare_digest, bare, ours)
+    sign(client, path, bare_digest, (bare,), ours)
     problems = check(bare, skopeo118)
     assert any("no SBOM attestation" in p for p in problems)
     assert any("no verdict attestation" in p for p in problems)
@@ -199,7 +199,7 @@ def test_verify_refuses_each_wrong_release(pushed: Any, ours: Signer, other: Sig
     # A verdict about another digest hung off this one (with its own SBOM and signature).
     elsewhere, elsewhere_digest = pushed("elsewhere")
     client, path = registries.of(elsewhere.rsplit(":", 1)[0])
-    sign(client, path, elsewhere_digest, elsewhere, ours)
+    sign(client, path, elsewhere_digest, (elsewhere,), ours)
     body, media_type = client.get_manifest(path, elsewhere_digest) or (b"", "")
     subject = Subject(path, elsewhere_digest, media_type, len(body))
     verdict = ok_validator(elsewhere)[0]
