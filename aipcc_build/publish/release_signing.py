@@ -71,9 +71,11 @@ class Registries:
         return client, path
 
 
-def instances(registry: Registry, path: str, digest: str) -> tuple[Subject, list[Subject]]:
-    """(the manifest DIGEST of PATH, its platforms' manifests: itself when it is one)."""
-    found = registry.get_manifest(path, digest)
+def instances(registry: Registry, path: str, digest: str,
+              found: Optional[tuple[bytes, str]] = None) -> tuple[Subject, list[Subject]]:
+    """(the manifest DIGEST of PATH, its platforms' manifests: itself when it is one).
+    FOUND: its bytes and media type, when already read."""
+    found = found or registry.get_manifest(path, digest)
     if found is None:
         raise RegistryRefused(f"{registry.host}/{path}@{digest} is not in the registry")
     body, media_type = found

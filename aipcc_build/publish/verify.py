@@ -87,7 +87,7 @@ def _check(ref: str, key: PublicKey, registries: Registries) -> ImageCheck:
     if found is None:
         return ImageCheck(ref, None, 0, ("no such image in the registry",))
     digest = digest_of(found[0])
-    top, platforms = instances(registry, path, digest)
+    top, platforms = instances(registry, path, digest, found)
     problems: list[str] = []
     for subject in ([top] if top not in platforms else []) + platforms:
         if top in platforms:
@@ -120,8 +120,8 @@ def _signature_problems(registry: Registry, path: str, digest: str, repository: 
 def _attestation_problems(client: Registry, path: str, digest: str,
                           key: PublicKey) -> list[str]:
     problems: list[str] = []
-    sboms = list_referrers(client, path, digest,
-                           attestations.SBOM_MEDIA_TYPE)
+    referrers = list_referrers(client, path, digest)
+    sboms = [r for r in referrers if r.get("artifactType") == attestations.SBOM_MEDIA_TYPE]
     if not sboms:
         problems.append(f"{digest} has no SBOM attestation")
     for descriptor in sboms[:1]:
@@ -129,8 +129,8 @@ def _attestation_problems(client: Registry, path: str, digest: str,
         why = _bound(found, digest) or (attestations.check_sbom(found[1]) if found else "")
         if why:
             problems.append(f"{digest}: {why}")
-    verdicts = list_referrers(client, path, digest,
-                              attestations.VERDICT_ARTIFACT_TYPE)
+    verdicts = [r for r in referrers
+                if r.get("artifactType") == attestations.VERDICT_ARTIFACT_TYPE]
     if not verdicts:
         problems.append(f"{digest} has no verdict attestation")
         return problems
