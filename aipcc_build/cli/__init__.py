@@ -21,6 +21,7 @@ from . import (  # noqa: F401  (register the commands)
     publish,
     reference,
     validate,
+    verify,
     versions,
 )
 from .options import cli

@@ -74,6 +74,8 @@ EXAMPLES = {
     "select": "aipcc-build select --gpu H100 --driver 575.57.08",
     "validate": "aipcc-build validate --expect cuda=12.9 "
                 "quay.io/aipcc/builder/cuda-12.9-ubi9:3.0-dev",
+    "verify": "aipcc-build verify --key release.pub "
+              "quay.io/aipcc/release/cuda-12.9-ubi9:3.0-42",
 }
 
 # Spellings still accepted, each with a warning naming the one to write instead.

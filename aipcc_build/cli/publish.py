@@ -22,6 +22,7 @@ from .options import (
     resolved_build_id,
     tls_verify_option,
 )
+from .verify import Signer, Trust, signed, signing_options, trust_options
 
 TLS = tls_verify_option("Verify registries' TLS certificates (and require HTTPS).")
 SOURCE_REGISTRY = click.option("--registry", metavar="HOST/NAMESPACE",
@@ -51,11 +52,13 @@ REPORTS = click.option("--report", "report_paths", multiple=True,
 @SOURCE_REGISTRY
 @TLS
 @authfile_option
+@signing_options
 @pass_context
 def promote(context: Context, report_paths: tuple[str, ...], build_id: Optional[str], to: str,
             dry_run: bool, allow_unreleased_build_id: bool, manifest_path: Optional[str],
             as_json: bool, registry: Optional[str], tls_verify: bool,
-            authfile: Optional[str]) -> int:
+            authfile: Optional[str], signer: Optional[Signer],
+            require_verdict_by: Optional[str]) -> int:
     """Copy every image of a release, by digest and with all its platforms, to the release
     repositories: tagged VERSION-BUILD_ID and the moving tags of the product the reports
     record (a matrix named with --matrix must be of that version); then read every tag
@@ -74,10 +77,12 @@ def promote(context: Context, report_paths: tuple[str, ...], build_id: Optional[
         reports=report_paths, to=to, source_registry=registry,
         matrix_path=context.matrix_path if build_id else given_matrix_path(context),
         build_id=build_id, allow_unreleased_build_id=allow_unreleased_build_id,
-        manifest=manifest_path, dry_run=dry_run, tls_verify=tls_verify, authfile=authfile)
-    copy_progress.promoted(run(request, on_event=copy_progress.event_printer(),
-                               probe=registry_http.manifest_digest, check=registries_answer),
-                           as_json)
+        manifest=manifest_path, dry_run=dry_run, tls_verify=tls_verify, authfile=authfile,
+        signer=signer, require_verdict_by=require_verdict_by)
+    result = run(request, on_event=copy_progress.event_printer(),
+                 probe=registry_http.manifest_digest, check=registries_answer)
+    copy_progress.promoted(result, as_json)
+    signed(result.signing)
     return 0
 
 
@@ -102,13 +107,15 @@ def promote(context: Context, report_paths: tuple[str, ...], build_id: Optional[
 @SOURCE_REGISTRY
 @TLS
 @authfile_option
+@trust_options
 @raw_filters
 @pass_context
 def mirror(context: Context, accelerators: tuple[str, ...], versions: tuple[str, ...],
            oses: tuple[str, ...], kinds: tuple[str, ...], names: tuple[str, ...],
            to: str, source: Optional[str], report_paths: tuple[str, ...],
            build_id: Optional[str], out: str, retries: int, jobs: int, as_json: bool,
-           registry: Optional[str], tls_verify: bool, authfile: Optional[str]) -> int:
+           registry: Optional[str], tls_verify: bool, authfile: Optional[str],
+           trust: Trust) -> int:
     """Copy every image of a release, by digest with all platforms and digests kept, to a
     registry, an OCI layout or an archive; skip what is already there; read every image
     back. The mirror configuration names only what the destination was found to serve."""
@@ -126,7 +133,8 @@ def mirror(context: Context, accelerators: tuple[str, ...], versions: tuple[str,
         matrix_named=given_matrix_path(context) is not None, layout=source,
         reports=report_paths, build_id=resolved_build_id(build_id) if build_id else None,
         filters=make_filters(*chosen) if any(chosen) else None, registry=registry, out=out,
-        tls_verify=tls_verify, authfile=authfile, retry=Retry(attempts=retries), jobs=jobs)
+        tls_verify=tls_verify, authfile=authfile, retry=Retry(attempts=retries), jobs=jobs,
+        trust=trust)
     result = mirror_release(request, on_event=copy_progress.event_printer(),
                             probe=registry_http.manifest_digest, check=registries_answer)
     copy_progress.mirrored(result, as_json)

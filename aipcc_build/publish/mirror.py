@@ -21,12 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
-from ..errors import InputError, ToolError
+from ..errors import CheckFailed, InputError, ToolError
 from ..image_reference import below, repository_of, tag_of
 from ..tools.registry_http import UNKNOWN
 from ..tools.retry import Retry, last_line, with_retries
 from ..tools.skopeo import Skopeo
 from . import COPY_JOBS, mirror_config, oci_layout
+from .image_policy import Trust, carry_trust, write_image_policy
 from .transfer import (
     Event,
     OnEvent,
@@ -65,6 +66,9 @@ class MirrorRequest:
     authfile: Optional[str] = None
     retry: Retry = field(default_factory=Retry)
     jobs: int = COPY_JOBS  # images copied at once into a registry (a layout takes one at a time)
+    # Signatures and attestations carried with each image (registry to registry), and the
+    # ClusterImagePolicy naming this public key (a PEM file) written beside the IDMS.
+    trust: Trust = field(default_factory=Trust)
 
 
 @dataclass(frozen=True)
@@ -190,6 +194,7 @@ class MirrorRelease:
     authfile: Optional[str] = None
     retry: Retry = field(default_factory=Retry)
     jobs: int = COPY_JOBS
+    trust: Trust = field(default_factory=Trust)
 
 
 def mirror_release(request: MirrorRelease, runner: Optional[Runner] = None,
@@ -218,7 +223,8 @@ def mirror_release(request: MirrorRelease, runner: Optional[Runner] = None,
         return mirror(MirrorRequest(images=tuple(images), to=request.to,
                                     source_registry=source_registry, out=request.out,
                                     tls_verify=request.tls_verify, authfile=request.authfile,
-                                    retry=request.retry, jobs=request.jobs),
+                                    retry=request.retry, jobs=request.jobs,
+                                    trust=request.trust),
                       runner, on_event, sleep, probe, check)
     finally:
         if temporary is not None:
@@ -328,14 +334,18 @@ def mirror(request: MirrorRequest, runner: Optional[Runner] = None,
                     request.retry, on_retry, sleep)
             else:
                 found = present.get(f"{image.path}:{image.tag}")
+            if found != image.digest:
+                emit(Event(image.key, "copying", dest, index=index, total=total))
+                with_retries(lambda: skopeo.copy_all(
+                    image.source, dest, tls_verify=request.tls_verify,
+                    authfile=request.authfile), request.retry, on_retry, sleep)
+            if request.trust.carry and transport == "docker":
+                carry_trust(image.source, dest, image.digest, request.retry, on_retry,
+                            request.tls_verify, request.authfile)
             if found == image.digest:
                 emit(Event(image.key, "skipped", dest, index=index, total=total))
                 return Outcome(image, dest, "skipped")
-            emit(Event(image.key, "copying", dest, index=index, total=total))
-            with_retries(lambda: skopeo.copy_all(
-                image.source, dest, tls_verify=request.tls_verify, authfile=request.authfile),
-                request.retry, on_retry, sleep)
-        except (ToolError, InputError) as exc:
+        except (ToolError, InputError, CheckFailed) as exc:
             why = last_line(exc) if isinstance(exc, ToolError) else str(exc)
             emit(Event(image.key, "failed", dest, why, index, total))
             return Outcome(image, dest, "failed", why)
@@ -374,6 +384,9 @@ def mirror(request: MirrorRequest, runner: Optional[Runner] = None,
         if mirrors or not outcomes:
             written += [str(p) for p in mirror_config.write(
                 Path(request.out), mirror_config.resource_name(f"aipcc-{location}"), mirrors)]
+        if mirrors and request.trust.policy_key is not None:
+            written.append(str(write_image_policy(Path(request.out), location,
+                                                  request.trust.policy_key, mirrors)))
     else:
         oci_layout.write_meta(work, request.source_registry)
         if archive is not None and not failed:

@@ -33,6 +33,8 @@ from ..tools.retry import Retry, with_retries
 from ..tools.runner import Runner
 from ..tools.skopeo import Skopeo
 from . import COPY_JOBS
+from .release_signing import SigningResult, judge_promoted, sign_promoted
+from .signing import Signer
 from .transfer import (
     Copy,
     Event,
@@ -43,6 +45,7 @@ from .transfer import (
     read_back,
     release_namespace,
 )
+from .verify import require_verdicts
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,11 @@ class PromoteRequest:
     authfile: Optional[str] = None
     retry: Retry = field(default_factory=Retry)
     jobs: int = COPY_JOBS  # looks and images copied at once
+    # Sign and attest what is released (publish/release_signing): a loaded private key.
+    signer: Optional[Signer] = None
+    # The public key (a PEM file) whose passing verdict attestation every image must carry
+    # in the source before anything is copied (publish/verify.require_verdicts).
+    require_verdict_by: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -91,6 +99,7 @@ class PromoteResult:
     product: Optional[Product] = None
     # Every tag, read back from the destination after the copies (none on a dry run).
     released: tuple[Released, ...] = ()
+    signing: Optional[SigningResult] = None  # when signed and attested
 
 
 # Build ids that name no release: a developer's (`dev`) or a pull request's build (the
@@ -280,6 +289,13 @@ def promote(request: PromoteRequest, runner: Optional[Runner] = None,
     for item, now in zip(copies, there):
         if now != item.digest:
             missing.setdefault(item.key, []).append(item)
+    if request.require_verdict_by is not None:  # before any copy
+        require_verdicts([c.source for c in copies], request.require_verdict_by,
+                         tls_verify=request.tls_verify, authfile=request.authfile,
+                         retry=request.retry)
+    if request.signer is not None and not request.dry_run:  # before any copy
+        verdicts = judge_promoted(copies, tls_verify=request.tls_verify, runner=runner,
+                                  jobs=request.jobs)
     if request.dry_run:
         for item in (c for group in missing.values() for c in group):
             emit(Event(item.key, "planned", item.dest, index=number[item],
@@ -323,10 +339,15 @@ def promote(request: PromoteRequest, runner: Optional[Runner] = None,
     if wrong:
         raise CheckFailed("the destination does not serve what was sent: " +
                           "; ".join(bad.problem for _, bad in wrong))
+    signing = None
+    if request.signer is not None:  # every copy, skipped ones too: a rerun completes it
+        signing = sign_promoted(copies, request.signer, build_id, verdicts,
+                                tls_verify=request.tls_verify, authfile=request.authfile,
+                                retry=request.retry, jobs=request.jobs)
     result = PromoteResult(
         build_id=build_id, planned=tuple(copies),
         copied=tuple(c for group in done for c in group), skipped=tuple(skipped),
-        dry_run=False, product=product,
+        dry_run=False, product=product, signing=signing,
         released=tuple(Released(c.key, s.dest, s.digest, s.platforms)
                        for c, s in zip(copies, served)))
     if request.manifest is not None:

@@ -7,6 +7,12 @@ types and the unit tests reach it like any other code.
 
 Attestations and signatures in an index have the platform unknown/unknown: they are no image
 to validate.
+
+The verdicts go into TEST_OUTPUT as an in-toto Statement (`attestation`: each platform's
+manifest digest a subject, the verdict predicate type `promote` signs): Tekton Chains signs
+the scenario's results with the rest of its provenance, so the verdict is attested by
+Konflux's own key; `promote --sign-by-sigstore-private-key` attaches the release key's
+signed verdict to each released digest later.
 """
 
 from __future__ import annotations
@@ -17,13 +23,18 @@ import os
 import subprocess
 import sys
 from collections.abc import Sequence
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 # skopeo reads an index in seconds; a validation reads every layer of one platform.
 INSPECT_TIMEOUT = 600
 VALIDATE_TIMEOUT = 3600
 # Tekton replaces this variable in the step's script with the result file's path.
 RESULT_PATH = "$(results.TEST_OUTPUT.path)"
+# The verdict's predicate type: publish/attestations.VERDICT_PREDICATE (this program runs
+# on its own and imports nothing of aipcc-build).
+VERDICT_PREDICATE = "https://aipcc.ai/attestations/toolkit-verdict/v1"
+# Tekton's default limit on a step's results is 4096 bytes: TEST_OUTPUT stays below it.
+MAX_RESULT = 3500
 
 Run = Callable[..., "subprocess.CompletedProcess[str]"]
 
@@ -46,9 +57,12 @@ def platforms(image: str, tls_verify: str, run: Run = subprocess.run) -> list[st
     return sorted(found)
 
 
-def validate_snapshot(snapshot: dict[str, Any], tls_verify: str,
-                      run: Run = subprocess.run) -> tuple[list[str], list[str]]:
-    """Validate every platform of every component: (passed, failed) labels."""
+def validate_snapshot(snapshot: dict[str, Any], tls_verify: str, run: Run = subprocess.run,
+                      verdicts: Optional[list[dict[str, Any]]] = None
+                      ) -> tuple[list[str], list[str]]:
+    """Validate every platform of every component: (passed, failed) labels. VERDICTS, when
+    given, gets each platform's verdict record (component, platform, digest, verdict)
+    from `validate --json`."""
     passed: list[str] = []
     failed: list[str] = []
     for component in snapshot.get("components", []):
@@ -62,17 +76,43 @@ def validate_snapshot(snapshot: dict[str, Any], tls_verify: str,
         for platform in wanted:
             label = f"{name} {platform}".strip()
             print(f"== {label}: {image}", flush=True)
-            argv = ["aipcc-build", "validate",
+            argv = ["aipcc-build", "validate", "--json",
                     "--tls-verify" if tls_verify == "true" else "--no-tls-verify",
                     *(["--platform", platform] if platform else []), "docker://" + image]
             try:
-                code = run(argv, timeout=VALIDATE_TIMEOUT).returncode
+                done = run(argv, timeout=VALIDATE_TIMEOUT, stdout=subprocess.PIPE, text=True)
+                code = done.returncode
+                print(done.stdout or "", end="", flush=True)  # the log keeps the report
+                if verdicts is not None:
+                    verdicts += _records(name, done.stdout or "")
             except subprocess.TimeoutExpired:
                 code = 124
             (passed if code == 0 else failed).append(label)
             if code:
                 print(f"FAILED {label} (exit {code})", flush=True)
     return passed, failed
+
+
+def _records(component: str, report: str) -> list[dict[str, Any]]:
+    """The verdict of each platform `validate --json` printed (none when it printed no
+    report)."""
+    try:
+        images = json.loads(report).get("images") or []
+    except (ValueError, AttributeError):
+        return []
+    return [{"component": component, "platform": image.get("platform"),
+             "digest": image.get("digest"), "verdict": image.get("verdict")}
+            for image in images if isinstance(image, dict)]
+
+
+def verdict_statement(verdicts: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The verdicts as an in-toto Statement v1: each platform's manifest digest a subject."""
+    return {"_type": "https://in-toto.io/Statement/v1",
+            "subject": [{"name": f"{v['component']} {v['platform']}",
+                         "digest": {"sha256": str(v["digest"]).partition(":")[2]}}
+                        for v in verdicts if v.get("digest")],
+            "predicateType": VERDICT_PREDICATE,
+            "predicate": {"verdicts": list(verdicts)}}
 
 
 def konflux_test_output(passed: Sequence[str], failed: Sequence[str],
@@ -90,10 +130,20 @@ def konflux_test_output(passed: Sequence[str], failed: Sequence[str],
             "note": "failed: " + ", ".join(failed) if failed else "every image validated"}
 
 
-def main(result_path: str) -> int:
+def main(result_path: str, run: Run = subprocess.run) -> int:
     snapshot = json.loads(os.environ["SNAPSHOT"])
-    passed, failed = validate_snapshot(snapshot, os.environ.get("TLSVERIFY", "true"))
+    verdicts: list[dict[str, Any]] = []
+    passed, failed = validate_snapshot(snapshot, os.environ.get("TLSVERIFY", "true"), run,
+                                       verdicts=verdicts)
     output = konflux_test_output(passed, failed, datetime.datetime.now(datetime.timezone.utc))
+    if verdicts:
+        statement = verdict_statement(verdicts)
+        print("verdicts as an in-toto Statement: " + json.dumps(statement), flush=True)
+        if len(json.dumps({**output, "attestation": statement})) <= MAX_RESULT:
+            output["attestation"] = statement
+        else:
+            output["attestation_omitted"] = (f"{len(verdicts)} verdicts: larger than a "
+                                             "Tekton result holds; the log has them")
     with open(result_path, "w") as result:
         json.dump(output, result)
     print(output["note"])

@@ -77,3 +77,32 @@ def test_a_snapshot_with_nothing_to_validate_fails(tmp_path, monkeypatch) -> Non
     written = json.loads(result.read_text())
     assert (written["result"], written["note"]) == (
         "FAILURE", "the Snapshot names no image to validate")
+
+
+def test_the_verdicts_go_into_test_output_as_a_statement(tmp_path, monkeypatch) -> None:
+    """Each platform's verdict from `validate --json`, with its manifest digest as the
+    subject; a Snapshot too large for a Tekton result keeps them in the log only."""
+    from aipcc_build.publish.attestations import VERDICT_PREDICATE
+
+    def run(argv: list[str], **_: Any) -> subprocess.CompletedProcess[str]:
+        if argv[0] == "skopeo":
+            return subprocess.CompletedProcess(argv, 0, json.dumps({"layers": []}), "")
+        report = {"images": [{"platform": "linux/amd64", "digest": "sha256:" + "a" * 64,
+                              "verdict": "ok"}]}
+        return subprocess.CompletedProcess(argv, 0, json.dumps(report), "")
+
+    for count, kept in ((2, True), (40, False)):
+        components = [{"name": f"c{n}", "containerImage": f"r/c{n}:1"} for n in range(count)]
+        monkeypatch.setenv("SNAPSHOT", json.dumps({"components": components}))
+        result = tmp_path / f"TEST_OUTPUT-{count}"
+        assert snapshot_validation.main(str(result), run) == 0
+        written = json.loads(result.read_text())
+        assert len(result.read_text()) <= 4096
+        if kept:
+            statement = written["attestation"]
+            assert statement["predicateType"] == VERDICT_PREDICATE
+            assert statement["subject"][0]["digest"] == {"sha256": "a" * 64}
+            assert statement["predicate"]["verdicts"][1]["component"] == "c1"
+        else:
+            assert "attestation" not in written and "40 verdicts" in \
+                written["attestation_omitted"]

@@ -1,0 +1,169 @@
+"""What the gate proved, as documents that travel with the image: the SBOM (CycloneDX 1.6
+JSON) of the toolkit components the validator found, and the verdict as an in-toto
+Statement v1 in a DSSE envelope. The one module that writes and reads both."""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from .. import __version__
+from ..validate.results import ImageVerdict
+from .signing import PublicKey, Signer
+
+SBOM_MEDIA_TYPE = "application/vnd.cyclonedx+json"
+DSSE_MEDIA_TYPE = "application/vnd.dsse.envelope.v1+json"
+IN_TOTO_PAYLOAD = "application/vnd.in-toto+json"
+STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
+# The predicate type names the document this module writes (version 1 of it).
+VERDICT_PREDICATE = "https://aipcc.ai/attestations/toolkit-verdict/v1"
+VERDICT_ARTIFACT_TYPE = "application/vnd.aipcc.toolkit-verdict.v1+json"
+PREDICATE_ANNOTATION = "in-toto.io/predicate-type"
+RELEASE_PROPERTY = "aipcc:toolkit-release"
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """What the verdict was reached for: the matrix entry and the build."""
+
+    image: str  # the matrix entry (kind/name)
+    build_id: str
+
+
+def sbom(verdict: ImageVerdict, digest: str, name: str) -> bytes:
+    """The CycloneDX document of the toolkit components VERDICT's findings name, each with
+    its version, evidence (package, path, layer) and the release it belongs to."""
+    components: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for finding in verdict.findings:
+        if not finding.component or not finding.component_version:
+            continue
+        key = (finding.toolkit or "", finding.component, finding.component_version)
+        component = components.get(key)
+        if component is None:
+            properties = [{"name": "aipcc:toolkit", "value": finding.toolkit or "unknown"}]
+            if finding.version:
+                properties.append({"name": RELEASE_PROPERTY, "value": finding.version})
+            component = components[key] = {
+                "type": "library", "bom-ref": f"{'/'.join(key)}#{len(components)}",
+                "name": finding.component, "version": finding.component_version,
+                "properties": properties, "evidence": {"occurrences": []}}
+        location = finding.path + (f" (layer {finding.layer_digest})"
+                                   if finding.layer_digest else "")
+        occurrence: dict[str, Any] = {"location": location}
+        if finding.distribution:
+            occurrence["additionalContext"] = f"package {finding.distribution}; " \
+                                              f"found as {finding.evidence}"
+        else:
+            occurrence["additionalContext"] = f"found as {finding.evidence}"
+        if occurrence not in component["evidence"]["occurrences"]:
+            component["evidence"]["occurrences"].append(occurrence)
+    document = {
+        "bomFormat": "CycloneDX", "specVersion": "1.6",
+        "serialNumber": f"urn:uuid:{uuid.uuid4()}", "version": 1,
+        "metadata": {
+            "tools": {"components": [{"type": "application", "name": "aipcc-build",
+                                      "version": __version__}]},
+            "component": {"type": "container", "name": name, "version": digest,
+                          "bom-ref": digest}},
+        "components": list(components.values()),
+    }
+    return json.dumps(document, indent=1, sort_keys=True).encode()
+
+
+def statement(verdict: ImageVerdict, digest: str, name: str,
+              provenance: Provenance) -> dict[str, Any]:
+    """The in-toto Statement of VERDICT about the manifest DIGEST (of the image NAME)."""
+    expected = verdict.expected
+    findings: dict[str, int] = {}
+    for finding in verdict.findings:
+        findings[finding.status] = findings.get(finding.status, 0) + 1
+    return {
+        "_type": STATEMENT_TYPE,
+        "subject": [{"name": name, "digest": {"sha256": digest.partition(":")[2]}}],
+        "predicateType": VERDICT_PREDICATE,
+        "predicate": {
+            "verdict": "ok" if verdict.ok else "failed",
+            "expected": {"accelerator": expected.accelerator, "release": expected.version,
+                         "variant": expected.variant, "source": expected.source}
+            if expected is not None else None,
+            "toolkits": {family: list(releases)
+                         for family, releases in sorted(verdict.toolkits.items())},
+            "evidence": {"findings": findings, "layers": verdict.layers,
+                         "problems": [f.line() for f in verdict.findings
+                                      if f.status not in ("ok", "allowed")][:50]},
+            "platform": verdict.platform,
+            "matrixEntry": provenance.image,
+            "buildId": provenance.build_id,
+            "builder": {"name": "aipcc-build", "version": __version__},
+        },
+    }
+
+
+def _pae(payload_type: str, payload: bytes) -> bytes:
+    """DSSE's pre-authentication encoding: what the signature covers."""
+    kind = payload_type.encode()
+    return b"DSSEv1 %d %s %d %s" % (len(kind), kind, len(payload), payload)
+
+
+def envelope(document: dict[str, Any], signer: Signer) -> bytes:
+    """DOCUMENT (an in-toto Statement) in a DSSE envelope signed by SIGNER."""
+    payload = json.dumps(document, sort_keys=True, separators=(",", ":")).encode()
+    signature = signer.sign(_pae(IN_TOTO_PAYLOAD, payload))
+    return json.dumps({"payloadType": IN_TOTO_PAYLOAD,
+                       "payload": base64.b64encode(payload).decode(),
+                       "signatures": [{"keyid": "",
+                                       "sig": base64.b64encode(signature).decode()}]},
+                      indent=1).encode()
+
+
+def open_envelope(data: bytes, key: PublicKey) -> tuple[Optional[dict[str, Any]], str]:
+    """(the Statement, "") when DATA is a DSSE envelope of an in-toto Statement that KEY
+    signed; (None, why not) otherwise."""
+    try:
+        sealed = json.loads(data)
+        payload = base64.b64decode(sealed["payload"], validate=True)
+        signatures = [base64.b64decode(s["sig"]) for s in sealed["signatures"]]
+        payload_type = sealed["payloadType"]
+    except (ValueError, KeyError, TypeError):
+        return None, "not a DSSE envelope"
+    if payload_type != IN_TOTO_PAYLOAD:
+        return None, f"its payload is {payload_type}, not an in-toto Statement"
+    if not isinstance(payload_type, str):
+        return None, "not a DSSE envelope"
+    if not any(key.verifies(_pae(payload_type, payload), s) for s in signatures):
+        return None, "its DSSE signature is not by the key"
+    try:
+        document = json.loads(payload)
+    except ValueError:
+        return None, "its payload is not JSON"
+    if not isinstance(document, dict) or document.get("_type") != STATEMENT_TYPE:
+        return None, "its payload is not an in-toto Statement v1"
+    return document, ""
+
+
+def subject_digests(document: dict[str, Any]) -> list[str]:
+    """The sha256 digests a Statement's subjects name."""
+    found = []
+    subjects = document.get("subject")
+    for subject in subjects if isinstance(subjects, list) else []:
+        digests = subject.get("digest") if isinstance(subject, dict) else None
+        value = digests.get("sha256") if isinstance(digests, dict) else None
+        if isinstance(value, str):
+            found.append(f"sha256:{value}")
+    return found
+
+
+def check_sbom(data: bytes) -> str:
+    """Why DATA is not a CycloneDX 1.5 or 1.6 JSON SBOM ("" when it is one)."""
+    try:
+        document = json.loads(data)
+    except ValueError:
+        return "the SBOM is not JSON"
+    if not isinstance(document, dict) or document.get("bomFormat") != "CycloneDX" \
+            or document.get("specVersion") not in ("1.5", "1.6") \
+            or not isinstance(document.get("components", []), list):
+        return "the SBOM is not a CycloneDX 1.5 or 1.6 document"
+    return ""

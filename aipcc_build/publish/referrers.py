@@ -1,0 +1,157 @@
+"""OCI 1.1 referrers: artifacts that hang off an image manifest by their `subject`, and the
+sigstore attachments (`sha256-<hex>.sig`) that hold its signatures.
+
+A registry with the referrers API indexes an artifact when it is pushed, and says so with
+an `OCI-Subject` header; one without it (distribution 2.8 answers 404 on
+/v2/NAME/referrers/DIGEST) gets the fallback the OCI distribution spec describes, kept by
+the client: an image index tagged `sha256-<hex>` listing the referrers of that digest,
+read, extended and written again. Readers ask the API first, then the tag."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from ..oci import OCI_INDEX, OCI_MANIFEST
+from ..tools.oci_registry import Registry, digest_of
+
+EMPTY_MEDIA_TYPE = "application/vnd.oci.empty.v1+json"
+EMPTY = b"{}"
+
+
+@dataclass(frozen=True)
+class Subject:
+    repository: str  # path in the registry
+    digest: str
+    media_type: str
+    size: int
+
+    def descriptor(self) -> dict[str, Any]:
+        return {"mediaType": self.media_type, "digest": self.digest, "size": self.size}
+
+
+def referrers_tag(digest: str) -> str:
+    algorithm, _, hexdigest = digest.partition(":")
+    return f"{algorithm}-{hexdigest}"
+
+
+def canonical(document: dict[str, Any]) -> bytes:
+    return json.dumps(document, separators=(",", ":"), sort_keys=True).encode()
+
+
+def push_artifact(registry: Registry, subject: Subject, artifact_type: str,
+                  media_type: str, data: bytes,
+                  annotations: Optional[dict[str, str]] = None, *,
+                  looked: bool = False) -> str:
+    """DATA as an artifact referring to SUBJECT; its manifest's digest. An artifact of the
+    same type with the same content already referring to it is not pushed again (LOOKED:
+    the caller looked already)."""
+    layer = {"mediaType": media_type, "digest": digest_of(data), "size": len(data)}
+    for existing in [] if looked else list_referrers(registry, subject.repository,
+                                                     subject.digest, artifact_type):
+        found = read_artifact(registry, subject.repository, str(existing.get("digest")))
+        if found is not None and layer in found[0].get("layers", []):
+            return str(existing["digest"])
+    registry.put_blob(subject.repository, data)
+    registry.put_blob(subject.repository, EMPTY)
+    manifest: dict[str, Any] = {
+        "schemaVersion": 2, "mediaType": OCI_MANIFEST, "artifactType": artifact_type,
+        "config": {"mediaType": EMPTY_MEDIA_TYPE, "digest": digest_of(EMPTY),
+                   "size": len(EMPTY), "data": "e30="},
+        "layers": [layer], "subject": subject.descriptor()}
+    if annotations:
+        manifest["annotations"] = dict(annotations)
+    body = canonical(manifest)
+    digest = digest_of(body)
+    reply = registry.put_manifest(subject.repository, digest, body, OCI_MANIFEST)
+    if "oci-subject" not in reply.headers:
+        descriptor = {"mediaType": OCI_MANIFEST, "digest": digest, "size": len(body),
+                      "artifactType": artifact_type}
+        if annotations:
+            descriptor["annotations"] = dict(annotations)
+        _add_to_fallback(registry, subject, descriptor)
+    return digest
+
+
+def _add_to_fallback(registry: Registry, subject: Subject,
+                     descriptor: dict[str, Any]) -> None:
+    tag = referrers_tag(subject.digest)
+    found = registry.get_manifest(subject.repository, tag)
+    manifests: list[dict[str, Any]] = []
+    if found is not None:
+        try:
+            manifests = [m for m in json.loads(found[0]).get("manifests") or []
+                         if isinstance(m, dict)]
+        except (ValueError, AttributeError):
+            manifests = []  # not an index: replaced by one
+    if any(m.get("digest") == descriptor["digest"] for m in manifests):
+        return
+    index = {"schemaVersion": 2, "mediaType": OCI_INDEX,
+             "manifests": [*manifests, descriptor]}
+    registry.put_manifest(subject.repository, tag, canonical(index), OCI_INDEX)
+
+
+def list_referrers(registry: Registry, repository: str, digest: str,
+                   artifact_type: Optional[str] = None) -> list[dict[str, Any]]:
+    """The descriptors of DIGEST's referrers (of ARTIFACT_TYPE when given): the
+    referrers API's, else the fallback tag's."""
+    found = registry.referrers(repository, digest)
+    if found is None:
+        tagged = registry.get_manifest(repository, referrers_tag(digest))
+        found = []
+        if tagged is not None:
+            try:
+                found = [m for m in json.loads(tagged[0]).get("manifests") or []
+                         if isinstance(m, dict)]
+            except (ValueError, AttributeError):
+                found = []
+    return [m for m in found if artifact_type is None
+            or m.get("artifactType") == artifact_type]
+
+
+def read_artifact(registry: Registry, repository: str, digest: str
+                  ) -> Optional[tuple[dict[str, Any], bytes]]:
+    """(the artifact manifest, its first layer's bytes); None when it is no artifact."""
+    if not digest.startswith("sha256:"):
+        return None
+    found = registry.get_manifest(repository, digest)
+    if found is None:
+        return None
+    try:
+        manifest = json.loads(found[0])
+        blob = manifest["layers"][0]["digest"]
+    except (ValueError, KeyError, IndexError, TypeError):
+        return None
+    if not isinstance(manifest, dict) or not isinstance(blob, str) \
+            or not blob.startswith("sha256:"):
+        return None
+    return manifest, registry.get_blob(repository, blob)
+
+
+def copy_referrers(source: Registry, dest: Registry, source_path: str, subject: Subject
+                   ) -> int:
+    """Every referrer of SUBJECT in SOURCE_PATH copied, blobs and manifest by digest, to
+    SUBJECT's repository in DEST (and into its fallback index where DEST has no referrers
+    API); the number copied."""
+    copied = 0
+    for descriptor in list_referrers(source, source_path, subject.digest):
+        digest = str(descriptor.get("digest"))
+        if dest.get_manifest(subject.repository, digest) is not None:
+            continue
+        found = source.get_manifest(source_path, digest)
+        artifact = read_artifact(source, source_path, digest)
+        if found is None or artifact is None:
+            continue
+        body, media_type = found
+        manifest = artifact[0]
+        for blob in [manifest.get("config"), *(manifest.get("layers") or [])]:
+            if isinstance(blob, dict) and isinstance(blob.get("digest"), str):
+                dest.put_blob(subject.repository, source.get_blob(source_path, blob["digest"]))
+        reply = dest.put_manifest(subject.repository, digest, body, media_type)
+        if "oci-subject" not in reply.headers:
+            _add_to_fallback(dest, subject, {k: v for k, v in descriptor.items()
+                                             if k in ("mediaType", "digest", "size",
+                                                      "artifactType", "annotations")})
+        copied += 1
+    return copied

@@ -1,0 +1,345 @@
+"""Signing and attesting what promote released, after the copies: every released manifest
+(each platform's and the index) gets a sigstore signature for each tag it was released
+under, and each platform's manifest the SBOM and the signed verdict as referrers.
+
+Everything here can be done again: a signature or an attestation already there is not
+written twice, so a rerun of a promote that stopped half-way completes it. The verdict is
+the validator's, run again on the released digest (the layer cache makes that a read of
+the manifests when the build validated the same layers here)."""
+
+from __future__ import annotations
+
+import base64
+import functools
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+from .. import __version__
+from ..errors import CheckFailed
+from ..image_reference import repository_of
+from ..oci import INDEX_TYPES, OCI_MANIFEST
+from ..tools.oci_registry import DIGEST, Registry, RegistryRefused, digest_of
+from ..tools.retry import Retry, with_retries
+from ..validate.results import ImageVerdict
+from . import attestations
+from .attestations import Provenance
+from .referrers import Subject, canonical, push_artifact
+from .signing import (
+    SIGNATURE_ANNOTATION,
+    SIMPLE_SIGNING,
+    PublicKey,
+    Signer,
+    payload,
+    read_payload,
+    signature_tag,
+)
+
+OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
+CREATOR = f"aipcc-build {__version__}"
+
+# The validator on one image: (docker://REPO@DIGEST) -> one verdict per platform.
+Validator = Callable[[str], list[ImageVerdict]]
+
+
+@dataclass(frozen=True)
+class Released:
+    """One image as promote released it: KEY (the matrix entry), SOURCE (REPO@DIGEST, the
+    copy's source), DIGEST, and every DEST (HOST/REPO:TAG) it was released as."""
+
+    key: str
+    source: str
+    digest: str
+    dests: tuple[str, ...]
+
+
+@dataclass
+class Registries:
+    """One client per registry host, shared by every image of a run."""
+
+    tls_verify: bool = True
+    authfile: Optional[str] = None
+    clients: dict[str, Registry] = field(default_factory=dict)
+
+    def of(self, repository: str) -> tuple[Registry, str]:
+        """(the client of REPOSITORY's host, its path there)."""
+        host, _, path = repository.partition("/")
+        client = self.clients.get(host)
+        if client is None:
+            client = self.clients[host] = Registry(host, self.tls_verify, self.authfile)
+        return client, path
+
+
+def instances(registry: Registry, path: str, digest: str,
+              found: Optional[tuple[bytes, str]] = None) -> tuple[Subject, list[Subject]]:
+    """(the manifest DIGEST of PATH, its platforms' manifests: itself when it is one).
+    FOUND: its bytes and media type, when already read."""
+    found = found or registry.get_manifest(path, digest)
+    if found is None:
+        raise RegistryRefused(f"{registry.host}/{path}@{digest} is not in the registry")
+    body, media_type = found
+    top = Subject(path, digest, media_type or OCI_MANIFEST, len(body))
+    if media_type not in INDEX_TYPES:
+        return top, [top]
+    platforms = []
+    try:
+        for item in json.loads(body).get("manifests") or []:
+            if isinstance(item, dict) and isinstance(item.get("digest"), str):
+                platforms.append(Subject(path, item["digest"],
+                                         str(item.get("mediaType") or OCI_MANIFEST),
+                                         int(item.get("size") or 0)))
+    except (ValueError, AttributeError, TypeError):
+        raise RegistryRefused(f"{registry.host}/{path}@{digest} is not a valid image "
+                              "index") from None
+    if not platforms:
+        raise RegistryRefused(f"{registry.host}/{path}@{digest} is an image index of no "
+                              "platform")
+    return top, platforms
+
+
+def signatures(registry: Registry, path: str, digest: str
+               ) -> tuple[list[dict[str, Any]], list[tuple[bytes, bytes]]]:
+    """(the layers of DIGEST's sigstore attachment, each as (payload, signature))."""
+    found = registry.get_manifest(path, signature_tag(digest))
+    if found is None:
+        return [], []
+    try:
+        layers = [x for x in json.loads(found[0]).get("layers") or [] if isinstance(x, dict)]
+    except (ValueError, AttributeError, TypeError):
+        return [], []
+    pairs = []
+    for layer in layers:
+        annotations = layer.get("annotations")
+        encoded = annotations.get(SIGNATURE_ANNOTATION) \
+            if isinstance(annotations, dict) else None
+        if layer.get("mediaType") != SIMPLE_SIGNING or not isinstance(encoded, str) \
+                or not DIGEST.fullmatch(str(layer.get("digest"))):
+            continue
+        try:
+            signature = base64.b64decode(encoded, validate=True)
+        except ValueError:
+            continue
+        pairs.append((registry.get_blob(path, str(layer["digest"])), signature))
+    return layers, pairs
+
+
+def sign(registry: Registry, path: str, digest: str, identities: Sequence[str],
+         signer: Signer) -> int:
+    """A signature of DIGEST as each of IDENTITIES (HOST/REPO:TAG) by SIGNER in its
+    sigstore attachment, appended to the ones there (one write of the attachment); the
+    number written (none for an identity already signed)."""
+    layers, pairs = signatures(registry, path, digest)
+    public = signer.public_key
+    signed = set(verified_identities(pairs, digest, public))
+    missing = [identity for identity in dict.fromkeys(identities) if identity not in signed]
+    for identity in missing:
+        data = payload(identity, digest, CREATOR)
+        signature = signer.sign(data)
+        registry.put_blob(path, data)
+        layers.append({"mediaType": SIMPLE_SIGNING, "digest": digest_of(data),
+                       "size": len(data), "annotations": {
+                           SIGNATURE_ANNOTATION: base64.b64encode(signature).decode()}})
+    if missing:
+        _put_signatures(registry, path, digest, layers)
+    return len(missing)
+
+
+def _put_signatures(registry: Registry, path: str, digest: str,
+                    layers: list[dict[str, Any]]) -> None:
+    """DIGEST's sigstore attachment, of LAYERS (their blobs already in PATH)."""
+    config = canonical({"architecture": "", "os": "", "config": {},
+                        "rootfs": {"type": "layers",
+                                   "diff_ids": [x["digest"] for x in layers]}})
+    registry.put_blob(path, config)
+    manifest = {"schemaVersion": 2, "mediaType": OCI_MANIFEST,
+                "config": {"mediaType": OCI_CONFIG, "digest": digest_of(config),
+                           "size": len(config)},
+                "layers": layers}
+    registry.put_manifest(path, signature_tag(digest), canonical(manifest), OCI_MANIFEST)
+
+
+def verified_identities(pairs: Sequence[tuple[bytes, bytes]], digest: str,
+                        key: PublicKey) -> list[str]:
+    """The identities (HOST/REPO:TAG) KEY signed DIGEST as, of a sigstore attachment's
+    PAIRS."""
+    found = []
+    for data, signature in pairs:
+        claim = read_payload(data)
+        if claim is not None and claim.digest == digest and key.verifies(data, signature):
+            found.append(claim.docker_reference)
+    return found
+
+
+@dataclass(frozen=True)
+class SigningResult:
+    signatures: int  # written by this run
+    attestations: int  # written by this run (SBOM and verdict count apart)
+
+
+def sign_release(released: Sequence[Released], signer: Signer, build_id: str,
+                 validator: Validator, registries: Registries,
+                 retry: Optional[Retry] = None,
+                 on_retry: Optional[Callable[[int, float, str], None]] = None,
+                 jobs: int = 1) -> SigningResult:
+    """Sign and attest every image of RELEASED (see the module), JOBS at once. CheckFailed
+    naming the image when a registry refuses, after the retries of a transient failure:
+    what was written stays, a rerun completes the rest."""
+    from .transfer import each
+
+    def one(image: Released) -> tuple[int, int]:
+        written = [0, 0]
+        try:
+            with_retries(lambda: _sign_image(image, signer, build_id, validator, registries,
+                                             written),
+                         retry or Retry(), on_retry or (lambda n, wait, why: None))
+        except RegistryRefused as exc:
+            raise CheckFailed(f"{image.key}: {exc}: the release is not completely signed "
+                              "and attested; promote again to complete it") from None
+        return written[0], written[1]
+
+    counts = each(one, list(released), jobs)
+    return SigningResult(sum(c[0] for c in counts), sum(c[1] for c in counts))
+
+
+def _sign_image(image: Released, signer: Signer, build_id: str, validator: Validator,
+                registries: Registries, written: list[int]) -> None:
+    repositories: dict[str, list[str]] = {}
+    for dest in image.dests:
+        repositories.setdefault(repository_of(dest), []).append(dest)
+    verdicts: Optional[list[ImageVerdict]] = None
+    for repository, dests in repositories.items():
+        registry, path = registries.of(repository)
+        top, platforms = instances(registry, path, image.digest)
+        for subject in ([top] if top not in platforms else []) + platforms:
+            written[0] += sign(registry, path, subject.digest, dests, signer)
+        if verdicts is None:
+            verdicts = validator(f"docker://{image.source}")
+        for subject in platforms:
+            verdict = _verdict_of(verdicts, subject.digest, len(platforms))
+            name = f"{repository}@{subject.digest}"
+            document = attestations.statement(verdict, subject.digest, name,
+                                              Provenance(image.key, build_id))
+            sbom = attestations.sbom(verdict, subject.digest, name)
+            if _attach(registry, subject, attestations.SBOM_MEDIA_TYPE,
+                       attestations.SBOM_MEDIA_TYPE, sbom, {}):
+                written[1] += 1
+            if _attach(registry, subject, attestations.VERDICT_ARTIFACT_TYPE,
+                       attestations.DSSE_MEDIA_TYPE,
+                       attestations.envelope(document, signer),
+                       {attestations.PREDICATE_ANNOTATION: attestations.VERDICT_PREDICATE},
+                       same=functools.partial(_same_verdict, document=document,
+                                              key=signer.public_key)):
+                written[1] += 1
+
+
+def _attach(registry: Registry, subject: Subject, artifact_type: str, media_type: str,
+            data: bytes, annotations: dict[str, str],
+            same: Optional[Callable[[bytes], bool]] = None) -> bool:
+    """DATA as a referrer of SUBJECT unless one of ARTIFACT_TYPE is there already (SAME:
+    whether an existing one says the same); True when written."""
+    from .referrers import list_referrers, read_artifact
+
+    for existing in list_referrers(registry, subject.repository, subject.digest,
+                                   artifact_type):
+        found = read_artifact(registry, subject.repository, str(existing.get("digest")))
+        if found is not None and (same is None or same(found[1])):
+            return False
+    push_artifact(registry, subject, artifact_type, media_type, data, annotations,
+                  looked=True)
+    return True
+
+
+def _same_verdict(old: bytes, document: dict[str, Any], key: PublicKey) -> bool:
+    """Whether an existing envelope OLD, signed by KEY, holds DOCUMENT's verdict for the
+    same subject and build."""
+    found, _ = attestations.open_envelope(old, key)
+    if found is None:
+        return False
+    keep = ("verdict", "buildId", "matrixEntry")
+    return found.get("subject") == document["subject"] and all(
+        found.get("predicate", {}).get(k) == document["predicate"][k] for k in keep)
+
+
+def _verdict_of(verdicts: Sequence[ImageVerdict], digest: str, platforms: int
+                ) -> ImageVerdict:
+    """The verdict of the platform manifest DIGEST (by digest, else the only one)."""
+    for verdict in verdicts:
+        if verdict.digest == digest:
+            return verdict
+    if platforms == 1 and len(verdicts) == 1:
+        return verdicts[0]
+    raise CheckFailed(f"the validator gave no verdict of {digest}")
+
+
+def released_images(copies: Sequence[Any]) -> list[Released]:
+    """promote's copies (transfer.Copy) grouped by image."""
+    by_key: dict[str, list[Any]] = {}
+    for copy in copies:
+        by_key.setdefault(copy.key, []).append(copy)
+    return [Released(key, group[0].source, group[0].digest,
+                     tuple(c.dest for c in group)) for key, group in by_key.items()]
+
+
+
+def judge_promoted(copies: Sequence[Any], *, tls_verify: bool, runner: Any = None,
+                   validator: Optional[Validator] = None, jobs: int = 1) -> Validator:
+    """promote's hook before its copies, when it signs: the validator run on each image's
+    source digest (the digest it releases), JOBS at once; CheckFailed naming every image
+    whose verdict is not ok, so that nothing failed is released, signed or attested. The
+    verdicts, for the attestations after the copies."""
+    from .transfer import each
+
+    if validator is None:
+        from ..tools.skopeo import Skopeo
+        from ..validate.pipeline import validate_image
+
+        skopeo = Skopeo(runner, tls_verify=tls_verify)
+
+        def validator(ref: str) -> list[ImageVerdict]:
+            return validate_image(ref, skopeo=skopeo)
+
+    sources = [f"docker://{image.source}" for image in released_images(copies)]
+    judged = dict(zip(sources, each(validator, sources, jobs)))
+    failed = [f"{ref[len('docker://'):]} ({verdict.platform}): {verdict.verdict}"
+              for ref, verdicts in judged.items() for verdict in verdicts if not verdict.ok]
+    if failed:
+        raise CheckFailed("refusing to sign and promote what the validator does not pass: "
+                          + "; ".join(failed))
+    return judged.__getitem__
+
+
+def sign_promoted(copies: Sequence[Any], signer: Signer, build_id: str, verdicts: Validator,
+                  *, tls_verify: bool, authfile: Optional[str], retry: Retry,
+                  jobs: int = 1) -> SigningResult:
+    """promote's hook after its copies: sign and attest what it released, with the
+    VERDICTS judge_promoted found."""
+    return sign_release(released_images(copies), signer, build_id, verdicts,
+                        Registries(tls_verify, authfile), retry, jobs=jobs)
+
+
+def carry(source_repository: str, dest_repository: str, digest: str,
+          registries: Registries) -> int:
+    """The signatures (sigstore attachments) of DIGEST and of each of its platforms'
+    manifests, and their referrers, copied from SOURCE_REPOSITORY to DEST_REPOSITORY
+    (mirror's hook after a copy); the number of manifests written."""
+    from .referrers import copy_referrers
+
+    source, source_path = registries.of(source_repository)
+    dest, dest_path = registries.of(dest_repository)
+    top, platforms = instances(source, source_path, digest)
+    written = 0
+    for subject in ([top] if top not in platforms else []) + platforms:
+        layers, _ = signatures(source, source_path, subject.digest)
+        there, _ = signatures(dest, dest_path, subject.digest)
+        missing = [x for x in layers if x not in there]
+        if missing:
+            for layer in missing:
+                dest.put_blob(dest_path, source.get_blob(source_path, str(layer["digest"])))
+            _put_signatures(dest, dest_path, subject.digest, there + missing)
+            written += 1
+    for subject in platforms:
+        written += copy_referrers(source, dest, source_path,
+                                  Subject(dest_path, subject.digest, subject.media_type,
+                                          subject.size))
+    return written

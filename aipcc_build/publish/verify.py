@@ -1,0 +1,198 @@
+"""`verify`: whether a released image is what we released and what the gate proved. For
+each reference: its signature by the key (each platform's manifest and the index's, with
+containers/image's default identity rule: a tag must be the one signed, a digest any tag
+of the repository), and, on each platform's manifest, the SBOM and the verdict attestation
+as referrers, bound to that digest, the verdict signed by the key and saying ok."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from ..errors import InputError
+from ..image_reference import is_reference, split
+from ..tools.oci_registry import Registry, RegistryRefused, digest_of
+from ..tools.retry import Retry, with_retries
+from . import attestations
+from .referrers import list_referrers, read_artifact
+from .release_signing import Registries, instances, signatures, verified_identities
+from .signing import PublicKey, load_public_key
+
+
+@dataclass(frozen=True)
+class VerifyRequest:
+    refs: tuple[str, ...]  # HOST/REPO:TAG or HOST/REPO@DIGEST (docker:// allowed)
+    key: Optional[str]  # the PEM public key's path
+    tls_verify: bool = True
+    authfile: Optional[str] = None
+    retry: Retry = Retry()
+
+
+@dataclass(frozen=True)
+class ImageCheck:
+    ref: str
+    digest: Optional[str]  # what REF points at, when found
+    platforms: int  # platform manifests checked
+    problems: tuple[str, ...]  # empty: verified
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    images: tuple[ImageCheck, ...]
+
+    @property
+    def ok(self) -> bool:
+        return all(image.ok for image in self.images)
+
+
+def verify(request: VerifyRequest) -> VerifyResult:
+    """Check every reference (see the module); InputError for a malformed reference or
+    key before any registry is asked."""
+    if request.key is None:
+        raise InputError("verification needs the public key the release was signed with "
+                         "(keyless verification needs Fulcio and Rekor: use cosign)",
+                         field="key")
+    key = load_public_key(request.key)
+    refs = []
+    for ref in request.refs:
+        plain = ref[len("docker://"):] if ref.startswith("docker://") else ref
+        repository, tag, digest = split(plain)
+        if not is_reference(plain) or "/" not in repository or not (tag or digest):
+            raise InputError(f"'{ref}' is not HOST/REPOSITORY:TAG or "
+                             "HOST/REPOSITORY@sha256:DIGEST", field="refs")
+        refs.append(plain)
+    if not refs:
+        raise InputError("name at least one image", field="refs")
+    registries = Registries(request.tls_verify, request.authfile)
+    checks = []
+    for ref in refs:
+        def attempt(ref: str = ref) -> ImageCheck:
+            return _check(ref, key, registries)
+
+        try:
+            checks.append(with_retries(attempt, request.retry, lambda n, wait, why: None))
+        except RegistryRefused as exc:
+            checks.append(ImageCheck(ref, None, 0, (str(exc),)))
+    return VerifyResult(tuple(checks))
+
+
+def _check(ref: str, key: PublicKey, registries: Registries) -> ImageCheck:
+    repository, tag, wanted = split(ref)
+    registry, path = registries.of(repository)
+    found = registry.get_manifest(path, wanted or str(tag))
+    if found is None:
+        return ImageCheck(ref, None, 0, ("no such image in the registry",))
+    digest = digest_of(found[0])
+    top, platforms = instances(registry, path, digest, found)
+    problems: list[str] = []
+    for subject in ([top] if top not in platforms else []) + platforms:
+        if top in platforms:
+            what = "the image"
+        else:
+            what = "the index" if subject is top else f"platform manifest {subject.digest}"
+        problems += _signature_problems(registry, path, subject.digest, repository, tag,
+                                        key, what)
+    for subject in platforms:
+        problems += _attestation_problems(registry, subject.repository, subject.digest, key)
+    return ImageCheck(ref, digest, len(platforms), tuple(problems))
+
+
+def _signature_problems(registry: Registry, path: str, digest: str, repository: str,
+                        tag: Optional[str], key: PublicKey, what: str) -> list[str]:
+    _, pairs = signatures(registry, path, digest)
+    if not pairs:
+        return [f"{what} is not signed (no sigstore signature of {digest})"]
+    identities = verified_identities(pairs, digest, key)
+    if not identities:
+        return [f"{what} is signed, but not by the key {key.path}"]
+    wanted = f"{repository}:{tag}" if tag else None
+    if wanted is not None and wanted not in identities or wanted is None and not any(
+            split(identity)[0] == repository for identity in identities):
+        return [f"{what} was signed as {', '.join(sorted(set(identities)))}, not as "
+                f"{wanted or repository}"]
+    return []
+
+
+def _attestation_problems(client: Registry, path: str, digest: str,
+                          key: PublicKey) -> list[str]:
+    problems: list[str] = []
+    referrers = list_referrers(client, path, digest)
+    sboms = [r for r in referrers if r.get("artifactType") == attestations.SBOM_MEDIA_TYPE]
+    if not sboms:
+        problems.append(f"{digest} has no SBOM attestation")
+    for descriptor in sboms[:1]:
+        found = read_artifact(client, path, str(descriptor.get("digest")))
+        why = _bound(found, digest) or (attestations.check_sbom(found[1]) if found else "")
+        if why:
+            problems.append(f"{digest}: {why}")
+    verdicts = [r for r in referrers
+                if r.get("artifactType") == attestations.VERDICT_ARTIFACT_TYPE]
+    if not verdicts:
+        problems.append(f"{digest} has no verdict attestation")
+        return problems
+    reasons = []
+    for descriptor in verdicts:
+        found = read_artifact(client, path, str(descriptor.get("digest")))
+        why = _bound(found, digest)
+        if not why and found is not None:
+            document, why = attestations.open_envelope(found[1], key)
+            if document is not None:
+                subjects = attestations.subject_digests(document)
+                predicate = document.get("predicate")
+                verdict = predicate.get("verdict") if isinstance(predicate, dict) else None
+                if digest not in subjects:
+                    why = (f"the verdict attestation's subject is "
+                           f"{', '.join(subjects) or 'nothing'}, not {digest}")
+                elif verdict != "ok":
+                    why = f"the verdict attestation says {verdict}"
+                else:
+                    return problems
+        reasons.append(why)
+    problems.append(f"{digest}: {reasons[0]}" if len(set(reasons)) == 1 else
+                    f"{digest}: no valid verdict attestation ({'; '.join(reasons)})")
+    return problems
+
+
+def _bound(found: Optional[tuple[dict[str, object], bytes]], digest: str) -> str:
+    """Why an artifact is not a referrer of DIGEST ("" when it is)."""
+    if found is None:
+        return "a listed attestation is not in the registry"
+    subject = found[0].get("subject")
+    named = subject.get("digest") if isinstance(subject, dict) else None
+    if named != digest:
+        return f"a listed attestation refers to {named or 'nothing'}, not {digest}"
+    return ""
+
+
+def require_verdicts(sources: list[str], key_path: str, *, tls_verify: bool,
+                     authfile: Optional[str], retry: Retry) -> None:
+    """promote's check before any copy: every image of SOURCES (HOST/REPO@DIGEST) carries,
+    on each platform's manifest, a verdict attestation signed by KEY_PATH's key that says
+    ok (and its SBOM); CheckFailed naming every image that does not."""
+    from ..errors import CheckFailed
+
+    key = load_public_key(key_path, field="require_verdict_by")
+    registries = Registries(tls_verify, authfile)
+    problems = []
+    for source in sources:
+        repository, _, digest = split(source)
+        registry, path = registries.of(repository)
+
+        def attempt(registry: Registry = registry, path: str = path,
+                    digest: str = str(digest)) -> list[str]:
+            _, platforms = instances(registry, path, digest)
+            return [p for subject in platforms
+                    for p in _attestation_problems(registry, path, subject.digest, key)]
+
+        try:
+            found = with_retries(attempt, retry, lambda n, wait, why: None)
+        except RegistryRefused as exc:
+            found = [str(exc)]
+        problems += [f"{source}: {problem}" for problem in found]
+    if problems:
+        raise CheckFailed("refusing to promote what carries no passing verdict "
+                          "attestation: " + "; ".join(problems))

@@ -1,0 +1,298 @@
+"""A registry client that writes (Docker Registry HTTP API v2 and OCI distribution 1.1):
+what signing and attesting a release need and skopeo cannot do (Debian 12's skopeo has
+sigstore disabled; no skopeo writes OCI 1.1 referrers). Manifests and blobs read and
+written by digest, the referrers of a digest read through the referrers API where the
+registry has one. Credentials come from the containers auth file (the one skopeo reads):
+HTTP Basic, or a bearer token from the realm a registry names. Every request has a
+timeout; a 429 or 5xx raises `TransientAnswer` for `tools.retry`, any other refusal
+`RegistryRefused`, which names the URL and never a credential."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import http.client
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+from urllib.parse import urlencode, urlsplit
+
+from ..errors import CheckFailed, InputError
+from ..oci import DOCKER_MANIFEST, DOCKER_MANIFEST_LIST, OCI_INDEX, OCI_MANIFEST
+from .registry_http import MAX_MANIFEST, TIMEOUT, _context
+from .retry import TransientAnswer, parse_retry_after, transient_status
+
+ACCEPT = ", ".join((OCI_INDEX, OCI_MANIFEST, DOCKER_MANIFEST_LIST, DOCKER_MANIFEST))
+MAX_BLOB = 16 * 1024 * 1024  # signatures, SBOMs and attestations are small
+_CHALLENGE_PARAM = re.compile(r'(\w+)="([^"]*)"')
+DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+# A tag (the distribution grammar), or a digest.
+_REFERENCE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|sha256:[0-9a-f]{64}")
+
+
+class RegistryRefused(CheckFailed):
+    """The registry answered a request with a refusal (exit 1: the registry, not the input)."""
+
+
+@dataclass(frozen=True)
+class Reply:
+    status: int
+    headers: dict[str, str]  # names in lower case
+    body: bytes
+
+
+def _auth_files() -> list[Path]:
+    """Where containers/image looks for credentials, in its order."""
+    found = []
+    if os.environ.get("REGISTRY_AUTH_FILE"):
+        found.append(Path(os.environ["REGISTRY_AUTH_FILE"]))
+    if os.environ.get("XDG_RUNTIME_DIR"):
+        found.append(Path(os.environ["XDG_RUNTIME_DIR"]) / "containers" / "auth.json")
+    home = Path.home()
+    found += [home / ".config" / "containers" / "auth.json", home / ".docker" / "config.json"]
+    return found
+
+
+def credentials(host: str, authfile: Optional[str]) -> Optional[str]:
+    """The base64 user:password an auth file holds for HOST (AUTHFILE, else the default
+    files); None when none does."""
+    for path in [Path(authfile)] if authfile else _auth_files():
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError:
+            if authfile:
+                raise InputError("no such auth file", file=authfile, field="authfile") from None
+            continue
+        except (OSError, ValueError) as exc:
+            raise InputError(f"not a readable auth file: {exc}", file=str(path),
+                             field="authfile") from None
+        entry = (data.get("auths") or {}).get(host) if isinstance(data, dict) else None
+        if isinstance(entry, dict) and isinstance(entry.get("auth"), str):
+            return str(entry["auth"])
+    return None
+
+
+@dataclass
+class Registry:
+    """One registry HOST[:PORT]: plain HTTP only when TLS verification is off and it speaks
+    no TLS (as skopeo does)."""
+
+    host: str
+    tls_verify: bool = True
+    authfile: Optional[str] = None
+    _scheme: Optional[str] = None
+    _basic: Optional[str] = None
+    _tokens: dict[str, str] = field(default_factory=dict)  # scope -> bearer token
+    # Whether the registry has the referrers API (None: not asked yet): a 404 says it has
+    # none for any repository, so the question is asked once.
+    _referrers_api: Optional[bool] = None
+
+    def request(self, method: str, target: str, body: bytes = b"",
+                headers: Optional[dict[str, str]] = None, scope: str = "",
+                max_body: int = MAX_BLOB) -> Reply:
+        """METHOD TARGET; authenticated once when the registry asks (401)."""
+        sent = dict(headers or {})
+        reply = self._send(method, target, body, sent, scope, max_body)
+        if reply.status == 401:
+            self._authenticate(reply.headers.get("www-authenticate", ""), scope)
+            reply = self._send(method, target, body, sent, scope, max_body)
+        if transient_status(reply.status):
+            raise TransientAnswer(self._url(target), reply.status, "",
+                                  parse_retry_after(reply.headers.get("retry-after")))
+        return reply
+
+    def _url(self, target: str) -> str:
+        return f"{self._scheme or 'https'}://{self.host}{target}"
+
+    def _send(self, method: str, target: str, body: bytes, headers: dict[str, str],
+              scope: str, max_body: int) -> Reply:
+        headers = dict(headers)
+        if scope in self._tokens:
+            headers["Authorization"] = f"Bearer {self._tokens[scope]}"
+        elif self._basic:
+            headers["Authorization"] = f"Basic {self._basic}"
+        schemes = [self._scheme] if self._scheme else (
+            ["https"] if self.tls_verify else ["https", "http"])
+        why = ""
+        for scheme in schemes:
+            try:
+                return self._exchange(scheme, self.host, method, target, body, headers,
+                                      max_body, remember=True)
+            except (OSError, http.client.HTTPException) as exc:
+                why = str(exc) or type(exc).__name__
+        raise RegistryRefused(f"no answer from {self.host}: {why}")
+
+    def _exchange(self, scheme: str, host: str, method: str, target: str, body: bytes,
+                  headers: dict[str, str], max_body: int, remember: bool = False) -> Reply:
+        if scheme == "https":
+            conn: http.client.HTTPConnection = http.client.HTTPSConnection(
+                host, timeout=TIMEOUT, context=_context(self.tls_verify))
+        else:
+            conn = http.client.HTTPConnection(host, timeout=TIMEOUT)
+        try:
+            conn.request(method, target, body=body or None, headers=headers)
+            response = conn.getresponse()
+            data = response.read(max_body + 1) if method != "HEAD" else b""
+            reply = Reply(response.status, {k.lower(): v for k, v in response.getheaders()},
+                          data)
+        finally:
+            conn.close()
+        if len(reply.body) > max_body:
+            raise RegistryRefused(f"{scheme}://{host}{target}: answer larger than "
+                                  f"{max_body} bytes")
+        if remember:
+            self._scheme = scheme
+        return reply
+
+    def _authenticate(self, challenge: str, scope: str) -> None:
+        basic = credentials(self.host, self.authfile)
+        kind = challenge.split(" ", 1)[0].lower()
+        if kind == "basic":
+            if basic is None:
+                raise RegistryRefused(f"{self.host} wants credentials the auth file does "
+                                      f"not hold: log in (skopeo login {self.host})")
+            self._basic = basic
+            return
+        if kind != "bearer":
+            raise RegistryRefused(f"{self.host} asks for an authentication this client "
+                                  f"does not speak: {challenge.split(' ', 1)[0]}")
+        params = dict(_CHALLENGE_PARAM.findall(challenge))
+        realm = urlsplit(params.get("realm", ""))
+        if realm.scheme not in ("http", "https") or not realm.netloc:
+            raise RegistryRefused(f"{self.host} names no token realm")
+        query = {"service": params.get("service", "")}
+        if scope:
+            query["scope"] = scope
+        headers = {"Authorization": f"Basic {basic}"} if basic else {}
+        reply = self._exchange(realm.scheme, realm.netloc, "GET",
+                               f"{realm.path}?{urlencode(query)}", b"", headers, 65536)
+        if reply.status != 200:
+            raise RegistryRefused(f"{self.host}'s token service refused a token "
+                                  f"(status {reply.status})")
+        try:
+            answer = json.loads(reply.body)
+            self._tokens[scope] = answer.get("token") or answer["access_token"]
+        except (ValueError, KeyError, AttributeError):
+            raise RegistryRefused(f"{self.host}'s token service sent no token") from None
+
+    # ---- the distribution API ----
+
+    def get_manifest(self, repository: str, reference: str) -> Optional[tuple[bytes, str]]:
+        """(bytes, media type) of REFERENCE (tag or digest) in REPOSITORY; None when absent.
+        By digest, bytes that do not hash to it are refused."""
+        _check_reference(reference)
+        reply = self.request("GET", f"/v2/{repository}/manifests/{reference}",
+                             headers={"Accept": ACCEPT}, scope=_pull(repository),
+                             max_body=MAX_MANIFEST)
+        if reply.status == 404:
+            return None
+        self._expect(reply, 200, "GET", f"{repository}:{reference}")
+        if reference.startswith("sha256:") and digest_of(reply.body) != reference:
+            raise RegistryRefused(f"{self.host}/{repository}@{reference}: the registry "
+                                  "sent a manifest of another digest")
+        media_type = reply.headers.get("content-type", "").split(";")[0].strip()
+        with contextlib.suppress(ValueError, AttributeError):
+            media_type = json.loads(reply.body).get("mediaType") or media_type
+        return reply.body, media_type
+
+    def put_manifest(self, repository: str, reference: str, body: bytes,
+                     media_type: str) -> Reply:
+        reply = self.request("PUT", f"/v2/{repository}/manifests/{reference}", body,
+                             {"Content-Type": media_type}, scope=_push(repository))
+        self._expect(reply, 201, "PUT", f"{repository}:{reference}")
+        return reply
+
+    def get_blob(self, repository: str, digest: str) -> bytes:
+        _check_reference(digest, digest_only=True)
+        reply = self.request("GET", f"/v2/{repository}/blobs/{digest}",
+                             scope=_pull(repository))
+        if reply.status in (301, 302, 303, 307, 308):
+            location = urlsplit(reply.headers.get("location", ""))
+            reply = self._exchange(location.scheme or "https", location.netloc,
+                                   "GET", location.path + (f"?{location.query}"
+                                                           if location.query else ""),
+                                   b"", {}, MAX_BLOB)
+        self._expect(reply, 200, "GET", f"{repository}@{digest}")
+        if digest_of(reply.body) != digest:
+            raise RegistryRefused(f"{self.host}/{repository}@{digest}: the registry sent a "
+                                  "blob of another digest")
+        return reply.body
+
+    def put_blob(self, repository: str, data: bytes) -> str:
+        """DATA as a blob of REPOSITORY (not sent when already there); its digest."""
+        digest = digest_of(data)
+        head = self.request("HEAD", f"/v2/{repository}/blobs/{digest}",
+                            scope=_push(repository))
+        if head.status == 200:
+            return digest
+        start = self.request("POST", f"/v2/{repository}/blobs/uploads/",
+                             scope=_push(repository))
+        self._expect(start, 202, "POST", f"{repository} (blob upload)")
+        location = start.headers.get("location", "")
+        parts = urlsplit(location)
+        target = (parts.path or location) + "?" + "&".join(
+            x for x in (parts.query, urlencode({"digest": digest})) if x)
+        done = self.request("PUT", target, data,
+                            {"Content-Type": "application/octet-stream"},
+                            scope=_push(repository))
+        self._expect(done, 201, "PUT", f"{repository}@{digest}")
+        return digest
+
+    def referrers(self, repository: str, digest: str) -> Optional[list[dict[str, Any]]]:
+        """The referrers API's descriptors of DIGEST; None when the registry has no such
+        API (it answers 404, as distribution 2.8 does)."""
+        if self._referrers_api is False:
+            return None
+        reply = self.request("GET", f"/v2/{repository}/referrers/{digest}",
+                             headers={"Accept": OCI_INDEX}, scope=_pull(repository),
+                             max_body=MAX_MANIFEST)
+        if reply.status == 404:
+            self._referrers_api = False
+        if reply.status != 200 or not reply.headers.get(
+                "content-type", "").startswith(OCI_INDEX):
+            return None
+        self._referrers_api = True
+        try:
+            manifests = json.loads(reply.body).get("manifests")
+        except (ValueError, AttributeError):
+            return None
+        return [m for m in manifests or [] if isinstance(m, dict)]
+
+    def _expect(self, reply: Reply, status: int, method: str, what: str) -> None:
+        if reply.status != status:
+            why = _error_text(reply.body)
+            raise RegistryRefused(f"{self.host}/{what}: the registry refused {method} "
+                                  f"(status {reply.status}{': ' + why if why else ''})")
+
+
+def _check_reference(reference: str, digest_only: bool = False) -> None:
+    """RegistryRefused for a reference no registry can hold (a registry's answer naming a
+    digest like `sha256:../x` is not followed)."""
+    if not (DIGEST if digest_only else _REFERENCE).fullmatch(reference):
+        raise RegistryRefused(f"not a {'digest' if digest_only else 'tag or digest'}: "
+                              f"{reference[:80]!r}")
+
+
+def _pull(repository: str) -> str:
+    return f"repository:{repository}:pull"
+
+
+def _push(repository: str) -> str:
+    return f"repository:{repository}:pull,push"
+
+
+def digest_of(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def _error_text(body: bytes) -> str:
+    """The first error message of a registry's JSON error answer."""
+    try:
+        errors = json.loads(body).get("errors") or []
+        first = errors[0]
+        return " ".join(str(first.get(k)) for k in ("code", "message") if first.get(k))[:200]
+    except (ValueError, AttributeError, IndexError, TypeError):
+        return ""

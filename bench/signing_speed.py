@@ -1,0 +1,144 @@
+"""Benchmark signing and attesting: `promote` of a release of COUNT images into an empty
+registry, with `--sign-by-sigstore-private-key` against without (ratio, target <= 1.1);
+and `verify` of one image against `skopeo inspect` of it (shortest of several runs each,
+ratio, target <= 2).
+
+Each image is busybox plus a layer of PAYLOAD_MB incompressible bytes of its own, as
+bench/mirror_speed.py makes them. The signed promote re-runs the validator on each
+released digest (its SBOM and verdict come from there): the bench says how much of the
+signed run that is, from the validator alone on the same images.
+
+Usage: python bench/signing_speed.py [--payload-mb N]   (needs buildah, skopeo,
+docker-registry)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import REPO, as_installed, shortest  # noqa: E402
+from tests.support.registry import Registry  # noqa: E402
+
+COUNT = 6
+PAYLOAD_MB = 16
+BASE = "localhost/aipcc-demo/busybox:latest"
+PRODUCT = {"name": "aipcc", "version": "3.0", "moving_tags": ["{version}", "latest"]}
+
+
+def timed(argv: list[str], env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    done = subprocess.run(argv, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"{' '.join(argv)} failed: {done.stderr}")
+    return time.perf_counter() - start
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--payload-mb", type=int, default=PAYLOAD_MB,
+                        help="incompressible MB in each image's own layer")
+    payload_mb = parser.parse_args().payload_mb
+    subprocess.run([str(REPO / "scripts" / "base-image"), BASE], check=True,
+                   capture_output=True)
+    env = as_installed()
+    tag = uuid.uuid4().hex[:8]
+    names: list[str] = []
+    registries: list[Registry] = []
+    with tempfile.TemporaryDirectory(prefix="aipcc-bench-signing-") as tmp:
+        root = Path(tmp)
+        try:
+            for name in ("src", "plain", "signed"):
+                (root / name).mkdir()
+                registries.append(Registry(root / name))
+                registries[-1].start()
+            src, plain, signed = (registry.host for registry in registries)
+            entries = []
+            for index in range(COUNT):
+                local = f"localhost/aipcc-test-release/sign{index}-{tag}"
+                subprocess.run(
+                    ["buildah", "build", "-q", "-t", local, "-f", "-", "."],
+                    input=f"FROM {BASE}\nRUN echo {tag}-{index} > /stamp && "
+                          f"head -c {payload_mb << 20} /dev/urandom > /payload\n",
+                    text=True, check=True, capture_output=True)
+                names.append(local)
+                reference = f"{src}/aipcc/base-images/img{index}:3.0-1"
+                digest = subprocess.run(
+                    ["buildah", "push", "--tls-verify=false", "--quiet", "--digestfile",
+                     "/dev/stdout", local, f"docker://{reference}"],
+                    check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1]
+                entries.append({"key": f"base/img{index}", "reference": reference,
+                                "status": "ok", "digest": digest})
+            report = root / "report.json"
+            report.write_text(json.dumps({"schema": 1, "build_id": "1", "registry": src,
+                                          "product": PRODUCT, "images": entries}))
+            (root / "pass").write_text("bench\n")
+            subprocess.run([sys.executable, "-c",
+                            "import sys; from aipcc_build.publish.signing import "
+                            "write_private_key as w; w(sys.argv[1], b'bench')",
+                            str(root / "release.key")], env=env, check=True)
+            cache = root / "cache"
+            env["AIPCC_BUILD_CACHE"] = str(cache)
+            promote = [sys.executable, "-m", "aipcc_build", "promote", "--no-tls-verify",
+                       "--report", str(report)]
+            unsigned = timed([*promote, "--to", f"{plain}/rel"], env)
+            # The build validated these layers on this machine: its scans are cached.
+            validate = [sys.executable, "-m", "aipcc_build", "validate", "--no-tls-verify",
+                        *[f"docker://{e['reference']}" for e in entries]]
+            subprocess.run(validate, env=env, capture_output=True)
+            validated = _timed_any(validate, env)
+            signed_run = timed([*promote, "--to", f"{signed}/rel",
+                                "--sign-by-sigstore-private-key", str(root / "release.key"),
+                                "--sign-passphrase-file", str(root / "pass")], env)
+            one = f"{signed}/rel/aipcc/base-images/img0:3.0-1"
+            verified = subprocess.run([sys.executable, "-m", "aipcc_build", "verify",
+                                       "--no-tls-verify", "--key", str(root / "release.pub"),
+                                       one], env=env, capture_output=True, text=True)
+            if verified.returncode != 0:
+                sys.exit(f"verify failed: {verified.stdout}{verified.stderr}")
+            verify_wall, _ = shortest([sys.executable, "-m", "aipcc_build", "verify",
+                                       "--no-tls-verify", "--key",
+                                       str(root / "release.pub"), one], env, repeat=7)
+            inspect_wall, _ = shortest(["skopeo", "inspect", "--tls-verify=false",
+                                        f"docker://{one}"], env, repeat=7)
+            startup, _ = shortest([sys.executable, "-m", "aipcc_build", "--version"], env,
+                                  repeat=7)
+        finally:
+            for registry in registries:
+                registry.stop()
+            if names:
+                subprocess.run(["buildah", "rmi", "-f", *names], capture_output=True)
+    print(f"promote of {COUNT} images (busybox + {payload_mb} MB each) into an empty "
+          f"registry: {unsigned:.2f} s; signed and attested: {signed_run:.2f} s; ratio "
+          f"{signed_run / unsigned:.2f} (target <= 1.1)")
+    print(f"of which the validator re-run on the released digests (layer scans cached): "
+          f"about {validated:.2f} s; signing and attesting without it: "
+          f"{(signed_run - validated) / unsigned:.2f} of the unsigned promote")
+    print(f"verify of one image: {verify_wall:.3f} s; skopeo inspect of it: "
+          f"{inspect_wall:.3f} s; ratio {verify_wall / inspect_wall:.2f} (target <= 2)")
+    # Python and the CLI starting is most of a verify against a registry on this host.
+    print(f"of which aipcc-build --version: {startup:.3f} s; the rest, "
+          f"{verify_wall - startup:.3f} s, is {(verify_wall - startup) / inspect_wall:.2f} "
+          "of skopeo inspect")
+    return 0
+
+
+def _timed_any(argv: list[str], env: dict[str, str]) -> float:
+    """ARGV's wall time whatever its exit code (validate exits 1 on a verdict it dislikes)."""
+    start = time.perf_counter()
+    subprocess.run(argv, env=env, capture_output=True)
+    return time.perf_counter() - start
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("BUILDAH_ISOLATION", "chroot")
+    raise SystemExit(main())

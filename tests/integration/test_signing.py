@@ -1,0 +1,454 @@
+"""Signed and attested releases against real programs: keys made by Debian 13's skopeo
+1.18, images in the distro's docker-registry (no referrers API: the tag-schema fallback),
+`skopeo copy` under a `sigstoreSigned` policy in a Debian 13 container judging what
+promote signed, and `verify` with each way a release can be wrong."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from aipcc_build.publish import attestations
+from aipcc_build.publish.referrers import Subject, push_artifact
+from aipcc_build.publish.release_signing import (
+    Registries,
+    Released,
+    sign,
+    sign_release,
+)
+from aipcc_build.publish.signing import Signer, load_signer
+from aipcc_build.publish.verify import VerifyRequest, verify
+from aipcc_build.validate.results import Expectation, Finding, ImageVerdict
+from tests.support.publish import FlakyProxy, build_image, digest_at, make_registry, push, run_cli
+from tests.support.registry import Registry
+from tests.support.sigstore import VerifyingSkopeo, sigstore_skopeo_image
+
+pytestmark = pytest.mark.integration
+
+PASSPHRASE = "correct horse " + uuid.uuid4().hex[:6]
+
+
+@pytest.fixture(scope="module")
+def skopeo118(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VerifyingSkopeo]:
+    work = tmp_path_factory.mktemp("sigstore-skopeo")
+    tool = VerifyingSkopeo(sigstore_skopeo_image(), work)
+    (work / "pass").write_text(PASSPHRASE + "\n")
+    for prefix in ("ours", "other"):
+        done = tool.run("generate-sigstore-key", "--output-prefix", f"/w/{prefix}",
+                        "--passphrase-file", "/w/pass")
+        assert done.returncode == 0, done.stderr
+    (work / "key.pub").write_bytes((work / "ours.pub").read_bytes())
+    try:
+        yield tool
+    finally:
+        tool.remove()
+
+
+@pytest.fixture(scope="module")
+def ours(skopeo118: VerifyingSkopeo) -> Signer:
+    return load_signer(str(skopeo118.work / "ours.private"), str(skopeo118.work / "pass"))
+
+
+@pytest.fixture(scope="module")
+def other(skopeo118: VerifyingSkopeo) -> Signer:
+    return load_signer(str(skopeo118.work / "other.private"), str(skopeo118.work / "pass"))
+
+
+def ok_validator(ref: str) -> list[ImageVerdict]:
+    return [ImageVerdict(ref=ref, platform="linux/amd64", expected=Expectation("cpu"),
+                         findings=(Finding("ok", "package", "/usr/lib/x", "found",
+                                           toolkit="cuda", version="12.8",
+                                           component="cudart",
+                                           component_version="12.8.90",
+                                           layer_digest="sha256:" + "1" * 64),))]
+
+
+def failed_validator(ref: str) -> list[ImageVerdict]:
+    return [ImageVerdict(ref=ref, platform="linux/amd64", expected=Expectation("cuda", "12.8"),
+                         findings=(Finding("violation", "package", "/usr/lib/y",
+                                           "CUDA 12.9 in a cuda 12.8 image", toolkit="cuda",
+                                           version="12.9"),))]
+
+
+@pytest.fixture
+def pushed(registry: Registry, base_image: str) -> Iterator[Any]:
+    """push(name) -> (HOST/REPO:TAG, digest) of a fresh small image in REGISTRY."""
+    names: list[str] = []
+
+    def make(name: str, tag: str = "1.0") -> tuple[str, str]:
+        local = f"localhost/aipcc-test-signing/{name}-{uuid.uuid4().hex[:8]}"
+        build_image(base_image, local, local)
+        names.append(local)
+        ref = f"{registry.host}/rel/{name}:{tag}"
+        return ref, push(local, ref)
+
+    yield make
+    subprocess.run(["buildah", "rmi", "-f", *names], capture_output=True)
+
+
+def release(ref: str, digest: str, signer: Signer, validator: Any = ok_validator) -> None:
+    repository = ref.rsplit(":", 1)[0]
+    sign_release([Released("base/x", f"{repository}@{digest}", digest, (ref,))], signer,
+                 "42", validator, Registries(tls_verify=False))
+
+
+def check(ref: str, skopeo118: VerifyingSkopeo) -> tuple[str, ...]:
+    result = verify(VerifyRequest(refs=(ref,), key=str(skopeo118.work / "ours.pub"),
+                                  tls_verify=False))
+    return result.images[0].problems
+
+
+def test_promote_signs_what_skopeo_lets_through_and_verify_passes(
+        release: dict[str, Any], registries: dict[str, Registry], authfile: Path,
+        skopeo118: VerifyingSkopeo) -> None:
+    work = skopeo118.work
+    dst = registries["dst"].host
+    args = ["--matrix", str(release["matrix"]), "promote", "--report",
+            str(release["report"]), "--to", f"{dst}/aipcc",
+            "--no-tls-verify", "--authfile", str(authfile),
+            "--sign-by-sigstore-private-key", str(work / "ours.private"),
+            "--sign-passphrase-file", str(work / "pass")]
+    done = run_cli(*args)
+    assert done.returncode == 0, done.stderr
+    assert "attestation(s) written" in done.stderr
+    refs = [f"{dst}/aipcc/base-images/img{n}:3.0-42" for n in range(3)]
+    verified = run_cli("verify", "--key", str(work / "ours.pub"), "--no-tls-verify",
+                       "--authfile", str(authfile), *refs, "--json")
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert all(image["ok"] for image in json.loads(verified.stdout)["images"])
+    # The real containers/image accepts the signature of every tag, with the policy.
+    (work / "auth.json").write_bytes(authfile.read_bytes())
+    skopeo118.policy(dst)
+    for ref in (refs[0], f"{dst}/aipcc/base-images/img1:latest"):
+        pulled = skopeo118.pull(ref, "--src-authfile", "/w/auth.json")
+        assert pulled.returncode == 0, pulled.stderr
+    # A rerun writes nothing more.
+    again = run_cli(*args)
+    assert again.returncode == 0, again.stderr
+    assert "0 signature(s) and 0 attestation(s) written" in again.stderr
+
+
+def test_a_bad_key_stops_promote_before_any_copy(
+        release: dict[str, Any], registries: dict[str, Registry], authfile: Path,
+        skopeo118: VerifyingSkopeo, tmp_path: Path) -> None:
+    dst = registries["dst"].host
+    for key_file, passphrase, expected in (
+            ("ours.private", "wrong passphrase\n", "does not decrypt"),
+            ("missing.private", PASSPHRASE + "\n", "cannot read the private key"),
+            ("ours.pub", PASSPHRASE + "\n", "not a sigstore private key")):
+        (tmp_path / "pass").write_text(passphrase)
+        done = run_cli("--matrix", str(release["matrix"]), "promote", "--report",
+                       str(release["report"]), "--to", f"{dst}/aipcc",
+                       "--no-tls-verify", "--authfile", str(authfile),
+                       "--sign-by-sigstore-private-key", str(skopeo118.work / key_file),
+                       "--sign-passphrase-file", str(tmp_path / "pass"))
+        assert done.returncode == 2, done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1 and expected in done.stderr
+        assert PASSPHRASE not in done.stderr
+        assert digest_at(f"{dst}/aipcc/base-images/img0:3.0-42", authfile) is None
+
+
+def test_verify_refuses_each_wrong_release(pushed: Any, ours: Signer, other: Signer,
+                                          skopeo118: VerifyingSkopeo,
+                                          registry: Registry) -> None:
+    skopeo118.policy(registry.host)
+    good, good_digest = pushed("good")
+    release(good, good_digest, ours)
+    assert check(good, skopeo118) == ()
+    assert check(f"{good.rsplit(':', 1)[0]}@{good_digest}", skopeo118) == ()
+    assert skopeo118.pull(good).returncode == 0
+
+    unsigned, _ = pushed("unsigned")
+    assert any("is not signed" in p for p in check(unsigned, skopeo118))
+    assert skopeo118.pull(unsigned).returncode != 0
+
+    foreign, foreign_digest = pushed("foreign")
+    release(foreign, foreign_digest, other)
+    assert any("not by the key" in p for p in check(foreign, skopeo118))
+    assert skopeo118.pull(foreign).returncode != 0
+
+    # The release's tag pushed again with another image after the release.
+    repushed, repushed_digest = pushed("repushed")
+    release(repushed, repushed_digest, ours)
+    again, again_digest = pushed("repushed")
+    assert again == repushed and again_digest != repushed_digest
+    assert any("is not signed" in p for p in check(repushed, skopeo118))
+    assert skopeo118.pull(repushed).returncode != 0
+
+    # Signed, never attested.
+    bare, bare_digest = pushed("bare")
+    registries = Registries(tls_verify=False)
+    client, path = registries.of(bare.rsplit(":", 1)[0])
+    sign(client, path, bare_digest, (bare,), ours)
+    problems = check(bare, skopeo118)
+    assert any("no SBOM attestation" in p for p in problems)
+    assert any("no verdict attestation" in p for p in problems)
+    assert skopeo118.pull(bare).returncode == 0  # the signature alone is good
+
+    failed, failed_digest = pushed("failed")
+    release(failed, failed_digest, ours, failed_validator)
+    assert any("says failed" in p for p in check(failed, skopeo118))
+
+    # A verdict about another digest hung off this one (with its own SBOM and signature).
+    elsewhere, elsewhere_digest = pushed("elsewhere")
+    client, path = registries.of(elsewhere.rsplit(":", 1)[0])
+    sign(client, path, elsewhere_digest, (elsewhere,), ours)
+    body, media_type = client.get_manifest(path, elsewhere_digest) or (b"", "")
+    subject = Subject(path, elsewhere_digest, media_type, len(body))
+    verdict = ok_validator(elsewhere)[0]
+    push_artifact(client, subject, attestations.SBOM_MEDIA_TYPE,
+                  attestations.SBOM_MEDIA_TYPE,
+                  attestations.sbom(verdict, elsewhere_digest, elsewhere), {})
+    document = attestations.statement(verdict, good_digest, good,
+                                      attestations.Provenance("base/x", "42"))
+    push_artifact(client, subject, attestations.VERDICT_ARTIFACT_TYPE,
+                  attestations.DSSE_MEDIA_TYPE, attestations.envelope(document, ours))
+    assert any(f"subject is {good_digest}, not {elsewhere_digest}" in p
+               for p in check(elsewhere, skopeo118))
+
+
+def test_skopeo_signatures_verify_here(pushed: Any, skopeo118: VerifyingSkopeo,
+                                       registry: Registry) -> None:
+    """A signature skopeo 1.18 wrote is read and verified by `verify` (which then only
+    misses the attestations skopeo does not write)."""
+    skopeo118.policy(registry.host)
+    ref, digest = pushed("by-skopeo")
+    signed = ref.rsplit(":", 1)[0] + ":signed"
+    done = skopeo118.run("--registries.d", "/w/registries.d", "copy", "--src-tls-verify=false",
+                         "--dest-tls-verify=false", "--sign-by-sigstore-private-key",
+                         "/w/ours.private", "--sign-passphrase-file", "/w/pass",
+                         f"docker://{ref}", f"docker://{signed}")
+    assert done.returncode == 0, done.stderr
+    problems = check(signed, skopeo118)
+    assert problems and all("attestation" in p for p in problems), problems
+
+
+def test_mirror_carries_signatures_and_the_site_verifies_them(
+        pushed: Any, ours: Signer, skopeo118: VerifyingSkopeo, registry: Registry,
+        tmp_path: Path) -> None:
+    ref, digest = pushed("mirrored", "3.0-42")
+    release(ref, digest, ours)
+    report = tmp_path / "build-report.json"
+    report.write_text(json.dumps({"schema": 1, "build_id": "42", "registry": registry.host,
+                                  "images": [{"key": "base/mirrored", "name": "mirrored",
+                                              "kind": "base", "reference": ref,
+                                              "status": "ok", "digest": digest}]}))
+    site = make_registry(tmp_path / "site")
+    try:
+        out = tmp_path / "out"
+        out.mkdir()
+        args = ["mirror", "--report", str(report), "--to", f"docker://{site.host}/site",
+                "--no-tls-verify", "--key", str(skopeo118.work / "ours.pub"),
+                "--out", str(out)]
+        done = run_cli(*args)
+        assert done.returncode == 0, done.stderr
+        policy = yaml.safe_load((out / "clusterimagepolicy.yaml").read_text())
+        assert policy["spec"]["scopes"] == [f"{registry.host}/rel/mirrored"]
+        assert_valid_cluster_image_policy(policy)
+        again = run_cli(*args)  # a rerun: nothing more to copy
+        assert again.returncode == 0 and "1 already there" in again.stderr, again.stderr
+        # The release registry gone: the site pulls the released name from its mirror, and
+        # the signatures found there pass the same policy.
+        registry.stop()
+        work = skopeo118.work
+        skopeo118.policy(registry.host)
+        (work / "registries.d" / "site.yaml").write_text(
+            f"docker:\n  {site.host}:\n    use-sigstore-attachments: true\n")
+        mirror = f'location = "{site.host}/site/rel/mirrored"'
+        (work / "registries.conf").write_text(  # the test registries speak plain HTTP
+            (out / "registries.conf").read_text().replace(mirror, mirror + "\ninsecure = true"))
+        pulled = skopeo118.run("--registries-conf", "/w/registries.conf", "--policy",
+                               "/w/policy.json", "--registries.d", "/w/registries.d", "copy",
+                               f"docker://{registry.host}/rel/mirrored@{digest}",
+                               "dir:/w/out-mirror")
+        assert pulled.returncode == 0, pulled.stderr
+        # Attestations came along: verify's checks of them pass at the mirror (only the
+        # identity differs: the signatures name the released repository).
+        problems = check(f"{site.host}/site/rel/mirrored:3.0-42", skopeo118)
+        assert problems and all("was signed as" in p for p in problems), problems
+    finally:
+        site.stop()
+
+
+CRD = Path(__file__).resolve().parents[1] / "data" / "openshift" / \
+    "0000_10_config-operator_01_clusterimagepolicies.crd.yaml"
+
+
+def assert_valid_cluster_image_policy(document: dict[str, Any]) -> None:
+    """DOCUMENT against OpenShift's CRD: its OpenAPI schema, and the CEL rules of the fields
+    it sets (string(bytes) decodes a `format: byte` field, as the API server does)."""
+    import base64
+
+    import jsonschema
+
+    crd = yaml.safe_load(CRD.read_text())
+    version = next(v for v in crd["spec"]["versions"] if v["name"] == "v1")
+    schema = version["schema"]["openAPIV3Schema"]
+    assert document["apiVersion"] == f"{crd['spec']['group']}/v1"
+    assert document["kind"] == crd["spec"]["names"]["kind"]
+    jsonschema.validate(document, schema)
+    root = schema["properties"]["spec"]["properties"]["policy"]["properties"]["rootOfTrust"]
+    key_rules = root["properties"]["publicKey"]["properties"]["keyData"][
+        "x-kubernetes-validations"]
+    pem = base64.b64decode(document["spec"]["policy"]["rootOfTrust"]["publicKey"]["keyData"])
+    celpy = pytest.importorskip("celpy")
+    environment = celpy.Environment()
+    for rule in key_rules:
+        program = environment.program(environment.compile(rule["rule"]))
+        assert program.evaluate({"self": celpy.celtypes.BytesType(pem)}), rule["message"]
+    for rule in root["x-kubernetes-validations"]:
+        program = environment.program(environment.compile(rule["rule"]))
+        value = celpy.json_to_cel(document["spec"]["policy"]["rootOfTrust"])
+        assert program.evaluate({"self": value}), rule["message"]
+
+
+def test_an_index_and_each_platform_are_signed_and_attested(
+        pushed: Any, ours: Signer, skopeo118: VerifyingSkopeo, registry: Registry,
+        base_image: str) -> None:
+    from cyclonedx.schema import SchemaVersion
+    from cyclonedx.validation.json import JsonStrictValidator
+
+    from aipcc_build.publish.referrers import list_referrers, read_artifact
+
+    ref, _ = pushed("amd")
+    other_ref, _ = pushed("arm")
+    index = f"localhost/aipcc-test-signing/index-{uuid.uuid4().hex[:8]}"
+    target = f"{registry.host}/rel/multi:3.0-42"
+    subprocess.run(["buildah", "manifest", "create", index], check=True, capture_output=True)
+    try:
+        for source, arch in ((ref, "amd64"), (other_ref, "arm64")):
+            subprocess.run(["buildah", "manifest", "add", "--tls-verify=false", "--arch", arch,
+                            index, f"docker://{source}"], check=True, capture_output=True)
+        subprocess.run(["buildah", "manifest", "push", "--all", "--tls-verify=false", index,
+                        f"docker://{target}"], check=True, capture_output=True)
+    finally:
+        subprocess.run(["buildah", "manifest", "rm", index], capture_output=True)
+    digest = digest_at(target)
+    assert digest is not None
+
+    def two_platforms(ref: str) -> list[ImageVerdict]:
+        return [ImageVerdict(ref=ref, platform="linux/amd64", digest=instance,
+                             expected=Expectation("cpu"))
+                for instance in platform_digests]
+
+    registries = Registries(tls_verify=False)
+    client, path = registries.of(f"{registry.host}/rel/multi")
+    platform_digests = [m["digest"] for m in json.loads(
+        (client.get_manifest(path, digest) or (b"{}", ""))[0])["manifests"]]
+    sign_release([Released("base/multi", f"{registry.host}/rel/multi@{digest}", digest,
+                           (target,))], ours, "42", two_platforms, registries)
+    assert check(target, skopeo118) == ()
+    skopeo118.policy(registry.host)
+    pulled = skopeo118.pull(target, "--multi-arch", "all")
+    assert pulled.returncode == 0, pulled.stderr
+    for instance in platform_digests:
+        sbom = list_referrers(client, path, instance, attestations.SBOM_MEDIA_TYPE)
+        found = read_artifact(client, path, sbom[0]["digest"])
+        assert found is not None
+        assert JsonStrictValidator(SchemaVersion.V1_6).validate_str(found[1].decode()) is None
+
+
+def test_a_registry_refusing_a_signature_fails_promote_naming_the_image(
+        release: dict[str, Any], registries: dict[str, Registry],
+        skopeo118: VerifyingSkopeo) -> None:
+    """The copies are made; the signature is refused: exit 1 naming the image, the release
+    said to be incomplete; a rerun through the registry itself completes it."""
+    work = skopeo118.work
+    src = registries["src"].host
+    args = ["--matrix", str(release["matrix"]), "promote", "--report",
+            str(release["report"]), "--no-tls-verify",
+            "--sign-by-sigstore-private-key", str(work / "ours.private"),
+            "--sign-passphrase-file", str(work / "pass")]
+    with FlakyProxy(src, failures=-1, status=403, methods=("PUT",), path=".sig") as refusing:
+        done = run_cli(*args, "--to", f"{refusing.host}/release")
+    assert done.returncode == 1, done.stderr
+    assert "base/img0" in done.stderr and "not completely signed" in done.stderr
+    assert "status 403" in done.stderr
+    completed = run_cli(*args, "--to", f"{src}/release")
+    assert completed.returncode == 0, completed.stderr
+    assert check(f"{src}/release/base-images/img0:3.0-42", skopeo118) == ()
+
+
+def test_a_registry_with_the_referrers_api_gets_no_referrers_tag(
+        pushed: Any, ours: Signer, skopeo118: VerifyingSkopeo, registry: Registry) -> None:
+    """Through a front that serves the referrers API (and says OCI-Subject), the
+    attestations are found through the API and no sha256-<hex> tag is written."""
+    from aipcc_build.publish.referrers import referrers_tag
+    from tests.support.referrers_front import ReferrersFront
+
+    ref, digest = pushed("api")
+    with ReferrersFront(registry.host) as front:
+        fronted = ref.replace(registry.host, front.host)
+        release(fronted, digest, ours)
+        assert check(fronted, skopeo118) == ()
+        assert len(front.referrers[("rel/api", digest)]) == 2
+    client, path = Registries(tls_verify=False).of(f"{registry.host}/rel/api")
+    assert client.get_manifest(path, referrers_tag(digest)) is None
+    assert client.referrers(path, digest) is None  # the registry itself has no API
+
+
+def test_promote_refuses_to_sign_what_the_validator_fails(
+        registry: Registry, base_image: str, skopeo118: VerifyingSkopeo,
+        tmp_path: Path) -> None:
+    """The report says ok; the validator, run again on the digest to release, finds CUDA
+    12.9 in an image labelled 12.8: exit 1 naming it, nothing copied, nothing signed."""
+    from tests.support.layers import version_json
+
+    local = f"localhost/aipcc-test-signing/mixed-{uuid.uuid4().hex[:8]}"
+    subprocess.run(["buildah", "build", "-q", "-t", local, "-f", "-", "."], input=(
+        f"FROM {base_image}\nLABEL ai.aipcc.accelerator=cuda "
+        "ai.aipcc.accelerator.version=12.8\nRUN mkdir -p /usr/local/cuda-12.9 && "
+        f"printf '%s' '{version_json('12.9.1')}' > /usr/local/cuda-12.9/version.json\n"),
+        text=True, check=True, capture_output=True)
+    try:
+        ref = f"{registry.host}/build/cuda:3.0-42"
+        digest = push(local, ref)
+    finally:
+        subprocess.run(["buildah", "rmi", "-f", local], capture_output=True)
+    report = tmp_path / "build-report.json"
+    report.write_text(json.dumps({
+        "schema": 1, "build_id": "42", "registry": f"{registry.host}/build",
+        "product": {"name": "aipcc", "version": "3.0", "moving_tags": []},
+        "images": [{"key": "devel/cuda", "name": "cuda", "kind": "devel", "reference": ref,
+                    "status": "ok", "digest": digest}]}))
+    done = run_cli("promote", "--report", str(report), "--to", f"{registry.host}/release",
+                   "--no-tls-verify", "--sign-by-sigstore-private-key",
+                   str(skopeo118.work / "ours.private"), "--sign-passphrase-file",
+                   str(skopeo118.work / "pass"))
+    assert done.returncode == 1, done.stderr
+    assert "does not pass" in done.stderr and "failed" in done.stderr
+    assert digest_at(f"{registry.host}/release/cuda:3.0-42") is None
+
+
+def test_promote_can_require_a_passing_verdict_attestation(
+        pushed: Any, ours: Signer, skopeo118: VerifyingSkopeo, registry: Registry,
+        tmp_path: Path) -> None:
+    attested, attested_digest = pushed("attested", "3.0-42")
+    release(attested, attested_digest, ours)
+    bare, bare_digest = pushed("bare", "3.0-42")
+    failed, failed_digest = pushed("failed", "3.0-42")
+    release(failed, failed_digest, ours, failed_validator)
+    for name, ref, digest, code in (("attested", attested, attested_digest, 0),
+                                    ("bare", bare, bare_digest, 1),
+                                    ("failed", failed, failed_digest, 1)):
+        report = tmp_path / f"{name}.json"
+        report.write_text(json.dumps({
+            "schema": 1, "build_id": "42", "registry": f"{registry.host}/rel",
+            "product": {"name": "aipcc", "version": "3.0", "moving_tags": []},
+            "images": [{"key": f"base/{name}", "name": name, "kind": "base",
+                        "reference": ref, "status": "ok", "digest": digest}]}))
+        done = run_cli("promote", "--report", str(report), "--to", f"{registry.host}/prod",
+                       "--no-tls-verify", "--require-verdict-by",
+                       str(skopeo118.work / "ours.pub"))
+        assert done.returncode == code, (name, done.stderr)
+        there = digest_at(f"{registry.host}/prod/{name}:3.0-42")
+        assert there == (digest if code == 0 else None), name
+        if code:
+            assert "no passing verdict attestation" in done.stderr and name in done.stderr

@@ -1,0 +1,148 @@
+"""Key files, signatures, the SBOM and the DSSE verdict, checked with maintained libraries
+(cryptography, CycloneDX's own schema). Keys from real skopeo are tested in
+tests/integration/test_signing.py."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import pytest
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.serialization import load_pem_public_key
+
+from aipcc_build.errors import InputError
+from aipcc_build.publish import attestations
+from aipcc_build.publish.signing import (
+    load_public_key,
+    load_signer,
+    payload,
+    read_payload,
+    signature_tag,
+    write_private_key,
+)
+from aipcc_build.validate.results import Expectation, Finding, ImageVerdict
+
+DIGEST = "sha256:" + "ab" * 32
+
+
+@pytest.fixture(scope="module")
+def keys(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("keys")
+    (root / "pass").write_text("s3cret\n")
+    write_private_key(str(root / "cosign.key"), b"s3cret", n=1 << 10)
+    return root
+
+
+def test_a_key_pair_signs_and_verifies(keys: Path) -> None:
+    signer = load_signer(str(keys / "cosign.key"), str(keys / "pass"))
+    public = load_public_key(str(keys / "cosign.pub"))
+    signature = signer.sign(b"data")
+    assert public.verifies(b"data", signature)
+    assert not public.verifies(b"other", signature)
+    assert "s3cret" not in repr(signer)
+
+
+@pytest.mark.parametrize("content, passphrase, expected", [
+    (None, "wrong\n", "does not decrypt"),
+    (b"-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n", "s3cret",
+     "not a sigstore private key"),
+    (b"-----BEGIN ENCRYPTED SIGSTORE PRIVATE KEY-----\n"
+     + base64.b64encode(b'{"kdf": {}}') + b"\n-----END ENCRYPTED SIGSTORE PRIVATE KEY-----\n",
+     "s3cret", "its content is not cosign's"),
+    (b"-----BEGIN ENCRYPTED SIGSTORE PRIVATE KEY-----\n"
+     + base64.b64encode(json.dumps({
+         "kdf": {"name": "scrypt", "params": {"N": 1 << 30, "r": 8, "p": 1}, "salt": ""},
+         "cipher": {"name": "nacl/secretbox", "nonce": ""}, "ciphertext": ""}).encode())
+     + b"\n-----END ENCRYPTED SIGSTORE PRIVATE KEY-----\n", "s3cret", "out of range"),
+    (b"\x00" * 100_000, "s3cret", "larger than"),
+])
+def test_a_bad_private_key_is_one_input_error(keys: Path, tmp_path: Path,
+                                              content: bytes | None, passphrase: str,
+                                              expected: str) -> None:
+    key = keys / "cosign.key"
+    if content is not None:
+        key = tmp_path / "bad.key"
+        key.write_bytes(content)
+    (tmp_path / "pass").write_text(passphrase)
+    with pytest.raises(InputError) as caught:
+        load_signer(str(key), str(tmp_path / "pass"))
+    assert expected in str(caught.value) and str(key) in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_missing_key_or_passphrase_file_is_named(keys: Path, tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="cannot read the private key"):
+        load_signer(str(tmp_path / "absent.key"), None)
+    with pytest.raises(InputError, match="cannot read the passphrase file"):
+        load_signer(str(keys / "cosign.key"), str(tmp_path / "absent"))
+    with pytest.raises(InputError, match="not a PEM public key"):
+        load_public_key(str(keys / "cosign.key"))
+
+
+def test_the_payload_is_what_containers_image_reads() -> None:
+    data = payload("quay.io/aipcc/cuda:3.0-42", DIGEST, "aipcc-build test")
+    critical = json.loads(data)["critical"]
+    assert critical == {"identity": {"docker-reference": "quay.io/aipcc/cuda:3.0-42"},
+                        "image": {"docker-manifest-digest": DIGEST},
+                        "type": "cosign container image signature"}
+    claim = read_payload(data)
+    assert claim is not None and claim.digest == DIGEST
+    assert read_payload(b'{"critical": {"type": "other"}}') is None
+    assert signature_tag(DIGEST) == "sha256-" + "ab" * 32 + ".sig"
+
+
+def verdict(status: str = "ok") -> ImageVerdict:
+    return ImageVerdict(
+        ref="r", platform="linux/amd64", digest=DIGEST,
+        expected=Expectation("cuda", "12.8", source="labels"),
+        toolkits={"cuda": ("12.8",)},
+        findings=(Finding(status, "package", "/usr/local/cuda-12.8/lib64/libcudart.so.12",
+                          "matches", toolkit="cuda", version="12.8", component="cudart",
+                          component_version="12.8.90", layer_digest="sha256:" + "1" * 64,
+                          distribution="nvidia-cuda-runtime-cu12"),))
+
+
+def test_the_sbom_is_valid_cyclonedx_with_evidence() -> None:
+    from cyclonedx.schema import SchemaVersion
+    from cyclonedx.validation.json import JsonStrictValidator
+
+    document = attestations.sbom(verdict(), DIGEST, "quay.io/aipcc/cuda@" + DIGEST)
+    assert JsonStrictValidator(SchemaVersion.V1_6).validate_str(document.decode()) is None
+    component = json.loads(document)["components"][0]
+    assert (component["name"], component["version"]) == ("cudart", "12.8.90")
+    assert {"name": "aipcc:toolkit-release", "value": "12.8"} in component["properties"]
+    occurrence = component["evidence"]["occurrences"][0]
+    assert "libcudart.so.12" in occurrence["location"] and "sha256:111" in \
+        occurrence["location"]
+    assert "nvidia-cuda-runtime-cu12" in occurrence["additionalContext"]
+    assert attestations.check_sbom(document) == ""
+
+
+def test_the_verdict_envelope_is_dsse_signed_by_the_key(keys: Path) -> None:
+    signer = load_signer(str(keys / "cosign.key"), str(keys / "pass"))
+    document = attestations.statement(verdict("violation"), DIGEST, "img",
+                                      attestations.Provenance("devel/cuda", "42"))
+    sealed = json.loads(attestations.envelope(document, signer))
+    body = base64.b64decode(sealed["payload"])
+    pae = b"DSSEv1 %d %s %d %s" % (len(sealed["payloadType"]),
+                                   sealed["payloadType"].encode(), len(body), body)
+    public = load_pem_public_key((keys / "cosign.pub").read_bytes())
+    assert isinstance(public, ec.EllipticCurvePublicKey)
+    public.verify(base64.b64decode(sealed["signatures"][0]["sig"]), pae,
+                  ec.ECDSA(hashes.SHA256()))  # raises when it does not verify
+    statement = json.loads(body)
+    assert statement["_type"] == "https://in-toto.io/Statement/v1"
+    assert statement["subject"][0]["digest"] == {"sha256": "ab" * 32}
+    predicate = statement["predicate"]
+    assert predicate["verdict"] == "failed"
+    assert predicate["expected"]["accelerator"] == "cuda"
+    assert (predicate["matrixEntry"], predicate["buildId"]) == ("devel/cuda", "42")
+    opened, why = attestations.open_envelope(attestations.envelope(document, signer),
+                                             load_public_key(str(keys / "cosign.pub")))
+    assert opened == document and why == ""
+    tampered = dict(sealed, payload=base64.b64encode(body.replace(b"failed", b"ok")).decode())
+    assert attestations.open_envelope(json.dumps(tampered).encode(),
+                                      load_public_key(str(keys / "cosign.pub")))[0] is None

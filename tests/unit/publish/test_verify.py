@@ -1,0 +1,145 @@
+"""verify against an in-memory registry that lies: malformed indexes, signature
+attachments and attestations give a problem naming the image (exit 1), never a traceback.
+The real registry and each negative case of a release: tests/integration/test_signing.py."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Optional
+
+import pytest
+
+from aipcc_build.publish import attestations
+from aipcc_build.publish import verify as verify_module
+from aipcc_build.publish.referrers import referrers_tag
+from aipcc_build.publish.release_signing import Released, sign_release
+from aipcc_build.publish.signing import load_signer, signature_tag, write_private_key
+from aipcc_build.publish.verify import VerifyRequest, verify
+from aipcc_build.tools.oci_registry import RegistryRefused, Reply
+from aipcc_build.validate.results import Expectation, ImageVerdict
+
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+OCI_INDEX = "application/vnd.oci.image.index.v1+json"
+HOST = "registry.test"
+
+
+def digest(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+class MemoryRegistry:
+    """The distribution API's answers, from dicts: no referrers API (distribution 2.8)."""
+
+    host = HOST
+
+    def __init__(self) -> None:
+        self.manifests: dict[str, tuple[bytes, str]] = {}
+        self.blobs: dict[str, bytes] = {}
+
+    def get_manifest(self, repository: str, reference: str) -> Optional[tuple[bytes, str]]:
+        return self.manifests.get(reference)
+
+    def put_manifest(self, repository: str, reference: str, body: bytes,
+                     media_type: str) -> Reply:
+        self.manifests[reference] = self.manifests[digest(body)] = (body, media_type)
+        return Reply(201, {}, b"")
+
+    def get_blob(self, repository: str, blob: str) -> bytes:
+        if blob not in self.blobs:
+            raise RegistryRefused(f"{blob}: no such blob")
+        return self.blobs[blob]
+
+    def put_blob(self, repository: str, data: bytes) -> str:
+        self.blobs[digest(data)] = data
+        return digest(data)
+
+    def referrers(self, repository: str, subject: str) -> None:
+        return None
+
+
+class Registries:
+    def __init__(self, memory: MemoryRegistry) -> None:
+        self.memory = memory
+
+    def of(self, repository: str) -> tuple[Any, str]:
+        return self.memory, repository.partition("/")[2]
+
+
+@pytest.fixture
+def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """A signed and attested image at registry.test/rel/img:1 in memory."""
+    (tmp_path / "pass").write_text("p\n")
+    write_private_key(str(tmp_path / "k.key"), b"p", n=1 << 10)
+    signer = load_signer(str(tmp_path / "k.key"), str(tmp_path / "pass"))
+    memory = MemoryRegistry()
+    image = json.dumps({"schemaVersion": 2, "mediaType": OCI_MANIFEST, "layers": []}).encode()
+    memory.put_manifest("rel/img", "1", image, OCI_MANIFEST)
+    registries = Registries(memory)
+    monkeypatch.setattr(verify_module, "Registries", lambda *args: registries)
+
+    def ok(ref: str) -> list[ImageVerdict]:
+        return [ImageVerdict(ref, "linux/amd64", expected=Expectation("cpu"))]
+
+    sign_release([Released("base/img", f"{HOST}/rel/img@{digest(image)}", digest(image),
+                           (f"{HOST}/rel/img:1",))], signer, "42", ok,
+                 registries)  # type: ignore[arg-type]
+    return {"memory": memory, "digest": digest(image), "key": str(tmp_path / "k.pub")}
+
+
+def problems(world: dict[str, Any]) -> tuple[str, ...]:
+    result = verify(VerifyRequest((f"{HOST}/rel/img:1",), world["key"]))
+    return result.images[0].problems
+
+
+def test_the_memory_release_verifies(world: dict[str, Any]) -> None:
+    assert problems(world) == ()
+
+
+def test_a_lying_index_is_a_problem_not_a_traceback(world: dict[str, Any]) -> None:
+    memory = world["memory"]
+    for body in (b"[1, 2]", b'{"manifests": 3}', b'{"manifests": []}', b"not json"):
+        memory.manifests["1"] = (body, OCI_INDEX)
+        memory.manifests[digest(body)] = (body, OCI_INDEX)
+        found = problems(world)
+        assert found and "index" in found[0], (body, found)
+
+
+@pytest.mark.parametrize("attachment", [
+    b"not json", b"[]", b'{"layers": 7}', b'{"layers": [{"digest": 7}]}',
+    json.dumps({"layers": [{"mediaType": "application/vnd.dev.cosign.simplesigning.v1+json",
+                            "digest": "sha256:../../x",
+                            "annotations": {"dev.cosignproject.cosign/signature": "AA=="}}]}
+               ).encode(),
+    json.dumps({"layers": [{"mediaType": "application/vnd.dev.cosign.simplesigning.v1+json",
+                            "digest": "sha256:" + "0" * 64,
+                            "annotations": ["x"]}]}).encode(),
+])
+def test_a_garbled_signature_attachment_is_unsigned(world: dict[str, Any],
+                                                   attachment: bytes) -> None:
+    world["memory"].manifests[signature_tag(world["digest"])] = (attachment, OCI_MANIFEST)
+    found = problems(world)
+    assert any("not signed" in p for p in found), found
+
+
+@pytest.mark.parametrize("statement_change", [
+    {"predicate": ["ok"]}, {"subject": "x"}, {"subject": [{"digest": "sha256:1"}]},
+])
+def test_a_garbled_verdict_is_named(world: dict[str, Any], tmp_path: Path,
+                                    statement_change: dict[str, Any]) -> None:
+    memory = world["memory"]
+    index = json.loads(memory.manifests[referrers_tag(world["digest"])][0])
+    verdict = next(m for m in index["manifests"]
+                   if m["artifactType"] == attestations.VERDICT_ARTIFACT_TYPE)
+    manifest = json.loads(memory.manifests[verdict["digest"]][0])
+    envelope = json.loads(memory.blobs[manifest["layers"][0]["digest"]])
+    import base64
+
+    document = json.loads(base64.b64decode(envelope["payload"]))
+    document.update(statement_change)
+    signer = load_signer(str(tmp_path / "k.key"), str(tmp_path / "pass"))
+    sealed = attestations.envelope(document, signer)
+    memory.blobs[manifest["layers"][0]["digest"]] = sealed  # the blob lies about its digest
+    found = problems(world)
+    assert found and all("verdict" in p or "attestation" in p for p in found), found
