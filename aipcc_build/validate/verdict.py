@@ -362,7 +362,8 @@ def judge(*, ref: str, image: PlatformImage, scans: Sequence[LayerScan],
           allow: Sequence[AllowRule] = (), strict_layers: bool = False,
           reads: Optional[Mapping[str, FileRead]] = None,
           read_through: Sequence[LayerScan] = (), rootfs: Sequence[Finding] = (),
-          gpu: Sequence[Finding] = (), layers_read: Optional[str] = None, cached_layers: int = 0) -> ImageVerdict:
+          gpu: Sequence[Finding] = (), layers_read: Optional[str] = None,
+          cached_layers: int = 0) -> ImageVerdict:
     """The verdict on IMAGE (named REF) from its layer SCANS and their final tree STACK
     (`scan_stack.stack_of(SCANS)` when not given), against EXPECT (else its labels, else
     what it holds); ALLOW turns deliberate exceptions into `allowed`; STRICT_LAYERS fails

@@ -15,7 +15,6 @@ from aipcc_build.validate.device_code import (
     MAX_BUNDLE_ENTRIES,
     read_device_code,
 )
-from aipcc_build.validate.scan_stack import stack_of
 from aipcc_build.validate.gpu_code import (
     BadArch,
     coverage_findings,
@@ -27,6 +26,7 @@ from aipcc_build.validate.gpu_code import (
 )
 from aipcc_build.validate.layers import scan_layer
 from aipcc_build.validate.results import DeviceCode, LayerScan
+from aipcc_build.validate.scan_stack import stack_of
 from tests.support.device_code import bundle, compressed, elf_with, fatbin, fatbin_entry
 from tests.support.layers import member, tar_bytes
 
