@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import os
 import sys
+import textwrap
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Optional
 
 from ..environment import on_github_actions
 from ..validate.gpu_code import family_of, runs_on, summary
-from .console import emit_json, error, interactive, table, warning
+from .console import emit_json, error, interactive, table, terminal_width, warning
 
 if TYPE_CHECKING:
     from ..matrix import AllowRule
@@ -173,20 +174,31 @@ def validation(run: ValidationRun, as_json: bool) -> None:
                              f"{evidence} evidence)\n")
     for outcome in outcomes:
         for verdict in outcome.verdicts:
+            where = f"{verdict.ref} {verdict.platform}"
             if verdict.error:
-                sys.stdout.write(f"  {verdict.ref} {verdict.platform}: unreadable: "
-                                 f"{verdict.error}\n")
+                _detail(where, f"unreadable: {verdict.error}")
             gpu = gpu_code_line(verdict)
             if gpu:
-                sys.stdout.write(f"  {verdict.ref} {verdict.platform}: {gpu}\n")
-            shown = [f for f in verdict.findings if f.status != "ok"]
-            for finding in shown:
-                sys.stdout.write(f"  {verdict.ref} {verdict.platform}: {finding.line()}\n")
+                _detail(where, gpu)
+            for finding in (f for f in verdict.findings if f.status != "ok"):
+                _detail(where, finding.line())
             for rule in verdict.stale_rules:
-                where = f" ({rule.where})" if rule.where else ""
-                sys.stdout.write(f"  {verdict.ref} {verdict.platform}: stale allow rule{where}: "
-                                 f"{rule.reason}\n")
+                place = f" ({rule.where})" if rule.where else ""
+                _detail(where, f"stale allow rule{place}: {rule.reason}")
     sys.stderr.write(summary_line(run) + "\n")
+
+
+def _detail(where: str, text: str) -> None:
+    """One line under an image: whole in a log (one grep finds it), wrapped under the
+    image's name on a terminal too narrow for it, never breaking a word or reference."""
+    line = f"  {where}: {text}"
+    width = terminal_width()
+    if not interactive() or len(line) <= width:
+        sys.stdout.write(line + "\n")
+        return
+    sys.stdout.write(f"  {where}:\n" + textwrap.fill(
+        text, width, initial_indent="    ", subsequent_indent="    ",
+        break_long_words=False, break_on_hyphens=False) + "\n")
 
 
 def requirements(verdict: RequirementsVerdict, as_json: bool) -> None:
