@@ -414,7 +414,7 @@ class LayerDetector:
         elif path.endswith("/version.json"):
             try:
                 version = str(json.loads(text)["cuda"]["version"])
-            except (ValueError, KeyError, TypeError):
+            except (ValueError, KeyError, TypeError, RecursionError):
                 self.hazards.append(Hazard(UNPARSABLE, path, "no cuda.version",
                                            severe=False))
                 return
