@@ -180,6 +180,11 @@ ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 ZSTD_MAX_WINDOW = 1 << 29
 
 
+# Compressed bytes handed to a decompressor at once: a quarter of the output block keeps
+# both in the cache (measured: 10% less CPU for isal than 1 MiB).
+_INPUT = CHUNK // 4
+
+
 class RefusedLayer(TarError):
     """The engine refuses the layer's bytes: its compression, its tar or its digest."""
 
@@ -232,7 +237,8 @@ class _Inflating(io.RawIOBase):
         self._codec = codec
         self._queue: queue.Queue[Union[bytes, BaseException]] = queue.Queue(4)
         self._stopped = threading.Event()
-        self._pending = memoryview(b"")
+        self._block = b""  # the last block taken, read up to _at
+        self._at = 0
         self._done = False
         self._thread = threading.Thread(target=self._run, name=f"{codec.name}-inflate",
                                         daemon=True)
@@ -278,7 +284,7 @@ class _Inflating(io.RawIOBase):
                         f"(the engine refuses them: {codec.name}: invalid header)")
                 stream, data = codec.new(), rest
             if not data and stream.needs_input:
-                data = self._raw.read(CHUNK)
+                data = self._raw.read(_INPUT)
                 if not data:
                     raise RefusedLayer(f"the {codec.name} stream ends before its end "
                                        "(unexpected EOF)")
@@ -290,19 +296,29 @@ class _Inflating(io.RawIOBase):
             if out and not self._put(out):
                 return
 
-    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
-        while not self._pending and not self._done:
+    def read(self, size: int = -1) -> bytes:
+        """Up to SIZE decompressed bytes (a block as the thread made it, uncopied, when SIZE
+        covers it); b"" at the end."""
+        while self._at == len(self._block) and not self._done:
             item = self._queue.get()
             if isinstance(item, BaseException):
                 self._done = True
                 raise item
             if not item:
                 self._done = True
-            self._pending = memoryview(item)
-        size = min(len(buffer), len(self._pending))
-        buffer[:size] = self._pending[:size]
-        self._pending = self._pending[size:]
-        return size
+            self._block, self._at = item, 0
+        start, left = self._at, len(self._block) - self._at
+        if start == 0 and (size < 0 or size >= left):
+            self._at = left
+            return self._block
+        end = start + (left if size < 0 else min(size, left))
+        self._at = end
+        return self._block[start:end]
+
+    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+        data = self.read(len(buffer))
+        buffer[:len(data)] = data
+        return len(data)
 
     def close(self) -> None:
         self._stopped.set()
@@ -318,7 +334,7 @@ def open_layer(raw: _RangeFile) -> tuple[BinaryIO, bool]:
     raw.rewind()
     for codec in _CODECS:
         if magic.startswith(codec.magic):
-            return io.BufferedReader(_Inflating(raw, codec), CHUNK), True
+            return _Inflating(raw, codec), True  # type: ignore[return-value]
     if magic[:4] == ZSTD_MAGIC:
         _zstd_frames(raw)
         # zstd:chunked is many frames plus skippable ones: keep reading across frames.

@@ -56,10 +56,16 @@ _STAR_TRAILER = b"tar\0"
 _OCTAL = re.compile(rb"[0-7]+")
 _DECIMAL = re.compile(rb"[+-]?[0-9]+")
 _HIGH_BYTES = bytes(range(0x80, 0x100))
-# Mode, uid, gid, size and mtime as every common writer puts them (zero-padded octal, a NUL
-# at the end): one match instead of five parses.
-_PLAIN_NUMBERS = re.compile(rb"(?:[0-7]{7}\0){3}(?:[0-7]{11}\0){2}")
+# Mode, uid, gid, size, mtime and checksum as every common writer puts them (zero-padded
+# octal, a NUL at the end; the checksum's 6 digits, a NUL and a space): one match instead
+# of six parses.
+_PLAIN_NUMBERS = re.compile(rb"(?:[0-7]{7}\0){3}(?:[0-7]{11}\0){2}[0-7]{6}\0 ")
 _PLAIN_DEVICES = re.compile(rb"(?:[0-7]{7}\0|\0{8}){2}")
+# From the magic on: a USTAR header with plain device numbers and no prefix, or a GNU one
+# with no times, whose other fields Go does not parse.
+_PLAIN_FORMAT = re.compile(
+    rb"ustar\x0000.{64}(?:[0-7]{7}\0|\0{8}){2}\0|ustar  \0.{64}(?:[0-7]{7}\0|\0{8}){2}\0.{11}\0",
+    re.DOTALL)
 
 # PAX keys of the GNU sparse formats.
 _SPARSE_MAJOR, _SPARSE_MINOR = "GNU.sparse.major", "GNU.sparse.minor"
@@ -138,14 +144,16 @@ def _check_pax_time(value: bytes, what: str) -> None:
         raise TarError(f"bad {what} {value[:40]!r} in a PAX record")
 
 
-def _checksum_matches(header: bytes) -> bool:
-    """Go's check: the stored checksum (octal) equals the sum of the header's bytes, its
-    own field counted as spaces, as unsigned or as signed bytes. Each half's sum fits
-    adler32's first 16 bits exactly (at most 256 * 255 < 65521), which sums in C."""
-    try:
-        stored = _octal(header[148:156], "checksum")
-    except TarError:
-        return False
+def _checksum_matches(header: bytes, stored: Optional[int] = None) -> bool:
+    """Go's check: the stored checksum (octal; STORED when already parsed) equals the sum
+    of the header's bytes, its own field counted as spaces, as unsigned or as signed
+    bytes. Each half's sum fits adler32's first 16 bits exactly (at most 256 * 255 <
+    65521), which sums in C."""
+    if stored is None:
+        try:
+            stored = _octal(header[148:156], "checksum")
+        except TarError:
+            return False
     field = sum(header[148:156])
     unsigned = (adler32(header[:256]) & 0xFFFF) + (adler32(header[256:]) & 0xFFFF) - 2 \
         - field + 8 * 32
@@ -444,15 +452,18 @@ class TarWalker:
                                "the archive ends only at two zero blocks (Go's reader "
                                "refuses it: invalid tar header)")
             at = self._offset - BLOCK
-            if not _checksum_matches(header):
+            if _PLAIN_NUMBERS.fullmatch(header, 100, 156):
+                mode, size = int(header[100:107], 8), int(header[124:135], 8)
+                checked = _checksum_matches(header, int(header[148:154], 8))
+            else:
+                checked = _checksum_matches(header)
+                if checked:
+                    mode, size = _v7_numbers(header, at)
+            if not checked:
                 raise TarError(f"bad tar header at byte {at}: its checksum does not match "
                                "(Go's reader refuses it: invalid tar header)")
             flag = header[156]
             kind = chr(flag) if flag else REGULAR
-            if _PLAIN_NUMBERS.fullmatch(header, 100, 148):
-                mode, size = int(header[100:107], 8), int(header[124:135], 8)
-            else:
-                mode, size = _v7_numbers(header, at)
             mode &= 0o7777
             if size < 0 and kind not in _HEADER_ONLY:
                 raise TarError(f"negative size {size} in the tar header at byte {at}")
@@ -470,9 +481,10 @@ class TarWalker:
                     long_link = _cstring(data)
                 continue
             name = _cstring(header[0:100])
-            prefix = _format_numbers(header, at)
-            if prefix:
-                name = prefix + b"/" + name
+            if not (_PLAIN_FORMAT.match(header, 257) and header[508:512] != _STAR_TRAILER):
+                prefix = _format_numbers(header, at)
+                if prefix:
+                    name = prefix + b"/" + name
             link = _cstring(header[157:257]) if header[157] else b""
             if kind == GLOBAL:
                 # Go returns it as a member of its own, its records applied to nothing
