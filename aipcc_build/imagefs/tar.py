@@ -490,8 +490,10 @@ class TarWalker:
                 # Go returns it as a member of its own, its records applied to nothing
                 # (not even the next member); containers/storage still removes what its
                 # name names before it ignores it.
-                self._unread = 0
-                self._pending = size + (-size % BLOCK)
+                if size > MAX_SPECIAL_SIZE:
+                    raise TarError(f"'g' extension header of {size} bytes at byte "
+                                   f"{self._offset}: more than Go's reader takes")
+                pax_records(self._member_data(size))  # Go parses them: malformed, refused
                 pax, long_name, long_link = {}, b"", b""
                 yield TarEntry(name, kind, 0, b"", 0)
                 continue

@@ -76,7 +76,7 @@ def test_pax_sparse_files_are_named_by_gnu_sparse_name_and_read_with_holes(
 
 
 def test_go_header_rules() -> None:
-    data = raw_tar([Member(b"dir/", b"\0"), Member(b"f", b"g", data=b"9 a=b\n"),
+    data = raw_tar([Member(b"dir/", b"\0"), Member(b"f", b"g", data=b"6 a=b\n"),
                     Member(b"after-global", data=b"1")])
     assert walk(data) == [("dir/", "5", "", b""), ("f", "g", "", b""),
                           ("after-global", "0", "", b"1")]
@@ -193,3 +193,10 @@ def test_records_longer_than_go_takes_are_refused() -> None:
     data = raw_tar([Member(b"x", gnu_long_name=b"n" * (MAX_SPECIAL_SIZE + 1))])
     with pytest.raises(TarError, match="more than Go's reader takes"):
         walk(data)
+
+
+def test_a_global_header_is_parsed_as_go_parses_it() -> None:
+    good = raw_tar([Member(b"g", b"g", data=b"6 a=b\n"), Member(b"f", data=b"1")])
+    assert [n for n, *_ in walk(good)] == ["g", "f"]
+    with pytest.raises(TarError, match="PAX record"):
+        walk(raw_tar([Member(b"g", b"g", data=b"99 a=b\n"), Member(b"f", data=b"1")]))
