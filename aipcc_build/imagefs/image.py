@@ -404,8 +404,9 @@ def open_image(ref: str, platform: Optional[str] = None,
             return OpenedImage(ref, [image], None)
     except OSError as exc:
         raise InputError(f"{ref}: {exc.strerror or exc}") from exc
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        # A field of the wrong type somewhere in the index or manifest (found by fuzzing).
+    except (KeyError, TypeError, ValueError, AttributeError, RecursionError) as exc:
+        # A field of the wrong type somewhere in the index or manifest (found by fuzzing),
+        # or one nested thousands deep.
         raise InputError(f"{ref}: malformed image metadata ({exc!r})") from exc
     layers_read = SKOPEO_COPY
     if transport == "containers-storage":

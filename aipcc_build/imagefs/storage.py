@@ -119,7 +119,7 @@ def find_store(environ: Mapping[str, str] = os.environ) -> Store:
 def _json_file(path: Path) -> Any:
     try:
         return json.loads(path.read_bytes())
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         raise NotInPlace(f"{path}: {exc}") from exc
 
 
@@ -165,7 +165,7 @@ def read_image(store: Store, reference: str) -> StoredImage:
         raise NotInPlace("the reference names its own store")
     try:
         return _read_image(store, reference)
-    except (KeyError, TypeError, ValueError, AttributeError, OSError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError, OSError, RecursionError) as exc:
         raise NotInPlace(f"unexpected storage metadata ({exc!r})") from exc
 
 

@@ -9,21 +9,21 @@ with python-isal (about twice as fast as zlib) in a thread of its own.
 
 from __future__ import annotations
 
+import bz2
 import hashlib
 import io
+import lzma
 import os
+import queue
 import threading
-from typing import BinaryIO, Callable, Optional, Union
+from typing import Any, BinaryIO, Callable, Optional, Union
 
 import zstandard
-from isal import igzip_threaded
+from isal import igzip_lib
 
 from .blobs import BlobLocation, LayerJob, TarSplitLayer
 from .tar import CHUNK, TarError
 from .tarsplit import TarSplitError, TarSplitStream
-
-GZIP_MAGIC = b"\x1f\x8b"
-ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 
 class _WindowHash:
@@ -94,6 +94,16 @@ class _RangeFile(io.RawIOBase):
         self._pos += got
         return got
 
+    @property
+    def size(self) -> int:
+        return self._end - self._start
+
+    def pread(self, offset: int, size: int) -> bytes:
+        """SIZE bytes of the window from OFFSET (fewer at its end), the read position
+        untouched."""
+        size = max(0, min(size, self.size - offset))
+        return os.pread(self._file.fileno(), size, self._start + offset) if size else b""
+
     def rewind(self) -> None:
         self._file.seek(self._start)
         self._pos = self._start
@@ -136,18 +146,199 @@ class _HashedTar:
 LayerStream = Union[BinaryIO, TarSplitStream, _HashedTar]
 
 
+class _Codec:
+    """One compression as containers/image knows it: the magic it is detected by, and a
+    decompressor of one stream (`decompress(data, max_length)`, `eof`, `unused_data`,
+    `needs_input`)."""
+
+    def __init__(self, name: str, magic: bytes, new: Callable[[], Any],
+                 errors: tuple[type[BaseException], ...]) -> None:
+        self.name = name
+        self.magic = magic
+        self.new = new
+        self.errors = errors
+
+
+def _gzip() -> Any:
+    return igzip_lib.IgzipDecompressor(flag=igzip_lib.DECOMP_GZIP)
+
+
+def _xz() -> Any:
+    return lzma.LZMADecompressor(format=lzma.FORMAT_XZ)
+
+
+# containers/image's magics (pkg/compression): gzip's includes deflate's method byte.
+# isal's stubs type IsalError as an instance, not a class.
+_ISAL_ERROR: type[Exception] = igzip_lib.IsalError  # type: ignore[assignment]
+GZIP = _Codec("gzip", b"\x1f\x8b\x08", _gzip, (_ISAL_ERROR, OSError, ValueError))
+BZIP2 = _Codec("bzip2", b"BZh", bz2.BZ2Decompressor, (OSError, ValueError))
+XZ = _Codec("xz", b"\xfd7zXZ\x00", _xz, (lzma.LZMAError,))
+_CODECS = (GZIP, BZIP2, XZ)
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+# klauspost/compress's default (the engine's decoder): frames with a larger window are
+# refused; the zstd library's own default (128 MiB) would refuse some the engine reads.
+ZSTD_MAX_WINDOW = 1 << 29
+
+
+# Compressed bytes handed to a decompressor at once: a quarter of the output block keeps
+# both in the cache (measured: 10% less CPU for isal than 1 MiB).
+_INPUT = CHUNK // 4
+
+
+class RefusedLayer(TarError):
+    """The engine refuses the layer's bytes: its compression, its tar or its digest."""
+
+
+_ZSTD_SKIPPABLE = b"\x2a\x4d\x18"  # after a first byte 0x50 to 0x5f
+
+
+def _zstd_frames(raw: _RangeFile) -> None:
+    """Walk the frames of a zstd blob by their headers and block sizes (no decompressing)
+    and refuse one whose last frame is cut short or that ends in bytes that are no frame:
+    Go's decoder refuses both, the zstd library's stream reader stops quietly."""
+    pos = 0
+    end = raw.size
+    while pos < end:
+        head = raw.pread(pos, 14)
+        if head[1:4] == _ZSTD_SKIPPABLE and 0x50 <= head[0] <= 0x5F and len(head) >= 8:
+            pos += 8 + int.from_bytes(head[4:8], "little")
+            continue
+        if head[:4] != ZSTD_MAGIC or len(head) < 6:
+            raise RefusedLayer(f"{end - pos} bytes at byte {pos} of the zstd blob are no "
+                               "zstd frame (the engine refuses them: magic number mismatch)")
+        descriptor = head[4]
+        single = descriptor & 0x20
+        size_flag = descriptor >> 6
+        pos += 5 + (0 if single else 1) + (0, 1, 2, 4)[descriptor & 3] + (
+            (1 if single else 0), 2, 4, 8)[size_flag]
+        while True:
+            block = raw.pread(pos, 3)
+            if len(block) < 3:
+                raise RefusedLayer("the zstd blob ends inside a frame (unexpected EOF)")
+            header = int.from_bytes(block, "little")
+            kind, size = (header >> 1) & 3, header >> 3
+            pos += 3 + (1 if kind == 1 else size)
+            if header & 1:
+                break
+        pos += 4 if descriptor & 4 else 0
+    if pos > end:
+        raise RefusedLayer("the zstd blob ends inside a frame (unexpected EOF)")
+
+
+class _Inflating(io.RawIOBase):
+    """A blob of one or more concatenated streams of CODEC, decompressed in a thread of its
+    own (the C decompressors release the GIL), as Go's readers read it: every stream to
+    its end, and after the last one nothing but the end of the blob. What follows a stream
+    must be another stream: trailing bytes, zeros among them, are refused ("gzip: invalid
+    header"), where Python's readers skip them."""
+
+    def __init__(self, raw: _RangeFile, codec: _Codec) -> None:
+        self._raw = raw
+        self._codec = codec
+        self._queue: queue.Queue[Union[bytes, BaseException]] = queue.Queue(4)
+        self._stopped = threading.Event()
+        self._block = b""  # the last block taken, read up to _at
+        self._at = 0
+        self._done = False
+        self._thread = threading.Thread(target=self._run, name=f"{codec.name}-inflate",
+                                        daemon=True)
+        self._thread.start()
+
+    def readable(self) -> bool:
+        return True
+
+    def _put(self, item: Union[bytes, BaseException]) -> bool:
+        while not self._stopped.is_set():
+            try:
+                self._queue.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _run(self) -> None:
+        try:
+            self._inflate()
+            self._put(b"")
+        except BaseException as exc:  # handed to the reader, raised in its thread
+            self._put(exc)
+
+    def _inflate(self) -> None:
+        codec = self._codec
+        stream = codec.new()
+        data = b""
+        while not self._stopped.is_set():
+            if stream.eof:
+                rest = stream.unused_data
+                while len(rest) < len(codec.magic):
+                    more = self._raw.read(CHUNK)
+                    if not more:
+                        break
+                    rest += more
+                if not rest:
+                    return  # the last stream ended at the end of the blob
+                if not rest.startswith(codec.magic):
+                    raise RefusedLayer(
+                        f"{len(rest)}{'+' if len(rest) >= CHUNK else ''} bytes after the "
+                        f"{codec.name} stream that are not another {codec.name} stream "
+                        f"(the engine refuses them: {codec.name}: invalid header)")
+                stream, data = codec.new(), rest
+            if not data and stream.needs_input:
+                data = self._raw.read(_INPUT)
+                if not data:
+                    raise RefusedLayer(f"the {codec.name} stream ends before its end "
+                                       "(unexpected EOF)")
+            try:
+                out = stream.decompress(data, CHUNK)
+            except codec.errors as exc:
+                raise RefusedLayer(f"{codec.name}: {exc}") from exc
+            data = b""
+            if out and not self._put(out):
+                return
+
+    def read(self, size: int = -1) -> bytes:
+        """Up to SIZE decompressed bytes (a block as the thread made it, uncopied, when SIZE
+        covers it); b"" at the end."""
+        while self._at == len(self._block) and not self._done:
+            item = self._queue.get()
+            if isinstance(item, BaseException):
+                self._done = True
+                raise item
+            if not item:
+                self._done = True
+            self._block, self._at = item, 0
+        start, left = self._at, len(self._block) - self._at
+        if start == 0 and (size < 0 or size >= left):
+            self._at = left
+            return self._block
+        end = start + (left if size < 0 else min(size, left))
+        self._at = end
+        return self._block[start:end]
+
+    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+        data = self.read(len(buffer))
+        buffer[:len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        self._stopped.set()
+        self._thread.join()
+        super().close()
+
+
 def open_layer(raw: _RangeFile) -> tuple[BinaryIO, bool]:
-    """The decompressed stream of a blob, by its magic bytes (media types can lie), and
-    whether it was compressed."""
-    magic = raw.read(4) or b""
+    """The decompressed stream of a blob, by its magic bytes as containers/image detects
+    them (media types can lie: an xz layer under a +gzip type is read as xz), and whether
+    it was compressed."""
+    magic = raw.read(6) or b""
     raw.rewind()
-    if magic[:2] == GZIP_MAGIC:
-        # isal reads every member (eStargz layers are multi-member gzip) and, threaded,
-        # inflates in a thread without the GIL while this one walks the headers.
-        return igzip_threaded.open(raw, "rb", threads=1), True
-    if magic == ZSTD_MAGIC:
+    for codec in _CODECS:
+        if magic.startswith(codec.magic):
+            return _Inflating(raw, codec), True  # type: ignore[return-value]
+    if magic[:4] == ZSTD_MAGIC:
+        _zstd_frames(raw)
         # zstd:chunked is many frames plus skippable ones: keep reading across frames.
-        reader = zstandard.ZstdDecompressor().stream_reader(
+        reader = zstandard.ZstdDecompressor(max_window_size=ZSTD_MAX_WINDOW).stream_reader(
             raw, read_size=CHUNK, read_across_frames=True)  # type: ignore[arg-type]
         return reader, True
     return io.BufferedReader(raw, CHUNK), False
@@ -164,8 +355,9 @@ class LayerRead:
 
 def read_layer(job: LayerJob, walk: Callable[[LayerStream], None]) -> LayerRead:
     """Stream JOB's layer through WALK: in place from local storage (through its
-    tar-split), else from its blob, hashed as it streams. Raises TarError naming the layer
-    when it cannot be read or does not match its digest."""
+    tar-split), else from its blob, hashed as it streams. Raises RefusedLayer naming the
+    layer and the reason when the engine would refuse it (its compression, its tar, its
+    digest), TarError when it cannot be read."""
     location = job.location
     if isinstance(location, TarSplitLayer):
         try:
@@ -190,11 +382,15 @@ def read_layer(job: LayerJob, walk: Callable[[LayerStream], None]) -> LayerRead:
             walk(tar or decompressed)
             diff_id = tar.diff_id() if tar else None
         actual = raw.digest()
-    except (TarError, OSError, EOFError, zstandard.ZstdError) as exc:
+    except (TarError, EOFError, zstandard.ZstdError) as exc:
+        # What the walker or a decompressor refuses, Go's readers refuse too.
+        raise RefusedLayer(f"layer {job.digest} is refused by the container engine: "
+                           f"{exc}") from exc
+    except OSError as exc:
         raise TarError(f"layer {job.digest} is unreadable: {exc}") from exc
     finally:
         raw.release()
     if actual != job.digest:
-        raise TarError(f"layer {job.digest} does not match its digest (its bytes hash to "
-                       f"{actual}): refused")
+        raise RefusedLayer(f"layer {job.digest} is refused by the container engine: it "
+                           f"does not match its digest (its bytes hash to {actual})")
     return LayerRead(diff_id or actual, [])

@@ -20,8 +20,10 @@ itself over large decompressed chunks.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import BinaryIO, Callable, Optional, Protocol, Union
+from zlib import adler32
 
 CHUNK = 1 << 20
 BLOCK = 512
@@ -46,8 +48,24 @@ CONTIGUOUS = "7"
 GLOBAL = "g"
 GNU_SPARSE = "S"
 _NO_DATA = (HARDLINK, SYMLINK, CHARDEV, BLOCKDEV, DIRECTORY, FIFO)
+# Header-only types: Go gives them no data, whatever their size field says.
+_HEADER_ONLY = _NO_DATA
 _POSIX_MAGIC = b"ustar\0"
+_GNU_MAGIC = b"ustar  \0"  # magic and version
 _STAR_TRAILER = b"tar\0"
+_OCTAL = re.compile(rb"[0-7]+")
+_DECIMAL = re.compile(rb"[+-]?[0-9]+")
+_HIGH_BYTES = bytes(range(0x80, 0x100))
+# Mode, uid, gid, size, mtime and checksum as every common writer puts them (zero-padded
+# octal, a NUL at the end; the checksum's 6 digits, a NUL and a space): one match instead
+# of six parses.
+_PLAIN_NUMBERS = re.compile(rb"(?:[0-7]{7}\0){3}(?:[0-7]{11}\0){2}[0-7]{6}\0 ")
+_PLAIN_DEVICES = re.compile(rb"(?:[0-7]{7}\0|\0{8}){2}")
+# From the magic on: a USTAR header with plain device numbers and no prefix, or a GNU one
+# with no times, whose other fields Go does not parse.
+_PLAIN_FORMAT = re.compile(
+    rb"ustar\x0000.{64}(?:[0-7]{7}\0|\0{8}){2}\0|ustar  \0.{64}(?:[0-7]{7}\0|\0{8}){2}\0.{11}\0",
+    re.DOTALL)
 
 # PAX keys of the GNU sparse formats.
 _SPARSE_MAJOR, _SPARSE_MINOR = "GNU.sparse.major", "GNU.sparse.minor"
@@ -82,16 +100,68 @@ class TarEntry:
         self.sparse = sparse
 
 
-def _number(field: bytes) -> int:
-    if field[:1] and field[0] & 0x80:  # GNU base-256 for values octal cannot hold
-        if field[0] == 0xFF:
-            raise TarError("negative number in a tar header")
-        return int.from_bytes(bytes([field[0] & 0x7F]) + field[1:], "big")
+def _octal(field: bytes, what: str) -> int:
+    """Go's parseOctal: spaces and NULs trimmed from both ends, the digits up to the first
+    NUL, octal only (no sign, no base prefix, no inner space)."""
     text = field.strip(b" \0")
-    try:
-        return int(text, 8) if text else 0
-    except ValueError as exc:
-        raise TarError(f"bad number {text!r} in a tar header") from exc
+    if not text:
+        return 0
+    end = text.find(b"\0")
+    if end >= 0:
+        text = text[:end]
+    if not _OCTAL.fullmatch(text):
+        raise TarError(f"bad {what} {field!r} in a tar header")
+    return int(text, 8)
+
+
+def _number(field: bytes, what: str) -> int:
+    """Go's parseNumeric: a field whose first bit is set is a base-256 two's complement
+    number (so it may be negative), anything else octal."""
+    if field and field[0] & 0x80:
+        raw = field if not field[0] & 0x40 else bytes(b ^ 0xFF for b in field)
+        value = int.from_bytes(bytes([raw[0] & 0x7F]) + raw[1:], "big")
+        if value >> 63:
+            raise TarError(f"{what} overflows in a tar header")
+        return ~value if field[0] & 0x40 else value
+    return _octal(field, what)
+
+
+def _go_int(value: bytes, what: str) -> int:
+    """Go's strconv.ParseInt(value, 10, 64): an optional sign and decimal digits."""
+    if not _DECIMAL.fullmatch(value):
+        raise TarError(f"bad {what} {value[:40]!r} in a PAX record")
+    number = int(value)
+    if not -(1 << 63) <= number < (1 << 63):
+        raise TarError(f"{what} {value[:40]!r} overflows in a PAX record")
+    return number
+
+
+def _check_pax_time(value: bytes, what: str) -> None:
+    """Go's parsePAXTime: signed seconds, then optionally "." and decimal digits."""
+    seconds, dot, fraction = value.partition(b".")
+    _go_int(seconds, what)
+    if dot and fraction and not fraction.isdigit():
+        raise TarError(f"bad {what} {value[:40]!r} in a PAX record")
+
+
+def _checksum_matches(header: bytes, stored: Optional[int] = None) -> bool:
+    """Go's check: the stored checksum (octal; STORED when already parsed) equals the sum
+    of the header's bytes, its own field counted as spaces, as unsigned or as signed
+    bytes. Each half's sum fits adler32's first 16 bits exactly (at most 256 * 255 <
+    65521), which sums in C."""
+    if stored is None:
+        try:
+            stored = _octal(header[148:156], "checksum")
+        except TarError:
+            return False
+    field = sum(header[148:156])
+    unsigned = (adler32(header[:256]) & 0xFFFF) + (adler32(header[256:]) & 0xFFFF) - 2 \
+        - field + 8 * 32
+    if stored == unsigned:
+        return True
+    high = BLOCK - len(header.translate(None, _HIGH_BYTES))
+    high -= 8 - len(header[148:156].translate(None, _HIGH_BYTES))
+    return stored == unsigned - 256 * high
 
 
 def _cstring(raw: bytes) -> bytes:
@@ -153,6 +223,57 @@ def _check_sparse(regions: list[tuple[int, int]], size: int) -> None:
         if offset < end or length < 0 or offset + length > size:
             raise TarError("invalid GNU sparse map")
         end = offset + length
+
+
+def _v7_numbers(header: bytes, at: int) -> tuple[int, int]:
+    """(mode, size) of a header whose numeric fields are not all plain octal: each of
+    mode, uid, gid, size and mtime parsed as Go parses it (base-256 or full-width octal
+    with no terminator), any of them malformed refused as Go refuses it."""
+    where = f" at byte {at}"
+    mode = _number(header[100:108], "mode" + where)
+    _number(header[108:116], "uid" + where)
+    _number(header[116:124], "gid" + where)
+    size = _number(header[124:136], "size" + where)
+    _number(header[136:148], "mtime" + where)
+    return mode, size
+
+
+def _format_numbers(header: bytes, at: int) -> bytes:
+    """Check the fields Go parses by the header's format (devices of USTAR, GNU and star;
+    star's times) and answer the prefix of the name: USTAR's (star's is shorter), or, in a
+    GNU header whose times do not parse, the ASCII prefix a pre-1.8 Go writer left there,
+    which Go still reads as one."""
+    magic = header[257:263]
+    if magic != _POSIX_MAGIC and header[257:265] != _GNU_MAGIC:
+        return b""  # V7: no more fields
+    if not _PLAIN_DEVICES.fullmatch(header, 329, 345):
+        _number(header[329:337], f"devmajor at byte {at}")
+        _number(header[337:345], f"devminor at byte {at}")
+    if magic == _POSIX_MAGIC:
+        if header[508:512] == _STAR_TRAILER:
+            _number(header[476:488], f"atime at byte {at}")
+            _number(header[488:500], f"ctime at byte {at}")
+            return _cstring(header[345:476])
+        return _cstring(header[345:500])
+    try:
+        for start in (345, 357):
+            if header[start]:
+                _number(header[start:start + 12], "time")
+    except TarError:
+        prefix = _cstring(header[345:500])
+        return prefix if prefix.isascii() else b""
+    return b""
+
+
+def _check_pax_numbers(pax: dict[str, bytes]) -> None:
+    """The PAX records Go parses as numbers on the member they apply to: a malformed one
+    refuses the archive (an empty one keeps the header's value)."""
+    for key in ("uid", "gid"):
+        if pax.get(key):
+            _go_int(pax[key], key)
+    for key in ("atime", "mtime", "ctime"):
+        if pax.get(key):
+            _check_pax_time(pax[key], key)
 
 
 class TarWalker:
@@ -325,22 +446,32 @@ class TarWalker:
             else:
                 return  # no end-of-archive blocks: tolerated, the data is complete
             if header == ZERO_BLOCK:
-                return
-            magic = header[257:263]
-            if magic[:5] != b"ustar" and _number(header[148:156]) != (
-                    sum(header) - sum(header[148:156]) + 256):
-                # Without a ustar magic, only the checksum tells a header from garbage.
-                raise TarError(f"bad tar header at byte {self._offset - BLOCK}")
+                if self._end_of_archive():
+                    return
+                raise TarError(f"a zero block, then a header at byte {self._offset - BLOCK}: "
+                               "the archive ends only at two zero blocks (Go's reader "
+                               "refuses it: invalid tar header)")
+            at = self._offset - BLOCK
+            if _PLAIN_NUMBERS.fullmatch(header, 100, 156):
+                mode, size = int(header[100:107], 8), int(header[124:135], 8)
+                checked = _checksum_matches(header, int(header[148:154], 8))
+            else:
+                checked = _checksum_matches(header)
+                if checked:
+                    mode, size = _v7_numbers(header, at)
+            if not checked:
+                raise TarError(f"bad tar header at byte {at}: its checksum does not match "
+                               "(Go's reader refuses it: invalid tar header)")
             flag = header[156]
             kind = chr(flag) if flag else REGULAR
-            try:
-                size = int(header[124:135], 8)
-            except ValueError:
-                size = _number(header[124:136])
+            mode &= 0o7777
+            if size < 0 and kind not in _HEADER_ONLY:
+                raise TarError(f"negative size {size} in the tar header at byte {at}")
             if kind in "xLK":
                 if size > MAX_SPECIAL_SIZE:
                     raise TarError(f"{kind!r} extension header of {size} bytes at byte "
                                    f"{self._offset}: more than Go's reader takes")
+                _format_numbers(header, at)
                 data = self._member_data(size)
                 if kind == "x":
                     pax = pax_records(data)
@@ -350,17 +481,19 @@ class TarWalker:
                     long_link = _cstring(data)
                 continue
             name = _cstring(header[0:100])
-            if magic == _POSIX_MAGIC and header[345]:
-                # star keeps times after a shorter prefix
-                end = 476 if header[508:512] == _STAR_TRAILER else 500
-                name = _cstring(header[345:end]) + b"/" + name
+            if not (_PLAIN_FORMAT.match(header, 257) and header[508:512] != _STAR_TRAILER):
+                prefix = _format_numbers(header, at)
+                if prefix:
+                    name = prefix + b"/" + name
             link = _cstring(header[157:257]) if header[157] else b""
             if kind == GLOBAL:
                 # Go returns it as a member of its own, its records applied to nothing
                 # (not even the next member); containers/storage still removes what its
                 # name names before it ignores it.
-                self._unread = 0
-                self._pending = size + (-size % BLOCK)
+                if size > MAX_SPECIAL_SIZE:
+                    raise TarError(f"'g' extension header of {size} bytes at byte "
+                                   f"{self._offset}: more than Go's reader takes")
+                pax_records(self._member_data(size))  # Go parses them: malformed, refused
                 pax, long_name, long_link = {}, b"", b""
                 yield TarEntry(name, kind, 0, b"", 0)
                 continue
@@ -371,7 +504,8 @@ class TarWalker:
                     name = pax.get("path") or name
                     link = pax.get("linkpath") or link
                     if pax.get("size"):
-                        size = _decimal(pax["size"], "size")
+                        size = _go_int(pax["size"], "size")
+                    _check_pax_numbers(pax)
                 name = long_name or name
                 link = long_link or link
                 if pax:
@@ -386,10 +520,8 @@ class TarWalker:
                 kind = DIRECTORY  # legacy archives mark directories with a trailing slash
             if kind in _NO_DATA:
                 size = 0  # these carry no data blocks, whatever the header says
-            try:
-                mode = int(header[100:107], 8) & 0o7777
-            except ValueError:
-                mode = _number(header[100:108]) & 0o7777
+            elif size < 0:
+                raise TarError(f"negative size {size} for {name!r} (a PAX size)")
             if sparse is not None:
                 physical = size
                 logical = sum(length for _, length in sparse)
@@ -405,6 +537,14 @@ class TarWalker:
             self._unread = size
             self._pending = size + (-size % BLOCK)
             yield TarEntry(name, kind, size, link, mode)
+
+    def _end_of_archive(self) -> bool:
+        """After a zero block: whether a second one (or the end of the stream) follows,
+        as Go ends an archive; False when a header follows instead."""
+        if len(self._buf) - self._pos < BLOCK and not self._fill() \
+                and len(self._buf) == self._pos:
+            return True  # one zero block, then the end: Go's reader stops too
+        return self._take(BLOCK) == ZERO_BLOCK
 
     def _pax_sparse(self, pax: dict[str, bytes], kind: str, size: int, name: bytes
                     ) -> tuple[Optional[list[tuple[int, int]]], int, int]:

@@ -168,7 +168,7 @@ class TarSplitStream:
             raw = entry.get("name_raw")  # set by tar-split when the name is not UTF-8
             name = binascii.a2b_base64(raw) if raw else str(entry["name"]).encode("utf-8")
             return _Member(name, size)
-        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
             raise TarSplitError(f"malformed tar-split entry: {exc}") from exc
 
     def _advance(self) -> bool:

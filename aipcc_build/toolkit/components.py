@@ -24,8 +24,9 @@ from pathlib import Path
 from typing import Optional, Protocol
 
 # The CUDA build a distribution names: nvidia-cudnn-cu12, torch-cu126, cupy-cuda12x,
-# jax-cuda12-plugin, nvidia-dali-cuda120 (the first two digits are the major).
-_BUILT_FOR = re.compile(r"^(.+?)-cu(?:da)?(\d{2})(\d?)(x?)(?:-(plugin|pjrt))?$")
+# jax-cuda12-plugin, nvidia-dali-cuda120 (the first two digits are the major), and split
+# packages that carry it in the middle: tensorrt-cu12-bindings, tensorrt-cu12-libs.
+_BUILT_FOR = re.compile(r"^(.+?)-cu(?:da)?(\d{2})(\d?)(x?)(?:-[a-z0-9][a-z0-9-]*)?$")
 _RELEASE = re.compile(r"^\d+\.\d+\.\d+$")
 _MINOR = re.compile(r"^\d+\.\d+$")
 RELEASE_NUMBERED, EXACT, OWN_SCHEME = "release-numbered", "exact", "own-scheme"
@@ -111,8 +112,8 @@ def table() -> ComponentTable:
 
 def built_for(name: str) -> tuple[str, Optional[str]]:
     """The CUDA build a name carries: "cudnn-cu12" -> ("cudnn", "12"), "torch-cu126" ->
-    ("torch", "12.6"), "cupy-cuda12x" -> ("cupy", "12"), "dali-cuda120" -> ("dali", "12.0");
-    a name without one -> (name, None)."""
+    ("torch", "12.6"), "cupy-cuda12x" -> ("cupy", "12"), "dali-cuda120" -> ("dali", "12.0"),
+    "tensorrt-cu12-libs" -> ("tensorrt", "12"); a name without one -> (name, None)."""
     match = _BUILT_FOR.match(name)
     if not match:
         return name, None

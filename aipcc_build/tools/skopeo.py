@@ -150,6 +150,8 @@ def json_object(data: bytes, what: str) -> dict[str, Any]:
         value = json.loads(data)
     except ValueError as exc:
         raise InputError(f"{what}: invalid JSON ({exc})") from exc
+    except RecursionError as exc:  # arrays or objects nested thousands deep: hostile
+        raise InputError(f"{what}: JSON nested deeper than this reader follows") from exc
     if not isinstance(value, dict):
         raise InputError(f"{what}: expected a JSON object")
     return value

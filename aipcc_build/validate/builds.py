@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from ..toolkit.spellings import ROCM_ROOT
+from ..toolkit.spellings import ROCM_INSTALL
 from .config_env import major_minor
 from .elf import DynamicEntries
 from .results import LINKED, Evidence
@@ -36,7 +36,6 @@ _BACKEND = re.compile(
 # Libraries whose soname major is the CUDA major they belong to.
 _CUDA_SONAME = re.compile(r"^lib(?:cudart|cublas|cublasLt|nvrtc|nvJitLink)\.so\.(\d+)(?:\.\d+)*$")
 _HIP_SONAME = re.compile(r"^libamdhip64\.so\.(\d+)(?:\.\d+)*$")
-_ROCM_PATH = re.compile(rf"^{ROCM_ROOT}(?:/|$)")
 
 
 def tag_release(family: str, tag: str) -> Optional[str]:
@@ -104,7 +103,7 @@ def linked_evidence(path: str, entries: DynamicEntries, package: str
             LINKED, path, "cuda", package, needs, cuda[0] if len(cuda) == 1 else None,
             built=True, detail=f"its dynamic section needs {needs}"))
     hip = [m for m in map(_HIP_SONAME.match, entries.needed) if m]
-    paths = [m for m in map(_ROCM_PATH.match, entries.search_path) if m]
+    paths = [m for m in map(ROCM_INSTALL.match, entries.search_path) if m]
     if hip or paths:
         majors = {m.group(1) for m in hip}
         releases = {major_minor(m.group(1)) for m in paths

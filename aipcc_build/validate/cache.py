@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..fsutil import write_atomic
-from .results import DeviceCode, Evidence, Hazard, IndexSetting, LayerScan
+from .results import REFUSED_LAYER, DeviceCode, Evidence, Hazard, IndexSetting, LayerScan
 
-SCAN_FORMAT = 9
+SCAN_FORMAT = 10
 _DIGEST = re.compile(r"^([a-z0-9]+):([a-f0-9]{32,128})$")
 
 
@@ -83,9 +83,11 @@ class LayerCache:
         return scan if data.get("format") == SCAN_FORMAT and scan.digest == digest else None
 
     def put(self, scan: LayerScan) -> None:
-        """Store a complete scan; scans that hit read errors are not kept."""
+        """Store a complete scan; scans that hit read errors are not kept, nor those of a
+        layer refused: a read that stops at a malformed byte never learns whether the
+        blob matched its digest, and another blob may come under that digest."""
         path = self._path(scan.digest)
-        if path is None or scan.error:
+        if path is None or scan.error or any(h.kind == REFUSED_LAYER for h in scan.hazards):
             return
         # A read-only or full cache only costs speed.
         with contextlib.suppress(OSError):

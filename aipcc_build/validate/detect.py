@@ -14,6 +14,7 @@ its major only (`elf.runtime_release`), the dynamic section of every other share
 
 from __future__ import annotations
 
+import io
 import json
 import re
 from collections.abc import Callable
@@ -21,12 +22,18 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
-from ..toolkit.components import built_for, is_cuda_component, library_component
-from ..toolkit.spellings import CU_TAG, CUDA_ROOT, ROCM_ROOT, cu_release
+from ..toolkit.components import (
+    OWN_SCHEME,
+    built_for,
+    is_cuda_component,
+    library_component,
+    scheme,
+)
+from ..toolkit.spellings import CU_TAG, CUDA_ROOT, ROCM_INSTALL, ROCM_ROOT, cu_release
 from .builds import backend, distribution_evidence, linked_evidence
 from .config_env import major_minor
 from .device_code import DeviceCodeReader
-from .elf import ElfLimit, dynamic_entries, runtime_release
+from .elf import DynamicEntries, ElfLimit, dynamic_entries, runtime_release
 from .index_config import CONFIG_FILE, CONFIG_FILE_SUFFIXES, settings_from_text
 from .packages import dpkg_packages, interesting_package, package_evidence
 from .results import (
@@ -67,14 +74,14 @@ _ELF_MAGIC = b"\x7fELF"
 
 # The tar walker's first filter, on raw name bytes (which lack the leading "/").
 CANDIDATE_BYTES = re.compile(
-    rb"usr/local/cuda|opt/rocm|\.dist-info|\.so\.\d|torch/version\.py$|conda-meta/"
+    rb"usr/local/cuda|opt/rocm|\.dist-info|\.egg-info|\.so\.\d|torch/version\.py$|conda-meta/"
     rb"|var/lib/rpm/|usr/lib/sysimage/rpm/|var/lib/dpkg/status(?:$|\.d/)|/nvidia/cu\d"
     rb"|\.libs/|\.so$|/bin/(?:ptxas|nvdisasm|cuobjdump|nvlink|fatbinary)"
     rb"|/build_and_package_info\.py$|/platform/build_info\.py$|/paddle/version/__init__\.py$")
 # ... and pip's and uv's config files, by an endswith (cheaper than one more alternative).
 CANDIDATE_SUFFIXES = CONFIG_FILE_SUFFIXES
 _CANDIDATE = re.compile(
-    r"/usr/local/cuda|/opt/rocm|\.dist-info|\.so\.\d|/torch/version\.py$|/conda-meta/"
+    r"/usr/local/cuda|/opt/rocm|\.dist-info|\.egg-info|\.so\.\d|/torch/version\.py$|/conda-meta/"
     r"|/var/lib/rpm/|/usr/lib/sysimage/rpm/|/var/lib/dpkg/status(?:$|\.d/)|/nvidia/cu\d"
     r"|\.libs/|\.so$|/bin/(?:ptxas|nvdisasm|cuobjdump|nvlink|fatbinary)"
     r"|/build_and_package_info\.py$|/platform/build_info\.py$|/paddle/version/__init__\.py$|"
@@ -84,13 +91,16 @@ _DPKG_STATUS = re.compile(r"^/var/lib/dpkg/status(?:\.d/[^/]+)?$")
 _NVIDIA_WHEEL_TREE = re.compile(r"^(.*/nvidia/cu(\d+))(?:/|$)")
 _CUDA_TREE = re.compile(rf"^{CUDA_ROOT}(?:/|$)")
 _CUDA_VERSION_FILE = re.compile(r"^/usr/local/cuda(?:-\d+\.\d+)?/version\.(json|txt)$")
-_ROCM_TREE = re.compile(rf"^{ROCM_ROOT}(?:/|$)|^/opt/rocm/core-(\d+\.\d+)(?:/|$)")
-_ROCM_VERSION_FILE = re.compile(r"^/opt/rocm(?:-[\d.]+)?/\.info/version$")
+_ROCM_TREE = re.compile(rf"{ROCM_INSTALL.pattern}|^/opt/rocm/core-(\d+\.\d+)(?:/|$)")
+_ROCM_VERSION_FILE = re.compile(rf"^(?:/opt/rocm|{ROCM_ROOT})/\.info/version$")
 # A shared library under any name a packaging tool gives it: libcudart.so.12.8.90,
 # auditwheel's libcudart-53d54daa.so.12.6.68 and libcudart.45e7f3ed.so.12.
 _LIBRARY = re.compile(
     r"/lib(?P<stem>[A-Za-z0-9_+-]+?)(?:[-.](?P<hash>[0-9a-f]{8}))?\.so(?:\.(?P<version>\d+(?:\.\d+)*))?$")
 _DIST_INFO = re.compile(r"^(.*/([^/]+)-([^/-]+)\.dist-info)(?:/|$)")
+# What setuptools and distutils install instead (`setup.py install`, old pip): a directory
+# or a single PKG-INFO file named NAME-VERSION[-pyX.Y[-PLATFORM]].egg-info.
+_EGG_INFO = re.compile(r"^(.*/([^/-]+)-([^/-]+)(?:-[^/]*)?\.egg-info)(?:/|$)")
 # An installed distribution's file list, and the directory its paths are relative to.
 _RECORD = re.compile(r"^(.*/(?:site|dist)-packages)/([^/]+)-([^/-]+)\.dist-info/RECORD$")
 # The package a file of site-packages belongs to: "triton", "torchvision.libs".
@@ -103,6 +113,7 @@ _TOOLCHAIN_COMPONENTS = frozenset({"cuda-cupti"})
 # libnvToolsExt.so.1.0.0 ships alike in CUDA 11.8 and 12.x (its package names the release).
 _API_NUMBERED = frozenset({"nvToolsExt"})
 _SHARED_OBJECT = re.compile(r"\.so(?:\.\d+)*$")
+_SONAME_VERSION = re.compile(r"\d+(?:\.\d+)*")
 # Build records of frameworks: which CUDA they were compiled with.
 _BUILD_INFO = re.compile(
     r"/(?:onnxruntime/capi/build_and_package_info\.py|tensorflow/python/platform/build_info\.py"
@@ -161,6 +172,15 @@ def wheel_evidence(path: str, name: str, version: str) -> Optional[Evidence]:
     return None
 
 
+def _soname_version(stem: str, soname: Optional[str]) -> Optional[str]:
+    """The version a library's SONAME gives it, when the SONAME names the same library:
+    ("amdhip64", "libamdhip64.so.7") -> "7"; anything else -> None."""
+    if not soname or not soname.startswith(f"lib{stem}.so."):
+        return None
+    version = soname[len(stem) + 7:]
+    return version if _SONAME_VERSION.fullmatch(version) else None
+
+
 def conda_evidence(path: str, record: str) -> Optional[Evidence]:
     """Evidence from a conda-meta record name: NAME-VERSION-BUILD.json."""
     parts = record.rsplit("-", 2)
@@ -205,6 +225,8 @@ class LayerDetector:
         self._runtimes: dict[str, str] = {}  # vendored runtimes to read: path -> major
         self._linking: dict[str, str] = {}  # shared objects to read: path -> package
         self.device_code: list[DeviceCode] = []
+        # libraries named without a version, judged by their SONAME: path -> (match, size)
+        self._sonames: dict[str, tuple[re.Match[str], int]] = {}
         # directory -> (path, family, release, package) of its shared objects named for a
         # backend (libbitsandbytes_cuda128.so)
         self._backends: dict[str, list[tuple[str, str, Optional[str], str]]] = {}
@@ -271,6 +293,13 @@ class LayerDetector:
             if regular and _RECORD.match(path):
                 return WANT_MEMORY if self._limit(path, size, RECORD_LIMIT) else WANT_NONE
             return WANT_NONE
+        if ".egg-info" in path:
+            egg = _EGG_INFO.match(path)
+            if egg and self._once(egg.group(1)):
+                found = wheel_evidence(egg.group(1), egg.group(2), egg.group(3))
+                if found:
+                    self.evidence.append(found)
+            return WANT_NONE
         if kind in ("1", "2"):
             library = _LIBRARY.search(path)
             if library and "." in (library.group("version") or "") \
@@ -335,9 +364,10 @@ class LayerDetector:
     def content_prefix(self, path: str, read: Callable[[int], bytes],
                        skip: Callable[[int], int]) -> None:
         """A shared object read from its start: as far as its dynamic section reaches for
-        what it links (when its name placed it nowhere), and to its end for the device code
-        it carries (READ(n): the next n bytes; what is left unread, the walker skips: SKIP
-        is not needed)."""
+        what it links (when its name placed it nowhere) or its SONAME (when its name has no
+        version), and to its end for the device code it carries (READ(n): the next n bytes;
+        what is left unread, the walker skips: SKIP is not needed, every byte is fed to the
+        device-code reader)."""
         owner = self._linking.pop(path, None)
         reader = DeviceCodeReader()
 
@@ -346,15 +376,17 @@ class LayerDetector:
             reader.feed(piece)
             return piece
 
-        if owner is not None:
+        if owner is not None or path in self._sonames:
             try:
                 entries = dynamic_entries(read_fed)
             except ElfLimit as exc:
                 self.hazards.append(Hazard(ELF_LIMIT_HAZARD, path, f"{exc}: not read",
                                            severe=False))
-            else:
-                if entries is not None:
-                    self.evidence.extend(linked_evidence(path, entries, owner))
+                entries = None
+            if path in self._sonames:
+                self._by_soname(path, entries, None)
+            elif entries is not None and owner is not None:
+                self.evidence.extend(linked_evidence(path, entries, owner))
         if len(reader.head) < len(_ELF_MAGIC):
             read_fed(len(_ELF_MAGIC) - len(reader.head))
         if reader.head != _ELF_MAGIC:
@@ -370,6 +402,21 @@ class LayerDetector:
         if found.any:
             self.device_code.append(DeviceCode(path, found.sass, found.ptx, found.gfx,
                                                found.detail))
+
+    def _by_soname(self, path: str, entries: Optional[DynamicEntries],
+                   data: Optional[bytes]) -> None:
+        """A library named without a version (libamdhip64.so, a vendored libcudart.so) is
+        judged as its versioned twin, the file its SONAME names, would be (DATA: its bytes,
+        when read whole)."""
+        library, size = self._sonames.pop(path)
+        soname = entries.soname if entries is not None else None
+        version = _soname_version(library.group("stem"), soname)
+        if version:
+            library = _LIBRARY.search(f"{path}.{version}") or library
+        want = self._library(path, library, size, f"its SONAME is {soname}" if version
+                             else None, regular=True, by_soname=True)
+        if want == WANT_MEMORY and data is not None:
+            self.content(path, data)
 
     def _multi_backend(self) -> None:
         """A directory of shared objects named for two or more GPU backends (bitsandbytes:
@@ -390,8 +437,15 @@ class LayerDetector:
                         f"time: {names}")))
 
     def _library(self, path: str, library: re.Match[str], size: int, link: Optional[str],
-                 regular: bool) -> int:
+                 regular: bool, by_soname: bool = False) -> int:
         stem, version = library.group("stem"), library.group("version") or ""
+        component = library_component(stem)
+        if regular and not version and size and not by_soname \
+                and (stem == "amdhip64" or component is not None):
+            self._sonames[path] = (library, size)
+            if component == "cuda-runtime" and size <= ELF_LIMIT:
+                return WANT_MEMORY  # its code may say its release: read it whole
+            return WANT_PREFIX
         if stem == "amdhip64":
             # libamdhip64.so.6.4.43483 is ROCm 6.4; a wheel's bundled libamdhip64.so.6
             # (torch's ROCm builds) ROCm 6 (its soname major is the ROCm major).
@@ -401,7 +455,6 @@ class LayerDetector:
             return WANT_NONE
         if stem in _API_NUMBERED:
             return WANT_NONE
-        component = library_component(stem)
         package = _SITE_PACKAGE.match(path)
         if component is None:
             return self._shared_object(path, package, size) if regular else WANT_NONE
@@ -423,6 +476,14 @@ class LayerDetector:
             self._runtimes[path] = version
             self.content_paths.append(path)
             return WANT_MEMORY
+        if scheme(component) == OWN_SCHEME:
+            # cuDNN, NCCL, cuSPARSELt, cuDSS: the soname major is the library's own
+            # (libcusparseLt.so.0), never a CUDA release.
+            self.evidence.append(Evidence(
+                "library", path, "cuda", component, version, None,
+                detail=f"{detail or 'a library'}; numbered on its own: its name gives no "
+                       "CUDA release"))
+            return WANT_NONE
         self.evidence.append(Evidence(
             "library", path, "cuda", component, version, version or None,
             detail=f"{detail or 'a library'}; its name gives "
@@ -430,6 +491,13 @@ class LayerDetector:
         return WANT_NONE
 
     def content(self, path: str, data: bytes) -> None:
+        if path in self._sonames:
+            try:
+                entries = dynamic_entries(io.BytesIO(data).read)
+            except ElfLimit:
+                entries = None
+            self._by_soname(path, entries, data)
+            return
         if path in self._runtimes:
             self._runtime(path, data)
             return
@@ -447,7 +515,7 @@ class LayerDetector:
         elif path.endswith("/version.json"):
             try:
                 version = str(json.loads(text)["cuda"]["version"])
-            except (ValueError, KeyError, TypeError):
+            except (ValueError, KeyError, TypeError, RecursionError):
                 self.hazards.append(Hazard(UNPARSABLE, path, "no cuda.version",
                                            severe=False))
                 return

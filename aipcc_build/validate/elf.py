@@ -29,7 +29,8 @@ from typing import Optional
 SYMBOL = b"cudaRuntimeGetVersion"
 EM_X86_64, EM_AARCH64 = 62, 183
 _PT_LOAD, _PT_DYNAMIC, _SHT_DYNSYM = 1, 2, 11
-_DT_NULL, _DT_NEEDED, _DT_STRTAB, _DT_STRSZ, _DT_RPATH, _DT_RUNPATH = 0, 1, 5, 10, 15, 29
+_DT_NULL, _DT_NEEDED, _DT_STRTAB, _DT_STRSZ, _DT_SONAME, _DT_RPATH, _DT_RUNPATH = \
+    0, 1, 5, 10, 14, 15, 29
 WINDOW = 512  # bytes of one function searched
 MAX_FUNCTIONS = 12  # the exported function and what it calls, breadth first
 MAX_DEPTH = 2
@@ -54,6 +55,7 @@ class ElfLimit(ValueError):
 class DynamicEntries:
     needed: tuple[str, ...]  # "libamdhip64.so.7", "libcudart.so.12"
     search_path: tuple[str, ...]  # RUNPATH, else RPATH, split: "/opt/rocm-7.2.4/lib"
+    soname: Optional[str] = None  # its own name for the loader: "libamdhip64.so.7"
 
 
 def _elf64(head: bytes) -> None:
@@ -170,6 +172,7 @@ def dynamic_entries(read: Callable[[int], bytes],
         needed: list[int] = []
         runpath: Optional[int] = None
         rpath: Optional[int] = None
+        soname: Optional[int] = None
         strtab = strsz = None
         for i in range(count):
             tag, value = struct.unpack_from("<qQ", section, 16 * i)
@@ -187,6 +190,8 @@ def dynamic_entries(read: Callable[[int], bytes],
                 runpath = value
             elif tag == _DT_RPATH:
                 rpath = value
+            elif tag == _DT_SONAME:
+                soname = value
         if strtab is None or strsz is None:
             return None
         start = _file_offset(headers, strtab)
@@ -206,7 +211,9 @@ def dynamic_entries(read: Callable[[int], bytes],
 
     path = runpath if runpath is not None else rpath
     search = tuple(p for p in text(path).split(":") if p) if path is not None else ()
-    return DynamicEntries(tuple(text(n) for n in needed if n < len(strings)), search)
+    return DynamicEntries(tuple(text(n) for n in needed if n < len(strings)), search,
+                          text(soname) if soname is not None and soname < len(strings)
+                          else None)
 
 
 class _Elf:

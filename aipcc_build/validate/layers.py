@@ -21,7 +21,7 @@ from ..imagefs.paths import (
     parent_and_base,
     whiteout_of,
 )
-from ..imagefs.stream import LayerStream, read_layer
+from ..imagefs.stream import LayerStream, RefusedLayer, read_layer
 from ..imagefs.symlinks import STEPS_PER_LINK, Budget, BudgetExceeded, resolve_link
 from ..imagefs.tar import (
     BLOCKDEV,
@@ -44,10 +44,10 @@ from .detect import (
     WANT_PREFIX,
     LayerDetector,
 )
-from .results import SETUID, Hazard, LayerScan
+from .results import REFUSED_LAYER, SETUID, Hazard, LayerScan
 
 _PLAIN_KINDS = (REGULAR, DIRECTORY, FIFO)
-REFUSED = "refused-layer"
+REFUSED = REFUSED_LAYER
 # Symlinks that can name a toolkit (/usr/local/cuda -> /etc/alternatives/cuda ->
 # /usr/local/cuda-12.9) or lead to a file the verdict reads (/var/lib/dpkg, /etc/pip.conf);
 # the library farms below these prefixes lead to neither, and are only checked for loops.
@@ -322,6 +322,8 @@ def scan_layer(job: LayerJob) -> LayerScan:
             diff_id = read.diff_id
             hazards.extend(Hazard("unsafe-content-path", name, f"content not read: {why}",
                                   severe=True) for name, why in read.refused)
+        except RefusedLayer as exc:
+            hazards.append(Hazard(REFUSED, "/", str(exc), severe=True))
         except TarError as exc:
             error = str(exc)
         evidence, content_paths, found = detector.finish()

@@ -47,6 +47,8 @@ class Evidence:
 # The hazard kind of a set-user-ID or set-group-ID file (the verdict treats the base
 # layer's apart).
 SETUID = "setuid"
+# A layer the container engine refuses (its compression, its tar, its digest, a member).
+REFUSED_LAYER = "refused-layer"
 # The hazard kind of a small file the scan reads (a version file, a pip or uv config) that
 # does not parse (the verdict fails a config file that pip or uv loads).
 UNPARSABLE = "unparsable-file"

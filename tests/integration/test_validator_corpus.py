@@ -76,6 +76,8 @@ def corpus(debian_base: str, corpus_wheels: Path, wheelhouse: Path,
                 names = " ".join(f"/debs/{name}_*.deb" for name in entry["debs"])
                 script = [*script[:1 if files else 0], f"dpkg --force-depends -i {names}"]
                 volumes.append((debs, "/debs"))
+            if entry.get("then"):  # what a package does after its install (a bundled copy)
+                script.append(entry["then"])
             built[(entry["id"], "cpu")] = images.build(f"corpus-{entry['id']}-cpu", venv, [Step(
                 script=" && ".join(script), volumes=volumes,
                 labels={"ai.aipcc.accelerator": "cpu"})])

@@ -87,3 +87,30 @@ def dynsym_bomb(copies: int) -> bytes:
     struct.pack_into("<Q", data, 40, sections_at)
     struct.pack_into("<H", data, 60, copies + 1)
     return bytes(data)
+
+
+def dynamic_elf(soname: bytes, needed: tuple[bytes, ...] = (), padding: int = 0) -> bytes:
+    """A small x86_64 shared object with a dynamic section: its SONAME and NEEDED entries
+    (PADDING zero bytes at its end make it as large as a real library)."""
+    strings = b"\0"
+    offsets = []
+    for name in (soname, *needed):
+        offsets.append(len(strings))
+        strings += name + b"\0"
+    dynstr_at = 64 + 2 * 56
+    dynamic_at = dynstr_at + len(strings) + (-(dynstr_at + len(strings)) % 8)
+    entries = [(5, BASE + dynstr_at), (10, len(strings)), (14, offsets[0])]
+    entries += [(1, offset) for offset in offsets[1:]]
+    dynamic = b"".join(struct.pack("<qQ", tag, value) for tag, value in [*entries, (0, 0)])
+    end = dynamic_at + len(dynamic)
+    header = (b"\x7fELF" + bytes([2, 1, 1, 0]) + bytes(8)
+              + struct.pack("<HHIQQQIHHHHHH", 3, EM_X86_64, 1, 0, 64, 0, 0, 64, 56, 2, 64,
+                            0, 0))
+    load = struct.pack("<IIQQQQQQ", 1, 5, 0, BASE, BASE, end, end, 0x1000)
+    dyn = struct.pack("<IIQQQQQQ", 2, 6, dynamic_at, BASE + dynamic_at, BASE + dynamic_at,
+                      len(dynamic), len(dynamic), 8)
+    data = bytearray(end)
+    data[:64 + 2 * 56] = header + load + dyn
+    data[dynstr_at:dynstr_at + len(strings)] = strings
+    data[dynamic_at:end] = dynamic
+    return bytes(data) + bytes(padding)

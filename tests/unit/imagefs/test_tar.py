@@ -76,23 +76,127 @@ def test_pax_sparse_files_are_named_by_gnu_sparse_name_and_read_with_holes(
 
 
 def test_go_header_rules() -> None:
-    data = raw_tar([Member(b"dir/", b"\0"), Member(b"f", b"g", data=b"9 a=b\n"),
+    data = raw_tar([Member(b"dir/", b"\0"), Member(b"f", b"g", data=b"6 a=b\n"),
                     Member(b"after-global", data=b"1")])
     assert walk(data) == [("dir/", "5", "", b""), ("f", "g", "", b""),
                           ("after-global", "0", "", b"1")]
-    # The ustar prefix counts under the POSIX magic only: GNU keeps times there.
+    # The ustar prefix counts under the POSIX magic; GNU keeps times there, and Go reads
+    # them as a prefix only when they do not parse (what Go writers before 1.8 wrote).
     posix = bytearray(header(b"name", size=0))
     posix[345:351] = b"prefix"
     gnu = bytearray(header(b"name", size=0, gnu=True))
     gnu[345:351] = b"prefix"
-    for block in (posix, gnu):
-        block[148:156] = b" " * 8
-        block[148:156] = b"%06o\0 " % sum(block)
-    names = [e.name for e in TarWalker(io.BytesIO(bytes(posix + gnu) + bytes(1024)))]
-    assert names == [b"prefix/name", b"name"]
+    gnu_times = bytearray(header(b"name", size=0, gnu=True))
+    gnu_times[345:369] = b"%011o\0" % 1700000000 * 2
+    blocks = b"".join(resum(block) for block in (posix, gnu, gnu_times))
+    names = [e.name for e in TarWalker(io.BytesIO(blocks + bytes(1024)))]
+    assert names == [b"prefix/name", b"prefix/name", b"name"]
+
+
+def resum(block: bytearray, signed: bool = False) -> bytes:
+    """BLOCK with its checksum recomputed (over signed bytes when SIGNED)."""
+    block[148:156] = b" " * 8
+    total = sum(b - 256 if signed and b >= 128 else b for b in block)
+    block[148:156] = b"%06o\0 " % total
+    return bytes(block)
+
+
+def with_field(start: int, value: bytes, **kwargs: object) -> bytes:
+    """A member "f" holding b"hello", one header field replaced by VALUE."""
+    block = bytearray(header(b"f", size=5, **kwargs))  # type: ignore[arg-type]
+    block[start:start + len(value)] = value
+    return resum(block) + b"hello".ljust(512, b"\0")
+
+
+AFTER = raw_tar([Member(b"after", data=b"next")])
+
+
+@pytest.mark.parametrize(("start", "value"), [
+    (124, b"000000000005"),  # full width, no terminator: Go reads all 12 digits
+    (124, b"          5 "),
+    (124, b"\0\0\0 5\0junk\0\0\0"),  # trimmed, then cut at the first NUL
+    (124, b"\x80" + bytes(10) + b"\x05"),  # base-256
+    (100, b"\xff" * 7 + b"\x00"),  # a negative mode in base-256 is still a mode
+    (108, b"77777777"),  # uid, full width
+])
+def test_numeric_fields_are_read_as_go_reads_them(start: int, value: bytes) -> None:
+    assert walk(with_field(start, value) + AFTER) == [
+        ("f", "0", "", b"hello"), ("after", "0", "", b"next")]
+
+
+@pytest.mark.parametrize(("start", "value"), [
+    (124, b"0o0000000005"),  # Python's int() takes a base prefix, Go does not
+    (124, b"0000_0000005"),  # ... and underscores
+    (124, b"+0000000005\0"),  # ... and a sign
+    (124, b"00000\t00005\0"),  # ... and inner whitespace
+    (124, b"00000000009\0"),
+    (124, b"\xff" * 11 + b"\xfb"),  # base-256 -5: a negative size
+    (124, b"\x80" + b"\xff" * 11),  # base-256 past int64
+    (100, b"0644 644"),  # mode
+    (136, b"1234 5678901"),  # mtime
+    (329, b"12 4\0\0\0\0"),  # devmajor (ustar)
+])
+def test_malformed_numeric_fields_are_refused_as_go_refuses_them(start: int,
+                                                                   value: bytes) -> None:
+    with pytest.raises(TarError):
+        walk(with_field(start, value) + AFTER)
+
+
+def test_a_negative_size_is_harmless_on_a_header_only_type() -> None:
+    block = bytearray(header(b"l", b"2", link=b"target"))
+    block[124:136] = b"\xff" * 12
+    assert walk(resum(block) + AFTER) == [("l", "2", "target", b""),
+                                          ("after", "0", "", b"next")]
+
+
+def test_every_header_checksum_is_verified_signed_or_unsigned() -> None:
+    bad = bytearray(header(b"f", size=0))
+    bad[148:150] = b"77"
+    with pytest.raises(TarError, match="checksum"):
+        walk(bytes(bad) + AFTER)
+    # A name with bytes past 0x7f: old writers summed them as signed chars; Go takes both.
+    for signed in (False, True):
+        block = bytearray(header(b"caf\xc3\xa9", size=0))
+        assert [name for name, *_ in walk(resum(block, signed) + AFTER)] == [
+            "caf\u00e9", "after"]
+
+
+def test_the_archive_ends_only_at_two_zero_blocks() -> None:
+    member = raw_tar([Member(b"a", data=b"1")], end=False)
+    with pytest.raises(TarError, match="two zero blocks"):
+        walk(member + bytes(512) + AFTER)
+    # One zero block then the end, or two then anything: the end, as in Go.
+    assert [n for n, *_ in walk(member + bytes(512))] == ["a"]
+    assert [n for n, *_ in walk(member + bytes(1024) + b"junk" * 300)] == ["a"]
+    with pytest.raises(TarError, match="truncated"):
+        walk(member + bytes(512) + bytes(100))
+
+
+@pytest.mark.parametrize(("records", "size"), [
+    ({"size": b"+3"}, 3), ({"size": b"003"}, 3), ({"uid": b"-1"}, 3),
+    ({"mtime": b"-12.5"}, 3), ({"mtime": b"12."}, 3), ({"gid": b""}, 3)])
+def test_pax_numbers_are_read_as_go_parses_them(records: dict[str, bytes], size: int
+                                               ) -> None:
+    data = raw_tar([Member(b"f", data=b"abc", pax=records), Member(b"after", data=b"n")])
+    assert walk(data) == [("f", "0", "", b"abc"[:size]), ("after", "0", "", b"n")]
+
+
+@pytest.mark.parametrize("records", [
+    {"size": b"-3"}, {"size": b" 3"}, {"size": b"3_0"}, {"uid": b"1e3"},
+    {"mtime": b".5"}, {"atime": b"1.x"}, {"size": b"9" * 20}])
+def test_malformed_pax_numbers_are_refused(records: dict[str, bytes]) -> None:
+    with pytest.raises(TarError):
+        walk(raw_tar([Member(b"f", data=b"abc", pax=records)]))
 
 
 def test_records_longer_than_go_takes_are_refused() -> None:
     data = raw_tar([Member(b"x", gnu_long_name=b"n" * (MAX_SPECIAL_SIZE + 1))])
     with pytest.raises(TarError, match="more than Go's reader takes"):
         walk(data)
+
+
+def test_a_global_header_is_parsed_as_go_parses_it() -> None:
+    good = raw_tar([Member(b"g", b"g", data=b"6 a=b\n"), Member(b"f", data=b"1")])
+    assert [n for n, *_ in walk(good)] == ["g", "f"]
+    with pytest.raises(TarError, match="PAX record"):
+        walk(raw_tar([Member(b"g", b"g", data=b"99 a=b\n"), Member(b"f", data=b"1")]))

@@ -18,7 +18,7 @@ from aipcc_build.validate.elf import (
     dynamic_entries,
     runtime_release,
 )
-from tests.support.elf import EM_AARCH64, EM_X86_64, dynsym_bomb, runtime_elf
+from tests.support.elf import EM_AARCH64, EM_X86_64, dynamic_elf, dynsym_bomb, runtime_elf
 
 
 @pytest.mark.parametrize("machine", [EM_X86_64, EM_AARCH64], ids=["x86_64", "aarch64"])
@@ -131,3 +131,11 @@ def test_a_dynamic_section_past_the_limit_is_refused() -> None:
     with pytest.raises(ElfLimit, match=f"dynamic section or strings end past byte "
                                        f"{DYNAMIC_READ_LIMIT}$"):
         dynamic_entries(io.BytesIO(bytes(header)).read)
+
+
+def test_the_soname_is_read_beside_needed() -> None:
+    data = dynamic_elf(b"libamdhip64.so.7", (b"libhsa-runtime64.so.1",))
+    entries = dynamic_entries(io.BytesIO(data).read)
+    assert entries is not None
+    assert entries.soname == "libamdhip64.so.7"
+    assert entries.needed == ("libhsa-runtime64.so.1",)

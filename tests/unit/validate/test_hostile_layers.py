@@ -19,7 +19,7 @@ from aipcc_build.imagefs.blobs import BlobLocation, LayerJob
 from aipcc_build.validate import detect
 from aipcc_build.validate.cache import LayerCache
 from aipcc_build.validate.layers import scan_layer
-from aipcc_build.validate.results import LayerScan
+from aipcc_build.validate.results import REFUSED_LAYER, LayerScan
 from tests.support.layers import member, sha256, tar_bytes
 from tests.support.raw_tar import Member, raw_tar
 
@@ -80,8 +80,9 @@ def test_a_tampered_layer_blob_is_refused(tmp_path: Path, validate) -> None:
     layout = Layout(tmp_path / "oci").image(CUDA_129, config())
     (layout.blobs / sha256(CUDA_129).split(":")[1]).write_bytes(CUDA_128)  # a 12.8 tree
     result = validate(layout)
-    assert result.code == 2
-    assert f"layer {sha256(CUDA_129)} does not match its digest" in result.out
+    assert result.code == 1  # the engine refuses it: a failed check, not a bad input
+    assert f"layer {sha256(CUDA_129)} is refused by the container engine: it does not " \
+           "match its digest" in result.out
     assert sha256(CUDA_128) in result.out
 
 
@@ -159,7 +160,9 @@ def test_the_scan_hashes_the_blob_it_reads(tmp_path: Path) -> None:
     good = scan_layer(LayerJob(sha256(CUDA_129), "", BlobLocation(str(blob))))
     assert good.error is None
     bad = scan_layer(LayerJob(sha256(CUDA_128), "", BlobLocation(str(blob))))
-    assert bad.error and "does not match its digest" in bad.error
+    assert not bad.error and [h.detail for h in bad.hazards if h.kind == REFUSED_LAYER] == [
+        f"layer {sha256(CUDA_128)} is refused by the container engine: it does not match "
+        f"its digest (its bytes hash to {sha256(CUDA_129)})"]
 
 
 # ---- issue 16.6: symlink resolution is bounded --------------------------------------------
@@ -275,3 +278,44 @@ def test_a_layer_the_engine_refuses_is_refused_in_one_line(
         f"  oci:{layout.root} linux/amd64: violation: refused-layer (layer) at / [layer "
         f"{digest[:19]}]: refused-layer: layer {digest} is refused by the container engine: "
         f"{why}"]
+
+
+def test_a_config_nested_thousands_deep_is_one_line_of_input_error(tmp_path: Path,
+                                                                   validate) -> None:
+    layout = Layout(tmp_path / "oci")
+    nested = b'{"os": "linux", "architecture": "amd64", "x": ' + b"[" * 200_000 + \
+        b"]" * 200_000 + b"}"
+    manifest = {"schemaVersion": 2, "config": {"digest": layout.put(nested)},
+                "layers": [{"digest": layout.put(CUDA_129), "size": len(CUDA_129)}]}
+    layout.top({"digest": layout.put(json.dumps(manifest).encode())})
+    result = validate(layout)
+    assert result.code == 2
+    assert "nested deeper than this reader follows" in result.err
+    assert len([line for line in result.err.splitlines() if "error" in line]) == 1
+
+
+def test_a_version_file_nested_thousands_deep_is_unparsable_not_a_crash(
+        tmp_path: Path) -> None:
+    layer = tar_bytes([member("usr/local/cuda-12.9/version.json",
+                              b"[" * 200_000 + b"]" * 200_000)])
+    blob = tmp_path / "layer"
+    blob.write_bytes(layer)
+    scan = scan_layer(LayerJob(sha256(layer), "", BlobLocation(str(blob))))
+    assert scan.error is None
+    assert [h.kind for h in scan.hazards] == ["unparsable-file"]
+
+
+@pytest.mark.parametrize(("layer", "reason"), [
+    (CUDA_129[:148] + b"7" + CUDA_129[149:], "its checksum does not match"),
+    (raw_tar([Member(b"a", data=b"1")], end=False) + bytes(512) + CUDA_129,
+     "the archive ends only at two zero blocks"),
+    (gzip.compress(CUDA_129) + bytes(16), "gzip: invalid header"),
+])
+def test_a_layer_the_engine_refuses_fails_naming_the_layer_and_the_reason(
+        tmp_path: Path, validate, layer: bytes, reason: str) -> None:
+    layout = Layout(tmp_path / "oci").image(layer, config())
+    result = validate(layout)
+    assert result.code == 1, result.out + result.err
+    [line] = [line for line in result.out.splitlines() if "refused by the container" in line]
+    assert f"layer {sha256(layer)} is refused by the container engine" in line
+    assert reason in line

@@ -22,7 +22,13 @@ from aipcc_build.validate.cache import LayerCache
 from aipcc_build.validate.config_env import config_evidence
 from aipcc_build.validate.layers import escapes_root, scan_layer
 from aipcc_build.validate.packages import package_evidence, rocm_release
-from aipcc_build.validate.results import Evidence, Expectation, ImageVerdict, LayerScan
+from aipcc_build.validate.results import (
+    REFUSED_LAYER,
+    Evidence,
+    Expectation,
+    ImageVerdict,
+    LayerScan,
+)
 from aipcc_build.validate.rpmdb import read_packages
 from aipcc_build.validate.verdict import judge
 from tests.support.fakes import RecordingRunner
@@ -75,10 +81,15 @@ def test_layer_compressions_are_sniffed(tmp_path: Path, compress: str) -> None:
         ("rocm-tree", "rocm", "6.4"), ("version-file", "rocm", "6.4")}
 
 
-def test_truncated_and_garbage_layers_are_errors_not_crashes(tmp_path: Path) -> None:
+def test_truncated_and_garbage_layers_are_refused_not_crashes(tmp_path: Path) -> None:
+    """The engine refuses both: a severe finding (exit 1), not an unreadable image."""
     data = tar_bytes([member("usr/bin/tool", b"x" * 5000)])
-    assert "truncated" in (scan(tmp_path, data[:1500], "cut").error or "")
-    assert "unreadable" in (scan(tmp_path, b"\x01" * 2048, "junk").error or "")
+    for layer, why in ((data[:1500], "truncated"), (b"\x01" * 2048, "checksum")):
+        result = scan(tmp_path, layer, why)
+        assert result.error is None
+        [refused] = [h for h in result.hazards if h.kind == REFUSED_LAYER]
+        assert refused.severe and "refused by the container engine" in refused.detail
+        assert why in refused.detail
 
 
 def test_evidence_from_names(tmp_path: Path) -> None:
