@@ -136,13 +136,20 @@ def build_matrix(request: MatrixBuild, on_event: Callable[[Event], None],
                             f"{dead_run} that is no longer running"))
         result = run(plan, options, BuildahBuilder(processes, run_id, store), on_event, stop,
                      validate=validate)
-    result = replace(result, registry=request.registry or matrix.registry,
-                     product=matrix.product)
+    return reported(replace(result, registry=request.registry or matrix.registry,
+                            product=matrix.product), request)
+
+
+def reported(result: RunResult, request: MatrixBuild) -> RunResult:
+    """RESULT once its build report is written where REQUEST asks (`report_path`), or with
+    the `report_error` that stopped it: the builds are done and pushed, the caller says it."""
+    from . import build_report
+
     if request.report_path is None:
         return result
     try:
         build_report.write(result, request.build_id, request.report_path)
-    except OSError as exc:  # the builds are done and pushed: the caller says it
+    except OSError as exc:
         return replace(result, report_error=exc)
     return replace(result, report_path=request.report_path)
 

@@ -256,10 +256,11 @@ def test_a_full_disk_for_the_report_keeps_the_summary_and_the_digests(
 
     image = expand(load(DEMO))[0]
 
-    def built(*args: object, **kwargs: object) -> RunResult:
-        return RunResult(images=(ImageResult(
+    def built(request: matrix_build.MatrixBuild, *args: object, **kwargs: object
+              ) -> RunResult:  # the builds skipped; the report written as build_matrix does
+        return matrix_build.reported(RunResult(images=(ImageResult(
             image=image, status=Status.OK, log="", digest=DIGEST, start=1.0,
-            end=2.0),), start=0.0, end=3.0)
+            end=2.0),), start=0.0, end=3.0), request)
 
     monkeypatch.setattr(matrix_build, "build_matrix", built)
     with full_tmpfs(tmp_path / "full") as mount:
@@ -271,7 +272,7 @@ def test_a_full_disk_for_the_report_keeps_the_summary_and_the_digests(
         done = cli("--matrix", DEMO, "matrix", "--push", *args)
         assert done.code == 2, done.err
         assert "Traceback" not in done.err
-        assert f"{image.reference}@{DIGEST}" in done.out  # the summary
+        assert image.reference in done.out and DIGEST in done.out  # the summary
         assert f"{target}: No space left on device" in done.err.splitlines()[-1]
         if option == "--report":
             assert json.loads(done.err[done.err.index("{"):done.err.rindex("}") + 1])[
