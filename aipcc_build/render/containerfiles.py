@@ -57,8 +57,10 @@ class RenderedFile:
     path: str
     text: str
     platform: str = ""  # the platform this file builds
-    # The files its COPY lines take from FILES_DIR beside it: name -> text (image_files).
+    # The files its COPY lines take from the build context: name -> text (image_files), and
+    # the directory they go to (FILES_DIR beside the Containerfile, or in the kind's context).
     files: Mapping[str, str] = field(default_factory=dict)
+    files_dir: str = ""
 
 
 def environment(matrix: Matrix) -> jinja2.Environment:
@@ -105,7 +107,8 @@ def render_all(matrix: Matrix, filters: Filters = EVERYTHING) -> list[RenderedFi
             body = re.sub(r"\n{3,}", "\n\n",
                           _render_one(env, matrix, image, tag, from_ref, platform))
             path = image.containerfiles[platform]
-            body, files = _with_tool_config(body, image, from_ref, _files_source(image, path))
+            files_dir, source = _files_place(image, path)
+            body, files = _with_tool_config(body, image, from_ref, source)
             text = "\n".join([
                 headers[image.template],
                 f"ARG {BUILD_ID_ARG}=dev",
@@ -115,7 +118,7 @@ def render_all(matrix: Matrix, filters: Filters = EVERYTHING) -> list[RenderedFi
                 _identity(image, tag, body),
             ])
             rendered.append(RenderedFile(image=image, path=path, text=text, platform=platform,
-                                         files=files))
+                                         files=files, files_dir=files_dir))
     return rendered
 
 
@@ -425,17 +428,18 @@ def _helper_config(auth: str) -> list[str]:
     ]
 
 
-def _files_source(image: ImageSpec, containerfile: str) -> str:
-    """FILES_DIR beside CONTAINERFILE as its COPY lines name it: relative to the build
-    context (the kind's `context`, else the Containerfile's directory), which must hold it."""
-    directory = os.path.join(os.path.dirname(containerfile), FILES_DIR)
-    relative = os.path.relpath(directory, image.context or os.path.dirname(containerfile))
-    if relative.split(os.sep)[0] == os.pardir:
-        raise InputError(f"the build context {image.context} does not hold {directory}, "
-                         "the files render writes for the image's COPY lines: name a "
-                         "context that holds the Containerfile's directory, or none",
-                         field=f"images.{image.kind}.context")
-    return Path(relative).as_posix()
+def _files_place(image: ImageSpec, containerfile: str) -> tuple[str, str]:
+    """Where the files of CONTAINERFILE's COPY lines go, and that directory as the COPY lines
+    name it, relative to the build context: FILES_DIR beside the Containerfile where the
+    context holds it (the default context, its directory, does), else FILES_DIR/KIND/NAME
+    in the kind's `context`."""
+    beside = os.path.join(os.path.dirname(containerfile), FILES_DIR)
+    context = image.context or os.path.dirname(containerfile)
+    relative = os.path.relpath(beside, context)
+    if relative.split(os.sep)[0] != os.pardir:
+        return beside, Path(relative).as_posix()
+    return os.path.join(context, FILES_DIR, image.kind, image.name), \
+        f"{FILES_DIR}/{image.kind}/{image.name}"
 
 
 def _with_tool_config(body: str, image: ImageSpec, from_ref: Optional[str],
@@ -521,7 +525,7 @@ def apply(matrix: Matrix, rendered: list[RenderedFile], *, check: bool,
                  ) if remove_stale and output.is_dir() else []
     wanted = {Path(item.path): item.text for item in rendered}
     for item in rendered:
-        directory = Path(item.path).parent / FILES_DIR
+        directory = Path(item.files_dir)
         wanted.update({directory / name: text for name, text in item.files.items()})
     return sync(tree, wanted, check=check, stale=sorted(stale),
                 removed=lambda path: _remove_empty_parents(path.parent, output))

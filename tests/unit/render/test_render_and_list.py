@@ -204,11 +204,16 @@ def test_the_files_an_image_copies_in_are_render_s_and_drift_checked(
     assert entry.read_text() == "#!/bin/sh\nexec uv \"$@\"\n"
 
 
-def test_a_context_that_does_not_hold_the_containerfile_is_refused(
+def test_a_context_elsewhere_gets_the_files_the_containerfile_copies(
         project: Project, cli) -> None:
     (project.root / "elsewhere").mkdir()
     project.edit("    template: base.Containerfile.j2\n",
                  "    template: base.Containerfile.j2\n    context: ../elsewhere\n")
-    result = cli("--matrix", str(project.matrix), "render")
-    assert result.code == 2
-    assert "images.base.context" in result.err and "image-files" in result.err
+    assert cli("--matrix", str(project.matrix), "render").code == 0
+    files = project.root / "elsewhere" / "image-files" / "base" / "cuda-12.8-el9.6"
+    assert (files / "aipcc-constraints.txt").is_file()
+    text = (project.output / "base" / "cuda-12.8-el9.6" / "Containerfile").read_text()
+    assert "COPY --chmod=0644 image-files/base/cuda-12.8-el9.6/aipcc-constraints.txt" in text
+    (files / "pip.conf").write_text("[global]\n")
+    result = cli("--matrix", str(project.matrix), "render", "--check")
+    assert result.code == 1 and f"drifted: {files / 'pip.conf'}" in result.out
