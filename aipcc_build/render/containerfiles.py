@@ -6,7 +6,9 @@ image's identity (FROMAGER_VARIANT and labels) whatever the template wrote. Each
 gets pip's and uv's configuration right after its FROM (variables, /etc/pip.conf,
 /etc/uv/uv.toml): the constraints that keep its Python environment on its toolkit
 (`toolkit.constraints`) and, with a matrix `wheel_index`, the index; the identity repeats
-the variables and labels the URL: a template cannot forget them.
+the variables and labels the URL: a template cannot forget them. The files of that
+configuration (`image_files`) are written beside the Containerfile, in FILES_DIR, and
+COPYed in: no instruction carries a file inline, so buildah's STEP lines stay short.
 """
 
 from __future__ import annotations
@@ -546,7 +548,7 @@ def ensure_current(matrix: Matrix, filters: Filters, *, rerender: bool) -> Rende
                    remove_stale=False)
     if result.checked and result.changes:
         files = ", ".join(os.path.relpath(change.path) for change in result.changes)
-        raise CheckFailed(f"{len(result.changes)} Containerfile(s) differ from the matrix and "
+        raise CheckFailed(f"{len(result.changes)} rendered file(s) differ from the matrix and "
                           f"templates ({files}): run 'aipcc-build render' and commit, or "
                           f"let the build render them first")
     return result
