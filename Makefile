@@ -29,7 +29,7 @@ export BUILDAH_ISOLATION ?= chroot
 CI_IMAGE_ARGS ?=
 ci-image: system venv
 	scripts/base-os >/dev/null
-	scripts/ci-wheels ci-wheels >/dev/null
+	scripts/ci-wheels containerfiles/ci/aipcc-build/cpu-debian/wheels >/dev/null
 	$(VENV)/bin/aipcc-build --matrix matrix/ci.yaml matrix --build-id main $(CI_IMAGE_ARGS)
 
 # make demo DEMO_ARGS="--registry-port 5001" picks the registry port.

@@ -2,10 +2,11 @@
 PipelineRuns and tenant manifests from `plan --format konflux`): compared with the disk, written
 atomically, or only checked for drift, which CI fails on.
 
-Every generated file starts with a header naming its source. A file without it was written
-by a person and is never replaced; a symbolic link or anything but a regular file where a
-file goes, or a directory on the way that leads out of the tree, is refused before the first
-write.
+Every generated file starts with a header naming its source: on its first line, or on its
+second after a first comment line its format wants there (a script's `#!`, the constraints
+file's tag line). A file without it was written by a person and is never replaced; a
+symbolic link or anything but a regular file where a file goes, or a directory on the way
+that leads out of the tree, is refused before the first write.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ class GeneratedTree:
     """Where one command writes its generated files, and how it recognises its own."""
 
     root: Path
-    header_prefix: str  # what the first line of each of its files starts with
+    header_prefix: str  # what the header line of each of its files starts with
     writer: str  # the command, for messages: "aipcc-build render"
 
 
@@ -63,7 +64,7 @@ def current_text(tree: GeneratedTree, path: Path, *, check: bool) -> Optional[st
     except (OSError, UnicodeDecodeError) as exc:
         why = getattr(exc, "strerror", None) or "not UTF-8 text"
         raise InputError(f"cannot read it: {why}", file=str(path)) from None
-    if not check and not current.startswith(tree.header_prefix):
+    if not check and not has_header(current, tree.header_prefix):
         raise InputError(f"not written by {tree.writer} (it lacks the generated header): "
                          "move it away or delete it, then run it again", file=str(path))
     return current
@@ -108,9 +109,19 @@ def ours(tree: GeneratedTree, paths: Iterable[Path]) -> list[Path]:
         if path.is_symlink() or not path.is_file() or not _inside(tree.root, path):
             continue
         with open(path, encoding="utf-8", errors="replace") as handle:
-            if handle.read(len(tree.header_prefix)) == tree.header_prefix:
+            if has_header(handle.read(_HEAD), tree.header_prefix):
                 found.append(path)
     return found
+
+
+_HEAD = 4096  # enough of a file for a first line and the header
+
+
+def has_header(text: str, prefix: str) -> bool:
+    """Whether TEXT carries the header that starts with PREFIX: as its first line, or as its
+    second after a first comment line (`#!/bin/sh`, which must come first)."""
+    first, _, rest = text.partition("\n")
+    return text.startswith(prefix) or (first.startswith("#") and rest.startswith(prefix))
 
 
 def _inside(root: Path, path: Path) -> bool:

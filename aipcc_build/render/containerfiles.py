@@ -6,17 +6,18 @@ image's identity (FROMAGER_VARIANT and labels) whatever the template wrote. Each
 gets pip's and uv's configuration right after its FROM (variables, /etc/pip.conf,
 /etc/uv/uv.toml): the constraints that keep its Python environment on its toolkit
 (`toolkit.constraints`) and, with a matrix `wheel_index`, the index; the identity repeats
-the variables and labels the URL: a template cannot forget them.
+the variables and labels the URL: a template cannot forget them. The files of that
+configuration (`image_files`) are written beside the Containerfile, in FILES_DIR, and
+COPYed in: no instruction carries a file inline, so buildah's STEP lines stay short.
 """
 
 from __future__ import annotations
 
-import base64
 import os
 import re
 import traceback
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
@@ -58,6 +59,10 @@ class RenderedFile:
     path: str
     text: str
     platform: str = ""  # the platform this file builds
+    # The files its COPY lines take from the build context: name -> text (image_files), and
+    # the directory they go to (FILES_DIR beside the Containerfile, or in the kind's context).
+    files: Mapping[str, str] = field(default_factory=dict)
+    files_dir: str = ""
 
 
 def environment(matrix: Matrix) -> jinja2.Environment:
@@ -103,7 +108,9 @@ def render_all(matrix: Matrix, filters: Filters = EVERYTHING) -> list[RenderedFi
             # Conditional blocks leave runs of blank lines behind; one is enough.
             body = re.sub(r"\n{3,}", "\n\n",
                           _render_one(env, matrix, image, tag, from_ref, platform))
-            body = _with_tool_config(body, image, from_ref)
+            path = image.containerfiles[platform]
+            files_dir, source = _files_place(image, path)
+            body, files = _with_tool_config(body, image, from_ref, source)
             text = "\n".join([
                 headers[image.template],
                 f"ARG {BUILD_ID_ARG}=dev",
@@ -112,8 +119,8 @@ def render_all(matrix: Matrix, filters: Filters = EVERYTHING) -> list[RenderedFi
                 "",
                 _identity(image, tag, body),
             ])
-            rendered.append(RenderedFile(image=image, path=image.containerfiles[platform],
-                                         text=text, platform=platform))
+            rendered.append(RenderedFile(image=image, path=path, text=text, platform=platform,
+                                         files=files, files_dir=files_dir))
     return rendered
 
 
@@ -258,6 +265,8 @@ _IN_IMAGE = Path(__file__).resolve().parent.parent / "in_image"
 _HELPER = _IN_IMAGE / "aipcc_index_cert.py"
 _UV_ENTRY = _IN_IMAGE / "uv.sh"
 _ENTRY_PATH = f"ENV PATH={AUTH_BIN}:$PATH"
+# Beside each rendered Containerfile: the files its configuration COPYs in (image_files).
+FILES_DIR = "image-files"
 # A PATH assignment in an ENV line; LD_LIBRARY_PATH and the like are not PATH.
 _PATH_SET = re.compile(r"(?<![A-Za-z0-9_])PATH=([^\s\\]*)")
 _FROM = re.compile(r"^\s*FROM\s+((?:--\S+\s+)*)(\S+)", re.IGNORECASE)
@@ -278,29 +287,72 @@ def _constraints_env() -> str:
     return "ENV " + " \\\n    ".join(f"{variable}={path}" for variable in CONSTRAINT_VARIABLES)
 
 
-def _quoted(text: str) -> str:
-    """TEXT as one shell word, always quoted (a word starting with '#' is a comment)."""
-    return "'" + text.replace("'", "'\\''") + "'"
-
-
 def _image_target(image: ImageSpec) -> toolkit_constraints.Target:
     return toolkit_constraints.target_of(image.accelerator, image.version)
 
 
-def tool_config(url: Optional[str], target: toolkit_constraints.Target,
-                auth: str = "none") -> str:
-    """The lines that configure pip and uv: the constraints of an image of TARGET (the
-    file, its variables, `constraint` in pip.conf, its lines as uv.toml's
-    `constraint-dependencies`), the index URL when there is one (variables and both config
-    files) and how to authenticate to it, as AUTH says."""
+# The files an image's configuration copies in, by where they go in the image, and their mode.
+_HELPER_STAGED = f"{AUTH_BIN}/{_HELPER.name}"  # moved into the image's site-packages
+_EXECUTABLE = frozenset({f"{AUTH_BIN}/uv", f"{AUTH_BIN}/uvx", _HELPER_STAGED})
+
+
+def _file_header(source: str) -> str:
+    return f"{HEADER_PREFIX}{source}: do not edit; 'aipcc-build render' writes it."
+
+
+def _with_header(text: str, source: str) -> str:
+    """TEXT with the generated-file header: on its second line after a `#!` line."""
+    header = _file_header(source)
+    if text.startswith("#!"):
+        first, _, rest = text.partition("\n")
+        return f"{first}\n{header}\n{rest}"
+    return f"{header}\n{text}"
+
+
+def image_files(url: Optional[str], target: toolkit_constraints.Target,
+                auth: str = "none") -> dict[str, str]:
+    """The files that configure pip and uv in an image of TARGET, by their path in the
+    image: the constraints, pip.conf (`constraint`), uv.toml (the constraints' lines as
+    `constraint-dependencies`), the index URL when there is one, the `uv` and `uvx` entry
+    points and the helper (in mode AUTH, "none" without an index). Each carries the
+    generated-file header; render writes them beside the Containerfile, which COPYs them."""
     path = toolkit_constraints.CONSTRAINTS_PATH
-    text = toolkit_constraints.constraints_text(target)
+    constraints = toolkit_constraints.constraints_text(target)
+    lines = [line for line in constraints.splitlines() if line and not line.startswith("#")]
+    source = "aipcc_build/render/containerfiles.py"
     # The URL holds no quote, space or '$' (the matrix loader checks).
-    pip_conf = f"printf '[global]\\nindex-url = %s\\nconstraint = %s\\nbuild-constraint = %s\\n' " \
-        f"'{url}' '{path}' '{path}'" if url else \
-        f"printf '[global]\\nconstraint = %s\\nbuild-constraint = %s\\n' '{path}' '{path}'"
-    uv_index = f"printf 'index-url = \"%s\"\\n' '{url}'; " if url else ""
-    lines = "sed -n 's/^\\([^#].*\\)$/    \"\\1\",/p' " + path
+    pip_conf = ["[global]", *([f"index-url = {url}"] if url else []),
+                f"constraint = {path}", f"build-constraint = {path}"]
+    uv_toml = [*([f'index-url = "{url}"'] if url else []),
+               "constraint-dependencies = [", *(f'    "{line}",' for line in lines), "]",
+               "build-constraint-dependencies = [", *(f'    "{line}",' for line in lines), "]"]
+    return {
+        path: constraints,  # its header is its second line, after the tag the validator reads
+        PIP_CONF: _with_header("\n".join(pip_conf) + "\n", source),
+        UV_TOML: _with_header("\n".join(uv_toml) + "\n", source),
+        toolkit_constraints.UV_WITH_PATH: _with_header(f"-c {path}\n", source),
+        f"{AUTH_BIN}/uv": _with_header(_UV_ENTRY.read_text(), "aipcc_build/in_image/uv.sh"),
+        # uvx runs the uv beside it, not the one on PATH: the entry point's uvx runs ours.
+        f"{AUTH_BIN}/uvx": _with_header(f'#!/bin/sh\nexec {AUTH_BIN}/uv tool run "$@"\n',
+                                        source),
+        _HELPER_STAGED: _with_header(helper_source(auth if url else "none").decode(),
+                                     "aipcc_build/in_image/aipcc_index_cert.py"),
+    }
+
+
+def staged_name(path: str) -> str:
+    """The name a file of `image_files` has in the rendered directory: its image path's last
+    part (the directory the COPY names is its image path's directory)."""
+    return os.path.basename(path)
+
+
+def tool_config(url: Optional[str], target: toolkit_constraints.Target,
+                auth: str = "none", source: str = FILES_DIR) -> str:
+    """The lines that configure pip and uv in an image of TARGET: the constraints'
+    variables, the index URL's when there is one, and COPY lines for `image_files`, which
+    lie in SOURCE (relative to the build context); the helper goes into the image's
+    Python, as AUTH says how to authenticate to the index."""
+    path = toolkit_constraints.CONSTRAINTS_PATH
     return "\n".join([
         *(["# The wheel index of this image's variant, set by aipcc-build whatever the "
            "template writes.", _index_env(url)] if url else []),
@@ -309,35 +361,20 @@ def tool_config(url: Optional[str], target: toolkit_constraints.Target,
         f"# {AUTH_BIN}/uv, first on PATH, checks what uv reads no constraints for.",
         _constraints_env(),
         _ENTRY_PATH,
-        f"RUN mkdir -p {os.path.dirname(UV_TOML)} {AUTH_BIN} \\",
-        " && printf '%s\\n' \\",
-        *(f"    {_quoted(line)} \\" for line in text.splitlines()),
-        f"    > {path} \\",
-        f" && {pip_conf} > {PIP_CONF} \\",
-        f" && {{ {uv_index}echo 'constraint-dependencies = ['; {lines}; echo ']'; "
-        f"echo 'build-constraint-dependencies = ['; {lines}; echo ']'; }} > {UV_TOML} \\",
-        f" && echo '-c {path}' > {toolkit_constraints.UV_WITH_PATH} \\",
-        *_encoded_file(_UV_ENTRY.read_bytes(), f"{AUTH_BIN}/uv"),
-        # uvx runs the uv beside it, not the one on PATH: the entry point's uvx runs ours.
-        f" && echo '#!/bin/sh' > {AUTH_BIN}/uvx \\",
-        f" && echo 'exec {AUTH_BIN}/uv tool run \"$@\"' >> {AUTH_BIN}/uvx \\",
-        f" && chmod 0755 {AUTH_BIN}/uv {AUTH_BIN}/uvx",
+        *_copy_lines(image_files(url, target, auth), source),
         *_helper_config(auth if url else "none"),
     ])
 
 
-def _encoded_file(data: bytes, path: str) -> list[str]:
-    """Continuation lines of a RUN that write DATA to PATH, base64-encoded: a Containerfile
-    holds no heredoc every builder reads. Comment lines of a script are left out (they are
-    for the reader of the repository; the image runs the rest)."""
-    if data.startswith(b"#!/bin/sh\n"):
-        kept = [line for line in data.decode().splitlines()[1:]
-                if not line.lstrip().startswith("#")]
-        data = ("#!/bin/sh\n" + "\n".join(kept) + "\n").encode()
-    encoded = base64.b64encode(data).decode()
-    return [" && printf '%s\\n' \\",
-            *(f"    {encoded[i:i + 76]} \\" for i in range(0, len(encoded), 76)),
-            f"    | base64 -d > {path} \\"]
+def _copy_lines(files: dict[str, str], source: str) -> list[str]:
+    """One COPY per directory and mode of the image that FILES go to."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for path in files:
+        mode = "0755" if path in _EXECUTABLE else "0644"
+        groups.setdefault((os.path.dirname(path), mode), []).append(
+            f"{source}/{staged_name(path)}")
+    return [f"COPY --chmod={mode} {' '.join(names)} {directory}/"
+            for (directory, mode), names in groups.items()]
 
 
 def _auth_env(auth: str) -> list[str]:
@@ -360,8 +397,8 @@ _AUTH_COMMENT = {
 _WITHOUT_PYTHON = {
     "client-cert": "{ echo 'the wheel index needs a client certificate: python3 must be in "
                    "the base image to present it' >&2; exit 1; }",
-    "netrc": "exit 0",
-    "none": "exit 0",
+    "netrc": f"{{ rm {_HELPER_STAGED}; exit 0; }}",
+    "none": f"{{ rm {_HELPER_STAGED}; exit 0; }}",
 }
 
 
@@ -385,8 +422,7 @@ def _helper_config(auth: str) -> list[str]:
         f"RUN command -v python3 >/dev/null || {_WITHOUT_PYTHON[auth]} \\",
         " && site=\"$(python3 -c 'import sysconfig; print(sysconfig.get_path(\"purelib\"))')\" \\",
         " && mkdir -p \"$site\" \\",
-        *_encoded_file(helper_source(auth), '"$site/aipcc_index_cert.py"'),
-        " && chmod 0755 \"$site/aipcc_index_cert.py\" \\",
+        f" && mv {_HELPER_STAGED} \"$site/\" \\",
         " && echo 'import aipcc_index_cert; aipcc_index_cert.pip_hook()' "
         "> \"$site/aipcc-index-cert.pth\"" + ("" if auth == "none" else " \\"),
         *([f" && ln -sf \"$site/aipcc_index_cert.py\" {AUTH_BIN}/{UV_AUTH_HELPER}"]
@@ -394,14 +430,31 @@ def _helper_config(auth: str) -> list[str]:
     ]
 
 
-def _with_tool_config(body: str, image: ImageSpec, from_ref: Optional[str]) -> str:
+def _files_place(image: ImageSpec, containerfile: str) -> tuple[str, str]:
+    """Where the files of CONTAINERFILE's COPY lines go, and that directory as the COPY lines
+    name it, relative to the build context: FILES_DIR beside the Containerfile where the
+    context holds it (the default context, its directory, does), else FILES_DIR/KIND/NAME
+    in the kind's `context`."""
+    beside = os.path.join(os.path.dirname(containerfile), FILES_DIR)
+    context = image.context or os.path.dirname(containerfile)
+    relative = os.path.relpath(beside, context)
+    if relative.split(os.sep)[0] != os.pardir:
+        return beside, Path(relative).as_posix()
+    return os.path.join(context, FILES_DIR, image.kind, image.name), \
+        f"{FILES_DIR}/{image.kind}/{image.name}"
+
+
+def _with_tool_config(body: str, image: ImageSpec, from_ref: Optional[str],
+                      source: str) -> tuple[str, dict[str, str]]:
     """BODY with pip's and uv's configuration after each FROM, so that every `pip install`
-    of the template already uses it. Not after FROM scratch (no shell to write files) nor
-    after FROM the parent image of the same cell (it carries the same configuration)."""
-    config = tool_config(image.wheel_index, _image_target(image), image.wheel_index_auth)
+    of the template already uses it, and the files it copies in (none where no stage gets
+    it). Not after FROM scratch (no shell to write files) nor after FROM the parent image of
+    the same cell (it carries the same configuration)."""
+    config = tool_config(image.wheel_index, _image_target(image), image.wheel_index_auth,
+                         source)
     lines = body.split("\n")
     out: list[str] = []
-    pending = wanted = False  # pending: inside a FROM continued on the next line
+    pending = wanted = configured = False  # pending: inside a FROM continued on the next line
     for line in lines:
         match = _FROM.match(line)
         if match or pending:
@@ -412,9 +465,12 @@ def _with_tool_config(body: str, image: ImageSpec, from_ref: Optional[str]) -> s
                 wanted = toolkit_constraints.stage_carries(base) and base != from_ref
             if not pending and wanted:
                 out.append(config)
+                configured = True
             continue
         out.append(line)
-    return "\n".join(out)
+    files = image_files(image.wheel_index, _image_target(image), image.wheel_index_auth
+                        ) if configured else {}
+    return "\n".join(out), {staged_name(path): text for path, text in files.items()}
 
 
 def _final_base(body: str) -> str:
@@ -466,17 +522,22 @@ def apply(matrix: Matrix, rendered: list[RenderedFile], *, check: bool,
     """Compare rendered files with the disk; write them (atomically) unless `check`."""
     tree = _tree(matrix)
     output = Path(matrix.output)
-    stale = ours(tree, [*output.glob("*/*/Containerfile"), *output.glob("*/*/Containerfile.*")]
+    stale = ours(tree, [*output.glob("*/*/Containerfile"), *output.glob("*/*/Containerfile.*"),
+                        *output.glob(f"*/*/{FILES_DIR}/*")]
                  ) if remove_stale and output.is_dir() else []
-    return sync(tree, {Path(item.path): item.text for item in rendered}, check=check,
-                stale=sorted(stale),
+    wanted = {Path(item.path): item.text for item in rendered}
+    for item in rendered:
+        directory = Path(item.files_dir)
+        wanted.update({directory / name: text for name, text in item.files.items()})
+    return sync(tree, wanted, check=check, stale=sorted(stale),
                 removed=lambda path: _remove_empty_parents(path.parent, output))
 
 
 def _tree(matrix: Matrix) -> GeneratedTree:
-    """OUTPUT/<kind>/<name>/Containerfile[.<arch>] carrying our header are render's; deeper
-    files belong to another matrix whose output lies inside this one's (the demo renders
-    into containerfiles/demo/), and are never removed."""
+    """OUTPUT/<kind>/<name>/Containerfile[.<arch>] and the files in FILES_DIR beside them
+    carrying our header are render's; other deeper files belong to another matrix whose
+    output lies inside this one's (the demo renders into containerfiles/demo/), and are
+    never removed."""
     return GeneratedTree(Path(matrix.output), HEADER_PREFIX, "aipcc-build render")
 
 
@@ -487,7 +548,7 @@ def ensure_current(matrix: Matrix, filters: Filters, *, rerender: bool) -> Rende
                    remove_stale=False)
     if result.checked and result.changes:
         files = ", ".join(os.path.relpath(change.path) for change in result.changes)
-        raise CheckFailed(f"{len(result.changes)} Containerfile(s) differ from the matrix and "
+        raise CheckFailed(f"{len(result.changes)} rendered file(s) differ from the matrix and "
                           f"templates ({files}): run 'aipcc-build render' and commit, or "
                           f"let the build render them first")
     return result

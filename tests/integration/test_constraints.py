@@ -87,6 +87,12 @@ def container(debian_base: str, mixed_index: dict[str, Any],
     assert DEMO_INDEX in text
     containerfile = tmp_path_factory.mktemp("demo-base") / "Containerfile"
     containerfile.write_text(text.replace(DEMO_INDEX, mixed_index["url"]))
+    # The files its COPY lines take from the build context, pip.conf and uv.toml naming
+    # the index too.
+    (containerfile.parent / "image-files").mkdir()
+    for path in (DEMO_BASE.parent / "image-files").iterdir():
+        (containerfile.parent / "image-files" / path.name).write_text(
+            path.read_text().replace(DEMO_INDEX, mixed_index["url"]))
     built = subprocess.run(["buildah", "build", "--pull-never", "-t", TAG, "-f",
                             str(containerfile), str(containerfile.parent)],
                            capture_output=True, text=True, timeout=900)

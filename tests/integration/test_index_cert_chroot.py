@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from aipcc_build.render.containerfiles import tool_config
+from aipcc_build.render.containerfiles import FILES_DIR, image_files, staged_name, tool_config
 from aipcc_build.toolkit.constraints import target_of
 from tests.support.certs import ENTITLEMENT_ID, certificates
 from tests.support.http_server import serving
@@ -86,6 +86,10 @@ def test_the_combined_key_stays_on_no_host_file_under_chroot_isolation(
     shm_before = set(os.listdir("/dev/shm"))
     try:
         with serving(index_handler(wheel), tls) as origin:
+            (tmp_path / FILES_DIR).mkdir()
+            for path, text in image_files(f"{origin}/simple/", target_of("cpu", None),
+                                          "client-cert").items():
+                (tmp_path / FILES_DIR / staged_name(path)).write_text(text)
             (tmp_path / "Containerfile").write_text("\n".join([
                 f"FROM {debian_base}",
                 "ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 "

@@ -4,7 +4,6 @@ the host's Python against files made in the test."""
 
 from __future__ import annotations
 
-import base64
 import importlib.util
 import os
 import re
@@ -18,42 +17,41 @@ import pytest
 
 from aipcc_build.image_index_settings import AUTH_BIN
 from aipcc_build.matrix import load
-from aipcc_build.render import render_all
+from aipcc_build.render import HEADER_PREFIX, RenderedFile, render_all
 from tests.support.project import Project
 
 PATTERN = "https://idx.example/{release}/{variant}/simple/"
 HELPER = Path(__file__).resolve().parents[3] / "aipcc_build" / "in_image" / "aipcc_index_cert.py"
 
 
-def encoded_files(text: str) -> dict[str, bytes]:
-    """The files a rendered Containerfile writes base64-encoded, by the path they go to."""
-    files: dict[str, bytes] = {}
-    chunks: list[str] = []
-    for line in text.splitlines():
-        chunk = re.match(r"^    ([A-Za-z0-9+/=]+) \\$", line)
-        target = re.match(r"^    \| base64 -d > (\S+) \\$", line)
-        if chunk:
-            chunks.append(chunk.group(1))
-        elif target:
-            files[target.group(1)] = base64.b64decode("".join(chunks))
-            chunks = []
-    return files
+def copied_helper(item: RenderedFile) -> str:
+    """The helper a rendered Containerfile COPYs in, without its generated-file header."""
+    assert f"image-files/aipcc_index_cert.py {AUTH_BIN}/" in item.text
+    first, header, rest = item.files["aipcc_index_cert.py"].split("\n", 2)
+    assert header.startswith(HEADER_PREFIX)
+    return f"{first}\n{rest}"
+
+
+def rendered_files(project: Project, auth: str) -> dict[str, RenderedFile]:
+    project.edit("registry: quay.io/aipcc", f'registry: quay.io/aipcc\nwheel_index: "{PATTERN}"'
+                 f"\nwheel_index_auth: {auth}")
+    return {item.image.key: item for item in render_all(load(project.matrix))}
 
 
 def rendered(project: Project, auth: str) -> dict[str, str]:
-    project.edit("registry: quay.io/aipcc", f'registry: quay.io/aipcc\nwheel_index: "{PATTERN}"'
-                 f"\nwheel_index_auth: {auth}")
-    return {item.image.key: item.text for item in render_all(load(project.matrix))}
+    return {key: item.text for key, item in rendered_files(project, auth).items()}
 
 
 def test_client_cert_installs_the_helper_after_from_and_labels_the_mode(
         project: Project) -> None:
     project.template("base.Containerfile.j2", "FROM {{ os_from }}\nRUN pip install torch\n")
-    text = rendered(project, "client-cert")["base/cuda-12.8-el9.6"]
+    item = rendered_files(project, "client-cert")["base/cuda-12.8-el9.6"]
+    text = item.text
     config = text[text.index("FROM "):text.index("RUN pip install torch")]
     assert f"ENV PATH={AUTH_BIN}:$PATH" in config
     assert "aipcc_index_cert.pip_hook()" in config
-    assert encoded_files(config)['"$site/aipcc_index_cert.py"'] == HELPER.read_bytes()
+    assert f'mv {AUTH_BIN}/aipcc_index_cert.py "$site/"' in config
+    assert copied_helper(item) == HELPER.read_text()
     assert 'ai.aipcc.wheel-index.auth="client-cert"' in text
     # The template kept PATH: the identity does not add the wrapper's directory twice.
     assert text.count(f"ENV PATH={AUTH_BIN}:$PATH") == 1
@@ -70,14 +68,16 @@ def test_a_template_that_replaces_path_gets_the_wrapper_back_at_the_end(
 
 def test_netrc_points_pip_and_uv_at_the_secret_and_installs_the_helper_in_netrc_mode(
         project: Project) -> None:
-    text = rendered(project, "netrc")["base/cuda-12.8-el9.6"]
+    item = rendered_files(project, "netrc")["base/cuda-12.8-el9.6"]
+    text = item.text
     assert text.count("ENV NETRC=/run/secrets/netrc") == 2  # after FROM and in the identity
     assert 'ai.aipcc.wheel-index.auth="netrc"' in text
-    source = encoded_files(text)['"$site/aipcc_index_cert.py"'].decode()
+    source = copied_helper(item)
     assert 'AUTH = "netrc"\n' in source and 'AUTH = "client-cert"' not in source
     assert source.replace('AUTH = "netrc"', 'AUTH = "client-cert"') == HELPER.read_text()
     # Without python3 the build goes on (pip and uv read the netrc themselves).
-    assert "RUN command -v python3 >/dev/null || exit 0 \\" in text
+    assert f"RUN command -v python3 >/dev/null || {{ rm {AUTH_BIN}/aipcc_index_cert.py; " \
+        "exit 0; } \\" in text
     assert text.count(f"ENV PATH={AUTH_BIN}:$PATH") == 1
 
 

@@ -4,7 +4,7 @@ and uv's variables, both config files and a label, whatever its template writes.
 from __future__ import annotations
 
 from aipcc_build.matrix import load
-from aipcc_build.render import render_all
+from aipcc_build.render import RenderedFile, render_all
 from tests.support.project import Project
 
 PATTERN = "https://idx.example/{release}/{variant}/simple/"
@@ -12,7 +12,15 @@ URL128 = "https://idx.example/3.0/cuda12.8-el9.6/simple/"
 
 
 def rendered(project: Project) -> dict[str, str]:
-    return {item.image.key: item.text for item in render_all(load(project.matrix))}
+    return {key: item.text for key, item in rendered_files(project).items()}
+
+
+def rendered_files(project: Project) -> dict[str, RenderedFile]:
+    return {item.image.key: item for item in render_all(load(project.matrix))}
+
+
+COPY_ETC = ("COPY --chmod=0644 image-files/aipcc-constraints.txt image-files/pip.conf "
+            "image-files/aipcc-uv-with.txt /etc/")
 
 
 def with_index(project: Project) -> None:
@@ -23,7 +31,8 @@ def test_config_follows_from_so_the_template_pip_already_uses_it(project: Projec
     with_index(project)
     project.template("base.Containerfile.j2",
                      "FROM {{ os_from }}\nRUN pip install torch\n")
-    text = rendered(project)["base/cuda-12.8-el9.6"]
+    item = rendered_files(project)["base/cuda-12.8-el9.6"]
+    text = item.text
     lines = text.splitlines()
     start = lines.index("FROM registry.redhat.io/rhel9/rhel:9.6")
     config = "\n".join(lines[start + 1:lines.index("RUN pip install torch")])
@@ -31,11 +40,11 @@ def test_config_follows_from_so_the_template_pip_already_uses_it(project: Projec
         assert f"{variable}={URL128}" in config
     assert "PIP_CONFIG_FILE=/etc/pip.conf" in config
     assert "UV_CONFIG_FILE=/etc/uv/uv.toml" in config
-    assert (f"printf '[global]\\nindex-url = %s\\nconstraint = %s\\nbuild-constraint = %s\\n' "
-            f"'{URL128}' '/etc/aipcc-constraints.txt' '/etc/aipcc-constraints.txt' > "
-            "/etc/pip.conf") in config
-    assert f"{{ printf 'index-url = \"%s\"\\n' '{URL128}'; echo 'constraint-dependencies" \
-        in config
+    assert COPY_ETC in config
+    assert "COPY --chmod=0644 image-files/uv.toml /etc/uv/" in config
+    assert f"index-url = {URL128}\nconstraint = /etc/aipcc-constraints.txt\n" \
+        "build-constraint = /etc/aipcc-constraints.txt\n" in item.files["pip.conf"]
+    assert f'index-url = "{URL128}"\nconstraint-dependencies = [' in item.files["uv.toml"]
     identity = text[text.index("# Image identity"):]
     assert f'ai.aipcc.wheel-index="{URL128}"' in identity
     assert f"PIP_INDEX_URL={URL128}" in identity  # the template cannot override it
@@ -48,12 +57,12 @@ def test_every_stage_gets_it_but_scratch_and_the_parent_image(project: Project) 
                      "FROM scratch AS files\nCOPY --from=build /x /x\n"
                      "FROM \\\n  {{ os_from }}\nCOPY --from=files /x /x\n")
     text = rendered(project)["builder/cuda-12.9-ubi9"]
-    assert text.count("> /etc/pip.conf") == 2
+    assert text.count(COPY_ETC) == 2
     assert "FROM scratch AS files\nCOPY" in text
     assert "FROM \\\n  registry.access.redhat.com/ubi9/ubi:9.6\n# The wheel index" in text
     # devel is built FROM base of the same cell: it inherits the configuration.
     devel = rendered(project)["devel/cuda-12.9-el9.6"]
-    assert "> /etc/pip.conf" not in devel
+    assert COPY_ETC not in devel
     assert 'ai.aipcc.wheel-index="https://idx.example/3.0/cuda12.9-el9.6/simple/"' in devel
 
 
@@ -66,11 +75,11 @@ def test_templates_see_the_versioned_variant_and_url(project: Project) -> None:
 
 
 def test_without_wheel_index_only_the_constraints_are_added(project: Project) -> None:
-    text = rendered(project)["builder/cuda-12.9-ubi9"]
-    assert "PIP_INDEX_URL" not in text and "wheel-index" not in text
-    assert "printf '[global]\\nconstraint = %s\\nbuild-constraint = %s\\n' " \
-        "'/etc/aipcc-constraints.txt' '/etc/aipcc-constraints.txt'" in text
-    assert "{ echo 'constraint-dependencies = ['; sed" in text
+    item = rendered_files(project)["builder/cuda-12.9-ubi9"]
+    assert "PIP_INDEX_URL" not in item.text and "wheel-index" not in item.text
+    assert COPY_ETC in item.text
+    assert "[global]\nconstraint = /etc/aipcc-constraints.txt\n" in item.files["pip.conf"]
+    assert "index-url" not in item.files["uv.toml"]
 
 
 def test_an_image_whose_last_stage_is_from_scratch_promises_no_constraints(
@@ -84,7 +93,7 @@ def test_an_image_whose_last_stage_is_from_scratch_promises_no_constraints(
     text = rendered(project)["builder/cuda-12.9-ubi9"]
     identity = text[text.index("# Image identity"):]
     assert "ai.aipcc.constraints" not in identity and "CONSTRAINT" not in identity
-    assert text.count("> /etc/aipcc-constraints.txt") == 1  # the build stage has them
+    assert text.count(COPY_ETC) == 1  # the build stage has them
     other = rendered(project)["base/cuda-12.9-el9.6"]
     assert 'ai.aipcc.constraints="/etc/aipcc-constraints.txt"' in other
     assert "PIP_BUILD_CONSTRAINT=/etc/aipcc-constraints.txt" in other
