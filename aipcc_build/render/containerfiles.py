@@ -76,9 +76,27 @@ def environment(matrix: Matrix) -> jinja2.Environment:
     )
     # A global, so that macros imported without the context reach it too:
     # require_cuda("12.9") is NVIDIA_REQUIRE_CUDA with the release's driver-branch clauses.
-    env.globals["require_cuda"] = lambda release: load_driver_branches().require_cuda(
-        str(release))
+    env.globals["require_cuda"] = lambda release: continued(
+        load_driver_branches().require_cuda(str(release)))
     return env
+
+
+# Characters of one line of a value `continued` spreads over several.
+VALUE_LINE = 96
+
+
+def continued(value: str) -> str:
+    """VALUE (space-separated words) as continuation lines of a quoted ENV value, none
+    longer than VALUE_LINE: each line but the last ends in " \\", the next starts at its
+    first column, so the engine joins them back into VALUE with single spaces (a
+    continuation line keeps its leading white space inside quotes)."""
+    lines: list[str] = []
+    for word in value.split(" "):
+        if lines and len(lines[-1]) + 1 + len(word) <= VALUE_LINE:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return " \\\n".join(lines)
 
 
 def tag_expression(matrix: Matrix) -> str:
