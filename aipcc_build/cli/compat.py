@@ -29,8 +29,10 @@ def _today(value: Optional[dt.datetime]) -> dt.date:
 @cli.command()
 @click.option("--format", "output_format", type=click.Choice(["table", "markdown", "json", "html"]),
               default="table", show_default=True, help="Output format.")
-@click.option("--report", "report_path", type=click.Path(dir_okay=False), metavar="FILE",
-              help="Build report JSON: show the digest each image was built with.")
+@click.option("--report", "report_paths", multiple=True, type=click.Path(), metavar="PATH",
+              help="Build report JSON, or a directory of them (repeatable: the reports of "
+                   "one build's CI jobs are joined): show the digest each image was built "
+                   "with.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), metavar="FILE",
               help="Write to FILE (atomically) instead of stdout.")
 @click.option("--warn-days", type=click.IntRange(min=0), default=DEFAULT_WARN_DAYS,
@@ -51,7 +53,7 @@ def _today(value: Optional[dt.datetime]) -> dt.date:
 @reference_options
 @matrix_filters
 @pass_context
-def compat(context: Context, filters: Filters, output_format: str, report_path: Optional[str],
+def compat(context: Context, filters: Filters, output_format: str, report_paths: tuple[str, ...],
            output: Optional[str], warn_days: int, today: Optional[dt.datetime],
            check_eol: bool, stable: bool, check: bool, wide: bool, build_id: Optional[str],
            registry: Optional[str]) -> int:
@@ -69,7 +71,7 @@ def compat(context: Context, filters: Filters, output_format: str, report_path: 
     table = compat_table(CompatRequest(
         matrix_path=context.matrix_path, build_id=resolved_build_id(build_id),
         today=_today(today), warn_days=warn_days, registry=registry, filters=filters,
-        report=report_path))
+        report=report_paths))
     if check_eol:
         return 1 if compat_formats.eol_check(table) else 0
     if output_format == "table" and not output:
@@ -85,8 +87,9 @@ def compat(context: Context, filters: Filters, output_format: str, report_path: 
 @click.option("--driver", metavar="VERSION", help="NVIDIA driver version, e.g. 550.54.15.")
 @click.option("--node", "node_file", type=click.Path(dir_okay=False), metavar="FILE",
               help="A node object (kubectl get node NAME -o json): read its GPU labels.")
-@click.option("--report", "report_path", type=click.Path(dir_okay=False), metavar="FILE",
-              help="Build report JSON: also refuse an image with a library whose GPU code "
+@click.option("--report", "report_paths", multiple=True, type=click.Path(), metavar="PATH",
+              help="Build report JSON, or a directory of them (repeatable, joined): also "
+                   "refuse an image with a library whose GPU code "
                    "the validator read runs not on the node's GPU.")
 @click.option("--emit", type=click.Choice(["k8s"]),
               help="Print a nodeSelector/affinity fragment for the best image instead.")
@@ -100,7 +103,7 @@ def compat(context: Context, filters: Filters, output_format: str, report_path: 
 @pass_context
 def select(context: Context, filters: Filters, gpu: Optional[str],
            compute_capability: Optional[str], driver: Optional[str], node_file: Optional[str],
-           report_path: Optional[str], emit: Optional[str], as_json: bool, warn_days: int,
+           report_paths: tuple[str, ...], emit: Optional[str], as_json: bool, warn_days: int,
            today: Optional[dt.datetime],
            build_id: Optional[str], registry: Optional[str]) -> int:
     """The images that run on a node, best first, and why every other image does not.
@@ -116,7 +119,7 @@ def select(context: Context, filters: Filters, gpu: Optional[str],
         matrix_path=context.matrix_path, build_id=resolved_build_id(build_id),
         today=_today(today), warn_days=warn_days, registry=registry, filters=filters,
         node_file=node_file, gpu=gpu, compute_capability=compute_capability, driver=driver,
-        scheduling=emit == "k8s", report=report_path))
+        scheduling=emit == "k8s", report=report_paths))
     compat_formats.selected(answer.selection, answer.node,
                             "k8s" if emit == "k8s" else "json" if as_json else "text",
                             answer.scheduling)

@@ -509,7 +509,8 @@ class SelectRequest(MatrixImagesOn):
     compute_capability: Optional[str] = None
     driver: Optional[str] = None
     scheduling: bool = False  # also the nodeSelector/affinity fragment of the best image
-    report: Optional[str] = None  # a build report: the GPU code the validator read
+    # Build reports (joined, as compat's): the GPU code the validator read.
+    report: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -536,10 +537,10 @@ def select_for_node(request: SelectRequest) -> NodeAnswer:
     images = expand(load(request.matrix_path), build_id=request.build_id,
                     registry=request.registry, filters=request.filters or EVERYTHING)
     measured = None
-    if request.report is not None:
+    if request.report:
         from ..imagebuild import build_report
 
-        measured = {entry.key: code for entry in build_report.read_release(
+        measured = {entry.key: code for entry in build_report.read_releases(
             request.report).images if (code := measured_code(entry)) is not None}
     selection = select_images(images, facts, node, today=request.today,
                               warn_days=request.warn_days, measured=measured)

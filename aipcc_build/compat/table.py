@@ -287,7 +287,9 @@ class CompatRequest(MatrixImagesOn):
     """One compatibility table: the matrix's images, or with REPORT the images that build
     made, as it made them."""
 
-    report: Optional[str] = None  # a build report
+    # Build reports (files, or directories of them): the reports of one build's CI jobs,
+    # joined (`build_report.read_releases`).
+    report: tuple[str, ...] = ()
 
 
 def measured_code(entry: ReportEntry) -> Optional[tuple[DeviceCode, ...]]:
@@ -310,13 +312,13 @@ def compat_table(request: CompatRequest) -> CompatTable:
     images = expand(matrix, build_id=request.build_id, registry=request.registry,
                     filters=request.filters or EVERYTHING)
     facts = load_facts()
-    if request.report is None:
+    if not request.report:
         return build_compat_table(images, facts, today=request.today,
                                   warn_days=request.warn_days, product=matrix.product,
                                   build_id=request.build_id)
     from ..imagebuild import build_report
 
-    release = build_report.read_release(request.report)
+    release = build_report.read_releases(request.report)
     every = expand(matrix, build_id=request.build_id, registry=request.registry)
     release.check_matrix(matrix.product.version, {image.key for image in every}, matrix.path)
     built = {}

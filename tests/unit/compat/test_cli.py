@@ -58,6 +58,32 @@ def test_compat_with_build_report_digests(capsys: pytest.CaptureFixture[str],
     assert "| digest |" in out and "sha256:0123" in out
 
 
+def test_compat_joins_the_reports_of_one_builds_ci_jobs(capsys: pytest.CaptureFixture[str],
+                                                         tmp_path: Path) -> None:
+    def report(name: str, digest: str) -> str:
+        path = tmp_path / "reports" / f"{name}.json"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(json.dumps({"build_id": "42", "images": [
+            {"name": name, "kind": "builder", "reference": f"r/{name}:3.0-42",
+             "digest": digest, "status": "ok"}]}))
+        return str(path)
+
+    first = report("cuda-13.0-ubi9", "sha256:0123")
+    second = report("cuda-12.9-ubi9", "sha256:4567")
+    for given in (["--report", first, "--report", second], ["--report", str(tmp_path /
+                                                                             "reports")]):
+        code, out, _ = run(capsys, "compat", "--format", "json", *given)
+        assert code == 0
+        digests = {row["name"]: row["digest"] for row in json.loads(out)["images"]}
+        assert digests == {"cuda-13.0-ubi9": "sha256:0123", "cuda-12.9-ubi9": "sha256:4567"}
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"build_id": "43", "images": [
+        {"name": "cpu-ubi9", "kind": "builder", "reference": "r/cpu-ubi9:3.0-43",
+         "digest": "sha256:89ab", "status": "ok"}]}))
+    code, _, err = run(capsys, "compat", "--report", first, "--report", str(other))
+    assert code == 2 and "build_id" in err and "Traceback" not in err
+
+
 def test_compat_html_written_atomically(capsys: pytest.CaptureFixture[str],
                                         tmp_path: Path) -> None:
     page = tmp_path / "compat.html"
