@@ -36,3 +36,20 @@ def test_tox_passes_the_proxy_and_ca_settings() -> None:
     given = {name: f"value-of-{name}" for name in PROXY_AND_CA}
     passed = tox_environment(given)
     assert [name for name in PROXY_AND_CA if passed.get(name) != given[name]] == []
+
+
+def test_every_file_the_package_reads_is_in_its_wheel() -> None:
+    """tox and users install the wheel, not the tree: a data file the package reads (the
+    image's uv entry point was one) must be named in pyproject's package-data."""
+    import fnmatch
+    import re
+
+    text = (REPO / "pyproject.toml").read_text()
+    section = text.split("[tool.setuptools.package-data]", 1)[1]
+    globs = re.findall(r'"([^"]+)"', re.search(r"^aipcc_build = \[(.*?)\]", section,
+                                               re.M | re.S).group(1))
+    tracked = subprocess.run(["git", "ls-files", "aipcc_build"], cwd=REPO, check=True,
+                             capture_output=True, text=True, timeout=60).stdout.split()
+    data = [path[len("aipcc_build/"):] for path in tracked if not path.endswith(".py")]
+    assert data, "no data file found: the check checked nothing"
+    assert [path for path in data if not any(fnmatch.fnmatch(path, g) for g in globs)] == []
