@@ -26,7 +26,7 @@ CONSTRAINT_VARIABLES = ("PIP_CONSTRAINT", "UV_CONSTRAINT", "PIP_BUILD_CONSTRAINT
 INDEX_AUTH_MODES = ("none", "client-cert", "netrc")
 # What the renderer writes for them and the validator checks, beside the label: for
 # client-cert, the directory of the uv entry point, first on PATH (the helper,
-# in_image/aipcc_index_cert.py, is also pip's .pth hook); for netrc, where podman's and
+# in_image/aipcc_index_cert.py, is also pip's sitecustomize hook); for netrc, where podman's and
 # buildah's `--secret id=netrc` put the file (/run/secrets/ID).
 AUTH_BIN = "/usr/local/libexec/aipcc-build"
 # The helper's name in AUTH_BIN: the `uv` entry point there (in_image/uv.sh, in every image)

@@ -276,9 +276,9 @@ def _display_path(matrix: Matrix, template: str) -> str:
         return template
 
 
-# client-cert: the helper is a module of the image's Python, run by a .pth file in every
-# pip, and run by the `uv` entry point in AUTH_BIN (as UV_AUTH_HELPER there), which every
-# image with a shell has first on PATH.
+# client-cert: the helper is a module of the image's Python, run by its sitecustomize in
+# every pip, and run by the `uv` entry point in AUTH_BIN (as UV_AUTH_HELPER there), which
+# every image with a shell has first on PATH.
 _IN_IMAGE = Path(__file__).resolve().parent.parent / "in_image"
 _HELPER = _IN_IMAGE / "aipcc_index_cert.py"
 _UV_ENTRY = _IN_IMAGE / "uv.sh"
@@ -310,7 +310,7 @@ def _image_target(image: ImageSpec) -> toolkit_constraints.Target:
 
 
 # The files an image's configuration copies in, by where they go in the image, and their mode.
-_HELPER_STAGED = f"{AUTH_BIN}/{_HELPER.name}"  # moved into the image's site-packages
+_HELPER_STAGED = f"{AUTH_BIN}/{_HELPER.name}"  # moved into the image's stdlib directory
 _EXECUTABLE = frozenset({f"{AUTH_BIN}/uv", f"{AUTH_BIN}/uvx", _HELPER_STAGED})
 
 
@@ -399,6 +399,8 @@ def _auth_env(auth: str) -> list[str]:
     return [f"ENV NETRC={NETRC_SECRET}"] if auth == "netrc" else []
 
 
+# The line of the image's sitecustomize that runs the helper in every Python of the image.
+_SITECUSTOMIZE_LINE = "import aipcc_index_cert; aipcc_index_cert.python_hook()"
 _AUTH_LINE = 'AUTH = "client-cert"\n'  # the helper's mode, as data/ holds it
 _AUTH_COMMENT = {
     "client-cert": "# pip and uv present the host's entitlement certificate "
@@ -408,7 +410,7 @@ _AUTH_COMMENT = {
     "netrc": f"# pip and uv read the user and password from the netrc secret ({NETRC_SECRET}); "
              "the helper tells an install when it is missing.",
     "none": "# pip keeps a user's PIP_CONSTRAINT beside this image's file, not instead of it "
-            "(the helper, run by a .pth file in every pip).",
+            "(the helper, run by the sitecustomize of every Python, venvs too).",
 }
 # Without python3 in the base image: a client certificate cannot be presented (the build
 # fails); netrc still works (pip and uv read it themselves), only without the helper's word.
@@ -428,22 +430,29 @@ def helper_source(auth: str) -> bytes:
 
 
 def _helper_config(auth: str) -> list[str]:
-    """The helper goes into the site-packages of the image's python3 with a .pth file (pip,
-    `python -m pip`, a notebook's %pip): it keeps a user's PIP_CONSTRAINT beside the image's
-    file and, for client-cert and netrc, is linked as UV_AUTH_HELPER beside the `uv` entry
-    point, which runs it; it presents the certificate, or says what is missing before the
-    index refuses. An image without python3 gets no helper (a client certificate then
-    cannot be presented: its build fails)."""
+    """The helper goes into the standard library directory of the image's python3, and a
+    line of its sitecustomize runs it: every Python of the image imports that sitecustomize,
+    a venv's too (its stdlib is the base interpreter's; a .pth file in the system
+    site-packages reaches no venv). It keeps a user's PIP_CONSTRAINT beside the image's file
+    in every pip (`pip`, `python -m pip`, a notebook's %pip, a venv's own pip) and, for
+    client-cert and netrc, is linked as UV_AUTH_HELPER beside the `uv` entry point, which
+    runs it; it presents the certificate, or says what is missing before the index refuses.
+    A sitecustomize the distribution ships (Debian's links /etc/python3.X/sitecustomize.py)
+    is extended, not replaced; one already carrying the line is left alone. An image without
+    python3 gets no helper (a client certificate then cannot be presented: its build
+    fails)."""
     return [
         _AUTH_COMMENT[auth],
         *_auth_env(auth),
         f"RUN command -v python3 >/dev/null || {_WITHOUT_PYTHON[auth]} \\",
-        " && site=\"$(python3 -c 'import sysconfig; print(sysconfig.get_path(\"purelib\"))')\" \\",
-        " && mkdir -p \"$site\" \\",
-        f" && mv {_HELPER_STAGED} \"$site/\" \\",
-        " && echo 'import aipcc_index_cert; aipcc_index_cert.pip_hook()' "
-        "> \"$site/aipcc-index-cert.pth\"" + ("" if auth == "none" else " \\"),
-        *([f" && ln -sf \"$site/aipcc_index_cert.py\" {AUTH_BIN}/{UV_AUTH_HELPER}"]
+        " && stdlib=\"$(python3 -c 'import sysconfig; print(sysconfig.get_path(\"stdlib\"))')\" \\",
+        f" && mv {_HELPER_STAGED} \"$stdlib/\" \\",
+        " && custom=\"$(readlink -f \"$stdlib/sitecustomize.py\")\" \\",
+        " && mkdir -p \"${custom%/*}\" \\",
+        f" && {{ grep -qsxF '{_SITECUSTOMIZE_LINE}' \"$custom\" \\",
+        f"      || printf '\\n%s\\n' '{_SITECUSTOMIZE_LINE}' >> \"$custom\"; }}"
+        + ("" if auth == "none" else " \\"),
+        *([f" && ln -sf \"$stdlib/aipcc_index_cert.py\" {AUTH_BIN}/{UV_AUTH_HELPER}"]
           if auth != "none" else []),
     ]
 

@@ -266,6 +266,13 @@ def test_uv_run_with_uvx_and_uv_tool_keep_to_the_image(container: str) -> None:
     # The deliberate override still gets through.
     assert run(container, "uv run --no-project --with fw-cu129 python -c 1",
                OVERRIDE).returncode == 0
+    # `python -m uv` runs its Python's uv (/opt/venv/bin/uv), past the entry point on PATH:
+    # the image's sitecustomize sends it through the entry point.
+    module = run(container, "/opt/venv/bin/python -m uv run --no-project --with fw-cu129 "
+                            "python -c 'print(1)'")
+    assert module.returncode == 1 and NAMED in module.stdout, module.stdout
+    assert run(container, "/opt/venv/bin/python -m uv run --no-project --with fw-cu129 "
+                          "python -c 1", OVERRIDE).returncode == 0
 
 
 def test_uv_sync_of_a_foreign_lock_is_refused_before_anything_is_installed(
@@ -355,6 +362,35 @@ def test_a_users_constraints_add_to_the_images(container: str) -> None:
         assert NAMED in tool.stdout
     assert installed(container).strip() == f"['{OURS.rsplit('-', 1)[1]}']"
 
+
+
+def test_a_venvs_own_pip_keeps_the_images_constraints_beside_the_users(container: str) -> None:
+    # A fresh venv with a pip of its own: the system site-packages (and any .pth file
+    # there) are not on its path, its stdlib directory (and the sitecustomize there) is.
+    made = run(container, "rm -rf /tmp/own && python3 -m venv --without-pip /tmp/own "
+                          "&& PIP_PYTHON=/tmp/own/bin/python pip install -q pip "
+                          "&& echo 'cython<3' > /tmp/mine.txt && test -x /tmp/own/bin/pip")
+    assert made.returncode == 0, made.stdout
+    own = "env -u PIP_PYTHON /tmp/own/bin/pip install"
+    mine = {"PIP_CONSTRAINT": "/tmp/mine.txt"}
+    other = run(container, f"{own} fw-cu129", mine)
+    assert other.returncode == 1, other.stdout
+    assert NAMED in other.stdout
+    assert "/tmp/own/bin/python" in run(container, "env -u PIP_PYTHON /tmp/own/bin/pip -V "
+                                                   "&& /tmp/own/bin/python -c 'import sys; "
+                                                   "print(sys.executable)'").stdout
+    clean = run(container, f"{own} fw-cu128", mine)
+    assert clean.returncode == 0, clean.stdout
+    assert installed(container, "/tmp/own/bin/python").strip() == "['12.8.90']"
+    # The deliberate way out still is one.
+    override = run(container, f"{own} --dry-run fw-cu129", {"PIP_CONSTRAINT": "/dev/null"})
+    assert override.returncode == 0, override.stdout
+    assert "fw-cu129-1.0" in override.stdout
+    # Debian's sitecustomize (a link to /etc/python3.11/sitecustomize.py) was extended,
+    # not replaced: it still holds what Debian put there, then the image's line, once.
+    custom = run(container, "cat /etc/python3.11/sitecustomize.py").stdout
+    assert "apport_python_hook" in custom, custom
+    assert custom.count("import aipcc_index_cert; aipcc_index_cert.python_hook()") == 1
 
 SDIST_BACKEND = '''
 import base64, hashlib, os, zipfile

@@ -49,8 +49,8 @@ def test_client_cert_installs_the_helper_after_from_and_labels_the_mode(
     text = item.text
     config = text[text.index("FROM "):text.index("RUN pip install torch")]
     assert f"ENV PATH={AUTH_BIN}:$PATH" in config
-    assert "aipcc_index_cert.pip_hook()" in config
-    assert f'mv {AUTH_BIN}/aipcc_index_cert.py "$site/"' in config
+    assert "aipcc_index_cert.python_hook()" in config
+    assert f'mv {AUTH_BIN}/aipcc_index_cert.py "$stdlib/"' in config
     assert copied_helper(item) == HELPER.read_text()
     assert 'ai.aipcc.wheel-index.auth="client-cert"' in text
     # The template kept PATH: the identity does not add the wrapper's directory twice.
@@ -227,7 +227,18 @@ def test_without_a_certificate_an_install_is_told_what_is_missing_and_where(
 ])
 def test_the_hook_acts_in_pip_only(helper: ModuleType, argv: list[str],
                                    arguments: list[str] | None) -> None:
-    assert helper._pip_arguments(argv) == arguments
+    assert helper._tool_arguments(argv) == arguments
+
+
+@pytest.mark.parametrize("argv, arguments", [
+    (["python3", "-m", "uv", "sync"], ["sync"]),
+    (["python3", "-I", "-m", "uv", "run", "--with", "x"], ["run", "--with", "x"]),
+    (["python3", "/opt/venv/bin/uv", "sync"], None),  # uv is a program, not a script
+    (["python3", "-m", "pip", "install", "uv"], None),
+])
+def test_the_hook_sees_python_m_uv(helper: ModuleType, argv: list[str],
+                                   arguments: list[str] | None) -> None:
+    assert helper._tool_arguments(argv, "uv", scripts=False) == arguments
 
 
 def test_the_uv_wrapper_runs_the_next_uv_with_the_combined_pem(tmp_path: Path) -> None:

@@ -17,11 +17,13 @@ key outlives no install. A named file would not do: under `BUILDAH_ISOLATION=chr
 /dev/shm is the build host's, and a file left there keeps an entitlement's key on a shared
 CI runner; no image layer holds the key either.
 
-Two ways in: a .pth file runs `pip_hook()` at the start of every Python of the image and
-acts only in pip (`pip ...`, `python -m pip ...`, a notebook's `%pip`); this file, run as
-`uv` first on PATH, sets the variable and runs the real uv. A variable the user set is left
-alone. Without a certificate, pip's and uv's install commands are told what is missing and
-where it was looked for, then run (and the index refuses them).
+Two ways in: the image's sitecustomize runs `python_hook()` at the start of every Python of
+the image, a venv's too, and acts only in pip (`pip ...`, `python -m pip ...`, a notebook's
+`%pip`, a venv's own pip) and in `python -m uv`, which it sends through the `uv` entry
+point; this file, run as `uv` first on PATH, sets the variable and runs the real uv. A
+variable the user set is left alone. Without a certificate, pip's and uv's install commands
+are told what is missing and where it was looked for, then run (and the index refuses
+them).
 
 netrc: pip and uv read the user and password themselves from the file NETRC names (the
 image sets /run/secrets/netrc, where `--secret id=netrc` puts it); when it is missing, or
@@ -43,6 +45,8 @@ AUTH = "none"
 # of files, whitespace-separated, so the image's file is added to it instead.
 CONSTRAINTS = "/etc/aipcc-constraints.txt"
 PIP_CONSTRAINT_VARIABLES = ("PIP_CONSTRAINT", "PIP_BUILD_CONSTRAINT")
+# The image's `uv` entry point (in_image/uv.sh), which `python -m uv` is sent through.
+UV_ENTRY_POINT = "/usr/local/libexec/aipcc-build/uv"
 DIRECTORIES = ("/etc/pki/entitlement", "/run/secrets/etc-pki-entitlement",
                "/etc/pki/entitlement-host")
 RUNTIME = "/dev/shm"
@@ -129,20 +133,22 @@ def present(variable, tool, arguments, wanted, directories=DIRECTORIES, runtime=
         sys.stderr.write(f"{tool}: cannot prepare the client certificate: {error}\n")
 
 
-def _pip_arguments(argv):
-    """The arguments after pip in a Python's command line, or None when it is not pip:
-    `python3 [options] -m pip ...` or `python3 [options] /usr/bin/pip3 ...` (a script)."""
+def _tool_arguments(argv, tool="pip", scripts=True):
+    """The arguments after TOOL in a Python's command line, or None when it does not run
+    TOOL: `python3 [options] -m TOOL ...` or, where SCRIPTS, `python3 [options]
+    /usr/bin/TOOL3 ...` (a script)."""
     for index in range(1, len(argv)):
         argument = argv[index]
         if argument == "-m":
-            return argv[index + 2:] if argv[index + 1:index + 2] == ["pip"] else None
+            return argv[index + 2:] if argv[index + 1:index + 2] == [tool] else None
         if argument.startswith("-"):
-            if argument in ("-c", "-X", "-W"):  # -c runs no pip; -X/-W take a value
-                return None if argument == "-c" else _pip_arguments(
-                    argv[:index] + argv[index + 2:])
+            if argument in ("-c", "-X", "-W"):  # -c runs no tool; -X/-W take a value
+                return None if argument == "-c" else _tool_arguments(
+                    argv[:index] + argv[index + 2:], tool, scripts)
             continue
         name = os.path.basename(argument)
-        return argv[index + 1:] if name.split("-")[0].rstrip("0123456789.") == "pip" else None
+        return argv[index + 1:] if scripts and \
+            name.split("-")[0].rstrip("0123456789.") == tool else None
     return None
 
 
@@ -209,14 +215,19 @@ def keep_constraints(environ=None, constraints=CONSTRAINTS):
             environ[variable] = " ".join(files + [constraints])
 
 
-def pip_hook():
-    """Run by the .pth file in every Python of the image: act only when it runs pip."""
+def python_hook():
+    """Run by the sitecustomize of every Python of the image, a venv's too: act only when it
+    runs pip, or uv as `python -m uv`."""
     try:
         with open("/proc/self/cmdline", "rb") as handle:
             argv = handle.read().decode("utf-8", "replace").split("\0")[:-1]
     except OSError:
         return
-    arguments = _pip_arguments(argv)
+    uv_arguments = _tool_arguments(argv, "uv", scripts=False)
+    if uv_arguments is not None:
+        uv_module(uv_arguments)
+        return
+    arguments = _tool_arguments(argv)
     if arguments is None:
         return
     keep_constraints()
@@ -226,13 +237,31 @@ def pip_hook():
         present("PIP_CLIENT_CERT", "pip", arguments, PIP_COMMANDS)
 
 
+def uv_module(arguments, entry=UV_ENTRY_POINT):
+    """`python -m uv ...` runs the uv of its Python's scripts directory, past the `uv` entry
+    point on PATH: run that uv through the entry point instead (it takes the first `uv` on
+    PATH after its own directory, so that directory goes first). Nothing happens where
+    either is missing: uv's own module then says what it says."""
+    import sysconfig  # here, not at the top: every Python of the image imports this module
+
+    scripts = sysconfig.get_path("scripts")
+    if not (_executable(entry) and _executable(os.path.join(scripts, "uv"))):
+        return
+    os.environ["PATH"] = os.pathsep.join(
+        [os.path.dirname(entry), scripts, os.environ.get("PATH", "")])
+    os.execv(entry, [entry] + list(arguments))
+
+
+def _executable(path):
+    return os.path.isfile(path) and os.access(path, os.X_OK)
+
+
 def run_uv(argv):
     """Run the real uv (the next one on PATH) with SSL_CLIENT_CERT set."""
     here = os.path.dirname(os.path.abspath(argv[0]))
     for directory in os.environ.get("PATH", "").split(os.pathsep):
         candidate = os.path.join(directory, "uv")
-        if directory and os.path.abspath(directory) != here and os.access(candidate, os.X_OK) \
-                and os.path.isfile(candidate):
+        if directory and os.path.abspath(directory) != here and _executable(candidate):
             if AUTH == "netrc":
                 check_netrc("uv", argv[1:], UV_COMMANDS)
             else:
