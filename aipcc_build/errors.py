@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from typing import Optional
@@ -79,33 +80,34 @@ _SECRET_OPTION = r"--(?:src-|dest-)?(?:creds|password|registry-token|client-secr
 # What may carry a secret in a message, a log or a report, each kept up to where the secret
 # starts (group 1), the secret replaced. Every pattern runs in time linear in the text (a
 # build step may print megabytes without a newline): each starts at a literal that no
-# repetition before it can also match, so no start rescans what an earlier one read.
-_SECRETS = [re.compile(pattern, re.IGNORECASE) for pattern in (
+# repetition before it can also match, so no start rescans what an earlier one read. Each
+# comes with a literal it cannot match without: a text that lacks it is not searched (most
+# lines hold none), and a pattern is compiled on first use, not by every start of the CLI.
+_SECRETS = (
     # the user information of a URL, with or without a password (`https://TOKEN@host`,
     # `docker://me:s3cret@host/ns`), not a digest (`docker://base:1@sha256:...`); a
     # scheme's letters before `://` are not read, which made the pattern quadratic on a
     # long run of letters
-    r"(://)(?<=[a-z0-9+.-]://)[^\s/@'\"<>]+(?=@(?!sha(?:256|512):))",
+    ("://", r"(://)(?<=[a-z0-9+.-]://)[^\s/@'\"<>]+(?=@(?!sha(?:256|512):))"),
     # a secret option of a tool's command line (skopeo, buildah, pulp-cli), `--creds X`
     # or `--creds=X`
-    rf"({_SECRET_OPTION}(?:=|\s+))(?!-)\S+",
+    ("--", rf"({_SECRET_OPTION}(?:=|\s+))(?!-)\S+"),
     # an HTTP Authorization header as a tool or a server echoes it
-    r"(authorization:\s*(?:bearer|basic|token)\s+)[^\s'\"]+",
+    (":", r"(authorization:\s*(?:bearer|basic|token)\s+)[^\s'\"]+"),
     # a query or form field (`?access_token=X`, `&client_secret=X`, a signed URL's signature)
-    r"([?&;\s](?:access_token|refresh_token|id_token|token|password|passwd|secret|"
-    r"client_secret|api_key|apikey|x-amz-signature|x-amz-credential|signature|sig)=)"
-    r"[^&\s'\"#]+",
+    ("=", r"([?&;\s](?:access_token|refresh_token|id_token|token|password|passwd|secret|"
+          r"client_secret|api_key|apikey|x-amz-signature|x-amz-credential|signature|sig)=)"
+          r"[^&\s'\"#]+"),
     # a JSON field that holds one (`"password": "X"`, an OAuth answer echoed in an error)
-    r"([\"'](?:password|passwd|client_secret|access_token|refresh_token|id_token|api_key|"
-    r"token)[\"']\s*:\s*[\"'])[^\"']*",
-)]
+    (":", r"([\"'](?:password|passwd|client_secret|access_token|refresh_token|id_token|"
+          r"api_key|token)[\"']\s*:\s*[\"'])[^\"']*"),
+)
 # user:password@ of a reference without a scheme (`me:s3cret@host/ns`), never NAME:TAG
 # before a digest (`base:1@sha256:...`): first the word before each such `@` (it starts
 # after whitespace, a quote, `/` or `@`, so words never overlap), then, in `_masked_user`,
 # where its user starts: at the word's start when whitespace, a quote or nothing comes
 # before it, else after a `=`, `(`, `[` or `,` in it (`--url=me:pw@host`).
-_WORD_BEFORE_AT = re.compile(r"(?<![^\s/@'\"])[^\s/@'\"]+(?=@(?!sha(?:256|512):))",
-                             re.IGNORECASE)
+_WORD_BEFORE_AT = r"(?<![^\s/@'\"])[^\s/@'\"]+(?=@(?!sha(?:256|512):))"
 _USER_AFTER = "=([,"
 
 
@@ -132,12 +134,23 @@ def without_credentials(text: str) -> str:
     it (the CLI's output streams all of it, `masked_lines` the files). Linear in TEXT."""
     if not text:
         return text
-    text = _SECRETS[0].sub(lambda match: match.group(1) + MASK, text)
+    text = _masked(text, *_SECRETS[0])
     if "@" in text:
-        text = _WORD_BEFORE_AT.sub(_masked_user, text)
-    for pattern in _SECRETS[1:]:
-        text = pattern.sub(lambda match: match.group(1) + MASK, text)
+        text = _compiled(_WORD_BEFORE_AT).sub(_masked_user, text)
+    for literal, pattern in _SECRETS[1:]:
+        text = _masked(text, literal, pattern)
     return text
+
+
+def _masked(text: str, literal: str, pattern: str) -> str:
+    if literal not in text:
+        return text
+    return _compiled(pattern).sub(lambda match: match.group(1) + MASK, text)
+
+
+@functools.cache
+def _compiled(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern, re.IGNORECASE)
 
 
 def masked_command(argv: Sequence[str]) -> list[str]:

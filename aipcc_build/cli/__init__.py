@@ -14,16 +14,6 @@ import click
 
 from ..errors import AipccError, InputError, Interrupted
 from ..report.console import masked_streams
-from . import (  # noqa: F401  (register the commands)
-    build,
-    compat,
-    images,
-    publish,
-    reference,
-    validate,
-    verify,
-    versions,
-)
 from .options import cli
 from .signals import handled
 

@@ -4,6 +4,7 @@ inside the commands so that `aipcc-build --version` stays as fast as importing c
 from __future__ import annotations
 
 import functools
+import importlib
 import os
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
@@ -162,12 +163,48 @@ class Command(click.Command):
         return super().parse_args(ctx, _current_spelling(self.name or "", args))
 
 
+# Each command -> the module of this package that defines it. A command's module is
+# imported when the command runs (or --help lists it): `--version`, and a run of one
+# command, import no other command's options and defaults.
+COMMAND_MODULES = {
+    "add-version": "versions", "clean": "build", "compat": "compat",
+    "index": "publish", "list": "images", "matrix": "build", "merge-reports": "publish",
+    "mirror": "publish", "plan": "images", "promote": "publish", "reference": "reference",
+    "regenerate": "images", "render": "images", "retire": "versions", "select": "compat",
+    "validate": "validate", "verify": "verify",
+}
+
+
 class Group(click.Group):
+    """The program: its commands loaded on first use (`commands`: all of them)."""
+
     command_class = Command
+
+    @property
+    def commands(self) -> dict[str, click.Command]:
+        for module in sorted(set(COMMAND_MODULES.values())):
+            importlib.import_module(f"{__package__}.{module}")
+        return self._commands
+
+    @commands.setter
+    def commands(self, value: dict[str, click.Command]) -> None:
+        self._commands = value
+
+    def add_command(self, cmd: click.Command, name: Optional[str] = None) -> None:
+        self._commands[name or cmd.name or ""] = cmd
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> Optional[click.Command]:
+        module = COMMAND_MODULES.get(cmd_name)
+        if module is not None:
+            importlib.import_module(f"{__package__}.{module}")
+        return self._commands.get(cmd_name)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMAND_MODULES)
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         # `aipcc-build --version 12.8 list`: the program's --version would swallow the run.
-        named = next((i for i, arg in enumerate(args) if arg in self.commands), None)
+        named = next((i for i, arg in enumerate(args) if arg in COMMAND_MODULES), None)
         if named is not None and "--version" in args[:named]:
             value = args[args.index("--version") + 1]
             shown = f" {value}" if value != args[named] else ""

@@ -51,8 +51,6 @@ def handled() -> Iterator[None]:
     (Only the main thread may set them: run from another thread, a command has none.)"""
     import threading
 
-    from ..tools.runner import restart_children
-
     global _owner
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -66,7 +64,10 @@ def handled() -> Iterator[None]:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-        restart_children()  # the next command run in this process (tests) starts afresh
+        if _received:  # the next command run in this process (tests) starts afresh
+            from ..tools.runner import restart_children
+
+            restart_children()
 
 
 @contextlib.contextmanager

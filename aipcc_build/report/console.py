@@ -4,10 +4,8 @@ machines. Data goes to stdout, messages to stderr. The one place that decides it
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sys
-import textwrap
 from collections.abc import Iterator, Sequence
 from typing import Any, Optional, TextIO
 
@@ -88,6 +86,8 @@ def document(text: str) -> None:
 
 
 def emit_json(payload: dict[str, Any]) -> None:
+    import json
+
     sys.stdout.write(json.dumps({"schema": JSON_SCHEMA, **payload}, indent=2) + "\n")
 
 
@@ -150,9 +150,8 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], title: str = ""
         _plain_table(headers, rows, columns, sizes)
     if left_out:
         hint = f"; {wide_option} shows every column" if wide_option else ""
-        sys.stderr.write(textwrap.fill(f"(left out to fit {width} columns: "
-                                       f"{', '.join(left_out)}{hint})", width,
-                                       break_long_words=False, break_on_hyphens=False) + "\n")
+        sys.stderr.write("\n".join(_wrapped(f"(left out to fit {width} columns: "
+                                             f"{', '.join(left_out)}{hint})", width)) + "\n")
 
 
 def _narrowed(sizes: list[int], columns: Sequence[int], kept: Sequence[bool],
@@ -170,6 +169,8 @@ def _narrowed(sizes: list[int], columns: Sequence[int], kept: Sequence[bool],
 
 
 def _wrapped(text: str, size: int) -> list[str]:
+    import textwrap
+
     return textwrap.wrap(text, size, break_long_words=False, break_on_hyphens=False) or [""]
 
 

@@ -1,0 +1,65 @@
+"""What a start-up loads (issue 37: `--version` within 1.2x of importing click, a warm
+`validate` within 1.2x of `--version`; bench/startup.py and bench/warm_validate.py measure
+them). Held here by the modules each run leaves in sys.modules, in a fresh interpreter."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.support.layers import member, oci_layout, tar_bytes
+
+# Neither run needs these: the rich console, templates, YAML, the matrix, rendering.
+HEAVY = ("rich", "jinja2", "yaml", "aipcc_build.matrix", "aipcc_build.render")
+RUN = ("import sys\n"
+       "from aipcc_build.cli import main\n"
+       "try:\n"
+       "    main(sys.argv[2:])\n"
+       "finally:\n"
+       "    open(sys.argv[1], 'w').write(' '.join(sorted(sys.modules)))\n")
+
+
+def loaded(tmp_path: Path, *args: str) -> set[str]:
+    """The modules `aipcc-build ARGS` loads; it must succeed."""
+    modules = tmp_path / "modules.txt"
+    subprocess.run([sys.executable, "-c", RUN, str(modules), *args], check=True,
+                   stdout=subprocess.DEVNULL, timeout=60)
+    return set(modules.read_text().split())
+
+
+def heavy(modules: set[str]) -> list[str]:
+    return sorted(m for m in modules if m in HEAVY or m.startswith(tuple(f"{h}." for h in HEAVY)))
+
+
+def test_version_loads_no_command_and_no_heavy_module(tmp_path: Path) -> None:
+    modules = loaded(tmp_path, "--version")
+    assert heavy(modules) == []
+    # No command's module, and no outside-program runner: only the group and its options.
+    assert sorted(m for m in modules if m.startswith("aipcc_build.")
+                  and m.split(".")[1] in ("cli", "tools")) == \
+        ["aipcc_build.cli", "aipcc_build.cli.options", "aipcc_build.cli.signals"]
+
+
+def test_warm_validate_loads_no_scanner_pool_or_heavy_module(tmp_path: Path) -> None:
+    ref = oci_layout(tmp_path / "image",
+                     [tar_bytes([member("usr/lib/libfoo.so.1", b"\x7fELF not really")])])
+    cache = tmp_path / "cache"
+    cold = loaded(tmp_path, "validate", ref, "--cache-dir", str(cache), "--json")
+    assert "aipcc_build.validate.layers" in cold  # the cold run scanned the layer
+    warm = loaded(tmp_path, "validate", ref, "--cache-dir", str(cache), "--json")
+    assert heavy(warm) == []
+    # Every layer came from the cache: no scanner, no process pool, no other command.
+    assert "aipcc_build.validate.layers" not in warm
+    assert "concurrent.futures.process" not in warm
+    assert sorted(m for m in warm if m.startswith("aipcc_build.cli.")) == \
+        sorted(["aipcc_build.cli.options", "aipcc_build.cli.signals", "aipcc_build.cli.validate"])
+
+
+def test_each_command_is_loaded_from_the_module_that_defines_it() -> None:
+    from aipcc_build.cli.options import COMMAND_MODULES, cli
+
+    defined = {name: command.callback.__module__ for name, command in cli.commands.items()
+               if command.callback is not None}
+    assert defined == {name: f"aipcc_build.cli.{module}"
+                       for name, module in COMMAND_MODULES.items()}
