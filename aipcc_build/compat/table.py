@@ -233,8 +233,7 @@ def _measured(files: Optional[Sequence[DeviceCode]], declared: Sequence[str]
     """The row's measured architectures and the declared ones without code, from FILES."""
     if files is None:
         return {}
-    from ..validate.device_code import sort_archs
-    from ..validate.gpu_code import BadArch, coverage_findings, parse_expected
+    from ..validate.gpu_code import BadArch, coverage_findings, parse_expected, sort_archs
 
     try:
         expected = parse_expected(declared)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import sys
-import textwrap
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -196,6 +195,8 @@ def _detail(where: str, text: str) -> None:
     if not interactive() or len(line) <= width:
         sys.stdout.write(line + "\n")
         return
+    import textwrap
+
     sys.stdout.write(f"  {where}:\n" + textwrap.fill(
         text, width, initial_indent="    ", subsequent_indent="    ",
         break_long_words=False, break_on_hyphens=False) + "\n")

@@ -24,9 +24,11 @@ from __future__ import annotations
 import io
 import struct
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Optional
+
+from .gpu_code import sort_archs
 
 FATBIN_MAGIC = struct.pack("<IHH", 0xBA55ED50, 1, 16)
 BUNDLE_MAGIC = b"__CLANG_OFFLOAD_BUNDLE__"
@@ -65,17 +67,6 @@ class DeviceCodeFound:
     @property
     def any(self) -> bool:
         return bool(self.sass or self.ptx or self.gfx)
-
-
-def _arch_sort_key(arch: str) -> tuple[str, int, str]:
-    head, _, rest = arch.partition("_")
-    digits = "".join(c for c in rest if c.isdigit())
-    return head, int(digits) if digits else 0, rest
-
-
-def sort_archs(archs: Iterable[str]) -> tuple[str, ...]:
-    """sm_75 before sm_100; gfx targets by name."""
-    return tuple(sorted(set(archs), key=_arch_sort_key))
 
 
 def cuda_arch_name(kind: int, arch: int, flags: int) -> str:

@@ -16,11 +16,10 @@ judged: a framework that compiles its kernels at run time (triton) has none.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Optional
 
 from ..imagefs.overlay import Stack
-from .device_code import sort_archs
 from .results import VIOLATION, DeviceCode, Finding, LayerScan
 
 _CUDA_TARGET = re.compile(r"^sm_(\d{2,3})$")
@@ -43,6 +42,17 @@ GENERIC_FAMILIES = {
 
 class BadArch(ValueError):
     """An expected architecture this reader cannot place."""
+
+
+def _arch_sort_key(arch: str) -> tuple[str, int, str]:
+    head, _, rest = arch.partition("_")
+    digits = "".join(c for c in rest if c.isdigit())
+    return head, int(digits) if digits else 0, rest
+
+
+def sort_archs(archs: Iterable[str]) -> tuple[str, ...]:
+    """sm_75 before sm_100; gfx targets by name."""
+    return tuple(sorted(set(archs), key=_arch_sort_key))
 
 
 def parse_expected(archs: Sequence[str]) -> tuple[str, ...]:
