@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Optional
 from ..errors import AipccError, InputError
 from ..imagefs.blobs import LayerJob, TarSplitLayer
 from ..imagefs.image import PlatformImage, open_image
-from ..imagefs.lookup import FileRead
 from ..tools.skopeo import TRANSPORTS, Skopeo
 from .cache import LayerCache, default_cache_dir
 from .gpu_code import BadArch, coverage_findings, final_device_code, parse_expected
@@ -25,6 +24,7 @@ if TYPE_CHECKING:
     from concurrent.futures import ProcessPoolExecutor
     from multiprocessing.context import BaseContext
 
+    from ..imagefs.lookup import FileRead
     from ..imagefs.overlay import Stack
     from ..matrix.model import AllowRule, ImageSpec
 
