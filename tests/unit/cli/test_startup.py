@@ -49,8 +49,10 @@ def test_warm_validate_loads_no_scanner_pool_or_heavy_module(tmp_path: Path) -> 
     assert "aipcc_build.validate.layers" in cold  # the cold run scanned the layer
     warm = loaded(tmp_path, "validate", ref, "--cache-dir", str(cache), "--json")
     assert heavy(warm) == []
-    # Every layer came from the cache: no scanner, no process pool, no other command.
-    assert "aipcc_build.validate.layers" not in warm
+    # Every layer came from the cache: no scanner (nor its device-code reader), no second
+    # read of the layers, no process pool, no other command.
+    assert not {"aipcc_build.validate.layers", "aipcc_build.validate.device_code",
+                "aipcc_build.imagefs.lookup"} & warm
     assert "concurrent.futures.process" not in warm
     assert sorted(m for m in warm if m.startswith("aipcc_build.cli.")) == \
         sorted(["aipcc_build.cli.options", "aipcc_build.cli.signals", "aipcc_build.cli.validate"])
