@@ -26,7 +26,7 @@ from ..fsutil import write_atomic
 
 if TYPE_CHECKING:
     from ..matrix.model import Product
-    from ..validate.results import DeviceCode
+    from ..validate.results import DeviceCode, ImageVerdict
     from .outcomes import RunResult
 
 REPORT_SCHEMA = 1
@@ -83,6 +83,10 @@ def data(result: RunResult, build_id: str) -> dict[str, Any]:
                 "gpu_code_files": [{"path": code.path, "sass": list(code.sass),
                                     "ptx": list(code.ptx), "gfx": list(code.gfx)}
                                    for code in item.gpu_code],
+                # the validator's verdict and findings: promote attests them for this
+                # digest instead of validating it again
+                "verdict": verdict_record(item.verdicts[0])
+                if len(item.verdicts) == 1 else None,
             }
             for item in result.images
         ],
@@ -113,6 +117,14 @@ class ReportEntry:
     platform: Optional[str] = None
     instances: tuple[ReportEntry, ...] = ()
     gpu_code: Optional[tuple[DeviceCode, ...]] = None  # what the validator read, per file
+    verdict: Optional[ImageVerdict] = None  # the validator's at build, bound to `digest`
+
+    @property
+    def verdicts(self) -> Optional[list[ImageVerdict]]:
+        """The validator's verdict at build of each platform, each bound to the digest
+        the report records for it; None unless the report records every platform's."""
+        found = [i.verdict for i in self.instances] if self.instances else [self.verdict]
+        return [v for v in found if v is not None] if all(found) else None
 
     @property
     def platforms(self) -> tuple[str, ...]:
@@ -284,6 +296,8 @@ def _release(data: dict[str, Any], path: str) -> Release:
             and not isinstance(duration, bool) else None,
             platform=_text(entry.get("platform")),
             gpu_code=_gpu_code(entry.get("gpu_code_files"), path, f"images[{index}]"),
+            verdict=read_verdict(entry.get("verdict"), _text(entry.get("digest")), path,
+                                 f"images[{index}].verdict"),
         ))
         if _text(entry.get("list_digest")):
             list_digests[entries[-1].key] = _text(entry.get("list_digest"))
@@ -396,3 +410,63 @@ def check_writable(path: Union[str, Path], field: str = "report") -> None:
     except OSError as exc:
         raise InputError(f"cannot be written: {exc.strerror}", file=str(target),
                          field=field) from None
+
+
+_FINDING_FIELDS = ("status", "evidence", "path", "reason", "toolkit", "version", "component",
+                   "component_version", "layer_digest", "distribution")
+_EXPECTED_FIELDS = ("accelerator", "version", "variant", "source", "index")
+
+
+def verdict_record(verdict: ImageVerdict) -> dict[str, Any]:
+    """The report's record of the validator's VERDICT on one platform (read_verdict reads
+    it back)."""
+    expected = verdict.expected
+    return {
+        "platform": verdict.platform,
+        "verdict": verdict.verdict,
+        "expected": {name: getattr(expected, name) for name in _EXPECTED_FIELDS}
+        if expected is not None else None,
+        "toolkits": {name: list(found) for name, found in verdict.toolkits.items()},
+        "layers": verdict.layers,
+        "error": verdict.error,
+        "findings": [{name: getattr(f, name) for name in _FINDING_FIELDS}
+                     for f in verdict.findings],
+    }
+
+
+def read_verdict(value: Any, digest: Optional[str], path: str, field: str
+                 ) -> Optional[ImageVerdict]:
+    """The verdict a report records (verdict_record), bound to DIGEST, the digest the
+    report records for the same image (None without either); InputError naming FIELD for
+    a malformed one."""
+    from ..validate.results import Expectation, Finding, ImageVerdict
+
+    if value is None or digest is None:
+        return None
+    try:
+        expected = value["expected"]
+        findings = tuple(
+            Finding(**{name: _optional(f.get(name), name in _FINDING_FIELDS[:4])
+                       for name in _FINDING_FIELDS}) for f in value["findings"])
+        verdict = ImageVerdict(
+            ref=digest, platform=str(value["platform"]), digest=digest,
+            expected=Expectation(**{name: _optional(expected.get(name),
+                                                    name == "accelerator")
+                                    for name in _EXPECTED_FIELDS})
+            if expected is not None else None,
+            toolkits={str(k): tuple(str(x) for x in v)
+                      for k, v in dict(value["toolkits"]).items()},
+            findings=findings, layers=int(value["layers"]),
+            error=_optional(value.get("error"), False))
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise InputError(f"not a verdict record ({exc})", file=path, field=field) from None
+    if verdict.verdict != value.get("verdict"):
+        raise InputError(f"the verdict says {value.get('verdict')!r} but its findings make "
+                         f"it {verdict.verdict!r}", file=path, field=field)
+    return verdict
+
+
+def _optional(value: Any, required: bool) -> Any:
+    if isinstance(value, str) or value is None and not required:
+        return value
+    raise ValueError(f"{value!r} is not text")

@@ -70,7 +70,7 @@ def validate_step(image: ImageSpec, image_id: str) -> ValidationOutcome:
     outcome = validate_built(image, image_id)
     return ValidationOutcome(ok=outcome.exit_code == 0, message=outcome.problems(),
                              toolkits=outcome.toolkits(), warnings=outcome.warnings(),
-                             gpu_code=outcome.gpu_code())
+                             gpu_code=outcome.gpu_code(), verdicts=outcome.verdicts)
 
 
 def build_matrix(request: MatrixBuild, on_event: Callable[[Event], None],

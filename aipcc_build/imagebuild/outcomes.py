@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from ..matrix import ImageSpec
     from ..matrix.model import Product
     from ..plan import BuildPlan
-    from ..validate.results import DeviceCode
+    from ..validate.results import DeviceCode, ImageVerdict
 
 
 class Status(str, enum.Enum):
@@ -43,6 +43,7 @@ class ValidationOutcome:
     toolkits: Mapping[str, Sequence[str]] = field(default_factory=dict)  # "cuda": ["12.8.90"]
     warnings: tuple[str, ...] = ()  # findings that do not fail the image, one line each
     gpu_code: tuple[DeviceCode, ...] = ()  # the device code of its files (validate)
+    verdicts: tuple[ImageVerdict, ...] = ()  # the validator's, for the build report
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,7 @@ class ImageResult:
     platform: str = ""  # the platform built; "" for a hand-made plan
     list_digest: str = ""  # the manifest list holding this platform's instance, pushed
     gpu_code: tuple[DeviceCode, ...] = ()  # the device code the validator read
+    verdicts: tuple[ImageVerdict, ...] = ()  # the validator's (promote attests them)
 
     @property
     def key(self) -> str:

@@ -30,7 +30,7 @@ from .outcomes import (
 from .schedule_options import ScheduleOptions
 
 if TYPE_CHECKING:
-    from ..validate.results import DeviceCode
+    from ..validate.results import DeviceCode, ImageVerdict
 
 LOG_TAIL_LINES = 30
 
@@ -100,6 +100,7 @@ class Worker:
             built_at: list[float] = []
             warned: list[str] = []
             measured: list[tuple[DeviceCode, ...]] = []  # the validator's reading
+            judged: list[tuple[ImageVerdict, ...]] = []  # and its verdicts
 
             def done(status: Status, message: str = "", *, retries: int, image_id: str = "",
                      digest: str = "",
@@ -110,7 +111,8 @@ class Worker:
                                 log_tail=tuple(tail) if failed else (), retries=retries,
                                 image_id=image_id, digest=digest, toolkits=toolkits,
                                 warnings=tuple(warned),
-                                gpu_code=measured[0] if measured else ())
+                                gpu_code=measured[0] if measured else (),
+                                verdicts=judged[0] if judged else ())
                 sent.append(True)
                 self.send(Message(key, result=final))
 
@@ -131,6 +133,7 @@ class Worker:
                     checked = ValidationOutcome(ok=False, message=f"validator error: {exc}")
                 toolkits = checked.toolkits
                 measured.append(checked.gpu_code)
+                judged.append(checked.verdicts)
                 for warning in checked.warnings:
                     line(f"validation warning: {warning}")
                 warned.extend(checked.warnings)

@@ -294,8 +294,10 @@ def promote(request: PromoteRequest, runner: Optional[Runner] = None,
                          tls_verify=request.tls_verify, authfile=request.authfile,
                          retry=request.retry)
     if request.signer is not None and not request.dry_run:  # before any copy
+        judged = {e.key: judged_at_build for e in entries
+                  if (judged_at_build := e.verdicts)}
         verdicts = judge_promoted(copies, tls_verify=request.tls_verify, runner=runner,
-                                  jobs=request.jobs)
+                                  jobs=request.jobs, judged=judged)
     if request.dry_run:
         for item in (c for group in missing.values() for c in group):
             emit(Event(item.key, "planned", item.dest, index=number[item],

@@ -4,15 +4,15 @@ under, and each platform's manifest the SBOM and the signed verdict as referrers
 
 Everything here can be done again: a signature or an attestation already there is not
 written twice, so a rerun of a promote that stopped half-way completes it. The verdict is
-the validator's, run again on the released digest (the layer cache makes that a read of
-the manifests when the build validated the same layers here)."""
+the one the build's gate reached, as the build report records it for the digest released;
+the validator runs again on the released digest only where the report has none."""
 
 from __future__ import annotations
 
 import base64
 import functools
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
@@ -283,11 +283,14 @@ def released_images(copies: Sequence[Any]) -> list[Released]:
 
 
 def judge_promoted(copies: Sequence[Any], *, tls_verify: bool, runner: Any = None,
-                   validator: Optional[Validator] = None, jobs: int = 1) -> Validator:
-    """promote's hook before its copies, when it signs: the validator run on each image's
+                   validator: Optional[Validator] = None, jobs: int = 1,
+                   judged: Optional[Mapping[str, list[ImageVerdict]]] = None) -> Validator:
+    """promote's hook before its copies, when it signs: the verdict of each image's
     source digest (the digest it releases), JOBS at once; CheckFailed naming every image
     whose verdict is not ok, so that nothing failed is released, signed or attested. The
-    verdicts, for the attestations after the copies."""
+    verdicts, for the attestations after the copies. JUDGED (by image key): the verdicts
+    the gate reached at build, which the build report records bound to the digest
+    released; the validator runs only on an image without them."""
     from .transfer import each
 
     if validator is None:
@@ -299,14 +302,18 @@ def judge_promoted(copies: Sequence[Any], *, tls_verify: bool, runner: Any = Non
         def validator(ref: str) -> list[ImageVerdict]:
             return validate_image(ref, skopeo=skopeo)
 
-    sources = [f"docker://{image.source}" for image in released_images(copies)]
-    judged = dict(zip(sources, each(validator, sources, jobs)))
+    images = released_images(copies)
+    known = {f"docker://{image.source}": (judged or {}).get(image.key) for image in images}
+    sources = [ref for ref, verdicts in known.items() if not verdicts]
+    found = dict(zip(sources, each(validator, sources, jobs)))
+    verdicts_of = {ref: verdicts or found[ref] for ref, verdicts in known.items()}
     failed = [f"{ref[len('docker://'):]} ({verdict.platform}): {verdict.verdict}"
-              for ref, verdicts in judged.items() for verdict in verdicts if not verdict.ok]
+              for ref, verdicts in verdicts_of.items() for verdict in verdicts
+              if not verdict.ok]
     if failed:
         raise CheckFailed("refusing to sign and promote what the validator does not pass: "
                           + "; ".join(failed))
-    return judged.__getitem__
+    return verdicts_of.__getitem__
 
 
 def sign_promoted(copies: Sequence[Any], signer: Signer, build_id: str, verdicts: Validator,
