@@ -235,8 +235,14 @@ def _from_report(request: MirrorRelease, paths: Sequence[str]) -> tuple[list[Ima
     """The report's ok images (those the filters pick), under the registry the build
     pushed to; the matrix, read once when named or needed, must be the build's."""
     from ..imagebuild import build_report
+    from .promote import is_release_manifest, read_release_manifest
 
-    release = build_report.read_releases(paths)
+    manifests = [path for path in paths if is_release_manifest(path)]
+    if manifests and len(paths) > 1:
+        raise InputError("a release manifest is mirrored alone, not joined with other "
+                         "reports", file=manifests[0], field="report")
+    release = read_release_manifest(manifests[0]) if manifests \
+        else build_report.read_releases(paths)
     entries = release.images
     matrix = None
     if request.matrix_named or request.filters is not None:
@@ -250,6 +256,10 @@ def _from_report(request: MirrorRelease, paths: Sequence[str]) -> tuple[list[Ima
                                           filters=request.filters)}
             entries = [entry for entry in entries if entry.key in keys]
     source = request.registry or release.registry or (matrix.registry if matrix else None)
+    if source is None and manifests:
+        # The released references' registry host: each keeps its path below it.
+        hosts = {str(e.reference).partition("/")[0] for e in entries}
+        source = hosts.pop() if len(hosts) == 1 else None
     if source is None:
         raise InputError("the build report does not record the registry the build pushed "
                          "to: name it, or give the matrix the build was made with",

@@ -381,6 +381,53 @@ def release_manifest(result: PromoteResult) -> dict[str, Any]:
     }
 
 
+def is_release_manifest(path: str) -> bool:
+    """Whether PATH holds a release manifest (release_manifest), not a build report."""
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as stream:
+            document = json.load(stream)
+    except (OSError, ValueError):
+        return False  # the build report's reader names what is wrong
+    return isinstance(document, dict) and "pull" in next(iter(
+        x for x in document.get("images") or [{}] if isinstance(x, dict)), {})
+
+
+def read_release_manifest(path: str) -> build_report.Release:
+    """The released references of a release manifest, as a build report's images (each
+    "ok" at the digest it was read back with); InputError naming the field otherwise, and
+    for a dry run's, which released nothing."""
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as stream:
+            document = json.load(stream)
+    except (OSError, ValueError) as exc:
+        raise InputError(f"not a release manifest ({exc})", file=path) from None
+    if not isinstance(document, dict) or document.get("schema") != MANIFEST_SCHEMA \
+            or not isinstance(document.get("images"), list):
+        raise InputError(f"not a release manifest of schema {MANIFEST_SCHEMA}", file=path)
+    if document.get("dry_run"):
+        raise InputError("a dry run's manifest: nothing was released", file=path,
+                         field="dry_run")
+    entries = []
+    for index, item in enumerate(document["images"]):
+        fields = [item.get(name) if isinstance(item, dict) else None
+                  for name in ("key", "reference", "digest")]
+        if not all(isinstance(x, str) and x for x in fields):
+            raise InputError("each image needs \"key\", \"reference\" and \"digest\"",
+                             file=path, field=f"images[{index}]")
+        key, reference, digest = (str(x) for x in fields)
+        kind, _, name = key.partition("/")
+        entries.append(build_report.ReportEntry(name=name, kind=kind, key=key,
+                                                reference=reference, status="ok",
+                                                digest=digest, build_duration=None))
+    build_id = document.get("build_id")
+    return build_report.Release(build_id if isinstance(build_id, str) else None, None,
+                                entries, None, path)
+
+
 def manifest_text(result: PromoteResult) -> str:
     import json
 

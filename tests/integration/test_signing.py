@@ -452,3 +452,96 @@ def test_promote_can_require_a_passing_verdict_attestation(
         assert there == (digest if code == 0 else None), name
         if code:
             assert "no passing verdict attestation" in done.stderr and name in done.stderr
+
+
+def test_promote_attests_the_verdict_the_build_report_records(
+        pushed: Any, ours: Signer, skopeo118: VerifyingSkopeo, registry: Registry,
+        tmp_path: Path) -> None:
+    """A report that records the gate's verdict at build: promote attests that verdict
+    (its findings, which the image itself would not give a re-run) bound to the released
+    digest, and refuses, exit 1, nothing copied, an image whose recorded verdict failed."""
+    from aipcc_build.imagebuild.build_report import verdict_record
+    from aipcc_build.publish.referrers import list_referrers, read_artifact
+
+    ref, digest = pushed("gated", "3.0-42")
+    failed, failed_digest = pushed("gatefailed", "3.0-42")
+    for name, source, at, judge, code in (
+            ("gatefailed", failed, failed_digest, failed_validator, 1),
+            ("gated", ref, digest, ok_validator, 0)):
+        report = tmp_path / f"{name}.json"
+        report.write_text(json.dumps({
+            "schema": 1, "build_id": "42", "registry": f"{registry.host}/rel",
+            "product": {"name": "aipcc", "version": "3.0", "moving_tags": []},
+            "images": [{"key": f"base/{name}", "name": name, "kind": "base",
+                        "reference": source, "status": "ok", "digest": at,
+                        "verdict": verdict_record(judge("containers-storage:x")[0])}]}))
+        done = run_cli("promote", "--report", str(report), "--to", f"{registry.host}/gate",
+                       "--no-tls-verify", "--sign-by-sigstore-private-key",
+                       str(skopeo118.work / "ours.private"), "--sign-passphrase-file",
+                       str(skopeo118.work / "pass"))
+        assert done.returncode == code, (name, done.stderr)
+        there = digest_at(f"{registry.host}/gate/{name}:3.0-42")
+        assert there == (at if code == 0 else None), name
+        assert code == 0 or "does not pass" in done.stderr and "failed" in done.stderr
+    released = f"{registry.host}/gate/gated:3.0-42"
+    assert check(released, skopeo118) == ()
+    client, path = Registries(tls_verify=False).of(f"{registry.host}/gate/gated")
+    [found] = list_referrers(client, path, digest, attestations.VERDICT_ARTIFACT_TYPE)
+    artifact = read_artifact(client, path, str(found["digest"]))
+    assert artifact is not None
+    document, why = attestations.open_envelope(artifact[1], ours.public_key)
+    assert document is not None, why
+    assert attestations.subject_digests(document) == [digest]
+    predicate = document["predicate"]
+    assert predicate["verdict"] == "ok" and predicate["matrixEntry"] == "base/gated"
+    [sbom] = list_referrers(client, path, digest, attestations.SBOM_MEDIA_TYPE)
+    found_sbom = read_artifact(client, path, str(sbom["digest"]))
+    assert found_sbom is not None and b"cudart" in found_sbom[1]  # the report's finding
+
+
+def test_mirror_takes_the_release_manifest_promote_wrote(
+        pushed: Any, skopeo118: VerifyingSkopeo, registry: Registry, tmp_path: Path) -> None:
+    """promote --manifest, then mirror --report of that manifest: exactly the released
+    references (every tag) reach the site, signatures and attestations with them, and
+    verify passes there but for the identity (the signatures name the released names)."""
+    from aipcc_build.imagebuild.build_report import verdict_record
+
+    ref, digest = pushed("manifested", "3.0-42")
+    report = tmp_path / "build-report.json"
+    report.write_text(json.dumps({
+        "schema": 1, "build_id": "42", "registry": f"{registry.host}/rel",
+        "product": {"name": "aipcc", "version": "3.0", "moving_tags": ["latest"]},
+        "images": [{"key": "base/manifested", "name": "manifested", "kind": "base",
+                    "reference": ref, "status": "ok", "digest": digest,
+                    "verdict": verdict_record(ok_validator("x")[0])}]}))
+    manifest = tmp_path / "release.json"
+    done = run_cli("promote", "--report", str(report), "--to", f"{registry.host}/out",
+                   "--no-tls-verify", "--manifest", str(manifest),
+                   "--sign-by-sigstore-private-key", str(skopeo118.work / "ours.private"),
+                   "--sign-passphrase-file", str(skopeo118.work / "pass"))
+    assert done.returncode == 0, done.stderr
+    released = {image["reference"] for image in json.loads(manifest.read_text())["images"]}
+    assert released == {f"{registry.host}/out/manifested:{t}" for t in ("3.0-42", "latest")}
+    site = make_registry(tmp_path / "site")
+    try:
+        out = tmp_path / "mirror-out"
+        out.mkdir()
+        done = run_cli("mirror", "--report", str(manifest), "--to",
+                       f"docker://{site.host}/site", "--no-tls-verify", "--key",
+                       str(skopeo118.work / "ours.pub"), "--out", str(out))
+        assert done.returncode == 0, done.stderr
+        policy = yaml.safe_load((out / "clusterimagepolicy.yaml").read_text())
+        assert policy["spec"]["scopes"] == [f"{registry.host}/out/manifested"]
+        for tag in ("3.0-42", "latest"):
+            there = f"{site.host}/site/out/manifested:{tag}"
+            assert digest_at(there) == digest
+            problems = check(there, skopeo118)
+            assert problems and all("was signed as" in p for p in problems), problems
+        dry = tmp_path / "dry.json"
+        dry.write_text(json.dumps({"schema": 1, "dry_run": True, "images": [
+            {"key": "base/x", "reference": ref, "digest": digest, "pull": ref}]}))
+        refused = run_cli("mirror", "--report", str(dry), "--to",
+                          f"docker://{site.host}/site", "--no-tls-verify")
+        assert refused.returncode == 2 and "dry run" in refused.stderr, refused.stderr
+    finally:
+        site.stop()
