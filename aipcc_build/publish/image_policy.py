@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,17 @@ def trust(carry: bool, key_path: Optional[str]) -> Trust:
     return Trust(carry, load_public_key(key_path).pem())
 
 
+_CARRYING: dict[tuple[str, str], threading.Lock] = {}
+_CARRYING_GUARD = threading.Lock()
+
+
+def _carrying(dest_repository: str, digest: str) -> threading.Lock:
+    """One lock per destination repository and digest: two tags of one image mirrored at
+    once write the same sigstore attachment and referrers tag, one after the other."""
+    with _CARRYING_GUARD:
+        return _CARRYING.setdefault((dest_repository, digest), threading.Lock())
+
+
 def carry_trust(source: str, dest: str, digest: str, retry: Retry,
                 on_retry: Callable[[int, float, str], None], tls_verify: bool = True,
                 authfile: Optional[str] = None) -> int:
@@ -54,8 +66,9 @@ def carry_trust(source: str, dest: str, digest: str, retry: Retry,
     source_repository = repository_of(source[len("docker://"):])
     dest_repository = repository_of(dest[len("docker://"):])
     try:
-        return with_retries(lambda: carry(source_repository, dest_repository, digest,
-                                          registries), retry, on_retry)
+        with _carrying(dest_repository, digest):
+            return with_retries(lambda: carry(source_repository, dest_repository, digest,
+                                              registries), retry, on_retry)
     except RegistryRefused as exc:
         raise RegistryRefused(f"carrying signatures and attestations: {exc}") from None
 

@@ -305,6 +305,10 @@ def promote(request: PromoteRequest, runner: Optional[Runner] = None,
         return PromoteResult(build_id=build_id, planned=tuple(copies), copied=(),
                              skipped=tuple(skipped), dry_run=True, product=product)
     present = {c.key for c in skipped}
+    signed: list[SigningResult] = []
+    sign_some = sign_promoted(copies, request.signer, build_id, verdicts,
+                              tls_verify=request.tls_verify, authfile=request.authfile,
+                              retry=request.retry) if request.signer is not None else None
 
     def copy(item: Copy, source: str) -> None:
         emit(Event(item.key, "copying", item.dest, index=number[item], total=len(copies)))
@@ -325,6 +329,8 @@ def promote(request: PromoteRequest, runner: Optional[Runner] = None,
                 copy(item, f"docker://{repository_of(item.dest)}@{item.digest}")
             else:
                 copy(item, f"docker://{item.source}")
+        if sign_some is not None:  # while the other images copy
+            signed.append(sign_some(group))
         return group
 
     done = each(publish, list(missing.values()), request.jobs)
@@ -342,10 +348,12 @@ def promote(request: PromoteRequest, runner: Optional[Runner] = None,
         raise CheckFailed("the destination does not serve what was sent: " +
                           "; ".join(bad.problem for _, bad in wrong))
     signing = None
-    if request.signer is not None:  # every copy, skipped ones too: a rerun completes it
-        signing = sign_promoted(copies, request.signer, build_id, verdicts,
-                                tls_verify=request.tls_verify, authfile=request.authfile,
-                                retry=request.retry, jobs=request.jobs)
+    if sign_some is not None:  # every image, wholly skipped ones too: a rerun completes it
+        rest = {c.key: [c] for c in copies if c.key not in missing}
+        if rest:
+            signed.extend(each(sign_some, list(rest.values()), request.jobs))
+        signing = SigningResult(sum(s.signatures for s in signed),
+                                sum(s.attestations for s in signed))
     result = PromoteResult(
         build_id=build_id, planned=tuple(copies),
         copied=tuple(c for group in done for c in group), skipped=tuple(skipped),

@@ -317,12 +317,19 @@ def judge_promoted(copies: Sequence[Any], *, tls_verify: bool, runner: Any = Non
 
 
 def sign_promoted(copies: Sequence[Any], signer: Signer, build_id: str, verdicts: Validator,
-                  *, tls_verify: bool, authfile: Optional[str], retry: Retry,
-                  jobs: int = 1) -> SigningResult:
-    """promote's hook after its copies: sign and attest what it released, with the
-    VERDICTS judge_promoted found."""
-    return sign_release(released_images(copies), signer, build_id, verdicts,
-                        Registries(tls_verify, authfile), retry, jobs=jobs)
+                  *, tls_verify: bool, authfile: Optional[str], retry: Retry
+                  ) -> Callable[[Sequence[Any]], SigningResult]:
+    """promote's hook for its copies: a function that signs and attests the images of
+    some of COPIES (all of an image's copies made), with the VERDICTS judge_promoted
+    found, so that promote signs each image as soon as it is copied, while others copy."""
+    registries = Registries(tls_verify, authfile)
+    by_key = {image.key: image for image in released_images(copies)}
+
+    def sign_some(done: Sequence[Any]) -> SigningResult:
+        images = [by_key[key] for key in dict.fromkeys(c.key for c in done)]
+        return sign_release(images, signer, build_id, verdicts, registries, retry)
+
+    return sign_some
 
 
 def carry(source_repository: str, dest_repository: str, digest: str,
