@@ -1,5 +1,6 @@
 """Benchmark signing and attesting: `promote` of a release of COUNT images into an empty
-registry, with `--sign-by-sigstore-private-key` against without (ratio, target <= 1.1);
+repository, with `--sign-by-sigstore-private-key` against without (shortest of ROUNDS
+alternated runs each, ratio, target <= 1.1);
 and `verify` of one image against `skopeo inspect` of it (shortest of several runs each,
 ratio, target <= 2).
 
@@ -31,6 +32,7 @@ from bench.common import REPO, as_installed, shortest  # noqa: E402
 from tests.support.registry import Registry  # noqa: E402
 
 COUNT = 6
+ROUNDS = 3
 PAYLOAD_MB = 16
 BASE = "localhost/aipcc-demo/busybox:latest"
 PRODUCT = {"name": "aipcc", "version": "3.0", "moving_tags": ["{version}", "latest"]}
@@ -94,16 +96,22 @@ def main() -> int:
                             str(root / "release.key")], env=env, check=True)
             promote = [sys.executable, "-m", "aipcc_build", "promote", "--no-tls-verify",
                        "--report", str(report)]
-            unsigned = timed([*promote, "--to", f"{plain}/rel"], env)
+            # Alternated, each into a namespace of its own (an empty repository), the
+            # shortest of ROUNDS each: one run of either is at the mercy of the machine.
+            unsigned_runs, signed_runs = [], []
+            for n in range(ROUNDS):
+                unsigned_runs.append(timed([*promote, "--to", f"{plain}/rel{n}"], env))
+                signed_runs.append(timed([
+                    *promote, "--to", f"{signed}/rel{n}", "--sign-by-sigstore-private-key",
+                    str(root / "release.key"), "--sign-passphrase-file", str(root / "pass")],
+                    env))
+            unsigned, signed_run = min(unsigned_runs), min(signed_runs)
             # The build validated these layers on this machine: its scans are cached.
             validate = [sys.executable, "-m", "aipcc_build", "validate", "--no-tls-verify",
                         *[f"docker://{e['reference']}" for e in entries]]
             subprocess.run(validate, env=env, capture_output=True)
             validated = _timed_any(validate, env)
-            signed_run = timed([*promote, "--to", f"{signed}/rel",
-                                "--sign-by-sigstore-private-key", str(root / "release.key"),
-                                "--sign-passphrase-file", str(root / "pass")], env)
-            one = f"{signed}/rel/aipcc/base-images/img0:3.0-1"
+            one = f"{signed}/rel0/aipcc/base-images/img0:3.0-1"
             verified = subprocess.run([sys.executable, "-m", "aipcc_build", "verify",
                                        "--no-tls-verify", "--key", str(root / "release.pub"),
                                        one], env=env, capture_output=True, text=True)
@@ -122,8 +130,8 @@ def main() -> int:
             if names:
                 subprocess.run(["buildah", "rmi", "-f", *names], capture_output=True)
     print(f"promote of {COUNT} images (busybox + {payload_mb} MB each) into an empty "
-          f"registry: {unsigned:.2f} s; signed and attested: {signed_run:.2f} s; ratio "
-          f"{signed_run / unsigned:.2f} (target <= 1.1)")
+          f"repository, shortest of {ROUNDS}: {unsigned:.2f} s; signed and attested: "
+          f"{signed_run:.2f} s; ratio {signed_run / unsigned:.2f} (target <= 1.1)")
     print(f"the build's verdicts attested, not validated again; the validator alone on "
           f"the same images (layer scans cached) takes {validated:.2f} s, "
           f"{validated / unsigned:.2f} of the unsigned promote")
