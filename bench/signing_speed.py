@@ -1,5 +1,5 @@
 """Benchmark signing and attesting: `promote` of a release of COUNT images into an empty
-repository, with `--sign-by-sigstore-private-key` against without (shortest of ROUNDS
+registry, with `--sign-by-sigstore-private-key` against without (shortest of ROUNDS
 alternated runs each, ratio, target <= 1.1);
 and `verify` of one image against `skopeo inspect` of it (shortest of several runs each,
 ratio, target <= 2).
@@ -60,11 +60,13 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="aipcc-bench-signing-") as tmp:
         root = Path(tmp)
         try:
-            for name in ("src", "plain", "signed"):
+            def fresh(name: str) -> str:
                 (root / name).mkdir()
                 registries.append(Registry(root / name))
                 registries[-1].start()
-            src, plain, signed = (registry.host for registry in registries)
+                return registries[-1].host
+
+            src = fresh("src")
             entries = []
             for index in range(COUNT):
                 local = f"localhost/aipcc-test-release/sign{index}-{tag}"
@@ -96,13 +98,15 @@ def main() -> int:
                             str(root / "release.key")], env=env, check=True)
             promote = [sys.executable, "-m", "aipcc_build", "promote", "--no-tls-verify",
                        "--report", str(report)]
-            # Alternated, each into a namespace of its own (an empty repository), the
+            # Alternated, each into a registry of its own (empty: no blob there yet), the
             # shortest of ROUNDS each: one run of either is at the mercy of the machine.
             unsigned_runs, signed_runs = [], []
             for n in range(ROUNDS):
-                unsigned_runs.append(timed([*promote, "--to", f"{plain}/rel{n}"], env))
+                unsigned_runs.append(timed([*promote, "--to", f"{fresh(f'plain{n}')}/rel"],
+                                           env))
+                signed = fresh(f"signed{n}")
                 signed_runs.append(timed([
-                    *promote, "--to", f"{signed}/rel{n}", "--sign-by-sigstore-private-key",
+                    *promote, "--to", f"{signed}/rel", "--sign-by-sigstore-private-key",
                     str(root / "release.key"), "--sign-passphrase-file", str(root / "pass")],
                     env))
             unsigned, signed_run = min(unsigned_runs), min(signed_runs)
@@ -111,7 +115,7 @@ def main() -> int:
                         *[f"docker://{e['reference']}" for e in entries]]
             subprocess.run(validate, env=env, capture_output=True)
             validated = _timed_any(validate, env)
-            one = f"{signed}/rel0/aipcc/base-images/img0:3.0-1"
+            one = f"{signed}/rel/aipcc/base-images/img0:3.0-1"
             verified = subprocess.run([sys.executable, "-m", "aipcc_build", "verify",
                                        "--no-tls-verify", "--key", str(root / "release.pub"),
                                        one], env=env, capture_output=True, text=True)
@@ -130,7 +134,7 @@ def main() -> int:
             if names:
                 subprocess.run(["buildah", "rmi", "-f", *names], capture_output=True)
     print(f"promote of {COUNT} images (busybox + {payload_mb} MB each) into an empty "
-          f"repository, shortest of {ROUNDS}: {unsigned:.2f} s; signed and attested: "
+          f"registry, shortest of {ROUNDS}: {unsigned:.2f} s; signed and attested: "
           f"{signed_run:.2f} s; ratio {signed_run / unsigned:.2f} (target <= 1.1)")
     print(f"the build's verdicts attested, not validated again; the validator alone on "
           f"the same images (layer scans cached) takes {validated:.2f} s, "
