@@ -271,8 +271,10 @@ def judge_auth(env: Mapping[str, str], labels: Mapping[str, str]) -> list[Findin
                             f"not read the netrc secret ({NETRC_SECRET})")]
         return [finding(OK, source, f"pip and uv read credentials from {env['NETRC']}")]
     # Declared unauthenticated: credentials presented anyway go to whoever serves the index.
+    # (AUTH_BIN on PATH says nothing here: the uv entry point, which keeps uv to the image's
+    # constraints, lives there in every image; it presents a certificate only through the
+    # helper a client-cert image carries beside it.)
     presented = [f"config:Env/{name}" for name in fixed]
-    presented += ["config:Env/PATH"] if on_path else []
     presented += ["config:Env/NETRC"] if env.get("NETRC") else []
     return [finding(WARNING, path, "the image presents credentials (a client certificate or "
                     "a netrc file) to an index its labels declare unauthenticated")

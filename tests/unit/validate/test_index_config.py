@@ -301,9 +301,15 @@ def test_credentials_for_an_index_declared_unauthenticated_are_a_warning() -> No
     found = auth_findings({"PATH": WRAPPER_PATH, "PIP_CLIENT_CERT": "/x.pem",
                            "NETRC": "/run/secrets/netrc"}, None)
     assert {(s, p) for s, p, _ in found} == {
-        ("warning", "config:Env/PIP_CLIENT_CERT"), ("warning", "config:Env/PATH"),
-        ("warning", "config:Env/NETRC")}
+        ("warning", "config:Env/PIP_CLIENT_CERT"), ("warning", "config:Env/NETRC")}
     assert all("declare unauthenticated" in reason for _, _, reason in found)
+
+
+def test_the_uv_entry_point_on_path_is_no_credential() -> None:
+    # Every rendered image puts the uv entry point's directory first on PATH (the demo's
+    # validation warned on each of them before).
+    assert auth_findings({"PATH": WRAPPER_PATH}, None) == []
+    assert auth_findings({"PATH": WRAPPER_PATH}, "none") == []
 
 
 def test_an_unknown_authentication_label_fails_the_image() -> None:
