@@ -41,6 +41,7 @@ from .transfer import (
     OnEvent,
     Probe,
     RegistryCheck,
+    Served,
     each,
     read_back,
     release_namespace,
@@ -309,6 +310,8 @@ def promote(request: PromoteRequest, runner: Optional[Runner] = None,
     sign_some = sign_promoted(copies, request.signer, build_id, verdicts,
                               tls_verify=request.tls_verify, authfile=request.authfile,
                               retry=request.retry) if request.signer is not None else None
+    looked: dict[str, Optional[str]] = {c.dest: c.digest for c in skipped}
+    recorded = {str(e.digest): e.platforms for e in entries}
 
     def copy(item: Copy, source: str) -> None:
         emit(Event(item.key, "copying", item.dest, index=number[item], total=len(copies)))
@@ -320,27 +323,38 @@ def promote(request: PromoteRequest, runner: Optional[Runner] = None,
                                             f"{why} (retry {n} in {wait:g} s)")))
         emit(Event(item.key, "copied", item.dest, index=number[item], total=len(copies)))
 
-    def publish(group: list[Copy]) -> list[Copy]:
+    def release(key: str) -> list[Served]:
+        """Copy one image's missing tags, read every tag of it back, and sign and attest
+        it only when each tag serves the digest sent: a signature binds what the
+        destination serves, never what promote believes it copied. While the other
+        images copy."""
         # One copy of the image; every further tag is a copy from the destination
         # repository itself, where every blob is already there: skopeo checks them and
         # writes the manifest under the new tag (a tenth of a second, whatever the size).
-        for nth, item in enumerate(group):
+        for nth, item in enumerate(missing.get(key, [])):
             if nth or item.key in present:
                 copy(item, f"docker://{repository_of(item.dest)}@{item.digest}")
             else:
                 copy(item, f"docker://{item.source}")
-        if sign_some is not None:  # while the other images copy
+        # Nothing is reported released that was not read back: every tag, and the image
+        # by its digest, as the destination serves them now.
+        group = by_key[key]
+        served = read_back([(c.dest, c.digest) for c in group], skopeo,
+                           tls_verify=request.tls_verify, authfile=request.authfile,
+                           retry=request.retry, jobs=1, probe=probe, looked=looked,
+                           platforms=recorded)
+        # Every image, wholly skipped ones too: a rerun completes what a refusal left.
+        if sign_some is not None and not any(s.problem for s in served):
             signed.append(sign_some(group))
-        return group
+        return served
 
-    done = each(publish, list(missing.values()), request.jobs)
-    # Nothing is reported released that was not read back: every tag, and each image by
-    # its digest, as the destination serves them now.
-    served = read_back([(c.dest, c.digest) for c in copies], skopeo,
-                       tls_verify=request.tls_verify, authfile=request.authfile,
-                       retry=request.retry, jobs=request.jobs, probe=probe,
-                       looked={c.dest: c.digest for c in skipped},
-                       platforms={str(e.digest): e.platforms for e in entries})
+    by_key: dict[str, list[Copy]] = {}
+    for item in copies:
+        by_key.setdefault(item.key, []).append(item)
+    # The images to copy first, then those wholly there (only read back and signed).
+    order = [*missing, *(key for key in by_key if key not in missing)]
+    served_of = {s.dest: s for group in each(release, order, request.jobs) for s in group}
+    served = [served_of[c.dest] for c in copies]
     wrong = [(c, s) for c, s in zip(copies, served) if s.problem]
     for item, bad in wrong:
         emit(Event(item.key, "failed", item.dest, bad.problem))
@@ -348,15 +362,13 @@ def promote(request: PromoteRequest, runner: Optional[Runner] = None,
         raise CheckFailed("the destination does not serve what was sent: " +
                           "; ".join(bad.problem for _, bad in wrong))
     signing = None
-    if sign_some is not None:  # every image, wholly skipped ones too: a rerun completes it
-        rest = {c.key: [c] for c in copies if c.key not in missing}
-        if rest:
-            signed.extend(each(sign_some, list(rest.values()), request.jobs))
+    if sign_some is not None:
         signing = SigningResult(sum(s.signatures for s in signed),
                                 sum(s.attestations for s in signed))
     result = PromoteResult(
         build_id=build_id, planned=tuple(copies),
-        copied=tuple(c for group in done for c in group), skipped=tuple(skipped),
+        copied=tuple(c for group in missing.values() for c in group),
+        skipped=tuple(skipped),
         dry_run=False, product=product, signing=signing,
         released=tuple(Released(c.key, s.dest, s.digest, s.platforms)
                        for c, s in zip(copies, served)))

@@ -15,6 +15,7 @@ import http.client
 import json
 import os
 import re
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -89,6 +90,12 @@ class Registry:
     # Whether the registry has the referrers API (None: not asked yet): a 404 says it has
     # none for any repository, so the question is asked once.
     _referrers_api: Optional[bool] = None
+    # Each thread's open connections ((scheme, host) -> connection), kept alive between
+    # requests: a run's dozens of small requests to one registry share one connection.
+    _open: threading.local = field(default_factory=threading.local, repr=False,
+                                   compare=False)
+    # Blobs known to be in a repository (repository, digest): written or found in this run.
+    _blobs: set[tuple[str, str]] = field(default_factory=set, repr=False, compare=False)
 
     def request(self, method: str, target: str, body: bytes = b"",
                 headers: Optional[dict[str, str]] = None, scope: str = "",
@@ -127,25 +134,52 @@ class Registry:
 
     def _exchange(self, scheme: str, host: str, method: str, target: str, body: bytes,
                   headers: dict[str, str], max_body: int, remember: bool = False) -> Reply:
-        if scheme == "https":
-            conn: http.client.HTTPConnection = http.client.HTTPSConnection(
-                host, timeout=TIMEOUT, context=_context(self.tls_verify))
-        else:
-            conn = http.client.HTTPConnection(host, timeout=TIMEOUT)
+        """One request on this thread's open connection to HOST (a new one when there is
+        none, or when the server closed the one kept: it may between two requests)."""
+        connections: dict[tuple[str, str], http.client.HTTPConnection] = \
+            self._open.__dict__.setdefault("connections", {})
+        conn = connections.pop((scheme, host), None)
         try:
-            conn.request(method, target, body=body or None, headers=headers)
-            response = conn.getresponse()
-            data = response.read(max_body + 1) if method != "HEAD" else b""
+            if conn is not None:
+                try:
+                    response = self._send_on(conn, method, target, body, headers)
+                except (http.client.RemoteDisconnected, ConnectionResetError,
+                        BrokenPipeError):
+                    conn.close()
+                    conn = None
+            if conn is None:
+                conn = self._connect(scheme, host)
+                response = self._send_on(conn, method, target, body, headers)
+            data = response.read(max_body + 1)
             reply = Reply(response.status, {k.lower(): v for k, v in response.getheaders()},
                           data)
-        finally:
-            conn.close()
+        except BaseException:
+            if conn is not None:
+                conn.close()
+            raise
         if len(reply.body) > max_body:
+            conn.close()
             raise RegistryRefused(f"{scheme}://{host}{target}: answer larger than "
                                   f"{max_body} bytes")
+        if response.will_close:
+            conn.close()
+        else:
+            connections[(scheme, host)] = conn
         if remember:
             self._scheme = scheme
         return reply
+
+    def _connect(self, scheme: str, host: str) -> http.client.HTTPConnection:
+        if scheme == "https":
+            return http.client.HTTPSConnection(host, timeout=TIMEOUT,
+                                               context=_context(self.tls_verify))
+        return http.client.HTTPConnection(host, timeout=TIMEOUT)
+
+    @staticmethod
+    def _send_on(conn: http.client.HTTPConnection, method: str, target: str, body: bytes,
+                 headers: dict[str, str]) -> http.client.HTTPResponse:
+        conn.request(method, target, body=body or None, headers=headers)
+        return conn.getresponse()
 
     def _authenticate(self, challenge: str, scope: str) -> None:
         basic = credentials(self.host, self.authfile)
@@ -224,9 +258,12 @@ class Registry:
     def put_blob(self, repository: str, data: bytes) -> str:
         """DATA as a blob of REPOSITORY (not sent when already there); its digest."""
         digest = digest_of(data)
+        if (repository, digest) in self._blobs:
+            return digest
         head = self.request("HEAD", f"/v2/{repository}/blobs/{digest}",
                             scope=_push(repository))
         if head.status == 200:
+            self._blobs.add((repository, digest))
             return digest
         start = self.request("POST", f"/v2/{repository}/blobs/uploads/",
                              scope=_push(repository))
@@ -239,6 +276,7 @@ class Registry:
                             {"Content-Type": "application/octet-stream"},
                             scope=_push(repository))
         self._expect(done, 201, "PUT", f"{repository}@{digest}")
+        self._blobs.add((repository, digest))
         return digest
 
     def referrers(self, repository: str, digest: str) -> Optional[list[dict[str, Any]]]:

@@ -376,6 +376,27 @@ def test_a_registry_refusing_a_signature_fails_promote_naming_the_image(
     assert check(f"{src}/release/base-images/img0:3.0-42", skopeo118) == ()
 
 
+def test_promote_signs_only_what_the_destination_reads_back(
+        release: dict[str, Any], registries: dict[str, Registry],
+        skopeo118: VerifyingSkopeo) -> None:
+    """A front that keeps no tag (a manifest written under a tag is stored under its digest
+    only, the write answered 201): the copies are made, the read-back finds each tag
+    serving nothing, and nothing is signed or attested: a signature binds what the
+    destination serves, not what promote believes it copied. Exit 1 naming the tag."""
+    work = skopeo118.work
+    with FlakyProxy(registries["src"].host, failures=0, digest_only=True) as front:
+        done = run_cli("--matrix", str(release["matrix"]), "promote", "--report",
+                       str(release["report"]), "--to", f"{front.host}/lost",
+                       "--no-tls-verify", "--sign-by-sigstore-private-key",
+                       str(work / "ours.private"), "--sign-passphrase-file",
+                       str(work / "pass"))
+    assert done.returncode == 1, done.stderr
+    assert f"{front.host}/lost/base-images/img0:3.0-42 serves nothing" in done.stderr
+    assert any(method == "PUT" and "/manifests/" in path for method, path in front.requests)
+    assert [(m, p) for m, p in front.requests
+            if ".sig" in p or "/referrers/" in p or "/manifests/sha256-" in p] == []
+
+
 def test_a_registry_with_the_referrers_api_gets_no_referrers_tag(
         pushed: Any, ours: Signer, skopeo118: VerifyingSkopeo, registry: Registry) -> None:
     """Through a front that serves the referrers API (and says OCI-Subject), the

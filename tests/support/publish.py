@@ -101,7 +101,8 @@ class FlakyProxy:
     of these methods are accepted and never answered; HANG_PATHS: nor are those whose path
     holds one of these fragments. PATH: only requests whose path holds it are failed.
     DIGEST_ONLY: a manifest written under a tag is stored under its digest only, and the
-    write answered as the registry answers it (201): a front that loses tags."""
+    write answered as the registry answers it (201): a front that loses tags. REQUESTS
+    records (method, path) of every request."""
 
     def __init__(self, upstream: str, failures: int, status: int = 503,
                  retry_after: int | None = None,
@@ -116,6 +117,7 @@ class FlakyProxy:
         self.hang, self.hang_paths, self.released = hang, hang_paths, threading.Event()
         self.status, self.retry_after, self.methods = status, retry_after, methods
         self.answered: list[tuple[float, int]] = []
+        self.requests: list[tuple[str, str]] = []
         proxy = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -125,6 +127,7 @@ class FlakyProxy:
                 pass
 
             def _forward(self) -> None:
+                proxy.requests.append((self.command, self.path))
                 if self.command in proxy.hang or any(
                         fragment in self.path for fragment in proxy.hang_paths):
                     proxy.released.wait(300)
