@@ -30,7 +30,9 @@ def signing_options(command: Callable[..., Any]) -> Callable[..., Any]:
         if sign_by_sigstore_private_key is not None:
             from ..publish.signing import load_signer
 
-            signer = load_signer(sign_by_sigstore_private_key, sign_passphrase_file)
+            # Decrypted while the command plans and looks; it waits before any copy.
+            signer = load_signer(sign_by_sigstore_private_key, sign_passphrase_file,
+                                 background=True)
         elif sign_passphrase_file is not None:
             raise click.UsageError("--sign-passphrase-file goes with "
                                    "--sign-by-sigstore-private-key")

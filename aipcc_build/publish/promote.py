@@ -73,7 +73,8 @@ class PromoteRequest:
     authfile: Optional[str] = None
     retry: Retry = field(default_factory=Retry)
     jobs: int = COPY_JOBS  # looks and images copied at once
-    # Sign and attest what is released (publish/release_signing): a loaded private key.
+    # Sign and attest what is released (publish/release_signing): a loaded private key
+    # (perhaps still being decrypted: promote waits for it before any copy).
     signer: Optional[Signer] = None
     # The public key (a PEM file) whose passing verdict attestation every image must carry
     # in the source before anything is copied (publish/verify.require_verdicts).
@@ -290,6 +291,8 @@ def promote(request: PromoteRequest, runner: Optional[Runner] = None,
     for item, now in zip(copies, there):
         if now != item.digest:
             missing.setdefault(item.key, []).append(item)
+    if request.signer is not None:  # decrypted while the above ran; refused: exit 2
+        request.signer.ready()
     if request.require_verdict_by is not None:  # before any copy
         require_verdicts([c.source for c in copies], request.require_verdict_by,
                          tls_verify=request.tls_verify, authfile=request.authfile,

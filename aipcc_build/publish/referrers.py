@@ -10,7 +10,7 @@ read, extended and written again. Readers ask the API first, then the tag."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from ..oci import OCI_INDEX, OCI_MANIFEST
@@ -40,42 +40,68 @@ def canonical(document: dict[str, Any]) -> bytes:
     return json.dumps(document, separators=(",", ":"), sort_keys=True).encode()
 
 
+@dataclass(frozen=True)
+class Artifact:
+    """What to hang off a subject: DATA (one layer of MEDIA_TYPE) as ARTIFACT_TYPE."""
+
+    artifact_type: str
+    media_type: str
+    data: bytes
+    annotations: dict[str, str] = field(default_factory=dict)
+
+
 def push_artifact(registry: Registry, subject: Subject, artifact_type: str,
                   media_type: str, data: bytes,
-                  annotations: Optional[dict[str, str]] = None, *,
-                  looked: bool = False) -> str:
+                  annotations: Optional[dict[str, str]] = None) -> str:
     """DATA as an artifact referring to SUBJECT; its manifest's digest. An artifact of the
-    same type with the same content already referring to it is not pushed again (LOOKED:
-    the caller looked already)."""
+    same type with the same content already referring to it is not pushed again."""
     layer = {"mediaType": media_type, "digest": digest_of(data), "size": len(data)}
-    for existing in [] if looked else list_referrers(registry, subject.repository,
-                                                     subject.digest, artifact_type):
+    for existing in list_referrers(registry, subject.repository, subject.digest,
+                                   artifact_type):
         found = read_artifact(registry, subject.repository, str(existing.get("digest")))
         if found is not None and layer in found[0].get("layers", []):
             return str(existing["digest"])
-    registry.put_blob(subject.repository, data)
-    registry.put_blob(subject.repository, EMPTY)
-    manifest: dict[str, Any] = {
-        "schemaVersion": 2, "mediaType": OCI_MANIFEST, "artifactType": artifact_type,
-        "config": {"mediaType": EMPTY_MEDIA_TYPE, "digest": digest_of(EMPTY),
-                   "size": len(EMPTY), "data": "e30="},
-        "layers": [layer], "subject": subject.descriptor()}
-    if annotations:
-        manifest["annotations"] = dict(annotations)
-    body = canonical(manifest)
-    digest = digest_of(body)
-    reply = registry.put_manifest(subject.repository, digest, body, OCI_MANIFEST)
-    if "oci-subject" not in reply.headers:
-        descriptor = {"mediaType": OCI_MANIFEST, "digest": digest, "size": len(body),
-                      "artifactType": artifact_type}
-        if annotations:
-            descriptor["annotations"] = dict(annotations)
-        _add_to_fallback(registry, subject, descriptor)
-    return digest
+    return push_artifacts(registry, subject, [Artifact(artifact_type, media_type, data,
+                                                       dict(annotations or {}))])[0]
+
+
+def push_artifacts(registry: Registry, subject: Subject, artifacts: list[Artifact]
+                   ) -> list[str]:
+    """Each of ARTIFACTS as a referrer of SUBJECT, without looking for one there; their
+    manifests' digests. Where the registry has no referrers API, one write of the
+    fallback index lists them all."""
+    digests, unindexed = [], []
+    for artifact in artifacts:
+        data = artifact.data
+        layer = {"mediaType": artifact.media_type, "digest": digest_of(data),
+                 "size": len(data)}
+        registry.put_blob(subject.repository, data)
+        registry.put_blob(subject.repository, EMPTY)
+        manifest: dict[str, Any] = {
+            "schemaVersion": 2, "mediaType": OCI_MANIFEST,
+            "artifactType": artifact.artifact_type,
+            "config": {"mediaType": EMPTY_MEDIA_TYPE, "digest": digest_of(EMPTY),
+                       "size": len(EMPTY), "data": "e30="},
+            "layers": [layer], "subject": subject.descriptor()}
+        if artifact.annotations:
+            manifest["annotations"] = dict(artifact.annotations)
+        body = canonical(manifest)
+        digest = digest_of(body)
+        reply = registry.put_manifest(subject.repository, digest, body, OCI_MANIFEST)
+        digests.append(digest)
+        if "oci-subject" not in reply.headers:
+            descriptor = {"mediaType": OCI_MANIFEST, "digest": digest, "size": len(body),
+                          "artifactType": artifact.artifact_type}
+            if artifact.annotations:
+                descriptor["annotations"] = dict(artifact.annotations)
+            unindexed.append(descriptor)
+    if unindexed:
+        _add_to_fallback(registry, subject, unindexed)
+    return digests
 
 
 def _add_to_fallback(registry: Registry, subject: Subject,
-                     descriptor: dict[str, Any]) -> None:
+                     descriptors: list[dict[str, Any]]) -> None:
     tag = referrers_tag(subject.digest)
     found = registry.get_manifest(subject.repository, tag)
     manifests: list[dict[str, Any]] = []
@@ -85,10 +111,11 @@ def _add_to_fallback(registry: Registry, subject: Subject,
                          if isinstance(m, dict)]
         except (ValueError, AttributeError):
             manifests = []  # not an index: replaced by one
-    if any(m.get("digest") == descriptor["digest"] for m in manifests):
+    listed = {m.get("digest") for m in manifests}
+    new = [d for d in descriptors if d["digest"] not in listed]
+    if not new:
         return
-    index = {"schemaVersion": 2, "mediaType": OCI_INDEX,
-             "manifests": [*manifests, descriptor]}
+    index = {"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": [*manifests, *new]}
     registry.put_manifest(subject.repository, tag, canonical(index), OCI_INDEX)
 
 
@@ -150,8 +177,8 @@ def copy_referrers(source: Registry, dest: Registry, source_path: str, subject: 
                 dest.put_blob(subject.repository, source.get_blob(source_path, blob["digest"]))
         reply = dest.put_manifest(subject.repository, digest, body, media_type)
         if "oci-subject" not in reply.headers:
-            _add_to_fallback(dest, subject, {k: v for k, v in descriptor.items()
-                                             if k in ("mediaType", "digest", "size",
-                                                      "artifactType", "annotations")})
+            _add_to_fallback(dest, subject, [{k: v for k, v in descriptor.items()
+                                              if k in ("mediaType", "digest", "size",
+                                                       "artifactType", "annotations")}])
         copied += 1
     return copied

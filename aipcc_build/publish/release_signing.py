@@ -25,7 +25,7 @@ from ..tools.retry import Retry, with_retries
 from ..validate.results import ImageVerdict
 from . import attestations
 from .attestations import Provenance
-from .referrers import Subject, canonical, push_artifact
+from .referrers import Subject, canonical
 from .signing import (
     SIGNATURE_ANNOTATION,
     SIMPLE_SIGNING,
@@ -204,50 +204,69 @@ def sign_release(released: Sequence[Released], signer: Signer, build_id: str,
 
 def _sign_image(image: Released, signer: Signer, build_id: str, validator: Validator,
                 registries: Registries, written: list[int]) -> None:
+    """IMAGE's signatures and its attestations, the two side by side (each a few small
+    requests in a row): the last image signed is what a signed promote waits for."""
+    from .transfer import each
+
     repositories: dict[str, list[str]] = {}
     for dest in image.dests:
         repositories.setdefault(repository_of(dest), []).append(dest)
-    verdicts: Optional[list[ImageVerdict]] = None
+    verdicts = validator(f"docker://{image.source}")
     for repository, dests in repositories.items():
         registry, path = registries.of(repository)
         top, platforms = instances(registry, path, image.digest)
-        for subject in ([top] if top not in platforms else []) + platforms:
-            written[0] += sign(registry, path, subject.digest, dests, signer)
-        if verdicts is None:
-            verdicts = validator(f"docker://{image.source}")
-        for subject in platforms:
-            verdict = _verdict_of(verdicts, subject.digest, len(platforms))
-            name = f"{repository}@{subject.digest}"
-            document = attestations.statement(verdict, subject.digest, name,
-                                              Provenance(image.key, build_id))
-            sbom = attestations.sbom(verdict, subject.digest, name)
-            if _attach(registry, subject, attestations.SBOM_MEDIA_TYPE,
-                       attestations.SBOM_MEDIA_TYPE, sbom, {}):
-                written[1] += 1
-            if _attach(registry, subject, attestations.VERDICT_ARTIFACT_TYPE,
-                       attestations.DSSE_MEDIA_TYPE,
-                       attestations.envelope(document, signer),
-                       {attestations.PREDICATE_ANNOTATION: attestations.VERDICT_PREDICATE},
-                       same=functools.partial(_same_verdict, document=document,
-                                              key=signer.public_key)):
-                written[1] += 1
+        subjects = ([top] if top not in platforms else []) + platforms
+        provenance = Provenance(image.key, build_id)
+        work: list[Callable[[], int]] = [
+            functools.partial(_sign_all, registry, path, subjects, dests, signer),
+            *(functools.partial(_attest, registry, subject,
+                                _verdict_of(verdicts, subject.digest, len(platforms)),
+                                f"{repository}@{subject.digest}", provenance, signer)
+              for subject in platforms)]
+        counts = each(lambda task: task(), work, len(work))
+        written[0] += counts[0]
+        written[1] += sum(counts[1:])
 
 
-def _attach(registry: Registry, subject: Subject, artifact_type: str, media_type: str,
-            data: bytes, annotations: dict[str, str],
-            same: Optional[Callable[[bytes], bool]] = None) -> bool:
-    """DATA as a referrer of SUBJECT unless one of ARTIFACT_TYPE is there already (SAME:
-    whether an existing one says the same); True when written."""
-    from .referrers import list_referrers, read_artifact
+def _sign_all(registry: Registry, path: str, subjects: Sequence[Subject],
+              identities: Sequence[str], signer: Signer) -> int:
+    return sum(sign(registry, path, subject.digest, identities, signer)
+               for subject in subjects)
 
-    for existing in list_referrers(registry, subject.repository, subject.digest,
-                                   artifact_type):
-        found = read_artifact(registry, subject.repository, str(existing.get("digest")))
-        if found is not None and (same is None or same(found[1])):
-            return False
-    push_artifact(registry, subject, artifact_type, media_type, data, annotations,
-                  looked=True)
-    return True
+
+def _attest(registry: Registry, subject: Subject, verdict: ImageVerdict, name: str,
+            provenance: Provenance, signer: Signer) -> int:
+    """SUBJECT's SBOM and signed verdict as its referrers, each unless one is there already
+    (the verdict: one by the same key saying the same), in one listing and (without a
+    referrers API) one write of the fallback index; the number written."""
+    from .referrers import Artifact, list_referrers, push_artifacts, read_artifact
+
+    document = attestations.statement(verdict, subject.digest, name, provenance)
+    present = list_referrers(registry, subject.repository, subject.digest)
+    same: dict[str, Callable[[bytes], bool]] = {
+        attestations.SBOM_MEDIA_TYPE: lambda data: True,
+        attestations.VERDICT_ARTIFACT_TYPE: functools.partial(
+            _same_verdict, document=document, key=signer.public_key)}
+
+    def there(artifact_type: str) -> bool:
+        for existing in present:
+            if existing.get("artifactType") != artifact_type:
+                continue
+            found = read_artifact(registry, subject.repository, str(existing.get("digest")))
+            if found is not None and same[artifact_type](found[1]):
+                return True
+        return False
+
+    missing = []
+    if not there(attestations.SBOM_MEDIA_TYPE):
+        missing.append(Artifact(attestations.SBOM_MEDIA_TYPE, attestations.SBOM_MEDIA_TYPE,
+                                attestations.sbom(verdict, subject.digest, name)))
+    if not there(attestations.VERDICT_ARTIFACT_TYPE):
+        missing.append(Artifact(
+            attestations.VERDICT_ARTIFACT_TYPE, attestations.DSSE_MEDIA_TYPE,
+            attestations.envelope(document, signer),
+            {attestations.PREDICATE_ANNOTATION: attestations.VERDICT_PREDICATE}))
+    return len(push_artifacts(registry, subject, missing))
 
 
 def _same_verdict(old: bytes, document: dict[str, Any], key: PublicKey) -> bool:

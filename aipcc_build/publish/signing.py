@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
@@ -30,21 +32,28 @@ MAX_KEY_FILE = 64 * 1024
 
 
 class Signer:
-    """A loaded private key: signs bytes, knows its public key."""
+    """A loaded private key: signs bytes, knows its public key. KEY may be a Future of
+    it, still being decrypted (`ready` waits for it)."""
 
     def __init__(self, key: Any, path: str) -> None:
         self._key = key
         self.path = path
 
+    def ready(self) -> Signer:
+        """This signer with its key decrypted; InputError when the key cannot be."""
+        if isinstance(self._key, Future):
+            self._key = self._key.result()
+        return self
+
     def sign(self, data: bytes) -> bytes:
         from cryptography.hazmat.primitives import hashes
         from cryptography.hazmat.primitives.asymmetric import ec
 
-        return bytes(self._key.sign(data, ec.ECDSA(hashes.SHA256())))
+        return bytes(self.ready()._key.sign(data, ec.ECDSA(hashes.SHA256())))
 
     @property
     def public_key(self) -> PublicKey:
-        return PublicKey(self._key.public_key(), self.path)
+        return PublicKey(self.ready()._key.public_key(), self.path)
 
     def __repr__(self) -> str:  # never the key
         return f"Signer({self.path!r})"
@@ -110,9 +119,12 @@ def read_passphrase(path: Optional[str]) -> bytes:
     return data.split(b"\n", 1)[0].rstrip(b"\r")
 
 
-def load_signer(key_path: str, passphrase_file: Optional[str]) -> Signer:
+def load_signer(key_path: str, passphrase_file: Optional[str], *,
+                background: bool = False) -> Signer:
     """The private key of KEY_PATH, decrypted with the passphrase file's first line.
-    InputError (one line, exit 2) for a missing, foreign or undecryptable key."""
+    InputError (one line, exit 2) for a missing, foreign or undecryptable key. BACKGROUND:
+    the files are read and checked now, the key decrypted in a thread (scrypt takes a
+    tenth of a second, and lets other threads run); `Signer.ready` raises its InputError."""
     field = "sign_by_sigstore_private_key"
     data = _read_small(key_path, "private key", field)
     body = _pem_body(data, PRIVATE_KEY_LABELS)
@@ -137,29 +149,44 @@ def load_signer(key_path: str, passphrase_file: Optional[str]) -> Signer:
     if not (2 <= n <= 1 << 20 and n & (n - 1) == 0 and 1 <= r <= 32 and 1 <= p <= 16):
         raise InputError(f"not a sigstore private key: scrypt parameters N={n} r={r} p={p} "
                          "out of range", file=key_path, field=field)
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
-    from cryptography.hazmat.primitives.serialization import load_der_private_key
-    from nacl.exceptions import CryptoError
-    from nacl.secret import SecretBox
+    passphrase = read_passphrase(passphrase_file)
 
-    secret = Scrypt(salt=salt, length=32, n=n, r=r, p=p).derive(
-        read_passphrase(passphrase_file))
-    try:
-        der = SecretBox(secret).decrypt(ciphertext, nonce)
-    except (CryptoError, ValueError):
-        raise InputError("the passphrase does not decrypt the private key (wrong "
-                         "passphrase, or a damaged key file)", file=key_path,
-                         field=field) from None
-    try:
-        key = load_der_private_key(der, password=None)
-    except ValueError as exc:
-        raise InputError(f"the decrypted private key is not PKCS#8: {exc}", file=key_path,
-                         field=field) from None
-    if not isinstance(key, ec.EllipticCurvePrivateKey) or key.curve.name != "secp256r1":
-        raise InputError("the private key is not an ECDSA P-256 key", file=key_path,
-                         field=field)
-    return Signer(key, key_path)
+    def unseal() -> Any:
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
+        from cryptography.hazmat.primitives.serialization import load_der_private_key
+        from nacl.exceptions import CryptoError
+        from nacl.secret import SecretBox
+
+        secret = Scrypt(salt=salt, length=32, n=n, r=r, p=p).derive(passphrase)
+        try:
+            der = SecretBox(secret).decrypt(ciphertext, nonce)
+        except (CryptoError, ValueError):
+            raise InputError("the passphrase does not decrypt the private key (wrong "
+                             "passphrase, or a damaged key file)", file=key_path,
+                             field=field) from None
+        try:
+            key = load_der_private_key(der, password=None)
+        except ValueError as exc:
+            raise InputError(f"the decrypted private key is not PKCS#8: {exc}",
+                             file=key_path, field=field) from None
+        if not isinstance(key, ec.EllipticCurvePrivateKey) or key.curve.name != "secp256r1":
+            raise InputError("the private key is not an ECDSA P-256 key", file=key_path,
+                             field=field)
+        return key
+
+    if not background:
+        return Signer(unseal(), key_path)
+    pending: Future[Any] = Future()
+
+    def run() -> None:
+        try:
+            pending.set_result(unseal())
+        except BaseException as exc:  # handed to whoever waits: ready() raises it
+            pending.set_exception(exc)
+
+    threading.Thread(target=run, name="unseal-key", daemon=True).start()
+    return Signer(pending, key_path)
 
 
 def load_public_key(path: str, field: str = "key") -> PublicKey:
