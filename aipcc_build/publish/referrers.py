@@ -70,34 +70,36 @@ def push_artifacts(registry: Registry, subject: Subject, artifacts: list[Artifac
     """Each of ARTIFACTS as a referrer of SUBJECT, without looking for one there; their
     manifests' digests. Where the registry has no referrers API, one write of the
     fallback index lists them all."""
-    digests, unindexed = [], []
+    if not artifacts:
+        return []
+    manifests = []
     for artifact in artifacts:
         data = artifact.data
-        layer = {"mediaType": artifact.media_type, "digest": digest_of(data),
-                 "size": len(data)}
-        registry.put_blob(subject.repository, data)
-        registry.put_blob(subject.repository, EMPTY)
         manifest: dict[str, Any] = {
             "schemaVersion": 2, "mediaType": OCI_MANIFEST,
             "artifactType": artifact.artifact_type,
             "config": {"mediaType": EMPTY_MEDIA_TYPE, "digest": digest_of(EMPTY),
                        "size": len(EMPTY), "data": "e30="},
-            "layers": [layer], "subject": subject.descriptor()}
+            "layers": [{"mediaType": artifact.media_type, "digest": digest_of(data),
+                        "size": len(data)}],
+            "subject": subject.descriptor()}
         if artifact.annotations:
             manifest["annotations"] = dict(artifact.annotations)
-        body = canonical(manifest)
-        digest = digest_of(body)
-        reply = registry.put_manifest(subject.repository, digest, body, OCI_MANIFEST)
-        digests.append(digest)
+        manifests.append(canonical(manifest))
+    registry.put_blobs(subject.repository, [EMPTY, *(a.data for a in artifacts)])
+    unindexed = []
+    for artifact, body in zip(artifacts, manifests):
+        reply = registry.put_manifest(subject.repository, digest_of(body), body,
+                                      OCI_MANIFEST)
         if "oci-subject" not in reply.headers:
-            descriptor = {"mediaType": OCI_MANIFEST, "digest": digest, "size": len(body),
-                          "artifactType": artifact.artifact_type}
+            descriptor = {"mediaType": OCI_MANIFEST, "digest": digest_of(body),
+                          "size": len(body), "artifactType": artifact.artifact_type}
             if artifact.annotations:
                 descriptor["annotations"] = dict(artifact.annotations)
             unindexed.append(descriptor)
     if unindexed:
         _add_to_fallback(registry, subject, unindexed)
-    return digests
+    return [digest_of(body) for body in manifests]
 
 
 def _add_to_fallback(registry: Registry, subject: Subject,

@@ -133,25 +133,27 @@ def sign(registry: Registry, path: str, digest: str, identities: Sequence[str],
     public = signer.public_key
     signed = set(verified_identities(pairs, digest, public))
     missing = [identity for identity in dict.fromkeys(identities) if identity not in signed]
+    blobs = []
     for identity in missing:
         data = payload(identity, digest, CREATOR)
         signature = signer.sign(data)
-        registry.put_blob(path, data)
+        blobs.append(data)
         layers.append({"mediaType": SIMPLE_SIGNING, "digest": digest_of(data),
                        "size": len(data), "annotations": {
                            SIGNATURE_ANNOTATION: base64.b64encode(signature).decode()}})
     if missing:
-        _put_signatures(registry, path, digest, layers)
+        _put_signatures(registry, path, digest, layers, blobs)
     return len(missing)
 
 
 def _put_signatures(registry: Registry, path: str, digest: str,
-                    layers: list[dict[str, Any]]) -> None:
-    """DIGEST's sigstore attachment, of LAYERS (their blobs already in PATH)."""
+                    layers: list[dict[str, Any]], blobs: Sequence[bytes]) -> None:
+    """DIGEST's sigstore attachment, of LAYERS: BLOBS (those of its layers not yet in
+    PATH) and its config uploaded side by side, then its manifest."""
     config = canonical({"architecture": "", "os": "", "config": {},
                         "rootfs": {"type": "layers",
                                    "diff_ids": [x["digest"] for x in layers]}})
-    registry.put_blob(path, config)
+    registry.put_blobs(path, [*blobs, config])
     manifest = {"schemaVersion": 2, "mediaType": OCI_MANIFEST,
                 "config": {"mediaType": OCI_CONFIG, "digest": digest_of(config),
                            "size": len(config)},
@@ -367,9 +369,8 @@ def carry(source_repository: str, dest_repository: str, digest: str,
         there, _ = signatures(dest, dest_path, subject.digest)
         missing = [x for x in layers if x not in there]
         if missing:
-            for layer in missing:
-                dest.put_blob(dest_path, source.get_blob(source_path, str(layer["digest"])))
-            _put_signatures(dest, dest_path, subject.digest, there + missing)
+            _put_signatures(dest, dest_path, subject.digest, there + missing,
+                            [source.get_blob(source_path, str(x["digest"])) for x in missing])
             written += 1
     for subject in platforms:
         written += copy_referrers(source, dest, source_path,

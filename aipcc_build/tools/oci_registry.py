@@ -16,6 +16,7 @@ import json
 import os
 import re
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -256,14 +257,12 @@ class Registry:
         return reply.body
 
     def put_blob(self, repository: str, data: bytes) -> str:
-        """DATA as a blob of REPOSITORY (not sent when already there); its digest."""
+        """DATA as a blob of REPOSITORY; its digest. Not sent twice in a run, and sent
+        without asking whether the registry holds it: what this client writes is small
+        and nearly always new (a signature's payload holds its time, an SBOM its serial
+        number), so the question would cost a request for nothing."""
         digest = digest_of(data)
         if (repository, digest) in self._blobs:
-            return digest
-        head = self.request("HEAD", f"/v2/{repository}/blobs/{digest}",
-                            scope=_push(repository))
-        if head.status == 200:
-            self._blobs.add((repository, digest))
             return digest
         start = self.request("POST", f"/v2/{repository}/blobs/uploads/",
                              scope=_push(repository))
@@ -278,6 +277,20 @@ class Registry:
         self._expect(done, 201, "PUT", f"{repository}@{digest}")
         self._blobs.add((repository, digest))
         return digest
+
+    def put_blobs(self, repository: str, blobs: Sequence[bytes]) -> None:
+        """Each of BLOBS as a blob of REPOSITORY, side by side (an upload is two requests
+        in a row, each waiting for the registry)."""
+        unique = list({digest_of(data): data for data in blobs}.values())
+        if len(unique) <= 1:
+            for data in unique:
+                self.put_blob(repository, data)
+            return
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=len(unique)) as pool:
+            for _ in pool.map(lambda data: self.put_blob(repository, data), unique):
+                pass
 
     def referrers(self, repository: str, digest: str) -> Optional[list[dict[str, Any]]]:
         """The referrers API's descriptors of DIGEST; None when the registry has no such

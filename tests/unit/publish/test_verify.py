@@ -55,6 +55,10 @@ class MemoryRegistry:
         self.blobs[digest(data)] = data
         return digest(data)
 
+    def put_blobs(self, repository: str, blobs: list[bytes]) -> None:
+        for data in blobs:
+            self.put_blob(repository, data)
+
     def referrers(self, repository: str, subject: str) -> None:
         return None
 
