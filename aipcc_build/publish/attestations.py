@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import base64
 import json
-import uuid
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from .. import __version__
-from ..validate.results import ImageVerdict
 from .signing import PublicKey, Signer
+
+if TYPE_CHECKING:  # the validator's results: not loaded to verify a release
+    from ..validate.results import ImageVerdict
 
 SBOM_MEDIA_TYPE = "application/vnd.cyclonedx+json"
 DSSE_MEDIA_TYPE = "application/vnd.dsse.envelope.v1+json"
@@ -36,6 +37,8 @@ class Provenance:
 def sbom(verdict: ImageVerdict, digest: str, name: str) -> bytes:
     """The CycloneDX document of the toolkit components VERDICT's findings name, each with
     its version, evidence (package, path, layer) and the release it belongs to."""
+    import uuid
+
     components: dict[tuple[str, str, str], dict[str, Any]] = {}
     for finding in verdict.findings:
         if not finding.component or not finding.component_version:

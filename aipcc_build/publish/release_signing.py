@@ -14,15 +14,14 @@ import functools
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from .. import __version__
 from ..errors import CheckFailed
 from ..image_reference import repository_of
 from ..oci import INDEX_TYPES, OCI_MANIFEST
-from ..tools.oci_registry import DIGEST, Registry, RegistryRefused, digest_of
+from ..tools.oci_registry import DIGEST, Registry, RegistryRefused, digest_of, side_by_side
 from ..tools.retry import Retry, with_retries
-from ..validate.results import ImageVerdict
 from . import attestations
 from .attestations import Provenance
 from .referrers import Subject, canonical
@@ -36,11 +35,14 @@ from .signing import (
     signature_tag,
 )
 
+if TYPE_CHECKING:  # the validator's results: not loaded to verify a release
+    from ..validate.results import ImageVerdict
+
 OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
 CREATOR = f"aipcc-build {__version__}"
 
 # The validator on one image: (docker://REPO@DIGEST) -> one verdict per platform.
-Validator = Callable[[str], list[ImageVerdict]]
+Validator = Callable[[str], "list[ImageVerdict]"]
 
 
 @dataclass(frozen=True)
@@ -108,7 +110,7 @@ def signatures(registry: Registry, path: str, digest: str
         layers = [x for x in json.loads(found[0]).get("layers") or [] if isinstance(x, dict)]
     except (ValueError, AttributeError, TypeError):
         return [], []
-    pairs = []
+    signed: list[tuple[str, bytes]] = []  # (payload blob, signature)
     for layer in layers:
         annotations = layer.get("annotations")
         encoded = annotations.get(SIGNATURE_ANNOTATION) \
@@ -117,11 +119,12 @@ def signatures(registry: Registry, path: str, digest: str
                 or not DIGEST.fullmatch(str(layer.get("digest"))):
             continue
         try:
-            signature = base64.b64decode(encoded, validate=True)
+            signed.append((str(layer["digest"]), base64.b64decode(encoded, validate=True)))
         except ValueError:
             continue
-        pairs.append((registry.get_blob(path, str(layer["digest"])), signature))
-    return layers, pairs
+    payloads = side_by_side([functools.partial(registry.get_blob, path, blob)
+                             for blob, _ in signed])
+    return layers, [(data, signature) for data, (_, signature) in zip(payloads, signed)]
 
 
 def sign(registry: Registry, path: str, digest: str, identities: Sequence[str],
@@ -208,8 +211,6 @@ def _sign_image(image: Released, signer: Signer, build_id: str, validator: Valid
                 registries: Registries, written: list[int]) -> None:
     """IMAGE's signatures and its attestations, the two side by side (each a few small
     requests in a row): the last image signed is what a signed promote waits for."""
-    from .transfer import each
-
     repositories: dict[str, list[str]] = {}
     for dest in image.dests:
         repositories.setdefault(repository_of(dest), []).append(dest)
@@ -225,7 +226,7 @@ def _sign_image(image: Released, signer: Signer, build_id: str, validator: Valid
                                 _verdict_of(verdicts, subject.digest, len(platforms)),
                                 f"{repository}@{subject.digest}", provenance, signer)
               for subject in platforms)]
-        counts = each(lambda task: task(), work, len(work))
+        counts = side_by_side(work)
         written[0] += counts[0]
         written[1] += sum(counts[1:])
 

@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import base64
 import json
-import threading
 import time
-from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
@@ -32,17 +30,18 @@ MAX_KEY_FILE = 64 * 1024
 
 
 class Signer:
-    """A loaded private key: signs bytes, knows its public key. KEY may be a Future of
-    it, still being decrypted (`ready` waits for it)."""
+    """A loaded private key: signs bytes, knows its public key. PENDING: a Future of the
+    key, still being decrypted (`ready` waits for it), when KEY is None."""
 
-    def __init__(self, key: Any, path: str) -> None:
+    def __init__(self, key: Any, path: str, pending: Any = None) -> None:
         self._key = key
+        self._pending = pending
         self.path = path
 
     def ready(self) -> Signer:
         """This signer with its key decrypted; InputError when the key cannot be."""
-        if isinstance(self._key, Future):
-            self._key = self._key.result()
+        if self._key is None:
+            self._key = self._pending.result()
         return self
 
     def sign(self, data: bytes) -> bytes:
@@ -177,6 +176,9 @@ def load_signer(key_path: str, passphrase_file: Optional[str], *,
 
     if not background:
         return Signer(unseal(), key_path)
+    import threading
+    from concurrent.futures import Future
+
     pending: Future[Any] = Future()
 
     def run() -> None:
@@ -186,15 +188,31 @@ def load_signer(key_path: str, passphrase_file: Optional[str], *,
             pending.set_exception(exc)
 
     threading.Thread(target=run, name="unseal-key", daemon=True).start()
-    return Signer(pending, key_path)
+    return Signer(None, key_path, pending)
+
+
+# The DER SubjectPublicKeyInfo of an ECDSA P-256 key before its uncompressed point: what
+# cosign and skopeo write. Such a key is read without loading cryptography's serialization
+# (a quarter of what `verify` imports).
+P256_SPKI_PREFIX = bytes.fromhex("3059301306072a8648ce3d020106082a8648ce3d030107034200")
 
 
 def load_public_key(path: str, field: str = "key") -> PublicKey:
     """The PEM public key of PATH; InputError when it is not an ECDSA P-256 one."""
     from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.hazmat.primitives.serialization import load_pem_public_key
 
     data = _read_small(path, "public key", field)
+    body = _pem_body(data, ("PUBLIC KEY",))
+    if body is not None and len(body) == len(P256_SPKI_PREFIX) + 65 \
+            and body.startswith(P256_SPKI_PREFIX):
+        try:
+            return PublicKey(ec.EllipticCurvePublicKey.from_encoded_point(
+                ec.SECP256R1(), body[len(P256_SPKI_PREFIX):]), path)
+        except ValueError:
+            raise InputError("not an ECDSA P-256 public key: its point is not on the curve",
+                             file=path, field=field) from None
+    from cryptography.hazmat.primitives.serialization import load_pem_public_key
+
     try:
         key = load_pem_public_key(data)
     except ValueError:

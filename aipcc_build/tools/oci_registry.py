@@ -10,6 +10,7 @@ timeout; a 429 or 5xx raises `TransientAnswer` for `tools.retry`, any other refu
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import http.client
 import json
@@ -19,7 +20,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional, TypeVar
 from urllib.parse import urlencode, urlsplit
 
 from ..errors import CheckFailed, InputError
@@ -282,15 +283,7 @@ class Registry:
         """Each of BLOBS as a blob of REPOSITORY, side by side (an upload is two requests
         in a row, each waiting for the registry)."""
         unique = list({digest_of(data): data for data in blobs}.values())
-        if len(unique) <= 1:
-            for data in unique:
-                self.put_blob(repository, data)
-            return
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(max_workers=len(unique)) as pool:
-            for _ in pool.map(lambda data: self.put_blob(repository, data), unique):
-                pass
+        side_by_side([functools.partial(self.put_blob, repository, data) for data in unique])
 
     def referrers(self, repository: str, digest: str) -> Optional[list[dict[str, Any]]]:
         """The referrers API's descriptors of DIGEST; None when the registry has no such
@@ -317,6 +310,45 @@ class Registry:
             why = _error_text(reply.body)
             raise RegistryRefused(f"{self.host}/{what}: the registry refused {method} "
                                   f"(status {reply.status}{': ' + why if why else ''})")
+
+
+T = TypeVar("T")
+# Requests side by side at most (an attachment may list many signatures).
+SIDE_BY_SIDE = 8
+
+
+def side_by_side(calls: Sequence[Callable[[], T]]) -> list[T]:
+    """CALLS (requests to registries: each mostly waits for answers), up to SIDE_BY_SIDE
+    at once, this thread taking its share; their results in order, the first exception
+    raised once all are done. Plain threads: concurrent.futures costs `verify` more to
+    import than the requests it runs side by side take."""
+    results: list[Any] = [None] * len(calls)
+    failures: list[Optional[BaseException]] = [None] * len(calls)
+    lock = threading.Lock()
+    pending = iter(range(len(calls)))
+
+    def work() -> None:
+        while True:
+            with lock:
+                index = next(pending, None)
+            if index is None:
+                return
+            try:
+                results[index] = calls[index]()
+            except BaseException as exc:  # raised in the caller's thread below
+                failures[index] = exc
+
+    threads = [threading.Thread(target=work, daemon=True)
+               for _ in range(min(len(calls), SIDE_BY_SIDE) - 1)]
+    for thread in threads:
+        thread.start()
+    work()
+    for thread in threads:
+        thread.join()
+    for failure in failures:
+        if failure is not None:
+            raise failure
+    return results
 
 
 def _check_reference(reference: str, digest_only: bool = False) -> None:

@@ -82,6 +82,39 @@ def test_a_missing_key_or_passphrase_file_is_named(keys: Path, tmp_path: Path) -
         load_public_key(str(keys / "cosign.key"))
 
 
+def test_a_background_decryption_refuses_a_wrong_passphrase_when_waited_for(
+        keys: Path, tmp_path: Path) -> None:
+    (tmp_path / "pass").write_text("wrong\n")
+    pending = load_signer(str(keys / "cosign.key"), str(tmp_path / "pass"), background=True)
+    with pytest.raises(InputError, match="does not decrypt"):
+        pending.ready()
+    signer = load_signer(str(keys / "cosign.key"), str(keys / "pass"), background=True)
+    assert load_public_key(str(keys / "cosign.pub")).verifies(b"x", signer.sign(b"x"))
+
+
+def test_a_p256_public_key_read_without_serialization_is_the_same_key(
+        keys: Path, tmp_path: Path) -> None:
+    """The P-256 SubjectPublicKeyInfo read directly; every other key through
+    cryptography's reader, and refused unless P-256; a point off the curve refused."""
+    pem = (keys / "cosign.pub").read_bytes()
+    read = load_public_key(str(keys / "cosign.pub"))._key  # noqa: SLF001
+    assert read.public_numbers() == load_pem_public_key(pem).public_numbers()  # type: ignore[union-attr]
+    from cryptography.hazmat.primitives import serialization
+
+    other = ec.generate_private_key(ec.SECP384R1()).public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    (tmp_path / "p384.pub").write_bytes(other)
+    with pytest.raises(InputError, match="not an ECDSA P-256 public key"):
+        load_public_key(str(tmp_path / "p384.pub"))
+    der = base64.b64decode(b"".join(pem.splitlines()[1:-1]))
+    off_curve = der[:-1] + bytes([der[-1] ^ 1])
+    (tmp_path / "off.pub").write_bytes(b"-----BEGIN PUBLIC KEY-----\n"
+                                       + base64.b64encode(off_curve)
+                                       + b"\n-----END PUBLIC KEY-----\n")
+    with pytest.raises(InputError, match="not on the curve"):
+        load_public_key(str(tmp_path / "off.pub"))
+
+
 def test_the_payload_is_what_containers_image_reads() -> None:
     data = payload("quay.io/aipcc/cuda:3.0-42", DIGEST, "aipcc-build test")
     critical = json.loads(data)["critical"]

@@ -68,3 +68,29 @@ def test_requests_share_one_connection_and_survive_a_closed_one(server: Server) 
     for reference in ("1.0", DIGEST, "latest"):
         assert client.get_manifest("rel/img", reference) == (MANIFEST, OCI_MANIFEST)
     assert server.connections == (3 if server.closing else 1)
+
+
+def test_side_by_side_keeps_the_order_and_raises_the_first_failure() -> None:
+    import time
+
+    from aipcc_build.tools.oci_registry import SIDE_BY_SIDE, side_by_side
+
+    running, most = [0], [0]
+    lock = threading.Lock()
+
+    def call(n: int) -> int:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.01)
+        with lock:
+            running[0] -= 1
+        if n in (5, 7):
+            raise ValueError(n)
+        return n
+
+    assert side_by_side([lambda n=n: call(n) for n in range(4)]) == [0, 1, 2, 3]
+    assert side_by_side([]) == []
+    with pytest.raises(ValueError, match="5"):
+        side_by_side([lambda n=n: call(n) for n in range(40)])
+    assert most[0] == SIDE_BY_SIDE
