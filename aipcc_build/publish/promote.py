@@ -326,11 +326,8 @@ def promote(request: PromoteRequest, runner: Optional[Runner] = None,
                                             f"{why} (retry {n} in {wait:g} s)")))
         emit(Event(item.key, "copied", item.dest, index=number[item], total=len(copies)))
 
-    def release(key: str) -> list[Served]:
-        """Copy one image's missing tags, read every tag of it back, and sign and attest
-        it only when each tag serves the digest sent: a signature binds what the
-        destination serves, never what promote believes it copied. While the other
-        images copy."""
+    def release_copies(key: str) -> None:
+        """Copy one image's missing tags."""
         # One copy of the image; every further tag is a copy from the destination
         # repository itself, where every blob is already there: skopeo checks them and
         # writes the manifest under the new tag (a tenth of a second, whatever the size).
@@ -339,8 +336,12 @@ def promote(request: PromoteRequest, runner: Optional[Runner] = None,
                 copy(item, f"docker://{repository_of(item.dest)}@{item.digest}")
             else:
                 copy(item, f"docker://{item.source}")
-        # Nothing is reported released that was not read back: every tag, and the image
-        # by its digest, as the destination serves them now.
+
+    def check_and_sign(key: str) -> list[Served]:
+        """Read every tag of one image back and sign and attest it only when each tag
+        serves the digest sent: a signature binds what the destination serves, never what
+        promote believes it copied. Nothing is reported released that was not read back:
+        every tag, and the image by its digest, as the destination serves them now."""
         group = by_key[key]
         served = read_back([(c.dest, c.digest) for c in group], skopeo,
                            tls_verify=request.tls_verify, authfile=request.authfile,
@@ -356,7 +357,17 @@ def promote(request: PromoteRequest, runner: Optional[Runner] = None,
         by_key.setdefault(item.key, []).append(item)
     # The images to copy first, then those wholly there (only read back and signed).
     order = [*missing, *(key for key in by_key if key not in missing)]
-    served_of = {s.dest: s for group in each(release, order, request.jobs) for s in group}
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+    # An image's read-back and signing run beside the copies, not in a copy's place: the
+    # next image starts copying as soon as the copies of one are made.
+    with ThreadPoolExecutor(max_workers=request.jobs) as after:
+        def copied(key: str) -> Future[list[Served]]:
+            release_copies(key)
+            return after.submit(check_and_sign, key)
+
+        pending = each(copied, order, request.jobs)
+        served_of = {s.dest: s for future in pending for s in future.result()}
     served = [served_of[c.dest] for c in copies]
     wrong = [(c, s) for c, s in zip(copies, served) if s.problem]
     for item, bad in wrong:
