@@ -92,6 +92,18 @@ def test_a_background_decryption_refuses_a_wrong_passphrase_when_waited_for(
     assert load_public_key(str(keys / "cosign.pub")).verifies(b"x", signer.sign(b"x"))
 
 
+@pytest.mark.parametrize("n, r, p", [(2, 1, 1), (1 << 10, 8, 1), (1 << 12, 4, 3)])
+def test_the_scrypt_key_is_cryptographys(n: int, r: int, p: int) -> None:
+    """libsodium's scrypt (the faster one) derives the key cosign's files were made with."""
+    from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
+
+    from aipcc_build.publish.signing import _scrypt
+
+    salt = b"salt" * 8
+    assert _scrypt(b"pass", salt, n, r, p) == Scrypt(salt=salt, length=32, n=n, r=r,
+                                                     p=p).derive(b"pass")
+
+
 def test_a_p256_public_key_read_without_serialization_is_the_same_key(
         keys: Path, tmp_path: Path) -> None:
     """The P-256 SubjectPublicKeyInfo read directly; every other key through
