@@ -9,12 +9,13 @@ read, extended and written again. Readers ask the API first, then the tag."""
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from ..oci import OCI_INDEX, OCI_MANIFEST
-from ..tools.oci_registry import Registry, digest_of
+from ..tools.oci_registry import Registry, digest_of, side_by_side
 
 EMPTY_MEDIA_TYPE = "application/vnd.oci.empty.v1+json"
 EMPTY = b"{}"
@@ -87,10 +88,11 @@ def push_artifacts(registry: Registry, subject: Subject, artifacts: list[Artifac
             manifest["annotations"] = dict(artifact.annotations)
         manifests.append(canonical(manifest))
     registry.put_blobs(subject.repository, [EMPTY, *(a.data for a in artifacts)])
+    replies = side_by_side([functools.partial(registry.put_manifest, subject.repository,
+                                              digest_of(body), body, OCI_MANIFEST)
+                            for body in manifests])
     unindexed = []
-    for artifact, body in zip(artifacts, manifests):
-        reply = registry.put_manifest(subject.repository, digest_of(body), body,
-                                      OCI_MANIFEST)
+    for artifact, body, reply in zip(artifacts, manifests, replies):
         if "oci-subject" not in reply.headers:
             descriptor = {"mediaType": OCI_MANIFEST, "digest": digest_of(body),
                           "size": len(body), "artifactType": artifact.artifact_type}
