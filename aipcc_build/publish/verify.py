@@ -69,16 +69,19 @@ def verify(request: VerifyRequest) -> VerifyResult:
     if not refs:
         raise InputError("name at least one image", field="refs")
     registries = Registries(request.tls_verify, request.authfile)
-    checks = []
-    for ref in refs:
-        def attempt(ref: str = ref) -> ImageCheck:
-            return _check(ref, key, registries)
 
+    def checked(ref: str) -> ImageCheck:
         try:
-            checks.append(with_retries(attempt, request.retry, lambda n, wait, why: None))
+            return with_retries(lambda: _check(ref, key, registries), request.retry,
+                                lambda n, wait, why: None)
         except RegistryRefused as exc:
-            checks.append(ImageCheck(ref, None, 0, (str(exc),)))
-    return VerifyResult(tuple(checks))
+            return ImageCheck(ref, None, 0, (str(exc),))
+
+    # The first alone (its registry's scheme and login learnt once), the others side by
+    # side: each is a few requests in a row.
+    first = checked(refs[0])
+    return VerifyResult((first, *side_by_side([functools.partial(checked, ref)
+                                               for ref in refs[1:]])))
 
 
 def _check(ref: str, key: PublicKey, registries: Registries) -> ImageCheck:
