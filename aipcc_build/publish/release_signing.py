@@ -315,7 +315,10 @@ def judge_promoted(copies: Sequence[Any], *, tls_verify: bool, runner: Any = Non
     released; the validator runs only on an image without them."""
     from .transfer import each
 
-    if validator is None:
+    images = released_images(copies)
+    known = {f"docker://{image.source}": (judged or {}).get(image.key) for image in images}
+    sources = [ref for ref, verdicts in known.items() if not verdicts]
+    if validator is None and sources:  # the validator loads only when it is to run
         from ..tools.skopeo import Skopeo
         from ..validate.pipeline import validate_image
 
@@ -324,10 +327,7 @@ def judge_promoted(copies: Sequence[Any], *, tls_verify: bool, runner: Any = Non
         def validator(ref: str) -> list[ImageVerdict]:
             return validate_image(ref, skopeo=skopeo)
 
-    images = released_images(copies)
-    known = {f"docker://{image.source}": (judged or {}).get(image.key) for image in images}
-    sources = [ref for ref, verdicts in known.items() if not verdicts]
-    found = dict(zip(sources, each(validator, sources, jobs)))
+    found = dict(zip(sources, each(validator, sources, jobs))) if validator else {}
     verdicts_of = {ref: verdicts or found[ref] for ref, verdicts in known.items()}
     failed = [f"{ref[len('docker://'):]} ({verdict.platform}): {verdict.verdict}"
               for ref, verdicts in verdicts_of.items() for verdict in verdicts
