@@ -19,6 +19,7 @@ one destination tag, nothing is copied.
 
 from __future__ import annotations
 
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
@@ -357,8 +358,6 @@ def promote(request: PromoteRequest, runner: Optional[Runner] = None,
         by_key.setdefault(item.key, []).append(item)
     # The images to copy first, then those wholly there (only read back and signed).
     order = [*missing, *(key for key in by_key if key not in missing)]
-    from concurrent.futures import Future, ThreadPoolExecutor
-
     # An image's read-back and signing run beside the copies, not in a copy's place: the
     # next image starts copying as soon as the copies of one are made.
     with ThreadPoolExecutor(max_workers=request.jobs) as after:
