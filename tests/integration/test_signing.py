@@ -5,6 +5,7 @@ promote signed, and `verify` with each way a release can be wrong."""
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 import uuid
@@ -545,3 +546,73 @@ def test_mirror_takes_the_release_manifest_promote_wrote(
         assert refused.returncode == 2 and "dry run" in refused.stderr, refused.stderr
     finally:
         site.stop()
+
+
+def test_a_real_build_records_the_verdict_promote_attests_and_verify_checks(
+        tmp_path: Path, base_image: str, namespace: str, registry: Registry,
+        skopeo118: VerifyingSkopeo, ours: Signer) -> None:
+    """`aipcc-build matrix --push` (real buildah, the gate in the worker) records each
+    image's verdict bound to the digest it pushed; promote with a key attests that verdict
+    in a second repository, and verify passes there: the predicate names the build and
+    `ok`, its subject is the digest the build report records."""
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.hazmat.primitives.serialization import load_pem_public_key
+
+    from aipcc_build.matrix import load
+    from aipcc_build.publish.referrers import list_referrers, read_artifact
+    from aipcc_build.render import apply, render_all
+
+    (tmp_path / "templates").mkdir()
+    (tmp_path / "templates" / "base.j2").write_text("FROM {{ os_from }}\nRUN echo ok > /ok\n")
+    (tmp_path / "matrix").mkdir()
+    matrix_path = tmp_path / "matrix" / "test.yaml"
+    matrix_path.write_text(
+        "schema: 1\nproduct: {name: t, version: '3.0'}\n"
+        "registry: localhost/aipcc-test-sched/unused\n"
+        f"os:\n  bb: {{from: {base_image}}}\naccelerators:\n  cpu: {{}}\n"
+        "images:\n  base: {template: base.j2, os: [bb]}\n")
+    matrix = load(matrix_path)
+    apply(matrix, render_all(matrix), check=False, remove_stale=False)
+    built = run_cli("--matrix", "matrix/test.yaml", "matrix", "--push", "--registry",
+                    namespace, "--no-tls-verify", "--build-id", "4242", cwd=tmp_path)
+    assert built.returncode == 0, built.stdout + built.stderr
+    [entry] = json.loads((tmp_path / "build-report.json").read_text())["images"]
+    digest = entry["digest"]
+    assert entry["status"] == "ok" and entry["verdict"]["verdict"] == "ok", entry
+    assert digest_at(entry["reference"]) == digest
+
+    release_ns = f"{registry.host}/rel{uuid.uuid4().hex[:6]}"
+    work = skopeo118.work
+    promoted = run_cli("promote", "--report", "build-report.json", "--to", release_ns,
+                       "--no-tls-verify", "--sign-by-sigstore-private-key",
+                       str(work / "ours.private"), "--sign-passphrase-file",
+                       str(work / "pass"), cwd=tmp_path)
+    assert promoted.returncode == 0, promoted.stderr
+    released = f"{release_ns}/base/cpu-bb:3.0-4242"
+    assert digest_at(released) == digest
+    verified = run_cli("verify", "--key", str(work / "ours.pub"), "--no-tls-verify", released)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+
+    client, path = Registries(tls_verify=False).of(released.rsplit(":", 1)[0])
+    [found] = list_referrers(client, path, digest, attestations.VERDICT_ARTIFACT_TYPE)
+    artifact = read_artifact(client, path, str(found["digest"]))
+    assert artifact is not None
+    sealed = json.loads(artifact[1])
+    payload = base64.b64decode(sealed["payload"])
+    pae = b"DSSEv1 %d %s %d %s" % (len(sealed["payloadType"]),
+                                   sealed["payloadType"].encode(), len(payload), payload)
+    public = load_pem_public_key((work / "ours.pub").read_bytes())
+    assert isinstance(public, ec.EllipticCurvePublicKey)
+    public.verify(base64.b64decode(sealed["signatures"][0]["sig"]), pae,
+                  ec.ECDSA(hashes.SHA256()))  # the DSSE signature, by cryptography
+    document = json.loads(payload)
+    assert document["subject"][0]["digest"] == {"sha256": digest.partition(":")[2]}
+    predicate = document["predicate"]
+    assert (predicate["verdict"], predicate["buildId"], predicate["matrixEntry"]) == \
+        ("ok", "4242", "base/cpu-bb")
+    # The report's verdict, not a second run's: its findings are what the gate counted.
+    statuses: dict[str, int] = {}
+    for finding in entry["verdict"]["findings"]:
+        statuses[finding["status"]] = statuses.get(finding["status"], 0) + 1
+    assert predicate["evidence"]["findings"] == statuses
