@@ -11,13 +11,33 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Optional, Protocol
 
 from ..oci import OCI_INDEX, OCI_MANIFEST
-from ..tools.oci_registry import Registry, digest_of
+from ..tools.oci_registry import Reply, digest_of
 
 EMPTY_MEDIA_TYPE = "application/vnd.oci.empty.v1+json"
 EMPTY = b"{}"
+
+
+class Store(Protocol):
+    """Where manifests, blobs and tags of repositories are read and written: a registry
+    (tools.oci_registry.Registry) or an OCI layout (oci_layout.LayoutStore)."""
+
+    host: str  # what messages name it by
+
+    def get_manifest(self, repository: str, reference: str
+                     ) -> Optional[tuple[bytes, str]]: ...
+
+    def put_manifest(self, repository: str, reference: str, body: bytes,
+                     media_type: str) -> Reply: ...
+
+    def get_blob(self, repository: str, digest: str) -> bytes: ...
+
+    def put_blob(self, repository: str, data: bytes) -> str: ...
+
+    def referrers(self, repository: str, digest: str
+                  ) -> Optional[list[dict[str, Any]]]: ...
 
 
 @dataclass(frozen=True)
@@ -40,7 +60,7 @@ def canonical(document: dict[str, Any]) -> bytes:
     return json.dumps(document, separators=(",", ":"), sort_keys=True).encode()
 
 
-def push_artifact(registry: Registry, subject: Subject, artifact_type: str,
+def push_artifact(registry: Store, subject: Subject, artifact_type: str,
                   media_type: str, data: bytes,
                   annotations: Optional[dict[str, str]] = None, *,
                   looked: bool = False) -> str:
@@ -74,7 +94,7 @@ def push_artifact(registry: Registry, subject: Subject, artifact_type: str,
     return digest
 
 
-def _add_to_fallback(registry: Registry, subject: Subject,
+def _add_to_fallback(registry: Store, subject: Subject,
                      descriptor: dict[str, Any]) -> None:
     tag = referrers_tag(subject.digest)
     found = registry.get_manifest(subject.repository, tag)
@@ -92,7 +112,7 @@ def _add_to_fallback(registry: Registry, subject: Subject,
     registry.put_manifest(subject.repository, tag, canonical(index), OCI_INDEX)
 
 
-def list_referrers(registry: Registry, repository: str, digest: str,
+def list_referrers(registry: Store, repository: str, digest: str,
                    artifact_type: Optional[str] = None) -> list[dict[str, Any]]:
     """The descriptors of DIGEST's referrers (of ARTIFACT_TYPE when given): the
     referrers API's, else the fallback tag's."""
@@ -110,7 +130,7 @@ def list_referrers(registry: Registry, repository: str, digest: str,
             or m.get("artifactType") == artifact_type]
 
 
-def read_artifact(registry: Registry, repository: str, digest: str
+def read_artifact(registry: Store, repository: str, digest: str
                   ) -> Optional[tuple[dict[str, Any], bytes]]:
     """(the artifact manifest, its first layer's bytes); None when it is no artifact."""
     if not digest.startswith("sha256:"):
@@ -129,7 +149,7 @@ def read_artifact(registry: Registry, repository: str, digest: str
     return manifest, registry.get_blob(repository, blob)
 
 
-def copy_referrers(source: Registry, dest: Registry, source_path: str, subject: Subject
+def copy_referrers(source: Store, dest: Store, source_path: str, subject: Subject
                    ) -> int:
     """Every referrer of SUBJECT in SOURCE_PATH copied, blobs and manifest by digest, to
     SUBJECT's repository in DEST (and into its fallback index where DEST has no referrers

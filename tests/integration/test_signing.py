@@ -255,25 +255,82 @@ def test_mirror_carries_signatures_and_the_site_verifies_them(
         assert_valid_cluster_image_policy(policy)
         again = run_cli(*args)  # a rerun: nothing more to copy
         assert again.returncode == 0 and "1 already there" in again.stderr, again.stderr
-        # The release registry gone: the site pulls the released name from its mirror, and
-        # the signatures found there pass the same policy.
         registry.stop()
-        work = skopeo118.work
-        skopeo118.policy(registry.host)
-        (work / "registries.d" / "site.yaml").write_text(
-            f"docker:\n  {site.host}:\n    use-sigstore-attachments: true\n")
-        mirror = f'location = "{site.host}/site/rel/mirrored"'
-        (work / "registries.conf").write_text(  # the test registries speak plain HTTP
-            (out / "registries.conf").read_text().replace(mirror, mirror + "\ninsecure = true"))
-        pulled = skopeo118.run("--registries-conf", "/w/registries.conf", "--policy",
-                               "/w/policy.json", "--registries.d", "/w/registries.d", "copy",
-                               f"docker://{registry.host}/rel/mirrored@{digest}",
-                               "dir:/w/out-mirror")
-        assert pulled.returncode == 0, pulled.stderr
-        # Attestations came along: verify's checks of them pass at the mirror (only the
-        # identity differs: the signatures name the released repository).
-        problems = check(f"{site.host}/site/rel/mirrored:3.0-42", skopeo118)
-        assert problems and all("was signed as" in p for p in problems), problems
+        pull_at_the_site(skopeo118, registry, site, out, "rel/mirrored", digest)
+    finally:
+        site.stop()
+
+
+def pull_at_the_site(skopeo118: VerifyingSkopeo, registry: Registry, site: Registry,
+                     out: Path, path: str, digest: str) -> None:
+    """The release REGISTRY gone: the site pulls the released name PATH@DIGEST from its
+    mirror (the registries.conf mirror wrote into OUT) and the signatures found there pass
+    the policy of the release; verify's checks of the attestations pass at the mirror (only
+    the identity differs: the signatures name the released repository)."""
+    work = skopeo118.work
+    skopeo118.policy(registry.host)
+    (work / "registries.d" / "site.yaml").write_text(
+        f"docker:\n  {site.host}:\n    use-sigstore-attachments: true\n")
+    mirror = f'location = "{site.host}/'
+    (work / "registries.conf").write_text("\n".join(  # the test registries speak plain HTTP
+        line + ("\ninsecure = true" if line.strip().startswith(mirror) else "")
+        for line in (out / "registries.conf").read_text().splitlines()) + "\n")
+    subprocess.run(["rm", "-rf", str(work / "out-mirror")], check=True)
+    pulled = skopeo118.run("--registries-conf", "/w/registries.conf", "--policy",
+                           "/w/policy.json", "--registries.d", "/w/registries.d", "copy",
+                           f"docker://{registry.host}/{path}@{digest}", "dir:/w/out-mirror")
+    assert pulled.returncode == 0, pulled.stderr
+    problems = check(f"{site.host}/site/{path}:3.0-42", skopeo118)
+    assert problems and all("was signed as" in p for p in problems), problems
+
+
+def test_an_archive_carries_signatures_and_attestations_to_the_site(
+        pushed: Any, ours: Signer, skopeo118: VerifyingSkopeo, registry: Registry,
+        tmp_path: Path) -> None:
+    """mirror into an oci-archive (skopeo writes no signature into a layout): the sigstore
+    attachments and the referrers travel in it under the referrers tag schema; mirror
+    --from the archive into the site's registry pushes them there, and the site pulls the
+    released name through its mirror under the release's sigstoreSigned policy."""
+    from aipcc_build.publish import oci_layout
+
+    ref, digest = pushed("carried", "3.0-42")
+    release(ref, digest, ours)
+    unsigned, unsigned_digest = pushed("unsigned", "3.0-42")
+    report = tmp_path / "build-report.json"
+    report.write_text(json.dumps({"schema": 1, "build_id": "42", "registry": registry.host,
+                                  "images": [{"key": f"base/{name}", "name": name,
+                                              "kind": "base", "reference": at,
+                                              "status": "ok", "digest": at_digest}
+                                             for name, at, at_digest in (
+                                                 ("carried", ref, digest),
+                                                 ("unsigned", unsigned, unsigned_digest))]}))
+    archive = tmp_path / "release.tar"
+    done = run_cli("mirror", "--report", str(report), "--to", f"oci-archive:{archive}",
+                   "--no-tls-verify")
+    assert done.returncode == 0, done.stderr
+    assert oci_layout.archive_refs(archive) == {"rel/carried:3.0-42": digest,
+                                               "rel/unsigned:3.0-42": unsigned_digest}
+    site = make_registry(tmp_path / "site")
+    try:
+        registry.stop()  # the site sees the archive only
+        out = tmp_path / "out"
+        out.mkdir()
+        args = ["mirror", "--from", f"oci-archive:{archive}", "--to",
+                f"docker://{site.host}/site", "--no-tls-verify", "--key",
+                str(skopeo118.work / "ours.pub"), "--out", str(out)]
+        loaded = run_cli(*args)
+        assert loaded.returncode == 0, loaded.stderr
+        assert "2 copied, 0 already there" in loaded.stderr, loaded.stderr
+        assert (out / "clusterimagepolicy.yaml").is_file()
+        pull_at_the_site(skopeo118, registry, site, out, "rel/carried", digest)
+        # The unsigned image travelled as it is: the policy stops it at the site.
+        refused = skopeo118.run(
+            "--registries-conf", "/w/registries.conf", "--policy", "/w/policy.json",
+            "--registries.d", "/w/registries.d", "copy",
+            f"docker://{registry.host}/rel/unsigned@{unsigned_digest}", "dir:/w/refused")
+        assert refused.returncode != 0 and "no signature exists" in refused.stderr
+        again = run_cli(*args)  # a rerun: nothing more to copy or carry
+        assert again.returncode == 0 and "2 already there" in again.stderr, again.stderr
     finally:
         site.stop()
 
