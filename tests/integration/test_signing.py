@@ -413,25 +413,33 @@ def test_an_index_and_each_platform_are_signed_and_attested(
         assert JsonStrictValidator(SchemaVersion.V1_6).validate_str(found[1].decode()) is None
 
 
-def test_a_registry_refusing_a_signature_fails_promote_naming_the_image(
+def test_a_registry_refusing_a_signature_or_attestation_fails_promote_naming_the_image(
         release: dict[str, Any], registries: dict[str, Registry],
         skopeo118: VerifyingSkopeo) -> None:
-    """The copies are made; the signature is refused: exit 1 naming the image, the release
-    said to be incomplete; a rerun through the registry itself completes it."""
+    """The copies are made; the signature (or the attestation) is refused: exit 1 naming
+    the image, the release said to be incomplete, verify names what is missing; a rerun
+    through the registry itself completes it."""
     work = skopeo118.work
     src = registries["src"].host
     args = ["--matrix", str(release["matrix"]), "promote", "--report",
             str(release["report"]), "--no-tls-verify",
             "--sign-by-sigstore-private-key", str(work / "ours.private"),
             "--sign-passphrase-file", str(work / "pass")]
-    with FlakyProxy(src, failures=-1, status=403, methods=("PUT",), path=".sig") as refusing:
-        done = run_cli(*args, "--to", f"{refusing.host}/release")
-    assert done.returncode == 1, done.stderr
-    assert "base/img0" in done.stderr and "not completely signed" in done.stderr
-    assert "status 403" in done.stderr
-    completed = run_cli(*args, "--to", f"{src}/release")
-    assert completed.returncode == 0, completed.stderr
-    assert check(f"{src}/release/base-images/img0:3.0-42", skopeo118) == ()
+    for namespace, refused, missing in (
+            ("signature", ".sig", "is not signed"),  # the sigstore attachment
+            ("attestation", "/manifests/sha256:", "no verdict attestation")):  # by digest
+        with FlakyProxy(src, failures=-1, status=403, methods=("PUT",),
+                        path=refused) as refusing:
+            done = run_cli(*args, "--to", f"{refusing.host}/{namespace}")
+        assert done.returncode == 1, done.stderr
+        assert "base/img" in done.stderr and "not completely signed" in done.stderr
+        assert "status 403" in done.stderr
+        released = f"{src}/{namespace}/base-images/img0:3.0-42"
+        assert digest_at(released) == release["entries"][0]["digest"]
+        assert any(missing in p for p in check(released, skopeo118)), namespace
+        completed = run_cli(*args, "--to", f"{src}/{namespace}")
+        assert completed.returncode == 0, completed.stderr
+        assert check(released, skopeo118) == ()
 
 
 def test_a_registry_with_the_referrers_api_gets_no_referrers_tag(
@@ -673,3 +681,26 @@ def test_a_real_build_records_the_verdict_promote_attests_and_verify_checks(
     for finding in entry["verdict"]["findings"]:
         statuses[finding["status"]] = statuses.get(finding["status"], 0) + 1
     assert predicate["evidence"]["findings"] == statuses
+
+
+def test_verify_exits_1_naming_each_problem_and_2_before_asking_on_bad_input(
+        pushed: Any, skopeo118: VerifyingSkopeo, tmp_path: Path) -> None:
+    unsigned, _ = pushed("cli-unsigned")
+    pub = str(skopeo118.work / "ours.pub")
+    done = run_cli("verify", "--key", pub, "--no-tls-verify", unsigned)
+    assert done.returncode == 1, done.stdout + done.stderr
+    said = done.stdout + done.stderr
+    assert unsigned in said and "is not signed" in said and "no verdict attestation" in said
+    assert "Traceback" not in said
+    (tmp_path / "rsa.pub").write_text("-----BEGIN PUBLIC KEY-----\nAAAA\n"
+                                      "-----END PUBLIC KEY-----\n")
+    for args, expected in (((unsigned.replace(":1.0", ""),), "is not HOST/REPOSITORY:TAG"),
+                           (("--key", str(tmp_path / "rsa.pub"), unsigned),
+                            "not a PEM public key"),
+                           (("--key", str(skopeo118.work / "ours.private"), unsigned),
+                            "not a PEM public key")):
+        if args[0] != "--key":
+            args = ("--key", pub, *args)
+        refused = run_cli("verify", "--no-tls-verify", *args)
+        assert refused.returncode == 2, refused.stderr
+        assert expected in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
