@@ -24,7 +24,7 @@ from aipcc_build.publish.release_signing import (
     sign,
     sign_release,
 )
-from aipcc_build.publish.signing import Signer, load_signer
+from aipcc_build.publish.signing import Signer, load_public_key, load_signer
 from aipcc_build.publish.verify import VerifyRequest, verify
 from aipcc_build.validate.results import Expectation, Finding, ImageVerdict
 from tests.support.publish import FlakyProxy, build_image, digest_at, make_registry, push, run_cli
@@ -367,18 +367,12 @@ def assert_valid_cluster_image_policy(document: dict[str, Any]) -> None:
         assert program.evaluate({"self": value}), rule["message"]
 
 
-def test_an_index_and_each_platform_are_signed_and_attested(
-        pushed: Any, ours: Signer, skopeo118: VerifyingSkopeo, registry: Registry,
-        base_image: str) -> None:
-    from cyclonedx.schema import SchemaVersion
-    from cyclonedx.validation.json import JsonStrictValidator
-
-    from aipcc_build.publish.referrers import list_referrers, read_artifact
-
+def push_index(pushed: Any, target: str) -> tuple[str, list[str]]:
+    """An index of two small images (amd64 and arm64 by their labels) pushed to TARGET:
+    (its digest, its platform manifests' digests, amd64 first)."""
     ref, _ = pushed("amd")
     other_ref, _ = pushed("arm")
     index = f"localhost/aipcc-test-signing/index-{uuid.uuid4().hex[:8]}"
-    target = f"{registry.host}/rel/multi:3.0-42"
     subprocess.run(["buildah", "manifest", "create", index], check=True, capture_output=True)
     try:
         for source, arch in ((ref, "amd64"), (other_ref, "arm64")):
@@ -390,6 +384,68 @@ def test_an_index_and_each_platform_are_signed_and_attested(
         subprocess.run(["buildah", "manifest", "rm", index], capture_output=True)
     digest = digest_at(target)
     assert digest is not None
+    client, path = Registries(tls_verify=False).of(target.rsplit(":", 1)[0])
+    return digest, [m["digest"] for m in json.loads(
+        (client.get_manifest(path, digest) or (b"{}", ""))[0])["manifests"]]
+
+
+def test_promote_attests_each_platform_of_an_index_with_the_verdict_recorded_for_it(
+        pushed: Any, skopeo118: VerifyingSkopeo, registry: Registry, tmp_path: Path) -> None:
+    """A build report of a two-platform image (each platform's entry: its instance digest,
+    the list's digest, its verdict): promote signs the index and each platform, attests
+    each platform with its own recorded verdict, verify and skopeo --multi-arch all pass."""
+    from dataclasses import replace
+
+    from aipcc_build.imagebuild.build_report import verdict_record
+    from aipcc_build.publish.referrers import list_referrers, read_artifact
+
+    source = f"{registry.host}/build/multi:3.0-42"
+    digest, instances = push_index(pushed, source)
+    report = tmp_path / "build-report.json"
+    report.write_text(json.dumps({
+        "schema": 1, "build_id": "42", "registry": f"{registry.host}/build",
+        "product": {"name": "aipcc", "version": "3.0", "moving_tags": []},
+        "images": [{"key": "base/multi", "name": "multi", "kind": "base",
+                    "reference": source, "platform": platform, "status": "ok",
+                    "digest": instance, "list_digest": digest,
+                    "verdict": verdict_record(replace(ok_validator("x")[0],
+                                                      platform=platform))}
+                   for platform, instance in zip(("linux/amd64", "linux/arm64"),
+                                                 instances)]}))
+    work = skopeo118.work
+    done = run_cli("promote", "--report", str(report), "--to", f"{registry.host}/out",
+                   "--no-tls-verify", "--sign-by-sigstore-private-key",
+                   str(work / "ours.private"), "--sign-passphrase-file", str(work / "pass"))
+    assert done.returncode == 0, done.stderr
+    released = f"{registry.host}/out/multi:3.0-42"
+    assert digest_at(released) == digest
+    verified = run_cli("verify", "--key", str(work / "ours.pub"), "--no-tls-verify", released)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    skopeo118.policy(registry.host)
+    pulled = skopeo118.pull(released, "--multi-arch", "all")
+    assert pulled.returncode == 0, pulled.stderr
+    client, path = Registries(tls_verify=False).of(f"{registry.host}/out/multi")
+    for platform, instance in zip(("linux/amd64", "linux/arm64"), instances):
+        [found] = list_referrers(client, path, instance, attestations.VERDICT_ARTIFACT_TYPE)
+        artifact = read_artifact(client, path, str(found["digest"]))
+        assert artifact is not None
+        document, _ = attestations.open_envelope(artifact[1], load_public_key(
+            str(work / "ours.pub")))
+        assert document is not None
+        assert attestations.subject_digests(document) == [instance]
+        assert document["predicate"]["platform"] == platform
+
+
+def test_an_index_and_each_platform_are_signed_and_attested(
+        pushed: Any, ours: Signer, skopeo118: VerifyingSkopeo, registry: Registry,
+        base_image: str) -> None:
+    from cyclonedx.schema import SchemaVersion
+    from cyclonedx.validation.json import JsonStrictValidator
+
+    from aipcc_build.publish.referrers import list_referrers, read_artifact
+
+    target = f"{registry.host}/rel/multi:3.0-42"
+    digest, platform_digests = push_index(pushed, target)
 
     def two_platforms(ref: str) -> list[ImageVerdict]:
         return [ImageVerdict(ref=ref, platform="linux/amd64", digest=instance,
@@ -398,8 +454,6 @@ def test_an_index_and_each_platform_are_signed_and_attested(
 
     registries = Registries(tls_verify=False)
     client, path = registries.of(f"{registry.host}/rel/multi")
-    platform_digests = [m["digest"] for m in json.loads(
-        (client.get_manifest(path, digest) or (b"{}", ""))[0])["manifests"]]
     sign_release([Released("base/multi", f"{registry.host}/rel/multi@{digest}", digest,
                            (target,))], ours, "42", two_platforms, registries)
     assert check(target, skopeo118) == ()
@@ -494,16 +548,19 @@ def test_promote_refuses_to_sign_what_the_validator_fails(
 
 
 def test_promote_can_require_a_passing_verdict_attestation(
-        pushed: Any, ours: Signer, skopeo118: VerifyingSkopeo, registry: Registry,
-        tmp_path: Path) -> None:
+        pushed: Any, ours: Signer, other: Signer, skopeo118: VerifyingSkopeo,
+        registry: Registry, tmp_path: Path) -> None:
     attested, attested_digest = pushed("attested", "3.0-42")
     release(attested, attested_digest, ours)
     bare, bare_digest = pushed("bare", "3.0-42")
     failed, failed_digest = pushed("failed", "3.0-42")
     release(failed, failed_digest, ours, failed_validator)
+    foreign, foreign_digest = pushed("foreign", "3.0-42")  # ok, but by another key
+    release(foreign, foreign_digest, other)
     for name, ref, digest, code in (("attested", attested, attested_digest, 0),
                                     ("bare", bare, bare_digest, 1),
-                                    ("failed", failed, failed_digest, 1)):
+                                    ("failed", failed, failed_digest, 1),
+                                    ("foreign", foreign, foreign_digest, 1)):
         report = tmp_path / f"{name}.json"
         report.write_text(json.dumps({
             "schema": 1, "build_id": "42", "registry": f"{registry.host}/rel",
