@@ -497,21 +497,40 @@ def test_a_registry_refusing_a_signature_or_attestation_fails_promote_naming_the
 
 
 def test_a_registry_with_the_referrers_api_gets_no_referrers_tag(
-        pushed: Any, ours: Signer, skopeo118: VerifyingSkopeo, registry: Registry) -> None:
+        pushed: Any, ours: Signer, skopeo118: VerifyingSkopeo, registry: Registry,
+        tmp_path: Path) -> None:
     """Through a front that serves the referrers API (and says OCI-Subject), the
-    attestations are found through the API and no sha256-<hex> tag is written."""
+    attestations are found through the API and no sha256-<hex> tag is written; mirror
+    reads them through the API and writes them through a mirror's own API front."""
     from aipcc_build.publish.referrers import referrers_tag
     from tests.support.referrers_front import ReferrersFront
 
-    ref, digest = pushed("api")
-    with ReferrersFront(registry.host) as front:
-        fronted = ref.replace(registry.host, front.host)
-        release(fronted, digest, ours)
-        assert check(fronted, skopeo118) == ()
-        assert len(front.referrers[("rel/api", digest)]) == 2
-    client, path = Registries(tls_verify=False).of(f"{registry.host}/rel/api")
-    assert client.get_manifest(path, referrers_tag(digest)) is None
-    assert client.referrers(path, digest) is None  # the registry itself has no API
+    ref, digest = pushed("api", "3.0-42")
+    site = make_registry(tmp_path / "site")
+    try:
+        with ReferrersFront(registry.host) as front, ReferrersFront(site.host) as site_front:
+            fronted = ref.replace(registry.host, front.host)
+            release(fronted, digest, ours)
+            assert check(fronted, skopeo118) == ()
+            assert len(front.referrers[("rel/api", digest)]) == 2
+            report = tmp_path / "build-report.json"
+            report.write_text(json.dumps({
+                "schema": 1, "build_id": "42", "registry": front.host,
+                "images": [{"key": "base/api", "name": "api", "kind": "base",
+                            "reference": fronted, "status": "ok", "digest": digest}]}))
+            done = run_cli("mirror", "--report", str(report), "--to",
+                           f"docker://{site_front.host}/site", "--no-tls-verify", "--out",
+                           str(tmp_path))
+            assert done.returncode == 0, done.stderr
+            assert len(site_front.referrers[("site/rel/api", digest)]) == 2
+            problems = check(f"{site_front.host}/site/rel/api:3.0-42", skopeo118)
+            assert problems and all("was signed as" in p for p in problems), problems
+        for host, path in ((registry.host, "rel/api"), (site.host, "site/rel/api")):
+            client, _ = Registries(tls_verify=False).of(f"{host}/{path}")
+            assert client.get_manifest(path, referrers_tag(digest)) is None
+            assert client.referrers(path, digest) is None  # the registry itself has no API
+    finally:
+        site.stop()
 
 
 def test_promote_refuses_to_sign_what_the_validator_fails(
