@@ -321,7 +321,8 @@ def test_an_archive_carries_signatures_and_attestations_to_the_site(
         loaded = run_cli(*args)
         assert loaded.returncode == 0, loaded.stderr
         assert "2 copied, 0 already there" in loaded.stderr, loaded.stderr
-        assert (out / "clusterimagepolicy.yaml").is_file()
+        assert_valid_cluster_image_policy(
+            yaml.safe_load((out / "clusterimagepolicy.yaml").read_text()))
         pull_at_the_site(skopeo118, registry, site, out, "rel/carried", digest)
         # The unsigned image travelled as it is: the policy stops it at the site.
         refused = skopeo118.run(
@@ -471,12 +472,13 @@ def test_a_registry_refusing_a_signature_or_attestation_fails_promote_naming_the
         release: dict[str, Any], registries: dict[str, Registry],
         skopeo118: VerifyingSkopeo) -> None:
     """The copies are made; the signature (or the attestation) is refused: exit 1 naming
-    the image, the release said to be incomplete, verify names what is missing; a rerun
-    through the registry itself completes it."""
+    the image, the release said to be incomplete (no release manifest), verify names what
+    is missing; a rerun through the registry itself completes it."""
     work = skopeo118.work
     src = registries["src"].host
+    manifest = work / "release-manifest.json"
     args = ["--matrix", str(release["matrix"]), "promote", "--report",
-            str(release["report"]), "--no-tls-verify",
+            str(release["report"]), "--no-tls-verify", "--manifest", str(manifest),
             "--sign-by-sigstore-private-key", str(work / "ours.private"),
             "--sign-passphrase-file", str(work / "pass")]
     for namespace, refused, missing in (
@@ -487,13 +489,15 @@ def test_a_registry_refusing_a_signature_or_attestation_fails_promote_naming_the
             done = run_cli(*args, "--to", f"{refusing.host}/{namespace}")
         assert done.returncode == 1, done.stderr
         assert "base/img" in done.stderr and "not completely signed" in done.stderr
-        assert "status 403" in done.stderr
+        assert "status 403" in done.stderr and not manifest.exists()
         released = f"{src}/{namespace}/base-images/img0:3.0-42"
         assert digest_at(released) == release["entries"][0]["digest"]
         assert any(missing in p for p in check(released, skopeo118)), namespace
         completed = run_cli(*args, "--to", f"{src}/{namespace}")
         assert completed.returncode == 0, completed.stderr
         assert check(released, skopeo118) == ()
+        assert released in manifest.read_text()
+        manifest.unlink()
 
 
 def test_a_registry_with_the_referrers_api_gets_no_referrers_tag(
@@ -757,6 +761,14 @@ def test_a_real_build_records_the_verdict_promote_attests_and_verify_checks(
     for finding in entry["verdict"]["findings"]:
         statuses[finding["status"]] = statuses.get(finding["status"], 0) + 1
     assert predicate["evidence"]["findings"] == statuses
+    # Its SBOM, bound to the same digest, valid CycloneDX by the maintained library.
+    from cyclonedx.schema import SchemaVersion
+    from cyclonedx.validation.json import JsonStrictValidator
+
+    [sbom] = list_referrers(client, path, digest, attestations.SBOM_MEDIA_TYPE)
+    found_sbom = read_artifact(client, path, str(sbom["digest"]))
+    assert found_sbom is not None and found_sbom[0]["subject"]["digest"] == digest
+    assert JsonStrictValidator(SchemaVersion.V1_6).validate_str(found_sbom[1].decode()) is None
 
 
 def test_verify_exits_1_naming_each_problem_and_2_before_asking_on_bad_input(
