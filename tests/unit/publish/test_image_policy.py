@@ -109,3 +109,23 @@ def test_a_broken_layout_is_named_not_trusted(tmp_path: Path) -> None:
     (tmp_path / "l" / "index.json").write_text("{")
     with pytest.raises(InputError, match="index.json"):
         refs(tmp_path / "l")
+
+
+def test_a_hostile_layout_carries_nothing_it_cannot_read_and_no_traceback(
+        tmp_path: Path) -> None:
+    """A layout whose attachment is no JSON and whose referrers index lists a digest that
+    climbs out of blobs/: the attachment counts as none, the digest is refused naming the
+    layout (mirror marks that image failed), nothing is written beside."""
+    source, digest = _layout(tmp_path / "source")
+    source.put_manifest("rel/x", signature_tag(digest), b"not json", OCI_MANIFEST)
+    assert signatures(source, "rel/x", digest) == ([], [])
+    index = canonical({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
+                       "manifests": [{"mediaType": OCI_MANIFEST, "size": 2,
+                                      "digest": "sha256:../../../etc/passwd"}]})
+    source.put_manifest("rel/x", referrers_tag(digest), index,
+                        "application/vnd.oci.image.index.v1+json")
+    dest, _ = _layout(tmp_path / "dest")
+    before = sorted(p.name for p in (tmp_path / "dest" / "blobs" / "sha256").iterdir())
+    with pytest.raises(InputError, match="not a sha256 digest"):
+        carry(source, "rel/x", dest, "rel/x", digest)
+    assert sorted(p.name for p in (tmp_path / "dest" / "blobs" / "sha256").iterdir()) == before
