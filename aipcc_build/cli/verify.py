@@ -68,7 +68,7 @@ def trust_options(command: Callable[..., Any]) -> Callable[..., Any]:
     with_trust = click.option(
         "--signatures/--no-signatures", default=True, show_default=True,
         help="Copy each image's sigstore signatures and attestations (SBOM, verdict) with "
-             "it, registry to registry.")(with_trust)
+             "it, into a registry, a layout or an archive, and out of one.")(with_trust)
     return click.option(
         "--key", type=click.Path(dir_okay=False), metavar="PUB",
         help="The release's PEM public key: write a ClusterImagePolicy requiring "

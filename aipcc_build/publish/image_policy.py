@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from ..fsutil import same_content, write_atomic
-from ..image_reference import repository_of
 from ..tools.retry import Retry, with_retries
 from .mirror_config import resource_name
 
@@ -24,7 +23,8 @@ IMAGE_POLICY_FILE = "clusterimagepolicy.yaml"
 
 @dataclass(frozen=True)
 class Trust:
-    """CARRY: copy signatures and attestations with each image (registry to registry).
+    """CARRY: copy signatures and attestations with each image (to and from registries
+    and OCI layouts).
     POLICY_KEY: the PEM public key the ClusterImagePolicy names (None: none written)."""
 
     carry: bool = False
@@ -52,23 +52,37 @@ def _carrying(dest_repository: str, digest: str) -> threading.Lock:
         return _CARRYING.setdefault((dest_repository, digest), threading.Lock())
 
 
-def carry_trust(source: str, dest: str, digest: str, retry: Retry,
+@dataclass(frozen=True)
+class Place:
+    """Where an image and its signatures are: the registry repository HOST/REPO, or, with
+    LAYOUT, the repository REPO (the path of its refs) of that OCI layout directory."""
+
+    repository: str
+    layout: Optional[Path] = None
+
+
+def carry_trust(source: Place, dest: Place, digest: str, retry: Retry,
                 on_retry: Callable[[int, float, str], None], tls_verify: bool = True,
                 authfile: Optional[str] = None) -> int:
-    """SOURCE's (docker://REPO@DIGEST) signatures and attestations copied to DEST
-    (docker://HOST/REPO:TAG); nothing for a source that is no registry."""
+    """The signatures and attestations of DIGEST at SOURCE copied to DEST; the number of
+    manifests written."""
     from ..tools.oci_registry import RegistryRefused
+    from .oci_layout import LayoutStore
+    from .referrers import Store
     from .release_signing import Registries, carry
 
-    if not source.startswith("docker://") or not dest.startswith("docker://"):
-        return 0
     registries = Registries(tls_verify, authfile)
-    source_repository = repository_of(source[len("docker://"):])
-    dest_repository = repository_of(dest[len("docker://"):])
+
+    def store(place: Place) -> tuple[Store, str]:
+        if place.layout is not None:
+            return LayoutStore(place.layout), place.repository
+        return registries.of(place.repository)
+
+    (source_store, source_path), (dest_store, dest_path) = store(source), store(dest)
     try:
-        with _carrying(dest_repository, digest):
-            return with_retries(lambda: carry(source_repository, dest_repository, digest,
-                                              registries), retry, on_retry)
+        with _carrying(f"{dest.layout or ''}:{dest.repository}", digest):
+            return with_retries(lambda: carry(source_store, source_path, dest_store,
+                                              dest_path, digest), retry, on_retry)
     except RegistryRefused as exc:
         raise RegistryRefused(f"carrying signatures and attestations: {exc}") from None
 

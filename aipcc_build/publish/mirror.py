@@ -27,7 +27,7 @@ from ..tools.registry_http import UNKNOWN
 from ..tools.retry import Retry, last_line, with_retries
 from ..tools.skopeo import Skopeo
 from . import COPY_JOBS, mirror_config, oci_layout
-from .image_policy import Trust, carry_trust, write_image_policy
+from .image_policy import Place, Trust, carry_trust, write_image_policy
 from .transfer import (
     Event,
     OnEvent,
@@ -349,9 +349,11 @@ def mirror(request: MirrorRequest, runner: Optional[Runner] = None,
                 with_retries(lambda: skopeo.copy_all(
                     image.source, dest, tls_verify=request.tls_verify,
                     authfile=request.authfile), request.retry, on_retry, sleep)
-            if request.trust.carry and transport == "docker":
-                carry_trust(image.source, dest, image.digest, request.retry, on_retry,
-                            request.tls_verify, request.authfile)
+            if request.trust.carry:
+                there = Place(f"{location}/{image.path}") if transport == "docker" \
+                    else Place(image.path, work)
+                carry_trust(_source_place(image), there, image.digest, request.retry,
+                            on_retry, request.tls_verify, request.authfile)
             if found == image.digest:
                 emit(Event(image.key, "skipped", dest, index=index, total=total))
                 return Outcome(image, dest, "skipped")
@@ -406,6 +408,15 @@ def mirror(request: MirrorRequest, runner: Optional[Runner] = None,
         elif archive is None:
             written.append(str(work))
     return MirrorResult(tuple(outcomes), tuple(written))
+
+
+def _source_place(image: Image) -> Place:
+    """Where IMAGE's signatures are read: its registry repository, or its repository in
+    the layout its source (oci:DIR:PATH:TAG) is in."""
+    if image.source.startswith("docker://"):
+        return Place(repository_of(image.source[len("docker://"):]))
+    ref = f":{image.path}:{image.tag}"
+    return Place(image.path, Path(image.source[len("oci:"):-len(ref)]))
 
 
 def _destination_refs(to: str) -> list[str]:

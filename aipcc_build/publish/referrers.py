@@ -11,14 +11,37 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Optional, Protocol
 
 from ..oci import OCI_INDEX, OCI_MANIFEST
-from ..tools.oci_registry import Registry, digest_of, side_by_side
+from ..tools.oci_registry import Reply, digest_of, side_by_side
 
 EMPTY_MEDIA_TYPE = "application/vnd.oci.empty.v1+json"
 EMPTY = b"{}"
+
+
+class Store(Protocol):
+    """Where manifests, blobs and tags of repositories are read and written: a registry
+    (tools.oci_registry.Registry) or an OCI layout (oci_layout.LayoutStore)."""
+
+    host: str  # what messages name it by
+
+    def get_manifest(self, repository: str, reference: str
+                     ) -> Optional[tuple[bytes, str]]: ...
+
+    def put_manifest(self, repository: str, reference: str, body: bytes,
+                     media_type: str) -> Reply: ...
+
+    def get_blob(self, repository: str, digest: str) -> bytes: ...
+
+    def put_blob(self, repository: str, data: bytes) -> str: ...
+
+    def put_blobs(self, repository: str, blobs: Sequence[bytes]) -> None: ...
+
+    def referrers(self, repository: str, digest: str
+                  ) -> Optional[list[dict[str, Any]]]: ...
 
 
 @dataclass(frozen=True)
@@ -51,7 +74,7 @@ class Artifact:
     annotations: dict[str, str] = field(default_factory=dict)
 
 
-def push_artifact(registry: Registry, subject: Subject, artifact_type: str,
+def push_artifact(registry: Store, subject: Subject, artifact_type: str,
                   media_type: str, data: bytes,
                   annotations: Optional[dict[str, str]] = None) -> str:
     """DATA as an artifact referring to SUBJECT; its manifest's digest. An artifact of the
@@ -66,7 +89,7 @@ def push_artifact(registry: Registry, subject: Subject, artifact_type: str,
                                                        dict(annotations or {}))])[0]
 
 
-def push_artifacts(registry: Registry, subject: Subject, artifacts: list[Artifact]
+def push_artifacts(registry: Store, subject: Subject, artifacts: list[Artifact]
                    ) -> list[str]:
     """Each of ARTIFACTS as a referrer of SUBJECT, without looking for one there; their
     manifests' digests. Where the registry has no referrers API, one write of the
@@ -104,7 +127,7 @@ def push_artifacts(registry: Registry, subject: Subject, artifacts: list[Artifac
     return [digest_of(body) for body in manifests]
 
 
-def _add_to_fallback(registry: Registry, subject: Subject,
+def _add_to_fallback(registry: Store, subject: Subject,
                      descriptors: list[dict[str, Any]]) -> None:
     tag = referrers_tag(subject.digest)
     found = registry.get_manifest(subject.repository, tag)
@@ -123,7 +146,7 @@ def _add_to_fallback(registry: Registry, subject: Subject,
     registry.put_manifest(subject.repository, tag, canonical(index), OCI_INDEX)
 
 
-def list_referrers(registry: Registry, repository: str, digest: str,
+def list_referrers(registry: Store, repository: str, digest: str,
                    artifact_type: Optional[str] = None) -> list[dict[str, Any]]:
     """The descriptors of DIGEST's referrers (of ARTIFACT_TYPE when given): the
     referrers API's, else the fallback tag's."""
@@ -141,7 +164,7 @@ def list_referrers(registry: Registry, repository: str, digest: str,
             or m.get("artifactType") == artifact_type]
 
 
-def read_artifact(registry: Registry, repository: str, digest: str
+def read_artifact(registry: Store, repository: str, digest: str
                   ) -> Optional[tuple[dict[str, Any], bytes]]:
     """(the artifact manifest, its first layer's bytes); None when it is no artifact."""
     if not digest.startswith("sha256:"):
@@ -160,7 +183,7 @@ def read_artifact(registry: Registry, repository: str, digest: str
     return manifest, registry.get_blob(repository, blob)
 
 
-def copy_referrers(source: Registry, dest: Registry, source_path: str, subject: Subject
+def copy_referrers(source: Store, dest: Store, source_path: str, subject: Subject
                    ) -> int:
     """Every referrer of SUBJECT in SOURCE_PATH copied, blobs and manifest by digest, to
     SUBJECT's repository in DEST (and into its fallback index where DEST has no referrers

@@ -24,7 +24,7 @@ from ..tools.oci_registry import DIGEST, Registry, RegistryRefused, digest_of, s
 from ..tools.retry import Retry, with_retries
 from . import attestations
 from .attestations import Provenance
-from .referrers import Subject, canonical
+from .referrers import Store, Subject, canonical
 from .signing import (
     SIGNATURE_ANNOTATION,
     SIMPLE_SIGNING,
@@ -73,7 +73,7 @@ class Registries:
         return client, path
 
 
-def instances(registry: Registry, path: str, digest: str,
+def instances(registry: Store, path: str, digest: str,
               found: Optional[tuple[bytes, str]] = None) -> tuple[Subject, list[Subject]]:
     """(the manifest DIGEST of PATH, its platforms' manifests: itself when it is one).
     FOUND: its bytes and media type, when already read."""
@@ -100,7 +100,7 @@ def instances(registry: Registry, path: str, digest: str,
     return top, platforms
 
 
-def signatures(registry: Registry, path: str, digest: str
+def signatures(registry: Store, path: str, digest: str
                ) -> tuple[list[dict[str, Any]], list[tuple[bytes, bytes]]]:
     """(the layers of DIGEST's sigstore attachment, each as (payload, signature))."""
     found = registry.get_manifest(path, signature_tag(digest))
@@ -149,7 +149,7 @@ def sign(registry: Registry, path: str, digest: str, identities: Sequence[str],
     return len(missing)
 
 
-def _put_signatures(registry: Registry, path: str, digest: str,
+def _put_signatures(registry: Store, path: str, digest: str,
                     layers: list[dict[str, Any]], blobs: Sequence[bytes]) -> None:
     """DIGEST's sigstore attachment, of LAYERS: BLOBS (those of its layers not yet in
     PATH) and its config uploaded side by side, then its manifest."""
@@ -354,15 +354,13 @@ def sign_promoted(copies: Sequence[Any], signer: Signer, build_id: str, verdicts
     return sign_some
 
 
-def carry(source_repository: str, dest_repository: str, digest: str,
-          registries: Registries) -> int:
+def carry(source: Store, source_path: str, dest: Store, dest_path: str, digest: str) -> int:
     """The signatures (sigstore attachments) of DIGEST and of each of its platforms'
-    manifests, and their referrers, copied from SOURCE_REPOSITORY to DEST_REPOSITORY
-    (mirror's hook after a copy); the number of manifests written."""
+    manifests, and their referrers, copied from SOURCE_PATH in SOURCE to DEST_PATH in DEST
+    (mirror's hook after a copy: registries, or an OCI layout on either side); the number
+    of manifests written."""
     from .referrers import copy_referrers
 
-    source, source_path = registries.of(source_repository)
-    dest, dest_path = registries.of(dest_repository)
     top, platforms = instances(source, source_path, digest)
     written = 0
     for subject in ([top] if top not in platforms else []) + platforms:

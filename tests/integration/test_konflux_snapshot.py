@@ -93,6 +93,12 @@ def test_the_snapshot_pipeline_passes_clean_images_and_fails_a_mixed_one(
     assert passed.returncode == 0, passed.stdout + passed.stderr
     output = json.loads((tmp_path / "clean" / "TEST_OUTPUT").read_text())
     assert output["result"] == "SUCCESS" and output["successes"] == 2  # both platforms
+    # The verdicts, for Chains to sign with the scenario's results: one subject per
+    # platform manifest of the index the registry holds, each verdict ok.
+    statement = output["attestation"]
+    assert statement["predicateType"] == "https://aipcc.ai/attestations/toolkit-verdict/v1"
+    assert {s["digest"]["sha256"] for s in statement["subject"]} == platform_digests(clean)
+    assert [v["verdict"] for v in statement["predicate"]["verdicts"]] == ["ok", "ok"]
 
     failed = run_step(step, {"application": "aipcc-3-0", "components": [
         component("aipcc-3-0-devel-cuda-12-8-el9-6", clean),
@@ -105,3 +111,16 @@ def test_the_snapshot_pipeline_passes_clean_images_and_fails_a_mixed_one(
     assert output["result"] == "FAILURE" and output["failures"] == 1
     assert output["successes"] == 3 and "aipcc-3-0-devel-cuda-12-8-mixed linux/arm64" in \
         output["note"]
+    verdicts = {(v["component"], v["platform"]): v["verdict"]
+                for v in output["attestation"]["predicate"]["verdicts"]}
+    assert verdicts[("aipcc-3-0-devel-cuda-12-8-mixed", "linux/arm64")] == "failed"
+    assert sorted(verdicts.values()) == ["failed", "ok", "ok", "ok"]
+
+
+def platform_digests(reference: str) -> set[str]:
+    """The hex digests of the platform manifests of the index REFERENCE, as the registry
+    serves it."""
+    raw = subprocess.run(["skopeo", "inspect", "--raw", "--tls-verify=false",
+                          f"docker://{reference}"], check=True, capture_output=True,
+                         text=True, timeout=120).stdout
+    return {m["digest"].partition(":")[2] for m in json.loads(raw)["manifests"]}

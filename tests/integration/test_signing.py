@@ -5,6 +5,7 @@ promote signed, and `verify` with each way a release can be wrong."""
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 import uuid
@@ -23,7 +24,7 @@ from aipcc_build.publish.release_signing import (
     sign,
     sign_release,
 )
-from aipcc_build.publish.signing import Signer, load_signer
+from aipcc_build.publish.signing import Signer, load_public_key, load_signer
 from aipcc_build.publish.verify import VerifyRequest, verify
 from aipcc_build.validate.results import Expectation, Finding, ImageVerdict
 from tests.support.publish import FlakyProxy, build_image, digest_at, make_registry, push, run_cli
@@ -254,25 +255,83 @@ def test_mirror_carries_signatures_and_the_site_verifies_them(
         assert_valid_cluster_image_policy(policy)
         again = run_cli(*args)  # a rerun: nothing more to copy
         assert again.returncode == 0 and "1 already there" in again.stderr, again.stderr
-        # The release registry gone: the site pulls the released name from its mirror, and
-        # the signatures found there pass the same policy.
         registry.stop()
-        work = skopeo118.work
-        skopeo118.policy(registry.host)
-        (work / "registries.d" / "site.yaml").write_text(
-            f"docker:\n  {site.host}:\n    use-sigstore-attachments: true\n")
-        mirror = f'location = "{site.host}/site/rel/mirrored"'
-        (work / "registries.conf").write_text(  # the test registries speak plain HTTP
-            (out / "registries.conf").read_text().replace(mirror, mirror + "\ninsecure = true"))
-        pulled = skopeo118.run("--registries-conf", "/w/registries.conf", "--policy",
-                               "/w/policy.json", "--registries.d", "/w/registries.d", "copy",
-                               f"docker://{registry.host}/rel/mirrored@{digest}",
-                               "dir:/w/out-mirror")
-        assert pulled.returncode == 0, pulled.stderr
-        # Attestations came along: verify's checks of them pass at the mirror (only the
-        # identity differs: the signatures name the released repository).
-        problems = check(f"{site.host}/site/rel/mirrored:3.0-42", skopeo118)
-        assert problems and all("was signed as" in p for p in problems), problems
+        pull_at_the_site(skopeo118, registry, site, out, "rel/mirrored", digest)
+    finally:
+        site.stop()
+
+
+def pull_at_the_site(skopeo118: VerifyingSkopeo, registry: Registry, site: Registry,
+                     out: Path, path: str, digest: str) -> None:
+    """The release REGISTRY gone: the site pulls the released name PATH@DIGEST from its
+    mirror (the registries.conf mirror wrote into OUT) and the signatures found there pass
+    the policy of the release; verify's checks of the attestations pass at the mirror (only
+    the identity differs: the signatures name the released repository)."""
+    work = skopeo118.work
+    skopeo118.policy(registry.host)
+    (work / "registries.d" / "site.yaml").write_text(
+        f"docker:\n  {site.host}:\n    use-sigstore-attachments: true\n")
+    mirror = f'location = "{site.host}/'
+    (work / "registries.conf").write_text("\n".join(  # the test registries speak plain HTTP
+        line + ("\ninsecure = true" if line.strip().startswith(mirror) else "")
+        for line in (out / "registries.conf").read_text().splitlines()) + "\n")
+    subprocess.run(["rm", "-rf", str(work / "out-mirror")], check=True)
+    pulled = skopeo118.run("--registries-conf", "/w/registries.conf", "--policy",
+                           "/w/policy.json", "--registries.d", "/w/registries.d", "copy",
+                           f"docker://{registry.host}/{path}@{digest}", "dir:/w/out-mirror")
+    assert pulled.returncode == 0, pulled.stderr
+    problems = check(f"{site.host}/site/{path}:3.0-42", skopeo118)
+    assert problems and all("was signed as" in p for p in problems), problems
+
+
+def test_an_archive_carries_signatures_and_attestations_to_the_site(
+        pushed: Any, ours: Signer, skopeo118: VerifyingSkopeo, registry: Registry,
+        tmp_path: Path) -> None:
+    """mirror into an oci-archive (skopeo writes no signature into a layout): the sigstore
+    attachments and the referrers travel in it under the referrers tag schema; mirror
+    --from the archive into the site's registry pushes them there, and the site pulls the
+    released name through its mirror under the release's sigstoreSigned policy."""
+    from aipcc_build.publish import oci_layout
+
+    ref, digest = pushed("carried", "3.0-42")
+    release(ref, digest, ours)
+    unsigned, unsigned_digest = pushed("unsigned", "3.0-42")
+    report = tmp_path / "build-report.json"
+    report.write_text(json.dumps({"schema": 1, "build_id": "42", "registry": registry.host,
+                                  "images": [{"key": f"base/{name}", "name": name,
+                                              "kind": "base", "reference": at,
+                                              "status": "ok", "digest": at_digest}
+                                             for name, at, at_digest in (
+                                                 ("carried", ref, digest),
+                                                 ("unsigned", unsigned, unsigned_digest))]}))
+    archive = tmp_path / "release.tar"
+    done = run_cli("mirror", "--report", str(report), "--to", f"oci-archive:{archive}",
+                   "--no-tls-verify")
+    assert done.returncode == 0, done.stderr
+    assert oci_layout.archive_refs(archive) == {"rel/carried:3.0-42": digest,
+                                               "rel/unsigned:3.0-42": unsigned_digest}
+    site = make_registry(tmp_path / "site")
+    try:
+        registry.stop()  # the site sees the archive only
+        out = tmp_path / "out"
+        out.mkdir()
+        args = ["mirror", "--from", f"oci-archive:{archive}", "--to",
+                f"docker://{site.host}/site", "--no-tls-verify", "--key",
+                str(skopeo118.work / "ours.pub"), "--out", str(out)]
+        loaded = run_cli(*args)
+        assert loaded.returncode == 0, loaded.stderr
+        assert "2 copied, 0 already there" in loaded.stderr, loaded.stderr
+        assert_valid_cluster_image_policy(
+            yaml.safe_load((out / "clusterimagepolicy.yaml").read_text()))
+        pull_at_the_site(skopeo118, registry, site, out, "rel/carried", digest)
+        # The unsigned image travelled as it is: the policy stops it at the site.
+        refused = skopeo118.run(
+            "--registries-conf", "/w/registries.conf", "--policy", "/w/policy.json",
+            "--registries.d", "/w/registries.d", "copy",
+            f"docker://{registry.host}/rel/unsigned@{unsigned_digest}", "dir:/w/refused")
+        assert refused.returncode != 0 and "no signature exists" in refused.stderr
+        again = run_cli(*args)  # a rerun: nothing more to copy or carry
+        assert again.returncode == 0 and "2 already there" in again.stderr, again.stderr
     finally:
         site.stop()
 
@@ -309,18 +368,12 @@ def assert_valid_cluster_image_policy(document: dict[str, Any]) -> None:
         assert program.evaluate({"self": value}), rule["message"]
 
 
-def test_an_index_and_each_platform_are_signed_and_attested(
-        pushed: Any, ours: Signer, skopeo118: VerifyingSkopeo, registry: Registry,
-        base_image: str) -> None:
-    from cyclonedx.schema import SchemaVersion
-    from cyclonedx.validation.json import JsonStrictValidator
-
-    from aipcc_build.publish.referrers import list_referrers, read_artifact
-
+def push_index(pushed: Any, target: str) -> tuple[str, list[str]]:
+    """An index of two small images (amd64 and arm64 by their labels) pushed to TARGET:
+    (its digest, its platform manifests' digests, amd64 first)."""
     ref, _ = pushed("amd")
     other_ref, _ = pushed("arm")
     index = f"localhost/aipcc-test-signing/index-{uuid.uuid4().hex[:8]}"
-    target = f"{registry.host}/rel/multi:3.0-42"
     subprocess.run(["buildah", "manifest", "create", index], check=True, capture_output=True)
     try:
         for source, arch in ((ref, "amd64"), (other_ref, "arm64")):
@@ -332,6 +385,68 @@ def test_an_index_and_each_platform_are_signed_and_attested(
         subprocess.run(["buildah", "manifest", "rm", index], capture_output=True)
     digest = digest_at(target)
     assert digest is not None
+    client, path = Registries(tls_verify=False).of(target.rsplit(":", 1)[0])
+    return digest, [m["digest"] for m in json.loads(
+        (client.get_manifest(path, digest) or (b"{}", ""))[0])["manifests"]]
+
+
+def test_promote_attests_each_platform_of_an_index_with_the_verdict_recorded_for_it(
+        pushed: Any, skopeo118: VerifyingSkopeo, registry: Registry, tmp_path: Path) -> None:
+    """A build report of a two-platform image (each platform's entry: its instance digest,
+    the list's digest, its verdict): promote signs the index and each platform, attests
+    each platform with its own recorded verdict, verify and skopeo --multi-arch all pass."""
+    from dataclasses import replace
+
+    from aipcc_build.imagebuild.build_report import verdict_record
+    from aipcc_build.publish.referrers import list_referrers, read_artifact
+
+    source = f"{registry.host}/build/multi:3.0-42"
+    digest, instances = push_index(pushed, source)
+    report = tmp_path / "build-report.json"
+    report.write_text(json.dumps({
+        "schema": 1, "build_id": "42", "registry": f"{registry.host}/build",
+        "product": {"name": "aipcc", "version": "3.0", "moving_tags": []},
+        "images": [{"key": "base/multi", "name": "multi", "kind": "base",
+                    "reference": source, "platform": platform, "status": "ok",
+                    "digest": instance, "list_digest": digest,
+                    "verdict": verdict_record(replace(ok_validator("x")[0],
+                                                      platform=platform))}
+                   for platform, instance in zip(("linux/amd64", "linux/arm64"),
+                                                 instances)]}))
+    work = skopeo118.work
+    done = run_cli("promote", "--report", str(report), "--to", f"{registry.host}/out",
+                   "--no-tls-verify", "--sign-by-sigstore-private-key",
+                   str(work / "ours.private"), "--sign-passphrase-file", str(work / "pass"))
+    assert done.returncode == 0, done.stderr
+    released = f"{registry.host}/out/multi:3.0-42"
+    assert digest_at(released) == digest
+    verified = run_cli("verify", "--key", str(work / "ours.pub"), "--no-tls-verify", released)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    skopeo118.policy(registry.host)
+    pulled = skopeo118.pull(released, "--multi-arch", "all")
+    assert pulled.returncode == 0, pulled.stderr
+    client, path = Registries(tls_verify=False).of(f"{registry.host}/out/multi")
+    for platform, instance in zip(("linux/amd64", "linux/arm64"), instances):
+        [found] = list_referrers(client, path, instance, attestations.VERDICT_ARTIFACT_TYPE)
+        artifact = read_artifact(client, path, str(found["digest"]))
+        assert artifact is not None
+        document, _ = attestations.open_envelope(artifact[1], load_public_key(
+            str(work / "ours.pub")))
+        assert document is not None
+        assert attestations.subject_digests(document) == [instance]
+        assert document["predicate"]["platform"] == platform
+
+
+def test_an_index_and_each_platform_are_signed_and_attested(
+        pushed: Any, ours: Signer, skopeo118: VerifyingSkopeo, registry: Registry,
+        base_image: str) -> None:
+    from cyclonedx.schema import SchemaVersion
+    from cyclonedx.validation.json import JsonStrictValidator
+
+    from aipcc_build.publish.referrers import list_referrers, read_artifact
+
+    target = f"{registry.host}/rel/multi:3.0-42"
+    digest, platform_digests = push_index(pushed, target)
 
     def two_platforms(ref: str) -> list[ImageVerdict]:
         return [ImageVerdict(ref=ref, platform="linux/amd64", digest=instance,
@@ -340,8 +455,6 @@ def test_an_index_and_each_platform_are_signed_and_attested(
 
     registries = Registries(tls_verify=False)
     client, path = registries.of(f"{registry.host}/rel/multi")
-    platform_digests = [m["digest"] for m in json.loads(
-        (client.get_manifest(path, digest) or (b"{}", ""))[0])["manifests"]]
     sign_release([Released("base/multi", f"{registry.host}/rel/multi@{digest}", digest,
                            (target,))], ours, "42", two_platforms, registries)
     assert check(target, skopeo118) == ()
@@ -355,25 +468,36 @@ def test_an_index_and_each_platform_are_signed_and_attested(
         assert JsonStrictValidator(SchemaVersion.V1_6).validate_str(found[1].decode()) is None
 
 
-def test_a_registry_refusing_a_signature_fails_promote_naming_the_image(
+def test_a_registry_refusing_a_signature_or_attestation_fails_promote_naming_the_image(
         release: dict[str, Any], registries: dict[str, Registry],
         skopeo118: VerifyingSkopeo) -> None:
-    """The copies are made; the signature is refused: exit 1 naming the image, the release
-    said to be incomplete; a rerun through the registry itself completes it."""
+    """The copies are made; the signature (or the attestation) is refused: exit 1 naming
+    the image, the release said to be incomplete (no release manifest), verify names what
+    is missing; a rerun through the registry itself completes it."""
     work = skopeo118.work
     src = registries["src"].host
+    manifest = work / "release-manifest.json"
     args = ["--matrix", str(release["matrix"]), "promote", "--report",
-            str(release["report"]), "--no-tls-verify",
+            str(release["report"]), "--no-tls-verify", "--manifest", str(manifest),
             "--sign-by-sigstore-private-key", str(work / "ours.private"),
             "--sign-passphrase-file", str(work / "pass")]
-    with FlakyProxy(src, failures=-1, status=403, methods=("PUT",), path=".sig") as refusing:
-        done = run_cli(*args, "--to", f"{refusing.host}/release")
-    assert done.returncode == 1, done.stderr
-    assert "base/img0" in done.stderr and "not completely signed" in done.stderr
-    assert "status 403" in done.stderr
-    completed = run_cli(*args, "--to", f"{src}/release")
-    assert completed.returncode == 0, completed.stderr
-    assert check(f"{src}/release/base-images/img0:3.0-42", skopeo118) == ()
+    for namespace, refused, missing in (
+            ("signature", ".sig", "is not signed"),  # the sigstore attachment
+            ("attestation", "/manifests/sha256:", "no verdict attestation")):  # by digest
+        with FlakyProxy(src, failures=-1, status=403, methods=("PUT",),
+                        path=refused) as refusing:
+            done = run_cli(*args, "--to", f"{refusing.host}/{namespace}")
+        assert done.returncode == 1, done.stderr
+        assert "base/img" in done.stderr and "not completely signed" in done.stderr
+        assert "status 403" in done.stderr and not manifest.exists()
+        released = f"{src}/{namespace}/base-images/img0:3.0-42"
+        assert digest_at(released) == release["entries"][0]["digest"]
+        assert any(missing in p for p in check(released, skopeo118)), namespace
+        completed = run_cli(*args, "--to", f"{src}/{namespace}")
+        assert completed.returncode == 0, completed.stderr
+        assert check(released, skopeo118) == ()
+        assert released in manifest.read_text()
+        manifest.unlink()
 
 
 def test_promote_signs_only_what_the_destination_reads_back(
@@ -398,21 +522,40 @@ def test_promote_signs_only_what_the_destination_reads_back(
 
 
 def test_a_registry_with_the_referrers_api_gets_no_referrers_tag(
-        pushed: Any, ours: Signer, skopeo118: VerifyingSkopeo, registry: Registry) -> None:
+        pushed: Any, ours: Signer, skopeo118: VerifyingSkopeo, registry: Registry,
+        tmp_path: Path) -> None:
     """Through a front that serves the referrers API (and says OCI-Subject), the
-    attestations are found through the API and no sha256-<hex> tag is written."""
+    attestations are found through the API and no sha256-<hex> tag is written; mirror
+    reads them through the API and writes them through a mirror's own API front."""
     from aipcc_build.publish.referrers import referrers_tag
     from tests.support.referrers_front import ReferrersFront
 
-    ref, digest = pushed("api")
-    with ReferrersFront(registry.host) as front:
-        fronted = ref.replace(registry.host, front.host)
-        release(fronted, digest, ours)
-        assert check(fronted, skopeo118) == ()
-        assert len(front.referrers[("rel/api", digest)]) == 2
-    client, path = Registries(tls_verify=False).of(f"{registry.host}/rel/api")
-    assert client.get_manifest(path, referrers_tag(digest)) is None
-    assert client.referrers(path, digest) is None  # the registry itself has no API
+    ref, digest = pushed("api", "3.0-42")
+    site = make_registry(tmp_path / "site")
+    try:
+        with ReferrersFront(registry.host) as front, ReferrersFront(site.host) as site_front:
+            fronted = ref.replace(registry.host, front.host)
+            release(fronted, digest, ours)
+            assert check(fronted, skopeo118) == ()
+            assert len(front.referrers[("rel/api", digest)]) == 2
+            report = tmp_path / "build-report.json"
+            report.write_text(json.dumps({
+                "schema": 1, "build_id": "42", "registry": front.host,
+                "images": [{"key": "base/api", "name": "api", "kind": "base",
+                            "reference": fronted, "status": "ok", "digest": digest}]}))
+            done = run_cli("mirror", "--report", str(report), "--to",
+                           f"docker://{site_front.host}/site", "--no-tls-verify", "--out",
+                           str(tmp_path))
+            assert done.returncode == 0, done.stderr
+            assert len(site_front.referrers[("site/rel/api", digest)]) == 2
+            problems = check(f"{site_front.host}/site/rel/api:3.0-42", skopeo118)
+            assert problems and all("was signed as" in p for p in problems), problems
+        for host, path in ((registry.host, "rel/api"), (site.host, "site/rel/api")):
+            client, _ = Registries(tls_verify=False).of(f"{host}/{path}")
+            assert client.get_manifest(path, referrers_tag(digest)) is None
+            assert client.referrers(path, digest) is None  # the registry itself has no API
+    finally:
+        site.stop()
 
 
 def test_promote_refuses_to_sign_what_the_validator_fails(
@@ -449,16 +592,19 @@ def test_promote_refuses_to_sign_what_the_validator_fails(
 
 
 def test_promote_can_require_a_passing_verdict_attestation(
-        pushed: Any, ours: Signer, skopeo118: VerifyingSkopeo, registry: Registry,
-        tmp_path: Path) -> None:
+        pushed: Any, ours: Signer, other: Signer, skopeo118: VerifyingSkopeo,
+        registry: Registry, tmp_path: Path) -> None:
     attested, attested_digest = pushed("attested", "3.0-42")
     release(attested, attested_digest, ours)
     bare, bare_digest = pushed("bare", "3.0-42")
     failed, failed_digest = pushed("failed", "3.0-42")
     release(failed, failed_digest, ours, failed_validator)
+    foreign, foreign_digest = pushed("foreign", "3.0-42")  # ok, but by another key
+    release(foreign, foreign_digest, other)
     for name, ref, digest, code in (("attested", attested, attested_digest, 0),
                                     ("bare", bare, bare_digest, 1),
-                                    ("failed", failed, failed_digest, 1)):
+                                    ("failed", failed, failed_digest, 1),
+                                    ("foreign", foreign, foreign_digest, 1)):
         report = tmp_path / f"{name}.json"
         report.write_text(json.dumps({
             "schema": 1, "build_id": "42", "registry": f"{registry.host}/rel",
@@ -566,3 +712,104 @@ def test_mirror_takes_the_release_manifest_promote_wrote(
         assert refused.returncode == 2 and "dry run" in refused.stderr, refused.stderr
     finally:
         site.stop()
+
+
+def test_a_real_build_records_the_verdict_promote_attests_and_verify_checks(
+        tmp_path: Path, base_image: str, namespace: str, registry: Registry,
+        skopeo118: VerifyingSkopeo, ours: Signer) -> None:
+    """`aipcc-build matrix --push` (real buildah, the gate in the worker) records each
+    image's verdict bound to the digest it pushed; promote with a key attests that verdict
+    in a second repository, and verify passes there: the predicate names the build and
+    `ok`, its subject is the digest the build report records."""
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.hazmat.primitives.serialization import load_pem_public_key
+
+    from aipcc_build.matrix import load
+    from aipcc_build.publish.referrers import list_referrers, read_artifact
+    from aipcc_build.render import apply, render_all
+
+    (tmp_path / "templates").mkdir()
+    (tmp_path / "templates" / "base.j2").write_text("FROM {{ os_from }}\nRUN echo ok > /ok\n")
+    (tmp_path / "matrix").mkdir()
+    matrix_path = tmp_path / "matrix" / "test.yaml"
+    matrix_path.write_text(
+        "schema: 1\nproduct: {name: t, version: '3.0'}\n"
+        "registry: localhost/aipcc-test-sched/unused\n"
+        f"os:\n  bb: {{from: {base_image}}}\naccelerators:\n  cpu: {{}}\n"
+        "images:\n  base: {template: base.j2, os: [bb]}\n")
+    matrix = load(matrix_path)
+    apply(matrix, render_all(matrix), check=False, remove_stale=False)
+    built = run_cli("--matrix", "matrix/test.yaml", "matrix", "--push", "--registry",
+                    namespace, "--no-tls-verify", "--build-id", "4242", cwd=tmp_path)
+    assert built.returncode == 0, built.stdout + built.stderr
+    [entry] = json.loads((tmp_path / "build-report.json").read_text())["images"]
+    digest = entry["digest"]
+    assert entry["status"] == "ok" and entry["verdict"]["verdict"] == "ok", entry
+    assert digest_at(entry["reference"]) == digest
+
+    release_ns = f"{registry.host}/rel{uuid.uuid4().hex[:6]}"
+    work = skopeo118.work
+    promoted = run_cli("promote", "--report", "build-report.json", "--to", release_ns,
+                       "--no-tls-verify", "--sign-by-sigstore-private-key",
+                       str(work / "ours.private"), "--sign-passphrase-file",
+                       str(work / "pass"), cwd=tmp_path)
+    assert promoted.returncode == 0, promoted.stderr
+    released = f"{release_ns}/base/cpu-bb:3.0-4242"
+    assert digest_at(released) == digest
+    verified = run_cli("verify", "--key", str(work / "ours.pub"), "--no-tls-verify", released)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+
+    client, path = Registries(tls_verify=False).of(released.rsplit(":", 1)[0])
+    [found] = list_referrers(client, path, digest, attestations.VERDICT_ARTIFACT_TYPE)
+    artifact = read_artifact(client, path, str(found["digest"]))
+    assert artifact is not None
+    sealed = json.loads(artifact[1])
+    payload = base64.b64decode(sealed["payload"])
+    pae = b"DSSEv1 %d %s %d %s" % (len(sealed["payloadType"]),
+                                   sealed["payloadType"].encode(), len(payload), payload)
+    public = load_pem_public_key((work / "ours.pub").read_bytes())
+    assert isinstance(public, ec.EllipticCurvePublicKey)
+    public.verify(base64.b64decode(sealed["signatures"][0]["sig"]), pae,
+                  ec.ECDSA(hashes.SHA256()))  # the DSSE signature, by cryptography
+    document = json.loads(payload)
+    assert document["subject"][0]["digest"] == {"sha256": digest.partition(":")[2]}
+    predicate = document["predicate"]
+    assert (predicate["verdict"], predicate["buildId"], predicate["matrixEntry"]) == \
+        ("ok", "4242", "base/cpu-bb")
+    # The report's verdict, not a second run's: its findings are what the gate counted.
+    statuses: dict[str, int] = {}
+    for finding in entry["verdict"]["findings"]:
+        statuses[finding["status"]] = statuses.get(finding["status"], 0) + 1
+    assert predicate["evidence"]["findings"] == statuses
+    # Its SBOM, bound to the same digest, valid CycloneDX by the maintained library.
+    from cyclonedx.schema import SchemaVersion
+    from cyclonedx.validation.json import JsonStrictValidator
+
+    [sbom] = list_referrers(client, path, digest, attestations.SBOM_MEDIA_TYPE)
+    found_sbom = read_artifact(client, path, str(sbom["digest"]))
+    assert found_sbom is not None and found_sbom[0]["subject"]["digest"] == digest
+    assert JsonStrictValidator(SchemaVersion.V1_6).validate_str(found_sbom[1].decode()) is None
+
+
+def test_verify_exits_1_naming_each_problem_and_2_before_asking_on_bad_input(
+        pushed: Any, skopeo118: VerifyingSkopeo, tmp_path: Path) -> None:
+    unsigned, _ = pushed("cli-unsigned")
+    pub = str(skopeo118.work / "ours.pub")
+    done = run_cli("verify", "--key", pub, "--no-tls-verify", unsigned)
+    assert done.returncode == 1, done.stdout + done.stderr
+    said = done.stdout + done.stderr
+    assert unsigned in said and "is not signed" in said and "no verdict attestation" in said
+    assert "Traceback" not in said
+    (tmp_path / "rsa.pub").write_text("-----BEGIN PUBLIC KEY-----\nAAAA\n"
+                                      "-----END PUBLIC KEY-----\n")
+    for args, expected in (((unsigned.replace(":1.0", ""),), "is not HOST/REPOSITORY:TAG"),
+                           (("--key", str(tmp_path / "rsa.pub"), unsigned),
+                            "not a PEM public key"),
+                           (("--key", str(skopeo118.work / "ours.private"), unsigned),
+                            "not a PEM public key")):
+        if args[0] != "--key":
+            args = ("--key", pub, *args)
+        refused = run_cli("verify", "--no-tls-verify", *args)
+        assert refused.returncode == 2, refused.stderr
+        assert expected in refused.stderr and len(refused.stderr.strip().splitlines()) == 1

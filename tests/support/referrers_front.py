@@ -42,7 +42,9 @@ class ReferrersFront:
                     self._answer(200, {"Content-Type":
                                        "application/vnd.oci.image.index.v1+json"}, index)
                     return
-                headers = {k: v for k, v in self.headers.items()
+                # skopeo sends one Accept header per media type: all of them.
+                headers = {k: ", ".join(self.headers.get_all(k) or [])
+                           for k in set(self.headers.keys())
                            if k.lower() not in ("host", "content-length")}
                 request = urllib.request.Request(f"http://{front.upstream}{self.path}",
                                                  data=body, method=method, headers=headers)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives import hashes
@@ -191,3 +192,47 @@ def test_the_verdict_envelope_is_dsse_signed_by_the_key(keys: Path) -> None:
     tampered = dict(sealed, payload=base64.b64encode(body.replace(b"failed", b"ok")).decode())
     assert attestations.open_envelope(json.dumps(tampered).encode(),
                                       load_public_key(str(keys / "cosign.pub")))[0] is None
+
+
+def _sealed(path: Path, key: Any, passphrase: bytes) -> None:
+    """KEY in cosign's encrypted format (as `cosign import-key-pair` writes any key)."""
+    import os
+
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
+    from nacl.secret import SecretBox
+
+    der = key.private_bytes(serialization.Encoding.DER, serialization.PrivateFormat.PKCS8,
+                            serialization.NoEncryption())
+    salt, nonce = os.urandom(32), os.urandom(24)
+    secret = Scrypt(salt=salt, length=32, n=1 << 10, r=8, p=1).derive(passphrase)
+    body = json.dumps({
+        "kdf": {"name": "scrypt", "params": {"N": 1 << 10, "r": 8, "p": 1},
+                "salt": base64.b64encode(salt).decode()},
+        "cipher": {"name": "nacl/secretbox", "nonce": base64.b64encode(nonce).decode()},
+        "ciphertext": base64.b64encode(
+            SecretBox(secret).encrypt(der, nonce).ciphertext).decode()}).encode()
+    path.write_bytes(b"-----BEGIN ENCRYPTED SIGSTORE PRIVATE KEY-----\n"
+                     + base64.b64encode(body)
+                     + b"\n-----END ENCRYPTED SIGSTORE PRIVATE KEY-----\n")
+
+
+def test_a_key_of_another_algorithm_is_refused_naming_it(tmp_path: Path) -> None:
+    """An RSA or P-384 key, well sealed (cosign imports such keys), signs nothing here and
+    verifies nothing: containers/image's sigstore signatures here are ECDSA P-256."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    (tmp_path / "pass").write_text("s3cret\n")
+    for name, key in (("rsa", rsa.generate_private_key(65537, 2048)),
+                      ("p384", ec.generate_private_key(ec.SECP384R1()))):
+        _sealed(tmp_path / f"{name}.key", key, b"s3cret")
+        with pytest.raises(InputError, match="not an ECDSA P-256 key") as caught:
+            load_signer(str(tmp_path / f"{name}.key"), str(tmp_path / "pass"))
+        assert str(tmp_path / f"{name}.key") in str(caught.value)
+        (tmp_path / f"{name}.pub").write_bytes(key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+        with pytest.raises(InputError, match="not an ECDSA P-256 public key"):
+            load_public_key(str(tmp_path / f"{name}.pub"))
+    with pytest.raises(InputError, match="cannot read the private key"):
+        load_signer(str(tmp_path), str(tmp_path / "pass"))  # a directory
