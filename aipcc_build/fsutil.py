@@ -1,5 +1,6 @@
 """The one writer of output files: a reader sees the old file or the new one, never half of
-one, and what is not a regular file is never replaced."""
+one, and what is not a regular file is never replaced. And the opener of input files that
+must be regular ones (keys, wheels), which never blocks on a FIFO or a device."""
 
 from __future__ import annotations
 
@@ -113,6 +114,25 @@ def _descriptor(path: Path) -> Optional[int]:
             return None
         link = os.path.join(os.path.dirname(link), target)
     return None
+
+
+class NotRegularFile(OSError):
+    """An input that must be a regular file is a FIFO, a device, a directory or a socket."""
+
+
+def open_regular(path: Union[str, Path]) -> BinaryIO:
+    """PATH opened for reading when it is (or links to) a regular file; NotRegularFile
+    (strerror naming the kind) for anything else, without blocking on it: a FIFO without
+    a writer would otherwise hang the open, a device would be read forever."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
+                else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket")
+        raise NotRegularFile(0, f"not a regular file ({kind})", str(path))
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
 
 
 def _chunks(data: Payload) -> Iterable[bytes]:

@@ -17,10 +17,10 @@ import base64
 import json
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Optional
 
 from ..errors import InputError
+from ..fsutil import NotRegularFile, open_regular
 
 PRIVATE_KEY_LABELS = ("ENCRYPTED SIGSTORE PRIVATE KEY", "ENCRYPTED COSIGN PRIVATE KEY")
 SIMPLE_SIGNING = "application/vnd.dev.cosign.simplesigning.v1+json"
@@ -83,8 +83,10 @@ class PublicKey:
 
 def _read_small(path: str, what: str, field: str) -> bytes:
     try:
-        with open(path, "rb") as stream:
+        with open_regular(path) as stream:
             data = stream.read(MAX_KEY_FILE + 1)
+    except NotRegularFile as exc:
+        raise InputError(f"not a {what}: {exc.strerror}", file=path, field=field) from None
     except OSError as exc:
         raise InputError(f"cannot read the {what}: {exc.strerror}", file=path,
                          field=field) from None
@@ -307,7 +309,3 @@ def signature_tag(digest: str) -> str:
     """The sigstore attachment's tag of DIGEST (cosign's scheme)."""
     algorithm, _, hexdigest = digest.partition(":")
     return f"{algorithm}-{hexdigest}.sig"
-
-
-def read_path_text(path: str) -> str:
-    return Path(path).read_text()

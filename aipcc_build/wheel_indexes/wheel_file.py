@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import stat
 import zipfile
 import zlib
 from dataclasses import dataclass, replace
@@ -21,6 +20,7 @@ from email.parser import BytesHeaderParser
 from pathlib import Path
 from typing import BinaryIO, Optional
 
+from ..fsutil import NotRegularFile, open_regular
 from ..toolkit.constraints import majors_named
 from ..validate.detect import WANT_MEMORY, LayerDetector, wheel_evidence
 from ..validate.results import Evidence
@@ -88,16 +88,11 @@ def open_wheel(path: Path) -> BinaryIO:
     """PATH opened for reading when it is (or links to) a regular file; WheelError for a
     FIFO, a device, a directory or a dangling link, without blocking on any of them."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+        return open_regular(path)
+    except NotRegularFile as exc:
+        raise WheelError(exc.strerror) from None
     except OSError as exc:
         raise WheelError(f"cannot be read: {exc.strerror}") from None
-    mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):
-        os.close(fd)
-        kind = ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
-                else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket")
-        raise WheelError(f"not a regular file ({kind})")
-    return os.fdopen(fd, "rb")
 
 
 def metadata_of(path: Path) -> bytes:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +82,21 @@ def test_a_missing_key_or_passphrase_file_is_named(keys: Path, tmp_path: Path) -
         load_signer(str(keys / "cosign.key"), str(tmp_path / "absent"))
     with pytest.raises(InputError, match="not a PEM public key"):
         load_public_key(str(keys / "cosign.key"))
+
+
+def test_a_fifo_or_a_directory_for_a_key_file_is_refused_without_waiting(
+        keys: Path, tmp_path: Path) -> None:
+    # A FIFO with no writer used to block the open for ever.
+    fifo = tmp_path / "key.fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(InputError, match=r"not a private key: not a regular file \(a FIFO\)"):
+        load_signer(str(fifo), None)
+    with pytest.raises(InputError, match=r"not a passphrase file: .*\(a FIFO\)"):
+        load_signer(str(keys / "cosign.key"), str(fifo))
+    with pytest.raises(InputError, match=r"not a public key: .*\(a directory\)"):
+        load_public_key(str(tmp_path))
+    with pytest.raises(InputError, match=r"\(a device\)"):
+        load_public_key("/dev/zero")
 
 
 def test_a_background_decryption_refuses_a_wrong_passphrase_when_waited_for(
@@ -234,5 +250,5 @@ def test_a_key_of_another_algorithm_is_refused_naming_it(tmp_path: Path) -> None
             serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
         with pytest.raises(InputError, match="not an ECDSA P-256 public key"):
             load_public_key(str(tmp_path / f"{name}.pub"))
-    with pytest.raises(InputError, match="cannot read the private key"):
-        load_signer(str(tmp_path), str(tmp_path / "pass"))  # a directory
+    with pytest.raises(InputError, match=r"not a private key: not a regular file \(a directory"):
+        load_signer(str(tmp_path), str(tmp_path / "pass"))
