@@ -18,11 +18,11 @@ import signal
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional, Protocol
 
 from ..errors import Interrupted, ToolError, ToolMissing
+from ..records import record
 
 if TYPE_CHECKING:
     import subprocess
@@ -102,7 +102,7 @@ def _end(child: subprocess.Popen[bytes]) -> None:
     child.wait()
 
 
-@dataclass(frozen=True)
+@record
 class Completed:
     argv: tuple[str, ...]
     returncode: int
