@@ -7,6 +7,8 @@ import re
 from collections.abc import Sequence
 from typing import Optional
 
+from .patterns import lazy
+
 
 class AipccError(Exception):
     """Base of every error the CLI reports without a traceback."""
@@ -185,8 +187,8 @@ _REGISTRY_TROUBLE = (
     ("i/o timeout", "the registry {host} did not answer in time: is it reachable from here?",
      None),
 )
-_REGISTRY_HOST = re.compile(r'(?:registry |https?://|docker://)([A-Za-z0-9.-]+(?::\d+)?)[/:"\s]')
-_TOOL_MESSAGE = re.compile(r'msg="((?:[^"\\]|\\.)*)"')
+_REGISTRY_HOST = lazy(r'(?:registry |https?://|docker://)([A-Za-z0-9.-]+(?::\d+)?)[/:"\s]')
+_TOOL_MESSAGE = lazy(r'msg="((?:[^"\\]|\\.)*)"')
 
 
 def registry_trouble(stderr: str) -> Optional[tuple[str, Optional[str]]]:

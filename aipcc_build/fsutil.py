@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO, Optional, Union
+
+from .patterns import lazy
 
 Payload = Union[str, bytes, Iterable[bytes]]
 
@@ -95,7 +96,7 @@ def _into(path: Path, mode: int, own: Optional[int]) -> BinaryIO:
     return os.fdopen(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOCTTY), "wb")
 
 
-_DESCRIPTOR = re.compile(r"^/(?:dev|proc/(self|thread-self|\d+))/fd/(\d+)$")
+_DESCRIPTOR = lazy(r"^/(?:dev|proc/(self|thread-self|\d+))/fd/(\d+)$")
 
 
 def _descriptor(path: Path) -> Optional[int]:

@@ -4,12 +4,13 @@ the stages (plain functions: a warm validation imports it, and a class costs sta
 
 from __future__ import annotations
 
-import re
 from typing import Optional
+
+from .patterns import lazy
 
 # The distribution reference grammar: [HOST[:PORT]/]PATH[:TAG][@DIGEST], lower-case path.
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-_REFERENCE = re.compile(
+_REFERENCE = lazy(
     rf"(?:[A-Za-z0-9.-]+(?::[0-9]+)?/)?{_COMPONENT}(?:/{_COMPONENT})*"
     r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[0-9a-f]{64})?")
 

@@ -42,6 +42,25 @@ def shortest(command: list[str], env: dict[str, str], repeat: int = 21) -> tuple
     return min(walls), min(cpus)
 
 
+def instructions(command: list[str], env: dict[str, str]) -> int:
+    """The instructions COMMAND executes, counted by valgrind's callgrind: the same on a
+    loaded machine as on an idle one, where the shortest wall (and CPU) time of a 50 ms
+    start-up still swung by 2x (shared two-core host, load 6-8). Exits when valgrind is
+    missing."""
+    import re
+    import shutil
+
+    if shutil.which("valgrind") is None:
+        sys.exit("--instructions needs valgrind")
+    done = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
+                           *command], env=env, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True)
+    counted = re.search(r"Collected : (\d+)", done.stderr)
+    if done.returncode != 0 or counted is None:
+        sys.exit(f"{' '.join(command)} failed under valgrind:\n{done.stderr[-2000:]}")
+    return int(counted.group(1))
+
+
 def installed_script() -> str:
     """The `aipcc-build` next to this python (or on PATH); exits when there is none."""
     import shutil

@@ -8,7 +8,9 @@ The layout is built once under ~/.cache/aipcc-build/bench/warm-oci (this machine
 gzip layers); the containers-storage copy is `localhost/aipcc-bench/warm:1` (removed with
 `buildah rmi localhost/aipcc-bench/warm:1`).
 
-Run: python bench/warm_validate.py [--repeat N]
+Run: python bench/warm_validate.py [--repeat N] [--instructions]   (--instructions also
+prints the ratios of instructions executed, valgrind's count, which a loaded machine does
+not move)
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from common import as_installed, installed_script, shortest
+from common import as_installed, installed_script, instructions, shortest
 from validate_speed import build_layout, layers_of
 
 # Four layers of real files, about 1.07 GiB uncompressed on a Debian host.
@@ -57,6 +59,8 @@ def main() -> int:
     parser.add_argument("--layout", type=Path,
                         default=Path.home() / ".cache" / "aipcc-build" / "bench" / "warm-oci")
     parser.add_argument("--repeat", type=int, default=11)
+    parser.add_argument("--instructions", action="store_true",
+                        help="also count instructions executed (valgrind)")
     args = parser.parse_args()
     if not (args.layout / "index.json").exists():
         print(f"building the benchmark image in {args.layout} (once)...", file=sys.stderr)
@@ -70,6 +74,7 @@ def main() -> int:
     env = as_installed()
     version, version_cpu = wall([script, "--version"], env, args.repeat)
     print(f"aipcc-build --version: {version * 1000:.1f} ms ({version_cpu * 1000:.1f} ms CPU)")
+    version_count = instructions([script, "--version"], env) if args.instructions else 0
     ok = True
     with tempfile.TemporaryDirectory() as cache:
         for name, ref in (("OCI layout", f"oci:{args.layout}:bench"),
@@ -81,6 +86,10 @@ def main() -> int:
             print(f"warm validate, {name}: {warm * 1000:.1f} ms ({warm_cpu * 1000:.1f} ms CPU) "
                   f"-> ratio {ratio:.2f} (target <= {TARGET}); in CPU time: "
                   f"{warm_cpu / version_cpu:.2f}")
+            if args.instructions:
+                count = instructions(command, env)
+                print(f"  instructions: {count / 1e6:.1f} M, --version "
+                      f"{version_count / 1e6:.1f} M: ratio {count / version_count:.3f}")
         entries = sorted(Path(cache).glob("validate/layers-v*/*/*.json"))
         print("cached layer scans: " + ", ".join(
             f"{entry.stem[:12]} {entry.stat().st_size} bytes" for entry in entries))

@@ -15,7 +15,6 @@ import click
 from ..errors import AipccError, InputError, Interrupted
 from ..report.console import masked_streams
 from .options import cli
-from .signals import handled
 
 # Request fields named unlike the command parameter that sets them; "filters.X" is X.
 FIELD_PARAMETERS = {"report": "report_path", "junit": "junit_path", "vars": "variables",
@@ -140,9 +139,8 @@ def _run(argv: Optional[list[str]]) -> object:
             sys.stderr.write(context.get_help() + "\n")
         return 2
     try:
-        with handled():
-            code = cli.main(args=argv, prog_name="aipcc-build", standalone_mode=False,
-                            color=color(os.environ))
+        code = cli.main(args=argv, prog_name="aipcc-build", standalone_mode=False,
+                        color=color(os.environ))
     except Interrupted as exc:
         from ..report import error
 

@@ -202,6 +202,14 @@ class Group(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMAND_MODULES)
 
+    def invoke(self, ctx: click.Context) -> Any:
+        # The signal handlers (`signals.handled`) are in place while a command runs: the
+        # program's `--version` and `--help` end before, and load no `signal`.
+        from .signals import handled
+
+        with handled():
+            return super().invoke(ctx)
+
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         # `aipcc-build --version 12.8 list`: the program's --version would swallow the run.
         named = next((i for i, arg in enumerate(args) if arg in COMMAND_MODULES), None)
@@ -215,9 +223,18 @@ class Group(click.Group):
         return super().parse_args(ctx, args)
 
 
+def _show_version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(f"aipcc-build, version {__version__}", color=ctx.color)
+        ctx.exit()
+
+
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]},
              epilog="Example:\n\n\b\n  aipcc-build --matrix matrix/demo.yaml list")
-@click.version_option(__version__, prog_name="aipcc-build")
+# Not click.version_option: its texts are looked up in a translation catalog as the
+# group is defined, which loads `locale` and searches for catalogs on every start.
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True,
+              callback=_show_version, help="Show the version and exit.")
 @click.option("--matrix", "matrix_path", envvar="AIPCC_BUILD_MATRIX", default=DEFAULT_MATRIX,
               show_default=True, metavar="PATH",
               help="The matrix file (env AIPCC_BUILD_MATRIX; also after the command).")

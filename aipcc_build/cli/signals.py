@@ -1,12 +1,12 @@
 """SIGINT, SIGTERM and SIGHUP end every command alike (a Ctrl-C, a CI job out of time, a
 closed terminal): the children stopped, temporary files removed, exit 128 + the signal.
 
-`handled` wraps every command (`main`). By default a signal stops every outside program the
-runner started (`tools.runner.stop_children`: their process groups, whichever thread waits
-for them, and no new one starts) and raises `Interrupted` in the main thread, so every
-finally block and context manager on the way out removes what it made. A command that
-stops its own work and then writes its report (`matrix`) asks instead, with `stopping`, to
-be told: its callback runs and nothing is raised."""
+`handled` wraps every command (the group's `invoke`). By default a signal stops every
+outside program the runner started (`tools.runner.stop_children`: their process groups,
+whichever thread waits for them, and no new one starts) and raises `Interrupted` in the
+main thread, so every finally block and context manager on the way out removes what it
+made. A command that stops its own work and then writes its report (`matrix`) asks
+instead, with `stopping`, to be told: its callback runs and nothing is raised."""
 
 from __future__ import annotations
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Optional, Union
 
+from ..records import record
 
-@dataclass(frozen=True)
+
+@record
 class BlobLocation:
     """A byte range of a local file: a whole blob file, or a member of an archive."""
 
@@ -15,7 +16,7 @@ class BlobLocation:
     length: Optional[int] = None  # None: to the end of the file
 
 
-@dataclass(frozen=True)
+@record
 class TarSplitLayer:
     """A layer applied in containers/storage: its tar-split (every tar byte but the file
     contents) and the directory holding its files."""
@@ -25,7 +26,7 @@ class TarSplitLayer:
     size: int  # of the uncompressed tar
 
 
-@dataclass(frozen=True)
+@record
 class LayerJob:
     digest: str
     media_type: str

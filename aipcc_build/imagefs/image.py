@@ -14,14 +14,13 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Union
 
 from ..digest import hexdigest
 from ..errors import InputError
-from ..image_reference import repository_of
 from ..oci import INDEX_TYPES, OCI_LAYER_TAR, REF_NAME_ANNOTATION
+from ..records import record
 from ..tools.skopeo import Skopeo, json_object, split_transport
 from .blobs import BlobLocation, TarSplitLayer
 
@@ -30,7 +29,7 @@ IN_PLACE = "in place"
 SKOPEO_COPY = "skopeo copy"
 
 
-@dataclass(frozen=True)
+@record
 class LayerRef:
     digest: str
     media_type: str
@@ -38,7 +37,7 @@ class LayerRef:
     location: Union[BlobLocation, TarSplitLayer]
 
 
-@dataclass(frozen=True)
+@record
 class PlatformImage:
     """One platform's image: its config (parsed JSON) and its layers, bottom first."""
 
@@ -323,6 +322,8 @@ def _copy_with_skopeo(ref: str, transport: str, rest: str, platform: Optional[st
     # them) never make a temporary copy.
     import shutil
     import tempfile
+
+    from ..image_reference import repository_of
 
     top = skopeo.inspect_raw(ref)
     sources: list[tuple[str, Optional[Mapping[str, Any]]]] = []

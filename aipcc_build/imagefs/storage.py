@@ -23,15 +23,15 @@ from __future__ import annotations
 import base64
 import json
 import os
-import re
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
 from ..digest import hexdigest
 from ..oci import INDEX_TYPES
+from ..patterns import lazy
+from ..records import record
 from .blobs import TarSplitLayer
 
 CONFIG_ENV = "CONTAINERS_STORAGE_CONF"
@@ -43,14 +43,14 @@ DEFAULT_GRAPHROOT = Path("/var/lib/containers/storage")
 # driver in use when none is configured ("prior driver").
 KNOWN_DRIVERS = ("overlay", "overlay2", "btrfs", "zfs", "vfs", "devicemapper", "aufs")
 READ_IN_PLACE = ("overlay", "vfs")
-_IMAGE_ID = re.compile(r"^[0-9a-f]{64}$")
+_IMAGE_ID = lazy(r"^[0-9a-f]{64}$")
 
 
 class NotInPlace(Exception):
     """The image cannot be read in place; the message says why."""
 
 
-@dataclass(frozen=True)
+@record
 class Store:
     graphroot: Path
     driver: str
@@ -69,7 +69,7 @@ class Store:
         return self.graphroot / "overlay" / layer_id / "diff"
 
 
-@dataclass(frozen=True)
+@record
 class StoredImage:
     """An image in the store: its config and its layers (diffID, where), bottom first."""
 
@@ -138,10 +138,10 @@ def _image_record(store: Store, reference: str) -> Mapping[str, Any]:
     """The image a full image ID or an exact stored name (registry/path:tag) refers to.
     Short names, ID prefixes and digests are left to containers/image to resolve."""
     records = _json_file(store.images / "images.json")
-    for record in records:
-        if (record.get("id") == reference if _IMAGE_ID.match(reference)
-                else reference in (record.get("names") or ())):
-            return record
+    for image in records:
+        if (image.get("id") == reference if _IMAGE_ID.match(reference)
+                else reference in (image.get("names") or ())):
+            return image
     raise NotInPlace(f"{reference} is not an image ID or a stored name")
 
 

@@ -25,6 +25,8 @@ from collections.abc import Iterator
 from typing import BinaryIO, Callable, Optional, Protocol, Union
 from zlib import adler32
 
+from ..patterns import lazy
+
 CHUNK = 1 << 20
 BLOCK = 512
 ZERO_BLOCK = bytes(BLOCK)
@@ -53,17 +55,17 @@ _HEADER_ONLY = _NO_DATA
 _POSIX_MAGIC = b"ustar\0"
 _GNU_MAGIC = b"ustar  \0"  # magic and version
 _STAR_TRAILER = b"tar\0"
-_OCTAL = re.compile(rb"[0-7]+")
-_DECIMAL = re.compile(rb"[+-]?[0-9]+")
+_OCTAL = lazy(rb"[0-7]+")
+_DECIMAL = lazy(rb"[+-]?[0-9]+")
 _HIGH_BYTES = bytes(range(0x80, 0x100))
 # Mode, uid, gid, size, mtime and checksum as every common writer puts them (zero-padded
 # octal, a NUL at the end; the checksum's 6 digits, a NUL and a space): one match instead
 # of six parses.
-_PLAIN_NUMBERS = re.compile(rb"(?:[0-7]{7}\0){3}(?:[0-7]{11}\0){2}[0-7]{6}\0 ")
-_PLAIN_DEVICES = re.compile(rb"(?:[0-7]{7}\0|\0{8}){2}")
+_PLAIN_NUMBERS = lazy(rb"(?:[0-7]{7}\0){3}(?:[0-7]{11}\0){2}[0-7]{6}\0 ")
+_PLAIN_DEVICES = lazy(rb"(?:[0-7]{7}\0|\0{8}){2}")
 # From the magic on: a USTAR header with plain device numbers and no prefix, or a GNU one
 # with no times, whose other fields Go does not parse.
-_PLAIN_FORMAT = re.compile(
+_PLAIN_FORMAT = lazy(
     rb"ustar\x0000.{64}(?:[0-7]{7}\0|\0{8}){2}\0|ustar  \0.{64}(?:[0-7]{7}\0|\0{8}){2}\0.{11}\0",
     re.DOTALL)
 

@@ -18,17 +18,20 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import lru_cache
 from pathlib import Path
 from typing import Optional, Protocol
 
+from ..patterns import lazy
+from ..records import record
+
 # The CUDA build a distribution names: nvidia-cudnn-cu12, torch-cu126, cupy-cuda12x,
 # jax-cuda12-plugin, nvidia-dali-cuda120 (the first two digits are the major), and split
 # packages that carry it in the middle: tensorrt-cu12-bindings, tensorrt-cu12-libs.
-_BUILT_FOR = re.compile(r"^(.+?)-cu(?:da)?(\d{2})(\d?)(x?)(?:-[a-z0-9][a-z0-9-]*)?$")
-_RELEASE = re.compile(r"^\d+\.\d+\.\d+$")
-_MINOR = re.compile(r"^\d+\.\d+$")
+_BUILT_FOR = lazy(r"^(.+?)-cu(?:da)?(\d{2})(\d?)(x?)(?:-[a-z0-9][a-z0-9-]*)?$")
+_RELEASE = lazy(r"^\d+\.\d+\.\d+$")
+_MINOR = lazy(r"^\d+\.\d+$")
 RELEASE_NUMBERED, EXACT, OWN_SCHEME = "release-numbered", "exact", "own-scheme"
 
 # The short name of a table component where one is in use (templates say `cudart`).
@@ -58,7 +61,7 @@ class UnknownRelease(KeyError):
         return str(self.args[0]) if self.args else ""
 
 
-@dataclass(frozen=True)
+@record
 class ComponentTable:
     releases: frozenset[str]  # every CUDA release ("12.8")
     numbered: dict[str, frozenset[str]]  # component -> majors where it follows the release

@@ -34,10 +34,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 from functools import cache
 from typing import Optional
 
+from ..patterns import lazy
+from ..records import record
 from . import components
 
 # Where the renderer writes the file in every image: pip's `constraint` (PIP_CONSTRAINT,
@@ -48,7 +49,7 @@ CONSTRAINTS_PATH = "/etc/aipcc-constraints.txt"
 UV_WITH_PATH = "/etc/aipcc-uv-with.txt"
 # The file's line that says what it is for: "# aipcc-build constraints: cuda 12.8".
 HEADER_TAG = "# aipcc-build constraints:"
-_HEADER = re.compile(r"^# aipcc-build constraints: (cuda|rocm|cpu)(?: (\d+\.\d+))?\s*$",
+_HEADER = lazy(r"^# aipcc-build constraints: (cuda|rocm|cpu)(?: (\d+\.\d+))?\s*$",
                      re.MULTILINE)
 # The path as a local version label can spell it (letters, digits and dots).
 _PATH_LABEL = "see.etc.aipcc.constraints.txt"
@@ -78,7 +79,7 @@ def stage_carries(base: str) -> bool:
     return base.lower() != "scratch"
 
 
-@dataclass(frozen=True)
+@record
 class Constraint:
     project: str  # "nvidia-cuda-runtime-cu12"
     specifier: str  # "==12.8.*,!=12.8+cuda12.8.image.see..."
@@ -88,7 +89,7 @@ class Constraint:
         return f"{self.project}{self.specifier}"
 
 
-@dataclass(frozen=True)
+@record
 class Target:
     """What an image's constraints are for: its accelerator and major.minor."""
 
@@ -152,7 +153,7 @@ def _names_of_major(major: str) -> set[str]:
 
 # The PyPI project a table entry's source names, built for CUDA 12: nvidia-cudnn-cu12,
 # cutensor-cu12, nvidia-dali-cuda120.
-_SOURCE_PROJECT = re.compile(r"pypi\.org/project/([A-Za-z0-9._-]+?)-(cu|cuda)12(0?)(?=\s|$)")
+_SOURCE_PROJECT = lazy(r"pypi\.org/project/([A-Za-z0-9._-]+?)-(cu|cuda)12(0?)(?=\s|$)")
 
 
 @cache

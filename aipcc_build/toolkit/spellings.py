@@ -3,7 +3,7 @@ reading for the detectors, the index checks and the verdict."""
 
 from __future__ import annotations
 
-import re
+from ..patterns import lazy
 
 # PyTorch's CUDA tag, in a wheel's local version (`+cu129`) and an index path (`/whl/cu129`):
 # cu129 is CUDA 12.9, cu118 CUDA 11.8 (the last digit is the minor). Groups: major, minor.
@@ -13,7 +13,7 @@ CU_TAG = r"cu(\d+)(\d)"
 CUDA_ROOT = r"/usr/local/cuda-(\d+\.\d+)"
 ROCM_ROOT = r"/opt/rocm-(\d+\.\d+\.\d+)"
 # A path in such a ROCm install (its root or below): a search path, a member of a layer.
-ROCM_INSTALL = re.compile(rf"^{ROCM_ROOT}(?:/|$)")
+ROCM_INSTALL = lazy(rf"^{ROCM_ROOT}(?:/|$)")
 
 
 def cu_release(major: str, minor: str) -> str:

@@ -18,18 +18,17 @@ import signal
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional, Protocol
 
 from ..errors import Interrupted, ToolError, ToolMissing
+from ..records import record
+from . import SHORT_TIMEOUT
 
 if TYPE_CHECKING:
     import subprocess
 
 LineSink = Callable[[str], None]
-# A short call (inspect, version, rev-parse) that has not answered in this long is hung.
-SHORT_TIMEOUT = 120.0
 # The longest line a streamed child's output is passed on as: a child printing without
 # newlines is cut into lines of this many bytes, so what is held stays bounded.
 MAX_LINE = 64 * 1024
@@ -102,7 +101,7 @@ def _end(child: subprocess.Popen[bytes]) -> None:
     child.wait()
 
 
-@dataclass(frozen=True)
+@record
 class Completed:
     argv: tuple[str, ...]
     returncode: int

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Optional
 
 from ..errors import InputError, ToolError
-from .runner import SHORT_TIMEOUT
+from . import SHORT_TIMEOUT
 
 if TYPE_CHECKING:
     from .runner import Runner

@@ -11,15 +11,14 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 from pathlib import Path
 from typing import Any, Optional
 
-from ..fsutil import write_atomic
+from ..patterns import lazy
 from .results import REFUSED_LAYER, DeviceCode, Evidence, Hazard, IndexSetting, LayerScan
 
 SCAN_FORMAT = 10
-_DIGEST = re.compile(r"^([a-z0-9]+):([a-f0-9]{32,128})$")
+_DIGEST = lazy(r"^([a-z0-9]+):([a-f0-9]{32,128})$")
 
 
 def default_cache_dir() -> Path:
@@ -89,6 +88,9 @@ class LayerCache:
         path = self._path(scan.digest)
         if path is None or scan.error or any(h.kind == REFUSED_LAYER for h in scan.hazards):
             return
+        # Imported here: a warm run writes nothing.
+        from ..fsutil import write_atomic
+
         # A read-only or full cache only costs speed.
         with contextlib.suppress(OSError):
             write_atomic(path, json.dumps(_to_json(scan), separators=(",", ":")))

@@ -15,18 +15,18 @@ judged: a framework that compiles its kernels at run time (triton) has none.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from typing import Optional
 
 from ..imagefs.overlay import Stack
+from ..patterns import lazy
 from .results import VIOLATION, DeviceCode, Finding, LayerScan
 
-_CUDA_TARGET = re.compile(r"^sm_(\d{2,3})$")
+_CUDA_TARGET = lazy(r"^sm_(\d{2,3})$")
 # How an expected CUDA GPU may be spelled, as the matrix allows: 9.0, 90, sm_90, sm_90a.
-_CUDA_SPELLING = re.compile(r"^(?:sm_|compute_)?(\d{1,2})\.?(\d)[af]?$")
-_CUDA_CODE = re.compile(r"^(sm|compute)_(\d{2,3})([af]?)$")
-_GFX_TARGET = re.compile(r"^gfx[0-9a-f]{3,5}(?::(?:xnack|sramecc)[+-])*$")
+_CUDA_SPELLING = lazy(r"^(?:sm_|compute_)?(\d{1,2})\.?(\d)[af]?$")
+_CUDA_CODE = lazy(r"^(sm|compute)_(\d{2,3})([af]?)$")
+_GFX_TARGET = lazy(r"^gfx[0-9a-f]{3,5}(?::(?:xnack|sramecc)[+-])*$")
 # The processors each generic target runs on (LLVM AMDGPUUsage, generic processors).
 GENERIC_FAMILIES = {
     "gfx9-generic": ("gfx900", "gfx902", "gfx904", "gfx906", "gfx909", "gfx90c"),

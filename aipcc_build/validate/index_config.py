@@ -24,7 +24,6 @@ PyPI beside ours) is a warning: pip may then pick a wheel built against another 
 from __future__ import annotations
 
 import posixpath
-import re
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -39,6 +38,7 @@ from ..image_index_settings import (
     PIP_CONFIG_FILE,
     UV_CONFIG_FILE,
 )
+from ..patterns import lazy
 from ..toolkit.spellings import CU_TAG, cu_release
 from .constraints_check import CONSTRAINTS_KEY, judge_constraints
 from .results import OK, VIOLATION, WARNING, Expectation, Finding, IndexSetting, LayerScan
@@ -54,7 +54,7 @@ CERT_VARIABLES = ("PIP_CLIENT_CERT", "SSL_CLIENT_CERT")
 # The config files a layer scan reads (by name: the environment that names others comes
 # later). Paths as the walker gives them, with a leading "/".
 # The constraints file the renderer writes is read with them (constraints_check).
-CONFIG_FILE = re.compile(r"/(?:pip\.conf|pip\.ini|uv\.toml|aipcc-constraints\.txt)$")
+CONFIG_FILE = lazy(r"/(?:pip\.conf|pip\.ini|uv\.toml|aipcc-constraints\.txt)$")
 CONFIG_FILE_SUFFIXES = (b"pip.conf", b"pip.ini", b"uv.toml",
                         b"aipcc-constraints.txt")  # the layer walker's first filter
 # Variables pip and uv read, and whether each holds one URL or a space-separated list.
@@ -70,9 +70,9 @@ _PRIMARY = (*INDEX_VARIABLES, "index-url", "index.default")
 
 # What an index URL says about its toolkit: Red Hat AI's variants (cuda12.9-ubi9,
 # rocm6.4-ubi9, cpu-ubi9), paths like cuda/12.9, and PyTorch's cu128 / rocm6.4 / cpu.
-_VERSIONED = re.compile(r"(?:^|[/_.-])(cuda|rocm)[-_/]?(\d+)\.(\d+)(?=$|[/_.-])")
-_PYTORCH_CUDA = re.compile(rf"(?:^|/){CU_TAG}(?=$|/)")
-_UNVERSIONED = re.compile(r"(?:^|/)(cuda|rocm|cpu)(?=$|[/_-])")
+_VERSIONED = lazy(r"(?:^|[/_.-])(cuda|rocm)[-_/]?(\d+)\.(\d+)(?=$|[/_.-])")
+_PYTORCH_CUDA = lazy(rf"(?:^|/){CU_TAG}(?=$|/)")
+_UNVERSIONED = lazy(r"(?:^|/)(cuda|rocm|cpu)(?=$|[/_-])")
 
 
 def settings_from_text(path: str, text: str, toml: bool

@@ -5,10 +5,10 @@ missing images, and the result always counts what was validated, skipped and fai
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
+from ..records import record
 from ..tools.skopeo import Skopeo
 from .pipeline import (
     Outcome,
@@ -28,7 +28,7 @@ LOCAL = "local"  # containers-storage, tagged as `matrix` tags what it builds
 PUSHED = "pushed"  # the registry, at the references `matrix --push` pushed
 
 
-@dataclass(frozen=True)
+@record
 class MatrixValidation:
     """One `validate --matrix` run, decided before it starts."""
 
@@ -43,7 +43,7 @@ class MatrixValidation:
     gpu_archs: Optional[tuple[str, ...]] = None  # replaces each cell's gpu_archs
 
 
-@dataclass(frozen=True)
+@record
 class ValidationRun:
     """The outcomes of one run of `validate`, and whether images not found fail it."""
 

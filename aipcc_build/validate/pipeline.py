@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from ..errors import AipccError, InputError
 from ..imagefs.blobs import LayerJob, TarSplitLayer
 from ..imagefs.image import PlatformImage, open_image
+from ..records import record
 from ..tools.skopeo import TRANSPORTS, Skopeo
 from .cache import LayerCache, default_cache_dir
 from .gpu_code import BadArch, coverage_findings, final_device_code, parse_expected
@@ -244,7 +245,7 @@ def _read_named_files(image: PlatformImage, scans: Sequence[LayerScan], stack: S
     return {path: read_path(layers, path, SMALL_FILE_LIMIT) for path in unread}
 
 
-@dataclass(frozen=True)
+@record
 class Target:
     """One image to validate, with what it must contain."""
 
@@ -256,7 +257,7 @@ class Target:
     gpu_archs: tuple[str, ...] = ()  # the GPUs its device code must run on
 
 
-@dataclass(frozen=True)
+@record
 class Outcome:
     target: Target
     verdicts: tuple[ImageVerdict, ...] = ()

@@ -8,8 +8,10 @@ expectation may change between runs, the layer's bytes cannot).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Optional
+
+from ..records import record
 
 # The matrix's types, for annotations only: the validator must not load the matrix
 # package (a warm validation would be mostly imports).
@@ -26,7 +28,7 @@ VIOLATION = "violation"
 FAILING = (VIOLATION,)
 
 
-@dataclass(frozen=True)
+@record
 class Evidence:
     """One thing inside a layer (or the image config) that names a toolkit version."""
 
@@ -62,7 +64,7 @@ PRIVATE_TOOLCHAIN = "private-toolchain"
 LINKED, ROCM_BUILD, BACKEND = "linked", "rocm-build", "backend"
 
 
-@dataclass(frozen=True)
+@record
 class IndexSetting:
     """A wheel index pip or uv is told to use, and where: a config file or a variable."""
 
@@ -71,7 +73,7 @@ class IndexSetting:
     url: str
 
 
-@dataclass(frozen=True)
+@record
 class Hazard:
     """A hostile or broken tar entry: reported, never followed or written."""
 
@@ -81,7 +83,7 @@ class Hazard:
     severe: bool  # severe hazards fail the image
 
 
-@dataclass(frozen=True)
+@record
 class DeviceCode:
     """The GPU code one ELF file of a layer carries (`device_code`)."""
 
@@ -93,7 +95,7 @@ class DeviceCode:
     distribution: Optional[str] = None  # the installed distribution that brought the file
 
 
-@dataclass(frozen=True)
+@record
 class LayerScan:
     """Everything the verdict needs from one layer, small enough to cache as JSON."""
 
@@ -114,7 +116,7 @@ class LayerScan:
     device_code: tuple[DeviceCode, ...] = ()  # the files with GPU code, in path order
 
 
-@dataclass(frozen=True)
+@record
 class Expectation:
     """What an image should contain. `version` may be "12.8" or "12.8.1"; major.minor counts."""
 
@@ -132,7 +134,7 @@ class Expectation:
         return f"{self.accelerator} {self.release}" if self.release else self.accelerator
 
 
-@dataclass(frozen=True)
+@record
 class Finding:
     status: str  # ok | allowed | warning | violation
     evidence: str  # kind of evidence, or "config"/"layer" for checks and hazards
@@ -156,7 +158,7 @@ class Finding:
                f"{brought}{layer}: {self.reason}"
 
 
-@dataclass(frozen=True)
+@record
 class ImageVerdict:
     ref: str
     platform: str  # "linux/amd64"

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Optional
 
 from .. import image_labels
 from ..imagefs.tar import SYMLINK
+from ..patterns import lazy
 from ..toolkit.components import (
     OWN_SCHEME,
     RELEASE_NUMBERED,
@@ -64,12 +65,12 @@ _BUILDS = frozenset({"cuda-build", ROCM_BUILD, LINKED, "dist-info", "build-info"
 _FAMILY_NAMES = {"cuda": "CUDA", "rocm": "ROCm"}
 FAMILIES = ("cuda", "rocm")
 # Symlinks whose target names the toolkit the image runs with.
-TOOLKIT_LINKS = {"/usr/local/cuda": ("cuda", re.compile(rf"^{CUDA_ROOT}$")),
-                 "/opt/rocm": ("rocm", re.compile(rf"^{ROCM_ROOT}$"))}
-_NAME_TOOLKIT = re.compile(r"(?:^|[-_/.])(cuda|rocm)-?(\d+\.\d+)(?:$|[-_/.:])")
+TOOLKIT_LINKS = {"/usr/local/cuda": ("cuda", lazy(rf"^{CUDA_ROOT}$")),
+                 "/opt/rocm": ("rocm", lazy(rf"^{ROCM_ROOT}$"))}
+_NAME_TOOLKIT = lazy(r"(?:^|[-_/.])(cuda|rocm)-?(\d+\.\d+)(?:$|[-_/.:])")
 # A FROMAGER_VARIANT naming a toolkit version ("cuda-12.8-deb12", "rocm6.4-ubi9"): variants
 # stay generic, the version lives in the index URL and the labels.
-_VERSIONED_VARIANT = re.compile(r"(?:^|[-_.])(?:cuda|rocm|cu|hip)-?\d+(?:[._]\d+)?(?:$|[-_.])")
+_VERSIONED_VARIANT = lazy(r"(?:^|[-_.])(?:cuda|rocm|cu|hip)-?\d+(?:[._]\d+)?(?:$|[-_.])")
 
 
 def _copy(evidence: Evidence) -> bool:

@@ -35,10 +35,12 @@ def heavy(modules: set[str]) -> list[str]:
 def test_version_loads_no_command_and_no_heavy_module(tmp_path: Path) -> None:
     modules = loaded(tmp_path, "--version")
     assert heavy(modules) == []
-    # No command's module, and no outside-program runner: only the group and its options.
+    # No command's module, no outside-program runner, no signal handling (a command's): only
+    # the group and its options; and no translation catalogs (click's version_option).
     assert sorted(m for m in modules if m.startswith("aipcc_build.")
                   and m.split(".")[1] in ("cli", "tools")) == \
-        ["aipcc_build.cli", "aipcc_build.cli.options", "aipcc_build.cli.signals"]
+        ["aipcc_build.cli", "aipcc_build.cli.options"]
+    assert "signal" not in modules
 
 
 def test_warm_validate_loads_no_scanner_pool_or_heavy_module(tmp_path: Path) -> None:
@@ -54,6 +56,8 @@ def test_warm_validate_loads_no_scanner_pool_or_heavy_module(tmp_path: Path) -> 
     assert not {"aipcc_build.validate.layers", "aipcc_build.validate.device_code",
                 "aipcc_build.imagefs.lookup"} & warm
     assert "concurrent.futures.process" not in warm
+    # Nor any outside program: the answer is cached, so no runner and no subprocess.
+    assert not {"aipcc_build.tools.runner", "subprocess"} & warm
     assert sorted(m for m in warm if m.startswith("aipcc_build.cli.")) == \
         sorted(["aipcc_build.cli.options", "aipcc_build.cli.signals", "aipcc_build.cli.validate"])
 
