@@ -44,7 +44,7 @@ def resolve_link(path: str, links: Mapping[str, str],
     prefixes: list[str] = []  # prefixes[i]: the resolved path up to component i
     pending = [p for p in path.split("/") if p]
     pending.reverse()
-    _spend(budget, len(pending))
+    spend(budget, len(pending))
     hops = 0
     while pending:
         part = pending.pop()
@@ -67,12 +67,12 @@ def resolve_link(path: str, links: Mapping[str, str],
         if target.startswith("/"):
             prefixes = []
         parts = [p for p in target.split("/") if p]
-        _spend(budget, len(parts) + 1)
+        spend(budget, len(parts) + 1)
         pending.extend(reversed(parts))
     return prefixes[-1] if prefixes else "/"
 
 
-def _spend(budget: Optional[Budget], steps: int) -> None:
+def spend(budget: Optional[Budget], steps: int) -> None:
     if budget is not None:
         budget.left -= steps
         if budget.left < 0:

@@ -18,7 +18,7 @@ from typing import Any, Optional
 from ..fsutil import write_atomic
 from .results import REFUSED_LAYER, DeviceCode, Evidence, Hazard, IndexSetting, LayerScan
 
-SCAN_FORMAT = 10
+SCAN_FORMAT = 11
 _DIGEST = re.compile(r"^([a-z0-9]+):([a-f0-9]{32,128})$")
 
 
