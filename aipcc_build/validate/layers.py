@@ -56,6 +56,9 @@ TOOLKIT_PREFIXES = ("/usr/local/", "/opt/", "/etc/alternatives/")
 _LINK_FARMS = ("/usr/lib/", "/usr/lib64/", "/usr/share/", "/usr/bin/", "/usr/sbin/",
                "/usr/include/", "/usr/libexec/", "/lib/", "/lib64/", "/bin/", "/sbin/",
                "/etc/ssl/", "/etc/rc", "/etc/systemd/", "/etc/fonts/")
+# Fedora's and RHEL 10's rpm keep their database here, below a library farm: a link on the
+# way to it is kept like a toolkit's.
+_RPM_HOME = "/usr/lib/sysimage"
 # A member this shallow (or named like a directory evidence sits in) may stand where a lower
 # layer holds the directory of a toolkit: /usr/local/cuda-12.9 as a file or a directory.
 _SHALLOW = 3
@@ -104,7 +107,8 @@ def _modelled(path: str, kind: str) -> bool:
     """Whether the final-tree model keeps this member of a layer (the cache holds them):
     what can hide evidence of a lower layer, name a toolkit, or lead to a file read."""
     if kind == SYMLINK:
-        return path.startswith(TOOLKIT_PREFIXES) or not path.startswith(_LINK_FARMS)
+        return path.startswith(TOOLKIT_PREFIXES) or not path.startswith(_LINK_FARMS) \
+            or path.startswith(_RPM_HOME)
     if path.count("/") <= _SHALLOW or path.endswith(".dist-info"):
         return True
     return kind != REGULAR and kind != DIRECTORY and read_by_name(path)
@@ -112,8 +116,9 @@ def _modelled(path: str, kind: str) -> bool:
 
 def read_by_name(path: str) -> bool:
     """Whether the scan reads the bytes of a regular file at PATH (a version, status or
-    config file): a link there is read through, as the program that reads it would."""
-    return LayerDetector().visit(path, REGULAR, 0) == WANT_MEMORY
+    config file, an RPM database): a link there is read through, as the program that
+    reads it would."""
+    return LayerDetector().visit(path, REGULAR, 0) in (WANT_MEMORY, WANT_FILE)
 
 
 def _walk(stream: LayerStream, detector: LayerDetector, workdir: Path,
@@ -283,11 +288,18 @@ def scan_layer(job: LayerJob) -> LayerScan:
 
 def scan_file(digest: str, path: str, data: bytes) -> LayerScan:
     """What the file at PATH says, read through a link from layer DIGEST (`judge`'s
-    READ_THROUGH), as the scan would read a regular file of that name."""
+    READ_THROUGH), as the scan would read a regular file of that name (an RPM database
+    through a temporary copy, as sqlite needs)."""
     detector = LayerDetector()
-    if detector.visit(path, REGULAR, len(data)) == WANT_MEMORY:
-        detector.content(path, data)
-    evidence, content_paths, found = detector.finish()
+    with tempfile.TemporaryDirectory(prefix="aipcc-validate-") as tmp:
+        want = detector.visit(path, REGULAR, len(data))
+        if want == WANT_MEMORY:
+            detector.content(path, data)
+        elif want == WANT_FILE:
+            copy = Path(tmp) / parent_and_base(path)[1]
+            copy.write_bytes(data)
+            detector.content_file(path, copy)
+        evidence, content_paths, found = detector.finish()
     return LayerScan(digest=digest, entries=1, evidence=tuple(evidence),
                      content_paths=tuple(content_paths), hazards=tuple(found),
                      index_settings=tuple(detector.index_settings))
