@@ -66,21 +66,12 @@ def place(name: str, kind: str, link: bytes, seen: set[str]) -> str:
     duplicate keys of the layer's members so far (this one is added). Raises
     LayerRefused for a name held twice, one Linux cannot create, a type the engine does
     not create."""
-    relative = name[2:] if name[:2] == "./" else name
-    path = "/" + relative.rstrip("/")
-    # Most names are plain ("usr/lib/x", "./usr/lib/x/"): their duplicate key is the name
-    # without "./" and trailing slashes, they land at it, and no part of them is too long.
-    if relative and relative[0] != "/" and len(path) <= NAME_MAX and path.isascii() \
-            and "//" not in path and "/." not in path and len(link) < PATH_MAX:
-        key = path[1:]
-        too_long = ""
-    else:
-        key = duplicate_key(name)
-        path = clean(name)
-        too_long = engine_name_problem(path, link)
+    key = duplicate_key(name)
     if key in seen:
         raise LayerRefused(f"member {name!r} is the layer's second of that name")
     seen.add(key)
+    path = clean(name)
+    too_long = engine_name_problem(path, link)
     if too_long:
         raise LayerRefused(f"member {name[:200]!r}...: {too_long}")
     if kind not in ENGINE_KINDS:
@@ -263,7 +254,20 @@ class Unpacker:
         refuses the layer."""
         tree = self.tree
         kind = entry.kind
-        path = place(name, kind, entry.link, self._seen)
+        relative = name[2:] if name[:2] == "./" else name
+        path = "/" + relative.rstrip("/")
+        # Most names are plain ("usr/lib/x", "./usr/lib/x/"): `place`'s answer without its
+        # work (their duplicate key is the name without "./" and trailing slashes, they
+        # land at it, no part of them is too long).
+        if relative[:1] not in ("/", "") and len(path) <= NAME_MAX and path.isascii() \
+                and "//" not in path and "/." not in path and kind in ENGINE_KINDS \
+                and len(entry.link) < PATH_MAX:
+            seen = self._seen
+            if path[1:] in seen:
+                raise LayerRefused(f"member {name!r} is the layer's second of that name")
+            seen.add(path[1:])
+        else:
+            path = place(name, kind, entry.link, self._seen)
         parent, _, base = path.rpartition("/")
         if not parent:
             if not base:

@@ -130,8 +130,7 @@ def _walk(stream: LayerStream, detector: LayerDetector, workdir: Path,
     add = unpacker.add
     visit = detector.visit
     looks_interesting = CANDIDATE_BYTES.search
-    for entry in walker:
-        entries += 1
+    for entries, entry in enumerate(walker, 1):
         kind = entry.kind
         raw = entry.name
         name = raw.decode("utf-8", "surrogateescape")
