@@ -109,8 +109,13 @@ def _modelled(path: str, kind: str) -> bool:
     if kind == SYMLINK:
         return path.startswith(TOOLKIT_PREFIXES) or not path.startswith(_LINK_FARMS) \
             or path.startswith(_RPM_HOME)
-    if path.count("/") <= _SHALLOW or path.endswith(".dist-info"):
+    if path.endswith(".dist-info"):
         return True
+    depth = path.count("/")
+    if depth < _SHALLOW and kind != DIRECTORY:  # /opt/venv as a file hides a lower tree
+        return True
+    if depth <= _SHALLOW:  # /usr/local/cuda-12.9, not each of /usr/bin's files
+        return CANDIDATE_BYTES.search(path.encode("utf-8", "surrogateescape")) is not None
     return kind != REGULAR and kind != DIRECTORY and read_by_name(path)
 
 
