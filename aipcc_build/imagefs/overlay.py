@@ -30,7 +30,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Callable, NamedTuple, Optional
 
 from .paths import NAME_MAX, clean, duplicate_key, engine_name_problem, parent_and_base
-from .symlinks import MAX_HOPS, PATH_MAX, STEPS_PER_LINK, Budget, spend
+from .symlinks import MAX_HOPS, PATH_MAX, STEPS_PER_LINK, Budget, follow
 from .tar import (
     BLOCKDEV,
     CHARDEV,
@@ -159,39 +159,35 @@ def _resolve_parent(tree: Tree, parent: str, create: bool = True,
     """Where PARENT is inside this layer's root, following its symlinks, making missing
     directories as MkdirAll does (with CREATE; else None when one is missing). The
     components a symlink adds are spent from BUDGET (BudgetExceeded past it)."""
-    pending = [p for p in parent.split("/") if p][::-1]
-    resolved = ""
-    hops = 0
-    while pending:
-        part = pending.pop()
-        if part == ".":
-            continue
-        if part == "..":
-            resolved = resolved.rpartition("/")[0]
-            continue
-        candidate = f"{resolved}/{part}"
+
+    def look(candidate: str, _: list[str]) -> Optional[str]:
         node = tree.get(candidate)
         if node is None:
             if not create:
-                return None
-            node = tree[candidate] = Node(DIRECTORY, IMPLIED_DIRECTORY_MODE)
-        elif node.kind == SYMLINK:
-            hops += 1
-            if hops > MAX_HOPS:
-                raise LayerRefused(f"too many symlinks on the way to {parent}")
-            target = [p for p in node.link.split("/") if p]
-            spend(budget, len(target) + 1)
-            if node.link.startswith("/"):
-                resolved = ""
-            pending.extend(reversed(target))
-            if tree.get(clean(f"{resolved}/{node.link}")) is None:
+                raise _Missing
+            tree[candidate] = Node(DIRECTORY, IMPLIED_DIRECTORY_MODE)
+            return None
+        if node.kind == SYMLINK:
+            if tree.get(clean(f"{parent_and_base(candidate)[0]}/{node.link}")) is None:
                 raise LayerRefused(f"{candidate} on the way to {parent} is a symlink to "
                                    "nothing")
-            continue
-        elif node.kind != DIRECTORY:
+            return node.link
+        if node.kind != DIRECTORY:
             raise NotADirectory(f"{candidate} on the way to {parent} is not a directory")
-        resolved = candidate
-    return resolved or "/"
+        return None
+
+    try:
+        found = follow(parent, look, budget)
+    except _Missing:
+        return None
+    if found is None:
+        raise LayerRefused(f"the symlinks on the way to {parent} never resolve (more than "
+                           f"{MAX_HOPS} hops, or a path of {PATH_MAX} bytes or more)")
+    return found
+
+
+class _Missing(Exception):
+    """A directory on the way is missing, and the walk makes none."""
 
 
 def _exists(tree: Tree, path: str, hops: int = 0) -> bool:
@@ -467,6 +463,14 @@ NEVER_RESOLVES = (f"its symlinks never resolve (a loop, more than {MAX_HOPS} hop
 MAX_DEPTH = 400
 
 
+class _Stopped(Exception):
+    """A path cannot be opened: `resolved` says where and why."""
+
+    def __init__(self, resolved: Resolved) -> None:
+        super().__init__(resolved.problem)
+        self.resolved = resolved
+
+
 class Stack:
     """The overlayfs view of layer indexes, bottom first, asked one path at a time
     (containers/storage's overlay driver): from the top layer down, a whiteout hides lower
@@ -586,41 +590,32 @@ class Stack:
     def resolve(self, path: str, hop: Optional[Callable[[str], None]] = None) -> Resolved:
         """Where a process that opens PATH lands (symlinks followed as Linux does, at most
         MAX_HOPS, `..` stopping at the root); HOP is told each path a symlink leads to."""
-        pending = [p for p in path.split("/") if p][::-1]
-        resolved = ""
-        last: tuple[int, Optional[str]] = (self.count - 1, DIRECTORY)
-        hops = 0
-        while pending:
-            part = pending.pop()
-            if part == ".":
-                continue
-            if part == "..":
-                resolved = resolved.rpartition("/")[0]
-                continue
-            candidate = f"{resolved}/{part}"
-            if len(candidate) >= PATH_MAX:
-                return Resolved(candidate, problem=NEVER_RESOLVES)
+        last: list[tuple[int, Optional[str]]] = [(self.count - 1, DIRECTORY)]
+        looked = ["/"]
+
+        def look(candidate: str, rest: list[str]) -> Optional[str]:
+            looked[0] = candidate
             number, kind, why = self.top(candidate)
             if number is None:
-                rest = "/".join(reversed(pending))
-                return Resolved(clean(f"{candidate}/{rest}"), problem=why)
+                raise _Stopped(Resolved(clean(candidate + "/" + "/".join(reversed(rest))),
+                                        problem=why))
             if kind == SYMLINK:
-                hops += 1
-                if hops > MAX_HOPS:
-                    return Resolved(candidate, problem=NEVER_RESOLVES)
-                target = self.index(number).links[candidate]
-                if target.startswith("/"):
-                    resolved = ""
-                pending.extend(reversed([p for p in target.split("/") if p]))
-                if hop is not None:
-                    hop(clean(resolved + "/" + "/".join(reversed(pending))))
-                continue
-            if kind != DIRECTORY and pending:
-                return Resolved(candidate, problem=f"{candidate} is not a directory")
-            resolved, last = candidate, (number, kind)
-        if not resolved:
+                return self.index(number).links[candidate]
+            if kind != DIRECTORY and rest:
+                raise _Stopped(Resolved(candidate, problem=f"{candidate} is not a directory"))
+            last[0] = (number, kind)
+            return None
+
+        try:
+            resolved = follow(path, look, hop=None if hop is None else
+                              lambda target: hop(clean(target)))
+        except _Stopped as stopped:
+            return stopped.resolved
+        if resolved is None:
+            return Resolved(looked[0], problem=NEVER_RESOLVES)
+        if resolved == "/":
             return Resolved("/", self.count - 1, DIRECTORY)
-        number, kind = last
+        number, kind = last[0]
         member = self.index(number).links.get(resolved, resolved) \
             if kind == HARDLINK else resolved
         return Resolved(resolved, number, kind, member)
