@@ -255,7 +255,7 @@ class Unpacker:
         # Most names are plain ("usr/lib/x", "./usr/lib/x/"): `place`'s answer without its
         # work (their duplicate key is the name without "./" and trailing slashes, they
         # land at it, no part of them is too long).
-        if relative[:1] not in ("/", "") and len(path) <= NAME_MAX and path.isascii() \
+        if relative and relative[0] != "/" and len(path) <= NAME_MAX and path.isascii() \
                 and "//" not in path and "/." not in path and kind in ENGINE_KINDS \
                 and len(entry.link) < PATH_MAX:
             seen = self._seen
@@ -271,7 +271,7 @@ class Unpacker:
                     raise LayerRefused(f"member {name!r} would replace the root")
                 return None
             parent = "/"
-        whiteout = kind != GLOBAL and base.startswith(".wh.")
+        whiteout = base[:4] == ".wh." and kind != GLOBAL
         directory = self._parents.get(parent)
         if directory is None:
             try:
