@@ -36,6 +36,7 @@ class FileRead:
     path: str  # where its symlinks lead
     layer: Optional[str] = None  # the digest of the layer holding it; None when absent
     text: Optional[str] = None
+    data: Optional[bytes] = None  # the bytes `text` decodes (an RPM database has no text)
     problem: Optional[str] = None  # why there is no text: absent, not a file, too large
     error: Optional[str] = None  # a layer could not be read
 
@@ -96,4 +97,5 @@ def read_path(layers: Sequence[LayerJob], path: str, limit: int) -> FileRead:
     if content.content is None:
         return FileRead(found.path, digest, problem=f"{content.size} bytes, more than "
                                                     f"{limit}: not read")
-    return FileRead(found.path, digest, content.content.decode("utf-8", "replace"))
+    return FileRead(found.path, digest, content.content.decode("utf-8", "replace"),
+                    content.content)

@@ -29,8 +29,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Callable, NamedTuple, Optional
 
-from .paths import clean, duplicate_key, engine_name_problem, parent_and_base
-from .symlinks import MAX_HOPS, PATH_MAX
+from .paths import NAME_MAX, clean, duplicate_key, engine_name_problem, parent_and_base
+from .symlinks import MAX_HOPS, PATH_MAX, STEPS_PER_LINK, Budget, follow
 from .tar import (
     BLOCKDEV,
     CHARDEV,
@@ -40,6 +40,7 @@ from .tar import (
     HARDLINK,
     REGULAR,
     SYMLINK,
+    TarEntry,
     TarWalker,
 )
 
@@ -60,12 +61,12 @@ ENGINE_KINDS = frozenset((REGULAR, HARDLINK, SYMLINK, CHARDEV, BLOCKDEV, DIRECTO
                           GLOBAL))
 
 
-def place(name: str, kind: str, link: bytes, seen: set[int]) -> str:
+def place(name: str, kind: str, link: bytes, seen: set[str]) -> str:
     """Where the engine puts member NAME of type KIND (linking to LINK), SEEN holding the
-    hashed duplicate keys of the layer's members so far (this one is added). Raises
+    duplicate keys of the layer's members so far (this one is added). Raises
     LayerRefused for a name held twice, one Linux cannot create, a type the engine does
     not create."""
-    key = hash(duplicate_key(name).encode("utf-8", "surrogateescape"))
+    key = duplicate_key(name)
     if key in seen:
         raise LayerRefused(f"member {name!r} is the layer's second of that name")
     seen.add(key)
@@ -111,74 +112,82 @@ class _Hasher:
 
 
 class Tree(dict[str, Node]):
-    """Paths to inodes, each directory's children indexed: removing a directory costs
-    what it holds, not the whole tree (a hostile layer cannot make unpacking quadratic)."""
+    """Paths to inodes. Removing a directory costs what it holds, not the whole tree (a
+    hostile layer cannot make unpacking quadratic): each directory's children are indexed
+    from the first removal on (most layers remove nothing, and pay nothing for it)."""
 
     def __init__(self) -> None:
         super().__init__()
-        self._children: dict[str, set[str]] = {}
+        self._children: Optional[dict[str, set[str]]] = None
 
     def __setitem__(self, path: str, node: Node) -> None:
-        if path != "/":
+        if self._children is not None and path != "/":
             self._children.setdefault(parent_and_base(path)[0], set()).add(path)
         super().__setitem__(path, node)
 
+    def _index(self) -> dict[str, set[str]]:
+        if self._children is None:
+            self._children = {}
+            for path in self:
+                if path != "/":
+                    self._children.setdefault(parent_and_base(path)[0], set()).add(path)
+        return self._children
+
     def remove_below(self, path: str) -> None:
         """Everything below PATH."""
-        pending = list(self._children.pop(path, ()))
+        children = self._index()
+        pending = list(children.pop(path, ()))
         while pending:
             current = pending.pop()
             super().pop(current, None)
-            pending.extend(self._children.pop(current, ()))
+            pending.extend(children.pop(current, ()))
 
     def remove(self, path: str) -> None:
         """PATH and everything below it."""
         self.remove_below(path)
         super().pop(path, None)
         if path != "/":
-            self._children.get(parent_and_base(path)[0], set()).discard(path)
+            self._index().get(parent_and_base(path)[0], set()).discard(path)
 
     def clear(self) -> None:
         super().clear()
-        self._children.clear()
+        self._children = None
 
 
-def _resolve_parent(tree: Tree, parent: str, create: bool = True
-                    ) -> Optional[str]:
+def _resolve_parent(tree: Tree, parent: str, create: bool = True,
+                    budget: Optional[Budget] = None) -> Optional[str]:
     """Where PARENT is inside this layer's root, following its symlinks, making missing
-    directories as MkdirAll does (with CREATE; else None when one is missing)."""
-    pending = [p for p in parent.split("/") if p][::-1]
-    resolved = ""
-    hops = 0
-    while pending:
-        part = pending.pop()
-        if part == ".":
-            continue
-        if part == "..":
-            resolved = resolved.rpartition("/")[0]
-            continue
-        candidate = f"{resolved}/{part}"
+    directories as MkdirAll does (with CREATE; else None when one is missing). The
+    components a symlink adds are spent from BUDGET (BudgetExceeded past it)."""
+
+    def look(candidate: str, _: list[str]) -> Optional[str]:
         node = tree.get(candidate)
         if node is None:
             if not create:
-                return None
-            node = tree[candidate] = Node(DIRECTORY, IMPLIED_DIRECTORY_MODE)
-        elif node.kind == SYMLINK:
-            hops += 1
-            if hops > MAX_HOPS:
-                raise LayerRefused(f"too many symlinks on the way to {parent}")
-            target = [p for p in node.link.split("/") if p]
-            if node.link.startswith("/"):
-                resolved = ""
-            pending.extend(reversed(target))
-            if tree.get(clean(f"{resolved}/{node.link}")) is None:
+                raise _Missing
+            tree[candidate] = Node(DIRECTORY, IMPLIED_DIRECTORY_MODE)
+            return None
+        if node.kind == SYMLINK:
+            if tree.get(clean(f"{parent_and_base(candidate)[0]}/{node.link}")) is None:
                 raise LayerRefused(f"{candidate} on the way to {parent} is a symlink to "
                                    "nothing")
-            continue
-        elif node.kind != DIRECTORY:
+            return node.link
+        if node.kind != DIRECTORY:
             raise NotADirectory(f"{candidate} on the way to {parent} is not a directory")
-        resolved = candidate
-    return resolved or "/"
+        return None
+
+    try:
+        found = follow(parent, look, budget)
+    except _Missing:
+        return None
+    if found is None:
+        raise LayerRefused(f"the symlinks on the way to {parent} never resolve (more than "
+                           f"{MAX_HOPS} hops, or a path of {PATH_MAX} bytes or more)")
+    return found
+
+
+class _Missing(Exception):
+    """A directory on the way is missing, and the walk makes none."""
 
 
 def _exists(tree: Tree, path: str, hops: int = 0) -> bool:
@@ -208,78 +217,123 @@ class Wanted:
         self.content: Optional[bytes] = None
 
 
-def unpack(stream: LayerStream, tree: Tree, wanted: Optional[Wanted] = None) -> None:
-    """Unpack one layer's STREAM into TREE (which holds "/"). With WANTED, content is not
-    hashed; the bytes of the regular file at WANTED.path are kept in it."""
-    walker = TarWalker(stream)
-    seen: set[int] = set()
-    directories: list[str] = []  # the directory members, whose times are set at the end
-    for entry in walker:
-        name = entry.name.decode("utf-8", "surrogateescape")
-        path = place(name, entry.kind, entry.link, seen)
-        if path == "/":
-            if entry.kind not in (DIRECTORY, GLOBAL):
-                raise LayerRefused(f"member {name!r} would replace the root")
-            continue
-        parent, base = parent_and_base(path)
-        whiteout = entry.kind != GLOBAL and base.startswith(".wh.")
-        try:
-            directory = _resolve_parent(tree, parent) or "/"
-        except NotADirectory:
-            if not whiteout:
-                raise
-            if base == ".wh..wh..opq":
-                # setxattr on the directory: on a file it succeeds (and hides nothing),
-                # through a file it fails, and the layer with it.
-                _resolve_parent(tree, parent_and_base(parent)[0])
-            continue  # mknod of a whiteout below a file: ENOTDIR, which is ignored
-        where = directory.rstrip("/") + "/" + base
+class Unpacker:
+    """One layer unpacked into TREE (which holds "/") member by member, as the engine does
+    it: the one set of member rules, for `unpack` and the validator's scan alike. `add`
+    places a member; `finish` checks what the engine checks after the last one. With
+    BUDGET, resolving parents through the layer's symlinks is bounded (a scan of a hostile
+    layer stops with BudgetExceeded instead of going quadratic)."""
+
+    __slots__ = ("tree", "budget", "_seen", "_directories", "_parents", "_removed")
+
+    def __init__(self, tree: Tree, budget: Optional[Budget] = None) -> None:
+        self.tree = tree
+        self.budget = budget
+        self._seen: set[str] = set()
+        self._directories: list[str] = []  # directory members, whose times are set last
+        # Parents resolved so far: valid until something is removed from the tree (a new
+        # entry never lies on a path already resolved, which made each of its parts).
+        self._parents: dict[str, str] = {}
+        self._removed = False
+
+    def _parent(self, parent: str) -> str:
+        directory = self._parents.get(parent)
+        if directory is None:
+            directory = self._parents[parent] = \
+                _resolve_parent(self.tree, parent, budget=self.budget) or "/"
+        return directory
+
+    def add(self, entry: TarEntry, name: str) -> Optional[str]:
+        """Place member ENTRY (NAME decoded): the path where a node of its kind now stands
+        (through the layer's own symlinks), or None when it makes none (a whiteout, an
+        opaque marker, a global header, the root). Raises LayerRefused as the engine
+        refuses the layer."""
+        tree = self.tree
+        kind = entry.kind
+        relative = name[2:] if name[:2] == "./" else name
+        path = "/" + relative.rstrip("/")
+        # Most names are plain ("usr/lib/x", "./usr/lib/x/"): `place`'s answer without its
+        # work (their duplicate key is the name without "./" and trailing slashes, they
+        # land at it, no part of them is too long).
+        if relative and relative[0] != "/" and len(path) <= NAME_MAX and path.isascii() \
+                and "//" not in path and "/." not in path and kind in ENGINE_KINDS \
+                and len(entry.link) < PATH_MAX:
+            seen = self._seen
+            if path[1:] in seen:
+                raise LayerRefused(f"member {name!r} is the layer's second of that name")
+            seen.add(path[1:])
+        else:
+            path = place(name, kind, entry.link, self._seen)
+        parent, _, base = path.rpartition("/")
+        if not parent:
+            if not base:
+                if kind not in (DIRECTORY, GLOBAL):
+                    raise LayerRefused(f"member {name!r} would replace the root")
+                return None
+            parent = "/"
+        whiteout = base[:4] == ".wh." and kind != GLOBAL
+        directory = self._parents.get(parent)
+        if directory is None:
+            try:
+                directory = self._parent(parent)
+            except NotADirectory:
+                if not whiteout:
+                    raise
+                if base == ".wh..wh..opq":
+                    # setxattr on the directory: on a file it succeeds (and hides
+                    # nothing), through a file it fails, and the layer with it.
+                    _resolve_parent(tree, parent_and_base(parent)[0], budget=self.budget)
+                return None  # mknod of a whiteout below a file: ENOTDIR, which is ignored
+        where = directory + "/" + base if directory != "/" else "/" + base
+        existing = tree.get(where)
+        if existing is None and kind == REGULAR and not whiteout:
+            # the common case, without the general path's checks
+            node = Node(REGULAR, entry.mode & 0o7777, None, "", where)
+            if tree._children is None:
+                dict.__setitem__(tree, where, node)
+            else:
+                tree[where] = node
+            return where
         if whiteout:
             if base == ".wh..wh..opq":
                 tree[directory].opaque = True
-                continue
-            hidden = directory.rstrip("/") + "/" + base[4:]
+                return None
+            hidden = where[:-len(base)] + base[4:]
             if hidden in tree:
                 raise LayerRefused(f"whiteout {path} of {hidden}, which the layer holds")
             tree[hidden] = Node(WHITEOUT, 0)
-            continue
-        existing = tree.get(where)
-        if existing is not None and not (existing.kind == DIRECTORY
-                                         and entry.kind == DIRECTORY):
+            return None
+        if existing is not None and not (existing.kind == DIRECTORY and kind == DIRECTORY):
             tree.remove(where)
+            self._parents.clear()
+            self._removed = True
+        if kind == GLOBAL:
+            return None
         mode = entry.mode & 0o7777
-        if entry.kind == GLOBAL:
-            continue
-        if entry.kind == DIRECTORY:
-            directories.append(path)
+        if kind == DIRECTORY:
+            self._directories.append(path)
             if existing is not None and existing.kind == DIRECTORY:
                 existing.mode = mode
             else:
                 tree[where] = Node(DIRECTORY, mode)
-        elif entry.kind == REGULAR:
-            digest = None
-            if wanted is None:
-                sink = _Hasher()
-                walker.copy_data(sink)  # type: ignore[arg-type]
-                digest = sink.hash.hexdigest()
-            elif where == wanted.path:
-                wanted.size = entry.size
-                wanted.content = walker.read_data() if entry.size <= wanted.limit else None
-            tree[where] = Node(REGULAR, mode, digest, first=where)
-        elif entry.kind == SYMLINK:
+        elif kind == REGULAR:
+            tree[where] = Node(REGULAR, mode, None, "", where)
+        elif kind == SYMLINK:
             tree[where] = Node(SYMLINK, 0o777, link=entry.link.decode("utf-8",
-                                                                       "surrogateescape"))
-        elif entry.kind == HARDLINK:
+                                                                      "surrogateescape"))
+            if self.budget is not None:  # each symlink may be followed a few times
+                self.budget.left += STEPS_PER_LINK
+                self.budget.total += STEPS_PER_LINK
+        elif kind == HARDLINK:
             link = entry.link.decode("utf-8", "surrogateescape")
-            target_path = clean(link)
-            lparent, lbase = parent_and_base(target_path)
-            found = _resolve_parent(tree, lparent, create=False)
+            lparent, lbase = parent_and_base(clean(link))
+            found = _resolve_parent(tree, lparent, create=False, budget=self.budget)
             target = None if found is None else tree.get(found.rstrip("/") + "/" + lbase)
             if target is not None and target.kind == WHITEOUT:
                 # overlay's whiteout is a device node: a hard link to it is a second one,
                 # which hides what lower layers hold at its own path.
                 tree[where] = Node(WHITEOUT, 0)
-                continue
+                return None
             if target is None or target.kind == DIRECTORY:
                 raise LayerRefused(f"hard link {path} to {link!r}, which the layer does "
                                    "not hold as a file before it")
@@ -287,13 +341,46 @@ def unpack(stream: LayerStream, tree: Tree, wanted: Optional[Wanted] = None) -> 
                 target.mode = mode
             tree[where] = target
         else:  # FIFO, CHARDEV, BLOCKDEV: `place` refused the rest
-            tree[where] = Node(entry.kind, mode)
-    for path in directories:
-        if not _exists(tree, path):
-            raise LayerRefused(f"directory {path} is gone when the engine sets its times: "
-                               "a later member replaced a directory above it")
+            tree[where] = Node(kind, mode)
+        return where
+
+    def finish(self) -> None:
+        """The engine sets each directory member's times after the last member: one a
+        later member removed (or replaced a directory above) refuses the layer."""
+        if not self._removed:
+            return  # every directory member still stands where it was made
+        for path in self._directories:
+            if not _exists(self.tree, path):
+                raise LayerRefused(f"directory {path} is gone when the engine sets its "
+                                   "times: a later member replaced a directory above it")
 
 
+def unpack(stream: LayerStream, tree: Tree, wanted: Optional[Wanted] = None) -> None:
+    """Unpack one layer's STREAM into TREE (which holds "/"). With WANTED, content is not
+    hashed; the bytes of the regular file at WANTED.path are kept in it."""
+    walker = TarWalker(stream)
+    unpacker = Unpacker(tree)
+    for entry in walker:
+        where = unpacker.add(entry, entry.name.decode("utf-8", "surrogateescape"))
+        if where is None or entry.kind != REGULAR:
+            continue
+        if wanted is None:
+            sink = _Hasher()
+            walker.copy_data(sink)  # type: ignore[arg-type]
+            tree[where].digest = sink.hash.hexdigest()
+        elif where == wanted.path:
+            wanted.size = entry.size
+            wanted.content = walker.read_data() if entry.size <= wanted.limit else None
+    unpacker.finish()
+
+
+def member_of(path: str, node: Node) -> tuple[str, str]:
+    """(kind, link) of the entry NODE at PATH of an unpacked layer (not a whiteout): a
+    regular file's second name is a HARDLINK to its first, a symlink links its target."""
+    kind = node.kind
+    if kind == REGULAR and node.first != path:
+        return HARDLINK, node.first
+    return kind, node.link
 
 
 class LayerIndex:
@@ -332,10 +419,10 @@ def index_of(tree: Tree) -> LayerIndex:
         if node.kind == WHITEOUT:
             index.whiteouts.add(path)
         elif path != "/":
-            hard = node.kind == REGULAR and node.first != path
-            index.kinds[path] = HARDLINK if hard else node.kind
-            if hard or node.kind == SYMLINK:
-                index.links[path] = node.first if hard else node.link
+            kind, link = member_of(path, node)
+            index.kinds[path] = kind
+            if kind in (SYMLINK, HARDLINK):
+                index.links[path] = link
     return index
 
 
@@ -374,6 +461,14 @@ NEVER_RESOLVES = (f"its symlinks never resolve (a loop, more than {MAX_HOPS} hop
 # Directories a question may go down: the walk recurses once per directory (Python's stack),
 # and the model answers "absent" below it. Real images go a few dozen deep.
 MAX_DEPTH = 400
+
+
+class _Stopped(Exception):
+    """A path cannot be opened: `resolved` says where and why."""
+
+    def __init__(self, resolved: Resolved) -> None:
+        super().__init__(resolved.problem)
+        self.resolved = resolved
 
 
 class Stack:
@@ -495,41 +590,32 @@ class Stack:
     def resolve(self, path: str, hop: Optional[Callable[[str], None]] = None) -> Resolved:
         """Where a process that opens PATH lands (symlinks followed as Linux does, at most
         MAX_HOPS, `..` stopping at the root); HOP is told each path a symlink leads to."""
-        pending = [p for p in path.split("/") if p][::-1]
-        resolved = ""
-        last: tuple[int, Optional[str]] = (self.count - 1, DIRECTORY)
-        hops = 0
-        while pending:
-            part = pending.pop()
-            if part == ".":
-                continue
-            if part == "..":
-                resolved = resolved.rpartition("/")[0]
-                continue
-            candidate = f"{resolved}/{part}"
-            if len(candidate) >= PATH_MAX:
-                return Resolved(candidate, problem=NEVER_RESOLVES)
+        last: list[tuple[int, Optional[str]]] = [(self.count - 1, DIRECTORY)]
+        looked = ["/"]
+
+        def look(candidate: str, rest: list[str]) -> Optional[str]:
+            looked[0] = candidate
             number, kind, why = self.top(candidate)
             if number is None:
-                rest = "/".join(reversed(pending))
-                return Resolved(clean(f"{candidate}/{rest}"), problem=why)
+                raise _Stopped(Resolved(clean(candidate + "/" + "/".join(reversed(rest))),
+                                        problem=why))
             if kind == SYMLINK:
-                hops += 1
-                if hops > MAX_HOPS:
-                    return Resolved(candidate, problem=NEVER_RESOLVES)
-                target = self.index(number).links[candidate]
-                if target.startswith("/"):
-                    resolved = ""
-                pending.extend(reversed([p for p in target.split("/") if p]))
-                if hop is not None:
-                    hop(clean(resolved + "/" + "/".join(reversed(pending))))
-                continue
-            if kind != DIRECTORY and pending:
-                return Resolved(candidate, problem=f"{candidate} is not a directory")
-            resolved, last = candidate, (number, kind)
-        if not resolved:
+                return self.index(number).links[candidate]
+            if kind != DIRECTORY and rest:
+                raise _Stopped(Resolved(candidate, problem=f"{candidate} is not a directory"))
+            last[0] = (number, kind)
+            return None
+
+        try:
+            resolved = follow(path, look, hop=None if hop is None else
+                              lambda target: hop(clean(target)))
+        except _Stopped as stopped:
+            return stopped.resolved
+        if resolved is None:
+            return Resolved(looked[0], problem=NEVER_RESOLVES)
+        if resolved == "/":
             return Resolved("/", self.count - 1, DIRECTORY)
-        number, kind = last
+        number, kind = last[0]
         member = self.index(number).links.get(resolved, resolved) \
             if kind == HARDLINK else resolved
         return Resolved(resolved, number, kind, member)

@@ -295,6 +295,8 @@ class TarWalker:
         self._sparse: Optional[list[tuple[int, int]]] = None  # of the current entry
         # A sparse entry read by prefix: its whole data, holes as zeros, and how far read.
         self._filled: Optional[tuple[bytes, int]] = None
+        # A sparse member's data comes expanded, its map gone (a tar-split's stream)
+        self._expanded: bool = getattr(stream, "sparse_expanded", False)
 
     def _fill(self) -> bool:
         chunk = self._stream.read(CHUNK)
@@ -420,6 +422,8 @@ class TarWalker:
         data (sparse 1.0); (None, 0) for any other member."""
         major, minor = pax.get(_SPARSE_MAJOR, b""), pax.get(_SPARSE_MINOR, b"")
         if major == b"1" and minor == b"0":
+            if self._expanded:
+                return [], 0  # the map is not in the stream; the data is the whole file
             numbers, used = self._sparse_1_0_map(size)
             return _sparse_pairs(numbers), used
         if (major == b"0" and minor in (b"0", b"1")) or (
@@ -524,6 +528,14 @@ class TarWalker:
                 size = 0  # these carry no data blocks, whatever the header says
             elif size < 0:
                 raise TarError(f"negative size {size} for {name!r} (a PAX size)")
+            if sparse is not None and self._expanded:
+                # The file itself in place of its data regions (and map), then the padding
+                # of the data the member holds in the tar.
+                real = sparse[-1][0]
+                self._unread = real
+                self._pending = real + (-size % BLOCK)
+                yield TarEntry(name, kind, real, link, mode)
+                continue
             if sparse is not None:
                 physical = size
                 logical = sum(length for _, length in sparse)

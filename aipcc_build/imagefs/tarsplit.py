@@ -71,6 +71,11 @@ class TarSplitStream:
     `refused` (name, why) for the scan to report.
     """
 
+    # tar-split reads the layer with Go's reader, which expands a sparse member: its file
+    # entry is the file the engine wrote (the logical size, holes as zeros), and a sparse
+    # 1.0 map, read as part of the header, is in no entry.
+    sparse_expanded = True
+
     def __init__(self, layer: TarSplitLayer) -> None:
         self._root = os.open(layer.files, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:

@@ -17,7 +17,7 @@ from typing import Any, Optional
 from ..patterns import lazy
 from .results import REFUSED_LAYER, DeviceCode, Evidence, Hazard, IndexSetting, LayerScan
 
-SCAN_FORMAT = 10
+SCAN_FORMAT = 11
 _DIGEST = lazy(r"^([a-z0-9]+):([a-f0-9]{32,128})$")
 
 

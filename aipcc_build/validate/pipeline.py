@@ -18,7 +18,7 @@ from .gpu_code import BadArch, coverage_findings, final_device_code, parse_expec
 from .index_config import unread_named_files
 from .results import VIOLATION, DeviceCode, Expectation, ImageVerdict, LayerScan
 from .rootfs import diff_id_findings
-from .scan_stack import read_through_links, stack_of
+from .scan_stack import RPM_DATABASES, RPMDB_READ_LIMIT, read_through_links, stack_of
 from .verdict import judge
 
 if TYPE_CHECKING:
@@ -224,9 +224,10 @@ def _read_through_links(image: PlatformImage, scans: Sequence[LayerScan], stack:
 
     found = []
     for path in linked:
-        read = read_path(layers, path, DPKG_STATUS_LIMIT)
-        if read.text is not None and read.layer is not None:
-            found.append(scan_file(read.layer, path, read.text.encode("utf-8")))
+        limit = RPMDB_READ_LIMIT if path in RPM_DATABASES else DPKG_STATUS_LIMIT
+        read = read_path(layers, path, limit)
+        if read.data is not None and read.layer is not None:
+            found.append(scan_file(read.layer, path, read.data))
     return found
 
 

@@ -19,6 +19,11 @@ from .index_config import files_the_tools_load
 from .results import LayerScan
 
 DPKG_STATUS = "/var/lib/dpkg/status"
+# Where rpm finds its database: RHEL 9's %_dbpath, and Fedora's and RHEL 10's, which keep
+# /var/lib/rpm as a link to it. Read through a link, a database is held in memory: at most
+# this many bytes (RHEL 9's, a few hundred packages, is a few MB).
+RPM_DATABASES = ("/var/lib/rpm/rpmdb.sqlite", "/usr/lib/sysimage/rpm/rpmdb.sqlite")
+RPMDB_READ_LIMIT = 256 << 20
 # A toolkit's root (/usr/local/cuda[-X.Y], /opt/rocm[-X.Y.Z]), whose version file its tools
 # read through it: the prefix, and how many numbers its versioned name has. (No patterns:
 # compiling them would cost every warm validation more than this check.)
@@ -72,11 +77,11 @@ def stack_of(scans: Sequence[LayerScan]) -> Stack:
 
 def read_through_links(env: Mapping[str, str], scans: Sequence[LayerScan],
                        stack: Stack) -> list[str]:
-    """The files programs read (dpkg's status, pip's and uv's config files, a toolkit's
-    version file, and whatever a layer links at a name the scan reads) that a link leads
-    to, or that a hard link shares with a file of another name: their bytes are to be
-    read from the layers, as the program reads them."""
-    wanted = {DPKG_STATUS, *files_the_tools_load(env)}
+    """The files programs read (dpkg's status, rpm's database, pip's and uv's config
+    files, a toolkit's version file, and whatever a layer links at a name the scan reads)
+    that a link leads to, or that a hard link shares with a file of another name: their
+    bytes are to be read from the layers, as the program reads them."""
+    wanted = {DPKG_STATUS, *RPM_DATABASES, *files_the_tools_load(env)}
     for scan in scans:
         for path, kind, _ in scan.members:
             if kind in (SYMLINK, HARDLINK) and path in scan.content_paths:

@@ -200,3 +200,23 @@ def test_a_global_header_is_parsed_as_go_parses_it() -> None:
     assert [n for n, *_ in walk(good)] == ["g", "f"]
     with pytest.raises(TarError, match="PAX record"):
         walk(raw_tar([Member(b"g", b"g", data=b"99 a=b\n"), Member(b"f", data=b"1")]))
+
+
+class _Expanded(io.BytesIO):
+    """A stream like a tar-split's: a sparse member's data is the whole file."""
+
+    sparse_expanded = True
+
+
+def test_a_sparse_member_read_from_a_tar_split_is_the_file_itself() -> None:
+    # tar-split gives the headers, then the file the engine wrote in place of the map and
+    # the data regions, then the padding of the data the tar held (map block + 5 bytes).
+    sparse = raw_tar([Member(b"GNUSparseFile.0/x", pax={"GNU.sparse.name": b"sparse/one"},
+                             sparse=[(3, b"abc"), (1000, b"zz")], sparse_size=1500)],
+                     end=False)
+    logical = bytes(3) + b"abc" + bytes(994) + b"zz" + bytes(498)
+    stream = _Expanded(sparse[:1536] + logical + bytes(-517 % 512)
+                       + raw_tar([Member(b"after", data=b"next")]))
+    walker = TarWalker(stream)
+    read = [(entry.name, entry.size, walker.read_data()) for entry in walker]
+    assert read == [(b"sparse/one", 1500, logical), (b"after", 4, b"next")]

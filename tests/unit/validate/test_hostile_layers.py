@@ -266,6 +266,17 @@ def test_fuzz_oci_readers(tmp_path: Path, validate, index: object, manifest: obj
      "member './usr/local/cuda-12.8/version.json' is the layer's second of that name"),
     ([Member(b"x", b"7", data=b"x")],
      "member 'x' has tar type '7', which the engine does not create"),
+    # Issue 37: the scan places members by the engine's own rules (`overlay.Unpacker`);
+    # its walk of its own accepted these three, which the engine refuses
+    # (tests/integration/test_engine_refusals.py checks them against it).
+    ([Member(b"usr/local/cuda", data=b"x"),
+      Member(b"usr/local/cuda/version.json", data=b"{}")],
+     "/usr/local/cuda on the way to /usr/local/cuda is not a directory"),
+    ([Member(b"d", b"2", link=b"nowhere"), Member(b"d/version.json", data=b"{}")],
+     "/d on the way to /d is a symlink to nothing"),
+    ([Member(b"x/y/", b"5"), Member(b"x", data=b"1")],
+     "directory /x/y is gone when the engine sets its times: a later member replaced a "
+     "directory above it"),
 ])
 def test_a_layer_the_engine_refuses_is_refused_in_one_line(
         tmp_path: Path, validate, members: list[Member], why: str) -> None:
@@ -319,3 +330,27 @@ def test_a_layer_the_engine_refuses_fails_naming_the_layer_and_the_reason(
     [line] = [line for line in result.out.splitlines() if "refused by the container" in line]
     assert f"layer {sha256(layer)} is refused by the container engine" in line
     assert reason in line
+
+
+def test_evidence_lands_where_the_engine_puts_it(tmp_path: Path) -> None:
+    """Issue 37: a whiteout below a file of the layer is ignored (the engine's mknod fails
+    with ENOTDIR), a member goes through a chain of the layer's symlinks, and a name
+    written again after its whiteout replaces the whiteout: the scan's model is the
+    engine's unpacking (`overlay.Unpacker`), not rules of its own."""
+    layer = raw_tar([
+        Member(b"opt/f", data=b"1"), Member(b"opt/f/.wh.rocm", data=b""),
+        Member(b"usr/local/cuda-12.9/", b"5"),
+        Member(b"usr/local/b", b"2", link=b"cuda-12.9"),
+        Member(b"usr/local/a", b"2", link=b"b"),
+        Member(b"usr/local/a/version.json", data=b'{"cuda": {"version": "12.9.1"}}'),
+        Member(b"etc/.wh.pip.conf"), Member(b"etc/pip.conf", data=b"[global]\n"),
+    ])
+    blob = tmp_path / "layer"
+    blob.write_bytes(layer)
+    scan = scan_layer(LayerJob(sha256(layer), "", BlobLocation(str(blob))))
+    assert not [h for h in scan.hazards if h.severe], scan.hazards
+    assert scan.whiteouts == ()
+    assert ("/etc/pip.conf", "0", "") in scan.members
+    assert "/usr/local/cuda-12.9/version.json" in scan.content_paths
+    assert {e.path for e in scan.evidence if e.version == "12.9.1"} == {
+        "/usr/local/cuda-12.9/version.json"}

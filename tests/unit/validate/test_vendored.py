@@ -167,7 +167,8 @@ def test_links_named_like_cuda_libraries(tmp_path: Path) -> None:
     refused = by_path[("/", "layer")]
     assert refused.status == VIOLATION and refused.reason == (
         f"refused-layer: layer {layer.digest} is refused by the container engine: hard link "
-        f"/{lib}/libcublas.so.12.9.1.4 to '{lib}/gone', which the layer does not hold before it")
+        f"/{lib}/libcublas.so.12.9.1.4 to '{lib}/gone', which the layer does not hold as a "
+        "file before it")
 
 
 def test_a_declared_platform_its_config_contradicts_fails(tmp_path: Path) -> None:
