@@ -1,7 +1,10 @@
 """Issues 21 and 29 targets: validating the largest image of the validator's corpus (every
 wheel of tests/data/validator-corpus.yaml installed with pip into a venv of the real Debian
 12 image, plus the NVIDIA CUDA 12.8 component wheels torch 2.8.0 installs: about 7 GB),
-with this checkout and with BASE (default: the commit this branch forked from `main`):
+with this checkout and with BASE (default: the commit this branch forked from `main`; one
+or more, each compared with this checkout and with the next: `--base 967d70f --base
+967d70f^` gives issue 41's cost of reading device code, the commit that added it over the
+one before, beside this checkout's):
 
 - read in place from containers-storage: cold and warm time each, and this checkout's
   cold time over BASE's (issue 21: <= 1.2; issue 29: the engine-exact reader costs at
@@ -11,7 +14,7 @@ with this checkout and with BASE (default: the commit this branch forked from `m
   sha256 of every blob and tar, the layers in parallel). BASE did not check diffIDs, so
   this checkout's cold time is also compared with that floor.
 
-Run: python bench/validate_corpus.py [--base REV]   (fetches the corpus wheels and the
+Run: python bench/validate_corpus.py [--base REV ...]   (fetches the corpus wheels and the
 CUDA wheels once, builds the image, removes it afterwards)
 """
 
@@ -101,6 +104,7 @@ def newest(corpus: Path) -> list[str]:
 
 def checkout(revision: str, into: Path) -> Path:
     """The aipcc_build package of REVISION, unpacked under INTO, compiled as installed."""
+    into.mkdir(parents=True, exist_ok=True)
     archive = subprocess.run(["git", "-C", str(REPO), "archive", revision, "aipcc_build"],
                              check=True, capture_output=True, timeout=120).stdout
     tar = into / "base.tar"
@@ -114,12 +118,13 @@ def checkout(revision: str, into: Path) -> Path:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--base", help="the revision to compare with (default: the merge "
-                                       "base of HEAD and main)")
+    parser.add_argument("--base", action="append",
+                        help="a revision to compare with, repeatable (default: the merge "
+                             "base of HEAD and main)")
     args = parser.parse_args()
-    base_rev = args.base or subprocess.run(
+    base_revs = args.base or [subprocess.run(
         ["git", "-C", str(REPO), "merge-base", "HEAD", "main"], check=True,
-        capture_output=True, text=True).stdout.strip()
+        capture_output=True, text=True).stdout.strip()]
     env = as_installed()
     env.setdefault("BUILDAH_ISOLATION", "chroot")
     base, runtime = script("base-os"), script("fetch-wheels")
@@ -138,28 +143,39 @@ def main() -> int:
             size = subprocess.run(["buildah", "images", "--noheading", "--format",
                                    "{{.Size}}", IMAGE], capture_output=True,
                                   text=True).stdout.strip()
-            old_env = dict(env, PYTHONPATH=str(checkout(base_rev, Path(work))))
-            (cold, warm), (old_cold, old_warm) = measure([env, old_env])
+            envs = [env] + [dict(env, PYTHONPATH=str(checkout(rev, Path(work) / f"base{n}")))
+                            for n, rev in enumerate(base_revs)]
+            storage = measure(envs)
             layout = Path(work) / "oci"
             subprocess.run(["buildah", "push", "-q", IMAGE, f"oci:{layout}:bench"],
                            check=True, capture_output=True, timeout=3600)
-            (oci_cold, _), (oci_old_cold, _) = measure([env, old_env], f"oci:{layout}:bench",
-                                                       cold=3, warm=0)
+            oci = [c for c, _ in measure(envs, f"oci:{layout}:bench", cold=3, warm=0)]
             layers = [str(path) for path, _ in layer_blobs(layout)]
             inflate, _ = shortest(in_parallel(INFLATE, layers), env, repeat=3)
             floor, _ = shortest(in_parallel(VERIFY, layers), env, repeat=3)
         finally:
             subprocess.run(["buildah", "rmi", "-f", IMAGE], capture_output=True, timeout=300)
-    print(f"largest corpus image ({size or '?'}), in containers-storage: this checkout cold "
-          f"{cold * 1000:.0f} ms, warm {warm * 1000:.0f} ms; base {base_rev[:12]} cold "
-          f"{old_cold * 1000:.0f} ms, warm {old_warm * 1000:.0f} ms")
-    print(f"  cold / base cold: {cold / old_cold:.2f} (target <= 1.2, and <= 1.10 for the "
-          f"engine-exact reader); warm / base warm: {warm / old_warm:.2f}")
-    print(f"the same image in an OCI layout: this checkout cold {oci_cold:.2f} s; base "
-          f"{oci_old_cold:.2f} s (no diffID check); isal inflate {inflate:.2f} s; "
-          f"verification floor {floor:.2f} s")
-    print(f"  cold / base cold: {oci_cold / oci_old_cold:.2f}; cold / isal inflate: "
-          f"{oci_cold / inflate:.2f}; cold / verification floor: {oci_cold / floor:.2f}")
+    names = ["this checkout", *(f"base {rev}" for rev in base_revs)]
+    print(f"largest corpus image ({size or '?'}), in containers-storage: " + "; ".join(
+        f"{name} cold {cold * 1000:.0f} ms, warm {warm * 1000:.0f} ms"
+        for name, (cold, warm) in zip(names, storage)))
+    (cold, warm) = storage[0]
+    for name, (old_cold, old_warm) in zip(names[1:], storage[1:]):
+        print(f"  cold / {name} cold: {cold / old_cold:.2f} (target <= 1.2, and <= 1.10 for "
+              f"the engine-exact reader); warm / {name} warm: {warm / old_warm:.2f}")
+    for newer, older, (new_cold, new_warm), (old_cold, old_warm) in zip(
+            names[1:], names[2:], storage[1:], storage[2:]):
+        print(f"  {newer} over {older}: cold {new_cold / old_cold:.2f}, warm "
+              f"{new_warm / old_warm:.2f} (issue 41's device code: cold <= 1.10, warm "
+              "unmeasurable)")
+    print("the same image in an OCI layout: " + "; ".join(
+        f"{name} cold {cold:.2f} s" for name, cold in zip(names, oci))
+        + f" (bases before issue 29: no diffID check); isal inflate {inflate:.2f} s; "
+        f"verification floor {floor:.2f} s")
+    print("  cold / " + ", ".join(f"{name} cold: {oci[0] / cold:.2f}"
+                                  for name, cold in zip(names[1:], oci[1:]))
+          + f"; cold / isal inflate: {oci[0] / inflate:.2f}; cold / verification floor: "
+          f"{oci[0] / floor:.2f}")
     return 0
 
 
