@@ -25,10 +25,14 @@ from typing import Any
 
 import pytest
 
+from aipcc_build.matrix import load
+from aipcc_build.render import apply, render_all
 from tests.support.artifacts import wheel
 from tests.support.layers import SITE, Images, Step, unzip_script
 from tests.support.partial_wheels import partial_wheel
 from tests.support.project import REPO
+
+from .test_matrix_build import aipcc_build
 
 pytestmark = pytest.mark.integration
 
@@ -406,3 +410,40 @@ def test_a_real_rocm_image_expected_on_a_target_its_bundles_lack_fails(
     assert violations == {(f"{SITE}/jax_rocm7_plugin/{name}.so", "gfx803")
                           for name in ("_linalg", "_prng", "_solver")}
     assert "none of its GPU code runs on gfx803" in plain
+
+
+def test_a_matrix_build_records_the_gpu_code_and_fails_a_declared_gpu_it_lacks(
+        tmp_path: Path, unique_base: tuple[str, str], namespace: str,
+        corpus_wheels: Path) -> None:
+    """`aipcc-build matrix` validates what it built against its entry's gpu_archs: the
+    report records what the validator read; a declared GPU none of a library's code runs
+    on fails the image (exit 1), naming the library and the GPU."""
+    library = "jax_cuda13_plugin/_prng.so"
+    with zipfile.ZipFile(wheel(corpus_wheels, *JAX_CUDA13)) as unpacked:
+        unpacked.extract(library, tmp_path / "context" / "site-packages")
+    (tmp_path / "templates").mkdir()
+    (tmp_path / "templates" / "gpu.j2").write_text(
+        f"FROM {{{{ os_from }}}}\nCOPY site-packages/ {SITE}/\n")
+    (tmp_path / "matrix").mkdir()
+    path = f"{SITE}/{library}"
+    for run, (archs, expected) in enumerate((("[sm_86, sm_130]", 0), ("[sm_70, sm_90]", 1))):
+        (tmp_path / "matrix" / "test.yaml").write_text(
+            "schema: 1\n"
+            "product: {name: t, version: '1'}\n"
+            "registry: localhost/aipcc-test-sched/unused\n"
+            f"os:\n  bb: {{from: {unique_base[0]}}}\n"
+            f"accelerators:\n  cuda:\n    versions:\n"
+            f"      - {{version: 13.0.2, gpu_archs: {archs}}}\n"
+            "images:\n  gpu: {template: gpu.j2, os: [bb], context: ../context}\n")
+        matrix = load(tmp_path / "matrix" / "test.yaml")
+        apply(matrix, render_all(matrix), check=False, remove_stale=False)
+        done = aipcc_build(tmp_path, "--matrix", "matrix/test.yaml", "matrix", "--registry",
+                           namespace, "--build-id", str(run), "--report", f"{run}.json")
+        assert done.returncode == expected, done.stdout + done.stderr
+        [built] = json.loads((tmp_path / f"{run}.json").read_text())["images"]
+        assert built["gpu_code_files"] == [{"path": path, **{
+            kind: sorted(archs, key=lambda a: int(a.split("_")[1]))
+            for kind, archs in zip(("sass", "ptx", "gfx"), (*JAX_CUDA, set()))}}]
+    assert built["status"] == "failed"
+    assert path in built["message"] and "none of its GPU code runs on sm_70" in built["message"]
+    assert "sm_90" not in built["message"].replace("sm_90,", "")
