@@ -8,7 +8,9 @@ CUDA 13 and ROCm 7 plugins (whole wheels of 5.6 and 3.8 MB, from the validator's
 cupy-cuda13x's random-number kernels (one 4.8 MB member of its 70 MB wheel, fetched by
 range requests and bound to the published wheel as tests/support/partial_wheels.py says);
 ONNX Runtime's CUDA provider (the 284 MB member of onnxruntime-gpu, a wheel the corpus
-downloads whole already)."""
+downloads whole already); vLLM's FlashKDA kernels (one 1.6 MB member of its 336 MB wheel,
+by range requests), whose family targets (sm_100f, sm_120f) cuobjdump names in its entry
+headers."""
 
 from __future__ import annotations
 
@@ -45,6 +47,9 @@ ORT_GPU = ("onnxruntime-gpu", "1.31.1")
 ORT_PROVIDER = "onnxruntime/capi/libonnxruntime_providers_cuda.so"
 CUPY13 = ("cupy-cuda13x", "14.2.0", "cp311-cp311-manylinux*x86_64")
 CUPY_RANDOM = "cupy/random/_generator_api.cpython-311-x86_64-linux-gnu.so"
+VLLM = ("vllm", "0.33.0", "cp38-abi3-manylinux*x86_64")
+VLLM_KDA = "vllm/_flashkda_C.abi3.so"  # sm_90a, and sm_100f and sm_120f family code
+# cupy's kernels: sm_75 to sm_90, family code sm_100f and sm_120f, and compute_120
 _LISTED = re.compile(r"^(ELF|PTX) file\s+\d+: .*\.(sm_\d+[af]?)\.(?:cubin|ptx)$")
 
 
@@ -55,21 +60,39 @@ def extract(wheelhouse: Path, spec: tuple[str, str, str], into: Path) -> Path:
 
 
 def cuobjdump_lists(tool: Path, library: Path) -> tuple[set[str], set[str]]:
-    """(SASS, PTX) architectures cuobjdump lists, none for a file it says holds no device
-    code; it names a PTX entry NAME.sm_XX.ptx, which is compute_XX."""
-    done = subprocess.run([str(tool), "--list-elf", "--list-ptx", str(library)],
-                          capture_output=True, text=True, timeout=120)
-    if done.returncode and "does not contain device code" in done.stderr:
-        return set(), set()
-    assert done.returncode == 0, done.stderr
+    """(SASS, PTX) architectures cuobjdump names in its entries' headers (`cuobjdump FILE`:
+    `arch = sm_100f` under `Fatbin elf code:`, the arch-specific and family suffixes
+    included; a PTX entry's sm_XX is compute_XX), checked against its --list-elf
+    --list-ptx, which names an entry NAME.sm_XX.cubin (a family entry by its plain
+    architecture); none for a file it says holds no device code."""
+    def run(*options: str) -> list[str]:
+        done = subprocess.run([str(tool), *options, str(library)], capture_output=True,
+                              text=True, timeout=120)
+        if done.returncode and "does not contain device code" in done.stderr:
+            return []
+        assert done.returncode == 0, done.stderr
+        return [line.strip() for line in done.stdout.splitlines() if line.strip()]
+
     sass, ptx = set(), set()
-    for line in done.stdout.splitlines():
-        match = _LISTED.match(line.strip())
+    kind = ""
+    for line in run():
+        if line in ("Fatbin elf code:", "Fatbin ptx code:"):
+            kind = line.split()[1]
+        elif line.startswith("arch = ") and kind:
+            arch = line.removeprefix("arch = ")
+            assert re.fullmatch(r"sm_\d+[af]?", arch), line
+            (sass if kind == "elf" else ptx).add(
+                arch if kind == "elf" else arch.replace("sm_", "compute_"))
+            kind = ""
+    listed: tuple[set[str], set[str]] = (set(), set())
+    for line in run("--list-elf", "--list-ptx"):
+        match = _LISTED.match(line)
         assert match, f"cuobjdump printed a line this test cannot read: {line!r}"
-        if match.group(1) == "ELF":
-            sass.add(match.group(2))
-        else:
-            ptx.add(match.group(2).replace("sm_", "compute_"))
+        listed[match.group(1) == "PTX"].add(
+            match.group(2) if match.group(1) == "ELF" else
+            match.group(2).replace("sm_", "compute_"))
+    assert listed == tuple({arch.removesuffix("f") for arch in found}
+                           for found in (sass, ptx)), (listed, sass, ptx)
     return sass, ptx
 
 
@@ -276,13 +299,14 @@ def real_image(images: Images, base_image: str, short: str, labels: dict[str, st
 @pytest.fixture(scope="module")
 def real_cuda13(images: Images, base_image: str, corpus_wheels: Path,
                 tmp_path_factory: pytest.TempPathFactory) -> RealLibraries:
-    """A CUDA 13 image of JAX's CUDA 13 plugin, cupy's random-number kernels and ONNX
-    Runtime's CUDA provider, a layer each."""
+    """A CUDA 13 image of JAX's CUDA 13 plugin, cupy's random-number kernels, ONNX
+    Runtime's CUDA provider and vLLM's FlashKDA kernels, a layer each."""
     cupy = partial_wheel(*CUPY13, [CUPY_RANDOM])
+    vllm = partial_wheel(*VLLM, [VLLM_KDA])
     return real_image(images, base_image, "real-cuda13", {
         "ai.aipcc.accelerator": "cuda", "ai.aipcc.accelerator.version": "13"}, [
         (wheel(corpus_wheels, *JAX_CUDA13), []), (cupy, [CUPY_RANDOM]),
-        (wheel(corpus_wheels, *ORT_GPU), [ORT_PROVIDER])],
+        (wheel(corpus_wheels, *ORT_GPU), [ORT_PROVIDER]), (vllm, [VLLM_KDA])],
         tmp_path_factory.mktemp("real-cuda13"))
 
 
@@ -311,40 +335,44 @@ def test_real_cuda_libraries_read_from_an_image_agree_with_cuobjdump(
     assert {path: listed[path] for path in found if path.startswith(jax)} == {
         f"{jax}/{name}.so": JAX_CUDA for name in ("_linalg", "_prng", "_solver", "_triton")}
     assert listed[f"{SITE}/{CUPY_RANDOM}"] == (
-        {"sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120"}, {"compute_120"})
+        {"sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100f", "sm_120f"}, {"compute_120"})
     assert listed[f"{SITE}/{ORT_PROVIDER}"] == (
         {"sm_75", "sm_80", "sm_86", "sm_89", "sm_90a", "sm_120a"}, set())
+    assert listed[f"{SITE}/{VLLM_KDA}"] == ({"sm_90a", "sm_100f", "sm_120f"}, set())
     [verdict] = report["images"]
     assert verdict["gpu_code"] == {"cuda": {
-        "sass": ["sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_100", "sm_120",
-                 "sm_120a"], "ptx": ["compute_120"]}}
+        "sass": ["sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_100", "sm_100f",
+                 "sm_120", "sm_120a", "sm_120f"], "ptx": ["compute_120"]}}
 
 
 def test_real_cuda13_libraries_judged(real_cuda13: RealLibraries, cache: Path) -> None:
     """sm_70: CUDA 13 dropped Volta, none runs there; sm_86 runs JAX's sm_80 code; sm_110
     (Thor) none of them (sm_100 code is another major, their PTX is for 12.0); a later
     major only their PTX, by JIT; ONNX Runtime's provider only the GPUs of its SASS (its
-    sm_90a and sm_120a run on sm_90 and sm_120 alone, it carries no PTX)."""
+    sm_90a and sm_120a run on sm_90 and sm_120 alone, it carries no PTX); vLLM's family
+    and cupy's family code every GPU of its family from its own on (sm_100f on sm_103,
+    sm_120f on sm_121)."""
     ref = f"containers-storage:{real_cuda13.image}"
-    code, report, plain = validate(ref, cache, "--expect-gpu-archs", "sm_86,sm_90")
-    assert code == 0, plain
-    files = files_of(report)
-    assert files[f"{SITE}/jax_cuda13_plugin/_linalg.so"]["runs_on"] == {
-        "sm_86": "sm_80", "sm_90": "sm_90"}
-    assert files[f"{SITE}/{ORT_PROVIDER}"]["runs_on"] == {"sm_86": "sm_86", "sm_90": "sm_90a"}
+    code, report, plain = validate(ref, cache, "--expect-gpu-archs", "sm_90")
+    assert code == 0, plain  # the one GPU each of them has code for
+    assert files_of(report)[f"{SITE}/{ORT_PROVIDER}"]["runs_on"] == {"sm_90": "sm_90a"}
     code, report, plain = validate(ref, cache, "--expect-gpu-archs",
-                                   "sm_70,sm_86,sm_100,sm_110,sm_130")
+                                   "sm_70,sm_86,sm_100,sm_103,sm_110,sm_121,sm_130")
     assert code == 1, plain
     files = files_of(report)
     expected = {
         f"{SITE}/jax_cuda13_plugin/_linalg.so": {
-            "sm_70": None, "sm_86": "sm_80", "sm_100": "sm_100", "sm_110": None,
-            "sm_130": "compute_120"},
+            "sm_70": None, "sm_86": "sm_80", "sm_100": "sm_100", "sm_103": "sm_100",
+            "sm_110": None, "sm_121": "sm_120", "sm_130": "compute_120"},
         f"{SITE}/{CUPY_RANDOM}": {
-            "sm_70": None, "sm_86": "sm_86", "sm_100": "sm_100", "sm_110": None,
-            "sm_130": "compute_120"},
+            "sm_70": None, "sm_86": "sm_86", "sm_100": "sm_100f", "sm_103": "sm_100f",
+            "sm_110": None, "sm_121": "sm_120f", "sm_130": "compute_120"},
         f"{SITE}/{ORT_PROVIDER}": {
-            "sm_70": None, "sm_86": "sm_86", "sm_100": None, "sm_110": None, "sm_130": None}}
+            "sm_70": None, "sm_86": "sm_86", "sm_100": None, "sm_103": None, "sm_110": None,
+            "sm_121": None, "sm_130": None},
+        f"{SITE}/{VLLM_KDA}": {
+            "sm_70": None, "sm_86": None, "sm_100": "sm_100f", "sm_103": "sm_100f",
+            "sm_110": None, "sm_121": "sm_120f", "sm_130": None}}
     assert {path: files[path]["runs_on"] for path in expected} == expected
     [verdict] = report["images"]
     violations = {(f["path"], f["component"]) for f in verdict["findings"]
