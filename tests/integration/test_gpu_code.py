@@ -445,7 +445,8 @@ def test_a_matrix_build_records_the_gpu_code_and_fails_a_declared_gpu_it_lacks(
         corpus_wheels: Path) -> None:
     """`aipcc-build matrix` validates what it built against its entry's gpu_archs: the
     report records what the validator read; a declared GPU none of a library's code runs
-    on fails the image (exit 1), naming the library and the GPU."""
+    on fails the image (exit 1), naming the library and the GPU; select, given the report,
+    refuses the image for a node of that GPU whatever the matrix declares."""
     library = "jax_cuda13_plugin/_prng.so"
     with zipfile.ZipFile(wheel(corpus_wheels, *JAX_CUDA13)) as unpacked:
         unpacked.extract(library, tmp_path / "context" / "site-packages")
@@ -475,3 +476,19 @@ def test_a_matrix_build_records_the_gpu_code_and_fails_a_declared_gpu_it_lacks(
     assert built["status"] == "failed"
     assert path in built["message"] and "none of its GPU code runs on sm_70" in built["message"]
     assert "sm_90" not in built["message"].replace("sm_90,", "")
+    # select reads what the build measured: the matrix now declares sm_70, the code the
+    # first build recorded does not run there
+    answers = {}
+    for capability in ("7.0", "9.0"):
+        chosen = aipcc_build(tmp_path, "--matrix", "matrix/test.yaml", "select",
+                             "--compute-capability", capability, "--driver", "580.65.06",
+                             "--report", "0.json", "--json")
+        answers[capability] = (chosen.returncode, json.loads(chosen.stdout))
+    code, answer = answers["7.0"]
+    assert code == 1 and answer["runnable"] == []
+    [excluded] = answer["excluded"]
+    assert excluded["reasons"] == [{"code": "no GPU code for the node", "detail": (
+        f"{path} has no code that runs on sm_70 (SASS sm_75, sm_80, sm_90, sm_100, sm_120; "
+        "PTX compute_120)")}]
+    code, answer = answers["9.0"]
+    assert code == 0 and [i["name"] for i in answer["runnable"]] == ["cuda-13.0-bb"]
