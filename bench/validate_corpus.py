@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -54,29 +55,40 @@ LABEL ai.aipcc.accelerator=cuda ai.aipcc.accelerator.version=12.8.1
 ENV CUDA_VERSION=12.8.1
 """
 
-def timed(command: list[str], env: dict[str, str]) -> float:
+def timed(command: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """(wall, CPU) seconds of one run of COMMAND (CPU: user and system of it and its
+    children, which other processes on a loaded machine do not inflate as they do wall
+    time)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(command, stdout=subprocess.DEVNULL, env=env, timeout=600)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode not in (0, 1):  # 1: the image fails, which is a verdict
         raise SystemExit(f"{' '.join(command)} exited {done.returncode}")
-    return time.perf_counter() - start
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def measure(envs: list[dict[str, str]], ref: str = f"containers-storage:{IMAGE}",
-            cold: int = 9, warm: int = 3) -> list[tuple[float, float]]:
-    """Median cold (empty cache) and warm (cached) times of one validation of REF under each
-    of ENVS, the environments taking turns: a drift of the machine's speed during the run
-    (right after the image build, say) then weighs on each alike."""
+            cold: int = 9, warm: int = 3) -> list[tuple[float, float, float, float]]:
+    """Median cold (empty cache) and warm (cached) wall times, then CPU times, of one
+    validation of REF under each of ENVS, the environments taking turns: a drift of the
+    machine's speed during the run (right after the image build, say) then weighs on each
+    alike."""
     validate = [sys.executable, "-m", "aipcc_build", "validate", ref, "--cache-dir"]
-    colds: list[list[float]] = [[] for _ in envs]
-    warms: list[list[float]] = [[] for _ in envs]
+    colds: list[list[tuple[float, float]]] = [[] for _ in envs]
+    warms: list[list[tuple[float, float]]] = [[] for _ in envs]
     os.sync()  # the image just written: its write-back would slow the first runs only
     for _ in range(cold):
         for env, cold_times, warm_times in zip(envs, colds, warms):
             with tempfile.TemporaryDirectory() as cache:
                 cold_times.append(timed([*validate, cache], env))
                 warm_times += [timed([*validate, cache], env) for _ in range(warm)]
-    return [(statistics.median(c), statistics.median(w or [0.0])) for c, w in zip(colds, warms)]
+    def median(times: list[tuple[float, float]], which: int) -> float:
+        return statistics.median([t[which] for t in times] or [0.0])
+
+    return [(median(c, 0), median(w, 0), median(c, 1), median(w, 1))
+            for c, w in zip(colds, warms)]
 
 
 def torch_cuda_wheels() -> Path:
@@ -116,6 +128,29 @@ def checkout(revision: str, into: Path) -> Path:
     return into
 
 
+def print_storage(size: str, names: list[str],
+                  storage: list[tuple[float, float, float, float]]) -> None:
+    """The containers-storage figures, printed as soon as measured (the OCI layout's take
+    as long again)."""
+    print(f"largest corpus image ({size or '?'}), in containers-storage, median wall (CPU) "
+          "times: " + "; ".join(
+              f"{name} cold {cold * 1000:.0f} ms ({cold_cpu * 1000:.0f}), warm "
+              f"{warm * 1000:.0f} ms ({warm_cpu * 1000:.0f})"
+              for name, (cold, warm, cold_cpu, warm_cpu) in zip(names, storage)))
+
+    def ratios(new: tuple[float, ...], old: tuple[float, ...]) -> str:
+        return (f"cold {new[0] / old[0]:.2f} (CPU {new[2] / old[2]:.2f}), warm "
+                f"{new[1] / old[1]:.2f} (CPU {new[3] / old[3]:.2f})")
+
+    for name, old in zip(names[1:], storage[1:]):
+        print(f"  this checkout over {name}: {ratios(storage[0], old)} (cold target <= 1.2, "
+              "and <= 1.10 for the engine-exact reader)")
+    for newer, older, new, old in zip(names[1:], names[2:], storage[1:], storage[2:]):
+        print(f"  {newer} over {older}: {ratios(new, old)} (issue 41's device code: cold "
+              "<= 1.10, warm unmeasurable)")
+    sys.stdout.flush()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base", action="append",
@@ -125,6 +160,7 @@ def main() -> int:
     base_revs = args.base or [subprocess.run(
         ["git", "-C", str(REPO), "merge-base", "HEAD", "main"], check=True,
         capture_output=True, text=True).stdout.strip()]
+    names = ["this checkout", *(f"base {rev}" for rev in base_revs)]
     env = as_installed()
     env.setdefault("BUILDAH_ISOLATION", "chroot")
     base, runtime = script("base-os"), script("fetch-wheels")
@@ -145,29 +181,16 @@ def main() -> int:
                                   text=True).stdout.strip()
             envs = [env] + [dict(env, PYTHONPATH=str(checkout(rev, Path(work) / f"base{n}")))
                             for n, rev in enumerate(base_revs)]
-            storage = measure(envs)
+            print_storage(size, names, measure(envs))
             layout = Path(work) / "oci"
             subprocess.run(["buildah", "push", "-q", IMAGE, f"oci:{layout}:bench"],
                            check=True, capture_output=True, timeout=3600)
-            oci = [c for c, _ in measure(envs, f"oci:{layout}:bench", cold=3, warm=0)]
+            oci = [c for c, *_ in measure(envs, f"oci:{layout}:bench", cold=3, warm=0)]
             layers = [str(path) for path, _ in layer_blobs(layout)]
             inflate, _ = shortest(in_parallel(INFLATE, layers), env, repeat=3)
             floor, _ = shortest(in_parallel(VERIFY, layers), env, repeat=3)
         finally:
             subprocess.run(["buildah", "rmi", "-f", IMAGE], capture_output=True, timeout=300)
-    names = ["this checkout", *(f"base {rev}" for rev in base_revs)]
-    print(f"largest corpus image ({size or '?'}), in containers-storage: " + "; ".join(
-        f"{name} cold {cold * 1000:.0f} ms, warm {warm * 1000:.0f} ms"
-        for name, (cold, warm) in zip(names, storage)))
-    (cold, warm) = storage[0]
-    for name, (old_cold, old_warm) in zip(names[1:], storage[1:]):
-        print(f"  cold / {name} cold: {cold / old_cold:.2f} (target <= 1.2, and <= 1.10 for "
-              f"the engine-exact reader); warm / {name} warm: {warm / old_warm:.2f}")
-    for newer, older, (new_cold, new_warm), (old_cold, old_warm) in zip(
-            names[1:], names[2:], storage[1:], storage[2:]):
-        print(f"  {newer} over {older}: cold {new_cold / old_cold:.2f}, warm "
-              f"{new_warm / old_warm:.2f} (issue 41's device code: cold <= 1.10, warm "
-              "unmeasurable)")
     print("the same image in an OCI layout: " + "; ".join(
         f"{name} cold {cold:.2f} s" for name, cold in zip(names, oci))
         + f" (bases before issue 29: no diffID check); isal inflate {inflate:.2f} s; "
