@@ -1,7 +1,10 @@
 """Issues 21 and 29 targets: validating the largest image of the validator's corpus (every
 wheel of tests/data/validator-corpus.yaml installed with pip into a venv of the real Debian
 12 image, plus the NVIDIA CUDA 12.8 component wheels torch 2.8.0 installs: about 7 GB),
-with this checkout and with BASE (default: the commit this branch forked from `main`):
+with this checkout and with BASE (default: the commit this branch forked from `main`; one
+or more, each compared with this checkout and with the next: `--base 967d70f --base
+967d70f^` gives issue 41's cost of reading device code, the commit that added it over the
+one before, beside this checkout's):
 
 - read in place from containers-storage: cold and warm time each, and this checkout's
   cold time over BASE's (issue 21: <= 1.2; issue 29: the engine-exact reader costs at
@@ -11,7 +14,7 @@ with this checkout and with BASE (default: the commit this branch forked from `m
   sha256 of every blob and tar, the layers in parallel). BASE did not check diffIDs, so
   this checkout's cold time is also compared with that floor.
 
-Run: python bench/validate_corpus.py [--base REV]   (fetches the corpus wheels and the
+Run: python bench/validate_corpus.py [--base REV ...]   (fetches the corpus wheels and the
 CUDA wheels once, builds the image, removes it afterwards)
 """
 
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -51,29 +55,40 @@ LABEL ai.aipcc.accelerator=cuda ai.aipcc.accelerator.version=12.8.1
 ENV CUDA_VERSION=12.8.1
 """
 
-def timed(command: list[str], env: dict[str, str]) -> float:
+def timed(command: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """(wall, CPU) seconds of one run of COMMAND (CPU: user and system of it and its
+    children, which other processes on a loaded machine do not inflate as they do wall
+    time)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(command, stdout=subprocess.DEVNULL, env=env, timeout=600)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode not in (0, 1):  # 1: the image fails, which is a verdict
         raise SystemExit(f"{' '.join(command)} exited {done.returncode}")
-    return time.perf_counter() - start
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def measure(envs: list[dict[str, str]], ref: str = f"containers-storage:{IMAGE}",
-            cold: int = 9, warm: int = 3) -> list[tuple[float, float]]:
-    """Median cold (empty cache) and warm (cached) times of one validation of REF under each
-    of ENVS, the environments taking turns: a drift of the machine's speed during the run
-    (right after the image build, say) then weighs on each alike."""
+            cold: int = 9, warm: int = 3) -> list[tuple[float, float, float, float]]:
+    """Median cold (empty cache) and warm (cached) wall times, then CPU times, of one
+    validation of REF under each of ENVS, the environments taking turns: a drift of the
+    machine's speed during the run (right after the image build, say) then weighs on each
+    alike."""
     validate = [sys.executable, "-m", "aipcc_build", "validate", ref, "--cache-dir"]
-    colds: list[list[float]] = [[] for _ in envs]
-    warms: list[list[float]] = [[] for _ in envs]
+    colds: list[list[tuple[float, float]]] = [[] for _ in envs]
+    warms: list[list[tuple[float, float]]] = [[] for _ in envs]
     os.sync()  # the image just written: its write-back would slow the first runs only
     for _ in range(cold):
         for env, cold_times, warm_times in zip(envs, colds, warms):
             with tempfile.TemporaryDirectory() as cache:
                 cold_times.append(timed([*validate, cache], env))
                 warm_times += [timed([*validate, cache], env) for _ in range(warm)]
-    return [(statistics.median(c), statistics.median(w or [0.0])) for c, w in zip(colds, warms)]
+    def median(times: list[tuple[float, float]], which: int) -> float:
+        return statistics.median([t[which] for t in times] or [0.0])
+
+    return [(median(c, 0), median(w, 0), median(c, 1), median(w, 1))
+            for c, w in zip(colds, warms)]
 
 
 def torch_cuda_wheels() -> Path:
@@ -101,6 +116,7 @@ def newest(corpus: Path) -> list[str]:
 
 def checkout(revision: str, into: Path) -> Path:
     """The aipcc_build package of REVISION, unpacked under INTO, compiled as installed."""
+    into.mkdir(parents=True, exist_ok=True)
     archive = subprocess.run(["git", "-C", str(REPO), "archive", revision, "aipcc_build"],
                              check=True, capture_output=True, timeout=120).stdout
     tar = into / "base.tar"
@@ -112,14 +128,39 @@ def checkout(revision: str, into: Path) -> Path:
     return into
 
 
+def print_storage(size: str, names: list[str],
+                  storage: list[tuple[float, float, float, float]]) -> None:
+    """The containers-storage figures, printed as soon as measured (the OCI layout's take
+    as long again)."""
+    print(f"largest corpus image ({size or '?'}), in containers-storage, median wall (CPU) "
+          "times: " + "; ".join(
+              f"{name} cold {cold * 1000:.0f} ms ({cold_cpu * 1000:.0f}), warm "
+              f"{warm * 1000:.0f} ms ({warm_cpu * 1000:.0f})"
+              for name, (cold, warm, cold_cpu, warm_cpu) in zip(names, storage)))
+
+    def ratios(new: tuple[float, ...], old: tuple[float, ...]) -> str:
+        return (f"cold {new[0] / old[0]:.2f} (CPU {new[2] / old[2]:.2f}), warm "
+                f"{new[1] / old[1]:.2f} (CPU {new[3] / old[3]:.2f})")
+
+    for name, old in zip(names[1:], storage[1:]):
+        print(f"  this checkout over {name}: {ratios(storage[0], old)} (cold target <= 1.2, "
+              "and <= 1.10 for the engine-exact reader)")
+    for newer, older, new, old in zip(names[1:], names[2:], storage[1:], storage[2:]):
+        print(f"  {newer} over {older}: {ratios(new, old)} (issue 41's device code: cold "
+              "<= 1.10, warm unmeasurable)")
+    sys.stdout.flush()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--base", help="the revision to compare with (default: the merge "
-                                       "base of HEAD and main)")
+    parser.add_argument("--base", action="append",
+                        help="a revision to compare with, repeatable (default: the merge "
+                             "base of HEAD and main)")
     args = parser.parse_args()
-    base_rev = args.base or subprocess.run(
+    base_revs = args.base or [subprocess.run(
         ["git", "-C", str(REPO), "merge-base", "HEAD", "main"], check=True,
-        capture_output=True, text=True).stdout.strip()
+        capture_output=True, text=True).stdout.strip()]
+    names = ["this checkout", *(f"base {rev}" for rev in base_revs)]
     env = as_installed()
     env.setdefault("BUILDAH_ISOLATION", "chroot")
     base, runtime = script("base-os"), script("fetch-wheels")
@@ -138,28 +179,26 @@ def main() -> int:
             size = subprocess.run(["buildah", "images", "--noheading", "--format",
                                    "{{.Size}}", IMAGE], capture_output=True,
                                   text=True).stdout.strip()
-            old_env = dict(env, PYTHONPATH=str(checkout(base_rev, Path(work))))
-            (cold, warm), (old_cold, old_warm) = measure([env, old_env])
+            envs = [env] + [dict(env, PYTHONPATH=str(checkout(rev, Path(work) / f"base{n}")))
+                            for n, rev in enumerate(base_revs)]
+            print_storage(size, names, measure(envs))
             layout = Path(work) / "oci"
             subprocess.run(["buildah", "push", "-q", IMAGE, f"oci:{layout}:bench"],
                            check=True, capture_output=True, timeout=3600)
-            (oci_cold, _), (oci_old_cold, _) = measure([env, old_env], f"oci:{layout}:bench",
-                                                       cold=3, warm=0)
+            oci = [c for c, *_ in measure(envs, f"oci:{layout}:bench", cold=3, warm=0)]
             layers = [str(path) for path, _ in layer_blobs(layout)]
             inflate, _ = shortest(in_parallel(INFLATE, layers), env, repeat=3)
             floor, _ = shortest(in_parallel(VERIFY, layers), env, repeat=3)
         finally:
             subprocess.run(["buildah", "rmi", "-f", IMAGE], capture_output=True, timeout=300)
-    print(f"largest corpus image ({size or '?'}), in containers-storage: this checkout cold "
-          f"{cold * 1000:.0f} ms, warm {warm * 1000:.0f} ms; base {base_rev[:12]} cold "
-          f"{old_cold * 1000:.0f} ms, warm {old_warm * 1000:.0f} ms")
-    print(f"  cold / base cold: {cold / old_cold:.2f} (target <= 1.2, and <= 1.10 for the "
-          f"engine-exact reader); warm / base warm: {warm / old_warm:.2f}")
-    print(f"the same image in an OCI layout: this checkout cold {oci_cold:.2f} s; base "
-          f"{oci_old_cold:.2f} s (no diffID check); isal inflate {inflate:.2f} s; "
-          f"verification floor {floor:.2f} s")
-    print(f"  cold / base cold: {oci_cold / oci_old_cold:.2f}; cold / isal inflate: "
-          f"{oci_cold / inflate:.2f}; cold / verification floor: {oci_cold / floor:.2f}")
+    print("the same image in an OCI layout: " + "; ".join(
+        f"{name} cold {cold:.2f} s" for name, cold in zip(names, oci))
+        + f" (bases before issue 29: no diffID check); isal inflate {inflate:.2f} s; "
+        f"verification floor {floor:.2f} s")
+    print("  cold / " + ", ".join(f"{name} cold: {oci[0] / cold:.2f}"
+                                  for name, cold in zip(names[1:], oci[1:]))
+          + f"; cold / isal inflate: {oci[0] / inflate:.2f}; cold / verification floor: "
+          f"{oci[0] / floor:.2f}")
     return 0
 
 

@@ -42,6 +42,14 @@ def wheelhouse() -> Path:
 
 
 @pytest.fixture(scope="session")
+def corpus_wheels() -> Path:
+    """The real wheels of tests/data/validator-corpus.yaml, downloaded once and cached."""
+    done = subprocess.run([str(REPO / "scripts" / "fetch-corpus-wheels")], check=True,
+                          capture_output=True, text=True, timeout=1800)
+    return Path(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="session")
 def base_image() -> str:
     """A local busybox image standing in for a base OS (no registry needed)."""
     _need("buildah")

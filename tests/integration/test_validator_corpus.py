@@ -9,7 +9,6 @@ from __future__ import annotations
 import fnmatch
 import platform
 import re
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -40,13 +39,6 @@ PIP = "pip install --quiet --no-deps --no-index --no-compile"
 LABELLED = re.compile(r"^(rocm|cuda)-(\d+\.\d+)$")
 CASES = [(entry, kind) for entry in CORPUS["entries"] for kind in entry
          if kind in ("cpu", "cuda-12.8") or LABELLED.match(kind)]
-
-
-@pytest.fixture(scope="session")
-def corpus_wheels() -> Path:
-    done = subprocess.run([str(REPO / "scripts" / "fetch-corpus-wheels")], check=True,
-                          capture_output=True, text=True, timeout=1800)
-    return Path(done.stdout.strip().splitlines()[-1])
 
 
 @pytest.fixture(scope="session")

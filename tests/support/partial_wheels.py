@@ -7,11 +7,24 @@ written, unchanged, into a smaller wheel that pip installs like the original (pi
 the members the zip holds). Both are cached under $AIPCC_CACHE (default
 ~/.cache/aipcc-build), so a download happens once; a test skips naming the reason only
 when the registry cannot be reached.
+
+How the bytes are bound to the wheel PyPI publishes, short of its sha256 (which needs every
+byte): the file is read from the address PyPI's JSON API gives, whose path is the file's
+blake2b-256 digest that PyPI publishes beside its sha256 (checked); every range answer
+names the published size as the file's length (checked); each member read passes its
+CRC-32 from the central directory (zipfile checks it) and matches the sha256 the wheel's
+own RECORD gives it (checked for every member RECORD names a hash for, and required of
+every member asked for when RECORD names hashes at all: AMD's onnxruntime-rocm wheel names
+none, its members are bound by CRC, address and length only; RECORD itself is read from
+the same file).
 """
 
 from __future__ import annotations
 
+import base64
+import csv
 import fnmatch
+import hashlib
 import io
 import json
 import os
@@ -64,6 +77,10 @@ class _Ranges(io.RawIOBase):
         with urllib.request.urlopen(request, timeout=TIMEOUT) as answer:
             if answer.status != 206:
                 raise OSError(f"{self.url}: no range answer (HTTP {answer.status})")
+            length = answer.headers.get("Content-Range", "").rpartition("/")[2]
+            if length != str(self.size):
+                raise ValueError(f"{self.url}: a range answer names the file's length "
+                                 f"{length!r}, PyPI publishes {self.size}")
             data = answer.read()
         buffer[:len(data)] = data
         self.position += len(data)
@@ -76,7 +93,13 @@ def _wheel_file(project: str, version: str, tag: str) -> dict[str, object]:
         files = json.load(answer)["releases"].get(version, [])
     for entry in files:
         if fnmatch.fnmatchcase(entry["filename"], f"*{tag}*.whl"):
-            return {**entry, "url": urllib.parse.urljoin(url, entry["url"])}
+            address = urllib.parse.urljoin(url, entry["url"])
+            blake2b = entry["digests"]["blake2b_256"]
+            path = urllib.parse.urlsplit(address).path.split("/")
+            if "".join(path[-4:-1]) != blake2b:
+                raise ValueError(f"{address} is not the address of the file PyPI publishes "
+                                 f"as blake2b_256 {blake2b}")
+            return {**entry, "url": address}
     raise LookupError(f"{project}=={version} has no wheel tagged {tag}")
 
 
@@ -101,9 +124,13 @@ def partial_wheel(project: str, version: str, tag: str, members: Sequence[str]) 
             home.mkdir(parents=True, exist_ok=True)
             target = home / str(entry["filename"])
             partial = target.with_suffix(".part")
+            record = _record(original)
             with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as copy:
                 for info in wanted:
-                    copy.writestr(info, original.read(info))
+                    data = original.read(info)  # raises BadZipFile on a CRC-32 mismatch
+                    _check_record(record, info.filename, data,
+                                  required=bool(record) and ".dist-info/" not in info.filename)
+                    copy.writestr(info, data)
     except urllib.error.HTTPError:
         raise  # an answer: the wheel or the range request is refused, not unreachable
     except (OSError, urllib.error.URLError) as exc:
@@ -111,6 +138,28 @@ def partial_wheel(project: str, version: str, tag: str, members: Sequence[str]) 
     partial.replace(target)
     target.with_suffix(".members").write_text(key)
     return target
+
+
+def _record(wheel: zipfile.ZipFile) -> dict[str, str]:
+    """The wheel's RECORD: each member's published hash ("sha256=..."), by name."""
+    [name] = [n for n in wheel.namelist() if n.endswith(".dist-info/RECORD")
+              and n.count("/") == 1]
+    rows = csv.reader(io.StringIO(wheel.read(name).decode()))
+    return {row[0]: row[1] for row in rows if len(row) >= 2 and row[1]}
+
+
+def _check_record(record: dict[str, str], member: str, data: bytes, required: bool) -> None:
+    """MEMBER's DATA against RECORD: a hash it names must match, and a REQUIRED member must
+    have one (some wheels name none for their dist-info, AMD's onnxruntime-rocm none at
+    all)."""
+    algorithm, _, published = record.get(member, "").partition("=")
+    if not algorithm and not required:
+        return
+    if algorithm != "sha256":
+        raise ValueError(f"the wheel's RECORD names no sha256 for {member}")
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    if digest != published:
+        raise ValueError(f"{member} does not match the sha256 the wheel's RECORD gives it")
 
 
 _APT_SOURCES = """\

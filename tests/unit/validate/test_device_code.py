@@ -49,6 +49,15 @@ def test_fatbinaries_sass_ptx_and_arch_specific() -> None:
     assert found.detail == "2 fatbinaries: 4 entries" and not found.refusals
 
 
+def test_family_targets_and_the_narrower_claim_when_both_flags_are_set() -> None:
+    """The flags of vLLM's sm_100f entries (cuobjdump: arch = sm_100f) and ONNX Runtime's
+    sm_120a ones; both family and arch-specific: the narrower, arch-specific."""
+    found = read(elf_with((4096, fatbin([
+        fatbin_entry(2, 100, 0x1208011, header=112), fatbin_entry(2, 120, 0x1108011, header=112),
+        fatbin_entry(2, 103, 0x1308011, header=112), fatbin_entry(1, 110, 0x200000)]))))
+    assert found.sass == ("sm_100f", "sm_103a", "sm_120a") and found.ptx == ("compute_110f",)
+
+
 def test_a_fatbin_magic_off_its_alignment_or_in_a_payload_is_not_one() -> None:
     inner = fatbin([fatbin_entry(2, 35)])
     outer = fatbin([fatbin_entry(2, 80, payload=inner + b"\0" * 8)])
