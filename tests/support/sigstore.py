@@ -28,9 +28,14 @@ class VerifyingSkopeo:
                                          capture_output=True, text=True).stdout.strip()
 
     def run(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["buildah", "run", "--isolation", "chroot", "-v",
-                               f"{self.work}:/w", self.container, "skopeo", *args],
-                              capture_output=True, text=True, timeout=300)
+        command = ["buildah", "run", "--isolation", "chroot", "-v", f"{self.work}:/w",
+                   self.container, "skopeo", *args]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+        if done.returncode != 0 and not _said_anything(done.stderr):
+            # On a loaded machine buildah's chroot run once ended with status 1 and no
+            # word from skopeo (which always says why it fails): run it again.
+            done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+        return done
 
     def policy(self, host: str, key: str = "/w/key.pub") -> None:
         """A policy that lets through only images of HOST signed by KEY (a path in the
@@ -53,3 +58,10 @@ class VerifyingSkopeo:
 
     def remove(self) -> None:
         subprocess.run(["buildah", "rm", self.container], capture_output=True)
+
+
+def _said_anything(stderr: str) -> bool:
+    """Whether STDERR holds more than buildah's own report of the exit status."""
+    return any(line.strip() and not line.startswith(("subprocess exited with status",
+                                                     "Error: exit status"))
+               for line in stderr.splitlines())
