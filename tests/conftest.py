@@ -115,6 +115,30 @@ def facts() -> ToolkitFacts:
     return load_facts()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _packaged_facts_read_once() -> Iterator[None]:
+    """The packaged toolkit facts, parsed once a session: every in-process command that
+    reads them (compat, select, regenerate...) parsed the whole data file again, a tenth of
+    a second each, hundreds of times in the fuzz tests. The file does not change during a
+    session and the facts are frozen; a facts file a test names is read each time, and
+    tests/unit/toolkit/test_facts.py calls the reader itself."""
+    from aipcc_build.toolkit import facts as facts_module
+
+    read = facts_module.load_facts
+    packaged: list[ToolkitFacts] = []
+
+    def load_once(path: str | Path | None = None) -> ToolkitFacts:
+        if path is not None:
+            return read(path)
+        if not packaged:
+            packaged.append(read())
+        return packaged[0]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(facts_module, "load_facts", load_once)
+        yield
+
+
 @pytest.fixture
 def registry(tmp_path: Path) -> Iterator[Registry]:
     _need("docker-registry")

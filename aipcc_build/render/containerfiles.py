@@ -576,7 +576,7 @@ def ensure_current(matrix: Matrix, filters: Filters, *, rerender: bool) -> Rende
     if result.checked and result.changes:
         files = ", ".join(os.path.relpath(change.path) for change in result.changes)
         raise CheckFailed(f"{len(result.changes)} rendered file(s) differ from the matrix and "
-                          f"templates ({files}): run 'aipcc-build render' and commit, or "
+                          f"templates ({files}): run 'aipcc-build regenerate' and commit, or "
                           f"let the build render them first")
     return result
 

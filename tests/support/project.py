@@ -4,10 +4,11 @@ as a git repository."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import re
 import shutil
 import subprocess
-import sys
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -130,6 +131,20 @@ def with_origin(repo: Path, url: str) -> Path:
 
 
 def check_jsonschema(*args: str) -> subprocess.CompletedProcess[str]:
-    """check-jsonschema validates offline: the vendored schemas ship in the PyPI package."""
-    return subprocess.run([sys.executable, "-m", "check_jsonschema", *args],
-                          capture_output=True, text=True)
+    """check-jsonschema validates offline: the vendored schemas ship in the PyPI package.
+    Its own entry point runs in this process, as `python -m check_jsonschema` would run it
+    (exit code, output): what is tested is its verdict, and a process of its own cost each
+    call a second of imports."""
+    from check_jsonschema import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            main([*args], prog_name="check-jsonschema")
+        except SystemExit as exit_info:
+            code = exit_info.code
+        else:
+            code = 0
+    return subprocess.CompletedProcess(["check-jsonschema", *args],
+                                       code if isinstance(code, int) else 1,
+                                       out.getvalue(), err.getvalue())

@@ -6,6 +6,7 @@ and each arrow stands for an import."""
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -77,9 +78,11 @@ def chain() -> list[list[str]]:
     return [step.split(", ") for step in drawn.split(" -> ")]
 
 
-def imported_packages(package: str) -> set[str]:
+@functools.cache
+def imported_packages(package: str) -> frozenset[str]:
     """The top-level packages of aipcc_build that PACKAGE's modules import, at any depth
-    (imports inside functions count: they run too)."""
+    (imports inside functions count: they run too). Each package's modules are parsed once
+    a run: the tests ask about every package more than once."""
     found = set()
     for path in (PACKAGE / package).rglob("*.py"):
         depth = len(path.relative_to(PACKAGE).parts) - 1
@@ -93,7 +96,7 @@ def imported_packages(package: str) -> set[str]:
             elif isinstance(node, ast.Import):
                 found.update(alias.name.split(".")[1] for alias in node.names
                              if alias.name.startswith("aipcc_build."))
-    return found - {package}
+    return frozenset(found - {package})
 
 
 def test_the_imports_follow_the_arrows_drawn() -> None:

@@ -20,7 +20,8 @@ DEMO = str(REPO / "matrix" / "demo.yaml")
 COMPONENTS = st.sampled_from(["a", "x" * 300, "..", ".", "file", "dir", "dangling", "null",
                               "-p", "--output=o", "new\nline", "sp ace", "ü", "w.whl",
                               "index.json", "~", "report.json"])
-PATHS = st.lists(COMPONENTS, min_size=1, max_size=4).map("/".join)
+MOST_COMPONENTS = 4
+PATHS = st.lists(COMPONENTS, min_size=1, max_size=MOST_COMPONENTS).map("/".join)
 FUZZ = settings(max_examples=25, deadline=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -56,7 +57,10 @@ COMMANDS: dict[str, Command] = {
 @pytest.fixture
 def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A working directory holding what the fuzzed paths name: a file, a directory, a
-    dangling link, a device node, an OCI layout, wheels."""
+    dangling link, a device node, an OCI layout, wheels. It lies as deep in the test's own
+    directory as a fuzzed path has components: `../../../..` names that directory, never
+    the machine's root (a directory of reports is searched throughout: a walk of every
+    file on a shared machine took seconds and read what other runs were writing)."""
     from aipcc_build.imagebuild import matrix_build
     from aipcc_build.imagebuild.outcomes import RunResult
 
@@ -64,6 +68,8 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         return RunResult(images=(), start=0.0, end=0.0)
 
     monkeypatch.setattr(matrix_build, "build_matrix", nothing_built)
+    tmp_path = tmp_path.joinpath(*["deep"] * MOST_COMPONENTS)
+    tmp_path.mkdir(parents=True)
     (tmp_path / "file").write_text("not json {")
     (tmp_path / "dir").mkdir()
     (tmp_path / "dir" / "file").write_bytes(b"\0\1")

@@ -53,3 +53,42 @@ def test_one_command_regenerates_every_derived_file_after_a_hand_edit(shipped, c
     assert cli("--matrix", str(aipcc), "compat", "--format", "markdown", "--stable", "-o",
                str(page), "--check").code == 0
     assert cli("--matrix", str(aipcc), "regenerate", "--check").code == 0
+
+
+# One file of each kind tox.ini's drift check covers (`regenerate --check`, which replaced
+# the checks of render for each matrix, plan --format konflux, compat and reference).
+CHECKED_BY_TOX = [
+    "containerfiles/builder/cuda-12.9-ubi9/Containerfile",  # render of matrix/aipcc.yaml
+    "containerfiles/demo/base/cuda-12.9-debian/Containerfile.amd64",  # of matrix/demo.yaml
+    "containerfiles/ci/aipcc-build/cpu-debian/Containerfile",  # of matrix/ci.yaml
+    "containerfiles/ci/aipcc-build/cpu-debian/image-files/pip.conf",  # a file it copies in
+    ".tekton/aipcc-3-0-builder-cpu-ubi9-push.yaml",  # plan --format konflux
+    "konflux/tenant/component-aipcc-3-0-base-cuda-12-9-el9-6.yaml",
+    "docs/compatibility.md",  # compat --format markdown --stable
+    "docs/reference/clean.md",  # reference
+]
+
+
+def test_the_one_drift_check_covers_every_file_the_separate_checks_did(shipped, cli,
+                                                                        monkeypatch):
+    root = _project(shipped)
+    monkeypatch.chdir(root)
+    aipcc = root / "matrix" / "aipcc.yaml"
+    clean = cli("--matrix", str(aipcc), "regenerate", "--check")
+    assert clean.code == 0, clean.err
+    # Each kind is checked (a kind the project stopped committing would check nothing).
+    for what in ("Containerfile(s) of matrix/aipcc.yaml", "Containerfile(s) of matrix/demo.yaml",
+                 "Containerfile(s) of matrix/ci.yaml", "Konflux file(s) of matrix/aipcc.yaml",
+                 "1 compatibility page of matrix/aipcc.yaml", "reference page(s)"):
+        assert f"{what} checked, up to date" in clean.err, what
+
+    for name in CHECKED_BY_TOX:
+        path = root / name
+        path.write_text(path.read_text() + "# a hand edit\n")
+    missing = root / ".tekton" / "aipcc-3-0-builder-cpu-ubi9-pull-request.yaml"
+    missing.unlink()
+    found = cli("--matrix", str(aipcc), "regenerate", "--check")
+    assert found.code == 1
+    for name in CHECKED_BY_TOX:
+        assert f"drifted: {name}" in found.out, name
+    assert f"missing: {missing.relative_to(root)}" in found.out

@@ -218,3 +218,16 @@ def test_a_context_elsewhere_gets_the_files_the_containerfile_copies(
     (files / "pip.conf").write_text("[global]\n")
     result = cli("--matrix", str(project.matrix), "render", "--check")
     assert result.code == 1 and f"drifted: {files / 'pip.conf'}" in result.out
+
+
+def test_a_build_refuses_stale_containerfiles_and_names_the_command_that_fixes_them(
+        project: Project, cli) -> None:
+    assert cli("--matrix", str(project.matrix), "render").code == 0
+    drifted = project.output / "builder" / "cpu-ubi9" / "Containerfile"
+    drifted.write_text(drifted.read_text() + "RUN echo hand edit\n")
+    result = cli("--matrix", str(project.matrix), "matrix", "--only", "builder/cpu-ubi9")
+    assert result.code == 1, result
+    assert "builder/cpu-ubi9/Containerfile" in result.err
+    assert "run 'aipcc-build regenerate' and commit" in result.err
+    assert "Traceback" not in result.err
+    assert "hand edit" in drifted.read_text()  # the refusal wrote nothing

@@ -5,6 +5,8 @@ terminal, no reference broken, colour only without NO_COLOR."""
 
 from __future__ import annotations
 
+import functools
+import json
 import re
 import subprocess
 import sys
@@ -52,10 +54,62 @@ COMMANDS = {
     "validate": ["-c", VALIDATE],
     "summary": ["-c", SUMMARY],
 }
+PIPED = ["compat", "list", "select", "summary"]
 
 
-def in_a_terminal(args: list[str], columns: int, **environ: str) -> str:
-    return on_a_terminal(args, columns, cwd=str(REPO), environ=environ).replace("\r\n", "\n")
+# Every command of one test's question runs in one process (one pseudo-terminal, or one
+# pipe), one after the other, each after a line naming it: a process start costs more than
+# drawing a table, and the consoles are made per call, so none sees another's output.
+MARK = "### table of "
+RUN_ALL = """
+import json, runpy, sys
+commands, mark = json.loads(sys.argv[1]), sys.argv[2]
+for name, args in commands:
+    for stream in (sys.stdout, sys.stderr):
+        stream.write("\\n%s%s\\n" % (mark, name))
+        stream.flush()
+    if args[0] == "-m":
+        sys.argv[1:] = args[2:]
+        try:
+            runpy.run_module(args[1], run_name="__main__", alter_sys=True)
+        except SystemExit:
+            pass
+    else:
+        exec(compile(args[1], name, "exec"), {"__name__": "__main__"})
+    sys.stdout.flush()
+    sys.stderr.flush()
+"""
+
+
+def _all(commands: list[str]) -> list[str]:
+    return ["-c", RUN_ALL, json.dumps([(name, COMMANDS[name]) for name in commands]), MARK]
+
+
+def _split(text: str) -> dict[str, str]:
+    """Each command's part of TEXT, by the line naming it."""
+    parts: dict[str, str] = {}
+    for part in text.split(f"\n{MARK}")[1:]:
+        name, _, shown = part.partition("\n")
+        parts[name] = parts.get(name, "") + shown
+    return parts
+
+
+@functools.cache
+def in_a_terminal(columns: int, no_color: bool) -> dict[str, str]:
+    """What each command shows on a terminal COLUMNS wide."""
+    shown = on_a_terminal(_all(sorted(COMMANDS)), columns, cwd=str(REPO),
+                          environ={"NO_COLOR": "1"} if no_color else {})
+    return _split(shown.replace("\r\n", "\n"))
+
+
+@functools.cache
+def piped(columns: int) -> dict[str, str]:
+    """What each piped command prints, its output and then its errors."""
+    done = subprocess.run([sys.executable, *_all(PIPED)], capture_output=True, text=True,
+                          env=environment(COLUMNS=str(columns)), cwd=REPO, timeout=120)
+    assert done.returncode == 0, done.stderr
+    out, err = _split(done.stdout), _split(done.stderr)
+    return {name: out[name] + err[name] for name in PIPED}
 
 
 def _lines(text: str) -> list[str]:
@@ -73,7 +127,7 @@ def _check(text: str, columns: int) -> None:
 @pytest.mark.parametrize("no_color", (False, True), ids=("colour", "NO_COLOR"))
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_a_table_fits_the_terminal(command: str, columns: int, no_color: bool) -> None:
-    shown = in_a_terminal(COMMANDS[command], columns, **({"NO_COLOR": "1"} if no_color else {}))
+    shown = in_a_terminal(columns, no_color)[command]
     _check(shown, columns)
     if no_color:
         assert not COLOUR.search(shown)
@@ -85,9 +139,6 @@ def test_a_table_fits_the_terminal(command: str, columns: int, no_color: bool) -
 
 
 @pytest.mark.parametrize("columns", (80, 120))
-@pytest.mark.parametrize("command", ["compat", "list", "select", "summary"])
+@pytest.mark.parametrize("command", PIPED)
 def test_piped_output_honours_columns(command: str, columns: int) -> None:
-    done = subprocess.run([sys.executable, *COMMANDS[command]], capture_output=True,
-                          text=True, env=environment(COLUMNS=str(columns)), cwd=REPO,
-                          timeout=120)
-    _check(done.stdout + done.stderr, columns)
+    _check(piped(columns)[command], columns)
