@@ -19,7 +19,7 @@ from typing import Optional
 from ..toolkit.spellings import ROCM_INSTALL
 from .config_env import major_minor
 from .elf import DynamicEntries
-from .results import LINKED, Evidence
+from .results import BACKEND, LINKED, Evidence
 
 # "jax-rocm7-plugin", "jax-rocm60-plugin", "jax-rocm7-pjrt", "onnxruntime-rocm",
 # "rocm-sdk-core": ROCm's major is one digit, the rest the minor.
@@ -116,3 +116,27 @@ def linked_evidence(path: str, entries: DynamicEntries, package: str
             LINKED, path, "rocm", package, ", ".join(m.group(0) for m in hip) or "",
             release, built=True, detail=f"its dynamic section {' and '.join(said)}"))
     return found
+
+
+def backend_evidence(evidence: list[Evidence],
+                     backends: dict[str, list[tuple[str, str, Optional[str], str]]]
+                     ) -> list[Evidence]:
+    """EVIDENCE, with each directory of BACKENDS (directory -> the path, family, release
+    and package of each of its shared objects named for a backend) that holds shared
+    objects named for two or more GPU backends (bitsandbytes: CUDA 11.8 to 13.2, ROCm 6.4
+    to 7.2, CPU) judged as one package's run-time choices: each becomes `backend`
+    evidence, which the verdict judges as a whole."""
+    for libraries in backends.values():
+        gpus = {(family, release) for _, family, release, _ in libraries
+                if family != "cpu"}
+        if len(gpus) < 2:
+            continue
+        paths = {path for path, _, _, _ in libraries}
+        evidence = [e for e in evidence if e.path not in paths]
+        names = ", ".join(sorted({f"{f} {r}" if r else f for _, f, r, _ in libraries}))
+        for path, family, release, owner in libraries:
+            evidence.append(Evidence(
+                BACKEND, path, family, owner, release or "", release, detail=(
+                    f"one of the {len(libraries)} backends {owner} picks among at run "
+                    f"time: {names}")))
+    return evidence

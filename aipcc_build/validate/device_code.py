@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from .gpu_code import sort_archs
+from .results import DeviceCode, Hazard
 
 FATBIN_MAGIC = struct.pack("<IHH", 0xBA55ED50, 1, 16)
 BUNDLE_MAGIC = b"__CLANG_OFFLOAD_BUNDLE__"
@@ -416,6 +417,21 @@ class DeviceCodeReader:
         detail = ", ".join(parts) + (f": {entries} entries" if parts else "")
         return DeviceCodeFound(sort_archs(sass), sort_archs(ptx), sort_archs(gfx), detail,
                                tuple(refusals))
+
+
+# The hazard kind of device code whose header breaks a limit (that container not counted).
+DEVICE_CODE_HAZARD = "device-code-limit"
+
+
+def device_code_evidence(path: str, found: DeviceCodeFound
+                         ) -> tuple[Optional[DeviceCode], list[Hazard]]:
+    """What the shared object at PATH carries (FOUND), as the layer's scan keeps it: its
+    device code, if any, and a hazard for each container refused."""
+    hazards = [Hazard(DEVICE_CODE_HAZARD, path, f"{refusal}: not counted", severe=False)
+               for refusal in found.refusals]
+    if not found.any:
+        return None, hazards
+    return DeviceCode(path, found.sass, found.ptx, found.gfx, found.detail), hazards
 
 
 def read_device_code(data: bytes, chunk: int = 1 << 20) -> DeviceCodeFound:

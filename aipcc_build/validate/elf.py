@@ -26,6 +26,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Optional
 
+from ..patterns import lazy
+from .results import Evidence, Hazard
+
 SYMBOL = b"cudaRuntimeGetVersion"
 EM_X86_64, EM_AARCH64 = 62, 183
 _PT_LOAD, _PT_DYNAMIC, _SHT_DYNSYM = 1, 2, 11
@@ -324,3 +327,41 @@ def runtime_release(data: bytes) -> Optional[str]:
                     seen.add(call)
                     queue.append((call, depth + 1))
     return None
+
+
+# The hazard kind of a file past one of the ELF reader's limits (not read).
+ELF_LIMIT_HAZARD = "elf-limit"
+_SONAME_VERSION = lazy(r"\d+(?:\.\d+)*")
+
+
+def soname_version(stem: str, soname: Optional[str]) -> Optional[str]:
+    """The version a library's SONAME gives it, when the SONAME names the same library:
+    ("amdhip64", "libamdhip64.so.7") -> "7"; anything else -> None."""
+    if not soname or not soname.startswith(f"lib{stem}.so."):
+        return None
+    version = soname[len(stem) + 7:]
+    return version if _SONAME_VERSION.fullmatch(version) else None
+
+
+def runtime_evidence(path: str, data: bytes, major: str
+                     ) -> tuple[Evidence, Optional[Hazard]]:
+    """A vendored CUDA runtime at PATH whose name gives its MAJOR at most ("" for none):
+    its release read from its code DATA, else its name's major; a hazard when its code is
+    past a limit."""
+    hazard = None
+    try:
+        release = runtime_release(data)
+    except ElfLimit as exc:
+        hazard = Hazard(ELF_LIMIT_HAZARD, path, f"{exc}: not read", severe=False)
+        release = None
+    if release is not None and (not major or release.split(".")[0] == major):
+        return Evidence(
+            "library", path, "cuda", "cuda-runtime", release, release, detail=(
+                "a vendored copy; its release read from its code: the version "
+                "cudaRuntimeGetVersion returns")), hazard
+    why = "its code holds no version this reader knows" if release is None else \
+        f"its code says {release}, its name {major}"
+    return Evidence(
+        "library", path, "cuda", "cuda-runtime", major, major or None,
+        detail=f"a vendored copy; {why}" + (f": CUDA {major} by its name" if major else "")
+    ), hazard

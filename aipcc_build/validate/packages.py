@@ -1,4 +1,5 @@
-"""What an installed package's name and version say: RPM and dpkg databases alike.
+"""What an installed package's name and version say: RPM and dpkg databases alike, and
+the evidence of a dpkg status file or an RPM database read whole.
 
 NVIDIA's packages (RPM and Debian/Ubuntu) carry the CUDA release in the name or the
 version; AMD's carry their ROCm release code in the version (60401 is 6.4.1); Debian's own
@@ -9,10 +10,12 @@ ROCm packages in the version.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Optional
 
 from .config_env import major_minor
-from .results import Evidence
+from .results import Evidence, Hazard
+from .rpmdb import RpmdbError, read_packages
 
 # Package names that carry the CUDA release: cuda-cudart-12-9, libcublas-12-9, cuda-12-8.
 _CUDA_PACKAGE = re.compile(
@@ -123,3 +126,31 @@ def dpkg_packages(text: str, installed_by_default: bool = False
             continue
         found.append((name, fields.get("Version", ""), fields.get("Source", "").split(" ")[0]))
     return found
+
+
+def dpkg_evidence(path: str, text: str) -> list[Evidence]:
+    """The evidence of the dpkg status file at PATH (`/var/lib/dpkg/status`, or one of
+    distroless's `status.d/` files, whose packages are installed unless they say not)."""
+    found = []
+    for name, version, source in dpkg_packages(
+            text, installed_by_default=path != "/var/lib/dpkg/status"):
+        evidence = package_evidence("dpkg", path, name, version, source)
+        if evidence:
+            found.append(evidence)
+    return found
+
+
+def rpm_evidence(path: str, db: Path, wal: Optional[Path]
+                 ) -> tuple[list[Evidence], Optional[Hazard]]:
+    """The evidence of the RPM database at PATH, copied to DB (and its write-ahead log to
+    WAL, beside it under its own name); a hazard instead when it cannot be read."""
+    try:
+        packages = read_packages(db, interesting_package, wal)
+    except RpmdbError as exc:
+        return [], Hazard("unreadable-rpmdb", path, str(exc), severe=False)
+    found = []
+    for name, version, release in packages:
+        evidence = package_evidence("rpm", path, name, f"{version}-{release}")
+        if evidence:
+            found.append(evidence)
+    return found, None

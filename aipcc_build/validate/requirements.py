@@ -4,7 +4,7 @@ or uv would install belongs to, and which requested requirement brings it.
 The set comes resolved (pip's `install --dry-run --report` JSON, a PEP 751 `pylock.toml`, a
 `uv.lock`) or as a requirements file that pip resolves here, in dry-run: only metadata is
 fetched. Each resolved distribution is judged as the validator judges a `.dist-info`
-directory in an image (`detect.wheel_evidence`, `verdict.judge_evidence`): NVIDIA's
+directory in an image (`distributions.wheel_evidence`, `verdict.judge_evidence`): NVIDIA's
 component wheels through the component table, `+cu129` local versions, `-cu12`/`cuda12x`
 names. One reader per format; nothing here prints.
 """
@@ -235,7 +235,7 @@ def parse_report(text: str, source: str) -> tuple[Distribution, ...]:
 def judge_requirements(source: str, distributions: Sequence[Distribution],
                        expected: Expectation) -> RequirementsVerdict:
     """Each distribution judged as its .dist-info in an image of EXPECTED would be."""
-    from .detect import wheel_evidence
+    from .distributions import wheel_evidence
     from .verdict import judge_evidence, place
 
     findings = []

@@ -22,7 +22,8 @@ from typing import BinaryIO, Optional
 
 from ..fsutil import NotRegularFile, open_regular
 from ..toolkit.constraints import majors_named
-from ..validate.detect import WANT_MEMORY, LayerDetector, wheel_evidence
+from ..validate.detect import WANT_MEMORY, LayerDetector
+from ..validate.distributions import wheel_evidence
 from ..validate.results import Evidence
 
 # name-version(-build)?-python-abi-platform.whl; the name and version use '_' for '-'.

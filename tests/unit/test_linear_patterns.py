@@ -16,7 +16,17 @@ from aipcc_build import errors
 from aipcc_build.imagebuild import preflight
 from aipcc_build.report import progress
 from aipcc_build.tools import buildah, git, retry
-from aipcc_build.validate import builds, detect, index_config, packages, requirements, verdict
+from aipcc_build.validate import (
+    builds,
+    detect,
+    distributions,
+    index_config,
+    libraries,
+    packages,
+    requirements,
+    verdict,
+    version_files,
+)
 from aipcc_build.wheel_indexes import wheel_file
 
 LINE = 10 * 1024 * 1024
@@ -38,18 +48,18 @@ APPLIED: list[tuple[str, Pattern, str]] = [
     ("preflight.CHALLENGE_PARAMETER", preflight.CHALLENGE_PARAMETER, "findall"),
     ("detect.CANDIDATE_BYTES", detect.CANDIDATE_BYTES, "search"),
     ("detect._CANDIDATE", detect._CANDIDATE, "search"),
-    ("detect._LIBRARY", detect._LIBRARY, "search"),
-    ("detect._DIST_INFO", detect._DIST_INFO, "match"),
-    ("detect._RECORD", detect._RECORD, "match"),
-    ("detect._SITE_PACKAGE", detect._SITE_PACKAGE, "match"),
+    ("libraries.LIBRARY", libraries.LIBRARY, "search"),
+    ("distributions.DIST_INFO", distributions.DIST_INFO, "match"),
+    ("distributions.RECORD", distributions.RECORD, "match"),
+    ("distributions.SITE_PACKAGE", distributions.SITE_PACKAGE, "match"),
     ("detect._NVIDIA_WHEEL_TREE", detect._NVIDIA_WHEEL_TREE, "match"),
     ("detect._PRIVATE_TOOL", detect._PRIVATE_TOOL, "search"),
     ("detect._SHARED_OBJECT", detect._SHARED_OBJECT, "search"),
-    ("detect._BUILD_VERSION", detect._BUILD_VERSION, "findall"),
-    ("detect._TORCH_CUDA", detect._TORCH_CUDA, "search"),
-    ("detect._CUDA_TXT", detect._CUDA_TXT, "search"),
-    ("detect._NVIDIA_WHEEL", detect._NVIDIA_WHEEL, "match"),
-    ("detect._CONDA_META", detect._CONDA_META, "search"),
+    ("version_files.BUILD_VERSION", version_files.BUILD_VERSION, "findall"),
+    ("version_files.TORCH_CUDA", version_files.TORCH_CUDA, "search"),
+    ("version_files.CUDA_TXT", version_files.CUDA_TXT, "search"),
+    ("distributions._NVIDIA_WHEEL", distributions._NVIDIA_WHEEL, "match"),
+    ("distributions.CONDA_META", distributions.CONDA_META, "search"),
     ("builds._ROCM_NAME", builds._ROCM_NAME, "match"),
     ("builds._BACKEND", builds._BACKEND, "search"),
     ("packages._CUDA_PACKAGE", packages._CUDA_PACKAGE, "match"),

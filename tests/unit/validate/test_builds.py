@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from aipcc_build.validate.builds import backend, distribution_evidence, tag_release
-from aipcc_build.validate.detect import wheel_evidence
+from aipcc_build.validate.distributions import wheel_evidence
 from aipcc_build.validate.packages import debian_cuda_release
 from aipcc_build.validate.results import OK, VIOLATION, WARNING, Expectation
 from aipcc_build.validate.verdict import judge

@@ -6,7 +6,7 @@ from __future__ import annotations
 import tarfile
 from pathlib import Path
 
-from aipcc_build.validate.detect import wheel_evidence
+from aipcc_build.validate.distributions import wheel_evidence
 from aipcc_build.validate.packages import dpkg_packages, package_evidence
 from aipcc_build.validate.results import OK, VIOLATION, WARNING, Expectation
 from aipcc_build.validate.verdict import judge
