@@ -73,6 +73,8 @@ def test_warm_validate_loads_no_scanner_pool_or_heavy_module(tmp_path: Path) -> 
     # read of the layers, no process pool, no other command.
     assert not {"aipcc_build.validate.layers", "aipcc_build.validate.device_code",
                 "aipcc_build.imagefs.lookup"} & warm
+    # An image aipcc-build did not label has no constraints to judge: their module waits.
+    assert "aipcc_build.toolkit.constraints" not in warm
     assert "concurrent.futures.process" not in warm
     # Nor any outside program: the answer is cached, so no runner and no subprocess; and
     # the handlers are set through `_signal`, without the `signal` module's enums.
