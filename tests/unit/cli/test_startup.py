@@ -106,3 +106,13 @@ def test_warm_validate_compiles_only_the_credential_masks(tmp_path: Path) -> Non
     loaded(tmp_path, "validate", ref, "--cache-dir", str(cache), "--json")
     masks = {repr(pattern) for _, pattern in errors._SECRETS} | {repr(errors._WORD_BEFORE_AT)}
     assert compiled(tmp_path) - masks == set()
+
+
+def test_the_validation_report_loads_no_final_tree_model() -> None:
+    """The report (and `--expect-gpu-archs`) read device code, not the overlay model: only
+    the judge of an image loads `imagefs.overlay`."""
+    code = ("import sys, aipcc_build.report.validation, aipcc_build.validate.gpu_code\n"
+            "print(' '.join(sorted(sys.modules)))")
+    modules = set(subprocess.run([sys.executable, "-c", code], check=True, text=True,
+                                 capture_output=True, timeout=60).stdout.split())
+    assert "aipcc_build.imagefs.overlay" not in modules
