@@ -19,6 +19,21 @@ _BUILTIN = {
 }
 
 
+_LOWER_HEX = frozenset("0123456789abcdef")
+_ALGORITHM = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
+
+
+def is_lower_hex(text: str) -> bool:
+    """Whether TEXT is all lowercase hex digits (and not empty): a digest's or an image
+    ID's, checked without compiling a pattern (a warm validation checks a few; issue 37)."""
+    return bool(text) and _LOWER_HEX.issuperset(text)
+
+
+def is_algorithm(text: str) -> bool:
+    """Whether TEXT can name a digest's algorithm here: lowercase letters and digits."""
+    return bool(text) and _ALGORITHM.issuperset(text)
+
+
 def hexdigest(algorithm: str, data: bytes) -> Optional[str]:
     """DATA's hex digest under ALGORITHM ("sha256"); None for an algorithm unknown here."""
     for module, constructor in _BUILTIN.get(algorithm, ()):

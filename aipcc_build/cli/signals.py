@@ -12,10 +12,18 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 from collections.abc import Iterator
 from types import FrameType
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
+
+if TYPE_CHECKING:
+    import signal
+else:
+    # The C module the `signal` module wraps: the same functions on plain numbers, without
+    # the three enums `signal` builds at import (scanning its namespace each time), which
+    # cost every warm `aipcc-build validate` more than its check of the cache (issue 37).
+    # Handlers get a plain number from either, and restore what either returned.
+    import _signal as signal
 
 from ..errors import Interrupted
 

@@ -27,8 +27,9 @@ below, following lower symlinks: images that rely on the difference are not mode
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Callable, NamedTuple, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
+from ..records import record
 from .paths import NAME_MAX, clean, duplicate_key, engine_name_problem, parent_and_base
 from .symlinks import MAX_HOPS, PATH_MAX, STEPS_PER_LINK, Budget, follow
 from .tar import (
@@ -432,7 +433,8 @@ def ancestors(path: str) -> list[str]:
     return ["/".join(parts[:i]) for i in range(2, len(parts))]
 
 
-class Holders(NamedTuple):
+@record
+class Holders:
     """Who decides PATH in the final tree: the layers whose entries there show, topmost
     first (one for a non-directory; the directories overlayfs merges), or none and
     `problem`, why the path is absent."""
@@ -442,7 +444,8 @@ class Holders(NamedTuple):
     problem: str = ""
 
 
-class Resolved(NamedTuple):
+@record
+class Resolved:
     """Where a process that opens PATH ends up: `path` after the symlinks, the `layer`
     holding it and its `kind`, `member`: the path in that layer holding the bytes (the
     first name of a hard link); `problem` when it cannot be opened."""

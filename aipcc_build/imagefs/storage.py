@@ -20,7 +20,6 @@ taking its locks; a build committing meanwhile does not wait for a validation.
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import sys
@@ -28,9 +27,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Optional
 
-from ..digest import hexdigest
+from ..digest import hexdigest, is_lower_hex
 from ..oci import INDEX_TYPES
-from ..patterns import lazy
 from ..records import record
 from .blobs import TarSplitLayer
 
@@ -43,7 +41,6 @@ DEFAULT_GRAPHROOT = Path("/var/lib/containers/storage")
 # driver in use when none is configured ("prior driver").
 KNOWN_DRIVERS = ("overlay", "overlay2", "btrfs", "zfs", "vfs", "devicemapper", "aufs")
 READ_IN_PLACE = ("overlay", "vfs")
-_IMAGE_ID = lazy(r"^[0-9a-f]{64}$")
 
 
 class NotInPlace(Exception):
@@ -127,7 +124,12 @@ def _big_data(store: Store, image_id: str, key: str) -> bytes:
     # containers/storage names the file after the key if it is all [0-9a-z.], else "=" and
     # the key in base64.
     plain = all(c == "." or "0" <= c <= "9" or "a" <= c <= "z" for c in key)
-    name = key if plain else "=" + base64.b64encode(key.encode()).decode()
+    if plain:  # a manifest's key: a warm validation loads no base64 (issue 37)
+        name = key
+    else:
+        import base64
+
+        name = "=" + base64.b64encode(key.encode()).decode()
     try:
         return (store.images / image_id / name).read_bytes()
     except OSError as exc:
@@ -139,7 +141,7 @@ def _image_record(store: Store, reference: str) -> Mapping[str, Any]:
     Short names, ID prefixes and digests are left to containers/image to resolve."""
     records = _json_file(store.images / "images.json")
     for image in records:
-        if (image.get("id") == reference if _IMAGE_ID.match(reference)
+        if (image.get("id") == reference if len(reference) == 64 and is_lower_hex(reference)
                 else reference in (image.get("names") or ())):
             return image
     raise NotInPlace(f"{reference} is not an image ID or a stored name")

@@ -14,11 +14,10 @@ import os
 from pathlib import Path
 from typing import Any, Optional
 
-from ..patterns import lazy
+from ..digest import is_algorithm, is_lower_hex
 from .results import REFUSED_LAYER, DeviceCode, Evidence, Hazard, IndexSetting, LayerScan
 
 SCAN_FORMAT = 11
-_DIGEST = lazy(r"^([a-z0-9]+):([a-f0-9]{32,128})$")
 
 
 def default_cache_dir() -> Path:
@@ -67,8 +66,13 @@ class LayerCache:
         self.dir = root / "validate" / f"layers-v{SCAN_FORMAT}"
 
     def _path(self, digest: str) -> Optional[Path]:
-        match = _DIGEST.match(digest)
-        return self.dir / match.group(1) / f"{match.group(2)}.json" if match else None
+        # The entry is named by the digest exactly: a digest with anything more (a trailing
+        # newline, which a `$` pattern let through) has none.
+        algorithm, colon, hex_part = digest.partition(":")
+        if not (colon and is_algorithm(algorithm) and 32 <= len(hex_part) <= 128
+                and is_lower_hex(hex_part)):
+            return None
+        return self.dir / algorithm / f"{hex_part}.json"
 
     def get(self, digest: str) -> Optional[LayerScan]:
         path = self._path(digest)

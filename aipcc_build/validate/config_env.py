@@ -28,7 +28,9 @@ def config_evidence(env: Mapping[str, str]) -> list[Evidence]:
         found.append(Evidence("env", "config:Env/NV_CUDA_CUDART_VERSION", "cuda",
                               "cuda-runtime", value, major_minor(value)))
     require = env.get("NVIDIA_REQUIRE_CUDA", "")
-    match = re.search(r"cuda>=(\d+\.\d+)", require)
+    # The literal first: compiling the pattern would cost every warm validation of an image
+    # without the variable (issue 37).
+    match = re.search(r"cuda>=(\d+\.\d+)", require) if "cuda>=" in require else None
     if match:
         found.append(Evidence("env", "config:Env/NVIDIA_REQUIRE_CUDA", "cuda", "driver-requirement",
                               require, match.group(1)))

@@ -21,7 +21,6 @@ from typing import Optional
 
 from .. import image_labels
 from ..image_index_settings import CONSTRAINT_VARIABLES
-from ..toolkit.constraints import CONSTRAINTS_PATH, target_in, target_of
 from .results import OK, VIOLATION, Expectation, Finding, IndexSetting
 
 CONSTRAINTS_KEY = "aipcc-constraints"  # the setting a scan records for the file
@@ -31,6 +30,8 @@ _VARIABLES = CONSTRAINT_VARIABLES
 def constraints_setting(path: str, text: str) -> IndexSetting:
     """What a scan keeps of the constraints file at PATH: the target its header names
     ("cuda 12.8"; empty when it names none)."""
+    from ..toolkit.constraints import target_in
+
     target = target_in(text)
     return IndexSetting(path, CONSTRAINTS_KEY, str(target) if target else "")
 
@@ -42,6 +43,10 @@ def judge_constraints(settings: Sequence[tuple[IndexSetting, Optional[str]]],
     SETTINGS are the final filesystem's constraint settings, with their layer digests."""
     if not labels.get(image_labels.CONSTRAINTS):
         return []
+    # Only here: the warm validation of an image of another builder loads no constraints
+    # module (issue 37).
+    from ..toolkit.constraints import CONSTRAINTS_PATH, target_of
+
     wanted = str(target_of(expected.accelerator, expected.version))
     found = [(s, digest) for s, digest in settings if s.source == CONSTRAINTS_PATH]
 

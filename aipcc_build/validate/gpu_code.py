@@ -16,11 +16,13 @@ judged: a framework that compiles its kernels at run time (triton) has none.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-from ..imagefs.overlay import Stack
 from ..patterns import lazy
 from .results import VIOLATION, DeviceCode, Finding, LayerScan
+
+if TYPE_CHECKING:  # the report and `--expect-gpu-archs` need no final-tree model
+    from ..imagefs.overlay import Stack
 
 _CUDA_TARGET = lazy(r"^sm_(\d{2,3})$")
 # How an expected CUDA GPU may be spelled, as the matrix allows: 9.0, 90, sm_90, sm_90a.

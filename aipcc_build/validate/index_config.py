@@ -281,12 +281,20 @@ def judge_auth(env: Mapping[str, str], labels: Mapping[str, str]) -> list[Findin
             for path in presented]
 
 
+def _may_be_config(path: str) -> bool:
+    """Whether PATH holds a literal CONFIG_FILE cannot match without: a warm validation
+    whose layers hold no config file compiles no pattern (issue 37)."""
+    return "pip.conf" in path or "pip.ini" in path or "uv.toml" in path or \
+        "aipcc-constraints.txt" in path
+
+
 def _scanned_config_files(scans: Sequence[LayerScan], stack: Stack,
                           read_through: Sequence[LayerScan] = ()) -> set[str]:
     """The pip and uv config files the layer scans read that the final filesystem holds,
     and those read through links."""
     held = {path for number, scan in enumerate(scans) for path in scan.content_paths
-            if CONFIG_FILE.search(path) and stack.hider(number, path) is None}
+            if _may_be_config(path) and CONFIG_FILE.search(path)
+            and stack.hider(number, path) is None}
     return held | {path for scan in read_through for path in scan.content_paths}
 
 

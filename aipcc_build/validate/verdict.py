@@ -347,7 +347,9 @@ def _config_checks(image: PlatformImage, ref: str, expected: Expectation) -> lis
             f"the index declares this image {image.platform}, but its config says "
             f"{image.config.get('os')}/{architecture}: it would be pulled for the wrong "
             "machine", component="platform", component_version=image.platform))
-    named = _NAME_TOOLKIT.search(ref.rsplit("/", 1)[-1])
+    name = ref.rsplit("/", 1)[-1]
+    # The literals first: most names hold neither, and need not compile the pattern.
+    named = _NAME_TOOLKIT.search(name) if "cuda" in name or "rocm" in name else None
     if named and label_accel and label_version and (
             (named.group(1), named.group(2)) != (label_accel, major_minor(label_version))):
         findings.append(Finding(

@@ -12,12 +12,25 @@ from tests.support.layers import member, oci_layout, tar_bytes
 
 # Neither run needs these: the rich console, templates, YAML, the matrix, rendering.
 HEAVY = ("rich", "jinja2", "yaml", "aipcc_build.matrix", "aipcc_build.render")
-RUN = ("import sys\n"
+# Also records each pattern aipcc_build's code compiles (re's one entry point for them all;
+# the standard library's own, json's or gettext's, are not the validator's).
+RUN = ("import re, sys\n"
+       "compiled, _compile = [], re._compile\n"
+       "def spy(pattern, flags):\n"
+       "    caller = sys._getframe(1)\n"
+       "    while caller.f_code.co_filename == re.__file__:\n"
+       "        caller = caller.f_back\n"
+       "    if not isinstance(pattern, re.Pattern) and \\\n"
+       "            '/aipcc_build/' in caller.f_code.co_filename:\n"
+       "        compiled.append(repr(pattern))\n"
+       "    return _compile(pattern, flags)\n"
+       "re._compile = spy\n"
        "from aipcc_build.cli import main\n"
        "try:\n"
        "    main(sys.argv[2:])\n"
        "finally:\n"
-       "    open(sys.argv[1], 'w').write(' '.join(sorted(sys.modules)))\n")
+       "    open(sys.argv[1], 'w').write(' '.join(sorted(sys.modules)))\n"
+       "    open(sys.argv[1] + '.patterns', 'w').write('\\n'.join(compiled))\n")
 
 
 def loaded(tmp_path: Path, *args: str) -> set[str]:
@@ -26,6 +39,11 @@ def loaded(tmp_path: Path, *args: str) -> set[str]:
     subprocess.run([sys.executable, "-c", RUN, str(modules), *args], check=True,
                    stdout=subprocess.DEVNULL, timeout=60)
     return set(modules.read_text().split())
+
+
+def compiled(tmp_path: Path) -> set[str]:
+    """The patterns (their reprs) the last `loaded` run compiled."""
+    return set(filter(None, (tmp_path / "modules.txt.patterns").read_text().split("\n")))
 
 
 def heavy(modules: set[str]) -> list[str]:
@@ -55,9 +73,12 @@ def test_warm_validate_loads_no_scanner_pool_or_heavy_module(tmp_path: Path) -> 
     # read of the layers, no process pool, no other command.
     assert not {"aipcc_build.validate.layers", "aipcc_build.validate.device_code",
                 "aipcc_build.imagefs.lookup"} & warm
+    # An image aipcc-build did not label has no constraints to judge: their module waits.
+    assert "aipcc_build.toolkit.constraints" not in warm
     assert "concurrent.futures.process" not in warm
-    # Nor any outside program: the answer is cached, so no runner and no subprocess.
-    assert not {"aipcc_build.tools.runner", "subprocess"} & warm
+    # Nor any outside program: the answer is cached, so no runner and no subprocess; and
+    # the handlers are set through `_signal`, without the `signal` module's enums.
+    assert not {"aipcc_build.tools.runner", "subprocess", "signal"} & warm
     assert sorted(m for m in warm if m.startswith("aipcc_build.cli.")) == \
         sorted(["aipcc_build.cli.options", "aipcc_build.cli.signals", "aipcc_build.cli.validate"])
 
@@ -69,3 +90,29 @@ def test_each_command_is_loaded_from_the_module_that_defines_it() -> None:
                if command.callback is not None}
     assert defined == {name: f"aipcc_build.cli.{module}"
                        for name, module in COMMAND_MODULES.items()}
+
+
+def test_warm_validate_compiles_only_the_credential_masks(tmp_path: Path) -> None:
+    """A warm validation of an image without toolkit, config files or NVIDIA variables
+    compiles no pattern of the validator (each costs about as much as loading a module):
+    the cache key and image ID checks are string checks, the others wait for their
+    literal. Only the masking of the JSON report's credentials compiles any."""
+    from aipcc_build import errors
+
+    ref = oci_layout(tmp_path / "image",
+                     [tar_bytes([member("usr/lib/libfoo.so.1", b"\x7fELF not really")])])
+    cache = tmp_path / "cache"
+    loaded(tmp_path, "validate", ref, "--cache-dir", str(cache), "--json")
+    loaded(tmp_path, "validate", ref, "--cache-dir", str(cache), "--json")
+    masks = {repr(pattern) for _, pattern in errors._SECRETS} | {repr(errors._WORD_BEFORE_AT)}
+    assert compiled(tmp_path) - masks == set()
+
+
+def test_the_validation_report_loads_no_final_tree_model() -> None:
+    """The report (and `--expect-gpu-archs`) read device code, not the overlay model: only
+    the judge of an image loads `imagefs.overlay`."""
+    code = ("import sys, aipcc_build.report.validation, aipcc_build.validate.gpu_code\n"
+            "print(' '.join(sorted(sys.modules)))")
+    modules = set(subprocess.run([sys.executable, "-c", code], check=True, text=True,
+                                 capture_output=True, timeout=60).stdout.split())
+    assert "aipcc_build.imagefs.overlay" not in modules

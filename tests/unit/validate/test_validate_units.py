@@ -238,6 +238,22 @@ def test_cache_round_trip_and_concurrent_writers(tmp_path: Path) -> None:
     assert LayerCache(tmp_path).get(digest) is None
 
 
+def test_a_cache_entry_is_bound_to_the_exact_digest(tmp_path: Path) -> None:
+    """A digest with anything around it has no entry: the `$` of the pattern this check
+    replaced let `sha256:HEX\n` read (and write) the entry of `sha256:HEX`."""
+    digest = "sha256:" + "ab" * 32
+    cache = LayerCache(tmp_path)
+    cache.put(LayerScan(digest, 7, ()))
+    assert cache.get(digest) is not None
+    for near in (digest + "\n", digest.upper(), " " + digest, "sha256:" + "ab" * 15,
+                 "sha256:" + "a" * 129, "SHA256:" + "ab" * 32, "sha-256:" + "ab" * 32,
+                 "sha256" + "ab" * 32, ":" + "ab" * 32, "sha256:" + "ag" * 32,
+                 "sha256:" + "ab" * 32 + ":", "sha256:" + "\u0661" * 64):
+        assert cache.get(near) is None, near
+        cache.put(LayerScan(near, 1, ()))  # written nowhere
+    assert sorted(p.name for p in tmp_path.rglob("*.json")) == [f"{'ab' * 32}.json"]
+
+
 def test_skopeo_commands_are_argument_lists_and_failures_typed() -> None:
     def answer(argv: list[str]) -> tuple[int, bytes, bytes]:
         if "missing" in argv[-1]:
