@@ -16,7 +16,16 @@ from ..tools.skopeo import TRANSPORTS, Skopeo
 from .cache import LayerCache, default_cache_dir
 from .gpu_code import BadArch, coverage_findings, final_device_code, parse_expected
 from .index_config import unread_named_files
-from .results import VIOLATION, DeviceCode, Expectation, ImageVerdict, LayerScan
+from .results import (
+    OVERSIZED,
+    UNREAD,
+    VIOLATION,
+    DeviceCode,
+    Expectation,
+    Hazard,
+    ImageVerdict,
+    LayerScan,
+)
 from .rootfs import diff_id_findings
 from .scan_stack import RPM_DATABASES, RPMDB_READ_LIMIT, read_through_links, stack_of
 from .verdict import judge
@@ -228,7 +237,31 @@ def _read_through_links(image: PlatformImage, scans: Sequence[LayerScan], stack:
         read = read_path(layers, path, limit)
         if read.data is not None and read.layer is not None:
             found.append(scan_file(read.layer, path, read.data))
+        elif not read.absent:
+            found.append(_unread(path, read, scans, stack))
     return found
+
+
+def _unread(path: str, read: FileRead, scans: Sequence[LayerScan], stack: Stack
+            ) -> LayerScan:
+    """A file read through a link that could not be read (larger than the limit, not a
+    regular file, its layer unreadable), as a hazard of the layer holding it: the verdict
+    fails it as the scan's own (`judge`) when it is a package database."""
+    if read.over_limit:
+        hazard = Hazard(OVERSIZED, path, f"{read.problem}", severe=False)
+    elif read.error is not None:
+        hazard = Hazard(UNREAD, path, f"read through a link: {read.error}", severe=True)
+    else:
+        hazard = Hazard(UNREAD, path, f"read through a link to {read.path}: {read.problem}: "
+                                      "not read", severe=False)
+    layer = read.layer or _layer_of(read.path, scans, stack)
+    return LayerScan(digest=layer, entries=0, hazards=(hazard,))
+
+
+def _layer_of(path: str, scans: Sequence[LayerScan], stack: Stack) -> str:
+    """The digest of the layer the final tree takes PATH from ("" when none)."""
+    found = stack.resolve(path)
+    return scans[found.layer].digest if found.layer is not None else ""
 
 
 def _read_named_files(image: PlatformImage, scans: Sequence[LayerScan], stack: Stack,

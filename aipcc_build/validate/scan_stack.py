@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from ..imagefs.overlay import LayerIndex, Stack, ancestors
 from ..imagefs.tar import HARDLINK, REGULAR, SYMLINK
 from .index_config import files_the_tools_load
-from .results import LayerScan
+from .results import OVERSIZED, UNREADABLE_RPMDB, LayerScan
 
 DPKG_STATUS = "/var/lib/dpkg/status"
 # Where rpm finds its database: RHEL 9's %_dbpath, and Fedora's and RHEL 10's, which keep
@@ -24,6 +24,10 @@ DPKG_STATUS = "/var/lib/dpkg/status"
 # this many bytes (RHEL 9's, a few hundred packages, is a few MB).
 RPM_DATABASES = ("/var/lib/rpm/rpmdb.sqlite", "/usr/lib/sysimage/rpm/rpmdb.sqlite")
 RPMDB_READ_LIMIT = 256 << 20
+# The files that list an image's installed packages: one the validator could not read
+# leaves them unjudged.
+PACKAGE_DATABASES = frozenset((DPKG_STATUS, *RPM_DATABASES,
+                               *(f"{path}-wal" for path in RPM_DATABASES)))
 # A toolkit's root (/usr/local/cuda[-X.Y], /opt/rocm[-X.Y.Z]), whose version file its tools
 # read through it: the prefix, and how many numbers its versioned name has. (No patterns:
 # compiling them would cost every warm validation more than this check.)
@@ -54,6 +58,9 @@ def scan_index(scan: LayerScan) -> LayerIndex:
         index.kinds.setdefault(path, REGULAR)
     for code in scan.device_code:  # read from a regular file's bytes
         index.kinds.setdefault(code.path, REGULAR)
+    for hazard in scan.hazards:  # a regular file not read: a later copy replaces it
+        if hazard.kind in (OVERSIZED, UNREADABLE_RPMDB):
+            index.kinds.setdefault(hazard.path, REGULAR)
     held = [*index.kinds, *index.whiteouts, *index.opaque]
     for evidence in scan.evidence:
         if evidence.path not in index.kinds:
