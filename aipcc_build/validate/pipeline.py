@@ -235,10 +235,20 @@ def _read_through_links(image: PlatformImage, scans: Sequence[LayerScan], stack:
     for path in linked:
         limit = RPMDB_READ_LIMIT if path in RPM_DATABASES else DPKG_STATUS_LIMIT
         read = read_path(layers, path, limit)
-        if read.data is not None and read.layer is not None:
-            found.append(scan_file(read.layer, path, read.data))
-        elif not read.absent:
-            found.append(_unread(path, read, scans, stack))
+        if read.data is None or read.layer is None:
+            if not read.absent:
+                found.append(_unread(path, read, scans, stack))
+            continue
+        wal = None
+        if path in RPM_DATABASES:
+            # sqlite replays the write-ahead log beside the name it opens, symlinks
+            # resolved: where the read landed.
+            log = read_path(layers, f"{read.path}-wal", RPMDB_READ_LIMIT)
+            if log.data:
+                wal = log.data
+            elif not log.absent and log.data is None:
+                found.append(_unread(f"{path}-wal", log, scans, stack))
+        found.append(scan_file(read.layer, path, read.data, wal))
     return found
 
 
