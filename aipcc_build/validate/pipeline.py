@@ -45,6 +45,12 @@ def expectation_from_spec(spec: ImageSpec) -> tuple[Expectation, tuple[AllowRule
                         index=spec.wheel_index), spec.allow)
 
 
+def gpu_archs_source(spec: ImageSpec) -> str:
+    """Where a matrix image's expected GPU architectures come from, as its coverage
+    findings name it."""
+    return f"gpu_archs of the matrix's {spec.accelerator} {spec.version} entry"
+
+
 def gpu_archs_of(spec: ImageSpec) -> tuple[str, ...]:
     """The GPUs a matrix image's device code must run on: its toolkit entry's gpu_archs."""
     declared = spec.toolkit.gpu_archs if spec.toolkit else ()
@@ -188,9 +194,11 @@ def validate_image(
     cache_dir: Optional[Path] = None,
     skopeo: Optional[Skopeo] = None,
     gpu_archs: tuple[str, ...] = (),
+    gpu_source: str = "expected",
 ) -> list[ImageVerdict]:
     """One verdict per platform of REF; its libraries' device code must run on each of
-    GPU_ARCHS. Raises InputError (or ToolError) when REF is unreadable."""
+    GPU_ARCHS (which the findings say come from GPU_SOURCE). Raises InputError (or
+    ToolError) when REF is unreadable."""
     cache = LayerCache(cache_dir or default_cache_dir())
     with open_image(ref, platform, skopeo) as opened:
         jobs: dict[str, LayerJob] = {}
@@ -211,7 +219,7 @@ def validate_image(
                 ref=ref, image=image, scans=image_scans, stack=stack, expect=expect,
                 allow=allow, strict_layers=strict_layers, reads=reads,
                 read_through=read_through, rootfs=diff_id_findings(image, image_scans),
-                gpu=coverage_findings(device_code, gpu_archs),
+                gpu=coverage_findings(device_code, gpu_archs, gpu_source),
                 layers_read=opened.layers_read,
                 cached_layers=sum(1 for layer in image.layers if layer.digest in cached))
             verdicts.append(replace(verdict, gpu_code=tuple(code for code, _ in device_code),
@@ -299,6 +307,7 @@ class Target:
     name: Optional[str] = None  # the matrix image key, in matrix mode
     only_if_present: bool = False  # matrix mode: an image not found is skipped
     gpu_archs: tuple[str, ...] = ()  # the GPUs its device code must run on
+    gpu_source: str = "expected"  # where GPU_ARCHS come from, as findings name it
 
 
 @record
@@ -359,7 +368,8 @@ def validate_targets(targets: Sequence[Target], *, strict_layers: bool = False,
             verdicts = validate_image(target.ref, expect=target.expect, allow=target.allow,
                                       strict_layers=strict_layers, platform=platform,
                                       cache_dir=cache_dir, skopeo=tool,
-                                      gpu_archs=target.gpu_archs)
+                                      gpu_archs=target.gpu_archs,
+                                      gpu_source=target.gpu_source)
         except AipccError as exc:
             outcomes.append(Outcome(target, error=str(exc), error_field=exc.field))
             continue
@@ -388,6 +398,6 @@ def validate_built(spec: ImageSpec, image_id: str, *, cache_dir: Optional[Path] 
     # containers-storage takes a bare image ID; buildah's --iidfile writes "sha256:<hex>".
     bare_id = image_id.split(":", 1)[-1]
     target = Target(f"containers-storage:{bare_id}", expect, allow, name=spec.key,
-                    gpu_archs=gpu_archs_of(spec))
+                    gpu_archs=gpu_archs_of(spec), gpu_source=gpu_archs_source(spec))
     return validate_targets([target], cache_dir=cache_dir, skopeo=skopeo)[0]
 
