@@ -145,6 +145,16 @@ LOGGED = {
 }
 
 
+def validated(tmp_path: Path, layer: bytes) -> subprocess.CompletedProcess[str]:
+    """`aipcc-build validate` of a CUDA 12.8 image of LAYER."""
+    return subprocess.run(
+        [sys.executable, "-m", "aipcc_build", "validate",
+         oci_layout(tmp_path / "image", [layer]), "--expect", "cuda=12.8",
+         "--cache-dir", str(tmp_path / "cache")], capture_output=True, text=True,
+        timeout=TIMEOUT, env={"PATH": "/usr/bin:/bin:/usr/sbin:/sbin",
+                              "PYTHONPATH": str(REPO)})
+
+
 def judged_as_rpm_reads(tmp_path: Path, files: dict[bytes, bytes], case: tuple, *,
                         listed: list[str]) -> None:
     """A CUDA 12.8 layer of CASE's members (FILES' contents in place of their markers):
@@ -161,12 +171,7 @@ def judged_as_rpm_reads(tmp_path: Path, files: dict[bytes, bytes], case: tuple, 
         tar.extractall(root)  # noqa: S202 - our own layer, relative links only
     assert sorted(rpm("--dbpath", str(root / dbpath), "-qa", "--qf", "%{NAME}\\n").split()) \
         == listed
-    done = subprocess.run(
-        [sys.executable, "-m", "aipcc_build", "validate",
-         oci_layout(tmp_path / "image", [layer]), "--expect", "cuda=12.8",
-         "--cache-dir", str(tmp_path / "cache")], capture_output=True, text=True,
-        timeout=TIMEOUT, env={"PATH": "/usr/bin:/bin:/usr/sbin:/sbin",
-                              "PYTHONPATH": str(REPO)})
+    done = validated(tmp_path, layer)
     assert done.returncode == 1, done.stdout + done.stderr
     violations = [line for line in done.stdout.splitlines() if ": violation: " in line]
     assert any(PACKAGE in line and "rpm" in line for line in violations), done.stdout
@@ -184,3 +189,25 @@ def test_the_write_ahead_log_is_read_where_sqlite_finds_it(
     database, log = logged
     judged_as_rpm_reads(tmp_path, {b"DB": database, b"WAL": log}, LOGGED[case],
                         listed=sorted([BASE, PACKAGE]))
+
+
+def test_a_database_rpm_cannot_open_behind_a_link_fails_closed(tmp_path: Path) -> None:
+    """The link leads to a directory: the real rpm cannot open the database, and the
+    validator, which read nothing, fails the image rather than pass it unjudged."""
+    layer = tar_bytes([member("usr/local/cuda-12.8/version.json",
+                              version_json("12.8.90").encode()),
+                       member("srv/db/", kind=DIR), member("var/lib/rpm/", kind=DIR),
+                       member("var/lib/rpm/rpmdb.sqlite", kind=LINK, link="../../../srv/db")])
+    root = tmp_path / "root"
+    root.mkdir()
+    with tarfile.open(fileobj=io.BytesIO(layer)) as tar:
+        tar.extractall(root)  # noqa: S202 - our own layer, relative links only
+    opened = subprocess.run(["rpm", "--dbpath", str(root / "var/lib/rpm"), "-qa"],
+                            capture_output=True, text=True, timeout=TIMEOUT)
+    assert opened.returncode != 0 and "cannot open Packages" in opened.stderr
+    done = validated(tmp_path, layer)
+    assert done.returncode == 1, done.stdout + done.stderr
+    [violation] = [line for line in done.stdout.splitlines() if ": violation: " in line]
+    assert "/var/lib/rpm/rpmdb.sqlite" in violation and violation.endswith(
+        "read through a link to /srv/db: a directory: not read: the image's installed "
+        "packages were not judged"), violation
