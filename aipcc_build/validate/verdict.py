@@ -63,6 +63,9 @@ from .scan_stack import PACKAGE_DATABASES, stack_of
 
 # Why a package database the validator did not read fails the image.
 UNJUDGED_PACKAGES = "the image's installed packages were not judged"
+# The hazards of a file a program reads that the validator could not judge: they fail the
+# image where the program reads that copy.
+_UNREAD_KINDS = frozenset((UNPARSABLE, OVERSIZED, UNREADABLE_RPMDB, UNREAD))
 
 if TYPE_CHECKING:
     from ..imagefs.image import PlatformImage
@@ -460,18 +463,18 @@ def judge(*, ref: str, image: PlatformImage, scans: Sequence[LayerScan],
         for hazard in scan.hazards:
             status = VIOLATION if hazard.severe else WARNING
             reason = f"{hazard.kind}: {hazard.detail}"
-            final = layer is None or stack.hider(layer, hazard.path) is None
-            tool = loaded.get(hazard.path) if final else None
-            # The copy the image ends with; a pip.conf elsewhere (a package's example) is
-            # read by nobody and stays a warning.
-            if tool and hazard.kind == UNPARSABLE:
-                status, reason = VIOLATION, f"{reason}: {TOOL_STOPS[tool]}"
-            elif tool and hazard.kind == OVERSIZED:
-                status, reason = VIOLATION, f"{reason}: {UNJUDGED_SETTINGS[tool]}"
-            elif final and hazard.path in PACKAGE_DATABASES and \
-                    hazard.kind in (OVERSIZED, UNREADABLE_RPMDB, UNREAD):
-                # What the package manager reads: a gate fails closed.
-                status, reason = VIOLATION, f"{reason}: {UNJUDGED_PACKAGES}"
+            # Only the copy the image ends with is read: a pip.conf elsewhere (a package's
+            # example), or a lower copy a later layer replaces, stays a warning.
+            if hazard.kind in _UNREAD_KINDS and \
+                    (layer is None or stack.hider(layer, hazard.path) is None):
+                tool = loaded.get(hazard.path)
+                if tool and hazard.kind == UNPARSABLE:
+                    status, reason = VIOLATION, f"{reason}: {TOOL_STOPS[tool]}"
+                elif tool and hazard.kind == OVERSIZED:
+                    status, reason = VIOLATION, f"{reason}: {UNJUDGED_SETTINGS[tool]}"
+                elif hazard.path in PACKAGE_DATABASES and hazard.kind != UNPARSABLE:
+                    # What the package manager reads: a gate fails closed.
+                    status, reason = VIOLATION, f"{reason}: {UNJUDGED_PACKAGES}"
             if hazard.kind == SETUID and layer == 0:
                 # The lowest layer is the distribution's root filesystem, whose su, passwd,
                 # mount... are set-user-ID by design: listed, not warned about.
