@@ -262,16 +262,17 @@ def _read_through_links(image: PlatformImage, scans: Sequence[LayerScan], stack:
 
 def _unread(path: str, read: FileRead, scans: Sequence[LayerScan], stack: Stack
             ) -> LayerScan:
-    """A file read through a link that could not be read (larger than the limit, not a
-    regular file, its layer unreadable), as a hazard of the layer holding it: the verdict
-    fails it as the scan's own (`judge`) when it is a package database."""
+    """A file read through a link (or a device or FIFO at its name) that could not be
+    read (larger than the limit, not a regular file, its layer unreadable), as a hazard of
+    the layer holding it: the verdict fails it as the scan's own (`judge`) when it is a
+    package database."""
     if read.over_limit:
         hazard = Hazard(OVERSIZED, path, f"{read.problem}", severe=False)
     elif read.error is not None:
         hazard = Hazard(UNREAD, path, f"read through a link: {read.error}", severe=True)
     else:
-        hazard = Hazard(UNREAD, path, f"read through a link to {read.path}: {read.problem}: "
-                                      "not read", severe=False)
+        linked = f"read through a link to {read.path}: " if read.path != path else ""
+        hazard = Hazard(UNREAD, path, f"{linked}{read.problem}: not read", severe=False)
     layer = read.layer or _layer_of(read.path, scans, stack)
     return LayerScan(digest=layer, entries=0, hazards=(hazard,))
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ..imagefs.overlay import LayerIndex, Stack, ancestors
-from ..imagefs.tar import HARDLINK, REGULAR, SYMLINK
+from ..imagefs.tar import BLOCKDEV, CHARDEV, FIFO, HARDLINK, REGULAR, SYMLINK
 from .index_config import files_the_tools_load
 from .results import OVERSIZED, UNREADABLE_RPMDB, LayerScan
 
@@ -87,7 +87,8 @@ def read_through_links(env: Mapping[str, str], scans: Sequence[LayerScan],
     """The files programs read (dpkg's status, rpm's database, pip's and uv's config
     files, a toolkit's version file, and whatever a layer links at a name the scan reads)
     that a link leads to, or that a hard link shares with a file of another name: their
-    bytes are to be read from the layers, as the program reads them."""
+    bytes are to be read from the layers, as the program reads them (a device or FIFO
+    there, which the scan does not read, is named by that read)."""
     wanted = {DPKG_STATUS, *RPM_DATABASES, *files_the_tools_load(env)}
     for scan in scans:
         for path, kind, _ in scan.members:
@@ -99,8 +100,8 @@ def read_through_links(env: Mapping[str, str], scans: Sequence[LayerScan],
     linked = []
     for path in sorted(wanted):
         found = stack.resolve(path)
-        if found.path == path and found.kind != HARDLINK:
-            continue  # read under its own name, or absent
+        if found.path == path and found.kind not in (HARDLINK, CHARDEV, BLOCKDEV, FIFO):
+            continue  # read under its own name, or absent (a device or FIFO: not read)
         if found.layer is not None and found.kind == REGULAR and \
                 found.path in scans[found.layer].content_paths:
             continue  # the scan read it where the link leads (/usr/local/cuda -> cuda-12.9)

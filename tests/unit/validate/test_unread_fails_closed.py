@@ -80,6 +80,15 @@ def test_a_status_link_to_a_directory_fails(tmp_path: Path) -> None:
                             "not read: the image's installed packages were not judged")
 
 
+@pytest.mark.parametrize("kind", [tarfile.FIFOTYPE, tarfile.CHRTYPE])
+def test_a_status_that_is_a_fifo_or_a_device_fails(tmp_path: Path, kind: bytes) -> None:
+    layer = tar_bytes([*DIRS, member("var/lib/dpkg/status", kind=kind)])
+    [found] = violations(tmp_path, [layer])
+    assert found.path == "/var/lib/dpkg/status" and found.layer_digest == sha256(layer)
+    assert found.reason == ("unread-file: not a regular file: not read: the image's "
+                            "installed packages were not judged")
+
+
 def test_an_rpm_database_sqlite_cannot_open_behind_a_link_fails(tmp_path: Path) -> None:
     layer = tar_bytes([member("opt", kind=tarfile.DIRTYPE), member("opt/db", kind=tarfile.DIRTYPE),
                        member("opt/db/packages", b"not a database" * 100),
