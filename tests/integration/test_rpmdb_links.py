@@ -145,11 +145,11 @@ LOGGED = {
 }
 
 
-def validated(tmp_path: Path, layer: bytes) -> subprocess.CompletedProcess[str]:
-    """`aipcc-build validate` of a CUDA 12.8 image of LAYER."""
+def validated(tmp_path: Path, *layers: bytes) -> subprocess.CompletedProcess[str]:
+    """`aipcc-build validate` of a CUDA 12.8 image of LAYERS (bottom first)."""
     return subprocess.run(
         [sys.executable, "-m", "aipcc_build", "validate",
-         oci_layout(tmp_path / "image", [layer]), "--expect", "cuda=12.8",
+         oci_layout(tmp_path / "image", list(layers)), "--expect", "cuda=12.8",
          "--cache-dir", str(tmp_path / "cache")], capture_output=True, text=True,
         timeout=TIMEOUT, env={"PATH": "/usr/bin:/bin:/usr/sbin:/sbin",
                               "PYTHONPATH": str(REPO)})
@@ -211,3 +211,31 @@ def test_a_database_rpm_cannot_open_behind_a_link_fails_closed(tmp_path: Path) -
     assert "/var/lib/rpm/rpmdb.sqlite" in violation and violation.endswith(
         "read through a link to /srv/db: a directory: not read: the image's installed "
         "packages were not judged"), violation
+
+
+def test_a_log_written_in_a_later_layer_than_its_database_fails_closed(
+        tmp_path: Path, logged: tuple[bytes, bytes]) -> None:
+    """rpm that writes while another process holds the database changes only the log (the
+    database file stays as it was): the layer holds the log alone. The real rpm lists the
+    package from the two layers unpacked; the validator, which reads a layer's database
+    with its own layer's log, fails the image naming the log rather than pass it."""
+    database, log = logged
+    lower = tar_bytes([member("usr/local/cuda-12.8/version.json",
+                              version_json("12.8.90").encode()),
+                       member("var/lib/rpm/", kind=DIR),
+                       member("var/lib/rpm/rpmdb.sqlite", database)])
+    upper = tar_bytes([member("var/lib/rpm/", kind=DIR),
+                       member("var/lib/rpm/rpmdb.sqlite-wal", log)])
+    root = tmp_path / "root"
+    root.mkdir()
+    for layer in (lower, upper):
+        with tarfile.open(fileobj=io.BytesIO(layer)) as tar:
+            tar.extractall(root)  # noqa: S202 - our own layers, relative names only
+    assert sorted(rpm("--dbpath", str(root / "var/lib/rpm"), "-qa", "--qf",
+                      "%{NAME}\\n").split()) == sorted([BASE, PACKAGE])
+    done = validated(tmp_path, lower, upper)
+    assert done.returncode == 1, done.stdout + done.stderr
+    [violation] = [line for line in done.stdout.splitlines() if ": violation: " in line]
+    assert "/var/lib/rpm/rpmdb.sqlite-wal" in violation and violation.endswith(
+        "a write-ahead log without its database in this layer: not read: the image's "
+        "installed packages were not judged"), violation
