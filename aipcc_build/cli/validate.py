@@ -37,6 +37,10 @@ def parse_expect(value: Optional[str]) -> Optional[Expectation]:
     return Expectation(accelerator, version or None, source="argument")
 
 
+# The option naming the GPUs to judge against: coverage findings name it as their source.
+GPU_ARCHS_OPTION = "--expect-gpu-archs"
+
+
 def parse_gpu_archs(value: Optional[str]) -> Optional[tuple[str, ...]]:
     """--expect-gpu-archs sm_80,sm_90,gfx942"""
     if value is None:
@@ -46,7 +50,7 @@ def parse_gpu_archs(value: Optional[str]) -> Optional[tuple[str, ...]]:
     try:
         return parse_expected([a for a in value.split(",") if a.strip()])
     except BadArch as exc:
-        raise click.BadParameter(str(exc), param_hint="--expect-gpu-archs") from None
+        raise click.BadParameter(str(exc), param_hint=GPU_ARCHS_OPTION) from None
 
 
 def _naming_option(outcome: Outcome) -> Outcome:
@@ -64,7 +68,7 @@ def _naming_option(outcome: Outcome) -> Outcome:
 @click.option("--expect", metavar="ACCELERATOR=VERSION",
               help="What the images must hold (cuda=12.8, rocm=6.4, cpu); default: their "
                    "ai.aipcc.* labels, else inferred.")
-@click.option("--expect-gpu-archs", "gpu_archs", metavar="ARCH,...",
+@click.option(GPU_ARCHS_OPTION, "gpu_archs", metavar="ARCH,...",
               help="GPUs the image's compiled device code must run on (sm_80,sm_90,gfx942); "
                    "replaces the matrix entry's gpu_archs.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (schema 1).")
@@ -149,12 +153,13 @@ def validate(context: Context, accelerators: tuple[str, ...], versions: tuple[st
             matrix_path=matrix_file, build_id=resolved_build_id(build_id),
             filters=make_filters(accelerators, versions, oses, kinds, names),
             registry=registry, where=PUSHED if pushed else LOCAL, platform=platform,
-            expect=expectation, allow_missing=allow_missing, gpu_archs=archs)
+            expect=expectation, allow_missing=allow_missing, gpu_archs=archs,
+            gpu_source=GPU_ARCHS_OPTION)
         run = validate_matrix(request, strict_layers=strict_layers, cache_dir=cache_dir,
                               skopeo=skopeo)
     else:
-        run = validate_references([Target(ref, expectation, gpu_archs=archs or ())
-                                   for ref in refs],
+        run = validate_references([Target(ref, expectation, gpu_archs=archs or (),
+                                          gpu_source=GPU_ARCHS_OPTION) for ref in refs],
                                   strict_layers=strict_layers, platform=platform,
                                   cache_dir=cache_dir, skopeo=skopeo)
     run = replace(run, outcomes=tuple(_naming_option(o) for o in run.outcomes))

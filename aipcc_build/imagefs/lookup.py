@@ -39,10 +39,12 @@ class FileRead:
     data: Optional[bytes] = None  # the bytes `text` decodes (an RPM database has no text)
     problem: Optional[str] = None  # why there is no text: absent, not a file, too large
     error: Optional[str] = None  # a layer could not be read
+    over_limit: bool = False  # a regular file larger than the reader's limit: not read
 
     @property
     def absent(self) -> bool:
-        """Whether a process in the container could not open the file at all."""
+        """Whether the image holds nothing a process could open at the path (a missing
+        file, a dangling link or loop; not a directory or a device, which it holds)."""
         return self.layer is None and self.error is None
 
 
@@ -85,9 +87,10 @@ def read_path(layers: Sequence[LayerJob], path: str, limit: int) -> FileRead:
         if found.problem or found.layer is None:
             return FileRead(found.path, problem=found.problem or "no such file")
         if found.kind == DIRECTORY:
-            return FileRead(found.path, problem="a directory")
+            return FileRead(found.path, layers[found.layer].digest, problem="a directory")
         if found.kind not in (REGULAR, HARDLINK):
-            return FileRead(found.path, problem="not a regular file")
+            return FileRead(found.path, layers[found.layer].digest,
+                            problem="not a regular file")
         content = kept[found.layer]
         if content.path != found.member:
             _, content = view_layer(layers[found.layer], found.member, limit)
@@ -96,6 +99,6 @@ def read_path(layers: Sequence[LayerJob], path: str, limit: int) -> FileRead:
     digest = layers[found.layer].digest
     if content.content is None:
         return FileRead(found.path, digest, problem=f"{content.size} bytes, more than "
-                                                    f"{limit}: not read")
+                                                    f"{limit}: not read", over_limit=True)
     return FileRead(found.path, digest, content.content.decode("utf-8", "replace"),
                     content.content)

@@ -381,6 +381,12 @@ class LayerDetector:
     def _rpm(self) -> None:
         for path, file in self._rpm_files.items():
             if path.endswith("-wal"):
+                if path[:-4] not in self._rpm_files and file.stat().st_size:
+                    # rpm wrote to the log only (another process held the database open):
+                    # its transactions are not read with the lower layer's database.
+                    self.hazards.append(Hazard("unreadable-rpmdb", path, "a write-ahead log "
+                                               "without its database in this layer: not "
+                                               "read", severe=False))
                 continue
             wal = self._rpm_files.get(f"{path}-wal")
             if wal is not None and wal.stat().st_size:

@@ -216,6 +216,10 @@ TOOL_STOPS = {
     "pip": "pip cannot load it, so every pip command in the image fails",
     "uv": "uv cannot load it, so every uv command in the image fails",
 }
+# Why a config file pip or uv loads that is too large for the validator to read fails the
+# image: the tool reads it, and the indexes it sets go unjudged.
+UNJUDGED_SETTINGS = {tool: f"{tool} loads it, so the indexes it sets were not judged"
+                     for tool in TOOL_STOPS}
 
 
 def files_the_tools_load(env: Mapping[str, str]) -> dict[str, str]:
@@ -325,8 +329,10 @@ def named_file_checks(variable: str, path: str, read: FileRead, expected: Expect
         return findings
     if read.error is not None:
         return []  # the verdict is "unreadable"
-    if not read.absent:
-        return [Finding(WARNING, "index-config", path, f"{read.problem}; {named}",
+    if read.over_limit:
+        tool = "uv" if variable == UV_CONFIG_FILE else "pip"
+        return [Finding(VIOLATION, "index-config", path,
+                        f"{read.problem}; {named}: {UNJUDGED_SETTINGS[tool]}",
                         component=variable, layer_digest=read.layer)]
     held = f"{variable} names {path}, which the image does not hold as a file " \
            f"({read.problem})"

@@ -290,20 +290,22 @@ def scan_layer(job: LayerJob) -> LayerScan:
     )
 
 
-def scan_file(digest: str, path: str, data: bytes) -> LayerScan:
+def scan_file(digest: str, path: str, data: bytes, wal: Optional[bytes] = None) -> LayerScan:
     """What the file at PATH says, read through a link from layer DIGEST (`judge`'s
     READ_THROUGH), as the scan would read a regular file of that name (an RPM database
-    through a temporary copy, as sqlite needs)."""
+    through a temporary copy, as sqlite needs, with its write-ahead log WAL beside it)."""
     detector = LayerDetector()
     with tempfile.TemporaryDirectory(prefix="aipcc-validate-") as tmp:
-        want = detector.visit(path, REGULAR, len(data))
-        if want == WANT_MEMORY:
-            detector.content(path, data)
-        elif want == WANT_FILE:
-            copy = Path(tmp) / parent_and_base(path)[1]
-            copy.write_bytes(data)
-            detector.content_file(path, copy)
+        files = [(path, data)] + ([(f"{path}-wal", wal)] if wal is not None else [])
+        for name, content in files:
+            want = detector.visit(name, REGULAR, len(content))
+            if want == WANT_MEMORY:
+                detector.content(name, content)
+            elif want == WANT_FILE:
+                copy = Path(tmp) / parent_and_base(name)[1]
+                copy.write_bytes(content)
+                detector.content_file(name, copy)
         evidence, content_paths, found = detector.finish()
-    return LayerScan(digest=digest, entries=1, evidence=tuple(evidence),
+    return LayerScan(digest=digest, entries=len(files), evidence=tuple(evidence),
                      content_paths=tuple(content_paths), hazards=tuple(found),
                      index_settings=tuple(detector.index_settings))

@@ -15,6 +15,7 @@ from .pipeline import (
     Target,
     expectation_from_spec,
     gpu_archs_of,
+    gpu_archs_source,
     validate_targets,
 )
 from .results import Expectation
@@ -41,6 +42,7 @@ class MatrixValidation:
     expect: Optional[Expectation] = None  # replaces each cell's expectation
     allow_missing: bool = False  # an image not found is skipped, not a failure
     gpu_archs: Optional[tuple[str, ...]] = None  # replaces each cell's gpu_archs
+    gpu_source: str = "expected"  # where GPU_ARCHS come from, as findings name it
 
 
 @record
@@ -88,25 +90,30 @@ def matrix_targets(request: MatrixValidation) -> list[Target]:
     if request.where == PUSHED:
         # The pushed reference: a manifest list holds every platform; `platform` keeps one.
         for image in images:
-            expected, allow = expectation_from_spec(image)
-            targets.append(Target(f"docker://{image.reference}", request.expect or expected,
-                                  allow, name=image.key, only_if_present=True,
-                                  gpu_archs=_gpu_archs(request, image)))
+            targets.append(_matrix_target(f"docker://{image.reference}", image.key, request,
+                                          image))
         return targets
     # Local storage: each platform's image as `matrix` tagged it (a list's instances are
     # `reference-arch`).
     for build in make_plan(images).builds:
         if request.platform and build.platform != request.platform:
             continue
-        expected, allow = expectation_from_spec(build.image)
-        targets.append(Target(f"containers-storage:{build.tag}", request.expect or expected,
-                              allow, name=build.key, only_if_present=True,
-                              gpu_archs=_gpu_archs(request, build.image)))
+        targets.append(_matrix_target(f"containers-storage:{build.tag}", build.key,
+                                      request, build.image))
     return targets
 
 
-def _gpu_archs(request: MatrixValidation, image: ImageSpec) -> tuple[str, ...]:
-    return request.gpu_archs if request.gpu_archs is not None else gpu_archs_of(image)
+def _matrix_target(ref: str, name: str, request: MatrixValidation, image: ImageSpec
+                   ) -> Target:
+    """IMAGE's target NAME at REF, held to its matrix cell (what the request replaces aside):
+    its expectation, allow rules, and the GPU architectures its device code must run on."""
+    expected, allow = expectation_from_spec(image)
+    if request.gpu_archs is not None:
+        archs, source = request.gpu_archs, request.gpu_source
+    else:
+        archs, source = gpu_archs_of(image), gpu_archs_source(image)
+    return Target(ref, request.expect or expected, allow, name=name,
+                  only_if_present=True, gpu_archs=archs, gpu_source=source)
 
 
 def validate_matrix(request: MatrixValidation, *, strict_layers: bool = False,

@@ -16,7 +16,16 @@ from ..tools.skopeo import TRANSPORTS, Skopeo
 from .cache import LayerCache, default_cache_dir
 from .gpu_code import BadArch, coverage_findings, final_device_code, parse_expected
 from .index_config import unread_named_files
-from .results import VIOLATION, DeviceCode, Expectation, ImageVerdict, LayerScan
+from .results import (
+    OVERSIZED,
+    UNREAD,
+    VIOLATION,
+    DeviceCode,
+    Expectation,
+    Hazard,
+    ImageVerdict,
+    LayerScan,
+)
 from .rootfs import diff_id_findings
 from .scan_stack import RPM_DATABASES, RPMDB_READ_LIMIT, read_through_links, stack_of
 from .verdict import judge
@@ -34,6 +43,12 @@ def expectation_from_spec(spec: ImageSpec) -> tuple[Expectation, tuple[AllowRule
     """What a matrix image must contain, and the allow rules of its accelerator, version, kind."""
     return (Expectation(spec.accelerator, spec.version, spec.variant, source="matrix",
                         index=spec.wheel_index), spec.allow)
+
+
+def gpu_archs_source(spec: ImageSpec) -> str:
+    """Where a matrix image's expected GPU architectures come from, as its coverage
+    findings name it."""
+    return f"gpu_archs of the matrix's {spec.accelerator} {spec.version} entry"
 
 
 def gpu_archs_of(spec: ImageSpec) -> tuple[str, ...]:
@@ -179,9 +194,11 @@ def validate_image(
     cache_dir: Optional[Path] = None,
     skopeo: Optional[Skopeo] = None,
     gpu_archs: tuple[str, ...] = (),
+    gpu_source: str = "expected",
 ) -> list[ImageVerdict]:
     """One verdict per platform of REF; its libraries' device code must run on each of
-    GPU_ARCHS. Raises InputError (or ToolError) when REF is unreadable."""
+    GPU_ARCHS (which the findings say come from GPU_SOURCE). Raises InputError (or
+    ToolError) when REF is unreadable."""
     cache = LayerCache(cache_dir or default_cache_dir())
     with open_image(ref, platform, skopeo) as opened:
         jobs: dict[str, LayerJob] = {}
@@ -202,7 +219,7 @@ def validate_image(
                 ref=ref, image=image, scans=image_scans, stack=stack, expect=expect,
                 allow=allow, strict_layers=strict_layers, reads=reads,
                 read_through=read_through, rootfs=diff_id_findings(image, image_scans),
-                gpu=coverage_findings(device_code, gpu_archs),
+                gpu=coverage_findings(device_code, gpu_archs, gpu_source),
                 layers_read=opened.layers_read,
                 cached_layers=sum(1 for layer in image.layers if layer.digest in cached))
             verdicts.append(replace(verdict, gpu_code=tuple(code for code, _ in device_code),
@@ -226,9 +243,44 @@ def _read_through_links(image: PlatformImage, scans: Sequence[LayerScan], stack:
     for path in linked:
         limit = RPMDB_READ_LIMIT if path in RPM_DATABASES else DPKG_STATUS_LIMIT
         read = read_path(layers, path, limit)
-        if read.data is not None and read.layer is not None:
-            found.append(scan_file(read.layer, path, read.data))
+        if read.data is None or read.layer is None:
+            if not read.absent:
+                found.append(_unread(path, read, scans, stack))
+            continue
+        wal = None
+        if path in RPM_DATABASES:
+            # sqlite replays the write-ahead log beside the name it opens, symlinks
+            # resolved: where the read landed.
+            log = read_path(layers, f"{read.path}-wal", RPMDB_READ_LIMIT)
+            if log.data:
+                wal = log.data
+            elif not log.absent and log.data is None:
+                found.append(_unread(f"{path}-wal", log, scans, stack))
+        found.append(scan_file(read.layer, path, read.data, wal))
     return found
+
+
+def _unread(path: str, read: FileRead, scans: Sequence[LayerScan], stack: Stack
+            ) -> LayerScan:
+    """A file read through a link (or a device or FIFO at its name) that could not be
+    read (larger than the limit, not a regular file, its layer unreadable), as a hazard of
+    the layer holding it: the verdict fails it as the scan's own (`judge`) when it is a
+    package database."""
+    if read.over_limit:
+        hazard = Hazard(OVERSIZED, path, f"{read.problem}", severe=False)
+    elif read.error is not None:
+        hazard = Hazard(UNREAD, path, f"read through a link: {read.error}", severe=True)
+    else:
+        linked = f"read through a link to {read.path}: " if read.path != path else ""
+        hazard = Hazard(UNREAD, path, f"{linked}{read.problem}: not read", severe=False)
+    layer = read.layer or _layer_of(read.path, scans, stack)
+    return LayerScan(digest=layer, entries=0, hazards=(hazard,))
+
+
+def _layer_of(path: str, scans: Sequence[LayerScan], stack: Stack) -> str:
+    """The digest of the layer the final tree takes PATH from ("" when none)."""
+    found = stack.resolve(path)
+    return scans[found.layer].digest if found.layer is not None else ""
 
 
 def _read_named_files(image: PlatformImage, scans: Sequence[LayerScan], stack: Stack,
@@ -256,6 +308,7 @@ class Target:
     name: Optional[str] = None  # the matrix image key, in matrix mode
     only_if_present: bool = False  # matrix mode: an image not found is skipped
     gpu_archs: tuple[str, ...] = ()  # the GPUs its device code must run on
+    gpu_source: str = "expected"  # where GPU_ARCHS come from, as findings name it
 
 
 @record
@@ -316,7 +369,8 @@ def validate_targets(targets: Sequence[Target], *, strict_layers: bool = False,
             verdicts = validate_image(target.ref, expect=target.expect, allow=target.allow,
                                       strict_layers=strict_layers, platform=platform,
                                       cache_dir=cache_dir, skopeo=tool,
-                                      gpu_archs=target.gpu_archs)
+                                      gpu_archs=target.gpu_archs,
+                                      gpu_source=target.gpu_source)
         except AipccError as exc:
             outcomes.append(Outcome(target, error=str(exc), error_field=exc.field))
             continue
@@ -345,6 +399,6 @@ def validate_built(spec: ImageSpec, image_id: str, *, cache_dir: Optional[Path] 
     # containers-storage takes a bare image ID; buildah's --iidfile writes "sha256:<hex>".
     bare_id = image_id.split(":", 1)[-1]
     target = Target(f"containers-storage:{bare_id}", expect, allow, name=spec.key,
-                    gpu_archs=gpu_archs_of(spec))
+                    gpu_archs=gpu_archs_of(spec), gpu_source=gpu_archs_source(spec))
     return validate_targets([target], cache_dir=cache_dir, skopeo=skopeo)[0]
 

@@ -54,6 +54,13 @@ REFUSED_LAYER = "refused-layer"
 # The hazard kind of a small file the scan reads (a version file, a pip or uv config) that
 # does not parse (the verdict fails a config file that pip or uv loads).
 UNPARSABLE = "unparsable-file"
+# The hazard kinds of a file the validator did not read: larger than its limit, an RPM
+# database sqlite cannot open, and (read through a link) not a regular file or in a layer
+# the second read could not read. The final copy of a package database not read fails
+# the image: its packages were not judged.
+OVERSIZED = "oversized-file"
+UNREADABLE_RPMDB = "unreadable-rpmdb"
+UNREAD = "unread-file"
 # The evidence kind of CUDA compiler tools a package carries for itself (ptxas, nvlink):
 # judged apart by the verdict (kept here, beside the other kinds, so a warm validation
 # judges without loading the detectors).

@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ..imagefs.overlay import LayerIndex, Stack, ancestors
-from ..imagefs.tar import HARDLINK, REGULAR, SYMLINK
+from ..imagefs.tar import BLOCKDEV, CHARDEV, FIFO, HARDLINK, REGULAR, SYMLINK
 from .index_config import files_the_tools_load
-from .results import LayerScan
+from .results import OVERSIZED, UNREADABLE_RPMDB, LayerScan
 
 DPKG_STATUS = "/var/lib/dpkg/status"
 # Where rpm finds its database: RHEL 9's %_dbpath, and Fedora's and RHEL 10's, which keep
@@ -24,6 +24,10 @@ DPKG_STATUS = "/var/lib/dpkg/status"
 # this many bytes (RHEL 9's, a few hundred packages, is a few MB).
 RPM_DATABASES = ("/var/lib/rpm/rpmdb.sqlite", "/usr/lib/sysimage/rpm/rpmdb.sqlite")
 RPMDB_READ_LIMIT = 256 << 20
+# The files that list an image's installed packages: one the validator could not read
+# leaves them unjudged.
+PACKAGE_DATABASES = frozenset((DPKG_STATUS, *RPM_DATABASES,
+                               *(f"{path}-wal" for path in RPM_DATABASES)))
 # A toolkit's root (/usr/local/cuda[-X.Y], /opt/rocm[-X.Y.Z]), whose version file its tools
 # read through it: the prefix, and how many numbers its versioned name has. (No patterns:
 # compiling them would cost every warm validation more than this check.)
@@ -54,6 +58,9 @@ def scan_index(scan: LayerScan) -> LayerIndex:
         index.kinds.setdefault(path, REGULAR)
     for code in scan.device_code:  # read from a regular file's bytes
         index.kinds.setdefault(code.path, REGULAR)
+    for hazard in scan.hazards:  # a regular file not read: a later copy replaces it
+        if hazard.kind in (OVERSIZED, UNREADABLE_RPMDB):
+            index.kinds.setdefault(hazard.path, REGULAR)
     held = [*index.kinds, *index.whiteouts, *index.opaque]
     for evidence in scan.evidence:
         if evidence.path not in index.kinds:
@@ -80,7 +87,8 @@ def read_through_links(env: Mapping[str, str], scans: Sequence[LayerScan],
     """The files programs read (dpkg's status, rpm's database, pip's and uv's config
     files, a toolkit's version file, and whatever a layer links at a name the scan reads)
     that a link leads to, or that a hard link shares with a file of another name: their
-    bytes are to be read from the layers, as the program reads them."""
+    bytes are to be read from the layers, as the program reads them (a device or FIFO
+    there, which the scan does not read, is named by that read)."""
     wanted = {DPKG_STATUS, *RPM_DATABASES, *files_the_tools_load(env)}
     for scan in scans:
         for path, kind, _ in scan.members:
@@ -92,8 +100,8 @@ def read_through_links(env: Mapping[str, str], scans: Sequence[LayerScan],
     linked = []
     for path in sorted(wanted):
         found = stack.resolve(path)
-        if found.path == path and found.kind != HARDLINK:
-            continue  # read under its own name, or absent
+        if found.path == path and found.kind not in (HARDLINK, CHARDEV, BLOCKDEV, FIFO):
+            continue  # read under its own name, or absent (a device or FIFO: not read)
         if found.layer is not None and found.kind == REGULAR and \
                 found.path in scans[found.layer].content_paths:
             continue  # the scan read it where the link leads (/usr/local/cuda -> cuda-12.9)

@@ -33,16 +33,24 @@ from ..toolkit.components import (
 )
 from ..toolkit.spellings import CUDA_ROOT, ROCM_ROOT
 from .config_env import config_evidence, major_minor
-from .index_config import TOOL_STOPS, files_the_tools_load, index_checks
+from .index_config import (
+    TOOL_STOPS,
+    UNJUDGED_SETTINGS,
+    files_the_tools_load,
+    index_checks,
+)
 from .results import (
     ALLOWED,
     BACKEND,
     LINKED,
     OK,
+    OVERSIZED,
     PRIVATE_TOOLCHAIN,
     ROCM_BUILD,
     SETUID,
     UNPARSABLE,
+    UNREAD,
+    UNREADABLE_RPMDB,
     VIOLATION,
     WARNING,
     Evidence,
@@ -51,7 +59,13 @@ from .results import (
     ImageVerdict,
     LayerScan,
 )
-from .scan_stack import stack_of
+from .scan_stack import PACKAGE_DATABASES, stack_of
+
+# Why a package database the validator did not read fails the image.
+UNJUDGED_PACKAGES = "the image's installed packages were not judged"
+# The hazards of a file a program reads that the validator could not judge: they fail the
+# image where the program reads that copy.
+_UNREAD_KINDS = frozenset((UNPARSABLE, OVERSIZED, UNREADABLE_RPMDB, UNREAD))
 
 if TYPE_CHECKING:
     from ..imagefs.image import PlatformImage
@@ -451,11 +465,18 @@ def judge(*, ref: str, image: PlatformImage, scans: Sequence[LayerScan],
         for hazard in scan.hazards:
             status = VIOLATION if hazard.severe else WARNING
             reason = f"{hazard.kind}: {hazard.detail}"
-            tool = loaded.get(hazard.path) if hazard.kind == UNPARSABLE else None
-            if tool and (layer is None or stack.hider(layer, hazard.path) is None):
-                # The copy the image ends with; a pip.conf elsewhere (a package's example)
-                # is read by nobody and stays a warning.
-                status, reason = VIOLATION, f"{reason}: {TOOL_STOPS[tool]}"
+            # Only the copy the image ends with is read: a pip.conf elsewhere (a package's
+            # example), or a lower copy a later layer replaces, stays a warning.
+            if hazard.kind in _UNREAD_KINDS and \
+                    (layer is None or stack.hider(layer, hazard.path) is None):
+                tool = loaded.get(hazard.path)
+                if tool and hazard.kind == UNPARSABLE:
+                    status, reason = VIOLATION, f"{reason}: {TOOL_STOPS[tool]}"
+                elif tool and hazard.kind == OVERSIZED:
+                    status, reason = VIOLATION, f"{reason}: {UNJUDGED_SETTINGS[tool]}"
+                elif hazard.path in PACKAGE_DATABASES and hazard.kind != UNPARSABLE:
+                    # What the package manager reads: a gate fails closed.
+                    status, reason = VIOLATION, f"{reason}: {UNJUDGED_PACKAGES}"
             if hazard.kind == SETUID and layer == 0:
                 # The lowest layer is the distribution's root filesystem, whose su, passwd,
                 # mount... are set-user-ID by design: listed, not warned about.

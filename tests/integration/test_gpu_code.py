@@ -474,7 +474,8 @@ def test_a_matrix_build_records_the_gpu_code_and_fails_a_declared_gpu_it_lacks(
             kind: sorted(archs, key=lambda a: int(a.split("_")[1]))
             for kind, archs in zip(("sass", "ptx", "gfx"), (*JAX_CUDA, set()))}}]
     assert built["status"] == "failed"
-    assert path in built["message"] and "none of its GPU code runs on sm_70" in built["message"]
+    assert path in built["message"] and "none of its GPU code runs on sm_70 (gpu_archs of " \
+        "the matrix's cuda 13.0.2 entry)" in built["message"]
     assert "sm_90" not in built["message"].replace("sm_90,", "")
     # select reads what the build measured: the matrix now declares sm_70, the code the
     # first build recorded does not run there

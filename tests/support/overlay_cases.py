@@ -58,6 +58,12 @@ CASES = (
         raw_tar([_dir(b"var/"), _dir(b"var/lib/"), _dir(b"var/lib/dpkg/"),
                  _link(b"var/lib/dpkg/status", b"/opt/state/db")]),
     ), ok=False, shows="/var/lib/dpkg/status"),
+    # A status behind a link that dpkg cannot read (a directory): nothing of the packages
+    # is judged, and a gate fails closed.
+    Case("status-symlink-to-directory", (
+        raw_tar([_dir(b"opt/"), _dir(b"opt/state/"), _dir(b"var/"), _dir(b"var/lib/"),
+                 _dir(b"var/lib/dpkg/"), _link(b"var/lib/dpkg/status", b"/opt/state")]),
+    ), ok=False, shows="/var/lib/dpkg/status"),
     # pip reads its config through a symlink into content written elsewhere.
     Case("pip-conf-symlink", (
         raw_tar([_dir(b"opt/"), _dir(b"opt/conf/"), Member(b"opt/conf/global", data=PIP_12_9),

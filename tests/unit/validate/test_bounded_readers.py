@@ -55,7 +55,7 @@ def unindexed_join(path: Path) -> Path:
     (recursive_view, "Packages is a view, not a table"),
     (text_header, "the header of package 7 is stored as TEXT, not as a BLOB"),
 ])
-def test_a_hostile_rpmdb_is_a_warning_naming_the_file(
+def test_a_hostile_rpmdb_fails_naming_the_file(
         tmp_path: Path, cli, make, reason: str) -> None:  # type: ignore[no-untyped-def]
     db = make(tmp_path / "rpmdb.sqlite")
     ref = oci_layout(tmp_path / "image", [tar_bytes([member(RPMDB, db.read_bytes())])])
@@ -63,10 +63,11 @@ def test_a_hostile_rpmdb_is_a_warning_naming_the_file(
     result = cli("validate", ref, "--expect", "cpu", "--cache-dir", str(tmp_path / "cache"))
     assert time.monotonic() - started < 30  # it used to never end
     assert "Traceback" not in result.err
-    assert result.code == 0
+    assert result.code == 1  # a gate fails closed: its packages were not judged
     assert [line for line in result.out.splitlines() if "unreadable-rpmdb" in line] == [
-        f"  {ref} linux/amd64: warning: unreadable-rpmdb (layer) at /{RPMDB} [layer "
-        f"{ref_layer(tmp_path)[:19]}]: unreadable-rpmdb: {reason}"]
+        f"  {ref} linux/amd64: violation: unreadable-rpmdb (layer) at /{RPMDB} [layer "
+        f"{ref_layer(tmp_path)[:19]}]: unreadable-rpmdb: {reason}: the image's installed "
+        "packages were not judged"]
 
 
 def ref_layer(tmp_path: Path) -> str:

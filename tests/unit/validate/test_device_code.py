@@ -227,3 +227,23 @@ def test_more_containers_or_entries_than_the_limits_are_refused(
     found = read(data)
     assert found.detail == "3 fatbinaries: 6 entries" and len(found.refusals) == 2
     assert "more than 7 entries in the file" in found.refusals[0]
+
+
+def test_a_gpu_the_code_does_not_run_on_names_where_it_was_expected(
+        tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    from tests.support.layers import oci_layout
+
+    library = "usr/lib/python3/site-packages/nvidia/cublas/lib/libcublasLt.so.12"
+    cuda = elf_with((4096, fatbin([fatbin_entry(2, 80)])))
+    ref = oci_layout(tmp_path / "image", [tar_bytes([member(library, cuda)])])
+    result = cli("validate", ref, "--expect", "cpu", "--expect-gpu-archs", "sm_70",
+                 "--cache-dir", str(tmp_path / "cache"))
+    assert result.code == 1
+    [line] = [line for line in result.out.splitlines() if "violation" in line]
+    assert f"/{library} [layer " in line and line.endswith(
+        "none of its GPU code runs on sm_70 (--expect-gpu-archs): it carries SASS sm_80")
+    found = coverage_findings([(DeviceCode("/lib/a.so", sass=("sm_80",)), "sha256:a")],
+                              ("sm_70",), "gpu_archs of the matrix's cuda 13.0.2 entry")
+    assert [f.reason for f in found] == [
+        "none of its GPU code runs on sm_70 (gpu_archs of the matrix's cuda 13.0.2 entry): "
+        "it carries SASS sm_80"]

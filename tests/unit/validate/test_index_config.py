@@ -218,9 +218,15 @@ def test_a_named_file_that_cannot_be_judged_says_why() -> None:
     assert broken.findings[-1].reason.endswith(
         "pip cannot load it, so every pip command in the image fails")
     big = verdict(FileRead(path, "sha256:1", problem="2000000 bytes, more than 1048576: "
-                                                     "not read"))
-    assert big.ok and big.findings[-1].layer_digest == "sha256:1"
-    assert big.findings[-1].reason.endswith("not read; PIP_CONFIG_FILE names this file")
+                                                     "not read", over_limit=True))
+    assert not big.ok and big.findings[-1].layer_digest == "sha256:1"  # fails closed
+    assert big.findings[-1].reason.endswith(
+        "not read; PIP_CONFIG_FILE names this file: pip loads it, so the indexes it sets "
+        "were not judged")
+    directory = verdict(FileRead(path, "sha256:1", problem="a directory"))
+    assert directory.ok and directory.findings[-1].reason.endswith(
+        "which the image does not hold as a file (a directory): pip ignores it, so the "
+        "indexes it was meant to set are not used")
     unreadable = verdict(FileRead(path, error="layer sha256:1 is unreadable: truncated"))
     assert unreadable.verdict == "unreadable" and unreadable.error == \
         "layer sha256:1 is unreadable: truncated"

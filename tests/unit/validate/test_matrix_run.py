@@ -110,6 +110,30 @@ def test_each_target_must_run_on_its_matrix_entrys_gpu_archs(tmp_path: Path) -> 
     replaced = matrix_targets(MatrixValidation(matrix, build_id="7", where=PUSHED,
                                                gpu_archs=("sm_120",)))
     assert {t.gpu_archs for t in replaced} == {("sm_120",)}
+    # coverage findings name where the list came from
+    sources = {t.name: t.gpu_source for t in targets}
+    assert sources["builder/cuda-13.0-ubi9"] == "gpu_archs of the matrix's cuda 13.0.2 entry"
+    given = matrix_targets(MatrixValidation(matrix, build_id="7", where=PUSHED,
+                                            gpu_archs=("sm_120",),
+                                            gpu_source="--expect-gpu-archs"))
+    assert {t.gpu_source for t in given} == {"--expect-gpu-archs"}
+
+
+def test_a_built_image_is_judged_against_its_matrix_entrys_gpu_archs_by_name(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from aipcc_build.matrix import EVERYTHING, expand, load
+    from aipcc_build.validate import pipeline
+
+    matrix = _matrix_with_archs(tmp_path, "[sm_80]")
+    [spec] = [image for image in expand(load(matrix), build_id="7", filters=EVERYTHING)
+              if image.key == "builder/cuda-13.0-ubi9"]
+    judged: list[Target] = []
+    monkeypatch.setattr(pipeline, "validate_targets",
+                        lambda targets, **_: judged.extend(targets) or [Outcome(targets[0])])
+    pipeline.validate_built(spec, "sha256:abc")
+    [target] = judged
+    assert target.gpu_archs == ("sm_80",)
+    assert target.gpu_source == "gpu_archs of the matrix's cuda 13.0.2 entry"
 
 
 def test_a_gpu_arch_the_reader_cannot_place_is_refused_naming_the_field(
