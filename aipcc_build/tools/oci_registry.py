@@ -98,6 +98,14 @@ class Registry:
                                    compare=False)
     # Blobs known to be in a repository (repository, digest): written or found in this run.
     _blobs: set[tuple[str, str]] = field(default_factory=set, repr=False, compare=False)
+    # Blobs being uploaded now, by a thread the others wait for: distribution 2.8 rewrites
+    # a repository's link to a blob in place at each upload, and a manifest naming that
+    # blob, put meanwhile by another thread, read the half-written link and was refused
+    # (DIGEST_INVALID: the two platforms of one image share the empty config blob).
+    _uploading: dict[tuple[str, str], threading.Event] = field(
+        default_factory=dict, repr=False, compare=False)
+    _blob_lock: threading.Lock = field(default_factory=threading.Lock, repr=False,
+                                       compare=False)
 
     def request(self, method: str, target: str, body: bytes = b"",
                 headers: Optional[dict[str, str]] = None, scope: str = "",
@@ -263,8 +271,27 @@ class Registry:
         and nearly always new (a signature's payload holds its time, an SBOM its serial
         number), so the question would cost a request for nothing."""
         digest = digest_of(data)
-        if (repository, digest) in self._blobs:
-            return digest
+        key = (repository, digest)
+        with self._blob_lock:
+            if key in self._blobs:
+                return digest
+            pending = self._uploading.get(key)
+            if pending is None:
+                mine = self._uploading[key] = threading.Event()
+        if pending is not None:
+            pending.wait()
+            return self.put_blob(repository, data)  # sent, or the other upload failed
+        try:
+            self._upload(repository, data, digest)
+            with self._blob_lock:
+                self._blobs.add(key)
+        finally:
+            with self._blob_lock:
+                del self._uploading[key]
+            mine.set()
+        return digest
+
+    def _upload(self, repository: str, data: bytes, digest: str) -> None:
         start = self.request("POST", f"/v2/{repository}/blobs/uploads/",
                              scope=_push(repository))
         self._expect(start, 202, "POST", f"{repository} (blob upload)")
@@ -276,8 +303,6 @@ class Registry:
                             {"Content-Type": "application/octet-stream"},
                             scope=_push(repository))
         self._expect(done, 201, "PUT", f"{repository}@{digest}")
-        self._blobs.add((repository, digest))
-        return digest
 
     def put_blobs(self, repository: str, blobs: Sequence[bytes]) -> None:
         """Each of BLOBS as a blob of REPOSITORY, side by side (an upload is two requests

@@ -1,5 +1,6 @@
-"""The registry client's connections: kept alive between requests, and opened again when
-the server closed the one kept (as servers do with idle connections)."""
+"""The registry client's connections (kept alive between requests, opened again when the
+server closed the one kept, as servers do with idle connections) and its blob uploads
+(one per blob and repository, however many threads put it)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 import pytest
 
 from aipcc_build.oci import OCI_MANIFEST
-from aipcc_build.tools.oci_registry import Registry
+from aipcc_build.tools.oci_registry import Registry, RegistryRefused, Reply
 
 MANIFEST = b'{"schemaVersion":2,"mediaType":"' + OCI_MANIFEST.encode() + b'","layers":[]}'
 DIGEST = "sha256:" + hashlib.sha256(MANIFEST).hexdigest()
@@ -94,3 +95,46 @@ def test_side_by_side_keeps_the_order_and_raises_the_first_failure() -> None:
     with pytest.raises(ValueError, match="5"):
         side_by_side([lambda n=n: call(n) for n in range(40)])
     assert most[0] == SIDE_BY_SIDE
+
+
+def test_a_blob_two_threads_put_at_once_is_uploaded_once() -> None:
+    # distribution 2.8 rewrites a repository's link to a blob at each upload: a second
+    # upload beside a manifest naming the blob got that manifest refused (DIGEST_INVALID).
+    posts: list[str] = []
+    started, release = threading.Event(), threading.Event()
+    client = Registry("registry.test")
+
+    def request(method: str, target: str, body: bytes = b"", headers: Any = None,
+                scope: str = "", max_body: int = 0) -> Reply:
+        if method == "POST":
+            posts.append(target)
+            started.set()
+            release.wait(5)
+            return Reply(202, {"location": "/v2/rel/img/blobs/uploads/1"}, b"")
+        return Reply(201, {}, b"")
+
+    client.request = request  # type: ignore[method-assign]
+    first = threading.Thread(target=client.put_blob, args=("rel/img", b"{}"))
+    first.start()
+    assert started.wait(5)
+    second = threading.Thread(target=client.put_blob, args=("rel/img", b"{}"))
+    second.start()
+    second.join(0.2)
+    assert second.is_alive()  # it waits for the first upload, not sends its own
+    release.set()
+    first.join(5)
+    second.join(5)
+    assert posts == ["/v2/rel/img/blobs/uploads/"]
+    client.put_blob("rel/other", b"{}")  # another repository: its own upload
+    assert len(posts) == 2
+
+
+def test_a_failed_upload_leaves_the_blob_to_the_next_put() -> None:
+    client = Registry("registry.test")
+    answers = [Reply(500, {}, b""), Reply(202, {"location": "/u/2"}, b""),
+               Reply(201, {}, b"")]
+    client.request = lambda *a, **k: answers.pop(0)  # type: ignore[method-assign]
+    with pytest.raises(RegistryRefused):
+        client.put_blob("rel/img", b"{}")
+    client.put_blob("rel/img", b"{}")
+    assert not answers
