@@ -10,11 +10,13 @@ PYTHON ?= python3
 # tests/integration/test_pulp_auth.py). clang-tools-22 (bookworm-security; Debian's clang-14
 # cannot write compressed bundles) and binutils: LLVM's clang-offload-bundler and the
 # assembler and linker that put its bundles into a shared object, the truth the device-code
-# reader is compared with (tests/integration/test_gpu_code.py).
+# reader is compared with (tests/integration/test_gpu_code.py). rpm (rpm-build on RPM
+# hosts): rpmbuild and rpm write the RPM databases the validator reads through links
+# (tests/integration/test_rpmdb_links.py).
 SYSTEM_PACKAGES_DEB := buildah skopeo docker-registry busybox-static zstd chromium git \
-	mmdebstrap qemu-user-static binfmt-support postgresql nginx clang-tools-22 binutils
+	mmdebstrap qemu-user-static binfmt-support postgresql nginx clang-tools-22 binutils rpm
 SYSTEM_PACKAGES_RPM := buildah skopeo docker-distribution busybox zstd chromium git \
-	postgresql-server nginx clang binutils
+	postgresql-server nginx clang binutils rpm-build
 # RPM hosts build the base image with dnf --installroot (no mmdebstrap needed) and register
 # qemu through systemd-binfmt (no binfmt-support package). RHEL has no qemu-user-static:
 # without it the arm64 tests skip, so it must not fail the install.

@@ -10,7 +10,6 @@ opens, symlinks resolved)."""
 from __future__ import annotations
 
 import io
-import shutil
 import sqlite3
 import subprocess
 import sys
@@ -22,11 +21,9 @@ import pytest
 from tests.support.layers import member, oci_layout, tar_bytes, version_json
 from tests.support.project import REPO
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.skipif(not shutil.which("rpm") or not shutil.which("rpmbuild"),
-                       reason="writes the database with the real rpm"),
-]
+# rpm and rpmbuild come with the README's setup (Makefile): a machine without them fails
+# here, it does not skip.
+pytestmark = pytest.mark.integration
 
 TIMEOUT = 120
 PACKAGE = "cuda-cudart-12-9"

@@ -32,7 +32,7 @@ REAL_FIXTURES = frozenset({
 OUTSIDE_PROGRAMS = frozenset({
     "buildah", "skopeo", "podman", "docker-registry", "registry", "mmdebstrap", "qemu-aarch64",
     "nginx", "postgres", "pg_ctl", "initdb", "mount", "umount", "gcc", "cc", "uv",
-    "gitlab-ci-local", "act", "chromium", "zstd",
+    "gitlab-ci-local", "act", "chromium", "zstd", "rpm", "rpmbuild",
 })
 
 SYSTEM_DIRS = ("/usr/", "/bin/", "/sbin/", "/opt/")
