@@ -1,8 +1,9 @@
 """The shell blocks of docs/ that are meant to run: fenced blocks whose info string is
-`sh run` (run in a fresh copy of the project) or `sh demo` (run on the demo's fixtures: a
-base image, the wheel indexes, a registry; docs/tutorial.md). GitHub highlights them as sh
-and ignores the rest. Other blocks (output, sketches, set-up the fixtures do, commands that
-need a cluster) are left alone."""
+`sh run` (run in a fresh copy of the project), `sh demo` (run on the demo's fixtures: a
+base image, the wheel indexes, a registry; docs/tutorial.md) or `sh release` (a signed
+release against test registries; docs/how-to/sign-and-verify-releases.md). GitHub
+highlights them as sh and ignores the rest. Other blocks (output, sketches, set-up the
+fixtures do, commands that need a cluster) are left alone."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import re
 import shlex
 from pathlib import Path
 
-FENCE = re.compile(r"^```sh (run|demo)[ \t]*\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
+FENCE = re.compile(r"^```sh (run|demo|release)[ \t]*\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
 
 
 def runnable_blocks(page: Path, kind: str = "run") -> list[str]:
