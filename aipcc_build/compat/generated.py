@@ -75,13 +75,17 @@ def regenerate(matrix: Matrix, facts: ToolkitFacts, *, build_id: str, runner: Ru
     root = project_root(matrix)
     source = project_path(matrix, matrix.path)
     konflux = None
-    if generated_from(str(root), source):
+    # Declared (ci.committed) or found on the disk: a check that finds nothing to compare
+    # because every file is gone has checked nothing.
+    committed = matrix.ci.committed
+    if "konflux" in committed or generated_from(str(root), source):
         konflux = plan_ci(matrix, PlanRequest(output_format="konflux", build_id=build_id,
                                               filters=EVERYTHING, check=check),
                           runner).konflux_files
     compat_page = None
     target = root / COMPAT_PAGE
-    if source == COMPAT_PAGE_MATRIX and target.is_file():
+    if "compatibility-page" in committed or (source == COMPAT_PAGE_MATRIX
+                                             and target.is_file()):
         import datetime as dt
 
         # The stable page leaves out what depends on the date: any day renders the same.
@@ -94,7 +98,7 @@ def regenerate(matrix: Matrix, facts: ToolkitFacts, *, build_id: str, runner: Ru
 def _write(path: Path, text: str, *, check: bool) -> RenderResult:
     if same_content(path, text):
         return RenderResult(checked=check, changes=(), unchanged=1)
+    state = "changed" if path.exists() else "missing"
     if not check:
         write_atomic(path, text)
-    return RenderResult(checked=check, changes=(FileChange(str(path), "changed"),),
-                        unchanged=0)
+    return RenderResult(checked=check, changes=(FileChange(str(path), state),), unchanged=0)
