@@ -308,6 +308,7 @@ def mirror(request: MirrorRequest, runner: Optional[Runner] = None,
         present = {}
         if transport == "oci-archive":
             archive, work = work, Path(location + ".partial")
+            oci_layout.check_destination(work)
             if not work.exists():
                 present = oci_layout.archive_refs(archive)
                 wanted = {f"{i.path}:{i.tag}": i.digest for i in request.images}
@@ -320,6 +321,7 @@ def mirror(request: MirrorRequest, runner: Optional[Runner] = None,
                     return MirrorResult(tuple(outcomes), ())
                 if present:
                     oci_layout.unpack(archive, work)
+        oci_layout.check_destination(work)
         work.mkdir(parents=True, exist_ok=True)
         present = oci_layout.refs(work)
         target = f"oci:{work}"
@@ -344,11 +346,23 @@ def mirror(request: MirrorRequest, runner: Optional[Runner] = None,
                     request.retry, on_retry, sleep)
             else:
                 found = present.get(f"{image.path}:{image.tag}")
+                damaged = oci_layout.damaged_blobs(work, image.digest, hash_bytes=False) \
+                    if found == image.digest else []
+                if damaged:  # copied again: the ref stays until the copy replaces it
+                    oci_layout.discard_blobs(work, damaged)
+                    found = None
+
+            def copy(to: str) -> None:
+                with_retries(lambda: skopeo.copy_all(
+                    image.source, to, tls_verify=request.tls_verify,
+                    authfile=request.authfile), request.retry, on_retry, sleep)
+
             if found != image.digest:
                 emit(Event(image.key, "copying", dest, index=index, total=total))
-                with_retries(lambda: skopeo.copy_all(
-                    image.source, dest, tls_verify=request.tls_verify,
-                    authfile=request.authfile), request.retry, on_retry, sleep)
+                if transport == "docker":
+                    copy(dest)
+                else:
+                    _copy_into_layout(image, work, copy)
             if request.trust.carry:
                 there = Place(f"{location}/{image.path}") if transport == "docker" \
                     else Place(image.path, work)
@@ -408,6 +422,25 @@ def mirror(request: MirrorRequest, runner: Optional[Runner] = None,
         elif archive is None:
             written.append(str(work))
     return MirrorResult(tuple(outcomes), tuple(written))
+
+
+def _copy_into_layout(image: Image, layout: Path, copy: Callable[[str], None]) -> None:
+    """IMAGE copied into LAYOUT through a stage (its index.json is only ever replaced
+    whole) and its blobs read back before its ref is set: a blob found there under its
+    name with other bytes, which skopeo takes without reading, is removed and copied
+    again once; still other bytes, the image fails."""
+    name = f"{image.path}:{image.tag}"
+    damaged: list[str] = []
+    for _ in range(2):
+        with oci_layout.staging(layout) as stage:
+            copy(f"oci:{stage}:{name}")
+            damaged = oci_layout.damaged_blobs(layout, image.digest)
+            if not damaged:
+                oci_layout.adopt(stage, layout, name)
+                return
+        oci_layout.discard_blobs(layout, damaged)
+    raise CheckFailed(f"{layout}: {name}: the blobs {', '.join(damaged)} do not read back "
+                      "with the bytes copied")
 
 
 def _source_place(image: Image) -> Place:
