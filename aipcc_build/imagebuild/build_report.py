@@ -395,6 +395,10 @@ def check_writable(path: Union[str, Path], field: str = "report") -> None:
     target = Path(path)
     if target.is_dir():
         raise InputError("is a directory, not a file", file=str(target), field=field)
+    if target.is_symlink() and not os.path.isdir(os.path.dirname(os.path.realpath(target))):
+        # Its target is written where it points, and no directory is made there.
+        raise InputError(f"cannot be written: a symbolic link to {os.readlink(target)}, "
+                         "whose directory is missing", file=str(target), field=field)
     existing = target.parent
     while not os.path.lexists(existing):
         existing = existing.parent
