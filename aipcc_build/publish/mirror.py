@@ -290,6 +290,24 @@ def mirror(request: MirrorRequest, runner: Optional[Runner] = None,
            probe: Optional[Probe] = None,
            check: Optional[RegistryCheck] = None) -> MirrorResult:
     transport, location = destination(request.to)
+    if transport == "oci-archive" and oci_layout.is_stream(Path(location)):
+        # A FIFO, a device, /dev/stdout: streamed into, nothing to resume; the layout is
+        # built in a temporary directory, not beside it (FILE.partial in /dev).
+        import tempfile
+
+        stage = Path(tempfile.mkdtemp(prefix="aipcc-mirror-"))
+        try:
+            return _mirror(request, runner, on_event, sleep, probe, check, stage)
+        finally:
+            oci_layout.remove(stage)
+    return _mirror(request, runner, on_event, sleep, probe, check, None)
+
+
+def _mirror(request: MirrorRequest, runner: Optional[Runner], on_event: Optional[OnEvent],
+            sleep: Callable[[float], None], probe: Optional[Probe],
+            check: Optional[RegistryCheck], partial: Optional[Path]) -> MirrorResult:
+    """`mirror`; an archive's layout built in PARTIAL (else FILE.partial beside it)."""
+    transport, location = destination(request.to)
     skopeo = Skopeo(runner)
     if check is not None:
         sources = [i.source[len("docker://"):] for i in request.images
@@ -307,7 +325,7 @@ def mirror(request: MirrorRequest, runner: Optional[Runner] = None,
         work = Path(location)
         present = {}
         if transport == "oci-archive":
-            archive, work = work, Path(location + ".partial")
+            archive, work = work, partial or Path(location + ".partial")
             oci_layout.check_destination(work)
             if not work.exists():
                 present = oci_layout.archive_refs(archive)

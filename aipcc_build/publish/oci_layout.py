@@ -323,6 +323,16 @@ def adopt(stage: Path, layout: Path, name: str) -> None:
     set_ref(layout, name, descriptor)
 
 
+def is_stream(archive: Path) -> bool:
+    """Whether ARCHIVE is (or links to) a FIFO or a character device (a pipe or terminal
+    behind /dev/stdout too): written into as a stream, never read or replaced."""
+    try:
+        mode = os.stat(archive).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)
+
+
 def archive_refs(archive: Path) -> dict[str, str]:
     """Ref name -> digest in an oci-archive, read from its index.json without unpacking;
     none from a FIFO or a character device (written into as a stream, never read)."""
@@ -333,8 +343,7 @@ def archive_refs(archive: Path) -> dict[str, str]:
     except FileNotFoundError:
         return {}
     except NotRegularFile as exc:
-        mode = os.stat(archive).st_mode
-        if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode):
+        if is_stream(archive):
             return {}
         raise InputError(f"{exc.strerror} where the archive goes: move it away",
                          file=str(archive)) from None

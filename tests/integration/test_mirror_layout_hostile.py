@@ -14,7 +14,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -157,6 +157,22 @@ def test_a_rerun_into_a_complete_layout_rewrites_nothing(tmp_path: Path, cli) ->
     assert (archive.stat().st_ino, archive.stat().st_mtime_ns) == stamp
 
 
+@contextlib.contextmanager
+def drained(fifo: Path, into: Path) -> Iterator[None]:
+    """A reader copying what FIFO receives INTO (stopped when nothing came)."""
+    with open(into, "wb") as sink:
+        reader = subprocess.Popen(["cat", str(fifo)], stdout=sink)
+        try:
+            yield
+        finally:
+            try:
+                reader.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                reader.kill()
+                reader.wait()
+                raise
+
+
 def test_an_archive_into_a_fifo_is_streamed_never_read(tmp_path: Path, cli) -> None:
     """The archive's old refs were read from FILE first: a FIFO with no writer hung the
     run for ever."""
@@ -164,14 +180,27 @@ def test_an_archive_into_a_fifo_is_streamed_never_read(tmp_path: Path, cli) -> N
     digest, _ = source(src)
     fifo = tmp_path / "release.tar"
     os.mkfifo(fifo)
-    reader = subprocess.Popen(["sh", "-c", f"cat '{fifo}' > '{tmp_path}/got.tar'"])
-    try:
+    with drained(fifo, tmp_path / "got.tar"):
         done = cli("mirror", "--from", f"dir:{src}", "--to", f"oci-archive:{fifo}")
-    finally:
-        reader.wait(timeout=30)
     assert done.code == 0, done.err
     assert oci_layout.archive_refs(tmp_path / "got.tar") == {REF: digest}
     assert fifo.exists() and not fifo.is_file()
+
+
+def test_an_archive_into_a_fifo_builds_its_layout_elsewhere(tmp_path: Path, cli) -> None:
+    """The layout was built in FILE.partial beside the FIFO (/dev/stdout.partial for
+    /dev/stdout: a release in the RAM of /dev): a FIFO on a read-only file system could not
+    take an archive."""
+    src = tmp_path / "src"
+    digest, _ = source(src)
+    with tmpfs(tmp_path / "ro") as mount:
+        os.mkfifo(mount / "release.tar")
+        subprocess.run(["mount", "-o", "remount,ro", str(mount)], check=True, timeout=30)
+        with drained(mount / "release.tar", tmp_path / "got.tar"):
+            done = cli("mirror", "--from", f"dir:{src}", "--to",
+                       f"oci-archive:{mount}/release.tar")
+        assert done.code == 0, done.err
+    assert oci_layout.archive_refs(tmp_path / "got.tar") == {REF: digest}
 
 
 def test_a_full_disk_fails_the_image_and_leaves_the_old_layout_whole(tmp_path: Path,
