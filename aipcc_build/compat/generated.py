@@ -18,7 +18,7 @@ from ..fsutil import same_content, write_atomic
 from ..matrix import EVERYTHING, Matrix, expand, load
 from ..plan.ci_plan import PlanRequest, plan_ci
 from ..plan.dag import project_path, project_root
-from ..plan.emit.konflux import generated_from
+from ..plan.emit.konflux import generated_from, orphans
 from ..render import FileChange, RenderResult, apply, render_all
 from ..toolkit.facts import ToolkitFacts
 from ..tools.runner import Runner
@@ -51,9 +51,13 @@ def regenerate_project(matrix_paths: Sequence[str], facts: ToolkitFacts, *, buil
     CHECK, compared and nothing written: each matrix's Containerfiles (stale ones removed),
     and the Konflux files and compatibility page of the matrix they come from."""
     derived: list[DerivedFiles] = []
+    sources: list[str] = []
+    root: Optional[Path] = None
     for path in matrix_paths:
         matrix = load(path)
         shown = project_path(matrix, matrix.path)
+        sources.append(shown)
+        root = project_root(matrix)
         derived.append(DerivedFiles(
             f"Containerfile(s) of {shown}",
             apply(matrix, render_all(matrix, EVERYTHING), check=check, remove_stale=True)))
@@ -64,6 +68,17 @@ def regenerate_project(matrix_paths: Sequence[str], facts: ToolkitFacts, *, buil
         if regenerated.compat_page is not None:
             derived.append(DerivedFiles(f"compatibility page of {shown}",
                                         regenerated.compat_page))
+    if root is not None and not any(item.what.startswith("Konflux") for item in derived):
+        # No plan ran, so none found the Konflux files of a matrix that is gone (renamed,
+        # removed): stale all the same.
+        stale = orphans(str(root), sources)
+        if stale:
+            if not check:
+                for orphan in stale:
+                    orphan.unlink()
+            derived.append(DerivedFiles("Konflux file(s) of no matrix", RenderResult(
+                checked=check, changes=tuple(FileChange(str(p), "stale") for p in stale),
+                unchanged=0)))
     return derived
 
 

@@ -118,3 +118,23 @@ def test_generated_files_all_gone_are_missing_not_up_to_date(shipped, cli, monke
         assert "missing: docs/compatibility.md" in found.out
     assert cli("--matrix", str(aipcc), "regenerate").code == 0
     assert cli("--matrix", str(aipcc), "regenerate", "--check").code == 0
+
+
+def test_konflux_files_of_a_matrix_that_is_gone_are_stale(shipped, cli, monkeypatch):
+    """The matrix they were generated from renamed (and no longer declaring them): no plan
+    ran, so no check looked at them, and they passed as up to date."""
+    root = _project(shipped)
+    monkeypatch.chdir(root)
+    aipcc = root / "matrix" / "aipcc.yaml"
+    product = root / "matrix" / "product.yaml"
+    product.write_text("\n".join(line for line in aipcc.read_text().splitlines()
+                                 if "committed:" not in line) + "\n")
+    aipcc.unlink()
+    found = cli("--matrix", str(product), "regenerate", "--check")
+    assert found.code == 1, found.err
+    assert "stale: .tekton/aipcc-3-0-builder-cpu-ubi9-push.yaml" in found.out
+    assert "stale: konflux/tenant/application.yaml" in found.out
+    assert (root / ".tekton" / "aipcc-3-0-builder-cpu-ubi9-push.yaml").exists()
+    assert cli("--matrix", str(product), "regenerate").code == 0
+    assert not list((root / ".tekton").iterdir())
+    assert cli("--matrix", str(product), "regenerate", "--check").code == 0
