@@ -20,7 +20,7 @@ import shutil
 import stat
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, BinaryIO, Optional
 
 from ..errors import CheckFailed, InputError
 from ..fsutil import NotRegularFile, open_regular, output, same_content, write_atomic
@@ -96,11 +96,11 @@ class LayoutStore:
 
     def _read(self, digest: str) -> Optional[bytes]:
         path = self._blob(digest)
-        try:
-            with open(path, "rb") as handle:
-                data = handle.read(MAX_BLOB + 1)
-        except FileNotFoundError:
+        handle = _open_blob(path)
+        if handle is None:
             return None
+        with handle:
+            data = handle.read(MAX_BLOB + 1)
         if len(data) > MAX_BLOB or digest_of(data) != digest:
             raise InputError(f"the blob {digest} holds other bytes", file=str(path))
         return data
@@ -228,18 +228,26 @@ def _write(path: Path, data: Any) -> None:
     write_atomic(path, data)
 
 
+def _open_blob(path: Path) -> Optional[BinaryIO]:
+    """The blob file PATH opened (None when absent); InputError when it is a link or no
+    regular file: never followed out of the layout, a FIFO never waited on."""
+    try:
+        if not os.path.islink(path):
+            return open_regular(path)
+    except FileNotFoundError:
+        return None
+    except NotRegularFile:
+        pass
+    raise InputError("not a regular file where the layout keeps a blob: move it away",
+                     file=str(path))
+
+
 def _holds(path: Path, digest: str) -> bool:
     """Whether the regular file PATH holds bytes whose digest is DIGEST (False when absent
     or other bytes; InputError when it is no regular file)."""
-    try:
-        handle = open_regular(path) if not os.path.islink(path) else None
-    except FileNotFoundError:
-        return False
-    except NotRegularFile:
-        handle = None
+    handle = _open_blob(path)
     if handle is None:
-        raise InputError("not a regular file where the layout keeps a blob: move it away",
-                         file=str(path))
+        return False
     algorithm, _, want = digest.partition(":")
     hasher = hashlib.new(algorithm)
     with handle:

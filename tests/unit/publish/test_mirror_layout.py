@@ -80,3 +80,24 @@ def test_the_store_writes_through_no_link(tmp_path: Path, node: str) -> None:
     with pytest.raises(InputError, match="not a regular file"):
         LayoutStore(root).put_manifest("rel/x", "sig", body, OCI_MANIFEST)
     assert outside.read_text() == "precious" and target.is_symlink()
+
+
+@pytest.mark.parametrize("node", ["fifo", "link"])
+def test_a_source_layout_blob_that_is_no_regular_file_is_refused_not_waited_on(
+        tmp_path: Path, node: str) -> None:
+    """mirror --from dir:SRC reads the signatures and attestations SRC carries: a FIFO
+    under a blob's name hung the run on its open; a link was read wherever it pointed."""
+    root = tmp_path / "l"
+    _layout(root)
+    store = LayoutStore(root)
+    digest = store.put_blob("rel/x", b'{"signature": 1}')
+    path = root / "blobs" / "sha256" / digest.partition(":")[2]
+    path.unlink()
+    if node == "fifo":
+        os.mkfifo(path)
+    else:
+        (tmp_path / "outside").write_bytes(b'{"signature": 1}')
+        path.symlink_to(tmp_path / "outside")
+    with pytest.raises(InputError, match="not a regular file") as caught:
+        store.get_blob("rel/x", digest)
+    assert caught.value.file == str(path)
