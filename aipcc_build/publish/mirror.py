@@ -15,6 +15,7 @@ was made with), or the matrix's images of a build id, pinned to their digests no
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -290,23 +291,24 @@ def mirror(request: MirrorRequest, runner: Optional[Runner] = None,
            probe: Optional[Probe] = None,
            check: Optional[RegistryCheck] = None) -> MirrorResult:
     transport, location = destination(request.to)
-    if transport == "oci-archive" and oci_layout.is_stream(Path(location)):
-        # A FIFO, a device, /dev/stdout: streamed into, nothing to resume; the layout is
-        # built in a temporary directory, not beside it (FILE.partial in /dev).
-        import tempfile
+    with contextlib.ExitStack() as held:
+        partial = None
+        if transport == "oci-archive" and oci_layout.is_stream(Path(location)):
+            # A FIFO, a device, /dev/stdout: streamed into, nothing to resume; the layout
+            # is built in a temporary directory, not beside it (FILE.partial in /dev).
+            import tempfile
 
-        stage = Path(tempfile.mkdtemp(prefix="aipcc-mirror-"))
-        try:
-            return _mirror(request, runner, on_event, sleep, probe, check, stage)
-        finally:
-            oci_layout.remove(stage)
-    return _mirror(request, runner, on_event, sleep, probe, check, None)
+            partial = Path(tempfile.mkdtemp(prefix="aipcc-mirror-"))
+            held.callback(oci_layout.remove, partial)
+        return _mirror(request, runner, on_event, sleep, probe, check, partial, held)
 
 
 def _mirror(request: MirrorRequest, runner: Optional[Runner], on_event: Optional[OnEvent],
             sleep: Callable[[float], None], probe: Optional[Probe],
-            check: Optional[RegistryCheck], partial: Optional[Path]) -> MirrorResult:
-    """`mirror`; an archive's layout built in PARTIAL (else FILE.partial beside it)."""
+            check: Optional[RegistryCheck], partial: Optional[Path],
+            held: contextlib.ExitStack) -> MirrorResult:
+    """`mirror`; an archive's layout built in PARTIAL (else FILE.partial beside it), the
+    layout written locked until HELD closes."""
     transport, location = destination(request.to)
     skopeo = Skopeo(runner)
     if check is not None:
@@ -341,6 +343,7 @@ def _mirror(request: MirrorRequest, runner: Optional[Runner], on_event: Optional
                     oci_layout.unpack(archive, work)
         oci_layout.check_destination(work)
         work.mkdir(parents=True, exist_ok=True)
+        held.enter_context(oci_layout.locked(work))
         present = oci_layout.refs(work)
         target = f"oci:{work}"
 

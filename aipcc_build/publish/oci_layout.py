@@ -183,18 +183,13 @@ def check_destination(layout: Path) -> None:
     directory, or an OCI layout (it holds `oci-layout`) whose index.json, oci-layout,
     aipcc-mirror.json and blobs are regular files and blobs/ a directory, none of them a
     link. Anything else is refused (InputError naming it): a link or a FIFO is never
-    written through, a directory of other files never filled with a layout. Stages a
-    killed run left are removed."""
+    written through, a directory of other files never filled with a layout."""
     if os.path.lexists(layout) and not _is(layout, stat.S_ISDIR):
         raise InputError("not a directory (a link, a file or a device) where the OCI "
                          "layout goes: move it away", file=str(layout))
     if not layout.exists():
         return
-    entries = os.listdir(layout)
-    for entry in entries:
-        if entry.startswith(_STAGE_PREFIX):
-            shutil.rmtree(layout / entry, ignore_errors=True)
-    entries = [e for e in entries if not e.startswith(_STAGE_PREFIX)]
+    entries = [e for e in os.listdir(layout) if not e.startswith(_STAGE_PREFIX)]
     if entries and "oci-layout" not in entries:
         raise InputError("neither empty nor an OCI layout (no oci-layout file): a mirror "
                          "writes only into its own layout", file=str(layout))
@@ -303,12 +298,35 @@ def discard_blobs(layout: Path, digests: Sequence[str]) -> None:
 
 
 @contextlib.contextmanager
+def locked(layout: Path) -> Iterator[None]:
+    """LAYOUT written by this run alone (an exclusive flock on its directory), else
+    CheckFailed: two runs each set index.json from what they read before the other's
+    write, and the refs of one were lost. Locked, the stages a killed run left (and only
+    such) are removed."""
+    import fcntl
+
+    fd = os.open(layout, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise CheckFailed(f"{layout}: another mirror is writing this layout: run "
+                              "again when it has ended") from None
+        for entry in os.listdir(layout):  # the stages a killed run left
+            if entry.startswith(_STAGE_PREFIX):
+                shutil.rmtree(layout / entry, ignore_errors=True)
+        yield
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
 def staging(layout: Path) -> Iterator[Path]:
     """A layout inside LAYOUT for skopeo to copy one image into, sharing LAYOUT's blobs/
     (skopeo writes a blob through a temporary file it renames, but index.json in place:
     killed while it writes, it would leave LAYOUT's index half written). `adopt` moves the
     ref into LAYOUT's index.json, atomically; a stage a killed run left is removed by the
-    next one (`check_destination`)."""
+    next one (`locked`)."""
     import tempfile
 
     (layout / "blobs" / "sha256").mkdir(parents=True, exist_ok=True)

@@ -250,3 +250,30 @@ def test_sigkill_in_the_middle_leaves_the_old_layout_or_the_new_one(tmp_path: Pa
                           timeout=120)
     assert done.returncode == 0, done.stderr
     assert assert_whole(tmp_path / "d") == {REF: new_digest}
+
+
+def test_a_second_mirror_into_a_layout_being_written_is_refused(tmp_path: Path,
+                                                                 cli) -> None:
+    """Two runs into one layout each set index.json from what they read before the
+    other's write (the refs of one lost), and the second removed the stage the first was
+    copying into. The layout is now held for the run: the second fails (exit 1), and
+    touches nothing."""
+    import fcntl
+
+    src = tmp_path / "src"
+    source(src)
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    (dest / "oci-layout").write_text(oci_layout.LAYOUT_VERSION)
+    (dest / ".aipcc-stage-running").mkdir()  # the first run's, being copied into
+    fd = os.open(dest, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # as the first run holds it
+        done = mirror(cli, src, f"dir:{dest}")
+    finally:
+        os.close(fd)
+    assert done.code == 1, done.err
+    assert "another mirror is writing this layout" in done.err and "Traceback" not in done.err
+    assert sorted(p.name for p in dest.iterdir()) == [".aipcc-stage-running", "oci-layout"]
+    assert mirror(cli, src, f"dir:{dest}").code == 0  # the first ended (killed): its stage
+    assert not (dest / ".aipcc-stage-running").exists()
