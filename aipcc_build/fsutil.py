@@ -29,10 +29,11 @@ def output(path: Union[str, Path]) -> Iterator[BinaryIO]:
 
     A regular file, or a new one, is replaced at once through a temporary file beside it
     (renamed over it; the temporary is removed on every failure); a symbolic link to one
-    stays a link and its target is replaced; an existing file keeps its mode (new files get
-    0644). What exists and is not a regular file is never replaced: a character device (a
-    `/dev/null`), a FIFO, a pipe or terminal behind `/dev/stdout` is written into as it is;
-    a directory, a block device or a socket is refused. Every file-system error names PATH
+    stays a link and its target is replaced (no directory is made where a link points); an
+    existing file keeps its mode (new files get 0644). What exists and is not a regular
+    file is never replaced: a character device (a `/dev/null`), a FIFO, a pipe or terminal
+    behind `/dev/stdout` is written into as it is; a directory, a block device or a socket
+    is refused. Every file-system error names PATH
     (not the temporary file), so the one place that maps errors says which path failed."""
     try:
         with _output(Path(path)) as handle:
@@ -57,8 +58,11 @@ def _output(path: Path) -> Iterator[BinaryIO]:
     import tempfile  # here: commands that write nothing do not pay for it
 
     if path.is_symlink():
+        # The link's target is written, in the directory it names: none is made there
+        # (a dangling link would otherwise create directories anywhere it points).
         path = Path(os.path.realpath(path))
-    path.parent.mkdir(parents=True, exist_ok=True)
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
     mode = stat.S_IMODE(found.st_mode) if found is not None else 0o644
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:64]}.", suffix=".tmp", dir=path.parent)
     try:

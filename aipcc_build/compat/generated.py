@@ -18,7 +18,7 @@ from ..fsutil import same_content, write_atomic
 from ..matrix import EVERYTHING, Matrix, expand, load
 from ..plan.ci_plan import PlanRequest, plan_ci
 from ..plan.dag import project_path, project_root
-from ..plan.emit.konflux import generated_from
+from ..plan.emit.konflux import generated_from, orphans
 from ..render import FileChange, RenderResult, apply, render_all
 from ..toolkit.facts import ToolkitFacts
 from ..tools.runner import Runner
@@ -51,9 +51,13 @@ def regenerate_project(matrix_paths: Sequence[str], facts: ToolkitFacts, *, buil
     CHECK, compared and nothing written: each matrix's Containerfiles (stale ones removed),
     and the Konflux files and compatibility page of the matrix they come from."""
     derived: list[DerivedFiles] = []
+    sources: list[str] = []
+    root: Optional[Path] = None
     for path in matrix_paths:
         matrix = load(path)
         shown = project_path(matrix, matrix.path)
+        sources.append(shown)
+        root = project_root(matrix)
         derived.append(DerivedFiles(
             f"Containerfile(s) of {shown}",
             apply(matrix, render_all(matrix, EVERYTHING), check=check, remove_stale=True)))
@@ -64,6 +68,17 @@ def regenerate_project(matrix_paths: Sequence[str], facts: ToolkitFacts, *, buil
         if regenerated.compat_page is not None:
             derived.append(DerivedFiles(f"compatibility page of {shown}",
                                         regenerated.compat_page))
+    if root is not None and not any(item.what.startswith("Konflux") for item in derived):
+        # No plan ran, so none found the Konflux files of a matrix that is gone (renamed,
+        # removed): stale all the same.
+        stale = orphans(str(root), sources)
+        if stale:
+            if not check:
+                for orphan in stale:
+                    orphan.unlink()
+            derived.append(DerivedFiles("Konflux file(s) of no matrix", RenderResult(
+                checked=check, changes=tuple(FileChange(str(p), "stale") for p in stale),
+                unchanged=0)))
     return derived
 
 
@@ -75,13 +90,17 @@ def regenerate(matrix: Matrix, facts: ToolkitFacts, *, build_id: str, runner: Ru
     root = project_root(matrix)
     source = project_path(matrix, matrix.path)
     konflux = None
-    if generated_from(str(root), source):
+    # Declared (ci.committed) or found on the disk: a check that finds nothing to compare
+    # because every file is gone has checked nothing.
+    committed = matrix.ci.committed
+    if "konflux" in committed or generated_from(str(root), source):
         konflux = plan_ci(matrix, PlanRequest(output_format="konflux", build_id=build_id,
                                               filters=EVERYTHING, check=check),
                           runner).konflux_files
     compat_page = None
     target = root / COMPAT_PAGE
-    if source == COMPAT_PAGE_MATRIX and target.is_file():
+    if "compatibility-page" in committed or (source == COMPAT_PAGE_MATRIX
+                                             and target.is_file()):
         import datetime as dt
 
         # The stable page leaves out what depends on the date: any day renders the same.
@@ -94,7 +113,7 @@ def regenerate(matrix: Matrix, facts: ToolkitFacts, *, build_id: str, runner: Ru
 def _write(path: Path, text: str, *, check: bool) -> RenderResult:
     if same_content(path, text):
         return RenderResult(checked=check, changes=(), unchanged=1)
+    state = "changed" if path.exists() else "missing"
     if not check:
         write_atomic(path, text)
-    return RenderResult(checked=check, changes=(FileChange(str(path), "changed"),),
-                        unchanged=0)
+    return RenderResult(checked=check, changes=(FileChange(str(path), state),), unchanged=0)

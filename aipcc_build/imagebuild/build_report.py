@@ -387,14 +387,19 @@ def durations(entries: list[ReportEntry]) -> dict[str, float]:
     return found
 
 
-def check_writable(path: Union[str, Path], field: str = "report") -> None:
+def check_writable(path: Union[str, Path], field: str = "report", room: int = 0) -> None:
     """Before a run starts: InputError (naming FIELD) unless a file can be written at PATH,
-    so that hours of builds do not end in a report nobody can write."""
+    so that hours of builds do not end in a report nobody can write; with ROOM, unless that
+    many bytes fit there too (a full disk takes an empty file)."""
     import tempfile
 
     target = Path(path)
     if target.is_dir():
         raise InputError("is a directory, not a file", file=str(target), field=field)
+    if target.is_symlink() and not os.path.isdir(os.path.dirname(os.path.realpath(target))):
+        # Its target is written where it points, and no directory is made there.
+        raise InputError(f"cannot be written: a symbolic link to {os.readlink(target)}, "
+                         "whose directory is missing", file=str(target), field=field)
     existing = target.parent
     while not os.path.lexists(existing):
         existing = existing.parent
@@ -405,8 +410,11 @@ def check_writable(path: Union[str, Path], field: str = "report") -> None:
         raise InputError(f"cannot be written: {existing} is not a directory", file=str(target),
                          field=field)
     try:
-        with tempfile.TemporaryFile(dir=existing):
-            pass
+        with tempfile.TemporaryFile(dir=existing) as probe:
+            if room:
+                probe.write(b"\0" * room)
+                probe.flush()
+                os.fsync(probe.fileno())
     except OSError as exc:
         raise InputError(f"cannot be written: {exc.strerror}", file=str(target),
                          field=field) from None

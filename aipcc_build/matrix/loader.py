@@ -24,6 +24,7 @@ from . import shape
 from .expand import expand_all
 from .model import (
     CLONABLE,
+    COMMITTED_KINDS,
     DEFAULT_BRANCH,
     DEFAULT_CI_IMAGE,
     SAFE_NAME,
@@ -225,7 +226,8 @@ def _parse(text: str, file: str) -> Matrix:
 
 def _ci(reader: _Reader, node: yaml.Node) -> CiSettings:
     fields = reader.mapping(node, "ci", ("fetch", "image", "bundles", "hermetic",
-                                         "prefetch_input", "branch", "source_url"))
+                                         "prefetch_input", "branch", "source_url",
+                                         "committed"))
     known = default_bundles()
     bundles = dict(known)
     if "bundles" in fields:
@@ -254,6 +256,18 @@ def _ci(reader: _Reader, node: yaml.Node) -> CiSettings:
         raise reader.error(fields["hermetic"][1], "ci.hermetic",
                            "a hermetic build has no network: give ci.prefetch_input, what "
                            "the prefetch task fetches before it (pip requirements, RPMs)")
+    committed: list[str] = []
+    if "committed" in fields:
+        for index, node in enumerate(reader.sequence(fields["committed"][1], "ci.committed")):
+            field = f"ci.committed[{index}]"
+            kind = reader.scalar(node, field)
+            if kind not in COMMITTED_KINDS:
+                raise reader.error(node, field, f"unknown kind '{shown(kind)}'"
+                                   + did_you_mean(kind, COMMITTED_KINDS,
+                                                  listing="expected one of"))
+            if kind in committed:
+                raise reader.error(node, field, f"'{kind}' is listed twice")
+            committed.append(kind)
     return CiSettings(
         fetch=text("fetch", "") or None,
         image=text("image", DEFAULT_CI_IMAGE, SAFE_REFERENCE, "an image reference"),
@@ -263,6 +277,7 @@ def _ci(reader: _Reader, node: yaml.Node) -> CiSettings:
         branch=text("branch", DEFAULT_BRANCH, SAFE_REFERENCE, "a branch name"),
         source_url=text("source_url", "", SOURCE_URL, "a URL a build cluster can clone "
                         "(https://, ssh://, git://, user@host:path)") or None,
+        committed=tuple(committed),
     )
 
 

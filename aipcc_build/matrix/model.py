@@ -130,6 +130,15 @@ class CiSettings:
     # IntegrationTestScenario). None: the checkout's `origin` remote, which differs between
     # clones; a matrix whose CI files are committed names it.
     source_url: Optional[str] = None
+    # The derived files beyond its Containerfiles the project commits from this matrix
+    # (COMMITTED_KINDS): `regenerate --check` finds them missing when they are gone, as it
+    # cannot when nothing on the disk names the matrix any more.
+    committed: tuple[str, ...] = ()
+
+
+# What `ci.committed` may name: the Konflux files (`.tekton/`, `konflux/`) and the
+# compatibility page (docs/compatibility.md).
+COMMITTED_KINDS = ("konflux", "compatibility-page")
 
 
 @dataclass(frozen=True)

@@ -12,11 +12,15 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
+from ..errors import CheckFailed
 from ..fsutil import same_content, write_atomic
 from ..tools.retry import Retry, with_retries
 from .mirror_config import resource_name
+
+if TYPE_CHECKING:
+    from .referrers import Store
 
 IMAGE_POLICY_FILE = "clusterimagepolicy.yaml"
 
@@ -68,7 +72,6 @@ def carry_trust(source: Place, dest: Place, digest: str, retry: Retry,
     manifests written."""
     from ..tools.oci_registry import RegistryRefused
     from .oci_layout import LayoutStore
-    from .referrers import Store
     from .release_signing import Registries, carry
 
     registries = Registries(tls_verify, authfile)
@@ -81,10 +84,40 @@ def carry_trust(source: Place, dest: Place, digest: str, retry: Retry,
     (source_store, source_path), (dest_store, dest_path) = store(source), store(dest)
     try:
         with _carrying(f"{dest.layout or ''}:{dest.repository}", digest):
-            return with_retries(lambda: carry(source_store, source_path, dest_store,
-                                              dest_path, digest), retry, on_retry)
+            written = with_retries(lambda: carry(source_store, source_path, dest_store,
+                                                 dest_path, digest), retry, on_retry)
+            missing = with_retries(lambda: _not_read_back(
+                source_store, source_path, dest_store, dest_path, digest), retry, on_retry)
     except RegistryRefused as exc:
         raise RegistryRefused(f"carrying signatures and attestations: {exc}") from None
+    if missing:
+        raise CheckFailed(f"{dest.repository}@{digest}: carried, but the destination does "
+                          f"not serve {', '.join(missing)}")
+    return written
+
+
+def _not_read_back(source: Store, source_path: str, dest: Store, dest_path: str,
+                   digest: str) -> list[str]:
+    """What of DIGEST's signatures and referrers at SOURCE the destination does not serve
+    after the carry (a registry front that answered 201 to a tag it did not keep): each
+    signed manifest's sigstore attachment must hold every signature the source has, its
+    referrers (API or tag) list every one the source lists."""
+    from .referrers import list_referrers
+    from .release_signing import instances, signatures
+
+    top, platforms = instances(source, source_path, digest)
+    missing = []
+    for subject in ([top] if top not in platforms else []) + platforms:
+        wanted, _ = signatures(source, source_path, subject.digest)
+        there, _ = signatures(dest, dest_path, subject.digest)
+        if any(layer not in there for layer in wanted):
+            missing.append(f"the signatures of {subject.digest}")
+    for subject in platforms:
+        listed = {str(d.get("digest")) for d in list_referrers(dest, dest_path, subject.digest)}
+        if any(str(d.get("digest")) not in listed
+               for d in list_referrers(source, source_path, subject.digest)):
+            missing.append(f"the attestations of {subject.digest}")
+    return missing
 
 
 def policy_text(name: str, key_pem: bytes, scopes: Mapping[str, str]) -> str:

@@ -15,6 +15,7 @@ was made with), or the matrix's images of a build id, pinned to their digests no
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -290,6 +291,25 @@ def mirror(request: MirrorRequest, runner: Optional[Runner] = None,
            probe: Optional[Probe] = None,
            check: Optional[RegistryCheck] = None) -> MirrorResult:
     transport, location = destination(request.to)
+    with contextlib.ExitStack() as held:
+        partial = None
+        if transport == "oci-archive" and oci_layout.is_stream(Path(location)):
+            # A FIFO, a device, /dev/stdout: streamed into, nothing to resume; the layout
+            # is built in a temporary directory, not beside it (FILE.partial in /dev).
+            import tempfile
+
+            partial = Path(tempfile.mkdtemp(prefix="aipcc-mirror-"))
+            held.callback(oci_layout.remove, partial)
+        return _mirror(request, runner, on_event, sleep, probe, check, partial, held)
+
+
+def _mirror(request: MirrorRequest, runner: Optional[Runner], on_event: Optional[OnEvent],
+            sleep: Callable[[float], None], probe: Optional[Probe],
+            check: Optional[RegistryCheck], partial: Optional[Path],
+            held: contextlib.ExitStack) -> MirrorResult:
+    """`mirror`; an archive's layout built in PARTIAL (else FILE.partial beside it), the
+    layout written locked until HELD closes."""
+    transport, location = destination(request.to)
     skopeo = Skopeo(runner)
     if check is not None:
         sources = [i.source[len("docker://"):] for i in request.images
@@ -307,7 +327,8 @@ def mirror(request: MirrorRequest, runner: Optional[Runner] = None,
         work = Path(location)
         present = {}
         if transport == "oci-archive":
-            archive, work = work, Path(location + ".partial")
+            archive, work = work, partial or Path(location + ".partial")
+            oci_layout.check_destination(work)
             if not work.exists():
                 present = oci_layout.archive_refs(archive)
                 wanted = {f"{i.path}:{i.tag}": i.digest for i in request.images}
@@ -320,7 +341,9 @@ def mirror(request: MirrorRequest, runner: Optional[Runner] = None,
                     return MirrorResult(tuple(outcomes), ())
                 if present:
                     oci_layout.unpack(archive, work)
+        oci_layout.check_destination(work)
         work.mkdir(parents=True, exist_ok=True)
+        held.enter_context(oci_layout.locked(work))
         present = oci_layout.refs(work)
         target = f"oci:{work}"
 
@@ -344,11 +367,23 @@ def mirror(request: MirrorRequest, runner: Optional[Runner] = None,
                     request.retry, on_retry, sleep)
             else:
                 found = present.get(f"{image.path}:{image.tag}")
+                damaged = oci_layout.damaged_blobs(work, image.digest, hash_bytes=False) \
+                    if found == image.digest else []
+                if damaged:  # copied again: the ref stays until the copy replaces it
+                    oci_layout.discard_blobs(work, damaged)
+                    found = None
+
+            def copy(to: str) -> None:
+                with_retries(lambda: skopeo.copy_all(
+                    image.source, to, tls_verify=request.tls_verify,
+                    authfile=request.authfile), request.retry, on_retry, sleep)
+
             if found != image.digest:
                 emit(Event(image.key, "copying", dest, index=index, total=total))
-                with_retries(lambda: skopeo.copy_all(
-                    image.source, dest, tls_verify=request.tls_verify,
-                    authfile=request.authfile), request.retry, on_retry, sleep)
+                if transport == "docker":
+                    copy(dest)
+                else:
+                    _copy_into_layout(image, work, copy)
             if request.trust.carry:
                 there = Place(f"{location}/{image.path}") if transport == "docker" \
                     else Place(image.path, work)
@@ -408,6 +443,25 @@ def mirror(request: MirrorRequest, runner: Optional[Runner] = None,
         elif archive is None:
             written.append(str(work))
     return MirrorResult(tuple(outcomes), tuple(written))
+
+
+def _copy_into_layout(image: Image, layout: Path, copy: Callable[[str], None]) -> None:
+    """IMAGE copied into LAYOUT through a stage (its index.json is only ever replaced
+    whole) and its blobs read back before its ref is set: a blob found there under its
+    name with other bytes, which skopeo takes without reading, is removed and copied
+    again once; still other bytes, the image fails."""
+    name = f"{image.path}:{image.tag}"
+    damaged: list[str] = []
+    for _ in range(2):
+        with oci_layout.staging(layout) as stage:
+            copy(f"oci:{stage}:{name}")
+            damaged = oci_layout.damaged_blobs(layout, image.digest)
+            if not damaged:
+                oci_layout.adopt(stage, layout, name)
+                return
+        oci_layout.discard_blobs(layout, damaged)
+    raise CheckFailed(f"{layout}: {name}: the blobs {', '.join(damaged)} do not read back "
+                      "with the bytes copied")
 
 
 def _source_place(image: Image) -> Place:

@@ -12,16 +12,18 @@ tag schema), the artifacts it lists as blobs (`LayoutStore`). Those refs name no
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import re
 import shutil
-from collections.abc import Sequence
+import stat
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, BinaryIO, Optional
 
-from ..errors import InputError
-from ..fsutil import output, write_atomic
+from ..errors import CheckFailed, InputError
+from ..fsutil import NotRegularFile, open_regular, output, same_content, write_atomic
 from ..oci import OCI_MANIFEST, REF_NAME_ANNOTATION
 from ..tools.oci_registry import MAX_BLOB, Reply, digest_of
 
@@ -47,11 +49,19 @@ def _refs(index: Any) -> dict[str, str]:
 
 
 def _index(layout: Path) -> Any:
-    """The layout's index.json parsed (None when there is none)."""
+    """The layout's index.json parsed (None when there is none); a link or anything but a
+    regular file there is refused, never read through (a FIFO would hang the read)."""
+    path = layout / "index.json"
     try:
-        return json.loads((layout / "index.json").read_text())
+        if os.path.islink(path):
+            raise NotRegularFile(0, "not a regular file (a symbolic link)", str(path))
+        with open_regular(path) as handle:
+            return json.loads(handle.read())
     except FileNotFoundError:
         return None
+    except NotRegularFile as exc:
+        raise InputError(f"{exc.strerror} where the layout keeps index.json: move it away",
+                         file=str(path)) from None
     except ValueError as exc:
         raise InputError(f"not an OCI layout: index.json: {exc}", file=str(layout)) from None
 
@@ -86,11 +96,11 @@ class LayoutStore:
 
     def _read(self, digest: str) -> Optional[bytes]:
         path = self._blob(digest)
-        try:
-            with open(path, "rb") as handle:
-                data = handle.read(MAX_BLOB + 1)
-        except FileNotFoundError:
+        handle = _open_blob(path)
+        if handle is None:
             return None
+        with handle:
+            data = handle.read(MAX_BLOB + 1)
         if len(data) > MAX_BLOB or digest_of(data) != digest:
             raise InputError(f"the blob {digest} holds other bytes", file=str(path))
         return data
@@ -117,11 +127,16 @@ class LayoutStore:
         return data
 
     def put_blob(self, repository: str, data: bytes) -> str:
+        """DATA under its digest's name, read back; a file there already is kept only when
+        it holds those bytes (one with others is no blob of that digest: replaced)."""
         digest = digest_of(data)
         path = self._blob(digest)
-        if not path.is_file():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            write_atomic(path, data)
+        if _holds(path, digest):
+            return digest
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _write(path, data)
+        if not _holds(path, digest):
+            raise CheckFailed(f"{path}: the blob {digest} does not read back as written")
         return digest
 
     def put_blobs(self, repository: str, blobs: Sequence[bytes]) -> None:
@@ -133,35 +148,235 @@ class LayoutStore:
         """BODY as a blob; by tag, the ref `REPOSITORY:REFERENCE` in index.json too."""
         digest = self.put_blob(repository, body)
         if not reference.startswith("sha256:"):
-            name = f"{repository}:{reference}"
-            index = _index(self.root)
-            if index is None:
-                index = {"schemaVersion": 2, "manifests": []}
-            if not isinstance(index, dict) or not isinstance(index.get("manifests", []), list):
-                raise InputError("not an OCI layout: index.json is no image index",
-                                 file=str(self.root))
-            replaced = _descriptors(index).get(name)
-            index["manifests"] = [m for m in index.get("manifests", []) if m is not replaced]
-            index["manifests"].append({"mediaType": media_type, "digest": digest,
-                                       "size": len(body),
-                                       "annotations": {REF_NAME_ANNOTATION: name}})
-            write_atomic(self.root / "index.json", json.dumps(index, indent=1) + "\n")
+            set_ref(self.root, f"{repository}:{reference}",
+                    {"mediaType": media_type, "digest": digest, "size": len(body)})
         return Reply(201, {}, b"")
 
     def referrers(self, repository: str, digest: str) -> Optional[list[dict[str, Any]]]:
         return None  # no API: the referrers tag
 
 
+def set_ref(layout: Path, name: str, descriptor: dict[str, Any]) -> None:
+    """The ref NAME in LAYOUT's index.json set to DESCRIPTOR (its annotation added), the
+    index written atomically and read back."""
+    index = _index(layout)
+    if index is None:
+        index = {"schemaVersion": 2, "manifests": []}
+    if not isinstance(index, dict) or not isinstance(index.get("manifests", []), list):
+        raise InputError("not an OCI layout: index.json is no image index", file=str(layout))
+    replaced = _descriptors(index).get(name)
+    entry = dict(descriptor)
+    entry["annotations"] = {**(descriptor.get("annotations") or {}), REF_NAME_ANNOTATION: name}
+    index["manifests"] = [m for m in index.get("manifests", []) if m is not replaced] + [entry]
+    _write(layout / "index.json", json.dumps(index, indent=1) + "\n")
+    if _descriptors(_index(layout)).get(name, {}).get("digest") != entry["digest"]:
+        raise CheckFailed(f"{layout}/index.json does not read back with {name} at "
+                          f"{entry['digest']}")
+
+
+LAYOUT_VERSION = '{"imageLayoutVersion": "1.0.0"}\n'
+_STAGE_PREFIX = ".aipcc-stage-"
+
+
+def check_destination(layout: Path) -> None:
+    """LAYOUT as a place a mirror may write, before the first write: absent, an empty
+    directory, or an OCI layout (it holds `oci-layout`) whose index.json, oci-layout,
+    aipcc-mirror.json and blobs are regular files and blobs/ a directory, none of them a
+    link. Anything else is refused (InputError naming it): a link or a FIFO is never
+    written through, a directory of other files never filled with a layout."""
+    if os.path.lexists(layout) and not _is(layout, stat.S_ISDIR):
+        raise InputError("not a directory (a link, a file or a device) where the OCI "
+                         "layout goes: move it away", file=str(layout))
+    if not layout.exists():
+        return
+    entries = [e for e in os.listdir(layout) if not e.startswith(_STAGE_PREFIX)]
+    if entries and "oci-layout" not in entries:
+        raise InputError("neither empty nor an OCI layout (no oci-layout file): a mirror "
+                         "writes only into its own layout", file=str(layout))
+    for name in ("oci-layout", "index.json", META):
+        if os.path.lexists(layout / name) and not _is(layout / name, stat.S_ISREG):
+            raise InputError("not a regular file where the layout keeps one: move it away",
+                             file=str(layout / name))
+    blobs = layout / "blobs"
+    for directory in (blobs, blobs / "sha256"):
+        if os.path.lexists(directory) and not _is(directory, stat.S_ISDIR):
+            raise InputError("not a directory where the layout keeps its blobs: move it "
+                             "away", file=str(directory))
+    if (blobs / "sha256").is_dir():
+        for blob in os.scandir(blobs / "sha256"):
+            if not blob.is_file(follow_symlinks=False):
+                raise InputError("not a regular file where the layout keeps a blob: move "
+                                 "it away", file=blob.path)
+
+
+def _is(path: Path, kind: Any) -> bool:
+    """Whether PATH itself (a link is not followed) is of KIND (stat.S_ISDIR...)."""
+    return bool(kind(os.lstat(path).st_mode))
+
+
+def _write(path: Path, data: Any) -> None:
+    """DATA written atomically at PATH, inside a layout: what is there and is not a regular
+    file (a link, a FIFO, a device) is refused, never written through."""
+    if os.path.lexists(path) and not _is(path, stat.S_ISREG):
+        raise InputError("not a regular file where the layout keeps one: move it away",
+                         file=str(path))
+    write_atomic(path, data)
+
+
+def _open_blob(path: Path) -> Optional[BinaryIO]:
+    """The blob file PATH opened (None when absent); InputError when it is a link or no
+    regular file: never followed out of the layout, a FIFO never waited on."""
+    try:
+        if not os.path.islink(path):
+            return open_regular(path)
+    except FileNotFoundError:
+        return None
+    except NotRegularFile:
+        pass
+    raise InputError("not a regular file where the layout keeps a blob: move it away",
+                     file=str(path))
+
+
+def _holds(path: Path, digest: str) -> bool:
+    """Whether the regular file PATH holds bytes whose digest is DIGEST (False when absent
+    or other bytes; InputError when it is no regular file)."""
+    handle = _open_blob(path)
+    if handle is None:
+        return False
+    algorithm, _, want = digest.partition(":")
+    hasher = hashlib.new(algorithm)
+    with handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            hasher.update(chunk)
+    return hasher.hexdigest() == want
+
+
+def damaged_blobs(layout: Path, digest: str, *, hash_bytes: bool = True) -> list[str]:
+    """The blobs of the image DIGEST in LAYOUT (its manifest, or its index and each
+    platform's, their configs and layers) that are missing or hold other bytes (with
+    HASH_BYTES unset: of another size). What skopeo finds there under a blob's name it
+    takes as that blob without reading it."""
+    damaged: list[str] = []
+    seen: set[str] = set()
+
+    def walk(descriptor: dict[str, Any], manifest: bool) -> None:
+        blob = descriptor.get("digest")
+        if not isinstance(blob, str) or blob in seen or not _SHA256.fullmatch(blob):
+            return
+        seen.add(blob)
+        path = layout / "blobs" / "sha256" / blob.partition(":")[2]
+        if hash_bytes or manifest:
+            good = _holds(path, blob)
+        else:
+            size = descriptor.get("size")
+            good = path.is_file() and (not isinstance(size, int)
+                                       or os.lstat(path).st_size == size)
+        if not good:
+            damaged.append(blob)
+            return
+        if manifest:
+            with contextlib.suppress(ValueError, OSError):
+                document = json.loads(path.read_bytes())
+                if isinstance(document, dict):
+                    for child in document.get("manifests") or []:
+                        if isinstance(child, dict):
+                            walk(child, True)
+                    for child in [document.get("config")] + list(document.get("layers") or []):
+                        if isinstance(child, dict):
+                            walk(child, False)
+
+    walk({"digest": digest}, True)
+    return damaged
+
+
+def discard_blobs(layout: Path, digests: Sequence[str]) -> None:
+    """The files under DIGESTS' names removed (they do not hold those blobs): a copy writes
+    them again."""
+    for digest in digests:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(layout / "blobs" / "sha256" / digest.partition(":")[2])
+
+
+@contextlib.contextmanager
+def locked(layout: Path) -> Iterator[None]:
+    """LAYOUT written by this run alone (an exclusive flock on its directory), else
+    CheckFailed: two runs each set index.json from what they read before the other's
+    write, and the refs of one were lost. Locked, the stages a killed run left (and only
+    such) are removed."""
+    import fcntl
+
+    fd = os.open(layout, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise CheckFailed(f"{layout}: another mirror is writing this layout: run "
+                              "again when it has ended") from None
+        for entry in os.listdir(layout):  # the stages a killed run left
+            if entry.startswith(_STAGE_PREFIX):
+                shutil.rmtree(layout / entry, ignore_errors=True)
+        yield
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def staging(layout: Path) -> Iterator[Path]:
+    """A layout inside LAYOUT for skopeo to copy one image into, sharing LAYOUT's blobs/
+    (skopeo writes a blob through a temporary file it renames, but index.json in place:
+    killed while it writes, it would leave LAYOUT's index half written). `adopt` moves the
+    ref into LAYOUT's index.json, atomically; a stage a killed run left is removed by the
+    next one (`locked`)."""
+    import tempfile
+
+    (layout / "blobs" / "sha256").mkdir(parents=True, exist_ok=True)
+    if not (layout / "oci-layout").exists():
+        _write(layout / "oci-layout", LAYOUT_VERSION)
+    stage = Path(tempfile.mkdtemp(prefix=_STAGE_PREFIX, dir=layout))
+    try:
+        os.symlink(os.path.join("..", "blobs"), stage / "blobs")
+        write_atomic(stage / "oci-layout", LAYOUT_VERSION)
+        yield stage
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+def adopt(stage: Path, layout: Path, name: str) -> None:
+    """The ref NAME skopeo wrote into STAGE set in LAYOUT's index.json."""
+    descriptor = _descriptors(_index(stage)).get(name)
+    if descriptor is None:
+        raise CheckFailed(f"{stage}: the copy wrote no ref {name}")
+    set_ref(layout, name, descriptor)
+
+
+def is_stream(archive: Path) -> bool:
+    """Whether ARCHIVE is (or links to) a FIFO or a character device (a pipe or terminal
+    behind /dev/stdout too): written into as a stream, never read or replaced."""
+    try:
+        mode = os.stat(archive).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)
+
+
 def archive_refs(archive: Path) -> dict[str, str]:
-    """Ref name -> digest in an oci-archive, read from its index.json without unpacking."""
+    """Ref name -> digest in an oci-archive, read from its index.json without unpacking;
+    none from a FIFO or a character device (written into as a stream, never read)."""
     import tarfile  # here: a mirror into a registry never opens a tar
 
     try:
-        with tarfile.open(archive) as tar:
-            member = tar.extractfile("index.json")
-            return _refs(json.load(member)) if member else {}
+        handle = open_regular(archive)
     except FileNotFoundError:
         return {}
+    except NotRegularFile as exc:
+        if is_stream(archive):
+            return {}
+        raise InputError(f"{exc.strerror} where the archive goes: move it away",
+                         file=str(archive)) from None
+    try:
+        with handle, tarfile.open(fileobj=handle) as tar:
+            member = tar.extractfile("index.json")
+            return _refs(json.load(member)) if member else {}
     except (tarfile.TarError, KeyError, ValueError) as exc:
         raise InputError(f"not an OCI archive: {exc}", file=str(archive)) from None
 
@@ -175,8 +390,10 @@ def source_registry(layout: Path) -> Optional[str]:
 
 
 def write_meta(layout: Path, registry: str) -> None:
-    write_atomic(layout / META, json.dumps({"schema": META_SCHEMA,
-                                            "source_registry": registry}, indent=2) + "\n")
+    """aipcc-mirror.json naming REGISTRY (left as it is when it does already)."""
+    text = json.dumps({"schema": META_SCHEMA, "source_registry": registry}, indent=2) + "\n"
+    if not same_content(layout / META, text):
+        _write(layout / META, text)
 
 
 def unpack(archive: Path, into: Path) -> None:

@@ -212,7 +212,7 @@ def _plan(request: PromoteRequest, skopeo: Optional[Skopeo] = None
         raise InputError("the build report lists no images", file=release.path)
     if request.manifest is not None and not request.dry_run:
         # Before the copies: a release must not end without its manifest.
-        build_report.check_writable(request.manifest, field="manifest")
+        build_report.check_writable(request.manifest, field="manifest", room=MANIFEST_ROOM)
     problems, copies = [], []
     tags = release_tags(product, build_id)
     for entry in entries:
@@ -393,6 +393,9 @@ def promote(request: PromoteRequest, runner: Optional[Runner] = None,
 
 
 MANIFEST_SCHEMA = 1
+# What must fit where the manifest goes before the copies start (a full disk takes the
+# empty file the check makes): a release manifest of a hundred images.
+MANIFEST_ROOM = 64 * 1024
 
 
 def release_manifest(result: PromoteResult) -> dict[str, Any]:

@@ -189,10 +189,17 @@ def copy_referrers(source: Store, dest: Store, source_path: str, subject: Subjec
     SUBJECT's repository in DEST (and into its fallback index where DEST has no referrers
     API); the number copied."""
     copied = 0
+    listed: Optional[set[str]] = None
     for descriptor in list_referrers(source, source_path, subject.digest):
         digest = str(descriptor.get("digest"))
         if dest.get_manifest(subject.repository, digest) is not None:
-            continue
+            if listed is None:
+                listed = {str(d.get("digest"))
+                          for d in list_referrers(dest, subject.repository, subject.digest)}
+            if digest in listed:
+                continue
+            # Stored but listed nowhere (a referrers tag the registry lost): copied again,
+            # which lists it.
         found = source.get_manifest(source_path, digest)
         artifact = read_artifact(source, source_path, digest)
         if found is None or artifact is None:

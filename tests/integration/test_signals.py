@@ -20,41 +20,12 @@ from typing import Any
 
 import pytest
 
+from tests.support.processes import command_line, descendants
 from tests.support.publish import REPO, FlakyProxy
 
 pytestmark = pytest.mark.integration
 
 SIGNALS = [signal.SIGTERM, signal.SIGHUP]
-
-
-def descendants(pid: int) -> dict[int, str]:
-    """Every living process below PID (in sessions of their own too): pid -> command line."""
-    parents: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            fields = stat[stat.rindex(")") + 2:].split()
-            if fields[0] != "Z":
-                parents[int(entry)] = int(fields[1])
-    found: dict[int, str] = {}
-    level = {pid}
-    while level:
-        level = {child for child, parent in parents.items()
-                 if parent in level and child not in found}
-        for child in level:
-            found[child] = command_line(child)
-    return found
-
-
-def command_line(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(
-            errors="replace")
-    except OSError:
-        return ""
 
 
 def alive(pid: int, command: str) -> bool:

@@ -101,17 +101,19 @@ class FlakyProxy:
     of these methods are accepted and never answered; HANG_PATHS: nor are those whose path
     holds one of these fragments. PATH: only requests whose path holds it are failed.
     DIGEST_ONLY: a manifest written under a tag is stored under its digest only, and the
-    write answered as the registry answers it (201): a front that loses tags. REQUESTS
-    records (method, path) of every request."""
+    write answered as the registry answers it (201): a front that loses tags; LOSE: only
+    the tags holding one of these fragments are lost. REQUESTS records (method, path) of
+    every request."""
 
     def __init__(self, upstream: str, failures: int, status: int = 503,
                  retry_after: int | None = None,
                  methods: tuple[str, ...] | None = None,
                  lie: tuple[str, str] | None = None,
                  hang: tuple[str, ...] = (), hang_paths: tuple[str, ...] = (),
-                 path: str | None = None, digest_only: bool = False) -> None:
+                 path: str | None = None, digest_only: bool = False,
+                 lose: tuple[str, ...] = ()) -> None:
         self.upstream, self.failures, self.seen = upstream, failures, 0
-        self.digest_only = digest_only
+        self.digest_only, self.lose = digest_only, lose
         self.path = path
         self.lie = lie
         self.hang, self.hang_paths, self.released = hang, hang_paths, threading.Event()
@@ -148,7 +150,8 @@ class FlakyProxy:
                     return
                 data = self._body()
                 target = self.path
-                if proxy.digest_only and self.command == "PUT" and "/manifests/" in target \
+                lost = proxy.digest_only or any(part in target for part in proxy.lose)
+                if lost and self.command == "PUT" and "/manifests/" in target \
                         and "/manifests/sha256:" not in target:
                     import hashlib
 

@@ -113,6 +113,12 @@ def layout(tmp_path: Path) -> Path:
     found.mkdir()
     (found / "index.json").write_text('{"schemaVersion": 2, "manifests": []}')
     (found / "aipcc-mirror.json").write_text('{"schema": 1, "source_registry": "r.io/ns"}')
+    (tmp_path / "job-report.json").write_text(json.dumps(
+        {"schema": 1, "build_id": "42", "registry": "127.0.0.1:9/ns",
+         "product": {"name": "aipcc", "version": "3.0", "moving_tags": []},
+         "images": [{"key": "base/a", "name": "a", "kind": "base",
+                     "reference": "127.0.0.1:9/ns/a:1", "status": "ok",
+                     "digest": "sha256:" + "a" * 64}]}))
     return found
 
 
@@ -135,6 +141,11 @@ def path_commands(layout: Path) -> dict[str, object]:
                                  f"cuda12.8-debian={layout.parent / 'wheels'}"),
         "matrix --report": lambda p: ("--matrix", DEMO, "matrix", "--report", p),
         "matrix --junit": lambda p: ("--matrix", DEMO, "matrix", "--junit", p),
+        "merge-reports -o": lambda p: ("merge-reports", str(layout.parent / "job-report.json"),
+                                       "-o", p),
+        "promote --manifest": lambda p: ("promote", "--report",
+                                         str(layout.parent / "job-report.json"), "--to",
+                                         "127.0.0.1:9/release", "--manifest", p),
     }
 
 

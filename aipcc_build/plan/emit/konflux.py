@@ -545,15 +545,27 @@ def _ours(base: Path) -> list[Path]:
                        for path in sorted(base.glob(pattern))])
 
 
+def _headers(root: str) -> list[tuple[Path, str]]:
+    """(path, first line) of each file under ROOT an earlier plan wrote."""
+    found = []
+    for path in _ours(Path(root)):
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            found.append((path, handle.readline()))
+    return found
+
+
+def orphans(root: str, matrix_paths: Iterable[str]) -> list[Path]:
+    """The Konflux files under ROOT an earlier plan wrote from a matrix none of
+    MATRIX_PATHS (relative to the project root) is: stale, since no plan writes them."""
+    notes = tuple(f"{HEADER} from {path}:" for path in matrix_paths)
+    return [path for path, header in _headers(root) if not header.startswith(notes)]
+
+
 def generated_from(root: str, matrix_path: str) -> bool:
     """Whether ROOT holds Konflux files an earlier plan wrote from MATRIX_PATH (relative
     to the project root): the files a matrix edit must regenerate."""
     note = f"{HEADER} from {matrix_path}:"
-    for path in _ours(Path(root)):
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            if handle.readline().startswith(note):
-                return True
-    return False
+    return any(header.startswith(note) for _, header in _headers(root))
 
 
 def refuse_unclonable(url: str) -> None:

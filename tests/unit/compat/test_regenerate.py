@@ -7,6 +7,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
+
 from tests.support.project import REPO
 
 
@@ -92,3 +94,47 @@ def test_the_one_drift_check_covers_every_file_the_separate_checks_did(shipped, 
     for name in CHECKED_BY_TOX:
         assert f"drifted: {name}" in found.out, name
     assert f"missing: {missing.relative_to(root)}" in found.out
+
+
+@pytest.mark.parametrize("gone", [(".tekton", "konflux"), ("docs/compatibility.md",)])
+def test_generated_files_all_gone_are_missing_not_up_to_date(shipped, cli, monkeypatch,
+                                                             gone):
+    """A drift check that found nothing to compare checked nothing: the matrix declares
+    what the project commits from it (ci.committed), so every Konflux file deleted, or the
+    compatibility page, is drift (it passed before: nothing on the disk named the matrix)."""
+    root = _project(shipped)
+    monkeypatch.chdir(root)
+    for name in gone:
+        path = root / name
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+    aipcc = root / "matrix" / "aipcc.yaml"
+    found = cli("--matrix", str(aipcc), "regenerate", "--check")
+    assert found.code == 1, found.err
+    assert all(not (root / name).exists() for name in gone)  # a check writes nothing
+    if "konflux" in gone:
+        assert "missing: .tekton/aipcc-3-0-builder-cpu-ubi9-push.yaml" in found.out
+        assert "missing: konflux/tenant/application.yaml" in found.out
+    else:
+        assert "missing: docs/compatibility.md" in found.out
+    assert cli("--matrix", str(aipcc), "regenerate").code == 0
+    assert cli("--matrix", str(aipcc), "regenerate", "--check").code == 0
+
+
+def test_konflux_files_of_a_matrix_that_is_gone_are_stale(shipped, cli, monkeypatch):
+    """The matrix they were generated from renamed (and no longer declaring them): no plan
+    ran, so no check looked at them, and they passed as up to date."""
+    root = _project(shipped)
+    monkeypatch.chdir(root)
+    aipcc = root / "matrix" / "aipcc.yaml"
+    product = root / "matrix" / "product.yaml"
+    product.write_text("\n".join(line for line in aipcc.read_text().splitlines()
+                                 if "committed:" not in line) + "\n")
+    aipcc.unlink()
+    found = cli("--matrix", str(product), "regenerate", "--check")
+    assert found.code == 1, found.err
+    assert "stale: .tekton/aipcc-3-0-builder-cpu-ubi9-push.yaml" in found.out
+    assert "stale: konflux/tenant/application.yaml" in found.out
+    assert (root / ".tekton" / "aipcc-3-0-builder-cpu-ubi9-push.yaml").exists()
+    assert cli("--matrix", str(product), "regenerate").code == 0
+    assert not list((root / ".tekton").iterdir())
+    assert cli("--matrix", str(product), "regenerate", "--check").code == 0

@@ -215,6 +215,13 @@ def test_ci_prefetch_input_is_json(project: Project, cli) -> None:
     assert_input_error(project, cli, "ci.prefetch_input", "not JSON", at="[{type")
 
 
+def test_ci_committed_names_only_the_kinds_regenerate_knows(project: Project, cli) -> None:
+    project.edit("registry: quay.io/aipcc",
+                 "registry: quay.io/aipcc\nci: {committed: [konflux, compat-page]}")
+    assert_input_error(project, cli, "ci.committed[1]", "unknown kind 'compat-page'",
+                       "did you mean 'compatibility-page'", at="compat-page")
+
+
 def test_ci_hermetic_is_a_boolean(project: Project, cli) -> None:
     project.edit("registry: quay.io/aipcc", "registry: quay.io/aipcc\nci: {hermetic: yes}")
     assert_input_error(project, cli, "ci.hermetic", "'yes' is not true or false", at="yes")

@@ -329,3 +329,24 @@ def test_authfile_reaches_the_tools_for_the_command_only(tmp_path: Path, cli,
     assert done.code == 2 and "stop here" in done.err, done.err
     assert seen == [str(auth)]
     assert "REGISTRY_AUTH_FILE" not in os.environ
+
+
+def test_an_output_behind_a_dangling_link_makes_no_directory_where_it_points(
+        tmp_path: Path, cli) -> None:
+    """merge-reports -o LINK, LINK pointing into a directory that does not exist: the
+    writer made that directory (anywhere the link pointed) and wrote there; promote
+    --manifest LINK passed its check before the copies the same way. Now one line, exit 2,
+    nothing made; a link into an existing directory still has its target written."""
+    job_report(tmp_path / "jobs" / "a.json", "base/a")
+    link = tmp_path / "out.json"
+    link.symlink_to(tmp_path / "missing" / "dir" / "report.json")
+    done = cli("merge-reports", str(tmp_path / "jobs"), "-o", str(link))
+    assert done.code == 2 and "Traceback" not in done.err, done.err
+    assert str(link) in done.err and len(done.err.strip().splitlines()) == 1, done.err
+    assert not (tmp_path / "missing").exists()
+    with pytest.raises(InputError, match="whose directory is missing"):
+        build_report.check_writable(link, field="manifest")
+    (tmp_path / "missing" / "dir").mkdir(parents=True)
+    build_report.check_writable(link, field="manifest")
+    assert cli("merge-reports", str(tmp_path / "jobs"), "-o", str(link)).code == 0
+    assert link.is_symlink() and build_report.read_release(link).images
