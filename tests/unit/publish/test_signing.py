@@ -183,6 +183,26 @@ def test_the_sbom_is_valid_cyclonedx_with_evidence() -> None:
     assert attestations.check_sbom(document) == ""
 
 
+def test_verifying_loads_no_openssl_backend(keys: Path) -> None:
+    """A signature checked (and a wrong one refused) without cryptography's OpenSSL
+    backend, which ECDSA's constructor loads and verifying does not use."""
+    import subprocess
+    import sys
+
+    signer = load_signer(str(keys / "cosign.key"), str(keys / "pass"))
+    signature = signer.sign(b"payload")
+    code = ("import sys\n"
+            "from aipcc_build.publish.signing import load_public_key\n"
+            "key = load_public_key(sys.argv[1])\n"
+            "print(key.verifies(b'payload', bytes.fromhex(sys.argv[2])),\n"
+            "      key.verifies(b'payloaD', bytes.fromhex(sys.argv[2])),\n"
+            "      key.verifies(b'payload', b'0'),\n"
+            "      'cryptography.hazmat.backends.openssl' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", code, str(keys / "cosign.pub"),
+                           signature.hex()], capture_output=True, text=True, timeout=60)
+    assert done.stdout.split() == ["True", "False", "False", "False"], done.stderr
+
+
 def test_the_sbom_check_refuses_a_toolkit_component_without_what_the_issue_promises(
 ) -> None:
     """verify's check of the SBOM, without loading a schema: CycloneDX 1.5 or 1.6, each
