@@ -25,12 +25,13 @@ from urllib.parse import urlencode, urlsplit
 
 from ..errors import CheckFailed, InputError
 from ..oci import DOCKER_MANIFEST, DOCKER_MANIFEST_LIST, OCI_INDEX, OCI_MANIFEST
+from ..patterns import lazy
 from .registry_http import MAX_MANIFEST, TIMEOUT, _context
 from .retry import TransientAnswer, parse_retry_after, transient_status
 
 ACCEPT = ", ".join((OCI_INDEX, OCI_MANIFEST, DOCKER_MANIFEST_LIST, DOCKER_MANIFEST))
 MAX_BLOB = 16 * 1024 * 1024  # signatures, SBOMs and attestations are small
-_CHALLENGE_PARAM = re.compile(r'(\w+)="([^"]*)"')
+_CHALLENGE_PARAM = lazy(r'(\w+)="([^"]*)"')
 DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 # A tag (the distribution grammar), or a digest.
 _REFERENCE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|sha256:[0-9a-f]{64}")
