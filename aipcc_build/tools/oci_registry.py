@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
-import http.client
 import json
 import os
 import re
@@ -26,6 +25,7 @@ from urllib.parse import urlencode, urlsplit
 from ..errors import CheckFailed, InputError
 from ..oci import DOCKER_MANIFEST, DOCKER_MANIFEST_LIST, OCI_INDEX, OCI_MANIFEST
 from ..patterns import lazy
+from . import http1
 from .registry_http import MAX_MANIFEST, TIMEOUT, _context
 from .retry import TransientAnswer, parse_retry_after, transient_status
 
@@ -97,7 +97,7 @@ class Registry:
     # and shared by the threads: a run's dozens of small requests to one registry share
     # a few connections, and a thread started for requests side by side takes one that
     # an earlier request left rather than connecting (and shaking hands) again.
-    _idle: dict[tuple[str, str], list[http.client.HTTPConnection]] = field(
+    _idle: dict[tuple[str, str], list[http1.Connection]] = field(
         default_factory=dict, repr=False, compare=False)
     _idle_lock: threading.Lock = field(default_factory=threading.Lock, repr=False,
                                        compare=False)
@@ -143,7 +143,7 @@ class Registry:
             try:
                 return self._exchange(scheme, self.host, method, target, body, headers,
                                       max_body, remember=True)
-            except (OSError, http.client.HTTPException) as exc:
+            except OSError as exc:  # http1.BadAnswer too: nonsense is no answer
                 why = str(exc) or type(exc).__name__
         raise RegistryRefused(f"no answer from {self.host}: {why}")
 
@@ -157,17 +157,14 @@ class Registry:
         try:
             if conn is not None:
                 try:
-                    response = self._send_on(conn, method, target, body, headers)
-                except (http.client.RemoteDisconnected, ConnectionResetError,
-                        BrokenPipeError):
+                    response = conn.request(method, target, body, headers, max_body)
+                except (ConnectionResetError, BrokenPipeError):  # http1.Closed among them
                     conn.close()
                     conn = None
             if conn is None:
                 conn = self._connect(scheme, host)
-                response = self._send_on(conn, method, target, body, headers)
-            data = response.read(max_body + 1)
-            reply = Reply(response.status, {k.lower(): v for k, v in response.getheaders()},
-                          data)
+                response = conn.request(method, target, body, headers, max_body)
+            reply = Reply(response.status, dict(response.headers), response.body)
         except BaseException:
             if conn is not None:
                 conn.close()
@@ -185,17 +182,9 @@ class Registry:
             self._scheme = scheme
         return reply
 
-    def _connect(self, scheme: str, host: str) -> http.client.HTTPConnection:
-        if scheme == "https":
-            return http.client.HTTPSConnection(host, timeout=TIMEOUT,
-                                               context=_context(self.tls_verify))
-        return http.client.HTTPConnection(host, timeout=TIMEOUT)
-
-    @staticmethod
-    def _send_on(conn: http.client.HTTPConnection, method: str, target: str, body: bytes,
-                 headers: dict[str, str]) -> http.client.HTTPResponse:
-        conn.request(method, target, body=body or None, headers=headers)
-        return conn.getresponse()
+    def _connect(self, scheme: str, host: str) -> http1.Connection:
+        return http1.Connection(host, TIMEOUT,
+                                _context(self.tls_verify) if scheme == "https" else None)
 
     def _authenticate(self, challenge: str, scope: str) -> None:
         basic = credentials(self.host, self.authfile)
