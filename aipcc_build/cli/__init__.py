@@ -1,20 +1,21 @@
 """The command line: a thin click layer. Each command turns its options into one request,
 calls one core function and hands the typed result to `report`. This package is the only
 place that knows the options' names: `main` maps error types to exit codes and the request
-and matrix fields errors name to the options that set them."""
+and matrix fields errors name to the options that set them. click is imported once a
+command line needs it: the common `verify` lines are read without it (`verify_args`)."""
 
 from __future__ import annotations
 
 import functools
 import sys
 from collections.abc import Mapping
-from typing import Optional
-
-import click
+from typing import TYPE_CHECKING, Optional
 
 from ..errors import AipccError, InputError, Interrupted
 from ..report.console import masked_streams
-from .options import cli
+
+if TYPE_CHECKING:
+    import click
 
 # Request fields named unlike the command parameter that sets them; "filters.X" is X.
 FIELD_PARAMETERS = {"report": "report_path", "junit": "junit_path", "vars": "variables",
@@ -28,6 +29,10 @@ def options_by_parameter() -> dict[str, str]:
     """Each command parameter's name -> how a user writes it: its long option (with the
     value's form where it is NAME=VALUE), or an argument's metavar. Read from the commands
     themselves, so a renamed option cannot leave a message naming the old one."""
+    import click
+
+    from .options import cli
+
     shown: dict[str, str] = {}
     for command in cli.commands.values():
         for param in command.params:
@@ -130,33 +135,22 @@ def main(argv: Optional[list[str]] = None) -> None:
 
 def _run(argv: Optional[list[str]]) -> object:
     """The command's exit code (or what click returned), its error printed."""
-    import os
-
     args = argv if argv is not None else sys.argv[1:]
     debug = "--debug" in args
-    if not args:  # no command: the help is the answer, on stderr, exit 2 (click 8.1 says 0)
-        with click.Context(cli, info_name="aipcc-build", color=color(os.environ)) as context:
-            sys.stderr.write(context.get_help() + "\n")
-        return 2
     try:
-        code = cli.main(args=argv, prog_name="aipcc-build", standalone_mode=False,
-                        color=color(os.environ))
+        code: object = None
+        if args[:1] == ["verify"]:
+            from .verify_args import fast_main
+
+            code = fast_main(args[1:])
+        if code is None:
+            code = _click_run(args)
     except Interrupted as exc:
         from ..report import error
 
         error(f"stopped by {signal_name(exc.signum)}"
               + "".join(f"; {line}" for line in exc.done))
         code = exc.exit_code
-    except click.exceptions.Abort:
-        code = 130
-    except click.ClickException as exc:
-        from ..report import error
-
-        if isinstance(exc, getattr(click.exceptions, "NoArgsIsHelpError", ())):
-            sys.stderr.write(exc.format_message() + "\n")  # no command: the help is the answer
-        else:
-            error(usage_message(exc))
-        code = 2
     except AipccError as exc:
         if debug:
             raise
@@ -172,3 +166,31 @@ def _run(argv: Optional[list[str]]) -> object:
         error(os_error_message(exc))
         code = 2
     return code
+
+
+def _click_run(args: list[str]) -> object:
+    """ARGS read and run by the click group: the command's exit code (or what click
+    returned), a refused command line printed (exit 2)."""
+    import os
+
+    import click
+
+    from .options import cli
+
+    if not args:  # no command: the help is the answer, on stderr, exit 2 (click 8.1 says 0)
+        with click.Context(cli, info_name="aipcc-build", color=color(os.environ)) as context:
+            sys.stderr.write(context.get_help() + "\n")
+        return 2
+    try:
+        return cli.main(args=args, prog_name="aipcc-build", standalone_mode=False,
+                        color=color(os.environ))
+    except click.exceptions.Abort:
+        return 130
+    except click.ClickException as exc:
+        from ..report import error
+
+        if isinstance(exc, getattr(click.exceptions, "NoArgsIsHelpError", ())):
+            sys.stderr.write(exc.format_message() + "\n")  # no command: the help is the answer
+        else:
+            error(usage_message(exc))
+        return 2

@@ -98,10 +98,7 @@ def verify(refs: tuple[str, ...], key: Optional[str], tls_verify: bool,
     the key, and that each of its platforms carries the SBOM and a verdict attestation
     bound to its digest, signed by the key and saying ok. Exit 1 naming what is wrong."""
     from ..publish.verify import VerifyRequest
-    from ..publish.verify import verify as run
-    from ..report import verification
+    from .verify_args import run
 
-    result = run(VerifyRequest(refs=refs, key=key, tls_verify=tls_verify,
-                               authfile=authfile))
-    verification.verified(result, as_json)
-    return 0 if result.ok else 1
+    return run(VerifyRequest(refs=refs, key=key, tls_verify=tls_verify, authfile=authfile),
+               as_json)

@@ -23,6 +23,7 @@ STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 VERDICT_PREDICATE = "https://aipcc.ai/attestations/toolkit-verdict/v1"
 VERDICT_ARTIFACT_TYPE = "application/vnd.aipcc.toolkit-verdict.v1+json"
 PREDICATE_ANNOTATION = "in-toto.io/predicate-type"
+TOOLKIT_PROPERTY = "aipcc:toolkit"
 RELEASE_PROPERTY = "aipcc:toolkit-release"
 
 
@@ -46,9 +47,10 @@ def sbom(verdict: ImageVerdict, digest: str, name: str) -> bytes:
         key = (finding.toolkit or "", finding.component, finding.component_version)
         component = components.get(key)
         if component is None:
-            properties = [{"name": "aipcc:toolkit", "value": finding.toolkit or "unknown"}]
-            if finding.version:
-                properties.append({"name": RELEASE_PROPERTY, "value": finding.version})
+            properties = [{"name": TOOLKIT_PROPERTY, "value": finding.toolkit or "unknown"}]
+            if finding.toolkit or finding.version:  # a toolkit's component names its release
+                properties.append({"name": RELEASE_PROPERTY,
+                                   "value": finding.version or "unknown"})
             component = components[key] = {
                 "type": "library", "bom-ref": f"{'/'.join(key)}#{len(components)}",
                 "name": finding.component, "version": finding.component_version,
@@ -160,7 +162,11 @@ def subject_digests(document: dict[str, Any]) -> list[str]:
 
 
 def check_sbom(data: bytes) -> str:
-    """Why DATA is not a CycloneDX 1.5 or 1.6 JSON SBOM ("" when it is one)."""
+    """Why DATA is not the SBOM `sbom` writes ("" when it is one): a CycloneDX 1.5 or 1.6
+    JSON document whose every toolkit component (one with a toolkit property) has its
+    version, its evidence (where it was found) and the toolkit release it belongs to.
+    What verification reads of it, checked field by field: the tests hold `sbom`'s
+    documents to CycloneDX's JSON schema, which is too slow to load for every check."""
     try:
         document = json.loads(data)
     except ValueError:
@@ -169,4 +175,27 @@ def check_sbom(data: bytes) -> str:
             or document.get("specVersion") not in ("1.5", "1.6") \
             or not isinstance(document.get("components", []), list):
         return "the SBOM is not a CycloneDX 1.5 or 1.6 document"
+    for component in document.get("components", []):
+        if not isinstance(component, dict):
+            return "the SBOM lists a component that is not an object"
+        listed = component.get("properties")
+        properties = {p.get("name"): p.get("value") for p in
+                      (listed if isinstance(listed, list) else []) if isinstance(p, dict)}
+        toolkit = properties.get(TOOLKIT_PROPERTY)
+        if toolkit in (None, "unknown"):
+            continue
+        what = f"the SBOM's {toolkit} component {str(component.get('name'))[:80]}"
+        evidence = component.get("evidence")
+        occurrences = evidence.get("occurrences") if isinstance(evidence, dict) else None
+        if not _text(component.get("version")):
+            return f"{what} has no version"
+        if not isinstance(occurrences, list) or not occurrences or not all(
+                isinstance(o, dict) and _text(o.get("location")) for o in occurrences):
+            return f"{what} has no evidence of where it was found"
+        if not _text(properties.get(RELEASE_PROPERTY)):
+            return f"{what} names no toolkit release ({RELEASE_PROPERTY})"
     return ""
+
+
+def _text(value: object) -> bool:
+    return isinstance(value, str) and bool(value.strip())

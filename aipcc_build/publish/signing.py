@@ -14,6 +14,7 @@ skopeo that verifies (Debian 13's)."""
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import time
 from dataclasses import dataclass
@@ -65,11 +66,9 @@ class PublicKey:
 
     def verifies(self, data: bytes, signature: bytes) -> bool:
         from cryptography.exceptions import InvalidSignature
-        from cryptography.hazmat.primitives import hashes
-        from cryptography.hazmat.primitives.asymmetric import ec
 
         try:
-            self._key.verify(signature, data, ec.ECDSA(hashes.SHA256()))
+            self._key.verify(signature, data, _ecdsa_sha256())
         except (InvalidSignature, ValueError):
             return False
         return True
@@ -79,6 +78,23 @@ class PublicKey:
 
         return bytes(self._key.public_bytes(serialization.Encoding.PEM,
                                             serialization.PublicFormat.SubjectPublicKeyInfo))
+
+
+@functools.cache
+def _ecdsa_sha256() -> Any:
+    """cryptography's ECDSA over SHA-256, for verifying, made without ECDSA's constructor:
+    that loads cryptography's whole OpenSSL backend (its ciphers, RSA, `random`: a
+    tenth of what a `verify` of one image runs) only to ask whether deterministic
+    signing is available, which verifying never uses. The same attributes are set."""
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    class ForVerifying(ec.ECDSA):
+        def __init__(self) -> None:  # not ECDSA's (see above)
+            self._algorithm = hashes.SHA256()
+            self._deterministic_signing = False
+
+    return ForVerifying()
 
 
 def _read_small(path: str, what: str, field: str) -> bytes:

@@ -129,21 +129,23 @@ def _attestation_problems(client: Registry, path: str, digest: str,
     problems: list[str] = []
     referrers = list_referrers(client, path, digest)
     sboms = [r for r in referrers if r.get("artifactType") == attestations.SBOM_MEDIA_TYPE]
+    verdicts = [r for r in referrers
+                if r.get("artifactType") == attestations.VERDICT_ARTIFACT_TYPE]
+    # The SBOM and the verdicts read side by side: each is two requests in a row.
+    read = side_by_side([functools.partial(read_artifact, client, path,
+                                           str(descriptor.get("digest")))
+                         for descriptor in [*sboms[:1], *verdicts]])
     if not sboms:
         problems.append(f"{digest} has no SBOM attestation")
-    for descriptor in sboms[:1]:
-        found = read_artifact(client, path, str(descriptor.get("digest")))
+    for found in read[:len(sboms[:1])]:
         why = _bound(found, digest) or (attestations.check_sbom(found[1]) if found else "")
         if why:
             problems.append(f"{digest}: {why}")
-    verdicts = [r for r in referrers
-                if r.get("artifactType") == attestations.VERDICT_ARTIFACT_TYPE]
     if not verdicts:
         problems.append(f"{digest} has no verdict attestation")
         return problems
     reasons = []
-    for descriptor in verdicts:
-        found = read_artifact(client, path, str(descriptor.get("digest")))
+    for found in read[len(sboms[:1]):]:
         why = _bound(found, digest)
         if not why and found is not None:
             document, why = attestations.open_envelope(found[1], key)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
-import http.client
 import json
 import os
 import re
@@ -25,12 +24,14 @@ from urllib.parse import urlencode, urlsplit
 
 from ..errors import CheckFailed, InputError
 from ..oci import DOCKER_MANIFEST, DOCKER_MANIFEST_LIST, OCI_INDEX, OCI_MANIFEST
+from ..patterns import lazy
+from . import http1
 from .registry_http import MAX_MANIFEST, TIMEOUT, _context
 from .retry import TransientAnswer, parse_retry_after, transient_status
 
 ACCEPT = ", ".join((OCI_INDEX, OCI_MANIFEST, DOCKER_MANIFEST_LIST, DOCKER_MANIFEST))
 MAX_BLOB = 16 * 1024 * 1024  # signatures, SBOMs and attestations are small
-_CHALLENGE_PARAM = re.compile(r'(\w+)="([^"]*)"')
+_CHALLENGE_PARAM = lazy(r'(\w+)="([^"]*)"')
 DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 # A tag (the distribution grammar), or a digest.
 _REFERENCE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|sha256:[0-9a-f]{64}")
@@ -92,10 +93,14 @@ class Registry:
     # Whether the registry has the referrers API (None: not asked yet): a 404 says it has
     # none for any repository, so the question is asked once.
     _referrers_api: Optional[bool] = None
-    # Each thread's open connections ((scheme, host) -> connection), kept alive between
-    # requests: a run's dozens of small requests to one registry share one connection.
-    _open: threading.local = field(default_factory=threading.local, repr=False,
-                                   compare=False)
+    # Idle open connections ((scheme, host) -> connections), kept alive between requests
+    # and shared by the threads: a run's dozens of small requests to one registry share
+    # a few connections, and a thread started for requests side by side takes one that
+    # an earlier request left rather than connecting (and shaking hands) again.
+    _idle: dict[tuple[str, str], list[http1.Connection]] = field(
+        default_factory=dict, repr=False, compare=False)
+    _idle_lock: threading.Lock = field(default_factory=threading.Lock, repr=False,
+                                       compare=False)
     # Blobs known to be in a repository (repository, digest): written or found in this run.
     _blobs: set[tuple[str, str]] = field(default_factory=set, repr=False, compare=False)
     # Blobs being uploaded now, by a thread the others wait for: distribution 2.8 rewrites
@@ -138,31 +143,28 @@ class Registry:
             try:
                 return self._exchange(scheme, self.host, method, target, body, headers,
                                       max_body, remember=True)
-            except (OSError, http.client.HTTPException) as exc:
+            except OSError as exc:  # http1.BadAnswer too: nonsense is no answer
                 why = str(exc) or type(exc).__name__
         raise RegistryRefused(f"no answer from {self.host}: {why}")
 
     def _exchange(self, scheme: str, host: str, method: str, target: str, body: bytes,
                   headers: dict[str, str], max_body: int, remember: bool = False) -> Reply:
-        """One request on this thread's open connection to HOST (a new one when there is
-        none, or when the server closed the one kept: it may between two requests)."""
-        connections: dict[tuple[str, str], http.client.HTTPConnection] = \
-            self._open.__dict__.setdefault("connections", {})
-        conn = connections.pop((scheme, host), None)
+        """One request on an idle open connection to HOST (a new one when there is none,
+        or when the server closed the one kept: it may between two requests)."""
+        with self._idle_lock:
+            idle = self._idle.get((scheme, host))
+            conn = idle.pop() if idle else None
         try:
             if conn is not None:
                 try:
-                    response = self._send_on(conn, method, target, body, headers)
-                except (http.client.RemoteDisconnected, ConnectionResetError,
-                        BrokenPipeError):
+                    response = conn.request(method, target, body, headers, max_body)
+                except (ConnectionResetError, BrokenPipeError):  # http1.Closed among them
                     conn.close()
                     conn = None
             if conn is None:
                 conn = self._connect(scheme, host)
-                response = self._send_on(conn, method, target, body, headers)
-            data = response.read(max_body + 1)
-            reply = Reply(response.status, {k.lower(): v for k, v in response.getheaders()},
-                          data)
+                response = conn.request(method, target, body, headers, max_body)
+            reply = Reply(response.status, dict(response.headers), response.body)
         except BaseException:
             if conn is not None:
                 conn.close()
@@ -174,22 +176,15 @@ class Registry:
         if response.will_close:
             conn.close()
         else:
-            connections[(scheme, host)] = conn
+            with self._idle_lock:
+                self._idle.setdefault((scheme, host), []).append(conn)
         if remember:
             self._scheme = scheme
         return reply
 
-    def _connect(self, scheme: str, host: str) -> http.client.HTTPConnection:
-        if scheme == "https":
-            return http.client.HTTPSConnection(host, timeout=TIMEOUT,
-                                               context=_context(self.tls_verify))
-        return http.client.HTTPConnection(host, timeout=TIMEOUT)
-
-    @staticmethod
-    def _send_on(conn: http.client.HTTPConnection, method: str, target: str, body: bytes,
-                 headers: dict[str, str]) -> http.client.HTTPResponse:
-        conn.request(method, target, body=body or None, headers=headers)
-        return conn.getresponse()
+    def _connect(self, scheme: str, host: str) -> http1.Connection:
+        return http1.Connection(host, TIMEOUT,
+                                _context(self.tls_verify) if scheme == "https" else None)
 
     def _authenticate(self, challenge: str, scope: str) -> None:
         basic = credentials(self.host, self.authfile)

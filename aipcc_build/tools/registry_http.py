@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import http.client
 import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -88,6 +87,8 @@ class PlainHTTP(Unreachable):
 def _speaks_plain_http(host: str, timeout: float) -> bool:
     """Whether HOST answers a plain-HTTP request (any status): asked only after its TLS
     handshake failed, to say why."""
+    import http.client
+
     conn = http.client.HTTPConnection(host, timeout=min(timeout, 5.0))
     try:
         conn.request("GET", "/v2/")
@@ -127,6 +128,8 @@ def get(host: str, target: str, tls_verify: bool, timeout: float,
     """GET TARGET on HOST (host[:port]) within TIMEOUT seconds per attempt; Unreachable
     when no scheme answers. SCHEMES: only these (default: https, and plain http too when
     TLS verification is off)."""
+    import http.client  # here: the registry client (`oci_registry`) imports this module
+
     why = ""
     if schemes is None:
         schemes = ["https"] if tls_verify else _PLAIN.get(host, ["https", "http"])

@@ -15,12 +15,13 @@ from dataclasses import dataclass
 from typing import Callable, Optional, TypeVar
 
 from ..errors import ToolError
+from ..patterns import lazy
 
 # How containers/image, Go's net stack and Python's http.client word a failure of the
 # network or of the registry. A 5xx status as containers/image words it: "received
 # unexpected HTTP status: 503 Service Unavailable", "invalid status code from registry 503
 # (Service Unavailable)", "status 502".
-TRANSIENT = re.compile(
+TRANSIENT = lazy(
     r"connection refused|connection reset|broken pipe|i/o timeout|TLS handshake timeout|"
     r"no such host|temporary failure in name resolution|server misbehaving|"
     r"unexpected EOF|: EOF\b|request canceled|"
@@ -42,7 +43,7 @@ NOT_ACTED_STATUS = frozenset({429, 503})
 
 # A Retry-After a registry sent, as an error message carries it ("retry after 3 s" is how
 # `TransientAnswer` words it).
-_RETRY_AFTER = re.compile(r"retry[ -]after:? (\d+(?:\.\d+)?)", re.IGNORECASE)
+_RETRY_AFTER = lazy(r"retry[ -]after:? (\d+(?:\.\d+)?)", re.IGNORECASE)
 # The longest Retry-After obeyed: a registry asking for more is retried after this long.
 MAX_RETRY_AFTER = 300.0
 
@@ -50,7 +51,7 @@ MAX_RETRY_AFTER = 300.0
 # containers/storage shared with other processes (a CI runner's other jobs): a listing that
 # raced with one of them removing what it listed fails ("reading build containers: container
 # not known"); the next listing is whole.
-STORAGE_RACE = re.compile(r"\b(?:container|image|layer) not known\b", re.IGNORECASE)
+STORAGE_RACE = lazy(r"\b(?:container|image|layer) not known\b", re.IGNORECASE)
 
 
 def storage_race(error: ToolError) -> bool:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from aipcc_build.cli import cli as group
+from aipcc_build.cli.options import cli as group
 from aipcc_build.errors import CheckFailed, InputError
 from aipcc_build.imagebuild import build_report
 from aipcc_build.publish.mirror import Image, MirrorRequest, destination, mirror

@@ -183,6 +183,73 @@ def test_the_sbom_is_valid_cyclonedx_with_evidence() -> None:
     assert attestations.check_sbom(document) == ""
 
 
+def test_verifying_loads_no_openssl_backend(keys: Path) -> None:
+    """A signature checked (and a wrong one refused) without cryptography's OpenSSL
+    backend, which ECDSA's constructor loads and verifying does not use."""
+    import subprocess
+    import sys
+
+    signer = load_signer(str(keys / "cosign.key"), str(keys / "pass"))
+    signature = signer.sign(b"payload")
+    code = ("import sys\n"
+            "from aipcc_build.publish.signing import load_public_key\n"
+            "key = load_public_key(sys.argv[1])\n"
+            "print(key.verifies(b'payload', bytes.fromhex(sys.argv[2])),\n"
+            "      key.verifies(b'payloaD', bytes.fromhex(sys.argv[2])),\n"
+            "      key.verifies(b'payload', b'0'),\n"
+            "      'cryptography.hazmat.backends.openssl' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", code, str(keys / "cosign.pub"),
+                           signature.hex()], capture_output=True, text=True, timeout=60)
+    assert done.stdout.split() == ["True", "False", "False", "False"], done.stderr
+
+
+def test_the_sbom_check_refuses_a_toolkit_component_without_what_the_issue_promises(
+) -> None:
+    """verify's check of the SBOM, without loading a schema: CycloneDX 1.5 or 1.6, each
+    toolkit component with its version, evidence and release. An SBOM `sbom` writes
+    passes it (and the schema) even for a component whose release the validator did not
+    know; a component of no toolkit (a label, a setting) needs none of it."""
+    from cyclonedx.schema import SchemaVersion
+    from cyclonedx.validation.json import JsonStrictValidator
+
+    unknown = ImageVerdict(ref="r", platform="linux/amd64", findings=(
+        Finding("warning", "package", "/usr/lib/libcublas.so.12", "no release",
+                toolkit="cuda", component="cublas", component_version="12.99.1"),
+        Finding("violation", "config", "config:Labels/x", "labels", component="labels",
+                component_version="cuda 12.8")))
+    for written in (attestations.sbom(verdict(), DIGEST, "img"),
+                    attestations.sbom(unknown, DIGEST, "img")):
+        assert JsonStrictValidator(SchemaVersion.V1_6).validate_str(written.decode()) is None
+        assert attestations.check_sbom(written) == ""
+    document = json.loads(attestations.sbom(verdict(), DIGEST, "img"))
+
+    def refused(change: Any) -> str:
+        copy = json.loads(json.dumps(document))
+        change(copy)
+        return attestations.check_sbom(json.dumps(copy).encode())
+
+    component = "the SBOM's cuda component cudart"
+    assert refused(lambda d: d.update(specVersion="1.4")) == \
+        "the SBOM is not a CycloneDX 1.5 or 1.6 document"
+    assert refused(lambda d: d.update(components={})) == \
+        "the SBOM is not a CycloneDX 1.5 or 1.6 document"
+    assert refused(lambda d: d["components"].append("x")) == \
+        "the SBOM lists a component that is not an object"
+    assert refused(lambda d: d["components"][0].pop("version")) == \
+        f"{component} has no version"
+    assert refused(lambda d: d["components"][0].update(version=" ")) == \
+        f"{component} has no version"
+    assert refused(lambda d: d["components"][0].pop("evidence")) == \
+        f"{component} has no evidence of where it was found"
+    assert refused(lambda d: d["components"][0]["evidence"].update(occurrences=[])) == \
+        f"{component} has no evidence of where it was found"
+    assert refused(lambda d: d["components"][0]["evidence"]["occurrences"][0].pop(
+        "location")) == f"{component} has no evidence of where it was found"
+    assert refused(lambda d: d["components"][0]["properties"].pop(1)) == \
+        f"{component} names no toolkit release (aipcc:toolkit-release)"
+    assert attestations.check_sbom(b"[1") == "the SBOM is not JSON"
+
+
 def test_the_verdict_envelope_is_dsse_signed_by_the_key(keys: Path) -> None:
     signer = load_signer(str(keys / "cosign.key"), str(keys / "pass"))
     document = attestations.statement(verdict("violation"), DIGEST, "img",

@@ -71,6 +71,28 @@ def test_requests_share_one_connection_and_survive_a_closed_one(server: Server) 
     assert server.connections == (3 if server.closing else 1)
 
 
+def test_threads_side_by_side_take_the_connections_earlier_requests_left() -> None:
+    """Each round of requests side by side runs in new threads: they take the idle
+    connections the rounds before left (on a TLS registry, a handshake each) instead of
+    opening their own."""
+    import functools
+
+    from aipcc_build.tools.oci_registry import side_by_side
+
+    server = Server(closing=False)
+    try:
+        client = Registry(server.host, tls_verify=False)
+        client._scheme = "http"  # noqa: SLF001 (the plain-HTTP server: no TLS attempt first)
+        client.get_manifest("rel/img", "1.0")
+        for _ in range(3):
+            found = side_by_side([functools.partial(client.get_manifest, "rel/img", tag)
+                                  for tag in ("1.0", "2.0", "3.0")])
+            assert found == [(MANIFEST, OCI_MANIFEST)] * 3
+        assert server.connections <= 3  # never more than one round's requests at once
+    finally:
+        server.stop()
+
+
 def test_side_by_side_keeps_the_order_and_raises_the_first_failure() -> None:
     import time
 

@@ -1,0 +1,100 @@
+"""`aipcc-build verify` without click: the common command lines of `verify` read here, so
+that a check of one image is not mostly the import of click (issue 40: within 2x of a
+`skopeo inspect`). It reads only what the click command reads the same way (its options
+in any order, `--opt value` and `--opt=value`, `--tls-verify=BOOL`) and declines anything
+else (help, the global options, deprecated spellings, `--`, a value click's path type
+refuses, an option given twice): the click command then reads it, and refuses it, as it
+always has. `run` is what both call: one request, one core function, one report."""
+
+from __future__ import annotations
+
+import os
+import stat
+from typing import TYPE_CHECKING, Optional
+
+if TYPE_CHECKING:
+    from ..publish.verify import VerifyRequest
+
+# click's spellings of --tls-verify's value (options.BOOLEAN_WORDS, which imports click).
+_BOOLEAN_WORDS = {"true": True, "1": True, "yes": True, "false": False, "0": False,
+                  "no": False}
+# The options that take a file (click.Path(dir_okay=False)), by the request field they set.
+_FILES = {"--key": "key", "--authfile": "authfile"}
+
+
+def parse(args: list[str]) -> Optional[tuple[VerifyRequest, bool]]:
+    """(the request, --json) of ARGS, the words after `verify`; None when the click
+    command must read them."""
+    values: dict[str, object] = {}
+    refs: list[str] = []
+    rest = iter(args)
+    for arg in rest:
+        if not arg.startswith("-") or arg == "":
+            refs.append(arg)
+            continue
+        name, equals, value = arg.partition("=")
+        if name in _FILES:
+            if not equals:
+                following = next(rest, None)
+                if following is None or following.startswith("-"):
+                    return None  # click's message (or its reading of it) decides
+                value = following
+            field = _FILES[name]
+            if field in values or not _path_accepted(value):
+                return None
+            values[field] = value
+        elif name in ("--tls-verify", "--no-tls-verify"):
+            if "tls_verify" in values:
+                return None
+            if equals:
+                if name == "--no-tls-verify" or value.lower() not in _BOOLEAN_WORDS:
+                    return None
+                values["tls_verify"] = _BOOLEAN_WORDS[value.lower()]
+            else:
+                values["tls_verify"] = name == "--tls-verify"
+        elif arg == "--json" and "as_json" not in values:
+            values["as_json"] = True
+        else:
+            return None
+    if not refs or any(ref.lower() in _BOOLEAN_WORDS for ref in refs):
+        # No REF is click's usage error; `--tls-verify yes` its deprecated spelling.
+        return None
+    from ..publish.verify import VerifyRequest
+
+    key, authfile = values.get("key"), values.get("authfile")
+    return (VerifyRequest(refs=tuple(refs), key=str(key) if key is not None else None,
+                          tls_verify=bool(values.get("tls_verify", True)),
+                          authfile=str(authfile) if authfile is not None else None),
+            bool(values.get("as_json", False)))
+
+
+def _path_accepted(value: str) -> bool:
+    """Whether click.Path(dir_okay=False) takes VALUE as it is: a path that is missing,
+    or there, readable and no directory."""
+    try:
+        mode = os.stat(value).st_mode
+    except (OSError, ValueError):
+        return value != "" and "\0" not in value
+    return not stat.S_ISDIR(mode) and os.access(value, os.R_OK)
+
+
+def run(request: VerifyRequest, as_json: bool) -> int:
+    """Verify, report, and the exit code (1 when an image fails a check)."""
+    from ..publish.verify import verify
+    from ..report import verification
+
+    result = verify(request)
+    verification.verified(result, as_json)
+    return 0 if result.ok else 1
+
+
+def fast_main(args: list[str]) -> Optional[int]:
+    """`verify ARGS...` run without click, its exit code; None when click must read ARGS.
+    Errors propagate to `cli.main`, which maps them as for every command."""
+    parsed = parse(args)
+    if parsed is None:
+        return None
+    from .signals import handled
+
+    with handled():
+        return run(*parsed)

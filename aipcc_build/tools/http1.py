@@ -1,0 +1,178 @@
+"""One HTTP/1.1 connection to a host, kept alive between requests: what the registry client
+(`oci_registry`) needs of `http.client`, without its import, which loads the `email`
+package to parse headers (with `calendar`, `locale`, `datetime`, `random`...: an eighth of
+what a `verify` of one image runs, more than the check itself).
+
+Every read is bounded: a status or header line at most MAX_LINE bytes, at most MAX_HEADERS
+headers, a body at most what the caller asks for (one byte more says it was longer). A
+malformed answer raises `BadAnswer`, an OSError: to the caller, a host that answers
+nonsense is one that does not answer. Every socket operation has the connection's
+timeout."""
+
+from __future__ import annotations
+
+import socket
+from typing import TYPE_CHECKING, Optional
+
+if TYPE_CHECKING:
+    import ssl
+    from io import BufferedReader
+
+MAX_LINE = 65536
+MAX_HEADERS = 100
+
+
+class BadAnswer(OSError):
+    """The server's answer is not HTTP/1.x as this client reads it."""
+
+
+class Closed(ConnectionResetError):
+    """The server closed the connection before answering (as servers do with a connection
+    kept idle): the request may be sent again on a new one."""
+
+
+class Response:
+    def __init__(self, status: int, headers: list[tuple[str, str]], body: bytes,
+                 will_close: bool) -> None:
+        self.status = status
+        self.headers = headers  # (name in lower case, value), in order
+        self.body = body
+        self.will_close = will_close  # the connection cannot carry another request
+
+
+def split_host(host: str, default_port: int) -> tuple[str, int]:
+    """(name, port) of HOST[:PORT] ("[v6]:port" too)."""
+    name, port = host, ""
+    if host.startswith("["):
+        end = host.find("]")
+        name, port = host[1:end], host[end + 2:] if host[end + 1:end + 2] == ":" else ""
+    elif host.count(":") == 1:
+        name, _, port = host.partition(":")
+    if port and not port.isdigit():
+        raise BadAnswer(f"not a port: {port[:20]!r}")  # nothing asked yet: an OSError
+    return name, int(port) if port else default_port
+
+
+class Connection:
+    """HOST[:PORT] over TCP, or over TLS with CONTEXT (an ssl.SSLContext)."""
+
+    def __init__(self, host: str, timeout: float,
+                 context: Optional[ssl.SSLContext] = None) -> None:
+        self.host = host
+        self.timeout = timeout
+        self.context = context
+        self._sock: Optional[socket.socket] = None
+        self._file: Optional[BufferedReader] = None
+
+    def _open(self) -> None:
+        name, port = split_host(self.host, 443 if self.context is not None else 80)
+        sock = socket.create_connection((name, port), self.timeout)
+        try:
+            if self.context is not None:
+                sock = self.context.wrap_socket(sock, server_hostname=name)
+        except BaseException:
+            sock.close()
+            raise
+        self._sock = sock
+        self._file = sock.makefile("rb")
+
+    def request(self, method: str, target: str, body: bytes, headers: dict[str, str],
+                max_body: int) -> Response:
+        """METHOD TARGET with BODY; the answer, its body read up to MAX_BODY + 1 bytes."""
+        lines = [f"{method} {target} HTTP/1.1", f"Host: {self.host}",
+                 "Accept-Encoding: identity"]
+        lines += [f"{name}: {value}" for name, value in headers.items()]
+        if body or method in ("POST", "PUT", "PATCH"):
+            lines.append(f"Content-Length: {len(body)}")
+        for line in lines:
+            if "\r" in line or "\n" in line:
+                raise ValueError("a line of the request holds a line break")
+        if self._sock is None:
+            self._open()
+        assert self._sock is not None
+        self._sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
+        response = self._read_response(method, max_body)
+        while 100 <= response.status < 200 and response.status != 101:
+            response = self._read_response(method, max_body)  # 100 Continue and the like
+        return response
+
+    def _line(self) -> bytes:
+        assert self._file is not None
+        line = self._file.readline(MAX_LINE + 1)
+        if len(line) > MAX_LINE:
+            raise BadAnswer("a line of the answer is too long")
+        return bytes(line)
+
+    def _read_response(self, method: str, max_body: int) -> Response:
+        first = self._line()
+        if not first:
+            raise Closed("the server closed the connection without answering")
+        parts = first.decode("latin-1").rstrip("\r\n").split(" ", 2)
+        if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or len(parts[1]) != 3 \
+                or not parts[1].isdigit():
+            raise BadAnswer(f"not an HTTP/1.x status line: {first[:40]!r}")
+        status = int(parts[1])
+        headers: list[tuple[str, str]] = []
+        while True:
+            line = self._line()
+            if line in (b"\r\n", b"\n", b""):
+                break
+            if len(headers) >= MAX_HEADERS:
+                raise BadAnswer(f"more than {MAX_HEADERS} headers")
+            name, colon, value = line.decode("latin-1").partition(":")
+            if not colon or not name or name != name.strip():
+                raise BadAnswer(f"not a header: {line[:40]!r}")
+            headers.append((name.lower(), value.strip()))
+        fields: dict[str, str] = {}
+        for name, value in headers:
+            fields[name] = f"{fields[name]}, {value}" if name in fields else value
+        tokens = {t.strip().lower() for t in fields.get("connection", "").split(",")}
+        will_close = "close" in tokens or parts[0] == "HTTP/1.0" and "keep-alive" not in tokens
+        if method == "HEAD" or status in (204, 304) or 100 <= status < 200:
+            return Response(status, headers, b"", will_close)
+        if "chunked" in fields.get("transfer-encoding", "").lower():
+            body, whole = self._chunked(max_body)
+            return Response(status, headers, body, will_close or not whole)
+        length = fields.get("content-length")
+        if length is None:  # the body ends where the connection does
+            return Response(status, headers, self._read(max_body + 1, exact=False), True)
+        if not length.isdigit():
+            raise BadAnswer(f"not a Content-Length: {length[:40]!r}")
+        wanted = int(length)
+        body = self._read(min(wanted, max_body + 1), exact=True)
+        return Response(status, headers, body, will_close or wanted > len(body))
+
+    def _read(self, size: int, exact: bool) -> bytes:
+        assert self._file is not None
+        data = self._file.read(size)
+        if exact and len(data) < size:
+            raise BadAnswer(f"the answer ended after {len(data)} of {size} bytes")
+        return bytes(data)
+
+    def _chunked(self, max_body: int) -> tuple[bytes, bool]:
+        """The body of a chunked answer, up to MAX_BODY + 1 bytes; whether it was all read
+        (trailers included: the connection can carry the next request)."""
+        body = bytearray()
+        while True:
+            size_text = self._line().split(b";", 1)[0].strip()
+            if not 0 < len(size_text) <= 16 or size_text.strip(b"0123456789abcdefABCDEF"):
+                raise BadAnswer(f"not a chunk size: {size_text[:20]!r}")
+            size = int(size_text, 16)
+            if size == 0:
+                while self._line() not in (b"\r\n", b"\n", b""):
+                    pass  # trailers
+                return bytes(body), True
+            room = max_body + 1 - len(body)
+            body += self._read(min(size, room), exact=True)
+            if size >= room:
+                return bytes(body), False
+            if self._line() not in (b"\r\n", b"\n"):
+                raise BadAnswer("a chunk does not end where its size says")
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None

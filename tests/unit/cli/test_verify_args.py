@@ -1,0 +1,132 @@
+"""`verify` read without click (issue 40's speed): for every command line, the fast reading
+either declines it or makes exactly the request the click command makes; and a run on the
+fast path imports neither click nor rich."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+import click
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from aipcc_build.cli import verify_args
+from aipcc_build.cli.options import cli
+
+REF = "registry.example/rel/cuda-12.9-ubi9:3.0-42"
+# Words a command line is made of: the options in every spelling, values, references, and
+# what the click command (or the group) reads otherwise or refuses.
+WORDS = ["--key", "--key=k.pub", "k.pub", "--key=dir", "dir", "--key=", "missing.pub",
+         "--json", "--json=1", "--tls-verify", "--no-tls-verify", "--tls-verify=false",
+         "--tls-verify=TRUE", "--tls-verify=yes", "--tls-verify=maybe", "--tls-verify=",
+         "--no-tls-verify=false", "false", "yes", "--authfile", "--authfile=a.json",
+         "a.json", "--", "-", "-h", "--help", "--debug", "--matrix", "--format", "json",
+         "--ke", "--KEY", "-k", REF, "other.example/a/b@sha256:" + "0" * 64, "", "x y",
+         "--verify", "docker://registry.example/a/b:1"]
+
+
+def by_click(args: list[str], monkeypatch: pytest.MonkeyPatch) -> Optional[tuple[Any, bool]]:
+    """(the request, --json) the click command makes of `verify ARGS`; None when it
+    refuses the line."""
+    made: list[tuple[Any, bool]] = []
+
+    def record(request: Any, as_json: bool) -> int:
+        made.append((request, as_json))
+        return 0
+
+    monkeypatch.setattr(verify_args, "run", record)
+    try:
+        cli.main(args=["verify", *args], prog_name="aipcc-build", standalone_mode=False)
+    except click.ClickException:
+        return None
+    except click.exceptions.Exit:  # --help
+        return None
+    assert len(made) == 1
+    return made[0]
+
+
+@pytest.fixture
+def files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    (tmp_path / "k.pub").write_text("key\n")
+    (tmp_path / "a.json").write_text("{}\n")
+    (tmp_path / "dir").mkdir()
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+@pytest.mark.parametrize("args", [
+    [REF],
+    ["--key", "k.pub", REF],
+    [REF, "--key=k.pub", "--json"],
+    ["--no-tls-verify", "--key", "missing.pub", REF, "other.example/a/b:1"],
+    ["--tls-verify=false", REF, "--authfile", "a.json", "--key", "k.pub"],
+    ["--tls-verify=TRUE", "--authfile=a.json", REF],
+    ["--tls-verify", REF, "--json"],
+    ["docker://" + REF, "--key=k.pub"],
+])
+def test_the_common_lines_are_read_as_click_reads_them(
+        args: list[str], files: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fast = verify_args.parse(args)
+    assert fast is not None
+    assert fast == by_click(args, monkeypatch)
+
+
+@pytest.mark.parametrize("args", [
+    [], ["--help"], ["-h", REF], ["--debug", REF], ["--", REF], ["--key", "dir", REF],
+    ["--key"], ["--key", "--json", REF], ["--tls-verify", "false", REF],
+    ["--tls-verify", "yes", REF], [REF, "--tls-verify", "0"],
+    ["--tls-verify=maybe", REF], ["--json=1", REF], ["--format", "json", REF],
+    ["--key", "k.pub", "--key", "k.pub", REF], ["--no-tls-verify", "--tls-verify", REF],
+    ["--matrix", "m.yaml", REF], ["-", REF], ["--ke", "k.pub", REF],
+])
+def test_anything_else_is_left_to_click(args: list[str], files: Path) -> None:
+    assert verify_args.parse(args) is None
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.lists(st.sampled_from(WORDS), max_size=7))
+def test_the_fast_reading_declines_or_agrees_with_click(args: list[str]) -> None:
+    # The files each word names, in a directory of its own (hypothesis runs the test
+    # many times in one function-scoped fixture's lifetime).
+    import os
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp, pytest.MonkeyPatch.context() as monkeypatch:
+        files = Path(tmp)
+        (files / "k.pub").write_text("key\n")
+        (files / "a.json").write_text("{}\n")
+        (files / "dir").mkdir()
+        monkeypatch.chdir(files)
+        fast = verify_args.parse(args)
+        if fast is not None:
+            assert fast == by_click(args, monkeypatch), args
+        assert os.getcwd() == str(files)
+
+
+def test_a_fast_verify_loads_neither_click_nor_rich(tmp_path: Path) -> None:
+    """A run of the common `verify` line (here against a port nothing listens on: exit 1,
+    the image not found) imports neither click nor rich; `verify --help` still reads
+    through click."""
+    from aipcc_build.publish.signing import write_private_key
+
+    write_private_key(str(tmp_path / "release.key"), b"p", n=2)
+    script = ("import sys\n"
+              "from aipcc_build.cli import main\n"
+              "try:\n"
+              "    main(sys.argv[1:])\n"
+              "except SystemExit as exc:\n"
+              "    print(exc.code, ' '.join(sorted(sys.modules)), file=sys.stderr)\n")
+    done = subprocess.run([sys.executable, "-c", script, "verify", "--key",
+                           str(tmp_path / "release.pub"), "127.0.0.1:1/rel/x:1", "--json"],
+                          capture_output=True, text=True, timeout=60)
+    code, *modules = done.stderr.strip().splitlines()[-1].split()
+    assert code == "1", done.stderr
+    assert not {m for m in modules if m.split(".")[0] in ("click", "rich")}
+    assert '"ok": false' in done.stdout
+    helped = subprocess.run([sys.executable, "-c", script, "verify", "--help"],
+                            capture_output=True, text=True, timeout=60)
+    assert "click" in helped.stderr.strip().splitlines()[-1].split()
