@@ -22,6 +22,7 @@ from ..errors import InputError
 from ..matrix import ImageSpec
 from ..toolkit.driver_branches import load_driver_branches
 from ..toolkit.facts import DriverVersion, ToolkitFacts
+from ..toolkit.gpu_archs import BadArch, code_runs_on, expected_gpus, parse_arch
 from .table import (
     DEFAULT_WARN_DAYS,
     EOL,
@@ -30,7 +31,6 @@ from .table import (
     eol_status,
     measured_code,
     requirements,
-    sm_to_compute_capability,
     version_sort_key,
 )
 
@@ -272,21 +272,15 @@ def _amd_node(facts: ToolkitFacts, labels: Mapping[str, str], source: str, file:
 
 
 def arch_runs_on(archs: Iterable[str], node_arch: str) -> bool:
-    """Whether code for `archs` runs on a GPU of `node_arch`.
-
-    gfx targets must match exactly. CUDA SASS for sm_XY runs on compute capability X.Z with
-    Z >= Y (binary compatibility within a major); arch-specific "a" targets only on X.Y.
-    """
-    if node_arch.startswith("gfx"):
-        return node_arch in archs
-    major, minor = (int(p) for p in node_arch.split("."))
-    for arch in archs:
-        if not arch.startswith("sm_"):
-            continue
-        arch_major, arch_minor, suffix = sm_to_compute_capability(arch)
-        if arch_major == major and (arch_minor == minor or (suffix != "a" and arch_minor < minor)):
-            return True
-    return False
+    """Whether code for `archs` (the declared ones, as SASS) runs on a GPU of `node_arch`
+    (compute capability 9.0 or a gfx processor), by `toolkit.gpu_archs`' rules: sm_XY on
+    X.Z with Z >= Y (binary compatibility within a major), arch-specific "a" targets only
+    on X.Y, gfx targets on their processor."""
+    try:
+        [gpu] = expected_gpus([node_arch])
+    except BadArch:
+        return False
+    return any(code_runs_on(arch, gpu) for arch in archs)
 
 
 def select_images(
@@ -327,10 +321,10 @@ def select_images(
 
 def _code_lacks_arch(files: Sequence[DeviceCode], node: Node) -> list[Reason]:
     """A reason per library whose device code runs not on NODE's GPU."""
-    from ..validate.gpu_code import BadArch, coverage_findings, describe, parse_expected
+    from ..validate.gpu_code import coverage_findings, describe
 
     try:
-        target = parse_expected([node.arch])
+        target = expected_gpus([node.arch])
     except BadArch:
         return []
     by_path = {code.path: code for code in files}
@@ -470,7 +464,8 @@ def _compute_capability_terms(archs: Iterable[str]) -> list[list[dict[str, Any]]
     for arch in archs:
         if not arch.startswith("sm_"):
             continue
-        major, minor, suffix = sm_to_compute_capability(arch)
+        parsed = parse_arch(arch)
+        major, minor, suffix = parsed.major, parsed.minor, parsed.suffix
         runs_on = {minor} if suffix == "a" else set(range(minor, 10))
         allowed.setdefault(major, set()).update(runs_on)
     # Majors with the same minor constraint share one term: "major In [8, 9, 10, 12]".

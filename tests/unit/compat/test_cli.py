@@ -201,14 +201,20 @@ def test_compat_shows_measured_gpu_code_beside_the_declared_and_marks_gaps(
     assert code == 0
     rows = {r["version"]: r for r in json.loads(out)["images"]}
     measured = rows["12.9.1"]
-    assert measured["measured_architectures"] == ["compute_90", "gfx942", "sm_80", "sm_90"]
+    # by family and number, SASS before PTX of one number: never compute_90 before sm_80
+    assert measured["measured_architectures"] == ["sm_80", "sm_90", "compute_90", "gfx942"]
     # the data file's sm_75 (Turing) has no code in libnew.so; sm_86 runs its sm_80 code
     assert "sm_75" in measured["architectures_without_code"]
     assert "sm_86" not in measured["architectures_without_code"]
     assert rows["12.8.1"]["measured_architectures"] is None  # not recorded: not measured
     code, out, _ = run(capsys, "compat", "--format", "markdown", "--report", str(report),
                        "--today", "2025-09-01")
-    assert "; measured: compute_90 gfx942 sm_80 sm_90; NO CODE for sm_50 " in out
+    assert "; measured: sm_80 sm_90 compute_90 gfx942; NO CODE for sm_50 " in out
+    for shown in ("table", "html"):
+        code, out, _ = run(capsys, "compat", "--format", shown, "--wide", "--report",
+                           str(report), "--today", "2025-09-01")
+        assert code == 0 and "measured: sm_80 sm_90 compute_90 gfx942" in " ".join(
+            out.split()), shown
 
 
 def test_select_refuses_an_image_whose_library_has_no_code_for_the_node(
