@@ -26,10 +26,11 @@ from ..toolkit.gpu_archs import BadArch, code_runs_on, expected_gpus, parse_arch
 from .table import (
     DEFAULT_WARN_DAYS,
     EOL,
+    BuiltImage,
     MatrixImagesOn,
     Requirements,
     eol_status,
-    measured_code,
+    report_images,
     requirements,
     version_sort_key,
 )
@@ -515,6 +516,15 @@ class NodeAnswer:
     scheduling: Optional[dict[str, Any]]  # of the best image, when asked and one runs
 
 
+def as_built(image: ImageSpec, built: BuiltImage) -> ImageSpec:
+    """IMAGE under the reference a build pushed it to and with the platforms it built."""
+    from ..image_reference import split
+
+    repository, tag, _ = split(built.reference)
+    return replace(image, repository=repository, tag=tag or image.tag,
+                   platforms=built.platforms or image.platforms)
+
+
 def select_for_node(request: SelectRequest) -> NodeAnswer:
     """The answer to REQUEST: the node it describes, the images that run on it (best first)
     and why every other does not."""
@@ -529,14 +539,17 @@ def select_for_node(request: SelectRequest) -> NodeAnswer:
     if len(given) == 1 and not request.node_file:
         # The platform asked for is the node's: a Grace GPU on an x86 host, say.
         node = replace(node, platform=given[0])
-    images = expand(load(request.matrix_path), build_id=request.build_id,
-                    registry=request.registry, filters=request.filters or EVERYTHING)
+    matrix = load(request.matrix_path)
+    images = expand(matrix, build_id=request.build_id, registry=request.registry,
+                    filters=request.filters or EVERYTHING)
     measured = None
     if request.report:
-        from ..imagebuild import build_report
-
-        measured = {entry.key: code for entry in build_report.read_releases(
-            request.report).images if (code := measured_code(entry)) is not None}
+        # The images the build made, as it made them: their references (not the matrix's
+        # tags), their platforms, and the device code it measured.
+        built = report_images(matrix, request, request.report)[1]
+        images = [as_built(image, built[image.key]) for image in images if image.key in built]
+        measured = {key: image.gpu_code for key, image in built.items()
+                    if image.gpu_code is not None}
     selection = select_images(images, facts, node, today=request.today,
                               warn_days=request.warn_days, measured=measured)
     best = selection.runnable[0].image if selection.runnable else None

@@ -22,7 +22,8 @@ from ..validate.results import DeviceCode
 from . import DEFAULT_WARN_DAYS
 
 if TYPE_CHECKING:
-    from ..imagebuild.build_report import ReportEntry
+    from ..imagebuild.build_report import Release, ReportEntry
+    from ..matrix import Matrix
 
 SUPPORTED = "supported"
 EOL_SOON = "eol-soon"
@@ -276,6 +277,29 @@ def measured_code(entry: ReportEntry) -> Optional[tuple[DeviceCode, ...]]:
     return tuple(dict.fromkeys(code for c in codes for code in c or ()))
 
 
+def report_images(matrix: Matrix, request: MatrixImagesOn, reports: Sequence[str]
+                  ) -> tuple[Release, dict[str, BuiltImage]]:
+    """The release the build REPORTS record (joined), and its images that built, by key: the
+    references, digests and platforms the build made and the device code it measured.
+    InputError when MATRIX is not the one the build was made with (another product version,
+    an image it does not have)."""
+    from ..imagebuild import build_report
+    from ..matrix import expand
+
+    release = build_report.read_releases(reports)
+    every = expand(matrix, build_id=request.build_id, registry=request.registry)
+    release.check_matrix(matrix.product.version, {image.key for image in every}, matrix.path)
+    built = {}
+    for entry in release.images:
+        if entry.status != "ok" or not entry.reference:
+            continue  # not built: not part of what this build made
+        platforms = tuple(i.platform for i in entry.instances if i.platform) \
+            if entry.instances else entry.platforms
+        built[entry.key] = BuiltImage(entry.reference, entry.digest, platforms,
+                                      measured_code(entry))
+    return release, built
+
+
 def compat_table(request: CompatRequest) -> CompatTable:
     """The table REQUEST asks for. With a report, the rows are the report's images that
     built: its references, digests and platforms; InputError when the matrix is not the one
@@ -291,19 +315,7 @@ def compat_table(request: CompatRequest) -> CompatTable:
         return build_compat_table(images, facts, today=request.today,
                                   warn_days=request.warn_days, product=matrix.product,
                                   build_id=request.build_id)
-    from ..imagebuild import build_report
-
-    release = build_report.read_releases(request.report)
-    every = expand(matrix, build_id=request.build_id, registry=request.registry)
-    release.check_matrix(matrix.product.version, {image.key for image in every}, matrix.path)
-    built = {}
-    for entry in release.images:
-        if entry.status != "ok" or not entry.reference:
-            continue  # not built: not part of what this build made
-        platforms = tuple(i.platform for i in entry.instances if i.platform) \
-            if entry.instances else entry.platforms
-        built[entry.key] = BuiltImage(entry.reference, entry.digest, platforms,
-                                      measured_code(entry))
+    release, built = report_images(matrix, request, request.report)
     return build_compat_table([image for image in images if image.key in built], facts,
                               today=request.today, warn_days=request.warn_days, built=built,
                               product=release.product or matrix.product,
