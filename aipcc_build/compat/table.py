@@ -152,8 +152,6 @@ def requirements(image: ImageSpec, facts: ToolkitFacts) -> Requirements:
                         own_driver is not None, ())
 
 
-
-
 def version_sort_key(image: ImageSpec) -> tuple[object, ...]:
     """Accelerators with versions first, each newest first (numerically: 12.10 > 12.9)."""
     release = Version(image.version).release if image.version else ()
