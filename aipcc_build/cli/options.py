@@ -63,7 +63,7 @@ EXAMPLES = {
     "matrix": "aipcc-build matrix --accelerator cuda --push --registry "
               "registry.example:5000/aipcc --build-id 42",
     "merge-reports": "aipcc-build merge-reports reports/ -o build-report.json",
-    "mirror": "aipcc-build mirror --report build-report.json --to "
+    "mirror": "aipcc-build mirror --report release.json --to "
               "oci-archive:release.tar",
     "plan": "aipcc-build plan --format gitlab --changed-since origin/main --build-id "
             "$CI_PIPELINE_IID",

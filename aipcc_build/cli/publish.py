@@ -28,10 +28,10 @@ TLS = tls_verify_option("Verify registries' TLS certificates (and require HTTPS)
 SOURCE_REGISTRY = click.option("--registry", metavar="HOST/NAMESPACE",
                                help="The registry the build pushed to (default: the "
                                     "one the build report records, else the matrix's).")
+REPORTS_HELP = ("A build report of the release, or a directory of them (one per CI job): "
+                "repeatable, joined into one release.")
 REPORTS = click.option("--report", "report_paths", multiple=True,
-                       type=click.Path(exists=True), metavar="FILE|DIR",
-                       help="A build report of the release, or a directory of them (one per "
-                            "CI job): repeatable, joined into one release.")
+                       type=click.Path(exists=True), metavar="FILE|DIR", help=REPORTS_HELP)
 
 
 @cli.command()
@@ -92,7 +92,11 @@ def promote(context: Context, report_paths: tuple[str, ...], build_id: Optional[
               help="Where the images go.")
 @click.option("--from", "source", metavar="oci-archive:FILE|dir:PATH",
               help="Mirror out of an archive or layout a previous mirror wrote.")
-@REPORTS
+@click.option("--report", "report_paths", multiple=True, type=click.Path(exists=True),
+              metavar="FILE|DIR",
+              help="The release manifest promote wrote (its --manifest: the released, signed "
+                   "images; alone, and the only source --key takes), or " +
+                   REPORTS_HELP[0].lower() + REPORTS_HELP[1:])
 @click.option("--build-id", metavar="ID",
               help="The release: the matrix's images of this build (with the filters).")
 @click.option("--out", default=".", show_default=True, type=click.Path(file_okay=False),

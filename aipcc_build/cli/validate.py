@@ -45,10 +45,10 @@ def parse_gpu_archs(value: Optional[str]) -> Optional[tuple[str, ...]]:
     """--expect-gpu-archs sm_80,sm_90,gfx942"""
     if value is None:
         return None
-    from ..validate.gpu_code import BadArch, parse_expected
+    from ..toolkit.gpu_archs import BadArch, expected_gpus
 
     try:
-        return parse_expected([a for a in value.split(",") if a.strip()])
+        return expected_gpus([a for a in value.split(",") if a.strip()])
     except BadArch as exc:
         raise click.BadParameter(str(exc), param_hint=GPU_ARCHS_OPTION) from None
 

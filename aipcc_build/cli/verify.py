@@ -73,7 +73,8 @@ def trust_options(command: Callable[..., Any]) -> Callable[..., Any]:
         "--key", type=click.Path(dir_okay=False), metavar="PUB",
         help="The release's PEM public key: write a ClusterImagePolicy requiring "
              "signatures by it on the released repositories beside the "
-             "ImageDigestMirrorSet.")(with_trust)
+             "ImageDigestMirrorSet (the source: a release manifest, or a layout or "
+             "archive mirrored from one).")(with_trust)
 
 
 def signed(result: Optional[SigningResult]) -> None:

@@ -22,15 +22,16 @@ from ..errors import InputError
 from ..matrix import ImageSpec
 from ..toolkit.driver_branches import load_driver_branches
 from ..toolkit.facts import DriverVersion, ToolkitFacts
+from ..toolkit.gpu_archs import BadArch, code_runs_on, expected_gpus, parse_arch
 from .table import (
     DEFAULT_WARN_DAYS,
     EOL,
+    BuiltImage,
     MatrixImagesOn,
     Requirements,
     eol_status,
-    measured_code,
+    report_images,
     requirements,
-    sm_to_compute_capability,
     version_sort_key,
 )
 
@@ -272,21 +273,15 @@ def _amd_node(facts: ToolkitFacts, labels: Mapping[str, str], source: str, file:
 
 
 def arch_runs_on(archs: Iterable[str], node_arch: str) -> bool:
-    """Whether code for `archs` runs on a GPU of `node_arch`.
-
-    gfx targets must match exactly. CUDA SASS for sm_XY runs on compute capability X.Z with
-    Z >= Y (binary compatibility within a major); arch-specific "a" targets only on X.Y.
-    """
-    if node_arch.startswith("gfx"):
-        return node_arch in archs
-    major, minor = (int(p) for p in node_arch.split("."))
-    for arch in archs:
-        if not arch.startswith("sm_"):
-            continue
-        arch_major, arch_minor, suffix = sm_to_compute_capability(arch)
-        if arch_major == major and (arch_minor == minor or (suffix != "a" and arch_minor < minor)):
-            return True
-    return False
+    """Whether code for `archs` (the declared ones, as SASS) runs on a GPU of `node_arch`
+    (compute capability 9.0 or a gfx processor), by `toolkit.gpu_archs`' rules: sm_XY on
+    X.Z with Z >= Y (binary compatibility within a major), arch-specific "a" targets only
+    on X.Y, gfx targets on their processor."""
+    try:
+        [gpu] = expected_gpus([node_arch])
+    except BadArch:
+        return False
+    return any(code_runs_on(arch, gpu) for arch in archs)
 
 
 def select_images(
@@ -327,10 +322,10 @@ def select_images(
 
 def _code_lacks_arch(files: Sequence[DeviceCode], node: Node) -> list[Reason]:
     """A reason per library whose device code runs not on NODE's GPU."""
-    from ..validate.gpu_code import BadArch, coverage_findings, describe, parse_expected
+    from ..validate.gpu_code import coverage_findings, describe
 
     try:
-        target = parse_expected([node.arch])
+        target = expected_gpus([node.arch])
     except BadArch:
         return []
     by_path = {code.path: code for code in files}
@@ -470,7 +465,8 @@ def _compute_capability_terms(archs: Iterable[str]) -> list[list[dict[str, Any]]
     for arch in archs:
         if not arch.startswith("sm_"):
             continue
-        major, minor, suffix = sm_to_compute_capability(arch)
+        parsed = parse_arch(arch)
+        major, minor, suffix = parsed.major, parsed.minor, parsed.suffix
         runs_on = {minor} if suffix == "a" else set(range(minor, 10))
         allowed.setdefault(major, set()).update(runs_on)
     # Majors with the same minor constraint share one term: "major In [8, 9, 10, 12]".
@@ -520,6 +516,15 @@ class NodeAnswer:
     scheduling: Optional[dict[str, Any]]  # of the best image, when asked and one runs
 
 
+def as_built(image: ImageSpec, built: BuiltImage) -> ImageSpec:
+    """IMAGE under the reference a build pushed it to and with the platforms it built."""
+    from ..image_reference import split
+
+    repository, tag, _ = split(built.reference)
+    return replace(image, repository=repository, tag=tag or image.tag,
+                   platforms=built.platforms or image.platforms)
+
+
 def select_for_node(request: SelectRequest) -> NodeAnswer:
     """The answer to REQUEST: the node it describes, the images that run on it (best first)
     and why every other does not."""
@@ -534,14 +539,17 @@ def select_for_node(request: SelectRequest) -> NodeAnswer:
     if len(given) == 1 and not request.node_file:
         # The platform asked for is the node's: a Grace GPU on an x86 host, say.
         node = replace(node, platform=given[0])
-    images = expand(load(request.matrix_path), build_id=request.build_id,
-                    registry=request.registry, filters=request.filters or EVERYTHING)
+    matrix = load(request.matrix_path)
+    images = expand(matrix, build_id=request.build_id, registry=request.registry,
+                    filters=request.filters or EVERYTHING)
     measured = None
     if request.report:
-        from ..imagebuild import build_report
-
-        measured = {entry.key: code for entry in build_report.read_releases(
-            request.report).images if (code := measured_code(entry)) is not None}
+        # The images the build made, as it made them: their references (not the matrix's
+        # tags), their platforms, and the device code it measured.
+        built = report_images(matrix, request, request.report)[1]
+        images = [as_built(image, built[image.key]) for image in images if image.key in built]
+        measured = {key: image.gpu_code for key, image in built.items()
+                    if image.gpu_code is not None}
     selection = select_images(images, facts, node, today=request.today,
                               warn_days=request.warn_days, measured=measured)
     best = selection.runnable[0].image if selection.runnable else None

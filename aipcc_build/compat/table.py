@@ -17,11 +17,13 @@ from packaging.version import Version
 from ..errors import InputError
 from ..matrix import Filters, ImageSpec, Product
 from ..toolkit.facts import DriverVersion, ToolkitFacts
+from ..toolkit.gpu_archs import BadArch, declared_arch, expected_gpus, sort_archs
 from ..validate.results import DeviceCode
 from . import DEFAULT_WARN_DAYS
 
 if TYPE_CHECKING:
-    from ..imagebuild.build_report import ReportEntry
+    from ..imagebuild.build_report import Release, ReportEntry
+    from ..matrix import Matrix
 
 SUPPORTED = "supported"
 EOL_SOON = "eol-soon"
@@ -109,8 +111,8 @@ def requirements(image: ImageSpec, facts: ToolkitFacts) -> Requirements:
     missing = []
     own_driver = DriverVersion.parse(toolkit.native_driver) if toolkit.native_driver else None
     try:
-        own_archs = tuple(normalise_arch(a) for a in toolkit.gpu_archs)
-    except ValueError as err:
+        own_archs = tuple(declared_arch(a) for a in toolkit.gpu_archs)
+    except BadArch as err:
         where = toolkit.where
         raise InputError(str(err), file=where.file if where else None,
                          line=where.line if where else None,
@@ -148,33 +150,6 @@ def requirements(image: ImageSpec, facts: ToolkitFacts) -> Requirements:
                             own_driver is not None, tuple(missing))
     return Requirements(None, own_driver, own_driver, own_archs, bool(own_archs),
                         own_driver is not None, ())
-
-
-_SM_RE = re.compile(r"^(?:sm_|compute_)?(\d{2,3})([af]?)$")
-_CC_RE = re.compile(r"^(\d{1,2})\.(\d)([af]?)$")
-
-
-def normalise_arch(arch: str) -> str:
-    """ "9.0", "90", "sm_90", "compute_90" -> "sm_90"; gfx targets pass through."""
-    text = str(arch).strip().lower()
-    if text.startswith("gfx"):
-        return text
-    cc = _CC_RE.match(text)
-    if cc:
-        return f"sm_{cc.group(1)}{cc.group(2)}{cc.group(3)}"
-    sm = _SM_RE.match(text)
-    if sm:
-        return f"sm_{sm.group(1)}{sm.group(2)}"
-    raise ValueError(f"{arch!r} is not a GPU architecture (e.g. sm_90, 9.0 or gfx942)")
-
-
-def sm_to_compute_capability(arch: str) -> tuple[int, int, str]:
-    """ "sm_100a" -> (10, 0, "a"): the last digit is the minor, a suffix is kept."""
-    match = _SM_RE.match(arch)
-    if not match:
-        raise ValueError(arch)
-    digits = match.group(1)
-    return int(digits[:-1]), int(digits[-1]), match.group(2)
 
 
 def version_sort_key(image: ImageSpec) -> tuple[object, ...]:
@@ -233,10 +208,10 @@ def _measured(files: Optional[Sequence[DeviceCode]], declared: Sequence[str]
     """The row's measured architectures and the declared ones without code, from FILES."""
     if files is None:
         return {}
-    from ..validate.gpu_code import BadArch, coverage_findings, parse_expected, sort_archs
+    from ..validate.gpu_code import coverage_findings
 
     try:
-        expected = parse_expected(declared)
+        expected = expected_gpus(declared)
     except BadArch:
         expected = ()
     gaps = {f.component or "" for f in coverage_findings([(c, "") for c in files], expected)}
@@ -300,6 +275,29 @@ def measured_code(entry: ReportEntry) -> Optional[tuple[DeviceCode, ...]]:
     return tuple(dict.fromkeys(code for c in codes for code in c or ()))
 
 
+def report_images(matrix: Matrix, request: MatrixImagesOn, reports: Sequence[str]
+                  ) -> tuple[Release, dict[str, BuiltImage]]:
+    """The release the build REPORTS record (joined), and its images that built, by key: the
+    references, digests and platforms the build made and the device code it measured.
+    InputError when MATRIX is not the one the build was made with (another product version,
+    an image it does not have)."""
+    from ..imagebuild import build_report
+    from ..matrix import expand
+
+    release = build_report.read_releases(reports)
+    every = expand(matrix, build_id=request.build_id, registry=request.registry)
+    release.check_matrix(matrix.product.version, {image.key for image in every}, matrix.path)
+    built = {}
+    for entry in release.images:
+        if entry.status != "ok" or not entry.reference:
+            continue  # not built: not part of what this build made
+        platforms = tuple(i.platform for i in entry.instances if i.platform) \
+            if entry.instances else entry.platforms
+        built[entry.key] = BuiltImage(entry.reference, entry.digest, platforms,
+                                      measured_code(entry))
+    return release, built
+
+
 def compat_table(request: CompatRequest) -> CompatTable:
     """The table REQUEST asks for. With a report, the rows are the report's images that
     built: its references, digests and platforms; InputError when the matrix is not the one
@@ -315,19 +313,7 @@ def compat_table(request: CompatRequest) -> CompatTable:
         return build_compat_table(images, facts, today=request.today,
                                   warn_days=request.warn_days, product=matrix.product,
                                   build_id=request.build_id)
-    from ..imagebuild import build_report
-
-    release = build_report.read_releases(request.report)
-    every = expand(matrix, build_id=request.build_id, registry=request.registry)
-    release.check_matrix(matrix.product.version, {image.key for image in every}, matrix.path)
-    built = {}
-    for entry in release.images:
-        if entry.status != "ok" or not entry.reference:
-            continue  # not built: not part of what this build made
-        platforms = tuple(i.platform for i in entry.instances if i.platform) \
-            if entry.instances else entry.platforms
-        built[entry.key] = BuiltImage(entry.reference, entry.digest, platforms,
-                                      measured_code(entry))
+    release, built = report_images(matrix, request, request.report)
     return build_compat_table([image for image in images if image.key in built], facts,
                               today=request.today, warn_days=request.warn_days, built=built,
                               product=release.product or matrix.product,

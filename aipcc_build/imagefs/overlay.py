@@ -156,10 +156,13 @@ class Tree(dict[str, Node]):
 
 
 def _resolve_parent(tree: Tree, parent: str, create: bool = True,
-                    budget: Optional[Budget] = None) -> Optional[str]:
+                    budget: Optional[Budget] = None, member: Optional[str] = None
+                    ) -> Optional[str]:
     """Where PARENT is inside this layer's root, following its symlinks, making missing
     directories as MkdirAll does (with CREATE; else None when one is missing). The
-    components a symlink adds are spent from BUDGET (BudgetExceeded past it)."""
+    components a symlink adds are spent from BUDGET (BudgetExceeded past it). A refusal
+    names MEMBER, the path below PARENT being placed (else PARENT), and what blocks it."""
+    wanted = member or parent
 
     def look(candidate: str, _: list[str]) -> Optional[str]:
         node = tree.get(candidate)
@@ -170,11 +173,11 @@ def _resolve_parent(tree: Tree, parent: str, create: bool = True,
             return None
         if node.kind == SYMLINK:
             if tree.get(clean(f"{parent_and_base(candidate)[0]}/{node.link}")) is None:
-                raise LayerRefused(f"{candidate} on the way to {parent} is a symlink to "
+                raise LayerRefused(f"{candidate} on the way to {wanted} is a symlink to "
                                    "nothing")
             return node.link
         if node.kind != DIRECTORY:
-            raise NotADirectory(f"{candidate} on the way to {parent} is not a directory")
+            raise NotADirectory(f"{candidate} on the way to {wanted} is not a directory")
         return None
 
     try:
@@ -182,7 +185,7 @@ def _resolve_parent(tree: Tree, parent: str, create: bool = True,
     except _Missing:
         return None
     if found is None:
-        raise LayerRefused(f"the symlinks on the way to {parent} never resolve (more than "
+        raise LayerRefused(f"the symlinks on the way to {wanted} never resolve (more than "
                            f"{MAX_HOPS} hops, or a path of {PATH_MAX} bytes or more)")
     return found
 
@@ -237,11 +240,11 @@ class Unpacker:
         self._parents: dict[str, str] = {}
         self._removed = False
 
-    def _parent(self, parent: str) -> str:
+    def _parent(self, parent: str, member: str) -> str:
         directory = self._parents.get(parent)
         if directory is None:
             directory = self._parents[parent] = \
-                _resolve_parent(self.tree, parent, budget=self.budget) or "/"
+                _resolve_parent(self.tree, parent, budget=self.budget, member=member) or "/"
         return directory
 
     def add(self, entry: TarEntry, name: str) -> Optional[str]:
@@ -276,14 +279,15 @@ class Unpacker:
         directory = self._parents.get(parent)
         if directory is None:
             try:
-                directory = self._parent(parent)
+                directory = self._parent(parent, path)
             except NotADirectory:
                 if not whiteout:
                     raise
                 if base == ".wh..wh..opq":
                     # setxattr on the directory: on a file it succeeds (and hides
                     # nothing), through a file it fails, and the layer with it.
-                    _resolve_parent(tree, parent_and_base(parent)[0], budget=self.budget)
+                    _resolve_parent(tree, parent_and_base(parent)[0], budget=self.budget,
+                                    member=path)
                 return None  # mknod of a whiteout below a file: ENOTDIR, which is ignored
         where = directory + "/" + base if directory != "/" else "/" + base
         existing = tree.get(where)
@@ -328,7 +332,8 @@ class Unpacker:
         elif kind == HARDLINK:
             link = entry.link.decode("utf-8", "surrogateescape")
             lparent, lbase = parent_and_base(clean(link))
-            found = _resolve_parent(tree, lparent, create=False, budget=self.budget)
+            found = _resolve_parent(tree, lparent, create=False, budget=self.budget,
+                                    member=clean(link))
             target = None if found is None else tree.get(found.rstrip("/") + "/" + lbase)
             if target is not None and target.kind == WHITEOUT:
                 # overlay's whiteout is a device node: a hard link to it is a second one,

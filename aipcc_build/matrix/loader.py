@@ -20,6 +20,7 @@ from ..errors import InputError
 from ..image_index_settings import INDEX_AUTH_MODES
 from ..positioned_yaml import shown
 from ..suggest import did_you_mean
+from ..toolkit.gpu_archs import BadArch, declared_arch
 from . import shape
 from .expand import expand_all
 from .model import (
@@ -518,7 +519,7 @@ def _toolkit_version(reader: _Reader, node: yaml.Node, field: str) -> ToolkitVer
     gpu_archs: tuple[str, ...] = ()
     if "gpu_archs" in fields:
         gpu_archs = tuple(
-            reader.name(n, f"{field}.gpu_archs[{i}]")
+            _gpu_arch(reader, n, f"{field}.gpu_archs[{i}]")
             for i, n in enumerate(reader.sequence(fields["gpu_archs"][1], f"{field}.gpu_archs"))
         )
     variables: dict[str, object] = {}
@@ -536,6 +537,17 @@ def _toolkit_version(reader: _Reader, node: yaml.Node, field: str) -> ToolkitVer
         where=reader.where(fields["version"][1]),
         platforms=_platforms(reader, fields, "platforms", f"{field}.platforms"),
     )
+
+
+def _gpu_arch(reader: _Reader, node: yaml.Node, field: str) -> str:
+    """A GPU a toolkit version's images promise to run on, as `compat`, `select` and the
+    validator read it: a misspelling stops the load, before anything is built."""
+    text = reader.scalar(node, field)
+    try:
+        declared_arch(text)
+    except BadArch as err:
+        raise reader.error(node, field, str(err)) from None
+    return text
 
 
 def _allow_rules(reader: _Reader, fields: Mapping[str, tuple[yaml.Node, yaml.Node]],

@@ -210,6 +210,7 @@ def mirror_release(request: MirrorRelease, runner: Optional[Runner] = None,
     if len(given) != 1:
         raise InputError("mirror takes one source: a layout or archive, a build report, or a "
                          "build id", field="source")
+    _check_policy_source(request)
     destination(request.to)
     temporary = None
     try:
@@ -230,6 +231,23 @@ def mirror_release(request: MirrorRelease, runner: Optional[Runner] = None,
     finally:
         if temporary is not None:
             oci_layout.remove(temporary)
+
+
+def _check_policy_source(request: MirrorRelease) -> None:
+    """A ClusterImagePolicy requires the release's signatures, which only the images of a
+    release manifest carry (promote signs what it releases): for a build report's or a build
+    id's images, never signed, it would make the site refuse every pull. A layout or archive
+    is what a mirror of either wrote: it keeps the signatures it was given."""
+    from .promote import is_release_manifest
+
+    if request.trust.policy_key is None or request.layout is not None:
+        return
+    if len(request.reports) == 1 and is_release_manifest(request.reports[0]):
+        return
+    raise InputError("needs a release manifest (promote writes it) as the source: the "
+                     "images of a build report or a build id were never signed, and a "
+                     "ClusterImagePolicy requiring signatures would refuse their pulls",
+                     field="key")
 
 
 def _from_report(request: MirrorRelease, paths: Sequence[str]) -> tuple[list[Image], str]:

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Optional
 
-from .gpu_code import sort_archs
+from ..toolkit.gpu_archs import sort_archs
 from .results import DeviceCode, Hazard
 
 FATBIN_MAGIC = struct.pack("<IHH", 0xBA55ED50, 1, 16)

@@ -12,9 +12,10 @@ from ..errors import AipccError, InputError
 from ..imagefs.blobs import LayerJob, TarSplitLayer
 from ..imagefs.image import PlatformImage, open_image
 from ..records import record
+from ..toolkit.gpu_archs import BadArch, expected_gpus
 from ..tools.skopeo import TRANSPORTS, Skopeo
 from .cache import LayerCache, default_cache_dir
-from .gpu_code import BadArch, coverage_findings, final_device_code, parse_expected
+from .gpu_code import coverage_findings, final_device_code
 from .index_config import unread_named_files
 from .results import (
     OVERSIZED,
@@ -55,7 +56,7 @@ def gpu_archs_of(spec: ImageSpec) -> tuple[str, ...]:
     """The GPUs a matrix image's device code must run on: its toolkit entry's gpu_archs."""
     declared = spec.toolkit.gpu_archs if spec.toolkit else ()
     try:
-        return parse_expected(declared)
+        return expected_gpus(declared)
     except BadArch as exc:
         raise InputError(f"{exc}", field=f"accelerators.{spec.accelerator}.versions."
                          "gpu_archs") from None

@@ -236,11 +236,14 @@ def test_mirror_carries_signatures_and_the_site_verifies_them(
         tmp_path: Path) -> None:
     ref, digest = pushed("mirrored", "3.0-42")
     release(ref, digest, ours)
-    report = tmp_path / "build-report.json"
-    report.write_text(json.dumps({"schema": 1, "build_id": "42", "registry": registry.host,
-                                  "images": [{"key": "base/mirrored", "name": "mirrored",
-                                              "kind": "base", "reference": ref,
-                                              "status": "ok", "digest": digest}]}))
+    # What promote writes of the release it signed (--key is refused for a build report:
+    # its images were never signed).
+    report = tmp_path / "release.json"
+    report.write_text(json.dumps({"schema": 1, "build_id": "42", "dry_run": False,
+                                  "images": [{"key": "base/mirrored", "reference": ref,
+                                              "digest": digest,
+                                              "pull": f"{ref.rsplit(':', 1)[0]}@{digest}",
+                                              "platforms": []}]}))
     site = make_registry(tmp_path / "site")
     try:
         out = tmp_path / "out"

@@ -26,7 +26,7 @@ MATRIX = textwrap.dedent("""\
       cuda:
         variant: "cuda-{os}"
         versions:
-          - {version: 12.9.1, native_driver: 575.51.03, eol: 2027-06-30}
+          - {version: 12.9.1, native_driver: 575.57.08, eol: 2027-06-30}
           - {version: 12.8.1, native_driver: 570.124.06, eol: 2027-01-31, vars: {cudnn: 9.8.0.87}}
       rocm:
         versions:

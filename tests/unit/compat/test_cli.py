@@ -201,14 +201,20 @@ def test_compat_shows_measured_gpu_code_beside_the_declared_and_marks_gaps(
     assert code == 0
     rows = {r["version"]: r for r in json.loads(out)["images"]}
     measured = rows["12.9.1"]
-    assert measured["measured_architectures"] == ["compute_90", "gfx942", "sm_80", "sm_90"]
+    # by family and number, SASS before PTX of one number: never compute_90 before sm_80
+    assert measured["measured_architectures"] == ["sm_80", "sm_90", "compute_90", "gfx942"]
     # the data file's sm_75 (Turing) has no code in libnew.so; sm_86 runs its sm_80 code
     assert "sm_75" in measured["architectures_without_code"]
     assert "sm_86" not in measured["architectures_without_code"]
     assert rows["12.8.1"]["measured_architectures"] is None  # not recorded: not measured
     code, out, _ = run(capsys, "compat", "--format", "markdown", "--report", str(report),
                        "--today", "2025-09-01")
-    assert "; measured: compute_90 gfx942 sm_80 sm_90; NO CODE for sm_50 " in out
+    assert "; measured: sm_80 sm_90 compute_90 gfx942; NO CODE for sm_50 " in out
+    for shown in ("table", "html"):
+        code, out, _ = run(capsys, "compat", "--format", shown, "--wide", "--report",
+                           str(report), "--today", "2025-09-01")
+        assert code == 0 and "measured: sm_80 sm_90 compute_90 gfx942" in " ".join(
+            out.split()), shown
 
 
 def test_select_refuses_an_image_whose_library_has_no_code_for_the_node(
@@ -239,3 +245,24 @@ def test_the_compat_documents_show_each_releases_driver_branches_and_their_eol(
                      "--today", "2025-09-01")
     assert code == 0
     assert "forward compat: R470, R535 (long-term, EOL 2026-06)" in page.read_text()
+
+
+def test_select_with_a_report_answers_with_the_references_the_build_made(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """The images a report's build made and measured, under the references it pushed them
+    to: not the matrix's development tags (3.0-dev), and not the images it did not make."""
+    built = "registry.example:5000/aipcc/builder/cuda-12.9-ubi9:3.0-42"
+    report = tmp_path / "build-report.json"
+    report.write_text(json.dumps({"build_id": "42", "images": [
+        {"name": "cuda-12.9-ubi9", "kind": "builder", "reference": built,
+         "digest": "sha256:" + "1" * 64, "status": "ok", "platforms": ["linux/amd64"],
+         "gpu_code_files": [{"path": "/x/lib.so", "sass": ["sm_90"]}]}]}))
+    args = ("select", "--gpu", "H100", "--driver", "575.57.08", "--today", "2025-09-01",
+            "--accelerator", "cuda", "--report", str(report))
+    code, out, _ = run(capsys, *args, "--json")
+    assert code == 0
+    answer = json.loads(out)
+    assert [(r["reference"], r["version"]) for r in answer["runnable"]] == [(built, "12.9.1")]
+    assert answer["excluded"] == []  # 13.0.2, 12.8.1, 12.6.3: not made by this build
+    code, out, _ = run(capsys, *args)
+    assert code == 0 and f"1. {built}" in out and "3.0-dev" not in out, out

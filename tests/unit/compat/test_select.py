@@ -280,7 +280,7 @@ def test_an_arm64_node_is_not_offered_an_amd64_only_image(facts: ToolkitFacts,
 
 def test_each_runnable_image_says_the_mode_that_makes_it_run(facts: ToolkitFacts) -> None:
     """The release manager's question (issue 32): on 560.28.03 a 12.9 image whose matrix
-    says 575.51.03 is not native; it runs under minor-version compatibility. Below the
+    says 575.57.08 is not native; it runs under minor-version compatibility. Below the
     12.x floor, only the forward-compat package the shipped images install (cuda-compat-12-9)
     runs it, and only on a data-center GPU."""
     from aipcc_build.matrix import expand, load
@@ -289,7 +289,10 @@ def test_each_runnable_image_says_the_mode_that_makes_it_run(facts: ToolkitFacts
     cuda129 = [i for i in shipped if i.accelerator == "cuda" and i.version == "12.9.1"]
     assert runnable(run(cuda129, facts, gpu="H100", driver="560.28.03")) == \
         [("12.9.1", MINOR_VERSION_COMPAT)] * 3
+    # 575.51.03 is 12.9.0's driver (the shipped matrix once gave it to 12.9.1): not native
     assert runnable(run(cuda129, facts, gpu="H100", driver="575.51.03")) == \
+        [("12.9.1", MINOR_VERSION_COMPAT)] * 3
+    assert runnable(run(cuda129, facts, gpu="H100", driver="575.57.08")) == \
         [("12.9.1", NATIVE)] * 3
     # Below the floor, the branch decides (data/driver-branches.yaml, from NVIDIA's images):
     # cuda-compat-12-8 supports R470, cuda-compat-12-9 does not (R535 to R570).

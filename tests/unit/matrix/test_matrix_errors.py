@@ -241,3 +241,53 @@ def test_native_driver_and_min_driver_together_are_refused(project: Project, cli
                  "{version: 6.3.4, native_driver: 6.3.0, min_driver: 6.3.0}")
     assert_input_error(project, cli, "min_driver is the old name of native_driver",
                        at="min_driver: 6.3.0")
+
+
+@pytest.mark.parametrize("bad", ["sm_8O", "sm80", "sm_9.0", "gfx94", "gfx9420", "gfxfoo",
+                                 "gfx90a:xnak-", "gfx90a:xnack-:xnack+", "gfx11-generic",
+                                 "hopper"])
+def test_a_misspelled_gpu_arch_stops_every_command_before_any_work(
+        project: Project, cli, bad: str, tmp_path) -> None:
+    """The validator's reading of gpu_archs is the loader's: `matrix` built the images and
+    only then stopped at validation, with no file or line."""
+    project.edit("{version: 6.4.1}", f"{{version: 6.4.1, gpu_archs: [gfx942, '{bad}']}}")
+    at = f"{project.matrix}:{line_of(project, bad)}:"
+    field = "accelerators.rocm.versions[0].gpu_archs[1]"
+    assert_input_error(project, cli, field, "is not a GPU architecture" if bad !=
+                       "gfx11-generic" else "not a GPU: name them (gfx1100", at=bad)
+    report = tmp_path / "report.json"
+    for command in (["matrix", "--report", str(report)], ["plan"], ["compat"],
+                    ["select", "--gpu", "MI300X"], ["validate", "--build-id", "7"]):
+        result = cli("--matrix", str(project.matrix), *command)
+        assert result.code == 2, (command, result)
+        assert at in result.err and field in result.err, (command, result.err)
+        assert "Traceback" not in result.err and len(result.err.strip().splitlines()) == 1
+    assert not report.exists() and not project.output.exists()
+
+
+def test_gpu_archs_are_read_in_every_spelling_the_validator_reads(project: Project) -> None:
+    from aipcc_build.matrix import load
+
+    project.edit("{version: 6.4.1}", "{version: 6.4.1, gpu_archs: [gfx90a:xnack-, gfx1100]}")
+    project.edit("{version: 12.9.1,", "{version: 12.9.1, gpu_archs: [8.0, '90', sm_90a, "
+                 "sm_100f, compute_120],")
+    accelerators = load(str(project.matrix)).accelerators
+    assert accelerators["rocm"].versions[0].gpu_archs == ("gfx90a:xnack-", "gfx1100")
+    assert accelerators["cuda"].versions[0].gpu_archs == ("8.0", "90", "sm_90a", "sm_100f",
+                                                          "compute_120")
+
+
+def test_the_installed_command_refuses_a_misspelled_gpu_arch_before_building(
+        project: Project, tmp_path) -> None:
+    import subprocess
+    import sys
+
+    project.edit("{version: 6.4.1}", "{version: 6.4.1, gpu_archs: [gfx0942]}")
+    report = tmp_path / "report.json"
+    done = subprocess.run([sys.executable, "-m", "aipcc_build", "--matrix", str(project.matrix),
+                           "matrix", "--report", str(report)], capture_output=True, text=True,
+                          timeout=120, cwd=project.root, check=False)
+    assert done.returncode == 2, done.stderr
+    assert f"{project.matrix}:{line_of(project, 'gfx0942')}:" in done.stderr
+    assert "accelerators.rocm.versions[0].gpu_archs[0]" in done.stderr
+    assert "Traceback" not in done.stderr and not report.exists()

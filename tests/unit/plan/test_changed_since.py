@@ -112,7 +112,7 @@ def test_an_eol_date_or_driver_alone_rebuilds_nothing(repo, changed, cli):
                  "--eol", "2026-12-31")
     assert result.code == 0, result.err
     assert changed() == set()
-    edit(repo / "matrix/aipcc.yaml", "native_driver: 575.51.03", "native_driver: 575.57.08")
+    edit(repo / "matrix/aipcc.yaml", "native_driver: 575.57.08", "native_driver: 575.57.09")
     edit(repo / "matrix/aipcc.yaml", "{version: 6.3.4}", "{version: 6.3.4, eol: 2026-06-30}")
     assert changed() == set()
     edit(repo / "matrix/aipcc.yaml", "{version: 6.3.4, eol: 2026-06-30}",

@@ -129,3 +129,27 @@ def test_a_hostile_layout_carries_nothing_it_cannot_read_and_no_traceback(
     with pytest.raises(InputError, match="not a sha256 digest"):
         carry(source, "rel/x", dest, "rel/x", digest)
     assert sorted(p.name for p in (tmp_path / "dest" / "blobs" / "sha256").iterdir()) == before
+
+
+@pytest.mark.parametrize("source", ["report", "directory", "build-id"])
+def test_a_policy_for_images_never_signed_is_refused(tmp_path: Path, cli, source: str) -> None:
+    """Only promote signs: a build report's images (or a build id's) carry no signature,
+    and a ClusterImagePolicy requiring them made the site refuse every pull. Refused before
+    anything is read from a registry or written, one line naming --key."""
+    write_private_key(str(tmp_path / "k.key"), b"p", n=1 << 10)
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    report = reports / "build-report.json"
+    report.write_text('{"schema": 1, "build_id": "42", "registry": "127.0.0.1:9", "images": '
+                      '[{"key": "base/x", "name": "x", "kind": "base", "reference": '
+                      '"127.0.0.1:9/rel/x:3.0-42", "status": "ok", "digest": "sha256:'
+                      + "a" * 64 + '"}]}')
+    given = {"report": ["--report", str(report)], "directory": ["--report", str(reports)],
+             "build-id": ["--build-id", "42"]}[source]
+    out = tmp_path / "out"
+    done = cli("mirror", *given, "--to", "127.0.0.1:9/site", "--key", str(tmp_path / "k.pub"),
+               "--out", str(out))
+    assert done.code == 2, done
+    assert "--key: needs a release manifest" in done.err, done.err
+    assert len(done.err.strip().splitlines()) == 1 and "Traceback" not in done.err
+    assert not out.exists()

@@ -132,3 +132,22 @@ def test_a_bad_value_in_the_data_file_names_its_line_and_field(tmp_path: Path) -
         load_facts(broken)
     line = text[:text.index("min_driver: ")].count("\n") + 1
     assert (err.value.line, err.value.field) == (line, "cuda.majors[0].min_driver")
+
+
+@pytest.mark.parametrize("matrix", sorted((REPO / "matrix").glob("*.yaml")),
+                         ids=lambda path: path.name)
+def test_a_shipped_matrix_gives_each_release_the_driver_nvidia_names(
+        facts: ToolkitFacts, matrix: Path) -> None:
+    """A matrix's native_driver overrides the data file's: in the shipped matrices it must
+    be the driver NVIDIA's release notes (the data file's source) give the release. CUDA
+    12.9.1 once said 12.9.0's 575.51.03, and select called 575.51.03 native for 12.9.1."""
+    loaded = load(str(matrix))
+    wrong = []
+    for name, accelerator in loaded.accelerators.items():
+        for toolkit in accelerator.versions:
+            release = facts.cuda_release(toolkit.version) if name == "cuda" else None
+            if toolkit.native_driver and release is not None and \
+                    toolkit.native_driver != str(release.driver):
+                wrong.append(f"{name} {toolkit.version}: {toolkit.native_driver}, NVIDIA "
+                             f"{release.driver}")
+    assert not wrong, wrong

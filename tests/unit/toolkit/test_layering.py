@@ -10,7 +10,8 @@ def _loaded(module: str) -> set[str]:
     return loaded_by(f"import {module}")
 
 def test_toolkit_loads_no_stage() -> None:
-    loaded = _loaded("aipcc_build.toolkit.components, aipcc_build.toolkit.facts")
+    loaded = _loaded("aipcc_build.toolkit.components, aipcc_build.toolkit.facts, "
+                     "aipcc_build.toolkit.gpu_archs")
     assert {m.split(".")[1] for m in loaded} <= {"toolkit", "errors", "suggest", "patterns",
                                                   "records"}
 

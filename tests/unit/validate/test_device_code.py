@@ -9,21 +9,19 @@ from pathlib import Path
 import pytest
 
 from aipcc_build.imagefs.blobs import BlobLocation, LayerJob
+from aipcc_build.toolkit.gpu_archs import (
+    BadArch,
+    cuda_code_runs_on,
+    expected_gpus,
+    gfx_code_runs_on,
+)
 from aipcc_build.validate.cache import LayerCache
 from aipcc_build.validate.device_code import (
     BUNDLE_HEADER_LIMIT,
     MAX_BUNDLE_ENTRIES,
     read_device_code,
 )
-from aipcc_build.validate.gpu_code import (
-    BadArch,
-    coverage_findings,
-    cuda_code_runs_on,
-    final_device_code,
-    gfx_code_runs_on,
-    parse_expected,
-    summary,
-)
+from aipcc_build.validate.gpu_code import coverage_findings, final_device_code, summary
 from aipcc_build.validate.layers import scan_layer
 from aipcc_build.validate.results import DeviceCode, LayerScan
 from aipcc_build.validate.scan_stack import stack_of
@@ -87,7 +85,7 @@ def test_offload_bundles_plain_and_compressed() -> None:
             ["hipv4-amdgcn-amd-amdhsa--gfx11-generic"]), version=3, method=0)),
         (16384, compressed(bundle(["hipv4-amdgcn-amd-amdhsa--gfx1030"]), version=1)))
     found = read(data)
-    assert found.gfx == ("gfx1030", "gfx11-generic", "gfx1100", "gfx90a:xnack-", "gfx942")
+    assert found.gfx == ("gfx90a:xnack-", "gfx942", "gfx1030", "gfx11-generic", "gfx1100")
     assert found.detail == "4 offload bundles: 5 entries" and not found.refusals
 
 
@@ -146,10 +144,10 @@ def test_rocm_coverage_rules() -> None:
 
 
 def test_expected_archs_spelled_as_the_matrix_allows_and_refused_otherwise() -> None:
-    assert parse_expected(["9.0", "80", "sm_86", "gfx942", "gfx90a:xnack-", "sm_90"]) == (
+    assert expected_gpus(["9.0", "80", "sm_86", "gfx942", "gfx90a:xnack-", "sm_90"]) == (
         "sm_90", "sm_80", "sm_86", "gfx942", "gfx90a:xnack-")
     with pytest.raises(BadArch, match="'volta'"):
-        parse_expected(["volta"])
+        expected_gpus(["volta"])
 
 
 def test_coverage_names_each_library_without_code_for_an_arch() -> None:

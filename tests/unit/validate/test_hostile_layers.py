@@ -271,9 +271,11 @@ def test_fuzz_oci_readers(tmp_path: Path, validate, index: object, manifest: obj
     # (tests/integration/test_engine_refusals.py checks them against it).
     ([Member(b"usr/local/cuda", data=b"x"),
       Member(b"usr/local/cuda/version.json", data=b"{}")],
-     "/usr/local/cuda on the way to /usr/local/cuda is not a directory"),
+     "/usr/local/cuda on the way to /usr/local/cuda/version.json is not a directory"),
     ([Member(b"d", b"2", link=b"nowhere"), Member(b"d/version.json", data=b"{}")],
-     "/d on the way to /d is a symlink to nothing"),
+     "/d on the way to /d/version.json is a symlink to nothing"),
+    ([Member(b"a", data=b"x"), Member(b"a/b/c/lib.so", data=b"x")],
+     "/a on the way to /a/b/c/lib.so is not a directory"),
     ([Member(b"x/y/", b"5"), Member(b"x", data=b"1")],
      "directory /x/y is gone when the engine sets its times: a later member replaced a "
      "directory above it"),

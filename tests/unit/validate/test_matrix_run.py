@@ -143,4 +143,5 @@ def test_a_gpu_arch_the_reader_cannot_place_is_refused_naming_the_field(
     matrix = _matrix_with_archs(tmp_path, "[volta]")
     with pytest.raises(InputError, match="'volta' is not a GPU architecture") as raised:
         matrix_targets(MatrixValidation(matrix, build_id="7", where=PUSHED))
-    assert raised.value.field == "accelerators.cuda.versions.gpu_archs"
+    assert raised.value.field == "accelerators.cuda.versions[0].gpu_archs[0]"
+    assert raised.value.file == matrix and raised.value.line
