@@ -68,6 +68,13 @@ class Arch:
         return self.kind == "gfx" and self.stepping < 0
 
 
+def _shown(text: str) -> str:
+    """TEXT as an error quotes it: a value of any length read from a file stays one short
+    line."""
+    text = str(text)
+    return repr(text) if len(text) <= 40 else f"{text[:40]!r}... ({len(text)} characters)"
+
+
 def parse_arch(text: str) -> Arch:
     """TEXT read as a GPU architecture or code target; raises BadArch naming it."""
     spelled = str(text).strip(" ").lower()
@@ -87,17 +94,17 @@ def parse_arch(text: str) -> Arch:
         flags = tuple(flag for flag in gfx.group(6).split(":") if flag)
         names = [flag[:-1] for flag in flags]
         if any(name not in _FEATURES for name in names) or len(set(names)) < len(names):
-            raise BadArch(f"{text!r} is not a GPU architecture: a ROCm target's feature flags "
-                          f"are {' and '.join(_FEATURES)}, each once, with + or -")
+            raise BadArch(f"{_shown(text)} is not a GPU architecture: a ROCm target's "
+                          f"feature flags are {' and '.join(_FEATURES)}, each once, with + or -")
         if gfx.group(1):
             return Arch(spelled, "rocm", "gfx", int(gfx.group(1)), int(gfx.group(2)),
                         int(gfx.group(3), 16), flags=flags)
         if spelled.split(":")[0] not in GENERIC_FAMILIES:
-            raise BadArch(f"{text!r} is not a GPU architecture: the generic ROCm targets are "
-                          f"{', '.join(GENERIC_FAMILIES)}")
+            raise BadArch(f"{_shown(text)} is not a GPU architecture: the generic ROCm "
+                          f"targets are {', '.join(GENERIC_FAMILIES)}")
         return Arch(spelled, "rocm", "gfx", int(gfx.group(4)),
                     int(gfx.group(5)) if gfx.group(5) else -1, flags=flags)
-    raise BadArch(f"{text!r} is not a GPU architecture ({EXAMPLES})")
+    raise BadArch(f"{_shown(text)} is not a GPU architecture ({EXAMPLES})")
 
 
 def declared_arch(text: str) -> str:
@@ -107,8 +114,8 @@ def declared_arch(text: str) -> str:
     a GPU: refused. Raises BadArch."""
     arch = parse_arch(text)
     if arch.generic:
-        raise BadArch(f"{text!r} is a code target for several GPUs, not a GPU: name them "
-                      f"({', '.join(GENERIC_FAMILIES[arch.text.split(':')[0]])})")
+        raise BadArch(f"{_shown(text)} is a code target for several GPUs, not a GPU: name "
+                      f"them ({', '.join(GENERIC_FAMILIES[arch.text.split(':')[0]])})")
     if arch.kind == "compute":
         return f"sm_{arch.major}{arch.minor}{arch.suffix}"
     return arch.text

@@ -37,6 +37,12 @@ def test_a_misspelled_arch_is_refused_naming_it(text: str) -> None:
         declared_arch(text)
 
 
+def test_a_10_mb_misspelled_arch_is_named_in_one_short_line() -> None:
+    with pytest.raises(BadArch) as refused:
+        declared_arch("sm_" + "9" * (10 << 20))
+    assert len(str(refused.value)) < 300 and "(10485763 characters)" in str(refused.value)
+
+
 def test_a_generic_target_is_code_not_a_gpu() -> None:
     assert parse_arch("gfx11-generic").generic and parse_arch("gfx9-4-generic").minor == 4
     with pytest.raises(BadArch, match=r"not a GPU: name them \(gfx1100, gfx1101"):
