@@ -350,7 +350,7 @@ def promote(request: PromoteRequest, runner: Optional[Runner] = None,
                            platforms=recorded)
         # Every image, wholly skipped ones too: a rerun completes what a refusal left.
         if sign_some is not None and not any(s.problem for s in served):
-            signed.append(sign_some(group))
+            signed.append(sign_some(group, {s.digest: s.manifest for s in served}))
         return served
 
     by_key: dict[str, list[Copy]] = {}

@@ -13,13 +13,13 @@ import base64
 import functools
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from .. import __version__
 from ..errors import CheckFailed
 from ..image_reference import repository_of
-from ..oci import INDEX_TYPES, OCI_MANIFEST
+from ..oci import INDEX_TYPES, OCI_INDEX, OCI_MANIFEST
 from ..tools.oci_registry import DIGEST, Registry, RegistryRefused, digest_of, side_by_side
 from ..tools.retry import Retry, with_retries
 from . import attestations
@@ -54,6 +54,9 @@ class Released:
     source: str
     digest: str
     dests: tuple[str, ...]
+    # The manifest's bytes as promote read them back from the destination by DIGEST
+    # (hashed): not asked for again. Empty: read from the registry.
+    manifest: bytes = b""
 
 
 @dataclass
@@ -217,24 +220,37 @@ def _sign_image(image: Released, signer: Signer, build_id: str, validator: Valid
     verdicts = validator(f"docker://{image.source}")
     for repository, dests in repositories.items():
         registry, path = registries.of(repository)
-        top, platforms = instances(registry, path, image.digest)
+        top, platforms = instances(registry, path, image.digest, (
+            image.manifest, _media_type(image.manifest)) if image.manifest else None)
         subjects = ([top] if top not in platforms else []) + platforms
         provenance = Provenance(image.key, build_id)
+        # Each manifest's signatures (the index's and each platform's: attachments of
+        # their own) and each platform's attestations, all side by side.
         work: list[Callable[[], int]] = [
-            functools.partial(_sign_all, registry, path, subjects, dests, signer),
+            *(functools.partial(sign, registry, path, subject.digest, dests, signer)
+              for subject in subjects),
             *(functools.partial(_attest, registry, subject,
                                 _verdict_of(verdicts, subject.digest, len(platforms)),
                                 f"{repository}@{subject.digest}", provenance, signer)
               for subject in platforms)]
         counts = side_by_side(work)
-        written[0] += counts[0]
-        written[1] += sum(counts[1:])
+        written[0] += sum(counts[:len(subjects)])
+        written[1] += sum(counts[len(subjects):])
 
 
-def _sign_all(registry: Registry, path: str, subjects: Sequence[Subject],
-              identities: Sequence[str], signer: Signer) -> int:
-    return sum(sign(registry, path, subject.digest, identities, signer)
-               for subject in subjects)
+def _media_type(manifest: bytes) -> str:
+    """The media type a manifest's bytes say (an index by its list of manifests when they
+    name none)."""
+    try:
+        document = json.loads(manifest)
+    except ValueError:
+        return OCI_MANIFEST
+    if not isinstance(document, dict):
+        return OCI_MANIFEST
+    named = document.get("mediaType")
+    if isinstance(named, str) and named:
+        return named
+    return OCI_INDEX if isinstance(document.get("manifests"), list) else OCI_MANIFEST
 
 
 def _attest(registry: Registry, subject: Subject, verdict: ImageVerdict, name: str,
@@ -242,10 +258,10 @@ def _attest(registry: Registry, subject: Subject, verdict: ImageVerdict, name: s
     """SUBJECT's SBOM and signed verdict as its referrers, each unless one is there already
     (the verdict: one by the same key saying the same), in one listing and (without a
     referrers API) one write of the fallback index; the number written."""
-    from .referrers import Artifact, list_referrers, push_artifacts, read_artifact
+    from .referrers import Artifact, listing, push_artifacts, read_artifact
 
     document = attestations.statement(verdict, subject.digest, name, provenance)
-    present = list_referrers(registry, subject.repository, subject.digest)
+    present, fallback = listing(registry, subject.repository, subject.digest)
     same: dict[str, Callable[[bytes], bool]] = {
         attestations.SBOM_MEDIA_TYPE: lambda data: True,
         attestations.VERDICT_ARTIFACT_TYPE: functools.partial(
@@ -269,7 +285,7 @@ def _attest(registry: Registry, subject: Subject, verdict: ImageVerdict, name: s
             attestations.VERDICT_ARTIFACT_TYPE, attestations.DSSE_MEDIA_TYPE,
             attestations.envelope(document, signer),
             {attestations.PREDICATE_ANNOTATION: attestations.VERDICT_PREDICATE}))
-    return len(push_artifacts(registry, subject, missing))
+    return len(push_artifacts(registry, subject, missing, fallback))
 
 
 def _same_verdict(old: bytes, document: dict[str, Any], key: PublicKey) -> bool:
@@ -340,15 +356,17 @@ def judge_promoted(copies: Sequence[Any], *, tls_verify: bool, runner: Any = Non
 
 def sign_promoted(copies: Sequence[Any], signer: Signer, build_id: str, verdicts: Validator,
                   *, tls_verify: bool, authfile: Optional[str], retry: Retry
-                  ) -> Callable[[Sequence[Any]], SigningResult]:
+                  ) -> Callable[[Sequence[Any], Mapping[str, bytes]], SigningResult]:
     """promote's hook for its copies: a function that signs and attests the images of
     some of COPIES (all of an image's copies made), with the VERDICTS judge_promoted
     found, so that promote signs each image as soon as it is copied, while others copy."""
     registries = Registries(tls_verify, authfile)
     by_key = {image.key: image for image in released_images(copies)}
 
-    def sign_some(done: Sequence[Any]) -> SigningResult:
-        images = [by_key[key] for key in dict.fromkeys(c.key for c in done)]
+    def sign_some(done: Sequence[Any], manifests: Mapping[str, bytes]) -> SigningResult:
+        """DONE's images; MANIFESTS: their manifests' bytes read back, by digest."""
+        images = [replace(image, manifest=manifests.get(image.digest, b""))
+                  for image in (by_key[key] for key in dict.fromkeys(c.key for c in done))]
         return sign_release(images, signer, build_id, verdicts, registries, retry)
 
     return sign_some
