@@ -92,10 +92,13 @@ class Registry:
     # Whether the registry has the referrers API (None: not asked yet): a 404 says it has
     # none for any repository, so the question is asked once.
     _referrers_api: Optional[bool] = None
-    # Each thread's open connections ((scheme, host) -> connection), kept alive between
-    # requests: a run's dozens of small requests to one registry share one connection.
-    _open: threading.local = field(default_factory=threading.local, repr=False,
-                                   compare=False)
+    # Open connections no request uses now ((scheme, host) -> connections), kept alive
+    # between requests and taken by whichever thread asks next: a run's dozens of small
+    # requests to one registry share a few connections, not one per short-lived thread.
+    _idle: dict[tuple[str, str], list[http.client.HTTPConnection]] = field(
+        default_factory=dict, repr=False, compare=False)
+    _idle_lock: threading.Lock = field(default_factory=threading.Lock, repr=False,
+                                       compare=False)
     # Blobs known to be in a repository (repository, digest): written or found in this run.
     _blobs: set[tuple[str, str]] = field(default_factory=set, repr=False, compare=False)
     # Blobs being uploaded now, by a thread the others wait for: distribution 2.8 rewrites
@@ -144,11 +147,11 @@ class Registry:
 
     def _exchange(self, scheme: str, host: str, method: str, target: str, body: bytes,
                   headers: dict[str, str], max_body: int, remember: bool = False) -> Reply:
-        """One request on this thread's open connection to HOST (a new one when there is
-        none, or when the server closed the one kept: it may between two requests)."""
-        connections: dict[tuple[str, str], http.client.HTTPConnection] = \
-            self._open.__dict__.setdefault("connections", {})
-        conn = connections.pop((scheme, host), None)
+        """One request on an idle open connection to HOST (a new one when there is none,
+        or when the server closed the one kept: it may between two requests)."""
+        with self._idle_lock:
+            kept = self._idle.get((scheme, host))
+            conn = kept.pop() if kept else None
         try:
             if conn is not None:
                 try:
@@ -174,7 +177,8 @@ class Registry:
         if response.will_close:
             conn.close()
         else:
-            connections[(scheme, host)] = conn
+            with self._idle_lock:
+                self._idle.setdefault((scheme, host), []).append(conn)
         if remember:
             self._scheme = scheme
         return reply

@@ -71,6 +71,20 @@ def test_requests_share_one_connection_and_survive_a_closed_one(server: Server) 
     assert server.connections == (3 if server.closing else 1)
 
 
+def test_threads_one_after_another_share_one_connection(server: Server) -> None:
+    """Signing runs each image's requests in threads of their own (side_by_side): a
+    connection opened by one is taken by the next, not one opened per thread."""
+    from aipcc_build.tools.oci_registry import side_by_side
+
+    client = Registry(server.host, tls_verify=False)
+    client._scheme = "http"  # noqa: SLF001 (the plain-HTTP server: no TLS attempt first)
+    for _ in range(3):
+        assert side_by_side([lambda: client.get_manifest("rel/img", DIGEST)] * 2) \
+            == [(MANIFEST, OCI_MANIFEST)] * 2
+    # At most two at once: two connections, whichever threads asked.
+    assert server.connections <= (6 if server.closing else 2)
+
+
 def test_side_by_side_keeps_the_order_and_raises_the_first_failure() -> None:
     import time
 
