@@ -85,6 +85,23 @@ def test_threads_one_after_another_share_one_connection(server: Server) -> None:
     assert server.connections <= (6 if server.closing else 2)
 
 
+def test_a_host_found_plain_is_not_asked_for_tls_again(server: Server) -> None:
+    """A registry the run found speaking plain HTTP (registry_http's look-ups, or another
+    client) gets no TLS attempt first: threads signing at once each failed a handshake."""
+    from aipcc_build.tools.registry_http import _PLAIN
+
+    try:
+        first = Registry(server.host, tls_verify=False)
+        assert first.get_manifest("rel/img", DIGEST) == (MANIFEST, OCI_MANIFEST)
+        assert server.connections == 2  # a TLS attempt, then plain HTTP
+        assert _PLAIN[server.host] == ["http"]
+        again = Registry(server.host, tls_verify=False)
+        assert again.get_manifest("rel/img", DIGEST) == (MANIFEST, OCI_MANIFEST)
+        assert server.connections == 3
+    finally:
+        _PLAIN.pop(server.host, None)
+
+
 def test_side_by_side_keeps_the_order_and_raises_the_first_failure() -> None:
     import time
 
