@@ -202,12 +202,14 @@ def _pushed(reference: str, stamp: str, payload_mb: int, platforms: int,
     index = f"localhost/aipcc-test-release/sign-{stamp}-index"
     subprocess.run(["buildah", "manifest", "create", index], check=True,
                    capture_output=True)
-    names.append(index)
-    for local, arch in built:
-        subprocess.run(["buildah", "manifest", "add", "--arch", arch, index,
-                        f"containers-storage:{local}"], check=True, capture_output=True)
-    subprocess.run(["buildah", "manifest", "push", "--all", "--tls-verify=false", index,
-                    f"docker://{reference}"], check=True, capture_output=True)
+    try:
+        for local, arch in built:
+            subprocess.run(["buildah", "manifest", "add", "--arch", arch, index,
+                            f"containers-storage:{local}"], check=True, capture_output=True)
+        subprocess.run(["buildah", "manifest", "push", "--all", "--tls-verify=false", index,
+                        f"docker://{reference}"], check=True, capture_output=True)
+    finally:  # `buildah rmi` leaves a manifest list
+        subprocess.run(["buildah", "manifest", "rm", index], capture_output=True)
     raw = subprocess.run(["skopeo", "inspect", "--raw", "--tls-verify=false",
                           f"docker://{reference}"], check=True, capture_output=True).stdout
     import hashlib
