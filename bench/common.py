@@ -108,6 +108,22 @@ def aipcc_build(cwd: Path, *args: str) -> float:
     return elapsed
 
 
+def payload_image(name: str, base: str, stamp: str, payload_mb: int,
+                  platform: str = "linux/amd64") -> None:
+    """Image NAME of PLATFORM built from BASE with a layer of its own: STAMP and PAYLOAD_MB
+    incompressible bytes (what the publish benchmarks copy). Copied in, not made by a RUN
+    step: a base of another architecture needs no emulation."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="aipcc-bench-payload-") as context:
+        (Path(context) / "stamp").write_text(stamp + "\n")
+        (Path(context) / "payload").write_bytes(os.urandom(payload_mb << 20))
+        subprocess.run(["buildah", "build", "-q", "--platform", platform, "-t", name,
+                        "-f", "-", context],
+                       input=f"FROM {base}\nCOPY stamp payload /\n",
+                       text=True, check=True, capture_output=True)
+
+
 def remove_images(prefix: str) -> None:
     listed = json.loads(subprocess.run(["buildah", "images", "--json"], check=True,
                                        capture_output=True, text=True).stdout or "[]") or []

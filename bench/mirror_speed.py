@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import REPO, as_installed  # noqa: E402
+from bench.common import REPO, as_installed, payload_image  # noqa: E402
 from tests.support.registry import Registry  # noqa: E402
 
 COUNT = 12
@@ -60,11 +60,7 @@ def main() -> int:
             entries, repos = [], {}
             for index in range(COUNT):
                 local = f"localhost/aipcc-test-release/bench{index}-{tag}"
-                subprocess.run(
-                    ["buildah", "build", "-q", "-t", local, "-f", "-", "."],
-                    input=f"FROM {BASE}\nRUN echo {tag}-{index} > /stamp && "
-                          f"head -c {payload_mb << 20} /dev/urandom > /payload\n",
-                    text=True, check=True, capture_output=True)
+                payload_image(local, BASE, f"{tag}-{index}", payload_mb)
                 names.append(local)
                 reference = f"{src}/aipcc/base-images/img{index}:3.0-1"
                 digest = subprocess.run(

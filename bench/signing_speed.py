@@ -5,14 +5,24 @@ and `verify` of one image against `skopeo inspect` of it (shortest of several ru
 ratio, target <= 2).
 
 Each image is busybox plus a layer of PAYLOAD_MB incompressible bytes of its own, as
-bench/mirror_speed.py makes them. The report records each image's verdict as the build's
-gate writes it (the validator run on the pushed image), so the signed promote attests that
-verdict and does not validate again; the bench also says how long the validator alone
-takes on the same images (what a report without verdicts costs the signed promote).
+bench/mirror_speed.py makes them; with `--platforms 2` (as the demo release's images are,
+linux/amd64 and linux/arm64) an index of two such images, the second named arm64 in the
+index, each platform with its own verdict in the report: three manifests to sign per image
+(the index and each platform) and two to attest. The report records each image's verdict
+as the build's gate writes it (the validator run on the pushed image), so the signed
+promote attests that verdict and does not validate again; the bench also says how long
+the validator alone takes on the same images (what a report without verdicts costs the
+signed promote).
 
-Usage: python bench/signing_speed.py [--payload-mb N] [--verify-only]   (needs buildah,
-skopeo, docker-registry; --verify-only: one image promoted once, signed, and only the
-verify figures, in a minute rather than a few)
+`--base debian` builds each platform on the demo's own base image (Debian 12 from
+scripts/base-os, amd64 and arm64: one large layer every image of the release shares), as
+the demo's images are; with `--platforms 2 --payload-mb 8` (the release's CUDA runtime
+wheels are about that much) the bench is a promote of the demo release's shape.
+
+Usage: python bench/signing_speed.py [--payload-mb N] [--platforms 1|2]
+    [--base busybox|debian] [--verify-only]   (needs buildah, skopeo, docker-registry;
+    --verify-only: one image promoted once, signed, and only the verify figures, in a
+    minute rather than a few)
 """
 
 from __future__ import annotations
@@ -29,13 +39,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import REPO, as_installed, shortest  # noqa: E402
+from bench.common import REPO, as_installed, payload_image, shortest  # noqa: E402
 from tests.support.registry import Registry  # noqa: E402
 
 COUNT = 6
 ROUNDS = 3
 PAYLOAD_MB = 16
 BASE = "localhost/aipcc-demo/busybox:latest"
+# The demo's base image of each platform (scripts/base-os [--arch arm64]).
+DEBIAN = {"amd64": "localhost/aipcc/debian:bookworm",
+          "arm64": "localhost/aipcc/debian:bookworm-arm64"}
 PRODUCT = {"name": "aipcc", "version": "3.0", "moving_tags": ["{version}", "latest"]}
 
 
@@ -58,13 +71,24 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--payload-mb", type=int, default=PAYLOAD_MB,
                         help="incompressible MB in each image's own layer")
+    parser.add_argument("--platforms", type=int, choices=(1, 2), default=1,
+                        help="platforms of each image (the demo release's have 2)")
+    parser.add_argument("--base", choices=("busybox", "debian"), default="busybox",
+                        help="what each image is built on (the demo's: debian)")
     parser.add_argument("--verify-only", action="store_true",
                         help="only the verify figures: one image, one signed promote")
     options = parser.parse_args()
-    payload_mb = options.payload_mb
     count, rounds = (1, 1) if options.verify_only else (COUNT, ROUNDS)
-    subprocess.run([str(REPO / "scripts" / "base-image"), BASE], check=True,
-                   capture_output=True)
+    payload_mb, platforms = options.payload_mb, options.platforms
+    if options.base == "debian":
+        bases = DEBIAN
+        for arch in ("amd64", "arm64")[:platforms]:
+            subprocess.run([str(REPO / "scripts" / "base-os"), "--arch", arch], check=True,
+                           capture_output=True)
+    else:
+        bases = {"amd64": BASE, "arm64": BASE}
+        subprocess.run([str(REPO / "scripts" / "base-image"), BASE], check=True,
+                       capture_output=True)
     env = as_installed()
     tag = uuid.uuid4().hex[:8]
     names: list[str] = []
@@ -81,25 +105,19 @@ def main() -> int:
             src = fresh("src")
             entries = []
             for index in range(count):
-                local = f"localhost/aipcc-test-release/sign{index}-{tag}"
-                subprocess.run(
-                    ["buildah", "build", "-q", "-t", local, "-f", "-", "."],
-                    input=f"FROM {BASE}\nRUN echo {tag}-{index} > /stamp && "
-                          f"head -c {payload_mb << 20} /dev/urandom > /payload\n",
-                    text=True, check=True, capture_output=True)
-                names.append(local)
                 reference = f"{src}/aipcc/base-images/img{index}:3.0-1"
-                digest = subprocess.run(
-                    ["buildah", "push", "--tls-verify=false", "--quiet", "--digestfile",
-                     "/dev/stdout", local, f"docker://{reference}"],
-                    check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1]
-                entries.append({"key": f"base/img{index}", "reference": reference,
-                                "status": "ok", "digest": digest})
+                entries += _pushed(reference, f"{tag}-{index}", payload_mb, platforms,
+                                   bases, names)
             cache = root / "cache"
             env["AIPCC_BUILD_CACHE"] = str(cache)
-            for entry, record in zip(entries, _gate_verdicts(
-                    [str(e["reference"]) for e in entries], env)):
-                entry["verdict"] = record
+            # Each platform's manifest judged by its digest (the bench's busybox "arm64"
+            # is amd64 inside: judged through the index, it would fail as one).
+            verdicts = _gate_verdicts([f"{str(e['reference']).rsplit(':', 1)[0]}@"
+                                       f"{e['digest']}" for e in entries], env)
+            for entry, record in zip(entries, verdicts):
+                # The platform the report names (the busybox "arm64" is amd64 inside).
+                entry["verdict"] = {**record, "platform": entry.get("platform")
+                                    or record["platform"]}
             report = root / "report.json"
             report.write_text(json.dumps({"schema": 1, "build_id": "1", "registry": src,
                                           "product": PRODUCT, "images": entries}))
@@ -153,8 +171,8 @@ def main() -> int:
             if names:
                 subprocess.run(["buildah", "rmi", "-f", *names], capture_output=True)
     if not options.verify_only:
-        _promote_figures(payload_mb, unsigned, signed_run, unsigned_cpu, signed_cpu,
-                         validated)
+        _promote_figures(options.base, payload_mb, platforms, unsigned, signed_run,
+                         unsigned_cpu, signed_cpu, validated)
     print(f"verify of one image: {verify_wall:.3f} s; skopeo inspect of it: "
           f"{inspect_wall:.3f} s; ratio {verify_wall / inspect_wall:.2f} (target <= 2)")
     print(f"in CPU time (user + system): verify {verify_cpu:.3f} s; skopeo inspect "
@@ -166,9 +184,11 @@ def main() -> int:
     return 0
 
 
-def _promote_figures(payload_mb: int, unsigned: float, signed_run: float,
-                     unsigned_cpu: float, signed_cpu: float, validated: float) -> None:
-    print(f"promote of {COUNT} images (busybox + {payload_mb} MB each) into an empty "
+def _promote_figures(base: str, payload_mb: int, platforms: int, unsigned: float,
+                     signed_run: float, unsigned_cpu: float, signed_cpu: float,
+                     validated: float) -> None:
+    print(f"promote of {COUNT} images ({base} + {payload_mb} MB each, {platforms} "
+          f"platform{'s' if platforms > 1 else ''}) into an empty "
           f"registry, shortest of {ROUNDS}: {unsigned:.2f} s; signed and attested: "
           f"{signed_run:.2f} s; ratio {signed_run / unsigned:.2f} (target <= 1.1)")
     print(f"CPU time (promote and its skopeo processes): {unsigned_cpu:.2f} s; signed: "
@@ -178,9 +198,55 @@ def _promote_figures(payload_mb: int, unsigned: float, signed_run: float,
           f"{validated / unsigned:.2f} of the unsigned promote")
 
 
+def _pushed(reference: str, stamp: str, payload_mb: int, platforms: int,
+            bases: dict[str, str], names: list[str]) -> list[dict[str, object]]:
+    """One image pushed to REFERENCE (an index of PLATFORMS when more than one), each
+    platform on its base of BASES: its report entries, one per platform as the build
+    writes them (the verdicts to come)."""
+    built = []
+    for arch in ("amd64", "arm64")[:platforms]:
+        local = f"localhost/aipcc-test-release/sign-{stamp}-{arch}"
+        # busybox is amd64 alone: its arm64 is one by the index's word only.
+        payload_image(local, bases[arch], f"{stamp}-{arch}", payload_mb,
+                      "linux/amd64" if bases[arch] == BASE else f"linux/{arch}")
+        names.append(local)
+        built.append((local, arch))
+    if platforms == 1:
+        digest = subprocess.run(
+            ["buildah", "push", "--tls-verify=false", "--quiet", "--digestfile",
+             "/dev/stdout", built[0][0], f"docker://{reference}"],
+            check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1]
+        return [{"key": f"base/{_name(reference)}", "reference": reference, "status": "ok",
+                 "digest": digest}]
+    index = f"localhost/aipcc-test-release/sign-{stamp}-index"
+    subprocess.run(["buildah", "manifest", "create", index], check=True,
+                   capture_output=True)
+    try:
+        for local, arch in built:
+            subprocess.run(["buildah", "manifest", "add", "--arch", arch, index,
+                            f"containers-storage:{local}"], check=True, capture_output=True)
+        subprocess.run(["buildah", "manifest", "push", "--all", "--tls-verify=false", index,
+                        f"docker://{reference}"], check=True, capture_output=True)
+    finally:  # `buildah rmi` leaves a manifest list
+        subprocess.run(["buildah", "manifest", "rm", index], capture_output=True)
+    raw = subprocess.run(["skopeo", "inspect", "--raw", "--tls-verify=false",
+                          f"docker://{reference}"], check=True, capture_output=True).stdout
+    import hashlib
+
+    instances = [m["digest"] for m in json.loads(raw)["manifests"]]
+    return [{"key": f"base/{_name(reference)}", "reference": reference,
+             "platform": f"linux/{arch}", "status": "ok", "digest": instance,
+             "list_digest": "sha256:" + hashlib.sha256(raw).hexdigest()}
+            for (_, arch), instance in zip(built, instances)]
+
+
+def _name(reference: str) -> str:
+    return reference.rsplit("/", 1)[-1].split(":", 1)[0]
+
+
 def _gate_verdicts(references: list[str], env: dict[str, str]) -> list[dict[str, object]]:
     """The verdict record the build's gate writes into its report for each of
-    REFERENCES (the validator on the pushed image)."""
+    REFERENCES (the validator on the pushed image: each a single manifest)."""
     script = ("import json, sys\n"
               "from aipcc_build.imagebuild.build_report import verdict_record\n"
               "from aipcc_build.tools.skopeo import Skopeo\n"

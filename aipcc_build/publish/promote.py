@@ -34,7 +34,7 @@ from ..tools.retry import Retry, with_retries
 from ..tools.runner import Runner
 from ..tools.skopeo import Skopeo
 from . import COPY_JOBS
-from .release_signing import SigningResult, judge_promoted, sign_promoted
+from .release_signing import PromoteSigning, SigningResult, judge_promoted
 from .signing import Signer
 from .transfer import (
     Copy,
@@ -311,9 +311,9 @@ def promote(request: PromoteRequest, runner: Optional[Runner] = None,
                              skipped=tuple(skipped), dry_run=True, product=product)
     present = {c.key for c in skipped}
     signed: list[SigningResult] = []
-    sign_some = sign_promoted(copies, request.signer, build_id, verdicts,
-                              tls_verify=request.tls_verify, authfile=request.authfile,
-                              retry=request.retry) if request.signer is not None else None
+    signing_hooks = PromoteSigning(
+        copies, request.signer, build_id, verdicts, tls_verify=request.tls_verify,
+        authfile=request.authfile, retry=request.retry) if request.signer is not None else None
     looked: dict[str, Optional[str]] = {c.dest: c.digest for c in skipped}
     recorded = {str(e.digest): e.platforms for e in entries}
 
@@ -349,8 +349,8 @@ def promote(request: PromoteRequest, runner: Optional[Runner] = None,
                            retry=request.retry, jobs=1, probe=probe, looked=looked,
                            platforms=recorded)
         # Every image, wholly skipped ones too: a rerun completes what a refusal left.
-        if sign_some is not None and not any(s.problem for s in served):
-            signed.append(sign_some(group))
+        if signing_hooks is not None and not any(s.problem for s in served):
+            signed.append(signing_hooks.sign(group, {s.digest: s.manifest for s in served}))
         return served
 
     by_key: dict[str, list[Copy]] = {}
@@ -362,6 +362,9 @@ def promote(request: PromoteRequest, runner: Optional[Runner] = None,
     # next image starts copying as soon as the copies of one are made.
     with ThreadPoolExecutor(max_workers=request.jobs) as after:
         def copied(key: str) -> Future[list[Served]]:
+            if signing_hooks is not None and len(missing.get(key, [])) == len(by_key[key]):
+                # Released anew: its unsigned blobs go up while it copies.
+                after.submit(signing_hooks.prepare, key)
             release_copies(key)
             return after.submit(check_and_sign, key)
 
@@ -375,7 +378,7 @@ def promote(request: PromoteRequest, runner: Optional[Runner] = None,
         raise CheckFailed("the destination does not serve what was sent: " +
                           "; ".join(bad.problem for _, bad in wrong))
     signing = None
-    if sign_some is not None:
+    if signing_hooks is not None:
         signing = SigningResult(sum(s.signatures for s in signed),
                                 sum(s.attestations for s in signed))
     result = PromoteResult(

@@ -89,11 +89,12 @@ def push_artifact(registry: Store, subject: Subject, artifact_type: str,
                                                        dict(annotations or {}))])[0]
 
 
-def push_artifacts(registry: Store, subject: Subject, artifacts: list[Artifact]
-                   ) -> list[str]:
+def push_artifacts(registry: Store, subject: Subject, artifacts: list[Artifact],
+                   fallback: Optional[list[dict[str, Any]]] = None) -> list[str]:
     """Each of ARTIFACTS as a referrer of SUBJECT, without looking for one there; their
     manifests' digests. Where the registry has no referrers API, one write of the
-    fallback index lists them all."""
+    fallback index lists them all: FALLBACK, its entries as `listing` just read them
+    (not read again), else as the registry serves it now."""
     if not artifacts:
         return []
     manifests = []
@@ -123,43 +124,55 @@ def push_artifacts(registry: Store, subject: Subject, artifacts: list[Artifact]
                 descriptor["annotations"] = dict(artifact.annotations)
             unindexed.append(descriptor)
     if unindexed:
-        _add_to_fallback(registry, subject, unindexed)
+        _add_to_fallback(registry, subject, unindexed, fallback)
     return [digest_of(body) for body in manifests]
 
 
-def _add_to_fallback(registry: Store, subject: Subject,
-                     descriptors: list[dict[str, Any]]) -> None:
-    tag = referrers_tag(subject.digest)
-    found = registry.get_manifest(subject.repository, tag)
-    manifests: list[dict[str, Any]] = []
-    if found is not None:
-        try:
-            manifests = [m for m in json.loads(found[0]).get("manifests") or []
-                         if isinstance(m, dict)]
-        except (ValueError, AttributeError):
-            manifests = []  # not an index: replaced by one
+def _add_to_fallback(registry: Store, subject: Subject, descriptors: list[dict[str, Any]],
+                     manifests: Optional[list[dict[str, Any]]] = None) -> None:
+    """DESCRIPTORS added to SUBJECT's fallback index, whose entries are MANIFESTS when
+    the caller has just read them."""
+    if manifests is None:
+        manifests = _fallback_entries(registry, subject.repository, subject.digest)
     listed = {m.get("digest") for m in manifests}
     new = [d for d in descriptors if d["digest"] not in listed]
     if not new:
         return
     index = {"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": [*manifests, *new]}
-    registry.put_manifest(subject.repository, tag, canonical(index), OCI_INDEX)
+    registry.put_manifest(subject.repository, referrers_tag(subject.digest),
+                          canonical(index), OCI_INDEX)
+
+
+def _fallback_entries(registry: Store, repository: str, digest: str
+                      ) -> list[dict[str, Any]]:
+    """The entries of DIGEST's fallback index (none when there is none, or when what the
+    tag holds is no index: a write replaces it with one)."""
+    tagged = registry.get_manifest(repository, referrers_tag(digest))
+    if tagged is None:
+        return []
+    try:
+        return [m for m in json.loads(tagged[0]).get("manifests") or []
+                if isinstance(m, dict)]
+    except (ValueError, AttributeError):
+        return []
+
+
+def listing(registry: Store, repository: str, digest: str
+            ) -> tuple[list[dict[str, Any]], Optional[list[dict[str, Any]]]]:
+    """(the descriptors of DIGEST's referrers, the entries of its fallback index when they
+    were read from the fallback tag: None when the registry has the referrers API)."""
+    found = registry.referrers(repository, digest)
+    if found is not None:
+        return found, None
+    entries = _fallback_entries(registry, repository, digest)
+    return entries, entries
 
 
 def list_referrers(registry: Store, repository: str, digest: str,
                    artifact_type: Optional[str] = None) -> list[dict[str, Any]]:
     """The descriptors of DIGEST's referrers (of ARTIFACT_TYPE when given): the
     referrers API's, else the fallback tag's."""
-    found = registry.referrers(repository, digest)
-    if found is None:
-        tagged = registry.get_manifest(repository, referrers_tag(digest))
-        found = []
-        if tagged is not None:
-            try:
-                found = [m for m in json.loads(tagged[0]).get("manifests") or []
-                         if isinstance(m, dict)]
-            except (ValueError, AttributeError):
-                found = []
+    found, _ = listing(registry, repository, digest)
     return [m for m in found if artifact_type is None
             or m.get("artifactType") == artifact_type]
 

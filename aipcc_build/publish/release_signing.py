@@ -10,21 +10,23 @@ the validator runs again on the released digest only where the report has none."
 from __future__ import annotations
 
 import base64
+import contextlib
 import functools
 import json
+import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from .. import __version__
 from ..errors import CheckFailed
 from ..image_reference import repository_of
-from ..oci import INDEX_TYPES, OCI_MANIFEST
+from ..oci import INDEX_TYPES, OCI_INDEX, OCI_MANIFEST
 from ..tools.oci_registry import DIGEST, Registry, RegistryRefused, digest_of, side_by_side
-from ..tools.retry import Retry, with_retries
+from ..tools.retry import Retry, TransientAnswer, with_retries
 from . import attestations
 from .attestations import Provenance
-from .referrers import Store, Subject, canonical
+from .referrers import EMPTY, Store, Subject, canonical
 from .signing import (
     SIGNATURE_ANNOTATION,
     SIMPLE_SIGNING,
@@ -54,6 +56,9 @@ class Released:
     source: str
     digest: str
     dests: tuple[str, ...]
+    # The manifest's bytes as promote read them back from the destination by DIGEST
+    # (hashed): not asked for again. Empty: read from the registry.
+    manifest: bytes = b""
 
 
 @dataclass
@@ -127,18 +132,46 @@ def signatures(registry: Store, path: str, digest: str
     return layers, [(data, signature) for data, (_, signature) in zip(payloads, signed)]
 
 
+class Drafts:
+    """The unsigned documents of a run's signatures and attestations (simple-signing
+    payloads, SBOMs), each made once: what `prepare` uploads while an image copies is,
+    byte for byte, what its signing names after the read-back (a payload holds its time,
+    an SBOM its serial number)."""
+
+    def __init__(self) -> None:
+        self._made: dict[tuple[str, ...], bytes] = {}
+        self._lock = threading.Lock()
+
+    def payload(self, identity: str, digest: str) -> bytes:
+        return self._once(("payload", identity, digest),
+                          lambda: payload(identity, digest, CREATOR))
+
+    def sbom(self, verdict: ImageVerdict, digest: str, name: str) -> bytes:
+        return self._once(("sbom", digest, name),
+                          lambda: attestations.sbom(verdict, digest, name))
+
+    def _once(self, key: tuple[str, ...], make: Callable[[], bytes]) -> bytes:
+        with self._lock:
+            made = self._made.get(key)
+            if made is None:
+                made = self._made[key] = make()
+        return made
+
+
 def sign(registry: Registry, path: str, digest: str, identities: Sequence[str],
-         signer: Signer) -> int:
+         signer: Signer, drafts: Optional[Drafts] = None) -> int:
     """A signature of DIGEST as each of IDENTITIES (HOST/REPO:TAG) by SIGNER in its
     sigstore attachment, appended to the ones there (one write of the attachment); the
-    number written (none for an identity already signed)."""
+    number written (none for an identity already signed). DRAFTS: the payloads, when
+    some may be uploaded already."""
+    drafts = drafts or Drafts()
     layers, pairs = signatures(registry, path, digest)
     public = signer.public_key
     signed = set(verified_identities(pairs, digest, public))
     missing = [identity for identity in dict.fromkeys(identities) if identity not in signed]
     blobs = []
     for identity in missing:
-        data = payload(identity, digest, CREATOR)
+        data = drafts.payload(identity, digest)
         signature = signer.sign(data)
         blobs.append(data)
         layers.append({"mediaType": SIMPLE_SIGNING, "digest": digest_of(data),
@@ -153,15 +186,19 @@ def _put_signatures(registry: Store, path: str, digest: str,
                     layers: list[dict[str, Any]], blobs: Sequence[bytes]) -> None:
     """DIGEST's sigstore attachment, of LAYERS: BLOBS (those of its layers not yet in
     PATH) and its config uploaded side by side, then its manifest."""
-    config = canonical({"architecture": "", "os": "", "config": {},
-                        "rootfs": {"type": "layers",
-                                   "diff_ids": [x["digest"] for x in layers]}})
+    config = _signatures_config([x["digest"] for x in layers])
     registry.put_blobs(path, [*blobs, config])
     manifest = {"schemaVersion": 2, "mediaType": OCI_MANIFEST,
                 "config": {"mediaType": OCI_CONFIG, "digest": digest_of(config),
                            "size": len(config)},
                 "layers": layers}
     registry.put_manifest(path, signature_tag(digest), canonical(manifest), OCI_MANIFEST)
+
+
+def _signatures_config(layers: Sequence[str]) -> bytes:
+    """The config of a sigstore attachment of the layers (digests) LAYERS."""
+    return canonical({"architecture": "", "os": "", "config": {},
+                      "rootfs": {"type": "layers", "diff_ids": list(layers)}})
 
 
 def verified_identities(pairs: Sequence[tuple[bytes, bytes]], digest: str,
@@ -186,17 +223,19 @@ def sign_release(released: Sequence[Released], signer: Signer, build_id: str,
                  validator: Validator, registries: Registries,
                  retry: Optional[Retry] = None,
                  on_retry: Optional[Callable[[int, float, str], None]] = None,
-                 jobs: int = 1) -> SigningResult:
+                 jobs: int = 1, drafts: Optional[Drafts] = None) -> SigningResult:
     """Sign and attest every image of RELEASED (see the module), JOBS at once. CheckFailed
     naming the image when a registry refuses, after the retries of a transient failure:
-    what was written stays, a rerun completes the rest."""
+    what was written stays, a rerun completes the rest. DRAFTS: the unsigned documents
+    `prepare` made and uploaded, if it ran."""
+    made = drafts or Drafts()
     from .transfer import each
 
     def one(image: Released) -> tuple[int, int]:
         written = [0, 0]
         try:
             with_retries(lambda: _sign_image(image, signer, build_id, validator, registries,
-                                             written),
+                                             written, made),
                          retry or Retry(), on_retry or (lambda n, wait, why: None))
         except RegistryRefused as exc:
             raise CheckFailed(f"{image.key}: {exc}: the release is not completely signed "
@@ -208,7 +247,7 @@ def sign_release(released: Sequence[Released], signer: Signer, build_id: str,
 
 
 def _sign_image(image: Released, signer: Signer, build_id: str, validator: Validator,
-                registries: Registries, written: list[int]) -> None:
+                registries: Registries, written: list[int], drafts: Drafts) -> None:
     """IMAGE's signatures and its attestations, the two side by side (each a few small
     requests in a row): the last image signed is what a signed promote waits for."""
     repositories: dict[str, list[str]] = {}
@@ -217,35 +256,48 @@ def _sign_image(image: Released, signer: Signer, build_id: str, validator: Valid
     verdicts = validator(f"docker://{image.source}")
     for repository, dests in repositories.items():
         registry, path = registries.of(repository)
-        top, platforms = instances(registry, path, image.digest)
+        top, platforms = instances(registry, path, image.digest, (
+            image.manifest, _media_type(image.manifest)) if image.manifest else None)
         subjects = ([top] if top not in platforms else []) + platforms
         provenance = Provenance(image.key, build_id)
+        # Each manifest's signatures (the index's and each platform's: attachments of
+        # their own) and each platform's attestations, all side by side.
         work: list[Callable[[], int]] = [
-            functools.partial(_sign_all, registry, path, subjects, dests, signer),
+            *(functools.partial(sign, registry, path, subject.digest, dests, signer, drafts)
+              for subject in subjects),
             *(functools.partial(_attest, registry, subject,
                                 _verdict_of(verdicts, subject.digest, len(platforms)),
-                                f"{repository}@{subject.digest}", provenance, signer)
+                                f"{repository}@{subject.digest}", provenance, signer, drafts)
               for subject in platforms)]
         counts = side_by_side(work)
-        written[0] += counts[0]
-        written[1] += sum(counts[1:])
+        written[0] += sum(counts[:len(subjects)])
+        written[1] += sum(counts[len(subjects):])
 
 
-def _sign_all(registry: Registry, path: str, subjects: Sequence[Subject],
-              identities: Sequence[str], signer: Signer) -> int:
-    return sum(sign(registry, path, subject.digest, identities, signer)
-               for subject in subjects)
+def _media_type(manifest: bytes) -> str:
+    """The media type a manifest's bytes say (an index by its list of manifests when they
+    name none)."""
+    try:
+        document = json.loads(manifest)
+    except ValueError:
+        return OCI_MANIFEST
+    if not isinstance(document, dict):
+        return OCI_MANIFEST
+    named = document.get("mediaType")
+    if isinstance(named, str) and named:
+        return named
+    return OCI_INDEX if isinstance(document.get("manifests"), list) else OCI_MANIFEST
 
 
 def _attest(registry: Registry, subject: Subject, verdict: ImageVerdict, name: str,
-            provenance: Provenance, signer: Signer) -> int:
+            provenance: Provenance, signer: Signer, drafts: Drafts) -> int:
     """SUBJECT's SBOM and signed verdict as its referrers, each unless one is there already
     (the verdict: one by the same key saying the same), in one listing and (without a
     referrers API) one write of the fallback index; the number written."""
-    from .referrers import Artifact, list_referrers, push_artifacts, read_artifact
+    from .referrers import Artifact, listing, push_artifacts, read_artifact
 
     document = attestations.statement(verdict, subject.digest, name, provenance)
-    present = list_referrers(registry, subject.repository, subject.digest)
+    present, fallback = listing(registry, subject.repository, subject.digest)
     same: dict[str, Callable[[bytes], bool]] = {
         attestations.SBOM_MEDIA_TYPE: lambda data: True,
         attestations.VERDICT_ARTIFACT_TYPE: functools.partial(
@@ -263,13 +315,13 @@ def _attest(registry: Registry, subject: Subject, verdict: ImageVerdict, name: s
     missing = []
     if not there(attestations.SBOM_MEDIA_TYPE):
         missing.append(Artifact(attestations.SBOM_MEDIA_TYPE, attestations.SBOM_MEDIA_TYPE,
-                                attestations.sbom(verdict, subject.digest, name)))
+                                drafts.sbom(verdict, subject.digest, name)))
     if not there(attestations.VERDICT_ARTIFACT_TYPE):
         missing.append(Artifact(
             attestations.VERDICT_ARTIFACT_TYPE, attestations.DSSE_MEDIA_TYPE,
             attestations.envelope(document, signer),
             {attestations.PREDICATE_ANNOTATION: attestations.VERDICT_PREDICATE}))
-    return len(push_artifacts(registry, subject, missing))
+    return len(push_artifacts(registry, subject, missing, fallback))
 
 
 def _same_verdict(old: bytes, document: dict[str, Any], key: PublicKey) -> bool:
@@ -338,20 +390,63 @@ def judge_promoted(copies: Sequence[Any], *, tls_verify: bool, runner: Any = Non
     return verdicts_of.__getitem__
 
 
-def sign_promoted(copies: Sequence[Any], signer: Signer, build_id: str, verdicts: Validator,
-                  *, tls_verify: bool, authfile: Optional[str], retry: Retry
-                  ) -> Callable[[Sequence[Any]], SigningResult]:
-    """promote's hook for its copies: a function that signs and attests the images of
-    some of COPIES (all of an image's copies made), with the VERDICTS judge_promoted
-    found, so that promote signs each image as soon as it is copied, while others copy."""
-    registries = Registries(tls_verify, authfile)
-    by_key = {image.key: image for image in released_images(copies)}
+def _prepare(image: Released, verdicts: list[ImageVerdict], registries: Registries,
+             drafts: Drafts) -> None:
+    """The unsigned blobs IMAGE's signing will name, uploaded before its read-back: the
+    simple-signing payload of each manifest (the index and each platform, as VERDICTS
+    name them by digest) for each tag, the config of each sigstore attachment, each
+    platform's SBOM and the attestations' empty config. Nothing here signs or attests: a
+    signature is in its attachment's manifest, not in a blob, and no manifest names these
+    blobs before the read-back; what is left then is the attachments, the signed verdicts
+    and the referrer manifests, a few requests instead of a few dozen."""
+    platforms = [v.digest for v in verdicts if v.digest and v.digest != image.digest] \
+        or [image.digest]
+    subjects = ([image.digest] if image.digest not in platforms else []) + platforms
+    repositories: dict[str, list[str]] = {}
+    for dest in image.dests:
+        repositories.setdefault(repository_of(dest), []).append(dest)
+    for repository, dests in repositories.items():
+        registry, path = registries.of(repository)
+        blobs = [EMPTY]
+        for digest in subjects:
+            payloads = [drafts.payload(identity, digest) for identity in dict.fromkeys(dests)]
+            blobs += [*payloads, _signatures_config([digest_of(p) for p in payloads])]
+        blobs += [drafts.sbom(_verdict_of(verdicts, digest, len(platforms)), digest,
+                              f"{repository}@{digest}") for digest in platforms]
+        registry.put_blobs(path, blobs)
 
-    def sign_some(done: Sequence[Any]) -> SigningResult:
-        images = [by_key[key] for key in dict.fromkeys(c.key for c in done)]
-        return sign_release(images, signer, build_id, verdicts, registries, retry)
 
-    return sign_some
+class PromoteSigning:
+    """promote's hooks for its copies, with the VERDICTS judge_promoted found: `prepare`
+    while an image copies, `sign` once all its copies are made and read back, so that
+    promote signs each image as soon as it is copied, while others copy."""
+
+    def __init__(self, copies: Sequence[Any], signer: Signer, build_id: str,
+                 verdicts: Validator, *, tls_verify: bool, authfile: Optional[str],
+                 retry: Retry) -> None:
+        self._signer, self._build_id, self._verdicts = signer, build_id, verdicts
+        self._retry = retry
+        self._registries = Registries(tls_verify, authfile)
+        self._drafts = Drafts()
+        self._by_key = {image.key: image for image in released_images(copies)}
+
+    def prepare(self, key: str) -> None:
+        """The unsigned blobs of the image KEY uploaded (`_prepare`), for an image this
+        run releases anew: an image released before mostly has its signatures already,
+        and a payload holds its time, so its blobs would be new ones for nothing. Best
+        effort: what fails here is uploaded again, or reported, by `sign`."""
+        image = self._by_key[key]
+        with contextlib.suppress(CheckFailed, TransientAnswer, OSError):
+            _prepare(image, self._verdicts(f"docker://{image.source}"), self._registries,
+                     self._drafts)
+
+    def sign(self, done: Sequence[Any], manifests: Mapping[str, bytes]) -> SigningResult:
+        """DONE's images; MANIFESTS: their manifests' bytes read back, by digest."""
+        images = [replace(image, manifest=manifests.get(image.digest, b""))
+                  for image in (self._by_key[key]
+                                for key in dict.fromkeys(c.key for c in done))]
+        return sign_release(images, self._signer, self._build_id, self._verdicts,
+                            self._registries, self._retry, drafts=self._drafts)
 
 
 def carry(source: Store, source_path: str, dest: Store, dest_path: str, digest: str) -> int:

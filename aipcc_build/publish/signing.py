@@ -169,12 +169,15 @@ def load_signer(key_path: str, passphrase_file: Optional[str], *,
     passphrase = read_passphrase(passphrase_file)
 
     def unseal() -> Any:
+        # scrypt first: it lets other threads run, the imports after it do not (cryptography
+        # takes a third as long to import as scrypt takes), so the plan and looks of the
+        # command run beside most of the decryption.
+        secret = _scrypt(passphrase, salt, n, r, p)
         from cryptography.hazmat.primitives.asymmetric import ec
         from cryptography.hazmat.primitives.serialization import load_der_private_key
         from nacl.exceptions import CryptoError
         from nacl.secret import SecretBox
 
-        secret = _scrypt(passphrase, salt, n, r, p)
         try:
             der = SecretBox(secret).decrypt(ciphertext, nonce)
         except (CryptoError, ValueError):

@@ -127,6 +127,7 @@ class Served:
     digest: str  # what was sent
     problem: str
     platforms: tuple[str, ...] = ()
+    manifest: bytes = b""  # REPO@DIGEST's bytes as read back (hashed), when they were
 
 
 def read_back(pairs: Sequence[tuple[str, str]], skopeo: Skopeo, *, tls_verify: bool,
@@ -152,31 +153,31 @@ def read_back(pairs: Sequence[tuple[str, str]], skopeo: Skopeo, *, tls_verify: b
 
     pause = time.sleep if sleep is None else sleep
 
-    def by_digest(image: tuple[str, str]) -> tuple[str, tuple[str, ...]]:
+    def by_digest(image: tuple[str, str]) -> tuple[str, tuple[str, ...], bytes]:
         ref = f"docker://{image[0]}@{image[1]}"
         raw = with_retries(lambda: skopeo.manifest(ref, tls_verify=tls_verify,
                                                    authfile=authfile), retry, _quiet, pause)
         if raw is None:
-            return f"{image[0]}@{image[1]} is not served", ()
+            return f"{image[0]}@{image[1]} is not served", (), b""
         if "sha256:" + hashlib.sha256(raw).hexdigest() != image[1]:
-            return f"{image[0]}@{image[1]} serves other bytes", ()
+            return f"{image[0]}@{image[1]} serves other bytes", (), b""
         try:
             manifest = json.loads(raw)
         except ValueError:
-            return f"{image[0]}@{image[1]} is not a manifest", ()
+            return f"{image[0]}@{image[1]} is not a manifest", (), b""
         listed = manifest.get("manifests") if isinstance(manifest, dict) else None
         if isinstance(listed, list):
             return "", tuple(dict.fromkeys(
                 _platform(m.get("platform")) for m in listed
-                if isinstance(m, dict) and _platform(m.get("platform"))))
+                if isinstance(m, dict) and _platform(m.get("platform")))), raw
         if not with_platforms:
-            return "", ()
+            return "", (), raw
         if (platforms or {}).get(image[1]):
-            return "", (platforms or {})[image[1]]
+            return "", (platforms or {})[image[1]], raw
         config = with_retries(lambda: skopeo.config_of(ref, tls_verify=tls_verify,
                                                        authfile=authfile), retry, _quiet, pause)
         found = _platform(config)
-        return "", (found,) if found else ()
+        return "", (found,) if found else (), raw
 
     def by_tag(dest: str) -> Optional[str]:
         ref = f"docker://{dest}"
@@ -195,11 +196,11 @@ def read_back(pairs: Sequence[tuple[str, str]], skopeo: Skopeo, *, tls_verify: b
                 [dest for dest, _ in pairs], jobs)
     served = []
     for (dest, digest), now in zip(pairs, tags):
-        problem, served_platforms = found[(repository_of(dest), digest)]
+        problem, served_platforms, raw = found[(repository_of(dest), digest)]
         if now != digest:
             problem = (f"{dest} serves {now or 'nothing'}, not the {digest} sent"
                        + (f"; {problem}" if problem else ""))
-        served.append(Served(dest, digest, problem, served_platforms))
+        served.append(Served(dest, digest, problem, served_platforms, raw))
     return served
 
 

@@ -26,7 +26,7 @@ from ..errors import CheckFailed, InputError
 from ..oci import DOCKER_MANIFEST, DOCKER_MANIFEST_LIST, OCI_INDEX, OCI_MANIFEST
 from ..patterns import lazy
 from . import http1
-from .registry_http import MAX_MANIFEST, TIMEOUT, _context
+from .registry_http import _PLAIN, MAX_MANIFEST, TIMEOUT, _context
 from .retry import TransientAnswer, parse_retry_after, transient_status
 
 ACCEPT = ", ".join((OCI_INDEX, OCI_MANIFEST, DOCKER_MANIFEST_LIST, DOCKER_MANIFEST))
@@ -136,8 +136,11 @@ class Registry:
             headers["Authorization"] = f"Bearer {self._tokens[scope]}"
         elif self._basic:
             headers["Authorization"] = f"Basic {self._basic}"
+        # A host the run found plain (registry_http's look-ups, or a thread of this
+        # client) is not asked for TLS first: threads starting together each failed a
+        # TLS handshake before the first answer said which scheme.
         schemes = [self._scheme] if self._scheme else (
-            ["https"] if self.tls_verify else ["https", "http"])
+            ["https"] if self.tls_verify else _PLAIN.get(self.host, ["https", "http"]))
         why = ""
         for scheme in schemes:
             try:
@@ -180,6 +183,8 @@ class Registry:
                 self._idle.setdefault((scheme, host), []).append(conn)
         if remember:
             self._scheme = scheme
+            if scheme == "http" and not self.tls_verify:
+                _PLAIN[host] = ["http"]
         return reply
 
     def _connect(self, scheme: str, host: str) -> http1.Connection:

@@ -93,6 +93,37 @@ def test_threads_side_by_side_take_the_connections_earlier_requests_left() -> No
         server.stop()
 
 
+def test_threads_one_after_another_share_one_connection(server: Server) -> None:
+    """Signing runs each image's requests in threads of their own (side_by_side): a
+    connection opened by one is taken by the next, not one opened per thread."""
+    from aipcc_build.tools.oci_registry import side_by_side
+
+    client = Registry(server.host, tls_verify=False)
+    client._scheme = "http"  # noqa: SLF001 (the plain-HTTP server: no TLS attempt first)
+    for _ in range(3):
+        assert side_by_side([lambda: client.get_manifest("rel/img", DIGEST)] * 2) \
+            == [(MANIFEST, OCI_MANIFEST)] * 2
+    # At most two at once: two connections, whichever threads asked.
+    assert server.connections <= (6 if server.closing else 2)
+
+
+def test_a_host_found_plain_is_not_asked_for_tls_again(server: Server) -> None:
+    """A registry the run found speaking plain HTTP (registry_http's look-ups, or another
+    client) gets no TLS attempt first: threads signing at once each failed a handshake."""
+    from aipcc_build.tools.registry_http import _PLAIN
+
+    try:
+        first = Registry(server.host, tls_verify=False)
+        assert first.get_manifest("rel/img", DIGEST) == (MANIFEST, OCI_MANIFEST)
+        assert server.connections == 2  # a TLS attempt, then plain HTTP
+        assert _PLAIN[server.host] == ["http"]
+        again = Registry(server.host, tls_verify=False)
+        assert again.get_manifest("rel/img", DIGEST) == (MANIFEST, OCI_MANIFEST)
+        assert server.connections == 3
+    finally:
+        _PLAIN.pop(server.host, None)
+
+
 def test_side_by_side_keeps_the_order_and_raises_the_first_failure() -> None:
     import time
 

@@ -1,0 +1,114 @@
+"""promote's signing hooks (release_signing.PromoteSigning) against an in-memory registry
+that records every request: what goes up while an image copies is unsigned and named by
+no manifest; after the read-back, only the attachments, the signed verdicts and the
+referrer manifests are written, with the manifest read back not asked for again and the
+fallback index read once. The real registry: tests/integration/test_signing.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Optional
+
+import pytest
+
+from aipcc_build.publish import attestations, release_signing
+from aipcc_build.publish import verify as verify_module
+from aipcc_build.publish.referrers import EMPTY, referrers_tag
+from aipcc_build.publish.release_signing import PromoteSigning
+from aipcc_build.publish.signing import load_signer, signature_tag, write_private_key
+from aipcc_build.publish.transfer import Copy
+from aipcc_build.publish.verify import VerifyRequest, verify
+from aipcc_build.tools.oci_registry import Reply
+from aipcc_build.tools.retry import Retry
+from aipcc_build.validate.results import Expectation, ImageVerdict
+from tests.unit.publish.test_verify import HOST, OCI_INDEX, OCI_MANIFEST, MemoryRegistry, digest
+
+
+class RecordingRegistry(MemoryRegistry):
+    """MemoryRegistry, each request recorded as (method, reference or blob digest)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.requests: list[tuple[str, str]] = []
+
+    def get_manifest(self, repository: str, reference: str) -> Optional[tuple[bytes, str]]:
+        self.requests.append(("GET", reference))
+        return super().get_manifest(repository, reference)
+
+    def put_manifest(self, repository: str, reference: str, body: bytes,
+                     media_type: str) -> Reply:
+        self.requests.append(("PUT", reference))
+        return super().put_manifest(repository, reference, body, media_type)
+
+    def put_blob(self, repository: str, data: bytes) -> str:
+        if digest(data) not in self.blobs:  # the real client sends a blob once a run
+            self.requests.append(("PUT blob", digest(data)))
+        return super().put_blob(repository, data)
+
+
+@pytest.fixture
+def signer(tmp_path: Path) -> Any:
+    (tmp_path / "pass").write_text("p\n")
+    write_private_key(str(tmp_path / "k.key"), b"p", n=1 << 10)
+    return load_signer(str(tmp_path / "k.key"), str(tmp_path / "pass"))
+
+
+def test_an_image_released_anew_has_only_its_signed_parts_written_after_its_read_back(
+        signer: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    memory = RecordingRegistry()
+    platforms = [json.dumps({"schemaVersion": 2, "mediaType": OCI_MANIFEST,
+                             "layers": [], "arch": arch}).encode()
+                 for arch in ("amd64", "arm64")]
+    index = json.dumps({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": [
+        {"mediaType": OCI_MANIFEST, "digest": digest(body), "size": len(body),
+         "platform": {"os": "linux", "architecture": arch}}
+        for body, arch in zip(platforms, ("amd64", "arm64"))]}).encode()
+    for body in platforms:
+        memory.put_manifest("rel/img", digest(body), body, OCI_MANIFEST)
+    tags = ("3.0-42", "latest")
+    for tag in tags:
+        memory.put_manifest("rel/img", tag, index, OCI_INDEX)
+    memory.requests.clear()
+
+    class Registries:
+        def __init__(self, *args: Any) -> None: ...
+
+        def of(self, repository: str) -> tuple[Any, str]:
+            return memory, repository.partition("/")[2]
+
+    monkeypatch.setattr(release_signing, "Registries", Registries)
+    monkeypatch.setattr(verify_module, "Registries", Registries)
+
+    def verdicts(ref: str) -> list[ImageVerdict]:
+        return [ImageVerdict(ref, f"linux/{arch}", expected=Expectation("cpu"),
+                             digest=digest(body))
+                for body, arch in zip(platforms, ("amd64", "arm64"))]
+
+    copies = [Copy("base/img", f"src.io/b/img@{digest(index)}", f"{HOST}/rel/img:{tag}",
+                   digest(index)) for tag in tags]
+    hooks = PromoteSigning(copies, signer, "42", verdicts, tls_verify=False, authfile=None,
+                           retry=Retry())
+    hooks.prepare("base/img")
+    # While it copies: blobs alone, none of them signed (a signature is in its
+    # attachment's manifest), and no manifest written.
+    assert {method for method, _ in memory.requests} == {"PUT blob"}
+    prepared = {blob for _, blob in memory.requests}
+    assert digest(EMPTY) in prepared
+    assert all(b"payloadType" not in memory.blobs[blob] for blob in prepared)  # no DSSE
+    memory.requests.clear()
+
+    result = hooks.sign(copies, {digest(index): index})
+    # Three manifests signed as two tags each; each platform's SBOM and verdict.
+    assert (result.signatures, result.attestations) == (6, 4)
+    uploaded = [blob for method, blob in memory.requests if method == "PUT blob"]
+    assert sorted(json.loads(memory.blobs[blob])["payloadType"] for blob in uploaded) \
+        == [attestations.IN_TOTO_PAYLOAD] * 2  # the two signed verdicts alone
+    read = [reference for method, reference in memory.requests if method == "GET"]
+    assert digest(index) not in read  # read back by promote: not asked for again
+    for body in platforms:
+        assert read.count(referrers_tag(digest(body))) == 1  # listed once, then extended
+    for subject in (index, *platforms):
+        assert read.count(signature_tag(digest(subject))) == 1
+    verified = verify(VerifyRequest((f"{HOST}/rel/img:{tags[1]}",), str(tmp_path / "k.pub")))
+    assert verified.images[0].problems == ()
