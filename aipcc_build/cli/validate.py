@@ -55,8 +55,7 @@ def parse_gpu_archs(value: Optional[str]) -> Optional[tuple[str, ...]]:
 
 def _naming_option(outcome: Outcome) -> Outcome:
     """An unreadable image's error with the option that fixes it (--no-tls-verify)."""
-    from dataclasses import replace
-
+    from ..records import replace
     from . import option_of_field
 
     option = option_of_field(outcome.error_field) if outcome.error_field else None
@@ -126,8 +125,7 @@ def validate(context: Context, accelerators: tuple[str, ...], versions: tuple[st
                              bool(refs or matrix_file))
     if index_url is not None:
         raise click.UsageError("--index-url goes with --requirements")
-    from dataclasses import replace
-
+    from ..records import replace
     from ..report import validation
     from ..tools.skopeo import Skopeo
     from ..validate import Target

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from ..errors import AipccError, InputError
 from ..imagefs.blobs import LayerJob, TarSplitLayer
 from ..imagefs.image import PlatformImage, open_image
-from ..records import record
+from ..records import record, replace
 from ..tools.skopeo import TRANSPORTS, Skopeo
 from .cache import LayerCache, default_cache_dir
 from .gpu_code import BadArch, coverage_findings, final_device_code, parse_expected

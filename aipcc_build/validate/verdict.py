@@ -14,12 +14,12 @@ import fnmatch
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING, Optional
 
 from .. import image_labels
 from ..imagefs.tar import SYMLINK
 from ..patterns import lazy
+from ..records import replace
 from ..toolkit.components import (
     OWN_SCHEME,
     RELEASE_NUMBERED,

@@ -79,6 +79,8 @@ def test_warm_validate_loads_no_scanner_pool_or_heavy_module(tmp_path: Path) -> 
     # Nor any outside program: the answer is cached, so no runner and no subprocess; and
     # the handlers are set through `_signal`, without the `signal` module's enums.
     assert not {"aipcc_build.tools.runner", "subprocess", "signal"} & warm
+    # Its records are `records.record`s, which load no dataclasses (nor copy, with it).
+    assert not {"dataclasses", "copy"} & warm
     assert sorted(m for m in warm if m.startswith("aipcc_build.cli.")) == \
         sorted(["aipcc_build.cli.options", "aipcc_build.cli.signals", "aipcc_build.cli.validate"])
 
