@@ -198,8 +198,10 @@ def validate_image(
     """One verdict per platform of REF; its libraries' device code must run on each of
     GPU_ARCHS (which the findings say come from GPU_SOURCE). Raises InputError (or
     ToolError) when REF is unreadable."""
-    cache = LayerCache(cache_dir or default_cache_dir())
-    with open_image(ref, platform, skopeo) as opened:
+    root = cache_dir or default_cache_dir()
+    cache = LayerCache(root)
+    with open_image(ref, platform, skopeo,
+                    metadata_cache=root / "validate" / "containers-storage") as opened:
         jobs: dict[str, LayerJob] = {}
         for image in opened.images:
             for layer in image.layers:
