@@ -59,6 +59,8 @@ def test_version_loads_no_command_and_no_heavy_module(tmp_path: Path) -> None:
                   and m.split(".")[1] in ("cli", "tools")) == \
         ["aipcc_build.cli", "aipcc_build.cli.options"]
     assert "signal" not in modules
+    # Nor `locale`: no translation catalog is searched (gettext's look-ups load it).
+    assert "locale" not in modules
 
 
 def test_warm_validate_loads_no_scanner_pool_or_heavy_module(tmp_path: Path) -> None:
@@ -81,6 +83,8 @@ def test_warm_validate_loads_no_scanner_pool_or_heavy_module(tmp_path: Path) -> 
     assert not {"aipcc_build.tools.runner", "subprocess", "signal"} & warm
     # Its records are `records.record`s, which load no dataclasses (nor copy, with it).
     assert not {"dataclasses", "copy"} & warm
+    # Its options and help look nothing up in a translation catalog (`cli.options.LocalPath`).
+    assert "locale" not in warm
     assert sorted(m for m in warm if m.startswith("aipcc_build.cli.")) == \
         sorted(["aipcc_build.cli.options", "aipcc_build.cli.signals", "aipcc_build.cli.validate"])
 
