@@ -383,9 +383,11 @@ def with_transport(ref: str, skopeo: Skopeo) -> str:
     """REF as skopeo takes it. A bare reference (quay.io/ns/name:tag, as the matrix and
     podman print them) is read as podman does: from local storage when the image is there,
     else from its registry; the transport chosen stays in the reference the report shows."""
-    from ..image_reference import is_reference
+    if ref.partition(":")[0] in TRANSPORTS:
+        return ref
+    from ..image_reference import is_reference  # here: a reference with its transport needs none
 
-    if ref.partition(":")[0] in TRANSPORTS or not is_reference(ref):
+    if not is_reference(ref):
         return ref
     local = f"containers-storage:{ref}"
     return local if skopeo.exists(local) else f"docker://{ref}"
