@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Optional
 
 from .. import image_labels
-from ..imagefs.tar import SYMLINK
+from ..imagefs.kinds import SYMLINK
 from ..patterns import lazy
 from ..records import replace
 from ..toolkit.components import (

@@ -75,6 +75,8 @@ def test_warm_validate_loads_no_scanner_pool_or_heavy_module(tmp_path: Path) -> 
     # read of the layers, no process pool, no other command.
     assert not {"aipcc_build.validate.layers", "aipcc_build.validate.device_code",
                 "aipcc_build.imagefs.lookup"} & warm
+    # The final-tree model of cached scans reads no tar (its kinds are `imagefs.kinds`).
+    assert not {"aipcc_build.imagefs.tar", "zlib"} & warm
     # An image aipcc-build did not label has no constraints to judge: their module waits.
     assert "aipcc_build.toolkit.constraints" not in warm
     assert "concurrent.futures.process" not in warm
