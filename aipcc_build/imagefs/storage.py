@@ -29,7 +29,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import stat
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -151,19 +150,13 @@ def _cache_entry(cache: Path, path: Path) -> Path:
 def _cached_answers(entry: Path, path: Path, data: bytes) -> dict[str, Any]:
     """The answers ENTRY keeps for PATH holding exactly DATA; none when it keeps another
     file's, other bytes, or is not a whole entry (a damaged or foreign file is a miss)."""
+    from ..fsutil import open_regular
+
     try:
-        fd = os.open(entry, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
-    except OSError:
-        return {}
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return {}
-        with os.fdopen(os.dup(fd), "rb") as handle:
+        with open_regular(entry) as handle:  # a FIFO there is not waited on
             kept = handle.read()
     except OSError:
         return {}
-    finally:
-        os.close(fd)
     header, newline, copy = kept.partition(b"\n")
     if not newline or copy != data:
         return {}
@@ -194,7 +187,6 @@ def _answer(path: Path, question: str, work: Callable[[Any], T], cache: Optional
     answers[question] = answer
     header = json.dumps({"format": METADATA_CACHE_FORMAT, "path": str(path),
                          "answers": answers}, separators=(",", ":")).encode()
-    # Imported here: a warm validation writes nothing.
     from ..fsutil import write_atomic
 
     # A cache that cannot be written (read-only, full, or not a regular file there) costs
