@@ -202,12 +202,12 @@ def _big_data(store: Store, image_id: str, key: str) -> bytes:
     # containers/storage names the file after the key if it is all [0-9a-z.], else "=" and
     # the key in base64.
     plain = all(c == "." or "0" <= c <= "9" or "a" <= c <= "z" for c in key)
-    if plain:  # a manifest's key: a warm validation loads no base64 (issue 37)
+    if plain:
         name = key
-    else:
-        import base64
+    else:  # binascii's: the base64 module loads struct as well (issue 37)
+        import binascii
 
-        name = "=" + base64.b64encode(key.encode()).decode()
+        name = "=" + binascii.b2a_base64(key.encode(), newline=False).decode()
     try:
         return (store.images / image_id / name).read_bytes()
     except OSError as exc:
