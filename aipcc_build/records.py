@@ -70,7 +70,7 @@ def field(*, default: Any = _MISSING, default_factory: Any = _MISSING, repr: boo
 
 def _init(self: Any, *args: Any, **kwargs: Any) -> None:
     cls = type(self)
-    spec = cls.__record_init__
+    spec = cls.__record__[1]
     if len(args) > len(spec):
         raise TypeError(f"{cls.__qualname__}.__init__() takes {len(spec) + 1} positional "
                         f"arguments but {len(args) + 1} were given")
@@ -99,7 +99,7 @@ def _init(self: Any, *args: Any, **kwargs: Any) -> None:
 
 
 def _repr(self: Any) -> str:
-    shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__record_repr__)
+    shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__record__[2])
     return f"{type(self).__qualname__}({shown})"
 
 
@@ -110,7 +110,7 @@ def _eq(self: Any, other: Any) -> Any:
 
 
 def _compared(self: Any) -> tuple[Any, ...]:
-    return tuple(getattr(self, name) for name in self.__record_compare__)
+    return tuple(getattr(self, name) for name in self.__record__[3])
 
 
 def _hash(self: Any) -> int:
@@ -140,13 +140,18 @@ class _DataclassFields:
         def given(value: Any) -> Any:
             return dataclasses.MISSING if value is _MISSING else value
 
-        for name, default, factory, shown, compared in owner.__record_fields__:
+        for name, default, factory, shown, compared in owner.__record__[0]:
             setattr(owner, name, dataclasses.field(
                 default=given(default), default_factory=given(factory), repr=shown,
                 compare=compared))
-        # Fields only: every method (and __match_args__) is the record's own.
+        # Fields only: every method is the record's own.
         dataclasses.dataclass(owner, init=False, repr=False, eq=False)
         return owner.__dict__["__dataclass_fields__"]
+
+
+_DATACLASS_FIELDS = _DataclassFields()  # it keeps nothing of its own: one for every record
+_METHODS = (("__init__", _init), ("__repr__", _repr), ("__eq__", _eq), ("__hash__", _hash),
+            ("__setattr__", _setattr), ("__delattr__", _delattr))
 
 
 def _from_dataclasses_field(cls: type, name: str, given: Any, missing: Any) -> _FieldSpec:
@@ -166,53 +171,61 @@ def _from_dataclasses_field(cls: type, name: str, given: Any, missing: Any) -> _
 def record(cls: type[T]) -> type[T]:
     """CLS as a frozen dataclass whose methods are shared, not compiled for it."""
     made: Any = cls
-    if any("__record_fields__" in vars(base) for base in cls.__mro__[1:]):
-        raise TypeError(f"{cls.__qualname__}: a record derives from no other record")
-    fields: list[tuple[str, Any, Any, bool, bool]] = []
+    namespace = cls.__dict__
+    for base in cls.__mro__[1:]:
+        if "__record__" in base.__dict__:
+            raise TypeError(f"{cls.__qualname__}: a record derives from no other record")
     # A `dataclasses.field` is taken as well (only once something loaded dataclasses can
     # a class hold one).
     loaded = sys.modules.get("dataclasses")
-    for name in cls.__dict__.get("__annotations__", {}):
-        value = cls.__dict__.get(name, _MISSING)
+    fields: list[tuple[str, Any, Any, bool, bool]] = []
+    init: list[tuple[str, Any, Any]] = []
+    shown: list[str] = []
+    compared: list[str] = []
+    defaulted = False
+    for name in namespace.get("__annotations__", ()):
+        value = namespace.get(name, _MISSING)
         if loaded is not None and isinstance(value, loaded.Field):
             value = _from_dataclasses_field(cls, name, value, loaded.MISSING)
-        if isinstance(value, _FieldSpec):
-            spec = (name, value.default, value.default_factory, value.repr, value.compare)
-            if value.default is _MISSING:
+        if value.__class__ is _FieldSpec:
+            default, factory = value.default, value.default_factory
+            spec = (name, default, factory, value.repr, value.compare)
+            if default is _MISSING:
                 delattr(made, name)  # as dataclasses does: no class attribute
             else:
-                setattr(made, name, value.default)
+                setattr(made, name, default)
         else:
+            default, factory = value, _MISSING
             spec = (name, value, _MISSING, True, True)
-        if spec[1] is not _MISSING and type(spec[1]).__hash__ is None:
-            raise ValueError(f"mutable default {type(spec[1])} for field {name} is not "
+        if default is not _MISSING and type(default).__hash__ is None:
+            raise ValueError(f"mutable default {type(default)} for field {name} is not "
                              "allowed: use default_factory")
-        if fields and spec[1] is _MISSING and spec[2] is _MISSING and \
-                (fields[-1][1] is not _MISSING or fields[-1][2] is not _MISSING):
-            raise TypeError(f"non-default argument {name!r} follows default argument")
+        if default is _MISSING and factory is _MISSING:
+            if defaulted:
+                raise TypeError(f"non-default argument {name!r} follows default argument")
+        else:
+            defaulted = True
         fields.append(spec)
-    made.__record_fields__ = tuple(fields)
-    made.__record_init__ = tuple((name, default, factory)
-                                 for name, default, factory, _, _ in fields)
-    made.__record_repr__ = tuple(spec[0] for spec in fields if spec[3])
-    # As dataclasses does (field.hash None: as compare): hash what is compared.
-    made.__record_compare__ = tuple(spec[0] for spec in fields if spec[4])
-    made.__dataclass_fields__ = _DataclassFields()
-    if "__match_args__" not in cls.__dict__:
-        made.__match_args__ = tuple(spec[0] for spec in fields)  # type: ignore[misc]
+        init.append((name, default, factory))
+        if spec[3]:
+            shown.append(name)
+        if spec[4]:  # as dataclasses does (field.hash None: as compare): hash what is compared
+            compared.append(name)
+    # One attribute: each set on a class costs as much as a field (issue 37). The fields;
+    # what __init__ takes; what the repr shows; what equality and hashing compare.
+    made.__record__ = (tuple(fields), tuple(init), tuple(shown), tuple(compared))
+    made.__dataclass_fields__ = _DATACLASS_FIELDS
     if not cls.__doc__:  # as dataclasses writes it: the signature, here without types
         made.__doc__ = f"{cls.__name__}({', '.join(spec[0] for spec in fields)})"
-    for name, function in (("__init__", _init), ("__repr__", _repr), ("__eq__", _eq),
-                           ("__hash__", _hash), ("__setattr__", _setattr),
-                           ("__delattr__", _delattr)):
-        if name not in cls.__dict__:  # one the class defines is kept, as dataclasses does
+    for name, function in _METHODS:
+        if name not in namespace:  # one the class defines is kept, as dataclasses does
             setattr(made, name, function)
     return made
 
 
 def replace(obj: T, /, **changes: Any) -> T:
     """A copy of the record OBJ with CHANGES (as `dataclasses.replace`)."""
-    for name, _, _ in type(obj).__record_init__:  # type: ignore[attr-defined]
+    for name, _, _ in type(obj).__record__[1]:  # type: ignore[attr-defined]
         if name not in changes:
             changes[name] = getattr(obj, name)
     return type(obj)(**changes)
