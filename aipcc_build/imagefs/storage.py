@@ -157,11 +157,12 @@ def _cached_answers(entry: Path, path: Path, data: bytes) -> dict[str, Any]:
             kept = handle.read()
     except OSError:
         return {}
-    header, newline, copy = kept.partition(b"\n")
-    if not newline or copy != data:
+    # Compared in place: a copy of the bytes would cost as much as the comparison saves.
+    newline = kept.find(b"\n")
+    if newline < 0 or len(kept) - newline - 1 != len(data) or not kept.endswith(data):
         return {}
     try:
-        parsed = json.loads(header)
+        parsed = json.loads(kept[:newline])
     except (ValueError, RecursionError):
         return {}
     if not isinstance(parsed, dict) or parsed.get("format") != METADATA_CACHE_FORMAT or \
@@ -277,19 +278,20 @@ def _read_image(store: Store, reference: str, cache: Optional[Path]) -> StoredIm
     if [layer.get("diff-digest") for layer in chain] != diff_ids:
         raise NotInPlace(f"image {image_id[:12]}: its layers do not match its config's diff_ids")
     layers = []
+    layers_dir = str(store.layers)  # paths as strings: pathlib's joins were a warm run's cost
     for diff_id, layer in zip(diff_ids, chain):
         layer_id = str(layer["id"])
-        tar_split = store.layers / f"{layer_id}.tar-split.gz"
-        files = store.files(layer_id)
+        tar_split = os.path.join(layers_dir, f"{layer_id}.tar-split.gz")
+        files = str(store.files(layer_id))
         if (layer.get("flags") or {}).get("incomplete"):
             raise NotInPlace(f"layer {layer_id[:12]} is incomplete")
-        if not tar_split.is_file():
+        if not os.path.isfile(tar_split):
             raise NotInPlace(f"layer {layer_id[:12]} has no tar-split")
-        if not files.is_dir():
+        if not os.path.isdir(files):
             raise NotInPlace(f"layer {layer_id[:12]} has no {files}")
-        if (files.parent / "composefs-data").exists():
+        if os.path.exists(os.path.join(os.path.dirname(files), "composefs-data")):
             # composefs stores a layer's files by digest, not under their names.
             raise NotInPlace(f"layer {layer_id[:12]} is stored for composefs")
-        layers.append((diff_id, TarSplitLayer(str(tar_split), str(files),
+        layers.append((diff_id, TarSplitLayer(tar_split, files,
                                               int(layer.get("diff-size") or 0))))
     return StoredImage(image_id, config, tuple(layers))
