@@ -65,18 +65,19 @@ class Store:
     graphroot: Path
     driver: str
 
+    # Paths as strings: pathlib's joins were a fifth of reading a store's image (issue 37).
     @property
-    def images(self) -> Path:
-        return self.graphroot / f"{self.driver}-images"
+    def images(self) -> str:
+        return os.path.join(self.graphroot, f"{self.driver}-images")
 
     @property
-    def layers(self) -> Path:
-        return self.graphroot / f"{self.driver}-layers"
+    def layers(self) -> str:
+        return os.path.join(self.graphroot, f"{self.driver}-layers")
 
-    def files(self, layer_id: str) -> Path:
+    def files(self, layer_id: str) -> str:
         if self.driver == "vfs":
-            return self.graphroot / "vfs" / "dir" / layer_id
-        return self.graphroot / "overlay" / layer_id / "diff"
+            return os.path.join(self.graphroot, "vfs", "dir", layer_id)
+        return os.path.join(self.graphroot, "overlay", layer_id, "diff")
 
 
 @record
@@ -116,7 +117,7 @@ def find_store(environ: Mapping[str, str] = os.environ) -> Store:
     graphroot = Path(settings.get("graphroot") or DEFAULT_GRAPHROOT)
     driver = environ.get(DRIVER_ENV) or settings.get("driver") or ""
     if not driver:
-        present = [name for name in KNOWN_DRIVERS if (graphroot / name).is_dir()]
+        present = [name for name in KNOWN_DRIVERS if os.path.isdir(os.path.join(graphroot, name))]
         if len(present) != 1:
             raise NotInPlace(f"{graphroot}: cannot tell the storage driver "
                              f"({', '.join(present) or 'none'} present)")
@@ -126,28 +127,29 @@ def find_store(environ: Mapping[str, str] = os.environ) -> Store:
     return Store(graphroot, driver)
 
 
-def _read_metadata(path: Path) -> bytes:
+def _read_metadata(path: str) -> bytes:
     try:
-        return path.read_bytes()
+        with open(path, "rb") as handle:
+            return handle.read()
     except OSError as exc:
         raise NotInPlace(f"{path}: {exc}") from exc
 
 
-def _parsed(path: Path, data: bytes) -> Any:
+def _parsed(path: str, data: bytes) -> Any:
     try:
         return json.loads(data)
     except (ValueError, RecursionError) as exc:
         raise NotInPlace(f"{path}: {exc}") from exc
 
 
-def _cache_entry(cache: Path, path: Path) -> Path:
+def _cache_entry(cache: Path, path: str) -> Path:
     from ..digest import hexdigest
 
     return cache / f"v{METADATA_CACHE_FORMAT}" / \
-        f"{hexdigest('sha256', str(path).encode())}.json"
+        f"{hexdigest('sha256', path.encode())}.json"
 
 
-def _cached_answers(entry: Path, path: Path, data: bytes) -> dict[str, Any]:
+def _cached_answers(entry: Path, path: str, data: bytes) -> dict[str, Any]:
     """The answers ENTRY keeps for PATH holding exactly DATA; none when it keeps another
     file's, other bytes, or is not a whole entry (a damaged or foreign file is a miss)."""
     from ..fsutil import open_regular
@@ -166,12 +168,12 @@ def _cached_answers(entry: Path, path: Path, data: bytes) -> dict[str, Any]:
     except (ValueError, RecursionError):
         return {}
     if not isinstance(parsed, dict) or parsed.get("format") != METADATA_CACHE_FORMAT or \
-            parsed.get("path") != str(path) or not isinstance(parsed.get("answers"), dict):
+            parsed.get("path") != path or not isinstance(parsed.get("answers"), dict):
         return {}
     return parsed["answers"]
 
 
-def _answer(path: Path, question: str, work: Callable[[Any], T], cache: Optional[Path]) -> T:
+def _answer(path: str, question: str, work: Callable[[Any], T], cache: Optional[Path]) -> T:
     """WORK's answer to QUESTION from the parsed metadata file PATH, taken from CACHE (a
     directory) when PATH's bytes are those it was read from; else read now and kept.
     What WORK raises (a name not found, a malformed file) is raised each time, not kept."""
@@ -186,7 +188,7 @@ def _answer(path: Path, question: str, work: Callable[[Any], T], cache: Optional
     if len(answers) >= MAX_ANSWERS:
         answers = {}
     answers[question] = answer
-    header = json.dumps({"format": METADATA_CACHE_FORMAT, "path": str(path),
+    header = json.dumps({"format": METADATA_CACHE_FORMAT, "path": path,
                          "answers": answers}, separators=(",", ":")).encode()
     from ..fsutil import write_atomic
 
@@ -210,7 +212,8 @@ def _big_data(store: Store, image_id: str, key: str) -> bytes:
 
         name = "=" + binascii.b2a_base64(key.encode(), newline=False).decode()
     try:
-        return (store.images / image_id / name).read_bytes()
+        with open(os.path.join(store.images, image_id, name), "rb") as handle:
+            return handle.read()
     except OSError as exc:
         raise NotInPlace(f"image {image_id[:12]}: no {key} ({exc.strerror})") from exc
 
@@ -218,7 +221,7 @@ def _big_data(store: Store, image_id: str, key: str) -> bytes:
 def _image_record(store: Store, reference: str, cache: Optional[Path]) -> Mapping[str, Any]:
     """The image a full image ID or an exact stored name (registry/path:tag) refers to.
     Short names, ID prefixes and digests are left to containers/image to resolve."""
-    return _answer(store.images / "images.json", f"image {reference}",
+    return _answer(os.path.join(store.images, "images.json"), f"image {reference}",
                    lambda records: _find_image(records, reference), cache)
 
 
@@ -231,7 +234,7 @@ def _find_image(records: Any, reference: str) -> Mapping[str, Any]:
 
 
 def _layer_chain(store: Store, top: str, cache: Optional[Path]) -> list[Mapping[str, Any]]:
-    return _answer(store.layers / "layers.json", f"chain {top}",
+    return _answer(os.path.join(store.layers, "layers.json"), f"chain {top}",
                    lambda records: _chain(store, records, top), cache)
 
 
@@ -278,11 +281,11 @@ def _read_image(store: Store, reference: str, cache: Optional[Path]) -> StoredIm
     if [layer.get("diff-digest") for layer in chain] != diff_ids:
         raise NotInPlace(f"image {image_id[:12]}: its layers do not match its config's diff_ids")
     layers = []
-    layers_dir = str(store.layers)  # paths as strings: pathlib's joins were a warm run's cost
+    layers_dir = store.layers
     for diff_id, layer in zip(diff_ids, chain):
         layer_id = str(layer["id"])
         tar_split = os.path.join(layers_dir, f"{layer_id}.tar-split.gz")
-        files = str(store.files(layer_id))
+        files = store.files(layer_id)
         if (layer.get("flags") or {}).get("incomplete"):
             raise NotInPlace(f"layer {layer_id[:12]} is incomplete")
         if not os.path.isfile(tar_split):

@@ -349,7 +349,7 @@ def test_a_damaged_metadata_cache_is_a_miss(tmp_path: Path) -> None:
     entries = sorted((cache / "v1").iterdir())
     assert len(entries) == 2
     listing = graphroot / "overlay-images" / "images.json"
-    entry = storage_module._cache_entry(cache, listing)
+    entry = storage_module._cache_entry(cache, str(listing))
     assert entry in entries
     kept = entry.read_bytes()
     header, _, copy = kept.partition(b"\n")
@@ -406,7 +406,7 @@ def test_in_place_verdict_equals_the_copy(fixture: str, request: pytest.FixtureR
 def test_layer_without_tar_split_falls_back_to_a_copy(
         mixed_wheel: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The store as this process sees it lacks the tar-splits; skopeo still reads the real one.
-    real = find_store().layers
+    real = Path(find_store().layers)
     copy = tmp_path / "layers"
     copy.mkdir()
     shutil.copy(real / "layers.json", copy / "layers.json")
