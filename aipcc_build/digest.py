@@ -8,8 +8,9 @@ kilobytes. Streams of layers hash through `hashlib` (OpenSSL is faster on gigaby
 
 from __future__ import annotations
 
+import functools
 import importlib
-from typing import Optional
+from typing import Any, Callable, Optional
 
 # algorithm -> (module, constructor) of CPython's built-in hashes: `_sha2` from 3.12 on,
 # `_sha256` / `_sha512` before.
@@ -34,13 +35,23 @@ def is_algorithm(text: str) -> bool:
     return bool(text) and _ALGORITHM.issuperset(text)
 
 
-def hexdigest(algorithm: str, data: bytes) -> Optional[str]:
-    """DATA's hex digest under ALGORITHM ("sha256"); None for an algorithm unknown here."""
+@functools.cache
+def _builtin(algorithm: str) -> Optional[Callable[[bytes], Any]]:
+    """The built-in hash constructor of ALGORITHM, None when the interpreter has none. Looked
+    up once: a module that is not there is searched for along the whole of sys.path."""
     for module, constructor in _BUILTIN.get(algorithm, ()):
         try:
-            return str(getattr(importlib.import_module(module), constructor)(data).hexdigest())
+            return getattr(importlib.import_module(module), constructor)
         except (ImportError, AttributeError):
             continue
+    return None
+
+
+def hexdigest(algorithm: str, data: bytes) -> Optional[str]:
+    """DATA's hex digest under ALGORITHM ("sha256"); None for an algorithm unknown here."""
+    builtin = _builtin(algorithm)
+    if builtin is not None:
+        return str(builtin(data).hexdigest())
     import hashlib
 
     if algorithm not in hashlib.algorithms_available:

@@ -83,26 +83,30 @@ _SECRET_OPTION = r"--(?:src-|dest-)?(?:creds|password|registry-token|client-secr
 # starts (group 1), the secret replaced. Every pattern runs in time linear in the text (a
 # build step may print megabytes without a newline): each starts at a literal that no
 # repetition before it can also match, so no start rescans what an earlier one read. Each
-# comes with a literal it cannot match without: a text that lacks it is not searched (most
-# lines hold none), and a pattern is compiled on first use, not by every start of the CLI.
+# comes with the literals (lower case) it cannot match without one of: a text that lacks
+# them all is not searched (most lines hold none; a JSON report holds colons, but rarely
+# an Authorization header or a secret's field), and a pattern is compiled on first use,
+# not by every start of the CLI (issue 37: two compiled for every `--json` report were 1%
+# of a warm `validate`).
 _SECRETS = (
     # the user information of a URL, with or without a password (`https://TOKEN@host`,
     # `docker://me:s3cret@host/ns`), not a digest (`docker://base:1@sha256:...`); a
     # scheme's letters before `://` are not read, which made the pattern quadratic on a
     # long run of letters
-    ("://", r"(://)(?<=[a-z0-9+.-]://)[^\s/@'\"<>]+(?=@(?!sha(?:256|512):))"),
+    (("://",), r"(://)(?<=[a-z0-9+.-]://)[^\s/@'\"<>]+(?=@(?!sha(?:256|512):))"),
     # a secret option of a tool's command line (skopeo, buildah, pulp-cli), `--creds X`
     # or `--creds=X`
-    ("--", rf"({_SECRET_OPTION}(?:=|\s+))(?!-)\S+"),
+    (("--",), rf"({_SECRET_OPTION}(?:=|\s+))(?!-)\S+"),
     # an HTTP Authorization header as a tool or a server echoes it
-    (":", r"(authorization:\s*(?:bearer|basic|token)\s+)[^\s'\"]+"),
+    (("authorization:",), r"(authorization:\s*(?:bearer|basic|token)\s+)[^\s'\"]+"),
     # a query or form field (`?access_token=X`, `&client_secret=X`, a signed URL's signature)
-    ("=", r"([?&;\s](?:access_token|refresh_token|id_token|token|password|passwd|secret|"
+    (("=",), r"([?&;\s](?:access_token|refresh_token|id_token|token|password|passwd|secret|"
           r"client_secret|api_key|apikey|x-amz-signature|x-amz-credential|signature|sig)=)"
           r"[^&\s'\"#]+"),
     # a JSON field that holds one (`"password": "X"`, an OAuth answer echoed in an error)
-    (":", r"([\"'](?:password|passwd|client_secret|access_token|refresh_token|id_token|"
-          r"api_key|token)[\"']\s*:\s*[\"'])[^\"']*"),
+    (("passw", "secret", "token", "api_key"),
+     r"([\"'](?:password|passwd|client_secret|access_token|refresh_token|id_token|"
+     r"api_key|token)[\"']\s*:\s*[\"'])[^\"']*"),
 )
 # user:password@ of a reference without a scheme (`me:s3cret@host/ns`), never NAME:TAG
 # before a digest (`base:1@sha256:...`): first the word before each such `@` (it starts
@@ -136,16 +140,22 @@ def without_credentials(text: str) -> str:
     it (the CLI's output streams all of it, `masked_lines` the files). Linear in TEXT."""
     if not text:
         return text
-    text = _masked(text, *_SECRETS[0])
+    # The literals are looked for in the text as given: masking replaces a secret with
+    # MASK, which joins no literal across it, so it only ever removes some. Outside ASCII,
+    # where a case-blind pattern matches letters lower() does not make (a dotless ı, a
+    # long ſ), every pattern is searched.
+    lowered = text.lower() if text.isascii() else None
+    text = _masked(text, lowered, *_SECRETS[0])
     if "@" in text:
         text = _compiled(_WORD_BEFORE_AT).sub(_masked_user, text)
-    for literal, pattern in _SECRETS[1:]:
-        text = _masked(text, literal, pattern)
+    for literals, pattern in _SECRETS[1:]:
+        text = _masked(text, lowered, literals, pattern)
     return text
 
 
-def _masked(text: str, literal: str, pattern: str) -> str:
-    if literal not in text:
+def _masked(text: str, lowered: Optional[str], literals: tuple[str, ...], pattern: str
+            ) -> str:
+    if lowered is not None and not any(literal in lowered for literal in literals):
         return text
     return _compiled(pattern).sub(lambda match: match.group(1) + MASK, text)
 

@@ -55,8 +55,6 @@ def _output(path: Path) -> Iterator[BinaryIO]:
         with _into(path, found.st_mode, own) as handle:
             yield handle
         return
-    import tempfile  # here: commands that write nothing do not pay for it
-
     if path.is_symlink():
         # The link's target is written, in the directory it names: none is made there
         # (a dangling link would otherwise create directories anywhere it points).
@@ -64,7 +62,7 @@ def _output(path: Path) -> Iterator[BinaryIO]:
     else:
         path.parent.mkdir(parents=True, exist_ok=True)
     mode = stat.S_IMODE(found.st_mode) if found is not None else 0o644
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:64]}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = _temporary(path)
     try:
         with os.fdopen(fd, "wb") as handle:
             yield handle
@@ -76,6 +74,24 @@ def _output(path: Path) -> Iterator[BinaryIO]:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def _temporary(path: Path) -> tuple[int, str]:
+    """A new file beside PATH (`.NAME.RANDOM.tmp`), open for writing, made as
+    `tempfile.mkstemp` makes one (exclusively, mode 0600, links not followed) without
+    loading `tempfile`, which loads shutil, random, bz2 and lzma: as much as the rest of a
+    warm validation that writes one cache entry (issue 37)."""
+    import errno
+
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | \
+        getattr(os, "O_CLOEXEC", 0)
+    for _ in range(100):
+        tmp = str(path.parent / f".{path.name[:64]}.{os.urandom(6).hex()}.tmp")
+        try:
+            return os.open(tmp, flags, 0o600), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no free temporary name", str(path.parent))
 
 
 def _into(path: Path, mode: int, own: Optional[int]) -> BinaryIO:

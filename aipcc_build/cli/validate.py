@@ -10,6 +10,7 @@ import click
 from ..tools.skopeo import COPY_TIMEOUT
 from .options import (
     Context,
+    LocalPath,
     authfile_for_tools,
     cli,
     make_filters,
@@ -55,8 +56,7 @@ def parse_gpu_archs(value: Optional[str]) -> Optional[tuple[str, ...]]:
 
 def _naming_option(outcome: Outcome) -> Outcome:
     """An unreadable image's error with the option that fixes it (--no-tls-verify)."""
-    from dataclasses import replace
-
+    from ..records import replace
     from . import option_of_field
 
     option = option_of_field(outcome.error_field) if outcome.error_field else None
@@ -77,7 +77,7 @@ def _naming_option(outcome: Outcome) -> Outcome:
 @click.option("--strict-layers", is_flag=True,
               help="Evidence deleted by a later layer is a violation, not a warning.")
 @click.option("--platform", metavar="OS/ARCH", help="Only this platform of an image index.")
-@click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), metavar="DIR",
+@click.option("--cache-dir", type=LocalPath("directory", Path), metavar="DIR",
               help="Layer scan cache (env AIPCC_BUILD_CACHE, default ~/.cache/aipcc-build).")
 @click.option("--pushed", is_flag=True,
               help="With a matrix: validate the images at the references the build pushed "
@@ -89,7 +89,7 @@ def _naming_option(outcome: Outcome) -> Outcome:
               default=COPY_TIMEOUT, show_default=True, metavar="SECONDS",
               help="Stop the copy of an image that cannot be read in place after this long.")
 @click.option("--requirements", "requirements",
-              type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
+              type=LocalPath("file", Path), metavar="FILE",
               help="Judge a requirements set instead of images (with --expect): a "
                    "requirements file (resolved by pip, dry run), pip's --report JSON, "
                    "pylock.toml or uv.lock.")
@@ -126,8 +126,7 @@ def validate(context: Context, accelerators: tuple[str, ...], versions: tuple[st
                              bool(refs or matrix_file))
     if index_url is not None:
         raise click.UsageError("--index-url goes with --requirements")
-    from dataclasses import replace
-
+    from ..records import replace
     from ..report import validation
     from ..tools.skopeo import Skopeo
     from ..validate import Target

@@ -360,12 +360,13 @@ def _copy_with_skopeo(ref: str, transport: str, rest: str, platform: Optional[st
         raise
 
 
-def _from_storage(ref: str, reference: str, platform: Optional[str]) -> OpenedImage:
+def _from_storage(ref: str, reference: str, platform: Optional[str],
+                  metadata_cache: Optional[Path]) -> OpenedImage:
     """A containers-storage image read in place; NotInPlace when it cannot be."""
     from .storage import find_store, read_image
 
     store = find_store()
-    stored = read_image(store, reference)
+    stored = read_image(store, reference, metadata_cache)
     _checked(stored.config, f"{ref} config")
     # Local storage keeps layers uncompressed: their digest is their diffID, as in a copy.
     layers = tuple(LayerRef(diff_id, OCI_LAYER_TAR, layer.size,
@@ -378,8 +379,11 @@ def _from_storage(ref: str, reference: str, platform: Optional[str]) -> OpenedIm
 
 
 def open_image(ref: str, platform: Optional[str] = None,
-               skopeo: Optional[Skopeo] = None) -> OpenedImage:
-    """Open REF (any skopeo transport); raises InputError when it cannot be read."""
+               skopeo: Optional[Skopeo] = None,
+               metadata_cache: Optional[Path] = None) -> OpenedImage:
+    """Open REF (any skopeo transport); raises InputError when it cannot be read. What a
+    containers-storage image's store lists of it is kept in the directory METADATA_CACHE
+    (`storage.read_image`), if given."""
     transport, rest = split_transport(ref)
     try:
         if transport == "oci":
@@ -415,7 +419,7 @@ def open_image(ref: str, platform: Optional[str] = None,
         from .storage import NotInPlace
 
         try:
-            return _from_storage(ref, rest, platform)
+            return _from_storage(ref, rest, platform, metadata_cache)
         except NotInPlace as exc:
             layers_read = f"{SKOPEO_COPY} (not read in place: {exc})"
     if transport in ("docker", "containers-storage"):

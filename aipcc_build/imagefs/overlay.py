@@ -30,24 +30,15 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Callable, Optional
 
 from ..records import record
+from .kinds import BLOCKDEV, CHARDEV, DIRECTORY, FIFO, GLOBAL, HARDLINK, REGULAR, SYMLINK
 from .paths import NAME_MAX, clean, duplicate_key, engine_name_problem, parent_and_base
 from .symlinks import MAX_HOPS, PATH_MAX, STEPS_PER_LINK, Budget, follow
-from .tar import (
-    BLOCKDEV,
-    CHARDEV,
-    DIRECTORY,
-    FIFO,
-    GLOBAL,
-    HARDLINK,
-    REGULAR,
-    SYMLINK,
-    TarEntry,
-    TarWalker,
-)
 
-# The inflaters: only a model that unpacks a layer needs them (a warm judge does not).
+# The reader and the inflaters: only a model that unpacks a layer needs them (a warm
+# judge does not).
 if TYPE_CHECKING:
     from .stream import LayerStream
+    from .tar import TarEntry
 
 WHITEOUT = "whiteout"
 IMPLIED_DIRECTORY_MODE = 0o755
@@ -364,6 +355,8 @@ class Unpacker:
 def unpack(stream: LayerStream, tree: Tree, wanted: Optional[Wanted] = None) -> None:
     """Unpack one layer's STREAM into TREE (which holds "/"). With WANTED, content is not
     hashed; the bytes of the regular file at WANTED.path are kept in it."""
+    from .tar import TarWalker
+
     walker = TarWalker(stream)
     unpacker = Unpacker(tree)
     for entry in walker:

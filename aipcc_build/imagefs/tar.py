@@ -26,6 +26,7 @@ from typing import BinaryIO, Callable, Optional, Protocol, Union
 from zlib import adler32
 
 from ..patterns import lazy
+from .kinds import BLOCKDEV, CHARDEV, DIRECTORY, FIFO, GLOBAL, HARDLINK, REGULAR, SYMLINK
 
 CHUNK = 1 << 20
 BLOCK = 512
@@ -38,16 +39,8 @@ SPARSE_PREFIX_LIMIT = 64 << 20
 # Go's maxSpecialFileSize: the longest L, K or x record it reads.
 MAX_SPECIAL_SIZE = 1 << 20
 
-# tar type flags
-REGULAR = "0"
-HARDLINK = "1"
-SYMLINK = "2"
-CHARDEV = "3"
-BLOCKDEV = "4"
-DIRECTORY = "5"
-FIFO = "6"
+# tar type flags: those the model keeps are `kinds`'
 CONTIGUOUS = "7"
-GLOBAL = "g"
 GNU_SPARSE = "S"
 _NO_DATA = (HARDLINK, SYMLINK, CHARDEV, BLOCKDEV, DIRECTORY, FIFO)
 # Header-only types: Go gives them no data, whatever their size field says.

@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import field
 from functools import lru_cache
 from pathlib import Path
 from typing import Optional, Protocol
 
 from ..patterns import lazy
-from ..records import record
+from ..records import field, record
 
 # The CUDA build a distribution names: nvidia-cudnn-cu12, torch-cu126, cupy-cuda12x,
 # jax-cuda12-plugin, nvidia-dali-cuda120 (the first two digits are the major), and split

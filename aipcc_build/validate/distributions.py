@@ -10,10 +10,10 @@ local version; conda records carry the release in the build string.
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 from typing import Optional
 
 from ..patterns import lazy
+from ..records import replace
 from ..toolkit.components import built_for, is_cuda_component
 from ..toolkit.spellings import CU_TAG, cu_release
 from .builds import distribution_evidence

@@ -26,7 +26,6 @@ from __future__ import annotations
 import posixpath
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Optional
 
 from .. import image_labels
@@ -39,6 +38,7 @@ from ..image_index_settings import (
     UV_CONFIG_FILE,
 )
 from ..patterns import lazy
+from ..records import replace
 from ..toolkit.spellings import CU_TAG, cu_release
 from .constraints_check import CONSTRAINTS_KEY, judge_constraints
 from .results import OK, VIOLATION, WARNING, Expectation, Finding, IndexSetting, LayerScan

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from ..errors import AipccError, InputError
 from ..imagefs.blobs import LayerJob, TarSplitLayer
 from ..imagefs.image import PlatformImage, open_image
-from ..records import record
+from ..records import record, replace
 from ..toolkit.gpu_archs import BadArch, expected_gpus
 from ..tools.skopeo import TRANSPORTS, Skopeo
 from .cache import LayerCache, default_cache_dir
@@ -200,8 +199,10 @@ def validate_image(
     """One verdict per platform of REF; its libraries' device code must run on each of
     GPU_ARCHS (which the findings say come from GPU_SOURCE). Raises InputError (or
     ToolError) when REF is unreadable."""
-    cache = LayerCache(cache_dir or default_cache_dir())
-    with open_image(ref, platform, skopeo) as opened:
+    root = cache_dir or default_cache_dir()
+    cache = LayerCache(root)
+    with open_image(ref, platform, skopeo,
+                    metadata_cache=root / "validate" / "containers-storage") as opened:
         jobs: dict[str, LayerJob] = {}
         for image in opened.images:
             for layer in image.layers:
@@ -383,9 +384,11 @@ def with_transport(ref: str, skopeo: Skopeo) -> str:
     """REF as skopeo takes it. A bare reference (quay.io/ns/name:tag, as the matrix and
     podman print them) is read as podman does: from local storage when the image is there,
     else from its registry; the transport chosen stays in the reference the report shows."""
-    from ..image_reference import is_reference
+    if ref.partition(":")[0] in TRANSPORTS:
+        return ref
+    from ..image_reference import is_reference  # here: a reference with its transport needs none
 
-    if ref.partition(":")[0] in TRANSPORTS or not is_reference(ref):
+    if not is_reference(ref):
         return ref
     local = f"containers-storage:{ref}"
     return local if skopeo.exists(local) else f"docker://{ref}"

@@ -8,10 +8,9 @@ expectation may change between runs, the layer's bytes cannot).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import field
 from typing import TYPE_CHECKING, Optional
 
-from ..records import record
+from ..records import field, record
 
 # The matrix's types, for annotations only: the validator must not load the matrix
 # package (a warm validation would be mostly imports).

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from ..imagefs.kinds import BLOCKDEV, CHARDEV, FIFO, HARDLINK, REGULAR, SYMLINK
 from ..imagefs.overlay import LayerIndex, Stack, ancestors
-from ..imagefs.tar import BLOCKDEV, CHARDEV, FIFO, HARDLINK, REGULAR, SYMLINK
 from .index_config import files_the_tools_load
 from .results import OVERSIZED, UNREADABLE_RPMDB, LayerScan
 

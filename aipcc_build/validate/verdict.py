@@ -14,23 +14,12 @@ import fnmatch
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING, Optional
 
 from .. import image_labels
-from ..imagefs.tar import SYMLINK
+from ..imagefs.kinds import SYMLINK
 from ..patterns import lazy
-from ..toolkit.components import (
-    OWN_SCHEME,
-    RELEASE_NUMBERED,
-    built_for,
-    fits,
-    known_releases,
-    knows_release,
-    release_components,
-    resolve,
-    scheme,
-)
+from ..records import replace
 from ..toolkit.spellings import CUDA_ROOT, ROCM_ROOT
 from .config_env import config_evidence, major_minor
 from .index_config import (
@@ -67,6 +56,10 @@ UNJUDGED_PACKAGES = "the image's installed packages were not judged"
 # image where the program reads that copy.
 _UNREAD_KINDS = frozenset((UNPARSABLE, OVERSIZED, UNREADABLE_RPMDB, UNREAD))
 
+# The CUDA component table's module (`toolkit.components`) is imported by the functions
+# that place and judge evidence: the judge of an image without toolkit evidence loads none
+# of it (issue 37).
+
 if TYPE_CHECKING:
     from ..imagefs.image import PlatformImage
     from ..imagefs.lookup import FileRead
@@ -96,6 +89,8 @@ def _copy(evidence: Evidence) -> bool:
 def place(evidence: Evidence) -> Optional[tuple[str, ...]]:
     """The releases EVIDENCE belongs to (`resolve`); a component on its own scheme takes
     the CUDA major from the distribution that brought it (nvidia-cudnn-cu12)."""
+    from ..toolkit.components import OWN_SCHEME, built_for, resolve, scheme
+
     releases = resolve(evidence)
     if releases is None and evidence.distribution and scheme(evidence.component) == OWN_SCHEME:
         _, build = built_for(evidence.distribution.split(" ")[0].replace("_", "-"))
@@ -139,6 +134,10 @@ def _common_release(present: Sequence[tuple[Evidence, Optional[tuple[str, ...]]]
               if r and e.toolkit == family and _copy(e) and any("." in x for x in r)]
     candidates = sorted({x for r in pinned for x in r if "." in x},
                         key=lambda r: [int(p) for p in r.split(".")])
+    if not candidates:
+        return None, candidates
+    from ..toolkit.components import fits
+
     common = [c for c in candidates if all(fits(r, c) for r in pinned)]
     return (common[-1] if common else None), candidates
 
@@ -163,6 +162,16 @@ def _mixed_finding(present: Sequence[tuple[Evidence, Optional[tuple[str, ...]]]]
 def _unplaced(evidence: Evidence, expected: Expectation) -> tuple[str, str]:
     """A CUDA component version the table cannot place: a warning that says why, unless
     its name places it in another CUDA major."""
+    from ..toolkit.components import (
+        OWN_SCHEME,
+        RELEASE_NUMBERED,
+        built_for,
+        known_releases,
+        knows_release,
+        release_components,
+        scheme,
+    )
+
     release = expected.release
     what = f"{evidence.component} {evidence.version}".strip()
     if evidence.toolkit != "cuda" or release is None:
@@ -206,6 +215,8 @@ def _private(evidence: Evidence, releases: Optional[tuple[str, ...]],
              expected: Expectation) -> tuple[str, str]:
     """A toolchain a package keeps for itself (triton's ptxas, CUPTI): not the image's
     runtime; a warning only where it cannot belong."""
+    from ..toolkit.components import fits
+
     whose = evidence.detail or "a private toolchain"
     if expected.accelerator != "cuda":
         return WARNING, (f"{whose}: a CUDA toolchain in a {expected} image, unused without an "
@@ -241,6 +252,8 @@ def _backend_finding(directory: str, found: Sequence[tuple[Evidence, str]],
     is for the image's family and release (a CPU one for a CPU image), a violation when
     none is. The same rule in every family: the package loads at most one of them, the
     one for the image it runs in."""
+    from ..toolkit.components import fits
+
     first, digest = found[0]
     names = sorted({(e.toolkit, e.release or "") for e, _ in found},
                    key=lambda n: (n[0], [int(p) for p in n[1].split(".") if p.isdigit()]))
@@ -272,6 +285,8 @@ def judge_evidence(evidence: Evidence, releases: Optional[tuple[str, ...]],
 
 def _judge(evidence: Evidence, releases: Optional[tuple[str, ...]], expected: Expectation,
            loaded: bool) -> tuple[str, str]:
+    from ..toolkit.components import fits
+
     found = f"{evidence.toolkit} {', '.join(releases)}" if releases else evidence.toolkit
     if evidence.kind == PRIVATE_TOOLCHAIN and not loaded:
         return _private(evidence, releases, expected)
@@ -414,8 +429,11 @@ def judge(*, ref: str, image: PlatformImage, scans: Sequence[LayerScan],
                 release = major_minor(match.group(1)) or match.group(1)  # X.Y of X.Y[.Z]
                 evidence = Evidence("symlink", link, toolkit, "toolkit", target, release)
                 items.append((evidence, (release,), None, None))
-    for evidence in config_evidence(image.env):
-        items.append((evidence, resolve(evidence), None, None))
+    configured = config_evidence(image.env)
+    if configured:
+        from ..toolkit.components import resolve
+
+        items.extend((evidence, resolve(evidence), None, None) for evidence in configured)
     library_path = {p.rstrip("/") for p in image.env.get("LD_LIBRARY_PATH", "").split(":") if p}
 
     present = [(e, r) for e, r, _, gone in items if gone is None]

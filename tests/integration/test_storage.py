@@ -270,6 +270,108 @@ def test_synthetic_store_is_validated_in_place(tmp_path: Path,
         read_image(store, name)
 
 
+def read_or_refusal(store: Store, reference: str, cache: Any = None) -> Any:
+    """What `read_image` gives for REFERENCE (the record), or the message it refuses with."""
+    try:
+        return read_image(store, reference, cache)
+    except NotInPlace as exc:
+        return f"refused: {exc}"
+
+
+@needs_root
+def test_store_metadata_is_answered_from_the_cache_only_for_the_bytes_it_was_read_from(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 37: what images.json and layers.json say of an image is kept beside their exact
+    bytes; a store rewritten in any way (a name moved, the same size and a reused inode
+    among them) is read again, and a cache hit gives what a parse gives."""
+    graphroot = tmp_path / "graph"
+    name = "localhost/synthetic/cached:1"
+    tar = tar_bytes([member("usr/local/cuda-12.9/version.json", VERSION_129)])
+    image_id = write_store(graphroot, name, tar, {"os": "linux", "architecture": "amd64"})
+    store = Store(graphroot, "overlay")
+    cache = tmp_path / "cache"
+    parses: list[str] = []
+    real_loads = json.loads
+
+    def counted(data: Any, *args: Any, **kwargs: Any) -> Any:
+        if len(data) > 100 and data.lstrip()[:1] == (b"[" if isinstance(data, bytes) else "["):
+            parses.append("listing")
+        return real_loads(data, *args, **kwargs)
+
+    monkeypatch.setattr(storage_module.json, "loads", counted)
+    cold = read_image(store, name, cache)
+    assert len(parses) == 2  # images.json and layers.json
+    assert read_image(store, name, cache) == cold == read_image(store, name)
+    assert read_image(store, image_id, cache) == cold
+    parses.clear()
+    assert read_image(store, name, cache) == cold
+    assert read_image(store, image_id, cache) == cold
+    assert parses == []  # warm: neither listing parsed
+
+    # The name renamed in place to one of the same length: the old name is gone.
+    listing = graphroot / "overlay-images" / "images.json"
+    renamed = "localhost/synthetic/cached:2"
+    listing.write_text(listing.read_text().replace(name, renamed))
+    assert read_or_refusal(store, name, cache) == read_or_refusal(store, name) == \
+        f"refused: {name} is not an image ID or a stored name"
+    assert read_image(store, renamed, cache) == cold
+
+    # Duplicate IDs and names, a null name list, a malformed or missing file: with the
+    # cache as without it, cold and warm.
+    record = json.loads(listing.read_text())[0]
+    bogus = {**record, "layer": "b" * 64}
+    variants = [
+        [record, bogus], [bogus, record], [{**bogus, "names": None}, record],
+        [{**record, "names": [renamed, name]}, {**bogus, "names": [name]}],
+    ]
+    for number, variant in enumerate(variants):
+        listing.write_text(json.dumps(variant))
+        for reference in (name, renamed, image_id):
+            expected = read_or_refusal(store, reference)
+            assert read_or_refusal(store, reference, cache) == expected, (number, reference)
+            assert read_or_refusal(store, reference, cache) == expected, (number, reference)
+    for broken in ("[", "{}", "[5]"):
+        listing.write_text(broken)
+        assert read_or_refusal(store, name, cache).startswith("refused: ")
+    listing.unlink()
+    assert read_or_refusal(store, name, cache).startswith("refused: ")
+
+
+@needs_root
+def test_a_damaged_metadata_cache_is_a_miss(tmp_path: Path) -> None:
+    graphroot = tmp_path / "graph"
+    name = "localhost/synthetic/damaged:1"
+    tar = tar_bytes([member("etc/hostname", b"x")])
+    write_store(graphroot, name, tar, {"os": "linux", "architecture": "amd64"})
+    store = Store(graphroot, "overlay")
+    cache = tmp_path / "cache"
+    expected = read_image(store, name, cache)
+    entries = sorted((cache / "v1").iterdir())
+    assert len(entries) == 2
+    listing = graphroot / "overlay-images" / "images.json"
+    entry = storage_module._cache_entry(cache, str(listing))
+    assert entry in entries
+    kept = entry.read_bytes()
+    header, _, copy = kept.partition(b"\n")
+    assert copy == listing.read_bytes()
+    lying = json.dumps({"format": 1, "path": str(listing),
+                        "answers": {f"image {name}": {"id": "0" * 64}}}).encode()
+    damaged = [b"", b"garbage", header, lying + b"\n" + copy + b" ",  # other bytes
+               header.replace(b'"format":1', b'"format":0') + b"\n" + copy,
+               header.replace(str(listing).encode(), b"/elsewhere") + b"\n" + copy]
+    for content in damaged:
+        entry.write_bytes(content)
+        assert read_image(store, name, cache) == expected
+    for node in ("fifo", "directory"):
+        entry.unlink() if entry.is_file() else None
+        os.mkfifo(entry) if node == "fifo" else entry.mkdir()
+        assert read_image(store, name, cache) == expected  # neither opened nor replaced
+        assert not entry.is_file()
+        entry.unlink() if node == "fifo" else entry.rmdir()
+    read_image(store, name, cache)
+    assert entry.read_bytes().partition(b"\n")[2] == listing.read_bytes()
+
+
 # Real images built by buildah: in place and copied, the verdict must be the same.
 
 def both_ways(ref: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -304,7 +406,7 @@ def test_in_place_verdict_equals_the_copy(fixture: str, request: pytest.FixtureR
 def test_layer_without_tar_split_falls_back_to_a_copy(
         mixed_wheel: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The store as this process sees it lacks the tar-splits; skopeo still reads the real one.
-    real = find_store().layers
+    real = Path(find_store().layers)
     copy = tmp_path / "layers"
     copy.mkdir()
     shutil.copy(real / "layers.json", copy / "layers.json")
@@ -330,3 +432,30 @@ def test_vfs_store_is_read_in_place(mixed_wheel: str, tmp_path: Path,
     [in_vfs] = validate_image(f"containers-storage:{mixed_wheel}", cache_dir=tmp_path / "b")
     assert in_vfs.layers_read == "in place (containers-storage, vfs)"
     assert replace(in_vfs, layers_read=None) == replace(in_overlay, layers_read=None)
+
+
+@pytest.mark.integration
+def test_a_name_moved_by_buildah_is_followed_by_a_warm_validation(
+        cuda128: str, mixed_wheel: str, tmp_path: Path) -> None:
+    """Issue 37's metadata cache against the real store: buildah moves a name from one image
+    to another (containers/storage rewrites images.json); the next validation with the same
+    cache judges the image the name now names, as a validation without the cache does."""
+    import uuid
+
+    name = f"localhost/aipcc-test-moved/{uuid.uuid4().hex[:12]}:1"
+    cache = tmp_path / "cache"
+    run("buildah", "tag", cuda128, name)
+    try:
+        [first] = validate_image(f"containers-storage:{name}", cache_dir=cache)
+        [again] = validate_image(f"containers-storage:{name}", cache_dir=cache)
+        assert first.verdict == again.verdict == "ok"
+        assert first.layers_read == "in place (containers-storage, overlay)"
+        run("buildah", "tag", mixed_wheel, name)
+        [moved] = validate_image(f"containers-storage:{name}", cache_dir=cache)
+        [fresh] = validate_image(f"containers-storage:{name}",
+                                 cache_dir=tmp_path / "fresh")
+        assert moved.verdict == "failed"
+        assert [f.version for f in moved.findings if f.status == VIOLATION] == ["12.9"]
+        assert replace(moved, cached_layers=0) == replace(fresh, cached_layers=0)
+    finally:
+        run("buildah", "rmi", name)

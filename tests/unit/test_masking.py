@@ -35,6 +35,12 @@ DEMO = str(REPO / "matrix" / "demo.yaml")
     f"https://blobs.example/x?X-Amz-Signature={SECRET}&a=1",
     f"POST /token: grant_type=client_credentials&client_secret={SECRET}",
     f'answered {{"access_token": "{SECRET}", "expires_in": 300}}',
+    f'{{"PassWord": "{SECRET}"}}',
+    f"AUTHORIZATION: basic {SECRET}",
+    # Letters a case-blind pattern matches that lower() does not make: every pattern runs.
+    f'{{"pa\u017f\u017fword": "{SECRET}"}}',  # long s
+    f"author\u0131zation: Bearer {SECRET}",  # dotless i
+    f"author\u0130zation: Bearer {SECRET}",  # dotted capital I
 ])
 def test_every_kind_of_credential_is_masked(text: str) -> None:
     masked = without_credentials(text)
@@ -52,6 +58,25 @@ def test_every_kind_of_credential_is_masked(text: str) -> None:
 ])
 def test_what_holds_no_credential_is_left_alone(text: str) -> None:
     assert without_credentials(text) == text
+
+
+def test_a_text_without_a_secret_s_literal_compiles_no_pattern() -> None:
+    """Issue 37: a JSON report holds colons, but no Authorization header nor a secret's
+    field: none of the masks is compiled for it (each cost 1M instructions)."""
+    import subprocess
+    import sys
+
+    code = ("import re, sys\n"
+            "from aipcc_build.errors import without_credentials\n"
+            "compiled = []\n"
+            "real = re._compile\n"
+            "re._compile = lambda p, f: compiled.append(p) or real(p, f)\n"
+            "text = '{\"verdict\": \"ok\", \"ref\": \"oci:/srv/a:b\", \"n\": 1}'\n"
+            "assert without_credentials(text) == text\n"
+            "print(len([p for p in compiled if not isinstance(p, re.Pattern)]))\n")
+    done = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                          text=True, cwd=REPO, timeout=60)
+    assert done.stdout.strip() == "0"
 
 
 def test_tool_errors_logs_and_reports_never_keep_a_password(tmp_path: Path) -> None:

@@ -291,3 +291,37 @@ def test_a_full_disk_for_the_report_keeps_the_summary_and_the_digests(
         else:
             assert json.loads((tmp_path / "r.json").read_text())["images"][0]["digest"] == \
                 DIGEST
+
+
+# ---- issue 37: the temporary file, made without loading tempfile ----------------------------
+
+def test_the_temporary_file_is_new_private_and_gone_after_the_write(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    target = tmp_path / "out.json"
+    taken = tmp_path / f".out.json.{'00' * 6}.tmp"
+    taken.write_text("another writer's")  # its name comes up first: never opened
+    draws = iter([b"\0" * 6, b"\1" * 6])
+    monkeypatch.setattr(fsutil.os, "urandom", lambda size: next(draws))
+    made: list[int] = []
+    real_open = os.open
+
+    def spied(path: str, flags: int, mode: int = 0o777) -> int:
+        made.append(mode)
+        return real_open(path, flags, mode)
+
+    monkeypatch.setattr(fsutil.os, "open", spied)
+    fsutil.write_atomic(target, "{}")
+    assert target.read_text() == "{}" and stat.S_IMODE(target.stat().st_mode) == 0o644
+    assert made == [0o600, 0o600]  # private until renamed over TARGET
+    assert taken.read_text() == "another writer's"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [taken.name, "out.json"]
+
+
+def test_a_write_loads_no_tempfile(tmp_path: Path) -> None:
+    code = ("import sys\n"
+            "from aipcc_build.fsutil import write_atomic\n"
+            f"write_atomic({str(tmp_path / 'x')!r}, 'x')\n"
+            "print('tempfile' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                          text=True, cwd=REPO, timeout=60)
+    assert done.stdout.strip() == "False"

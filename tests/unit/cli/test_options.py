@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import click
+import pytest
 
 from aipcc_build.cli import color, option_of_field, options_by_parameter
 from aipcc_build.cli.options import EXAMPLES
@@ -188,3 +189,41 @@ def test_no_command_shows_the_help_not_an_error(cli) -> None:
     result = cli()
     assert result.code == 2
     assert result.err.startswith("Usage: aipcc-build") and "error:" not in result.err
+
+
+def test_local_paths_are_refused_as_click_path_refuses_them(cli, tmp_path) -> None:
+    """Issue 37: validate's --cache-dir and --requirements and every --authfile of the tools
+    are `LocalPath`s (click.Path without its translation look-up): a file where a directory
+    is asked for, or the reverse, is refused in one line as click.Path refuses it."""
+    from aipcc_build.cli.options import LocalPath
+
+    (tmp_path / "file").write_text("x")
+    for kind, given, message in (("directory", "file", "Directory {!r} is a file."),
+                                 ("file", ".", "File {!r} is a directory.")):
+        path = str(tmp_path / given)
+        made = click.Path(file_okay=kind == "file", dir_okay=kind == "directory")
+        for path_type in (LocalPath(kind), made):
+            with pytest.raises(click.BadParameter) as refused:
+                path_type.convert(path, None, None)
+            assert refused.value.message == message.format(path)
+        assert LocalPath(kind).name == made.name
+        assert LocalPath(kind).convert(str(tmp_path / "new"), None, None) == \
+            made.convert(str(tmp_path / "new"), None, None)
+    from pathlib import Path
+    assert LocalPath("directory", Path).convert(str(tmp_path), None, None) == tmp_path
+    done = cli("validate", "oci:x", "--cache-dir", str(tmp_path / "file"))
+    assert done.code == 2 and "Invalid value for '--cache-dir': Directory" in done.err
+    done = cli("validate", "--requirements", str(tmp_path), "--expect", "cpu")
+    assert done.code == 2 and "Invalid value for '--requirements': File" in done.err
+    done = cli("validate", "oci:x", "--authfile", str(tmp_path))
+    assert done.code == 2 and "Invalid value for '--authfile': File" in done.err
+
+
+def test_help_is_shown_as_click_shows_it(cli) -> None:
+    """The -h/--help made without a translation look-up: listed once, last, and shown."""
+    for args in ((), ("validate",), ("list",)):
+        shown = cli(*args, "--help")
+        assert shown.code == 0
+        assert shown.out.count("-h, --help") == 1
+        assert shown.out.rstrip().split("Options:")[1].count("Show this message and exit.") == 1
+        assert cli(*args, "-h").out == shown.out
