@@ -298,22 +298,38 @@ class TarWalker:
         # A sparse member's data comes expanded, its map gone (a tar-split's stream)
         self._expanded: bool = getattr(stream, "sparse_expanded", False)
 
-    def _fill(self) -> bool:
+    def _refill(self) -> bool:
+        """The next chunk as the buffer, the one before used up; False at the end."""
         chunk = self._stream.read(CHUNK)
         if not chunk:
             return False
-        self._buf = chunk if self._pos >= len(self._buf) else self._buf[self._pos:] + chunk
-        self._pos = 0
+        self._buf, self._pos = chunk, 0
         return True
 
     def _take(self, size: int) -> bytes:
-        while len(self._buf) - self._pos < size:
-            if not self._fill():
+        """The next SIZE bytes. Bytes that span chunks are joined from the pieces needed,
+        never by copying a chunk whole (a chunk passed over whole is the stream's own
+        block, uncopied)."""
+        buf, pos = self._buf, self._pos
+        end = pos + size
+        if end <= len(buf):
+            self._pos = end
+            self._offset += size
+            return buf[pos:end]
+        parts = [buf[pos:]]
+        need = end - len(buf)
+        while True:
+            chunk = self._stream.read(CHUNK)
+            if not chunk:
                 raise TarError(f"truncated tar stream at byte {self._offset}")
-        out = self._buf[self._pos:self._pos + size]
-        self._pos += size
+            if len(chunk) >= need:
+                parts.append(chunk[:need])
+                self._buf, self._pos = chunk, need
+                break
+            parts.append(chunk)
+            need -= len(chunk)
         self._offset += size
-        return out
+        return b"".join(parts)
 
     def _skip(self, size: int) -> None:
         available = len(self._buf) - self._pos
@@ -330,10 +346,16 @@ class TarWalker:
             if skipped < size:
                 raise TarError(f"truncated tar stream at byte {self._offset}")
             return
+        # Whole chunks, the rest of the last one kept as the buffer: the stream hands
+        # its blocks over uncopied.
         while size > 0:
-            chunk = self._stream.read(min(size, CHUNK))
+            chunk = self._stream.read(CHUNK)
             if not chunk:
                 raise TarError(f"truncated tar stream at byte {self._offset}")
+            if len(chunk) > size:
+                self._buf, self._pos = chunk, size
+                self._offset += size
+                return
             size -= len(chunk)
             self._offset += len(chunk)
 
@@ -355,15 +377,25 @@ class TarWalker:
         return bytes(out)
 
     def read_more(self, size: int) -> bytes:
-        """Up to SIZE more bytes of the current entry's data (none past its end); what is
-        left unread is skipped when moving on. A sparse entry is read whole first, holes as
-        zeros (its data is stored without them), when it is no larger than
+        """Up to SIZE more bytes of the current entry's data (none past its end, at least
+        one before it): what the buffer holds, so reading a large file copies no chunk
+        whole; what is left unread is skipped when moving on. A sparse entry is read whole
+        first, holes as zeros (its data is stored without them), when it is no larger than
         SPARSE_PREFIX_LIMIT; a larger one gives nothing."""
         if self._sparse is not None or self._filled is not None:
             return self._from_filled(size)
-        data = self._take(min(size, self._unread))
-        self._unread -= len(data)
-        self._pending -= len(data)
+        size = min(size, self._unread)
+        if not size:
+            return b""
+        if self._pos >= len(self._buf) and not self._refill():
+            raise TarError(f"truncated tar stream at byte {self._offset}")
+        pos = self._pos
+        data = self._buf[pos:pos + size]
+        got = len(data)
+        self._pos = pos + got
+        self._offset += got
+        self._unread -= got
+        self._pending -= got
         return data
 
     def skip_more(self, size: int) -> int:
@@ -447,7 +479,7 @@ class TarWalker:
                 header = self._buf[self._pos:self._pos + BLOCK]
                 self._pos += BLOCK
                 self._offset += BLOCK
-            elif self._fill() or len(self._buf) - self._pos:
+            elif self._pos < len(self._buf) or self._refill():
                 header = self._take(BLOCK)
             else:
                 return  # no end-of-archive blocks: tolerated, the data is complete
@@ -555,8 +587,7 @@ class TarWalker:
     def _end_of_archive(self) -> bool:
         """After a zero block: whether a second one (or the end of the stream) follows,
         as Go ends an archive; False when a header follows instead."""
-        if len(self._buf) - self._pos < BLOCK and not self._fill() \
-                and len(self._buf) == self._pos:
+        if self._pos >= len(self._buf) and not self._refill():
             return True  # one zero block, then the end: Go's reader stops too
         return self._take(BLOCK) == ZERO_BLOCK
 

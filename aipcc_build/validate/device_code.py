@@ -24,12 +24,14 @@ entries are not counted.
 from __future__ import annotations
 
 import io
+import re
 import struct
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Optional
 
+from ..patterns import lazy
 from .gpu_code import sort_archs
 from .results import DeviceCode, Hazard
 
@@ -50,6 +52,11 @@ BUNDLE_HEADER_LIMIT = 1 << 20
 COMPRESSED_INPUT_LIMIT = BUNDLE_HEADER_LIMIT + (64 << 10)
 _CCOB_HEADER = {1: "<4sHHIQ", 2: "<4sHHIIQ", 3: "<4sHHQQQ"}
 _CARRY = max(len(FATBIN_MAGIC), len(BUNDLE_MAGIC), len(COMPRESSED_MAGIC)) - 1
+# Every shared object is searched for it, byte after byte: re's literal search runs twice
+# as fast as bytes.find for this magic (whose last byte, a zero, is common in ELF files).
+# The magic cannot overlap itself (its first byte occurs once), so `finditer` finds what
+# repeated `find`s would.
+_FATBIN = lazy(re.escape(FATBIN_MAGIC))
 
 
 class Refused(ValueError):
@@ -232,10 +239,11 @@ class DeviceCodeReader:
         window, start = self._window, self._window_start
         # fatbinaries lie at any multiple of 8: searched for; bundles at page boundaries:
         # only those are looked at
-        at = window.find(FATBIN_MAGIC)
-        while at >= 0 and not self._stopped:
+        for found in _FATBIN.finditer(window):
+            if self._stopped:
+                break
+            at = found.start()
             self._candidate(start + at, at, FATBIN_MAGIC, self._fatbin)
-            at = window.find(FATBIN_MAGIC, at + 1)
         for at in range(-start % BUNDLE_ALIGN, len(window), BUNDLE_ALIGN):
             if self._stopped:
                 return
