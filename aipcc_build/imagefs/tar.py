@@ -49,7 +49,7 @@ FIFO = "6"
 CONTIGUOUS = "7"
 GLOBAL = "g"
 GNU_SPARSE = "S"
-_NO_DATA = (HARDLINK, SYMLINK, CHARDEV, BLOCKDEV, DIRECTORY, FIFO)
+_NO_DATA = frozenset((HARDLINK, SYMLINK, CHARDEV, BLOCKDEV, DIRECTORY, FIFO))
 # Header-only types: Go gives them no data, whatever their size field says.
 _HEADER_ONLY = _NO_DATA
 _POSIX_MAGIC = b"ustar\0"
@@ -469,20 +469,29 @@ class TarWalker:
         long_name = b""
         long_link = b""
         pax: dict[str, bytes] = {}
+        extended = False  # an x, L or K record waits for the next member
         while True:
-            if self._pending:
-                self._skip(self._pending)
+            # The hot path, once per member: plain slicing, no per-field helper calls.
+            buf, pos, pending = self._buf, self._pos, self._pending
+            if pending:
+                if pos + pending <= len(buf):
+                    pos += pending
+                    self._offset += pending
+                else:
+                    self._skip(pending)
+                    buf, pos = self._buf, self._pos
                 self._pending = self._unread = 0
             self._sparse = self._filled = None
-            # The hot path, once per member: plain slicing, no per-field helper calls.
-            if len(self._buf) - self._pos >= BLOCK:
-                header = self._buf[self._pos:self._pos + BLOCK]
-                self._pos += BLOCK
+            if pos + BLOCK <= len(buf):
+                header = buf[pos:pos + BLOCK]
+                self._pos = pos + BLOCK
                 self._offset += BLOCK
-            elif self._pos < len(self._buf) or self._refill():
-                header = self._take(BLOCK)
             else:
-                return  # no end-of-archive blocks: tolerated, the data is complete
+                self._pos = pos
+                if pos < len(buf) or self._refill():
+                    header = self._take(BLOCK)
+                else:
+                    return  # no end-of-archive blocks: tolerated, the data is complete
             if header == ZERO_BLOCK:
                 if self._end_of_archive():
                     return
@@ -492,7 +501,11 @@ class TarWalker:
             at = self._offset - BLOCK
             if _PLAIN_NUMBERS.fullmatch(header, 100, 156):
                 mode, size = int(header[100:107], 8), int(header[124:135], 8)
-                checked = _checksum_matches(header, int(header[148:154], 8))
+                stored = int(header[148:154], 8)
+                # `_checksum_matches`' unsigned sum, inline: most headers end here
+                checked = stored == (adler32(header[:256]) & 0xFFFF) \
+                    + (adler32(header[256:]) & 0xFFFF) + 254 - sum(header[148:156]) \
+                    or _checksum_matches(header, stored)
             else:
                 checked = _checksum_matches(header)
                 if checked:
@@ -517,8 +530,12 @@ class TarWalker:
                     long_name = _cstring(data)
                 else:
                     long_link = _cstring(data)
+                extended = True
                 continue
-            name = _cstring(header[0:100])
+            name = header[:100]
+            end = name.find(0)
+            if end >= 0:
+                name = name[:end]
             if not (_PLAIN_FORMAT.match(header, 257) and header[508:512] != _STAR_TRAILER):
                 prefix = _format_numbers(header, at)
                 if prefix:
@@ -532,12 +549,12 @@ class TarWalker:
                     raise TarError(f"'g' extension header of {size} bytes at byte "
                                    f"{self._offset}: more than Go's reader takes")
                 pax_records(self._member_data(size))  # Go parses them: malformed, refused
-                pax, long_name, long_link = {}, b"", b""
+                pax, long_name, long_link, extended = {}, b"", b"", False
                 yield TarEntry(name, kind, 0, b"", 0)
                 continue
             sparse: Optional[list[tuple[int, int]]] = None
             map_bytes = 0
-            if pax or long_name or long_link:
+            if extended:
                 if pax:
                     name = pax.get("path") or name
                     link = pax.get("linkpath") or link
@@ -554,6 +571,7 @@ class TarWalker:
                         name = pax.get(_SPARSE_NAME) or name
                 long_name = long_link = b""
                 pax = {}
+                extended = False
             if not flag and name.endswith(b"/"):
                 kind = DIRECTORY  # legacy archives mark directories with a trailing slash
             if kind in _NO_DATA:

@@ -66,6 +66,19 @@ def test_a_fatbin_magic_off_its_alignment_or_in_a_payload_is_not_one() -> None:
     assert found.sass == ("sm_80",) and not found.refusals
 
 
+def test_bytes_that_look_like_the_magic_everywhere_still_find_each_fatbinary() -> None:
+    # The search picks the magic's 0xBA out of every aligned offset; a window where every
+    # one holds it is searched for the whole magic instead, and finds the same.
+    decoys = b"\xba" * (8 * 6000)
+    first = fatbin([fatbin_entry(2, 80)])
+    misaligned = fatbin([fatbin_entry(2, 35)])
+    second = fatbin([fatbin_entry(1, 90)])
+    found = read(elf_with((4096, first), (8192, decoys), (8192 + len(decoys) + 4, misaligned),
+                          (8192 + len(decoys) + 256, second), (65536, decoys)))
+    assert (found.sass, found.ptx) == (("sm_80",), ("compute_90",))
+    assert found.detail == "2 fatbinaries: 2 entries" and not found.refusals
+
+
 @pytest.mark.parametrize("data, why", [
     (fatbin([fatbin_entry(2, 80)], size=1 << 40), "past the file's end"),
     (fatbin([fatbin_entry(2, 80, claimed=16)]), "claims a 16-byte header"),
