@@ -60,6 +60,7 @@ _FATBIN_PICK = 3
 _FATBIN_BYTE = FATBIN_MAGIC[_FATBIN_PICK]
 _MAX_PICKED_HITS = 4096
 _FATBIN = lazy(re.escape(FATBIN_MAGIC))
+_BUNDLE_HEADS = lazy(b"[" + re.escape(BUNDLE_MAGIC[:1] + COMPRESSED_MAGIC[:1]) + b"]")
 
 
 class Refused(ValueError):
@@ -263,15 +264,13 @@ class DeviceCodeReader:
             if window.startswith(FATBIN_MAGIC, at):
                 self._candidate(start + at, at, FATBIN_MAGIC, self._fatbin)
             hit = column.find(_FATBIN_BYTE, hit + 1)
-        # Bundles lie at page boundaries: only those are looked at, when the first byte of
-        # one there can start a magic.
+        # Bundles lie at page boundaries: only those are looked at, where the byte there
+        # can start a magic.
         first = -start % BUNDLE_ALIGN
-        heads = window[first::BUNDLE_ALIGN]
-        if BUNDLE_MAGIC[:1] not in heads and COMPRESSED_MAGIC[:1] not in heads:
-            return
-        for at in range(first, len(window), BUNDLE_ALIGN):
+        for head in _BUNDLE_HEADS.finditer(window[first::BUNDLE_ALIGN]):
             if self._stopped:
                 return
+            at = first + head.start() * BUNDLE_ALIGN
             if window.startswith(BUNDLE_MAGIC, at):
                 self._candidate(start + at, at, BUNDLE_MAGIC, self._bundle)
             elif window.startswith(COMPRESSED_MAGIC, at):
