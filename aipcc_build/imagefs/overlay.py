@@ -246,7 +246,8 @@ class Unpacker:
         tree = self.tree
         kind = entry.kind
         relative = name[2:] if name[:2] == "./" else name
-        path = "/" + relative.rstrip("/")
+        key = relative.rstrip("/")
+        path = "/" + key
         # Most names are plain ("usr/lib/x", "./usr/lib/x/"): `place`'s answer without its
         # work (their duplicate key is the name without "./" and trailing slashes, they
         # land at it, no part of them is too long).
@@ -254,9 +255,10 @@ class Unpacker:
                 and "//" not in path and "/." not in path and kind in ENGINE_KINDS \
                 and len(entry.link) < PATH_MAX:
             seen = self._seen
-            if path[1:] in seen:
+            held = len(seen)
+            seen.add(key)
+            if len(seen) == held:
                 raise LayerRefused(f"member {name!r} is the layer's second of that name")
-            seen.add(path[1:])
         else:
             path = place(name, kind, entry.link, self._seen)
         parent, _, base = path.rpartition("/")
@@ -280,7 +282,10 @@ class Unpacker:
                     _resolve_parent(tree, parent_and_base(parent)[0], budget=self.budget,
                                     member=path)
                 return None  # mknod of a whiteout below a file: ENOTDIR, which is ignored
-        where = directory + "/" + base if directory != "/" else "/" + base
+        if directory == parent:
+            where = path  # no symlink on the way: most members
+        else:
+            where = directory + "/" + base if directory != "/" else "/" + base
         existing = tree.get(where)
         if existing is None and kind == REGULAR and not whiteout:
             # the common case, without the general path's checks

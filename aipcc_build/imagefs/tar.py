@@ -42,7 +42,7 @@ MAX_SPECIAL_SIZE = 1 << 20
 # tar type flags: those the model keeps are `kinds`'
 CONTIGUOUS = "7"
 GNU_SPARSE = "S"
-_NO_DATA = (HARDLINK, SYMLINK, CHARDEV, BLOCKDEV, DIRECTORY, FIFO)
+_NO_DATA = frozenset((HARDLINK, SYMLINK, CHARDEV, BLOCKDEV, DIRECTORY, FIFO))
 # Header-only types: Go gives them no data, whatever their size field says.
 _HEADER_ONLY = _NO_DATA
 _POSIX_MAGIC = b"ustar\0"
@@ -291,22 +291,38 @@ class TarWalker:
         # A sparse member's data comes expanded, its map gone (a tar-split's stream)
         self._expanded: bool = getattr(stream, "sparse_expanded", False)
 
-    def _fill(self) -> bool:
+    def _refill(self) -> bool:
+        """The next chunk as the buffer, the one before used up; False at the end."""
         chunk = self._stream.read(CHUNK)
         if not chunk:
             return False
-        self._buf = chunk if self._pos >= len(self._buf) else self._buf[self._pos:] + chunk
-        self._pos = 0
+        self._buf, self._pos = chunk, 0
         return True
 
     def _take(self, size: int) -> bytes:
-        while len(self._buf) - self._pos < size:
-            if not self._fill():
+        """The next SIZE bytes. Bytes that span chunks are joined from the pieces needed,
+        never by copying a chunk whole (a chunk passed over whole is the stream's own
+        block, uncopied)."""
+        buf, pos = self._buf, self._pos
+        end = pos + size
+        if end <= len(buf):
+            self._pos = end
+            self._offset += size
+            return buf[pos:end]
+        parts = [buf[pos:]]
+        need = end - len(buf)
+        while True:
+            chunk = self._stream.read(CHUNK)
+            if not chunk:
                 raise TarError(f"truncated tar stream at byte {self._offset}")
-        out = self._buf[self._pos:self._pos + size]
-        self._pos += size
+            if len(chunk) >= need:
+                parts.append(chunk[:need])
+                self._buf, self._pos = chunk, need
+                break
+            parts.append(chunk)
+            need -= len(chunk)
         self._offset += size
-        return out
+        return b"".join(parts)
 
     def _skip(self, size: int) -> None:
         available = len(self._buf) - self._pos
@@ -323,10 +339,16 @@ class TarWalker:
             if skipped < size:
                 raise TarError(f"truncated tar stream at byte {self._offset}")
             return
+        # Whole chunks, the rest of the last one kept as the buffer: the stream hands
+        # its blocks over uncopied.
         while size > 0:
-            chunk = self._stream.read(min(size, CHUNK))
+            chunk = self._stream.read(CHUNK)
             if not chunk:
                 raise TarError(f"truncated tar stream at byte {self._offset}")
+            if len(chunk) > size:
+                self._buf, self._pos = chunk, size
+                self._offset += size
+                return
             size -= len(chunk)
             self._offset += len(chunk)
 
@@ -348,15 +370,25 @@ class TarWalker:
         return bytes(out)
 
     def read_more(self, size: int) -> bytes:
-        """Up to SIZE more bytes of the current entry's data (none past its end); what is
-        left unread is skipped when moving on. A sparse entry is read whole first, holes as
-        zeros (its data is stored without them), when it is no larger than
+        """Up to SIZE more bytes of the current entry's data (none past its end, at least
+        one before it): what the buffer holds, so reading a large file copies no chunk
+        whole; what is left unread is skipped when moving on. A sparse entry is read whole
+        first, holes as zeros (its data is stored without them), when it is no larger than
         SPARSE_PREFIX_LIMIT; a larger one gives nothing."""
         if self._sparse is not None or self._filled is not None:
             return self._from_filled(size)
-        data = self._take(min(size, self._unread))
-        self._unread -= len(data)
-        self._pending -= len(data)
+        size = min(size, self._unread)
+        if not size:
+            return b""
+        if self._pos >= len(self._buf) and not self._refill():
+            raise TarError(f"truncated tar stream at byte {self._offset}")
+        pos = self._pos
+        data = self._buf[pos:pos + size]
+        got = len(data)
+        self._pos = pos + got
+        self._offset += got
+        self._unread -= got
+        self._pending -= got
         return data
 
     def skip_more(self, size: int) -> int:
@@ -430,20 +462,29 @@ class TarWalker:
         long_name = b""
         long_link = b""
         pax: dict[str, bytes] = {}
+        extended = False  # an x, L or K record waits for the next member
         while True:
-            if self._pending:
-                self._skip(self._pending)
+            # The hot path, once per member: plain slicing, no per-field helper calls.
+            buf, pos, pending = self._buf, self._pos, self._pending
+            if pending:
+                if pos + pending <= len(buf):
+                    pos += pending
+                    self._offset += pending
+                else:
+                    self._skip(pending)
+                    buf, pos = self._buf, self._pos
                 self._pending = self._unread = 0
             self._sparse = self._filled = None
-            # The hot path, once per member: plain slicing, no per-field helper calls.
-            if len(self._buf) - self._pos >= BLOCK:
-                header = self._buf[self._pos:self._pos + BLOCK]
-                self._pos += BLOCK
+            if pos + BLOCK <= len(buf):
+                header = buf[pos:pos + BLOCK]
+                self._pos = pos + BLOCK
                 self._offset += BLOCK
-            elif self._fill() or len(self._buf) - self._pos:
-                header = self._take(BLOCK)
             else:
-                return  # no end-of-archive blocks: tolerated, the data is complete
+                self._pos = pos
+                if pos < len(buf) or self._refill():
+                    header = self._take(BLOCK)
+                else:
+                    return  # no end-of-archive blocks: tolerated, the data is complete
             if header == ZERO_BLOCK:
                 if self._end_of_archive():
                     return
@@ -453,7 +494,11 @@ class TarWalker:
             at = self._offset - BLOCK
             if _PLAIN_NUMBERS.fullmatch(header, 100, 156):
                 mode, size = int(header[100:107], 8), int(header[124:135], 8)
-                checked = _checksum_matches(header, int(header[148:154], 8))
+                stored = int(header[148:154], 8)
+                # `_checksum_matches`' unsigned sum, inline: most headers end here
+                checked = stored == (adler32(header[:256]) & 0xFFFF) \
+                    + (adler32(header[256:]) & 0xFFFF) + 254 - sum(header[148:156]) \
+                    or _checksum_matches(header, stored)
             else:
                 checked = _checksum_matches(header)
                 if checked:
@@ -478,8 +523,12 @@ class TarWalker:
                     long_name = _cstring(data)
                 else:
                     long_link = _cstring(data)
+                extended = True
                 continue
-            name = _cstring(header[0:100])
+            name = header[:100]
+            end = name.find(0)
+            if end >= 0:
+                name = name[:end]
             if not (_PLAIN_FORMAT.match(header, 257) and header[508:512] != _STAR_TRAILER):
                 prefix = _format_numbers(header, at)
                 if prefix:
@@ -493,12 +542,12 @@ class TarWalker:
                     raise TarError(f"'g' extension header of {size} bytes at byte "
                                    f"{self._offset}: more than Go's reader takes")
                 pax_records(self._member_data(size))  # Go parses them: malformed, refused
-                pax, long_name, long_link = {}, b"", b""
+                pax, long_name, long_link, extended = {}, b"", b"", False
                 yield TarEntry(name, kind, 0, b"", 0)
                 continue
             sparse: Optional[list[tuple[int, int]]] = None
             map_bytes = 0
-            if pax or long_name or long_link:
+            if extended:
                 if pax:
                     name = pax.get("path") or name
                     link = pax.get("linkpath") or link
@@ -515,6 +564,7 @@ class TarWalker:
                         name = pax.get(_SPARSE_NAME) or name
                 long_name = long_link = b""
                 pax = {}
+                extended = False
             if not flag and name.endswith(b"/"):
                 kind = DIRECTORY  # legacy archives mark directories with a trailing slash
             if kind in _NO_DATA:
@@ -548,8 +598,7 @@ class TarWalker:
     def _end_of_archive(self) -> bool:
         """After a zero block: whether a second one (or the end of the stream) follows,
         as Go ends an archive; False when a header follows instead."""
-        if len(self._buf) - self._pos < BLOCK and not self._fill() \
-                and len(self._buf) == self._pos:
+        if self._pos >= len(self._buf) and not self._refill():
             return True  # one zero block, then the end: Go's reader stops too
         return self._take(BLOCK) == ZERO_BLOCK
 

@@ -270,9 +270,9 @@ class LayerDetector:
                        skip: Callable[[int], int]) -> None:
         """A shared object read from its start: as far as its dynamic section reaches for
         what it links (when its name placed it nowhere) or its SONAME (when its name has no
-        version), and to its end for the device code it carries (READ(n): the next n bytes;
-        what is left unread, the walker skips: SKIP is not needed, every byte is fed to the
-        device-code reader)."""
+        version), and to its end for the device code it carries (READ(n): at most n more
+        bytes, none only at its end; what is left unread, the walker skips: SKIP is not
+        needed, every byte is fed to the device-code reader)."""
         owner = self._linking.pop(path, None)
         reader = DeviceCodeReader()
 
@@ -292,8 +292,9 @@ class LayerDetector:
                 self._by_soname(path, entries, None)
             elif entries is not None and owner is not None:
                 self.evidence.extend(linked_evidence(path, entries, owner))
-        if len(reader.head) < len(_ELF_MAGIC):
-            read_fed(len(_ELF_MAGIC) - len(reader.head))
+        while len(reader.head) < len(_ELF_MAGIC) and read_fed(len(_ELF_MAGIC)
+                                                             - len(reader.head)):
+            pass
         if reader.head != _ELF_MAGIC:
             return  # not ELF (a linker script): no device code; the walker skips the rest
         while read_fed(1 << 20):

@@ -24,12 +24,14 @@ entries are not counted.
 from __future__ import annotations
 
 import io
+import re
 import struct
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Optional
 
+from ..patterns import lazy
 from ..toolkit.gpu_archs import sort_archs
 from .results import DeviceCode, Hazard
 
@@ -50,6 +52,15 @@ BUNDLE_HEADER_LIMIT = 1 << 20
 COMPRESSED_INPUT_LIMIT = BUNDLE_HEADER_LIMIT + (64 << 10)
 _CCOB_HEADER = {1: "<4sHHIQ", 2: "<4sHHIIQ", 3: "<4sHHQQQ"}
 _CARRY = max(len(FATBIN_MAGIC), len(BUNDLE_MAGIC), len(COMPRESSED_MAGIC)) - 1
+# The search for fatbinaries (`DeviceCodeReader._search`): the magic's byte picked out at
+# each aligned offset, and how many hits in one window before the magic itself is searched
+# for. The magic cannot overlap itself (its first byte occurs once in it), so `finditer`
+# finds each one `find` would.
+_FATBIN_PICK = 3
+_FATBIN_BYTE = FATBIN_MAGIC[_FATBIN_PICK]
+_MAX_PICKED_HITS = 4096
+_FATBIN = lazy(re.escape(FATBIN_MAGIC))
+_BUNDLE_HEADS = lazy(b"[" + re.escape(BUNDLE_MAGIC[:1] + COMPRESSED_MAGIC[:1]) + b"]")
 
 
 class Refused(ValueError):
@@ -230,15 +241,36 @@ class DeviceCodeReader:
 
     def _search(self) -> None:
         window, start = self._window, self._window_start
-        # fatbinaries lie at any multiple of 8: searched for; bundles at page boundaries:
-        # only those are looked at
-        at = window.find(FATBIN_MAGIC)
-        while at >= 0 and not self._stopped:
-            self._candidate(start + at, at, FATBIN_MAGIC, self._fatbin)
-            at = window.find(FATBIN_MAGIC, at + 1)
-        for at in range(-start % BUNDLE_ALIGN, len(window), BUNDLE_ALIGN):
+        # Fatbinaries lie at multiples of 8. Every shared object's bytes pass here: the
+        # byte at each such offset + 3 (where the magic holds 0xBA) is picked out, a
+        # strided copy of an eighth of the window, and searched by memchr; a hit is checked
+        # whole. That is 2.5 times as fast as searching the magic itself (re's literal
+        # search, twice bytes.find's speed on ELF data: the magic ends in a zero), which a
+        # window full of hits falls back to.
+        first = -start % FATBIN_ALIGN
+        column = window[first + _FATBIN_PICK::FATBIN_ALIGN]
+        hit = column.find(_FATBIN_BYTE)
+        hits = 0
+        while hit >= 0 and not self._stopped:
+            at = first + hit * FATBIN_ALIGN
+            hits += 1
+            if hits > _MAX_PICKED_HITS:
+                for found in _FATBIN.finditer(window, at):
+                    if self._stopped:
+                        break
+                    self._candidate(start + found.start(), found.start(), FATBIN_MAGIC,
+                                    self._fatbin)
+                break
+            if window.startswith(FATBIN_MAGIC, at):
+                self._candidate(start + at, at, FATBIN_MAGIC, self._fatbin)
+            hit = column.find(_FATBIN_BYTE, hit + 1)
+        # Bundles lie at page boundaries: only those are looked at, where the byte there
+        # can start a magic.
+        first = -start % BUNDLE_ALIGN
+        for head in _BUNDLE_HEADS.finditer(window[first::BUNDLE_ALIGN]):
             if self._stopped:
                 return
+            at = first + head.start() * BUNDLE_ALIGN
             if window.startswith(BUNDLE_MAGIC, at):
                 self._candidate(start + at, at, BUNDLE_MAGIC, self._bundle)
             elif window.startswith(COMPRESSED_MAGIC, at):

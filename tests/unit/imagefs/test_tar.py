@@ -8,7 +8,7 @@ import tarfile
 import pytest
 
 from aipcc_build.imagefs.paths import clean, climbs, duplicate_key, whiteout_of
-from aipcc_build.imagefs.tar import MAX_SPECIAL_SIZE, TarError, TarWalker
+from aipcc_build.imagefs.tar import CHUNK, MAX_SPECIAL_SIZE, TarError, TarWalker
 from tests.support.layers import member, tar_bytes
 from tests.support.raw_tar import Member, header, raw_tar
 
@@ -220,3 +220,57 @@ def test_a_sparse_member_read_from_a_tar_split_is_the_file_itself() -> None:
     walker = TarWalker(stream)
     read = [(entry.name, entry.size, walker.read_data()) for entry in walker]
     assert read == [(b"sparse/one", 1500, logical), (b"after", 4, b"next")]
+
+
+class _Pieces:
+    """A stream that answers each read with at most SIZE bytes, as a decompressor hands
+    out its blocks or a tar-split its members."""
+
+    def __init__(self, data: bytes, size: int) -> None:
+        self._data, self._size, self._at = data, size, 0
+
+    def read(self, size: int) -> bytes:
+        out = self._data[self._at:self._at + min(size, self._size)]
+        self._at += len(out)
+        return out
+
+
+def _read_all(walker: TarWalker, by: int) -> list[tuple[bytes, bytes]]:
+    """Each member's name and data, its data read BY bytes at most at a time (0: whole)."""
+    read = []
+    for entry in walker:
+        if not by:
+            read.append((entry.name, walker.read_data()))
+            continue
+        pieces = []
+        while piece := walker.read_more(by):
+            assert len(piece) <= by
+            pieces.append(piece)
+        read.append((entry.name, b"".join(pieces)))
+    return read
+
+
+def _outcome(stream: object, by: int) -> object:
+    try:
+        return _read_all(TarWalker(stream), by)  # type: ignore[arg-type]
+    except TarError as exc:
+        return str(exc)
+
+
+@pytest.mark.parametrize("by", [0, 1000, CHUNK])
+def test_a_walk_does_not_depend_on_how_the_stream_cuts_its_bytes(by: int) -> None:
+    # Reading spans the stream's pieces without copying them whole: the members, their
+    # data and the refusals of a cut archive are the same however the bytes come.
+    small = raw_tar([Member(b"a", data=b"1" * 700), Member(b"x", data=b"abc",
+                                                             pax={"path": b"pax/name"}),
+                     Member(b"empty"), Member(b"b", data=bytes(range(256)) * 9)])
+    big = raw_tar([Member(b"head", data=b"h" * 600),
+                   Member(b"big", data=bytes(range(256)) * 5000),
+                   Member(b"tail", data=b"t" * 3)])
+    for data, sizes in ((small, (1, 7, 511, 512, 513, 4097)),
+                        (big, (4097, CHUNK // 3 + 1, CHUNK))):
+        for cut in (len(data), 600, 1024 + 300, len(data) - 1024 - 700):
+            whole = _outcome(io.BytesIO(data[:cut]), by)
+            assert whole != [] and (cut < len(data) or isinstance(whole, list))
+            for size in sizes:
+                assert _outcome(_Pieces(data[:cut], size), by) == whole, (cut, size)

@@ -26,6 +26,7 @@ from aipcc_build.validate.layers import scan_layer
 from aipcc_build.validate.results import DeviceCode, LayerScan
 from aipcc_build.validate.scan_stack import stack_of
 from tests.support.device_code import bundle, compressed, elf_with, fatbin, fatbin_entry
+from tests.support.elf import dynamic_elf
 from tests.support.layers import member, tar_bytes
 
 CHUNKS = (1 << 20, 4096, 7, 1000)
@@ -61,6 +62,19 @@ def test_a_fatbin_magic_off_its_alignment_or_in_a_payload_is_not_one() -> None:
     outer = fatbin([fatbin_entry(2, 80, payload=inner + b"\0" * 8)])
     found = read(elf_with((100 * 8, outer), (8 * 300 + 4, inner)))
     assert found.sass == ("sm_80",) and not found.refusals
+
+
+def test_bytes_that_look_like_the_magic_everywhere_still_find_each_fatbinary() -> None:
+    # The search picks the magic's 0xBA out of every aligned offset; a window where every
+    # one holds it is searched for the whole magic instead, and finds the same.
+    decoys = b"\xba" * (8 * 6000)
+    first = fatbin([fatbin_entry(2, 80)])
+    misaligned = fatbin([fatbin_entry(2, 35)])
+    second = fatbin([fatbin_entry(1, 90)])
+    found = read(elf_with((4096, first), (8192, decoys), (8192 + len(decoys) + 4, misaligned),
+                          (8192 + len(decoys) + 256, second), (65536, decoys)))
+    assert (found.sass, found.ptx) == (("sm_80",), ("compute_90",))
+    assert found.detail == "2 fatbinaries: 2 entries" and not found.refusals
 
 
 @pytest.mark.parametrize("data, why", [
@@ -207,6 +221,38 @@ def test_a_layer_scan_reads_device_code_of_wheel_libraries_and_caches_it(
     cache = LayerCache(tmp_path / "cache")
     cache.put(scan)
     assert cache.get(digest) == scan
+
+
+def test_a_layer_scan_does_not_depend_on_how_the_stream_cuts_its_bytes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The walker hands a shared object's reader what its buffer holds, never a chunk
+    # copied whole: the ELF magic, the dynamic section and the device code read the same
+    # when the stream's pieces cut through them.
+    from aipcc_build.imagefs import tar
+
+    linked = dynamic_elf(b"_C.so", (b"libcudart.so.12",), padding=3000)
+    linked += bytes(-len(linked) % 8) + fatbin([fatbin_entry(2, 80), fatbin_entry(1, 90)])
+    site = "usr/lib/python3/site-packages"
+    data = tar_bytes([
+        member(f"{site}/mypkg/_C.so", linked),
+        member(f"{site}/mypkg/_kernels.so", elf_with(
+            (8192, bundle(["hipv4-amdgcn-amd-amdhsa--gfx942"])))),
+        member(f"{site}/nvidia/cublas/lib/libcublasLt.so.12",
+               elf_with((4096, fatbin([fatbin_entry(2, 90)])))),
+        member(f"{site}/mypkg/script.so", b"/* GNU ld script */"),
+        member(f"{site}/mypkg/tiny.so", b"\x7fE"),
+    ])
+    blob = tmp_path / "layer"
+    blob.write_bytes(data)
+    job = LayerJob("sha256:" + hashlib.sha256(data).hexdigest(), "", BlobLocation(str(blob)))
+    whole = scan_layer(job)
+    assert [(c.path.rsplit("/", 1)[1], c.sass, c.gfx) for c in whole.device_code] == [
+        ("_C.so", ("sm_80",), ()), ("_kernels.so", (), ("gfx942",)),
+        ("libcublasLt.so.12", ("sm_90",), ())]
+    assert any(e.kind == "linked" and "libcudart.so.12" in e.detail for e in whole.evidence)
+    for size in (1, 3, 7, 512, 4099):
+        monkeypatch.setattr(tar, "CHUNK", size)
+        assert scan_layer(job) == whole, size
 
 
 def test_more_containers_or_entries_than_the_limits_are_refused(
