@@ -6,6 +6,7 @@ the registry client reports as no answer, never a hang."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
@@ -27,7 +28,8 @@ class Scripted:
         self.connections = 0
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.host = f"127.0.0.1:{self.listener.getsockname()[1]}"
-        threading.Thread(target=self._serve, daemon=True).start()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
 
     def _serve(self) -> None:
         while True:
@@ -59,7 +61,13 @@ class Scripted:
                     return
 
     def stop(self) -> None:
+        # close() alone leaves accept() waiting on Linux: the thread would outlive the
+        # test, and later tests would run with a thread (the scan pool then forks through
+        # forkserver).
+        with contextlib.suppress(OSError):
+            self.listener.shutdown(socket.SHUT_RDWR)
         self.listener.close()
+        self.thread.join(timeout=10)
 
 
 @pytest.fixture
