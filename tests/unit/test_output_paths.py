@@ -440,7 +440,6 @@ def test_only_regular_files_of_our_naming_are_removed(tmp_path: Path) -> None:
         f".out.json.{dead}.{'ab' * 6}.tmp": "dir",  # a directory of our naming
         f".out.json.{dead}.{'cd' * 6}.tmp": "link",  # a link to a file elsewhere
         f".out.json.{dead}.tmp": "file",  # another naming
-        f".out.json.x.{dead}.{'ef' * 6}.tmp": "file",  # another output's (out.json.x)
         f".out.json.{dead}.{'AB' * 6}.tmp": "file",
     }
     elsewhere = tmp_path / "elsewhere"
@@ -454,8 +453,10 @@ def test_only_regular_files_of_our_naming_are_removed(tmp_path: Path) -> None:
             (tmp_path / name).write_text("kept")
     stale = tmp_path / f".out.json.{dead}.{'01' * 6}.tmp"
     stale.write_text("half")
+    another = tmp_path / f".report.json.{dead}.{'ef' * 6}.tmp"  # another output's, stale
+    another.write_text("half")
     fsutil.write_atomic(tmp_path / "out.json", "{}")
-    assert not stale.exists()
+    assert not stale.exists() and not another.exists()
     assert sorted(_temporaries(tmp_path)) == sorted(kept)
     assert elsewhere.read_text() == "kept"
 
@@ -481,3 +482,20 @@ def test_every_output_is_read_back(commands: dict, tmp_path: Path, cli, command:
     monkeypatch.undo()
     full_or_read_only(command, done, out)
     assert not [n for _, _, names in os.walk(out.parent) for n in names if n.endswith(".tmp")]
+
+
+def test_a_directory_is_listed_for_stale_temporaries_once_per_process(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An index generation writes thousands of files into one directory: listing it
+    before each write would cost more than the writes (bench/output_readback.py)."""
+    listed: list[str] = []
+    real_listdir = os.listdir
+
+    def spied(where: str) -> list[str]:
+        listed.append(where)
+        return real_listdir(where)
+
+    monkeypatch.setattr(fsutil.os, "listdir", spied)
+    for name in ("a", "b", "c"):
+        fsutil.write_atomic(tmp_path / name, name)
+    assert listed == [str(tmp_path)]
