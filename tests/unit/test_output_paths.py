@@ -389,15 +389,15 @@ WRITER = """
 import sys, time
 from aipcc_build import fsutil
 with fsutil.output(sys.argv[1]) as handle:
-    handle.write(b"half of it")
+    handle.write(b"x" * int(sys.argv[2]))
     handle.flush()
     print("writing", flush=True)
     time.sleep(60)
 """
 
 
-def _writing(target: Path) -> subprocess.Popen[str]:
-    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(target)], cwd=REPO,
+def _writing(target: Path, size: int = 10) -> subprocess.Popen[str]:
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(target), str(size)], cwd=REPO,
                               stdout=subprocess.PIPE, text=True)
     assert writer.stdout is not None and writer.stdout.readline() == "writing\n"
     return writer
@@ -418,6 +418,21 @@ def test_a_temporary_left_by_a_killed_writer_goes_with_the_next_write(tmp_path: 
     fsutil.write_atomic(target, "{}")
     assert target.read_text() == "{}"
     assert os.listdir(tmp_path) == ["build-report.json"]
+
+
+@pytest.mark.integration  # mounts a tmpfs
+def test_a_killed_writers_temporary_no_longer_fills_the_disk(tmp_path: Path) -> None:
+    """On a small disk, what a writer killed mid-write left would make every later write of
+    the output fail for want of space: the next write removes it first."""
+    with tmpfs(tmp_path / "small", "256k") as mount:
+        target = mount / "archive.tar"
+        writer = _writing(target, 160 << 10)
+        writer.kill()
+        writer.wait(10)
+        assert len(_temporaries(mount)) == 1
+        fsutil.write_atomic(target, b"y" * (160 << 10))
+        assert target.read_bytes() == b"y" * (160 << 10)
+        assert os.listdir(mount) == ["archive.tar"]
 
 
 def test_a_live_writers_temporary_is_left_to_it(tmp_path: Path) -> None:
