@@ -137,9 +137,11 @@ def images_from_references(references: Sequence[tuple[str, str]], source_registr
     return images
 
 
-def images_from_layout(source: str) -> tuple[list[Image], str, Optional[Path]]:
+def images_from_layout(source: str, signed: bool = False
+                       ) -> tuple[list[Image], str, Optional[Path]]:
     """The images of a dir: layout or oci-archive (unpacked into a temporary directory,
-    returned third for removal) and the registry they came from."""
+    returned third for removal) and the registry they came from; SIGNED: each must carry its
+    signature (a ClusterImagePolicy will require it), else the source is refused."""
     transport, location = destination(source)
     if transport == "docker":
         raise InputError("mirror from a registry takes a build report or the matrix",
@@ -162,6 +164,12 @@ def images_from_layout(source: str) -> tuple[list[Image], str, Optional[Path]]:
         if registry is None:
             raise InputError(f"no {oci_layout.META}: not written by aipcc-build mirror",
                              file=location, field="source")
+        missing = oci_layout.unsigned(path) if signed else []
+        if missing:
+            raise InputError(f"no signature (no PATH:sha256-<hex>.sig ref) for "
+                             f"{', '.join(missing)}: the ClusterImagePolicy --key writes "
+                             "would make the site refuse the pull", file=location,
+                             field="key")
         images = []
         for ref, digest in sorted(oci_layout.refs(path).items()):
             name, _, tag = ref.rpartition(":")
@@ -215,7 +223,8 @@ def mirror_release(request: MirrorRelease, runner: Optional[Runner] = None,
     temporary = None
     try:
         if request.layout is not None:
-            images, source_registry, temporary = images_from_layout(request.layout)
+            images, source_registry, temporary = images_from_layout(
+                request.layout, signed=request.trust.policy_key is not None)
         elif request.reports:
             images, source_registry = _from_report(request, request.reports)
         else:
@@ -237,7 +246,8 @@ def _check_policy_source(request: MirrorRelease) -> None:
     """A ClusterImagePolicy requires the release's signatures, which only the images of a
     release manifest carry (promote signs what it releases): for a build report's or a build
     id's images, never signed, it would make the site refuse every pull. A layout or archive
-    is what a mirror of either wrote: it keeps the signatures it was given."""
+    is what a mirror of either wrote: it keeps the signatures it was given, each image's
+    checked once the layout is read (images_from_layout)."""
     from .promote import is_release_manifest
 
     if request.trust.policy_key is None or request.layout is not None:

@@ -80,6 +80,15 @@ def is_attachment(ref: str) -> bool:
     return _ATTACHMENT_TAG.fullmatch(ref.rpartition(":")[2]) is not None
 
 
+def unsigned(layout: Path) -> list[str]:
+    """The refs of the layout's images without their sigstore signature ref beside them
+    (`PATH:sha256-<hex>.sig` for the image's digest), sorted."""
+    found = _descriptors(_index(layout))
+    return sorted(ref for ref, entry in found.items() if not is_attachment(ref) and
+                  f"{ref.rpartition(':')[0]}:{entry['digest'].replace(':', '-')}.sig"
+                  not in found)
+
+
 class LayoutStore:
     """The layout at ROOT read and written as a registry without the referrers API (see
     the module): a repository's tag is the ref `REPOSITORY:TAG`, every manifest and blob a

@@ -85,10 +85,11 @@ class _Plan:
     created: list[Path] = field(default_factory=list)  # what removing it takes
 
 
-# A destination that cannot take the generation (full, over quota, read-only): the run's
-# result is every variant not switched, not an input error.
+# A destination that cannot take the generation (full, over quota, read-only, or losing
+# bytes: a file read back differs, EIO): the run's result is every variant not switched,
+# not an input error.
 DESTINATION_FULL_OR_READ_ONLY = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS,
-                                           errno.EFBIG})
+                                           errno.EFBIG, errno.EIO})
 
 
 def publish(matrix: Matrix, request: TreeRequest) -> IndexResult:

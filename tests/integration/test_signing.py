@@ -293,7 +293,9 @@ def test_an_archive_carries_signatures_and_attestations_to_the_site(
     """mirror into an oci-archive (skopeo writes no signature into a layout): the sigstore
     attachments and the referrers travel in it under the referrers tag schema; mirror
     --from the archive into the site's registry pushes them there, and the site pulls the
-    released name through its mirror under the release's sigstoreSigned policy."""
+    released name through its mirror under the release's sigstoreSigned policy. An archive
+    that also holds an image never signed is refused with --key, before any copy."""
+    from aipcc_build.oci import REF_NAME_ANNOTATION
     from aipcc_build.publish import oci_layout
 
     ref, digest = pushed("carried", "3.0-42")
@@ -317,24 +319,31 @@ def test_an_archive_carries_signatures_and_attestations_to_the_site(
     try:
         registry.stop()  # the site sees the archive only
         out = tmp_path / "out"
-        out.mkdir()
-        args = ["mirror", "--from", f"oci-archive:{archive}", "--to",
-                f"docker://{site.host}/site", "--no-tls-verify", "--key",
+        args = ["--to", f"docker://{site.host}/site", "--no-tls-verify", "--key",
                 str(skopeo118.work / "ours.pub"), "--out", str(out)]
-        loaded = run_cli(*args)
+        # The unsigned image would be refused at the site by the policy --key writes: the
+        # archive is refused before anything is copied, naming it.
+        refused = run_cli("mirror", "--from", f"oci-archive:{archive}", *args)
+        assert refused.returncode == 2, refused.stderr
+        assert "rel/unsigned:3.0-42" in refused.stderr and "--key" in refused.stderr
+        assert "rel/carried" not in refused.stderr and not out.exists()
+        # The release's signed image alone, from the same layout (dir:) the archive held.
+        signed = tmp_path / "signed"
+        signed.mkdir()
+        oci_layout.unpack(archive, signed)
+        index = json.loads((signed / "index.json").read_text())
+        index["manifests"] = [m for m in index["manifests"] if m["annotations"][
+            REF_NAME_ANNOTATION] != "rel/unsigned:3.0-42"]
+        (signed / "index.json").write_text(json.dumps(index))
+        out.mkdir()
+        loaded = run_cli("mirror", "--from", f"dir:{signed}", *args)
         assert loaded.returncode == 0, loaded.stderr
-        assert "2 copied, 0 already there" in loaded.stderr, loaded.stderr
+        assert "1 copied, 0 already there" in loaded.stderr, loaded.stderr
         assert_valid_cluster_image_policy(
             yaml.safe_load((out / "clusterimagepolicy.yaml").read_text()))
         pull_at_the_site(skopeo118, registry, site, out, "rel/carried", digest)
-        # The unsigned image travelled as it is: the policy stops it at the site.
-        refused = skopeo118.run(
-            "--registries-conf", "/w/registries.conf", "--policy", "/w/policy.json",
-            "--registries.d", "/w/registries.d", "copy",
-            f"docker://{registry.host}/rel/unsigned@{unsigned_digest}", "dir:/w/refused")
-        assert refused.returncode != 0 and "no signature exists" in refused.stderr
-        again = run_cli(*args)  # a rerun: nothing more to copy or carry
-        assert again.returncode == 0 and "2 already there" in again.stderr, again.stderr
+        again = run_cli("mirror", "--from", f"dir:{signed}", *args)  # nothing more to do
+        assert again.returncode == 0 and "1 already there" in again.stderr, again.stderr
     finally:
         site.stop()
 

@@ -298,8 +298,9 @@ def test_a_full_disk_for_the_report_keeps_the_summary_and_the_digests(
 def test_the_temporary_file_is_new_private_and_gone_after_the_write(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     target = tmp_path / "out.json"
-    taken = tmp_path / f".out.json.{'00' * 6}.tmp"
-    taken.write_text("another writer's")  # its name comes up first: never opened
+    taken = tmp_path / f".out.json.{os.getpid()}.{'00' * 6}.tmp"
+    taken.write_text("another writer's")  # its name comes up first: never opened (its
+    # writer, of this pid, is alive: the temporary is not stale)
     draws = iter([b"\0" * 6, b"\1" * 6])
     monkeypatch.setattr(fsutil.os, "urandom", lambda size: next(draws))
     made: list[int] = []
@@ -325,3 +326,191 @@ def test_a_write_loads_no_tempfile(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
                           text=True, cwd=REPO, timeout=60)
     assert done.stdout.strip() == "False"
+
+
+# ---- a write counts once it is read back ----------------------------------------------------
+
+def test_bytes_lost_below_the_writer_fail_the_write_and_keep_the_old_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    target = tmp_path / "manifest.json"
+    target.write_text("the old manifest\n")
+    real_write = os.write
+
+    def dropping(fd: int, data: bytes) -> int:  # a file system that loses the last byte
+        real_write(fd, bytes(data)[:-1])
+        return len(data)
+
+    monkeypatch.setattr(fsutil.os, "write", dropping)
+    with pytest.raises(OSError) as raised:
+        fsutil.write_atomic(target, "the new manifest\n")
+    monkeypatch.undo()
+    assert raised.value.filename == str(target)
+    assert "read back 16 bytes that differ from the 17 written" in str(raised.value.strerror)
+    assert target.read_text() == "the old manifest\n"
+    assert os.listdir(tmp_path) == ["manifest.json"]
+
+
+def test_a_file_put_in_place_of_the_written_one_fails_the_write(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    target = tmp_path / "report.json"
+    real_replace = os.replace
+
+    def raced(source: str, destination: Path) -> None:
+        real_replace(source, destination)
+        (tmp_path / "other").write_text("someone else's")
+        real_replace(tmp_path / "other", destination)
+
+    monkeypatch.setattr(fsutil.os, "replace", raced)
+    with pytest.raises(OSError, match="replaced by another file") as raised:
+        fsutil.write_atomic(target, "{}")
+    assert raised.value.filename == str(target)
+
+
+def test_what_is_written_is_read_back_once(tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    body = os.urandom(3 << 20)
+    read: list[int] = []
+    real_pread = os.pread
+
+    def counted(fd: int, size: int, offset: int) -> bytes:
+        block = real_pread(fd, size, offset)
+        read.append(len(block))
+        return block
+
+    monkeypatch.setattr(fsutil.os, "pread", counted)
+    fsutil.write_atomic(tmp_path / "big", [body[:1000], body[1000:]])
+    assert sum(read) == len(body)  # every byte read back exactly once, nothing more
+    assert (tmp_path / "big").read_bytes() == body
+
+
+# ---- SIGKILL in the middle of a write -------------------------------------------------------
+
+WRITER = """
+import sys, time
+from aipcc_build import fsutil
+with fsutil.output(sys.argv[1]) as handle:
+    handle.write(b"x" * int(sys.argv[2]))
+    handle.flush()
+    print("writing", flush=True)
+    time.sleep(60)
+"""
+
+
+def _writing(target: Path, size: int = 10) -> subprocess.Popen[str]:
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(target), str(size)], cwd=REPO,
+                              stdout=subprocess.PIPE, text=True)
+    assert writer.stdout is not None and writer.stdout.readline() == "writing\n"
+    return writer
+
+
+def _temporaries(where: Path) -> list[str]:
+    return sorted(name for name in os.listdir(where) if name.endswith(".tmp"))
+
+
+def test_a_temporary_left_by_a_killed_writer_goes_with_the_next_write(tmp_path: Path) -> None:
+    target = tmp_path / "build-report.json"
+    writer = _writing(target)
+    left = _temporaries(tmp_path)
+    assert left == [f".build-report.json.{writer.pid}.{left[0].split('.')[-2]}.tmp"]
+    writer.kill()
+    writer.wait(10)
+    assert _temporaries(tmp_path) == left  # SIGKILL: nothing ran to remove it
+    fsutil.write_atomic(target, "{}")
+    assert target.read_text() == "{}"
+    assert os.listdir(tmp_path) == ["build-report.json"]
+
+
+@pytest.mark.integration  # mounts a tmpfs
+def test_a_killed_writers_temporary_no_longer_fills_the_disk(tmp_path: Path) -> None:
+    """On a small disk, what a writer killed mid-write left would make every later write of
+    the output fail for want of space: the next write removes it first."""
+    with tmpfs(tmp_path / "small", "256k") as mount:
+        target = mount / "archive.tar"
+        writer = _writing(target, 160 << 10)
+        writer.kill()
+        writer.wait(10)
+        assert len(_temporaries(mount)) == 1
+        fsutil.write_atomic(target, b"y" * (160 << 10))
+        assert target.read_bytes() == b"y" * (160 << 10)
+        assert os.listdir(mount) == ["archive.tar"]
+
+
+def test_a_live_writers_temporary_is_left_to_it(tmp_path: Path) -> None:
+    target = tmp_path / "out.json"
+    writer = _writing(target)
+    try:
+        left = _temporaries(tmp_path)
+        fsutil.write_atomic(target, "{}")
+        assert _temporaries(tmp_path) == left and len(left) == 1
+    finally:
+        writer.kill()
+        writer.wait(10)
+
+
+def test_only_regular_files_of_our_naming_are_removed(tmp_path: Path) -> None:
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True, timeout=60)
+    dead = int(gone.stdout)
+    kept = {
+        f".out.json.{dead}.{'ab' * 6}.tmp": "dir",  # a directory of our naming
+        f".out.json.{dead}.{'cd' * 6}.tmp": "link",  # a link to a file elsewhere
+        f".out.json.{dead}.tmp": "file",  # another naming
+        f".out.json.{dead}.{'AB' * 6}.tmp": "file",
+    }
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.write_text("kept")
+    for name, kind in kept.items():
+        if kind == "dir":
+            (tmp_path / name).mkdir()
+        elif kind == "link":
+            (tmp_path / name).symlink_to(elsewhere)
+        else:
+            (tmp_path / name).write_text("kept")
+    stale = tmp_path / f".out.json.{dead}.{'01' * 6}.tmp"
+    stale.write_text("half")
+    another = tmp_path / f".report.json.{dead}.{'ef' * 6}.tmp"  # another output's, stale
+    another.write_text("half")
+    fsutil.write_atomic(tmp_path / "out.json", "{}")
+    assert not stale.exists() and not another.exists()
+    assert sorted(_temporaries(tmp_path)) == sorted(kept)
+    assert elsewhere.read_text() == "kept"
+
+
+@pytest.mark.parametrize("command", [c for c in COMMANDS if not c.startswith(
+    ("mirror --from", "matrix", "promote"))])  # builds; promote writes after its registry work
+def test_every_output_is_read_back(commands: dict, tmp_path: Path, cli, command: str,
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file system that loses bytes without an error, under every command's output file:
+    the write fails naming the path, and no half-written output is left."""
+    real_write = os.write
+
+    def dropping(fd: int, data: bytes) -> int:
+        if not os.readlink(f"/proc/self/fd/{fd}").endswith(".tmp"):
+            return real_write(fd, data)
+        real_write(fd, bytes(data)[1:])
+        return len(data)
+
+    monkeypatch.setattr(fsutil.os, "write", dropping)
+    out = tmp_path / "dest" / "out"
+    out.parent.mkdir()
+    done = cli(*commands[command](str(out)))
+    monkeypatch.undo()
+    full_or_read_only(command, done, out)
+    assert not [n for _, _, names in os.walk(out.parent) for n in names if n.endswith(".tmp")]
+
+
+def test_a_directory_is_listed_for_stale_temporaries_once_per_process(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An index generation writes thousands of files into one directory: listing it
+    before each write would cost more than the writes (bench/output_readback.py)."""
+    listed: list[str] = []
+    real_listdir = os.listdir
+
+    def spied(where: str) -> list[str]:
+        listed.append(where)
+        return real_listdir(where)
+
+    monkeypatch.setattr(fsutil.os, "listdir", spied)
+    for name in ("a", "b", "c"):
+        fsutil.write_atomic(tmp_path / name, name)
+    assert listed == [str(tmp_path)]

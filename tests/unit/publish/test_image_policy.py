@@ -153,3 +153,34 @@ def test_a_policy_for_images_never_signed_is_refused(tmp_path: Path, cli, source
     assert "--key: needs a release manifest" in done.err, done.err
     assert len(done.err.strip().splitlines()) == 1 and "Traceback" not in done.err
     assert not out.exists()
+
+
+def test_a_layout_image_without_its_signature_is_refused_with_key(tmp_path: Path,
+                                                                   cli) -> None:
+    """mirror --key --from a layout writes a ClusterImagePolicy requiring the release's
+    signatures: an image of the layout without its sigstore signature ref would be refused
+    at the site. Refused before anything is copied, one line naming the image and --key;
+    the signed images alone pass."""
+    from aipcc_build.publish import oci_layout
+    from aipcc_build.publish.mirror import images_from_layout
+
+    write_private_key(str(tmp_path / "k.key"), b"p", n=1 << 10)
+    signer = load_signer(str(tmp_path / "k.key"), _pass(tmp_path))
+    store, digest = _layout(tmp_path / "layout")
+    oci_layout.write_meta(tmp_path / "layout", "quay.io")
+    assert sign(store, "rel/x", digest, ["quay.io/rel/x:1"], signer) == 1
+    source = f"dir:{tmp_path / 'layout'}"
+    images, _, _ = images_from_layout(source, signed=True)
+    assert [(i.path, i.tag) for i in images] == [("rel/x", "1")]
+    found = store.get_manifest("rel/x", digest)
+    assert found is not None
+    store.put_manifest("rel/unsigned", "2", found[0], found[1])  # the same image, unsigned
+    dest = tmp_path / "dest"
+    done = cli("mirror", "--from", source, "--to", f"dir:{dest}", "--key",
+               str(tmp_path / "k.pub"), "--out", str(tmp_path / "out"))
+    assert done.code == 2, done
+    [line] = done.err.strip().splitlines()
+    assert "--key: no signature" in line and "rel/unsigned:2" in line, line
+    assert "rel/x:1" not in line and str(tmp_path / "layout") in line
+    assert not dest.exists() and not (tmp_path / "out").exists()
+    assert [i.path for i in images_from_layout(source)[0]] == ["rel/unsigned", "rel/x"]
