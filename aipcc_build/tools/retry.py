@@ -20,9 +20,13 @@ from ..patterns import lazy
 # How containers/image, Go's net stack and Python's http.client word a failure of the
 # network or of the registry. A 5xx status as containers/image words it: "received
 # unexpected HTTP status: 503 Service Unavailable", "invalid status code from registry 503
-# (Service Unavailable)", "status 502".
+# (Service Unavailable)", "status 502". And one of the container runtime starting a RUN
+# step: crun and runc copy themselves into a sealed memfd at each start, and the kernel
+# refuses the seal (EBUSY) while a page of the copy is briefly pinned, as on a loaded
+# machine; the next start seals.
 TRANSIENT = lazy(
     r"connection refused|connection reset|broken pipe|i/o timeout|TLS handshake timeout|"
+    r"sealing memfd copy: device or resource busy|"
     r"no such host|temporary failure in name resolution|server misbehaving|"
     r"unexpected EOF|: EOF\b|request canceled|"
     r"\b429\b|too ?many ?requests|"

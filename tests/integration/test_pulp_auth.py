@@ -29,6 +29,7 @@ import pytest
 
 from aipcc_build.matrix import load
 from aipcc_build.render import apply, render_all
+from aipcc_build.tools.retry import transient_text
 from tests.integration.test_pulp import Project, make_project, pulp, served  # noqa: F401
 from tests.integration.test_wheel_index import build, uv_wheel  # noqa: F401
 from tests.support import oauth
@@ -315,8 +316,12 @@ def test_a_netrc_secret_lets_pip_and_uv_past_pulps_rbac_guard(
         def run(script: str, secret_file: Optional[Path] = None
                 ) -> subprocess.CompletedProcess[str]:
             mounts = [f"-v={secret_file}:/run/secrets/netrc:ro"] if secret_file else []
-            return subprocess.run(["buildah", "run", *mounts, container, "--", "sh", "-c",
-                                   script], capture_output=True, text=True, timeout=600)
+            argv = ["buildah", "run", *mounts, container, "--", "sh", "-c", script]
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+            if done.returncode != 0 and transient_text(done.stderr):
+                # The runtime failed to start (tools.retry's table): once more.
+                done = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+            return done
 
         bare = run("pip install cpu-lib")
         assert bare.returncode != 0

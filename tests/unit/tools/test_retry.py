@@ -57,6 +57,9 @@ def test_one_table_for_buildah_skopeo_and_http() -> None:
     assert transient(error("pinging container registry h: Get ...: net/http: TLS handshake "
                            "timeout"))
     assert transient(ToolError(["x"], -9, "", timed_out=True))
+    # crun 1.8's start of a RUN step on a loaded machine (seen in this suite's CI).
+    assert transient(error("Close_Fd sealing memfd copy: Device or resource busy\n"
+                           "subprocess exited with status 1\nError: exit status 1"))
     assert transient(TransientAnswer("http://h/v2/r/manifests/t", 503, "Service Unavailable"))
     # A digest that happens to hold 429 or 503 is no status.
     assert not transient(error("manifest unknown: sha256:4290503aa"))
