@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import io
 import os
 import stat
-import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO, Optional, Union, cast
@@ -73,6 +71,8 @@ def _output(path: Path) -> Iterator[BinaryIO]:
     fd, tmp = _temporary(path)
     try:
         with contextlib.suppress(OSError):  # a file system without locks: the pid tells
+            import fcntl  # only where a file is written: not on a read-only start
+
             fcntl.flock(fd, fcntl.LOCK_EX)  # held until closed: the temporary is in use
         written = _Recorded(fd)
         with io.BufferedWriter(written) as handle:
@@ -95,9 +95,12 @@ class _Recorded(io.RawIOBase):
     for lost and damaged bytes, over twice as fast as SHA-256 on an archive's gigabytes)."""
 
     def __init__(self, fd: int) -> None:
+        import zlib  # only where a file is written: not on a read-only start
+
         self.fd = fd
         self.size = 0
         self.crc = 0
+        self._crc32 = zlib.crc32
 
     def writable(self) -> bool:
         return True
@@ -110,7 +113,7 @@ class _Recorded(io.RawIOBase):
         done = 0
         while done < len(view):
             done += os.write(self.fd, view[done:])
-        self.crc = zlib.crc32(view, self.crc)
+        self.crc = self._crc32(view, self.crc)
         self.size += len(view)
         return len(view)
 
@@ -125,6 +128,8 @@ def _read_back(fd: int, written: _Recorded, path: Path) -> None:
     cache where the kernel can (its pages are clean), must hold exactly what was written
     (a disk or a file system that loses bytes without an error is caught here, before the
     rename makes it PATH's)."""
+    import zlib
+
     if hasattr(os, "posix_fadvise"):
         with contextlib.suppress(OSError):
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
@@ -220,6 +225,8 @@ def _remove_if_unlocked(tmp: Path) -> None:
         if not stat.S_ISREG(opened.st_mode):
             return
         try:
+            import fcntl
+
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             return  # a live writer holds it
