@@ -70,7 +70,8 @@ class BuildahBuilder:
             return BuildOutcome(
                 ok=False, stopped=stopped, error=error,
                 transient=retry.transient_text(text)
-                and not buildah.RUN_STEP_FAILED.search(text),
+                and (not buildah.RUN_STEP_FAILED.search(text)
+                     or retry.runtime_start_failed(text)),
             )
 
     def push(self, job: BuildJob, image_id: str, tls_verify: bool,

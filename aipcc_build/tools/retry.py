@@ -17,16 +17,19 @@ from typing import Callable, Optional, TypeVar
 from ..errors import ToolError
 from ..patterns import lazy
 
+# The container runtime failing to start a container (a RUN step's, `buildah run`'s): crun
+# and runc copy themselves into a sealed memfd at each start, and the kernel refuses the
+# seal (EBUSY) while a page of the copy is briefly pinned, as on a loaded machine; the next
+# start seals. The step never ran: unlike a RUN step that failed, worth running again.
+_RUNTIME_START = r"sealing memfd copy: device or resource busy"
+RUNTIME_START = lazy(_RUNTIME_START, re.IGNORECASE)
 # How containers/image, Go's net stack and Python's http.client word a failure of the
 # network or of the registry. A 5xx status as containers/image words it: "received
 # unexpected HTTP status: 503 Service Unavailable", "invalid status code from registry 503
-# (Service Unavailable)", "status 502". And one of the container runtime starting a RUN
-# step: crun and runc copy themselves into a sealed memfd at each start, and the kernel
-# refuses the seal (EBUSY) while a page of the copy is briefly pinned, as on a loaded
-# machine; the next start seals.
+# (Service Unavailable)", "status 502". And the runtime's start above.
 TRANSIENT = lazy(
     r"connection refused|connection reset|broken pipe|i/o timeout|TLS handshake timeout|"
-    r"sealing memfd copy: device or resource busy|"
+    + _RUNTIME_START + r"|"
     r"no such host|temporary failure in name resolution|server misbehaving|"
     r"unexpected EOF|: EOF\b|request canceled|"
     r"\b429\b|too ?many ?requests|"
@@ -61,6 +64,12 @@ STORAGE_RACE = lazy(r"\b(?:container|image|layer) not known\b", re.IGNORECASE)
 def storage_race(error: ToolError) -> bool:
     """Whether ERROR is a listing of local storage that lost a race with another process."""
     return STORAGE_RACE.search(error.stderr) is not None
+
+
+def runtime_start_failed(text: str) -> bool:
+    """Whether TEXT (buildah's output) says the runtime could not start a container: a RUN
+    step that failed so never ran."""
+    return RUNTIME_START.search(text) is not None
 
 
 def transient_text(text: str) -> bool:

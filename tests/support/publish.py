@@ -92,6 +92,13 @@ def digest_at(ref: str, authfile: Path | None = None) -> str | None:
     return "sha256:" + hashlib.sha256(done.stdout).hexdigest()
 
 
+class _QuietServer(http.server.ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Nothing printed: a handler fails when the client gave up on an answer the proxy
+        held back (a stalled answer's test), and socketserver's traceback would land in the
+        stderr of the command under test, run in this process."""
+
+
 class FlakyProxy:
     """An HTTP proxy on 127.0.0.1 to a registry that answers STATUS (503 by default, with
     RETRY_AFTER seconds when given) to its first FAILURES requests (FAILURES < 0: always)
@@ -209,7 +216,7 @@ class FlakyProxy:
                 return None
 
         urllib.request.install_opener(urllib.request.build_opener(NoRedirect))
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = _QuietServer(("127.0.0.1", 0), Handler)
         self.host = f"127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 

@@ -41,6 +41,7 @@ APPLIED: list[tuple[str, Pattern, str]] = [
     ("retry.TRANSIENT", retry.TRANSIENT, "search"),
     ("retry._RETRY_AFTER", retry._RETRY_AFTER, "search"),
     ("retry.STORAGE_RACE", retry.STORAGE_RACE, "search"),
+    ("retry.RUNTIME_START", retry.RUNTIME_START, "search"),
     ("buildah.RUN_STEP_FAILED", buildah.RUN_STEP_FAILED, "search"),
     ("buildah.UNCONSUMED_ARGS", buildah.UNCONSUMED_ARGS, "match"),
     ("git.HUNK", git.HUNK, "match"),

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 from aipcc_build.imagebuild.buildah_builder import BuildahBuilder
-from aipcc_build.imagebuild.builder import BuildJob
+from aipcc_build.imagebuild.builder import BuildJob, BuildOutcome
 from aipcc_build.matrix import ImageSpec
 from aipcc_build.tools.buildah import Storage
 from aipcc_build.tools.runner import ProcessRunner
@@ -29,10 +29,24 @@ esac
 """
 
 
-def test_oci_isolation_failure_names_the_setting_that_fixes_it(tmp_path: Path) -> None:
+# crun 1.8 on a loaded machine (this suite's CI): the RUN step's container never started.
+FAKE_BUILDAH_RUNTIME_START = """#!/bin/sh
+case "$1" in
+  containers) echo "[]" ;;
+  build)
+    echo 'STEP 2/3: RUN make'
+    echo 'Close_Fd sealing memfd copy: Device or resource busy'
+    echo 'subprocess exited with status 1'
+    echo 'Error: building at STEP "RUN make": exit status 1'
+    exit 1 ;;
+esac
+"""
+
+
+def _build_with(tmp_path: Path, script: str) -> BuildOutcome:
     fake = tmp_path / "bin" / "buildah"
     fake.parent.mkdir()
-    fake.write_text(FAKE_BUILDAH)
+    fake.write_text(script)
     fake.chmod(0o755)
     environ = {**os.environ, "PATH": f"{fake.parent}:{os.environ['PATH']}"}
     image = ImageSpec(
@@ -41,10 +55,21 @@ def test_oci_isolation_failure_names_the_setting_that_fixes_it(tmp_path: Path) -
         tag="1-dev", template="t.j2", containerfile=str(tmp_path / "Containerfile"))
     job = BuildJob(image=image, from_image=None, build_args={}, labels={}, layers=None,
                    pull=None, platform=None)
-    outcome = BuildahBuilder(ProcessRunner(environ), "rtest", STORE).build(job, lambda line: None)
+    return BuildahBuilder(ProcessRunner(environ), "rtest", STORE).build(job, lambda line: None)
+
+
+def test_oci_isolation_failure_names_the_setting_that_fixes_it(tmp_path: Path) -> None:
+    outcome = _build_with(tmp_path, FAKE_BUILDAH)
     assert not outcome.ok and not outcome.transient
     assert outcome.error.startswith('building at STEP "RUN make"')
     assert "set BUILDAH_ISOLATION=chroot" in outcome.error
+
+
+def test_a_run_step_whose_container_never_started_is_built_again(tmp_path: Path) -> None:
+    """A RUN step that failed is the template's fault, not retried; one the runtime could
+    not start never ran: transient, as a network error is."""
+    outcome = _build_with(tmp_path, FAKE_BUILDAH_RUNTIME_START)
+    assert not outcome.ok and outcome.transient
 
 
 def test_secret_looking_build_args_are_masked_in_the_logged_command() -> None:
