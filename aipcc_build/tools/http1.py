@@ -1,5 +1,5 @@
-"""One HTTP/1.1 connection to a host, kept alive between requests: what the registry client
-(`oci_registry`) needs of `http.client`, without its import, which loads the `email`
+"""One HTTP/1.1 connection to a host, kept alive between requests: what the registry clients
+(`oci_registry`, `registry_http`) need of `http.client`, without its import, which loads the `email`
 package to parse headers (with `calendar`, `locale`, `datetime`, `random`...: an eighth of
 what a `verify` of one image runs, more than the check itself).
 
@@ -33,8 +33,9 @@ class Closed(ConnectionResetError):
 
 class Response:
     def __init__(self, status: int, headers: list[tuple[str, str]], body: bytes,
-                 will_close: bool) -> None:
+                 will_close: bool, reason: str = "") -> None:
         self.status = status
+        self.reason = reason  # the status line's words ("Not Found")
         self.headers = headers  # (name in lower case, value), in order
         self.body = body
         self.will_close = will_close  # the connection cannot carry another request
@@ -111,7 +112,7 @@ class Connection:
         if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or len(parts[1]) != 3 \
                 or not parts[1].isdigit():
             raise BadAnswer(f"not an HTTP/1.x status line: {first[:40]!r}")
-        status = int(parts[1])
+        status, reason = int(parts[1]), parts[2] if len(parts) > 2 else ""
         headers: list[tuple[str, str]] = []
         while True:
             line = self._line()
@@ -129,18 +130,19 @@ class Connection:
         tokens = {t.strip().lower() for t in fields.get("connection", "").split(",")}
         will_close = "close" in tokens or parts[0] == "HTTP/1.0" and "keep-alive" not in tokens
         if method == "HEAD" or status in (204, 304) or 100 <= status < 200:
-            return Response(status, headers, b"", will_close)
+            return Response(status, headers, b"", will_close, reason)
         if "chunked" in fields.get("transfer-encoding", "").lower():
             body, whole = self._chunked(max_body)
-            return Response(status, headers, body, will_close or not whole)
+            return Response(status, headers, body, will_close or not whole, reason)
         length = fields.get("content-length")
         if length is None:  # the body ends where the connection does
-            return Response(status, headers, self._read(max_body + 1, exact=False), True)
+            return Response(status, headers, self._read(max_body + 1, exact=False), True,
+                            reason)
         if not length.isdigit():
             raise BadAnswer(f"not a Content-Length: {length[:40]!r}")
         wanted = int(length)
         body = self._read(min(wanted, max_body + 1), exact=True)
-        return Response(status, headers, body, will_close or wanted > len(body))
+        return Response(status, headers, body, will_close or wanted > len(body), reason)
 
     def _read(self, size: int, exact: bool) -> bytes:
         assert self._file is not None

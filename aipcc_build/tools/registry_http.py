@@ -23,6 +23,7 @@ from typing import Optional, Union
 
 from ..image_reference import split
 from ..oci import DOCKER_MANIFEST, DOCKER_MANIFEST_LIST, OCI_INDEX, OCI_MANIFEST
+from . import http1
 from .retry import TransientAnswer, parse_retry_after, transient_status
 
 UNKNOWN = object()  # ask skopeo
@@ -87,14 +88,11 @@ class PlainHTTP(Unreachable):
 def _speaks_plain_http(host: str, timeout: float) -> bool:
     """Whether HOST answers a plain-HTTP request (any status): asked only after its TLS
     handshake failed, to say why."""
-    import http.client
-
-    conn = http.client.HTTPConnection(host, timeout=min(timeout, 5.0))
+    conn = http1.Connection(host, min(timeout, 5.0))
     try:
-        conn.request("GET", "/v2/")
-        conn.getresponse().read(0)
+        conn.request("GET", "/v2/", b"", {}, 0)
         return True
-    except (OSError, http.client.HTTPException):
+    except OSError:
         return False
     finally:
         conn.close()
@@ -128,33 +126,25 @@ def get(host: str, target: str, tls_verify: bool, timeout: float,
     """GET TARGET on HOST (host[:port]) within TIMEOUT seconds per attempt; Unreachable
     when no scheme answers. SCHEMES: only these (default: https, and plain http too when
     TLS verification is off)."""
-    import http.client  # here: the registry client (`oci_registry`) imports this module
-
     why = ""
     if schemes is None:
         schemes = ["https"] if tls_verify else _PLAIN.get(host, ["https", "http"])
     for scheme in schemes:
+        conn = http1.Connection(host, timeout,
+                                _context(tls_verify) if scheme == "https" else None)
         try:
-            if scheme == "https":
-                conn: http.client.HTTPConnection = http.client.HTTPSConnection(
-                    host, timeout=timeout, context=_context(tls_verify))
-            else:
-                conn = http.client.HTTPConnection(host, timeout=timeout)
-            try:
-                conn.request("GET", target, headers=dict(headers or {}))
-                response = conn.getresponse()
-                body = response.read(max_body) if response.status == 200 else b""
-                answer = Answer(f"{scheme}://{host}{target}", response.status,
-                                response.reason,
-                                {k.lower(): v for k, v in response.getheaders()}, body)
-            finally:
-                conn.close()
-        except (OSError, http.client.HTTPException) as exc:
+            response = conn.request("GET", target, b"", dict(headers or {}), max_body)
+            answer = Answer(f"{scheme}://{host}{target}", response.status, response.reason,
+                            dict(response.headers),
+                            response.body[:max_body] if response.status == 200 else b"")
+        except OSError as exc:  # ssl.SSLError and http1.BadAnswer among them
             why = str(exc) or type(exc).__name__
             if isinstance(exc, ssl.SSLError) and scheme == "https" and "http" not in schemes \
                     and _speaks_plain_http(host, timeout):
                 raise PlainHTTP(f"{host} speaks plain HTTP, not HTTPS") from None
             continue  # no TLS there (try plain HTTP when allowed), or unreachable
+        finally:
+            conn.close()
         if scheme == "http" and not tls_verify:
             _PLAIN[host] = ["http"]  # the next look at this host skips the TLS attempt
         return answer

@@ -99,7 +99,7 @@ def test_answers_of_each_framing_over_one_kept_connection(serve: list[Scripted])
     second = conn.request("PUT", "/v2/a", b"data", {}, 100)
     assert (second.status, second.body, second.will_close) == (201, b"abcde", False)
     third = conn.request("GET", "/v2/b", b"", {}, 100)
-    assert (third.status, third.body) == (404, b"")
+    assert (third.status, third.reason, third.body) == (404, "Not Found", b"")
     fourth = conn.request("POST", "/v2/c", b"", {}, 100)
     assert (fourth.status, fourth.body, fourth.will_close) == (202, b"ok", True)
     assert server.connections == 1
