@@ -7,19 +7,24 @@ Every read is bounded: a status or header line at most MAX_LINE bytes, at most M
 headers, a body at most what the caller asks for (one byte more says it was longer). A
 malformed answer raises `BadAnswer`, an OSError: to the caller, a host that answers
 nonsense is one that does not answer. Every socket operation has the connection's
-timeout."""
+timeout, and an answer that keeps coming slower than MIN_RATE (a byte every few seconds,
+each read within the timeout) ends in a timeout too."""
 
 from __future__ import annotations
 
+import io
 import socket
+import time
 from typing import TYPE_CHECKING, Optional
 
 if TYPE_CHECKING:
     import ssl
-    from io import BufferedReader
 
 MAX_LINE = 65536
-MAX_HEADERS = 100
+MAX_HEADERS = 100  # and at most as many trailers, and interim (1xx) answers before one
+# The slowest an answer may come, in bytes a second, after the connection's timeout: the
+# time an answer may take grows with what it brought.
+MIN_RATE = 16 * 1024
 
 
 class BadAnswer(OSError):
@@ -49,7 +54,7 @@ def split_host(host: str, default_port: int) -> tuple[str, int]:
         name, port = host[1:end], host[end + 2:] if host[end + 1:end + 2] == ":" else ""
     elif host.count(":") == 1:
         name, _, port = host.partition(":")
-    if port and not port.isdigit():
+    if port and not _decimal(port):
         raise BadAnswer(f"not a port: {port[:20]!r}")  # nothing asked yet: an OSError
     return name, int(port) if port else default_port
 
@@ -63,7 +68,8 @@ class Connection:
         self.timeout = timeout
         self.context = context
         self._sock: Optional[socket.socket] = None
-        self._file: Optional[BufferedReader] = None
+        self._paced: Optional[_Paced] = None
+        self._file: Optional[io.BufferedReader] = None
 
     def _open(self) -> None:
         name, port = split_host(self.host, 443 if self.context is not None else 80)
@@ -75,7 +81,8 @@ class Connection:
             sock.close()
             raise
         self._sock = sock
-        self._file = sock.makefile("rb")
+        self._paced = _Paced(sock, self.timeout)
+        self._file = io.BufferedReader(self._paced)
 
     def request(self, method: str, target: str, body: bytes, headers: dict[str, str],
                 max_body: int) -> Response:
@@ -90,12 +97,18 @@ class Connection:
                 raise ValueError("a line of the request holds a line break")
         if self._sock is None:
             self._open()
-        assert self._sock is not None
+        assert self._sock is not None and self._paced is not None
+        self._sock.settimeout(self.timeout)  # the last answer's read may have cut it
         self._sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
-        response = self._read_response(method, max_body)
-        while 100 <= response.status < 200 and response.status != 101:
-            response = self._read_response(method, max_body)  # 100 Continue and the like
-        return response
+        self._paced.start()
+        for _ in range(MAX_HEADERS):
+            response = self._read_response(method, max_body)
+            if response.status == 101:  # no upgrade was asked for: what follows is no HTTP
+                raise BadAnswer("the server switched protocols unasked (101)")
+            if not 100 <= response.status < 200:
+                return response
+            # 100 Continue and the like: the answer follows
+        raise BadAnswer(f"more than {MAX_HEADERS} interim (1xx) answers")
 
     def _line(self) -> bytes:
         assert self._file is not None
@@ -110,7 +123,7 @@ class Connection:
             raise Closed("the server closed the connection without answering")
         parts = first.decode("latin-1").rstrip("\r\n").split(" ", 2)
         if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or len(parts[1]) != 3 \
-                or not parts[1].isdigit():
+                or not _decimal(parts[1]):
             raise BadAnswer(f"not an HTTP/1.x status line: {first[:40]!r}")
         status, reason = int(parts[1]), parts[2] if len(parts) > 2 else ""
         headers: list[tuple[str, str]] = []
@@ -131,14 +144,21 @@ class Connection:
         will_close = "close" in tokens or parts[0] == "HTTP/1.0" and "keep-alive" not in tokens
         if method == "HEAD" or status in (204, 304) or 100 <= status < 200:
             return Response(status, headers, b"", will_close, reason)
-        if "chunked" in fields.get("transfer-encoding", "").lower():
-            body, whole = self._chunked(max_body)
-            return Response(status, headers, body, will_close or not whole, reason)
         length = fields.get("content-length")
+        if "transfer-encoding" in fields:
+            # Only `chunked` is read (this client asks for no other coding); with a
+            # Content-Length beside it, the chunks frame the body (RFC 9112 6.3) and the
+            # connection, whose framing two headers dispute, carries nothing more.
+            if fields["transfer-encoding"].strip().lower() != "chunked":
+                raise BadAnswer("not a transfer coding this client reads: "
+                                f"{fields['transfer-encoding'][:40]!r}")
+            body, whole = self._chunked(max_body)
+            return Response(status, headers, body,
+                            will_close or not whole or length is not None, reason)
         if length is None:  # the body ends where the connection does
             return Response(status, headers, self._read(max_body + 1, exact=False), True,
                             reason)
-        if not length.isdigit():
+        if not _decimal(length):
             raise BadAnswer(f"not a Content-Length: {length[:40]!r}")
         wanted = int(length)
         body = self._read(min(wanted, max_body + 1), exact=True)
@@ -161,9 +181,10 @@ class Connection:
                 raise BadAnswer(f"not a chunk size: {size_text[:20]!r}")
             size = int(size_text, 16)
             if size == 0:
-                while self._line() not in (b"\r\n", b"\n", b""):
-                    pass  # trailers
-                return bytes(body), True
+                for _ in range(MAX_HEADERS + 1):
+                    if self._line() in (b"\r\n", b"\n", b""):  # after the trailers
+                        return bytes(body), True
+                raise BadAnswer(f"more than {MAX_HEADERS} trailers")
             room = max_body + 1 - len(body)
             body += self._read(min(size, room), exact=True)
             if size >= room:
@@ -175,6 +196,40 @@ class Connection:
         if self._file is not None:
             self._file.close()
             self._file = None
+            self._paced = None
         if self._sock is not None:
             self._sock.close()
             self._sock = None
+
+
+class _Paced(io.RawIOBase):
+    """SOCK's bytes, each read within TIMEOUT seconds, and the answer since `start` at
+    MIN_RATE at least (after TIMEOUT): the sum of a trickle's reads is bounded too."""
+
+    def __init__(self, sock: socket.socket, timeout: float) -> None:
+        super().__init__()
+        self._sock = sock
+        self._timeout = timeout
+        self.start()
+
+    def start(self) -> None:
+        self._began = time.monotonic()
+        self._received = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        left = self._began + self._timeout + self._received / MIN_RATE - time.monotonic()
+        if left <= 0:
+            raise TimeoutError(f"the answer comes slower than {MIN_RATE} bytes a second")
+        self._sock.settimeout(min(self._timeout, left))
+        received = self._sock.recv_into(buffer)
+        self._received += received
+        return received
+
+
+def _decimal(text: str) -> bool:
+    """Whether TEXT is ASCII digits: `str.isdigit` says so of "²" too (a byte of the
+    answer, read as latin-1), which `int` refuses."""
+    return text.isascii() and text.isdigit()

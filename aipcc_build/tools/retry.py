@@ -95,7 +95,7 @@ def parse_retry_after(header: Optional[str]) -> Optional[float]:
     if not header:
         return None
     header = header.strip()
-    if header.isdigit():
+    if header.isascii() and header.isdigit():  # not "²", which `float` refuses
         return float(header)
     from email.utils import parsedate_to_datetime  # here: only a 429 with a date needs it
 

@@ -1,0 +1,138 @@
+"""The HTTP/1.1 client against answers found to break it: digits `int` refuses ("²", a
+byte of the answer read as latin-1), framing two headers dispute, transfer codings it
+cannot read, an upgrade nobody asked for, endless interim answers or trailers, and a
+server that trickles its answer a byte at a time (each read within the timeout, the
+whole never done). Each a bounded read and an OSError (no ValueError, no hang)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from aipcc_build.tools import http1
+from aipcc_build.tools.retry import parse_retry_after
+from tests.unit.tools.test_http1 import Scripted, connect, serve
+
+__all__ = ["serve"]  # the fixture, used by name
+
+
+@pytest.mark.parametrize("answer", [
+    b"HTTP/1.1 200 OK\r\nContent-Length: \xb2\r\n\r\nab",
+    b"HTTP/1.1 \xb9\xb2\xb3 OK\r\nContent-Length: 0\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\nabc",
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: notchunked\r\n\r\nabc",
+    b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\n\r\n",
+    b"HTTP/1.1 100 Continue\r\n\r\n" * 101 + b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n" + b"T: x\r\n" * 101
+    + b"\r\n",
+])
+def test_a_hostile_answer_is_a_bad_answer(serve: list[Scripted], answer: bytes) -> None:
+    _, conn = connect(serve, answer, close=True)
+    with pytest.raises(http1.BadAnswer):
+        conn.request("GET", "/", b"", {}, 1000)
+    conn.close()
+
+
+def test_a_port_of_other_digits_is_refused_before_connecting() -> None:
+    with pytest.raises(http1.BadAnswer):
+        http1.split_host("registry.example:\u00b2", 443)
+
+
+def test_chunks_and_a_content_length_both_read_the_chunks_and_end_the_connection(
+        serve: list[Scripted]) -> None:
+    _, conn = connect(serve, b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n"
+                             b"Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n")
+    reply = conn.request("GET", "/", b"", {}, 100)
+    assert (reply.body, reply.will_close) == (b"abc", True)
+    conn.close()
+
+
+def test_interim_answers_and_trailers_within_bounds_are_read(serve: list[Scripted]) -> None:
+    _, conn = connect(serve, b"HTTP/1.1 100 Continue\r\n\r\n" * 3
+                      + b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                        b"2\r\nok\r\n0\r\n" + b"T: x\r\n" * 5 + b"\r\n")
+    reply = conn.request("GET", "/", b"", {}, 100)
+    assert (reply.status, reply.body, reply.will_close) == (200, b"ok", False)
+    conn.close()
+
+
+class Trickle:
+    """A server that answers a byte every TICK seconds, for ever (until stopped)."""
+
+    def __init__(self, head: bytes, tick: float) -> None:
+        self.head, self.tick = head, tick
+        self.stopped = threading.Event()
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.host = f"127.0.0.1:{self.listener.getsockname()[1]}"
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        conn, _ = self.listener.accept()
+        with conn:
+            conn.recv(65536)
+            try:
+                conn.sendall(self.head)
+                while not self.stopped.wait(self.tick):
+                    conn.sendall(b"x")
+            except OSError:
+                return  # the client gave up
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.thread.join(timeout=10)
+        self.listener.close()
+
+
+@pytest.fixture(params=[b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n",
+                        b"HTTP/1.1 200 OK\r\nX-Slow: "], ids=["body", "header"])
+def trickle(request: pytest.FixtureRequest) -> Iterator[Trickle]:
+    server = Trickle(request.param, 0.1)
+    yield server
+    server.stop()
+
+
+def test_an_answer_trickled_a_byte_at_a_time_times_out(trickle: Trickle) -> None:
+    """Each byte comes well within the timeout (0.1 s of 1 s): only a bound on the whole
+    answer ends the wait (it took as long as the server kept sending)."""
+    conn = http1.Connection(trickle.host, 1.0)
+    start = time.monotonic()
+    with pytest.raises(TimeoutError):
+        conn.request("GET", "/", b"", {}, 1000000)
+    assert time.monotonic() - start < 5
+    conn.close()
+
+
+def test_a_server_stalling_mid_body_times_out() -> None:
+    server = Trickle(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nhalf", 60.0)
+    try:
+        conn = http1.Connection(server.host, 0.5)
+        start = time.monotonic()
+        with pytest.raises(TimeoutError):
+            conn.request("GET", "/", b"", {}, 1000)
+        assert time.monotonic() - start < 5
+        conn.close()
+    finally:
+        server.stop()
+
+
+def test_a_quick_answer_after_a_slow_one_on_the_same_connection(
+        serve: list[Scripted]) -> None:
+    """The pace is counted from each request: a connection kept idle longer than its
+    timeout still carries the next request."""
+    _, conn = connect(serve, b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\na",
+                      b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nb", timeout=0.3)
+    assert conn.request("GET", "/", b"", {}, 10).body == b"a"
+    time.sleep(0.5)
+    assert conn.request("PUT", "/", b"x" * 100000, {}, 10).body == b"b"
+    conn.close()
+
+
+@pytest.mark.parametrize("header", ["\u00b2", "\u00b9\u00b2", "-1", "1.5", "soon"])
+def test_a_retry_after_that_is_no_number_of_seconds_is_none(header: str) -> None:
+    assert parse_retry_after(header) is None
