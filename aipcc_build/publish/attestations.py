@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
 
 from .. import __version__
-from .signing import PublicKey, Signer
+from ..oci import load_json
+from .signing import MAX_SIGNATURES, PublicKey, Signer
 
 if TYPE_CHECKING:  # the validator's results: not loaded to verify a release
     from ..validate.results import ImageVerdict
@@ -24,6 +25,7 @@ VERDICT_PREDICATE = "https://aipcc.ai/attestations/toolkit-verdict/v1"
 VERDICT_ARTIFACT_TYPE = "application/vnd.aipcc.toolkit-verdict.v1+json"
 PREDICATE_ANNOTATION = "in-toto.io/predicate-type"
 TOOLKIT_PROPERTY = "aipcc:toolkit"
+_URL_SAFE = str.maketrans("-_", "+/")
 RELEASE_PROPERTY = "aipcc:toolkit-release"
 
 
@@ -128,12 +130,18 @@ def open_envelope(data: bytes, key: PublicKey) -> tuple[Optional[dict[str, Any]]
     """(the Statement, "") when DATA is a DSSE envelope of an in-toto Statement that KEY
     signed; (None, why not) otherwise."""
     try:
-        sealed = json.loads(data)
-        payload = base64.b64decode(sealed["payload"], validate=True)
-        signatures = [base64.b64decode(s["sig"]) for s in sealed["signatures"]]
+        sealed = load_json(data)
+        payload = _base64(sealed["payload"])
+        listed = list(sealed["signatures"])
         payload_type = sealed["payloadType"]
     except (ValueError, KeyError, TypeError):
         return None, "not a DSSE envelope"
+    signatures = []
+    for entry in listed[:MAX_SIGNATURES]:
+        try:  # one signature unreadable: the others may be the key's
+            signatures.append(_base64(entry["sig"]))
+        except (ValueError, KeyError, TypeError):
+            continue
     if payload_type != IN_TOTO_PAYLOAD:
         return None, f"its payload is {payload_type}, not an in-toto Statement"
     if not isinstance(payload_type, str):
@@ -141,12 +149,22 @@ def open_envelope(data: bytes, key: PublicKey) -> tuple[Optional[dict[str, Any]]
     if not any(key.verifies(_pae(payload_type, payload), s) for s in signatures):
         return None, "its DSSE signature is not by the key"
     try:
-        document = json.loads(payload)
+        document = load_json(payload)
     except ValueError:
         return None, "its payload is not JSON"
     if not isinstance(document, dict) or document.get("_type") != STATEMENT_TYPE:
         return None, "its payload is not an in-toto Statement v1"
     return document, ""
+
+
+def _base64(text: object) -> bytes:
+    """DSSE's base64 (its spec, and Go's decoders that sigstore's tools use): the standard
+    or the URL-safe alphabet, padded or not, its lines wrapped or not; ValueError for
+    anything else, TypeError for no string."""
+    if not isinstance(text, str):
+        raise TypeError("not a string")
+    compact = text.replace("\r", "").replace("\n", "").translate(_URL_SAFE)
+    return base64.b64decode(compact + "=" * (-len(compact) % 4), validate=True)
 
 
 def subject_digests(document: dict[str, Any]) -> list[str]:
@@ -168,7 +186,7 @@ def check_sbom(data: bytes) -> str:
     What verification reads of it, checked field by field: the tests hold `sbom`'s
     documents to CycloneDX's JSON schema, which is too slow to load for every check."""
     try:
-        document = json.loads(data)
+        document = load_json(data)
     except ValueError:
         return "the SBOM is not JSON"
     if not isinstance(document, dict) or document.get("bomFormat") != "CycloneDX" \

@@ -24,7 +24,7 @@ from typing import Any, BinaryIO, Optional
 
 from ..errors import CheckFailed, InputError
 from ..fsutil import NotRegularFile, open_regular, output, same_content, write_atomic
-from ..oci import OCI_MANIFEST, REF_NAME_ANNOTATION
+from ..oci import OCI_MANIFEST, REF_NAME_ANNOTATION, load_json
 from ..tools.oci_registry import MAX_BLOB, Reply, digest_of
 
 META = "aipcc-mirror.json"
@@ -56,7 +56,7 @@ def _index(layout: Path) -> Any:
         if os.path.islink(path):
             raise NotRegularFile(0, "not a regular file (a symbolic link)", str(path))
         with open_regular(path) as handle:
-            return json.loads(handle.read())
+            return load_json(handle.read())
     except FileNotFoundError:
         return None
     except NotRegularFile as exc:
@@ -126,7 +126,7 @@ class LayoutStore:
         if data is None:
             return None
         with contextlib.suppress(ValueError, AttributeError):
-            media_type = json.loads(data).get("mediaType") or media_type
+            media_type = load_json(data).get("mediaType") or media_type
         return data, media_type or OCI_MANIFEST
 
     def get_blob(self, repository: str, digest: str) -> bytes:
@@ -285,7 +285,7 @@ def damaged_blobs(layout: Path, digest: str, *, hash_bytes: bool = True) -> list
             return
         if manifest:
             with contextlib.suppress(ValueError, OSError):
-                document = json.loads(path.read_bytes())
+                document = load_json(path.read_bytes())
                 if isinstance(document, dict):
                     for child in document.get("manifests") or []:
                         if isinstance(child, dict):

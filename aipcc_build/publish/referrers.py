@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional, Protocol
 
-from ..oci import OCI_INDEX, OCI_MANIFEST
+from ..oci import OCI_INDEX, OCI_MANIFEST, load_json
 from ..tools.oci_registry import Reply, digest_of, side_by_side
 
 EMPTY_MEDIA_TYPE = "application/vnd.oci.empty.v1+json"
@@ -151,7 +151,7 @@ def _fallback_entries(registry: Store, repository: str, digest: str
     if tagged is None:
         return []
     try:
-        return [m for m in json.loads(tagged[0]).get("manifests") or []
+        return [m for m in load_json(tagged[0]).get("manifests") or []
                 if isinstance(m, dict)]
     except (ValueError, AttributeError):
         return []
@@ -186,7 +186,7 @@ def read_artifact(registry: Store, repository: str, digest: str
     if found is None:
         return None
     try:
-        manifest = json.loads(found[0])
+        manifest = load_json(found[0])
         blob = manifest["layers"][0]["digest"]
     except (ValueError, KeyError, IndexError, TypeError):
         return None

@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import functools
-import json
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -21,13 +20,14 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 from .. import __version__
 from ..errors import CheckFailed
 from ..image_reference import repository_of
-from ..oci import INDEX_TYPES, OCI_INDEX, OCI_MANIFEST
+from ..oci import INDEX_TYPES, OCI_INDEX, OCI_MANIFEST, load_json
 from ..tools.oci_registry import DIGEST, Registry, RegistryRefused, digest_of, side_by_side
 from ..tools.retry import Retry, TransientAnswer, with_retries
 from . import attestations
 from .attestations import Provenance
 from .referrers import EMPTY, Store, Subject, canonical
 from .signing import (
+    MAX_SIGNATURES,
     SIGNATURE_ANNOTATION,
     SIMPLE_SIGNING,
     PublicKey,
@@ -91,12 +91,12 @@ def instances(registry: Store, path: str, digest: str,
         return top, [top]
     platforms = []
     try:
-        for item in json.loads(body).get("manifests") or []:
+        for item in load_json(body).get("manifests") or []:
             if isinstance(item, dict) and isinstance(item.get("digest"), str):
                 platforms.append(Subject(path, item["digest"],
                                          str(item.get("mediaType") or OCI_MANIFEST),
                                          int(item.get("size") or 0)))
-    except (ValueError, AttributeError, TypeError):
+    except (ValueError, AttributeError, TypeError, OverflowError):  # a size of 1e999
         raise RegistryRefused(f"{registry.host}/{path}@{digest} is not a valid image "
                               "index") from None
     if not platforms:
@@ -112,7 +112,7 @@ def signatures(registry: Store, path: str, digest: str
     if found is None:
         return [], []
     try:
-        layers = [x for x in json.loads(found[0]).get("layers") or [] if isinstance(x, dict)]
+        layers = [x for x in load_json(found[0]).get("layers") or [] if isinstance(x, dict)]
     except (ValueError, AttributeError, TypeError):
         return [], []
     signed: list[tuple[str, bytes]] = []  # (payload blob, signature)
@@ -127,6 +127,7 @@ def signatures(registry: Store, path: str, digest: str
             signed.append((str(layer["digest"]), base64.b64decode(encoded, validate=True)))
         except ValueError:
             continue
+    signed = signed[:MAX_SIGNATURES]
     payloads = side_by_side([functools.partial(registry.get_blob, path, blob)
                              for blob, _ in signed])
     return layers, [(data, signature) for data, (_, signature) in zip(payloads, signed)]
@@ -278,7 +279,7 @@ def _media_type(manifest: bytes) -> str:
     """The media type a manifest's bytes say (an index by its list of manifests when they
     name none)."""
     try:
-        document = json.loads(manifest)
+        document = load_json(manifest)
     except ValueError:
         return OCI_MANIFEST
     if not isinstance(document, dict):

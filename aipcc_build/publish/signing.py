@@ -22,12 +22,17 @@ from typing import Any, Optional
 
 from ..errors import InputError
 from ..fsutil import NotRegularFile, open_regular
+from ..oci import load_json
 
 PRIVATE_KEY_LABELS = ("ENCRYPTED SIGSTORE PRIVATE KEY", "ENCRYPTED COSIGN PRIVATE KEY")
 SIMPLE_SIGNING = "application/vnd.dev.cosign.simplesigning.v1+json"
 SIGNATURE_ANNOTATION = "dev.cosignproject.cosign/signature"
 SIGNATURE_TYPE = "cosign container image signature"
 MAX_KEY_FILE = 64 * 1024
+# The signatures of one digest or one DSSE envelope read at most (each a request, or an
+# ECDSA verification): a registry listing thousands would hold a check for hours. A
+# release's attachment holds one a signing; an envelope one or two.
+MAX_SIGNATURES = 64
 
 
 class Signer:
@@ -150,7 +155,7 @@ def load_signer(key_path: str, passphrase_file: Optional[str], *,
                          "PRIVATE KEY, as cosign and skopeo generate)", file=key_path,
                          field=field)
     try:
-        sealed = json.loads(body)
+        sealed = load_json(body)
         kdf, cipher = sealed["kdf"], sealed["cipher"]
         params = kdf["params"]
         salt = base64.b64decode(kdf["salt"])
@@ -315,7 +320,7 @@ def payload(docker_reference: str, digest: str, creator: str) -> bytes:
 def read_payload(data: bytes) -> Optional[Payload]:
     """The identity and digest a payload claims; None when it is not one."""
     try:
-        critical = json.loads(data)["critical"]
+        critical = load_json(data)["critical"]
         if critical["type"] != SIGNATURE_TYPE:
             return None
         return Payload(str(critical["identity"]["docker-reference"]),

@@ -145,9 +145,9 @@ def read_back(pairs: Sequence[tuple[str, str]], skopeo: Skopeo, *, tls_verify: b
     build recorded them (the digest names the bytes), else its configuration's (none read
     without WITH_PLATFORMS)."""
     import hashlib
-    import json
 
     from ..image_reference import repository_of
+    from ..oci import load_json
     from ..tools.registry_http import UNKNOWN
     from ..tools.retry import with_retries
 
@@ -162,7 +162,7 @@ def read_back(pairs: Sequence[tuple[str, str]], skopeo: Skopeo, *, tls_verify: b
         if "sha256:" + hashlib.sha256(raw).hexdigest() != image[1]:
             return f"{image[0]}@{image[1]} serves other bytes", (), b""
         try:
-            manifest = json.loads(raw)
+            manifest = load_json(raw)
         except ValueError:
             return f"{image[0]}@{image[1]} is not a manifest", (), b""
         listed = manifest.get("manifests") if isinstance(manifest, dict) else None

@@ -19,6 +19,10 @@ from .referrers import list_referrers, read_artifact
 from .release_signing import Registries, instances, signatures, verified_identities
 from .signing import PublicKey, load_public_key
 
+# The verdict attestations of one digest read at most (two requests each): a registry
+# listing thousands would hold the check for hours. A release carries one per signing key.
+MAX_VERDICTS = 16
+
 
 @dataclass(frozen=True)
 class VerifyRequest:
@@ -130,7 +134,7 @@ def _attestation_problems(client: Registry, path: str, digest: str,
     referrers = list_referrers(client, path, digest)
     sboms = [r for r in referrers if r.get("artifactType") == attestations.SBOM_MEDIA_TYPE]
     verdicts = [r for r in referrers
-                if r.get("artifactType") == attestations.VERDICT_ARTIFACT_TYPE]
+                if r.get("artifactType") == attestations.VERDICT_ARTIFACT_TYPE][:MAX_VERDICTS]
     # The SBOM and the verdicts read side by side: each is two requests in a row.
     read = side_by_side([functools.partial(read_artifact, client, path,
                                            str(descriptor.get("digest")))

@@ -23,7 +23,7 @@ from typing import Any, Callable, Optional, TypeVar
 from urllib.parse import urlencode, urlsplit
 
 from ..errors import CheckFailed, InputError
-from ..oci import DOCKER_MANIFEST, DOCKER_MANIFEST_LIST, OCI_INDEX, OCI_MANIFEST
+from ..oci import DOCKER_MANIFEST, DOCKER_MANIFEST_LIST, OCI_INDEX, OCI_MANIFEST, load_json
 from ..patterns import lazy
 from . import http1
 from .registry_http import _PLAIN, MAX_MANIFEST, TIMEOUT, _context
@@ -217,7 +217,7 @@ class Registry:
             raise RegistryRefused(f"{self.host}'s token service refused a token "
                                   f"(status {reply.status})")
         try:
-            answer = json.loads(reply.body)
+            answer = load_json(reply.body)
             self._tokens[scope] = answer.get("token") or answer["access_token"]
         except (ValueError, KeyError, AttributeError):
             raise RegistryRefused(f"{self.host}'s token service sent no token") from None
@@ -239,7 +239,7 @@ class Registry:
                                   "sent a manifest of another digest")
         media_type = reply.headers.get("content-type", "").split(";")[0].strip()
         with contextlib.suppress(ValueError, AttributeError):
-            media_type = json.loads(reply.body).get("mediaType") or media_type
+            media_type = load_json(reply.body).get("mediaType") or media_type
         return reply.body, media_type
 
     def put_manifest(self, repository: str, reference: str, body: bytes,
@@ -325,7 +325,7 @@ class Registry:
             return None
         self._referrers_api = True
         try:
-            manifests = json.loads(reply.body).get("manifests")
+            manifests = load_json(reply.body).get("manifests")
         except (ValueError, AttributeError):
             return None
         return [m for m in manifests or [] if isinstance(m, dict)]
@@ -399,7 +399,7 @@ def digest_of(data: bytes) -> str:
 def _error_text(body: bytes) -> str:
     """The first error message of a registry's JSON error answer."""
     try:
-        errors = json.loads(body).get("errors") or []
+        errors = load_json(body).get("errors") or []
         first = errors[0]
         return " ".join(str(first.get(k)) for k in ("code", "message") if first.get(k))[:200]
     except (ValueError, AttributeError, IndexError, TypeError):

@@ -1,0 +1,191 @@
+"""verify against a registry that lies in ways found to break it: JSON nested past
+Python's recursion limit (RecursionError, a traceback), an index whose sizes are no
+integers, a referrers index or signature attachment listing ten thousand entries (a
+request or two each), and DSSE envelopes other signers write (URL-safe or wrapped base64,
+a second signature beside the valid one). Each is a problem naming the image, found with
+a bounded number of reads, or a pass where the envelope is valid."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any, Optional
+
+import pytest
+
+from aipcc_build.publish import attestations
+from aipcc_build.publish.referrers import referrers_tag
+from aipcc_build.publish.signing import signature_tag
+from tests.unit.publish.test_verify import OCI_INDEX, OCI_MANIFEST, digest, problems, world
+
+__all__ = ["world"]  # the fixture, used by name
+
+DEEP = b"[" * 200000 + b"]" * 200000
+
+
+def verdict_blob(world: dict[str, Any]) -> str:
+    """The digest of the blob that holds the image's verdict envelope."""
+    memory = world["memory"]
+    index = json.loads(memory.manifests[referrers_tag(world["digest"])][0])
+    verdict = next(m for m in index["manifests"]
+                   if m["artifactType"] == attestations.VERDICT_ARTIFACT_TYPE)
+    manifest = json.loads(memory.manifests[verdict["digest"]][0])
+    return str(manifest["layers"][0]["digest"])
+
+
+def sbom_blob(world: dict[str, Any]) -> str:
+    memory = world["memory"]
+    index = json.loads(memory.manifests[referrers_tag(world["digest"])][0])
+    sbom = next(m for m in index["manifests"]
+                if m["artifactType"] == attestations.SBOM_MEDIA_TYPE)
+    return str(json.loads(memory.manifests[sbom["digest"]][0])["layers"][0]["digest"])
+
+
+@pytest.mark.parametrize("where", ["tag", "index", "referrers", "signatures", "verdict",
+                                   "sbom"])
+def test_json_nested_past_the_recursion_limit_is_a_problem(world: dict[str, Any],
+                                                           where: str) -> None:
+    memory = world["memory"]
+    if where in ("tag", "index"):
+        memory.manifests["1"] = (DEEP, OCI_INDEX if where == "index" else OCI_MANIFEST)
+    elif where == "referrers":
+        memory.manifests[referrers_tag(world["digest"])] = (DEEP, OCI_INDEX)
+    elif where == "signatures":
+        memory.manifests[signature_tag(world["digest"])] = (DEEP, OCI_MANIFEST)
+    else:
+        memory.blobs[verdict_blob(world) if where == "verdict" else sbom_blob(world)] = DEEP
+    assert problems(world)
+
+
+@pytest.mark.parametrize("size", ["1e999", "-1e999", True, "7"])
+def test_an_index_whose_sizes_are_no_integers_is_a_problem(world: dict[str, Any],
+                                                           size: Any) -> None:
+    memory = world["memory"]
+    written = size if size in ("1e999", "-1e999") else json.dumps(size)
+    body = (f'{{"schemaVersion":2,"mediaType":"{OCI_INDEX}","manifests":[{{"mediaType":'
+            f'"{OCI_MANIFEST}","digest":"{world["digest"]}","size":{written}}}]}}').encode()
+    memory.manifests["1"] = (body, OCI_INDEX)
+    found = problems(world)
+    assert found and "index" in found[0], found
+
+
+class Counting:
+    """The memory registry, its manifest reads counted."""
+
+    def __init__(self, memory: Any) -> None:
+        self.memory, self.reads = memory, 0
+        self.host = memory.host
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.memory, name)
+
+    def get_manifest(self, repository: str, reference: str) -> Optional[tuple[bytes, str]]:
+        self.reads += 1
+        return self.memory.get_manifest(repository, reference)
+
+    def get_blob(self, repository: str, blob: str) -> bytes:
+        self.reads += 1
+        return bytes(self.memory.get_blob(repository, blob))
+
+
+def counted(world: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Counting:
+    from aipcc_build.publish import verify as verify_module
+
+    counting = Counting(world["memory"])
+    registries = verify_module.Registries.__call__()  # type: ignore[call-arg]
+    monkeypatch.setattr(registries, "memory", counting)
+    return counting
+
+
+def test_ten_thousand_listed_verdicts_are_not_each_read(world: dict[str, Any],
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    memory = world["memory"]
+    tag = referrers_tag(world["digest"])
+    index = json.loads(memory.manifests[tag][0])
+    bogus = [{"mediaType": OCI_MANIFEST, "digest": f"sha256:{n:064x}", "size": 10,
+              "artifactType": attestations.VERDICT_ARTIFACT_TYPE} for n in range(10000)]
+    index["manifests"] = [m for m in index["manifests"]
+                          if m["artifactType"] != attestations.VERDICT_ARTIFACT_TYPE] + bogus
+    memory.manifests[tag] = (json.dumps(index).encode(), OCI_INDEX)
+    counting = counted(world, monkeypatch)
+    found = problems(world)
+    assert found and "attestation" in found[-1], found
+    assert counting.reads < 200
+    assert sum(len(p) for p in found) < 4000
+
+
+def test_ten_thousand_listed_signatures_are_not_each_read(world: dict[str, Any],
+                                                          monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    memory = world["memory"]
+    tag = signature_tag(world["digest"])
+    attachment = json.loads(memory.manifests[tag][0])
+    layer = attachment["layers"][0]
+    attachment["layers"] = [dict(layer, digest=f"sha256:{n:064x}") for n in range(10000)]
+    memory.manifests[tag] = (json.dumps(attachment).encode(), OCI_MANIFEST)
+    counting = counted(world, monkeypatch)
+    found = problems(world)
+    assert found, found
+    assert counting.reads < 200
+
+
+def test_a_signature_tag_holding_another_images_signatures_is_not_a_signature(
+        world: dict[str, Any]) -> None:
+    """The attachment of another digest, served under this digest's tag: its payload
+    names the other digest."""
+    memory = world["memory"]
+    other = json.dumps({"schemaVersion": 2, "mediaType": OCI_MANIFEST, "layers": [],
+                        "annotations": {"x": "other"}}).encode()
+    from aipcc_build.publish.release_signing import Released, sign_release
+    from aipcc_build.publish.signing import load_signer
+    from aipcc_build.validate.results import Expectation, ImageVerdict
+
+    memory.put_manifest("rel/other", "2", other, OCI_MANIFEST)  # memory: one tag space
+    key = world["key"]
+    signer = load_signer(key[:-len(".pub")] + ".key", key.rsplit("/", 1)[0] + "/pass")
+
+    class One:
+        def of(self, repository: str) -> tuple[Any, str]:
+            return memory, repository.partition("/")[2]
+
+    sign_release([Released("base/other", f"registry.test/rel/other@{digest(other)}",
+                           digest(other), ("registry.test/rel/other:2",))], signer, "43",
+                 lambda ref: [ImageVerdict(ref, "linux/amd64", expected=Expectation("cpu"))],
+                 One())  # type: ignore[arg-type]
+    memory.manifests[signature_tag(world["digest"])] = \
+        memory.manifests[signature_tag(digest(other))]
+    found = problems(world)
+    assert any("not by the key" in p or "not signed" in p for p in found), found
+
+
+def rewrite_envelope(world: dict[str, Any], change: Any) -> None:
+    memory = world["memory"]
+    blob = verdict_blob(world)
+    memory.blobs[blob] = change(json.loads(memory.blobs[blob]))
+
+
+def urlsafe(text: str) -> str:
+    return base64.urlsafe_b64encode(base64.b64decode(text)).decode()
+
+
+@pytest.mark.parametrize("change", [
+    lambda e: dict(e, payload=urlsafe(e["payload"]).rstrip("="),
+                   signatures=[{"sig": urlsafe(s["sig"]).rstrip("=")}
+                               for s in e["signatures"]]),
+    lambda e: dict(e, payload="\n".join(e["payload"][i:i + 76]
+                                        for i in range(0, len(e["payload"]), 76))),
+    lambda e: dict(e, signatures=[{"sig": "AAAA"}, {"sig": "!!not base64"},
+                                  {"keyid": 3}, *e["signatures"]]),
+], ids=["url-safe-unpadded", "wrapped", "beside-other-signatures"])
+def test_a_valid_envelope_written_otherwise_verifies(world: dict[str, Any],
+                                                     change: Any) -> None:
+    rewrite_envelope(world, lambda e: json.dumps(change(e)).encode())
+    assert problems(world) == ()
+
+
+def test_an_envelope_whose_only_signature_is_garbage_is_not_signed(
+        world: dict[str, Any]) -> None:
+    rewrite_envelope(world, lambda e: json.dumps(
+        dict(e, signatures=[{"sig": "!!not base64"}, {"sig": "AAAA"}])).encode())
+    found = problems(world)
+    assert any("not by the key" in p for p in found), found
