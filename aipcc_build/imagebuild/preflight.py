@@ -177,7 +177,9 @@ def _auth_of(host: str, environ: Mapping[str, str]) -> Optional[str]:
             continue
         entry = auths.get(host) if isinstance(auths, dict) else None
         if isinstance(entry, dict) and isinstance(entry.get("auth"), str):
-            return str(entry["auth"])
+            from ..tools.oci_registry import header_login
+
+            return header_login(entry["auth"], host, candidate)
     return None
 
 

@@ -75,8 +75,18 @@ def credentials(host: str, authfile: Optional[str]) -> Optional[str]:
                              field="authfile") from None
         entry = (data.get("auths") or {}).get(host) if isinstance(data, dict) else None
         if isinstance(entry, dict) and isinstance(entry.get("auth"), str):
-            return str(entry["auth"])
+            return header_login(entry["auth"], host, str(path))
     return None
+
+
+def header_login(login: str, host: str, path: str) -> str:
+    """LOGIN, an auth file's (PATH) entry for HOST, as it goes into an Authorization
+    header; InputError, naming the file and never the login, when a line break or any
+    other control character would make it no header (or a second one)."""
+    if not (login.isascii() and login.isprintable()):
+        raise InputError(f"the login for {host} is not base64 user:password", file=path,
+                         field="authfile")
+    return login
 
 
 @dataclass
@@ -187,6 +197,22 @@ class Registry:
                 _PLAIN[host] = ["http"]
         return reply
 
+    def _elsewhere(self, scheme: str, host: str, target: str, headers: dict[str, str],
+                   max_body: int, what: str) -> Reply:
+        """GET TARGET on another HOST the registry sent us to (WHAT: to name it by);
+        RegistryRefused when it does not answer, TransientAnswer when it is busy. Its
+        URL is named without its query (a signed URL's signature is a credential)."""
+        url = f"{scheme}://{host}{target.split('?', 1)[0]}"
+        try:
+            reply = self._exchange(scheme, host, "GET", target, b"", headers, max_body)
+        except OSError as exc:
+            raise RegistryRefused(f"{what} {url} does not answer: "
+                                  f"{str(exc) or type(exc).__name__}") from None
+        if transient_status(reply.status):
+            raise TransientAnswer(url, reply.status, "",
+                                  parse_retry_after(reply.headers.get("retry-after")))
+        return reply
+
     def _connect(self, scheme: str, host: str) -> http1.Connection:
         return http1.Connection(host, TIMEOUT,
                                 _context(self.tls_verify) if scheme == "https" else None)
@@ -211,8 +237,8 @@ class Registry:
         if scope:
             query["scope"] = scope
         headers = {"Authorization": f"Basic {basic}"} if basic else {}
-        reply = self._exchange(realm.scheme, realm.netloc, "GET",
-                               f"{realm.path}?{urlencode(query)}", b"", headers, 65536)
+        reply = self._elsewhere(realm.scheme, realm.netloc, f"{realm.path}?{urlencode(query)}",
+                                headers, 65536, f"{self.host}'s token service")
         if reply.status != 200:
             raise RegistryRefused(f"{self.host}'s token service refused a token "
                                   f"(status {reply.status})")
@@ -253,12 +279,18 @@ class Registry:
         _check_reference(digest, digest_only=True)
         reply = self.request("GET", f"/v2/{repository}/blobs/{digest}",
                              scope=_pull(repository))
-        if reply.status in (301, 302, 303, 307, 308):
+        if reply.status in (301, 302, 303, 307, 308):  # to storage: S3, a CDN
             location = urlsplit(reply.headers.get("location", ""))
-            reply = self._exchange(location.scheme or "https", location.netloc,
-                                   "GET", location.path + (f"?{location.query}"
-                                                           if location.query else ""),
-                                   b"", {}, MAX_BLOB)
+            target = location.path + (f"?{location.query}" if location.query else "")
+            if not location.path:
+                raise RegistryRefused(f"{self.host}/{repository}@{digest}: the registry "
+                                      "redirected the blob nowhere (no Location)")
+            if location.netloc in ("", self.host):  # the registry's own: with its login
+                reply = self.request("GET", target, scope=_pull(repository))
+            else:  # another host: never with the registry's login
+                reply = self._elsewhere(location.scheme or "https", location.netloc, target,
+                                        {}, MAX_BLOB, f"{self.host}/{repository}@{digest}'s "
+                                        "redirect")
         self._expect(reply, 200, "GET", f"{repository}@{digest}")
         if digest_of(reply.body) != digest:
             raise RegistryRefused(f"{self.host}/{repository}@{digest}: the registry sent a "

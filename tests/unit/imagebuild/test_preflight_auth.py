@@ -1,0 +1,47 @@
+"""The build's registry check with an auth file whose login holds a line break: it went
+into a header and raised ValueError (a traceback); now an InputError naming the file and
+never the login (exit 2), before any build."""
+
+from __future__ import annotations
+
+import http.server
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aipcc_build.errors import InputError
+from aipcc_build.imagebuild.preflight import check_registries
+from tests.support.http_server import serving
+
+
+class WantsLogin(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    sent: list[str] = []
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        WantsLogin.sent.append(str(self.headers))
+        self.send_response(401)
+        self.send_header("WWW-Authenticate", 'Basic realm="test"')
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+
+@pytest.mark.parametrize("login", ["c2VjcmV0\r\nX-Injected: 1", "c2VjcmV0\n", "c2Vj\x00"])
+def test_a_login_that_is_no_header_value_is_an_input_error(tmp_path: Path,
+                                                           login: str) -> None:
+    WantsLogin.sent = []
+    with serving(WantsLogin) as origin:
+        host = origin.split("://", 1)[1]
+        authfile = tmp_path / "auth.json"
+        authfile.write_text(json.dumps({"auths": {host: {"auth": login}}}))
+        with pytest.raises(InputError) as refused:
+            check_registries([f"{host}/rel/img:1"], False,
+                             {"REGISTRY_AUTH_FILE": str(authfile)}, timeout=5)
+    assert refused.value.file == str(authfile)
+    assert "c2Vj" not in str(refused.value)
+    assert not any("Injected" in sent for sent in WantsLogin.sent)
