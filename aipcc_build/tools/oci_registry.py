@@ -137,7 +137,7 @@ class Registry:
         return reply
 
     def _url(self, target: str) -> str:
-        return f"{self._scheme or 'https'}://{self.host}{target}"
+        return _named(self._scheme or "https", self.host, target)
 
     def _send(self, method: str, target: str, body: bytes, headers: dict[str, str],
               scope: str, max_body: int) -> Reply:
@@ -184,7 +184,7 @@ class Registry:
             raise
         if len(reply.body) > max_body:
             conn.close()
-            raise RegistryRefused(f"{scheme}://{host}{target}: answer larger than "
+            raise RegistryRefused(f"{_named(scheme, host, target)}: answer larger than "
                                   f"{max_body} bytes")
         if response.will_close:
             conn.close()
@@ -202,7 +202,7 @@ class Registry:
         """GET TARGET on another HOST the registry sent us to (WHAT: to name it by);
         RegistryRefused when it does not answer, TransientAnswer when it is busy. Its
         URL is named without its query (a signed URL's signature is a credential)."""
-        url = f"{scheme}://{host}{target.split('?', 1)[0]}"
+        url = _named(scheme, host, target)
         try:
             reply = self._exchange(scheme, host, "GET", target, b"", headers, max_body)
         except OSError as exc:
@@ -414,6 +414,12 @@ def _check_reference(reference: str, digest_only: bool = False) -> None:
     if not (DIGEST if digest_only else _REFERENCE).fullmatch(reference):
         raise RegistryRefused(f"not a {'digest' if digest_only else 'tag or digest'}: "
                               f"{reference[:80]!r}")
+
+
+def _named(scheme: str, host: str, target: str) -> str:
+    """The URL of TARGET on HOST as messages name it: without its query, which holds a
+    signed URL's signature or an upload's state."""
+    return f"{scheme}://{host}{target.split('?', 1)[0]}"
 
 
 def _pull(repository: str) -> str:
