@@ -162,7 +162,7 @@ def check_registries(references: Sequence[str], tls_verify: bool,
 def _auth_of(host: str, environ: Mapping[str, str]) -> Optional[str]:
     """The base64 user:password the containers auth files hold for HOST (buildah's order:
     REGISTRY_AUTH_FILE, the runtime dir's, ~/.config/containers', ~/.docker's)."""
-    import json
+    from ..tools.oci_registry import header_login, read_auth_file
 
     home = environ.get("HOME", "")
     candidates = [environ.get("REGISTRY_AUTH_FILE", ""),
@@ -172,13 +172,11 @@ def _auth_of(host: str, environ: Mapping[str, str]) -> Optional[str]:
                   os.path.join(home, ".docker", "config.json") if home else ""]
     for candidate in filter(None, candidates):
         try:
-            auths = json.loads(Path(candidate).read_text()).get("auths") or {}
+            auths = read_auth_file(Path(candidate)).get("auths") or {}
         except (OSError, ValueError, AttributeError):
             continue
         entry = auths.get(host) if isinstance(auths, dict) else None
         if isinstance(entry, dict) and isinstance(entry.get("auth"), str):
-            from ..tools.oci_registry import header_login
-
             return header_login(entry["auth"], host, candidate)
     return None
 

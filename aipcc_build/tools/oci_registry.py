@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
-import json
 import os
 import re
 import threading
@@ -31,6 +30,7 @@ from .retry import TransientAnswer, parse_retry_after, transient_status
 
 ACCEPT = ", ".join((OCI_INDEX, OCI_MANIFEST, DOCKER_MANIFEST_LIST, DOCKER_MANIFEST))
 MAX_BLOB = 16 * 1024 * 1024  # signatures, SBOMs and attestations are small
+MAX_AUTH_FILE = 4 * 1024 * 1024  # a login per registry: a few hundred bytes each
 _CHALLENGE_PARAM = lazy(r'(\w+)="([^"]*)"')
 DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 # A tag (the distribution grammar), or a digest.
@@ -65,18 +65,32 @@ def credentials(host: str, authfile: Optional[str]) -> Optional[str]:
     files); None when none does."""
     for path in [Path(authfile)] if authfile else _auth_files():
         try:
-            data = json.loads(path.read_text())
+            data = read_auth_file(path)
         except FileNotFoundError:
             if authfile:
                 raise InputError("no such auth file", file=authfile, field="authfile") from None
             continue
         except (OSError, ValueError) as exc:
-            raise InputError(f"not a readable auth file: {exc}", file=str(path),
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            raise InputError(f"not a readable auth file: {why}", file=str(path),
                              field="authfile") from None
         entry = (data.get("auths") or {}).get(host) if isinstance(data, dict) else None
         if isinstance(entry, dict) and isinstance(entry.get("auth"), str):
             return header_login(entry["auth"], host, str(path))
     return None
+
+
+def read_auth_file(path: Path) -> Any:
+    """PATH's JSON: a regular file of at most MAX_AUTH_FILE bytes, never read through a
+    FIFO (the read would wait for a writer for ever) or a device (/dev/zero: for ever,
+    into memory); OSError or ValueError otherwise."""
+    from ..fsutil import open_regular
+
+    with open_regular(path) as handle:
+        data = handle.read(MAX_AUTH_FILE + 1)
+    if len(data) > MAX_AUTH_FILE:
+        raise ValueError(f"larger than {MAX_AUTH_FILE} bytes")
+    return load_json(data)
 
 
 def header_login(login: str, host: str, path: str) -> str:

@@ -45,3 +45,15 @@ def test_a_login_that_is_no_header_value_is_an_input_error(tmp_path: Path,
     assert refused.value.file == str(authfile)
     assert "c2Vj" not in str(refused.value)
     assert not any("Injected" in sent for sent in WantsLogin.sent)
+
+
+def test_an_auth_file_that_is_a_fifo_is_passed_over_not_waited_on(tmp_path: Path) -> None:
+    """buildah's order of auth files: a FIFO where one should be hung the check."""
+    import os
+
+    os.mkfifo(tmp_path / "auth.json")
+    WantsLogin.sent = []
+    with serving(WantsLogin) as origin:
+        check_registries([f"{origin.split('://', 1)[1]}/rel/img:1"], False,
+                         {"REGISTRY_AUTH_FILE": str(tmp_path / "auth.json")}, timeout=5)
+    assert len(WantsLogin.sent) == 1  # asked, found no login to try: the push tells

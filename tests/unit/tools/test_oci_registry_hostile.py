@@ -168,3 +168,26 @@ def test_a_blob_too_large_is_refused_without_the_signed_urls_query(authfile: Pat
         client_of(origin, authfile).get_blob("rel/img", BLOB_DIGEST)
     assert "larger than 1024 bytes" in str(refused.value)
     assert "secret" not in str(refused.value)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "huge", "deep"])
+def test_an_auth_file_that_is_no_small_regular_file_is_an_input_error_not_a_hang(
+        tmp_path: Path, kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A FIFO without a writer hung the read; /dev/zero was read for ever, into memory."""
+    import os
+
+    from aipcc_build.tools import oci_registry
+
+    path = tmp_path / "auth.json"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "device":
+        path = Path("/dev/zero")
+    elif kind == "huge":
+        monkeypatch.setattr(oci_registry, "MAX_AUTH_FILE", 100)
+        path.write_text(json.dumps({"auths": {}, "pad": "x" * 200}))
+    else:
+        path.write_text("[" * 100000)
+    with pytest.raises(InputError) as refused:
+        oci_registry.credentials("registry.test", str(path))
+    assert refused.value.file == str(path)
