@@ -67,7 +67,7 @@ def verify(request: VerifyRequest) -> VerifyResult:
         plain = ref[len("docker://"):] if ref.startswith("docker://") else ref
         repository, tag, digest = split(plain)
         if not is_reference(plain) or "/" not in repository or not (tag or digest):
-            raise InputError(f"'{ref}' is not HOST/REPOSITORY:TAG or "
+            raise InputError(f"{ref!r} is not HOST/REPOSITORY:TAG or "  # a line break shown
                              "HOST/REPOSITORY@sha256:DIGEST", field="refs")
         refs.append(plain)
     if not refs:

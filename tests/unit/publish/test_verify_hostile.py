@@ -189,3 +189,15 @@ def test_an_envelope_whose_only_signature_is_garbage_is_not_signed(
         dict(e, signatures=[{"sig": "!!not base64"}, {"sig": "AAAA"}])).encode())
     found = problems(world)
     assert any("not by the key" in p for p in found), found
+
+
+def test_a_reference_with_a_line_break_is_refused_on_one_line(tmp_path: Any) -> None:
+    from aipcc_build.errors import InputError
+    from aipcc_build.publish.signing import write_private_key
+    from aipcc_build.publish.verify import VerifyRequest, verify
+
+    write_private_key(str(tmp_path / "k.key"), b"p", n=2)
+    with pytest.raises(InputError) as refused:
+        verify(VerifyRequest(("registry.test/rel/img:1\nFAILED other",),
+                             str(tmp_path / "k.pub")))
+    assert "\n" not in str(refused.value) and "\\n" in str(refused.value)
