@@ -242,7 +242,7 @@ class Registry:
             return
         if kind != "bearer":
             raise RegistryRefused(f"{self.host} asks for an authentication this client "
-                                  f"does not speak: {challenge.split(' ', 1)[0]}")
+                                  f"does not speak: {challenge.split(' ', 1)[0][:40]}")
         params = dict(_CHALLENGE_PARAM.findall(challenge))
         realm = urlsplit(params.get("realm", ""))
         if realm.scheme not in ("http", "https") or not realm.netloc:
@@ -258,9 +258,13 @@ class Registry:
                                   f"(status {reply.status})")
         try:
             answer = load_json(reply.body)
-            self._tokens[scope] = answer.get("token") or answer["access_token"]
+            token = answer.get("token") or answer["access_token"]
         except (ValueError, KeyError, AttributeError):
-            raise RegistryRefused(f"{self.host}'s token service sent no token") from None
+            token = None
+        if not (isinstance(token, str) and token.isascii() and token.isprintable()):
+            # A line break in it would be a header of its own.
+            raise RegistryRefused(f"{self.host}'s token service sent no token")
+        self._tokens[scope] = token
 
     # ---- the distribution API ----
 

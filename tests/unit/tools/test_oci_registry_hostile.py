@@ -191,3 +191,19 @@ def test_an_auth_file_that_is_no_small_regular_file_is_an_input_error_not_a_hang
     with pytest.raises(InputError) as refused:
         oci_registry.credentials("registry.test", str(path))
     assert refused.value.file == str(path)
+
+
+@pytest.mark.parametrize("token", ["abc\r\nX-Injected: 1", ["a"], 7, ""])
+def test_a_token_that_is_no_header_value_is_refused(authfile: Path, token: Any) -> None:
+    """A token service's token holding a line break went into the next request's
+    header: a ValueError (a traceback), or a header injected."""
+    seen: list[tuple[str, str]] = []
+    tokens: list[tuple[str, str]] = []
+    with serving(handler(lambda r: (200, {}, json.dumps({"token": token}).encode()),
+                         tokens)) as service:
+        challenge = f'Bearer realm="{service}/token",service="test"'
+        with serving(handler(lambda r: (401, {"WWW-Authenticate": challenge}, b""), seen)) \
+                as origin, pytest.raises(RegistryRefused) as refused:
+            client_of(origin, authfile).get_manifest("rel/img", "1")
+    assert "sent no token" in str(refused.value)
+    assert len(seen) == 1 and len(tokens) == 1
