@@ -13,7 +13,7 @@ from typing import Callable, Optional
 from ..errors import InputError
 from ..image_reference import is_reference, split
 from ..tools.oci_registry import Registry, RegistryRefused, digest_of, side_by_side
-from ..tools.retry import Retry, with_retries
+from ..tools.retry import Retry, StillFailing, last_line, with_retries
 from . import attestations
 from .referrers import list_referrers, read_artifact
 from .release_signing import Registries, instances, signatures, verified_identities
@@ -80,6 +80,8 @@ def verify(request: VerifyRequest) -> VerifyResult:
                                 lambda n, wait, why: None)
         except RegistryRefused as exc:
             return ImageCheck(ref, None, 0, (str(exc),))
+        except StillFailing as exc:  # 429s or 5xxs past every retry: this image's problem
+            return ImageCheck(ref, None, 0, (f"the registry kept failing: {last_line(exc)}",))
 
     # The first alone (its registry's scheme and login learnt once), the others side by
     # side: each is a few requests in a row.
@@ -205,6 +207,8 @@ def require_verdicts(sources: list[str], key_path: str, *, tls_verify: bool,
             found = with_retries(attempt, retry, lambda n, wait, why: None)
         except RegistryRefused as exc:
             found = [str(exc)]
+        except StillFailing as exc:
+            found = [f"the registry kept failing: {last_line(exc)}"]
         problems += [f"{source}: {problem}" for problem in found]
     if problems:
         raise CheckFailed("refusing to promote what carries no passing verdict "

@@ -121,7 +121,8 @@ class TransientAnswer(ToolError):
     def __init__(self, url: str, status: int, reason: str,
                  wait: Optional[float] = None) -> None:
         after = f" (retry after {wait:g} s)" if wait is not None else ""
-        super().__init__(["http", url], 1, f"{url}: status {status} {reason}{after}")
+        super().__init__(["http", url], 1,
+                         f"{url}: status {status}{' ' + reason if reason else ''}{after}")
 
 
 # Tries of a copy or a request in all, unless a command's --retries says otherwise.

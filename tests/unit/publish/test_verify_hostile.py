@@ -201,3 +201,34 @@ def test_a_reference_with_a_line_break_is_refused_on_one_line(tmp_path: Any) -> 
         verify(VerifyRequest(("registry.test/rel/img:1\nFAILED other",),
                              str(tmp_path / "k.pub")))
     assert "\n" not in str(refused.value) and "\\n" in str(refused.value)
+
+
+def test_a_registry_busy_past_every_retry_is_each_images_problem(tmp_path: Any) -> None:
+    """429 and 503 go through the one retry table and backoff, the registry's Retry-After
+    obeyed; past the last attempt verify raised StillFailing, which ended the command with
+    no report (no JSON) and left the other images unchecked."""
+    import time
+
+    from aipcc_build.publish.signing import write_private_key
+    from aipcc_build.publish.verify import VerifyRequest, verify
+    from aipcc_build.tools.retry import Retry
+    from tests.unit.cli.test_verify_hostile_registry import SameAnswer
+
+    write_private_key(str(tmp_path / "k.key"), b"p", n=2)
+    status = b"429 Too Many Requests"
+    server = SameAnswer(b"HTTP/1.1 " + status + b"\r\nRetry-After: 1\r\n"
+                        b"Content-Length: 0\r\n\r\n")
+    try:
+        start = time.monotonic()
+        result = verify(VerifyRequest((f"{server.host}/rel/a:1", f"{server.host}/rel/b:1"),
+                                      str(tmp_path / "k.pub"), tls_verify=False,
+                                      retry=Retry(attempts=2, first=0.01, cap=0.01)))
+        took = time.monotonic() - start
+    finally:
+        server.stop()
+    assert [image.ok for image in result.images] == [False, False]
+    for image in result.images:
+        assert image.problems == (f"the registry kept failing: http://{server.host}/v2/rel/"
+                                  f"{image.ref.split('/rel/')[1].replace(':', '/manifests/')}"
+                                  f": status {status[:3].decode()} (retry after 1 s)",)
+    assert took >= 1.0  # the registry's Retry-After, not the 0.01 s backoff
