@@ -244,3 +244,13 @@ class ToolMissing(InputError):
         self.program = program
         super().__init__(f"{program} is not installed (install the {program} package; "
                          "the README's first command sets everything up)")
+
+
+def excerpt(value: object, limit: int = 80) -> str:
+    """VALUE (what an outside document says: a registry's, an attestation's) for a
+    one-line message: control characters escaped, at most LIMIT characters and an
+    ellipsis; a lying source cannot make a report of megabytes."""
+    text = value if isinstance(value, str) else repr(value)
+    if len(text) > limit:
+        text = text[:limit] + "..."
+    return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
 
 from .. import __version__
+from ..errors import excerpt
 from ..oci import load_json
 from .signing import MAX_SIGNATURES, PublicKey, Signer
 
@@ -143,7 +144,7 @@ def open_envelope(data: bytes, key: PublicKey) -> tuple[Optional[dict[str, Any]]
         except (ValueError, KeyError, TypeError):
             continue
     if payload_type != IN_TOTO_PAYLOAD:
-        return None, f"its payload is {payload_type}, not an in-toto Statement"
+        return None, f"its payload is {excerpt(payload_type)}, not an in-toto Statement"
     if not isinstance(payload_type, str):
         return None, "not a DSSE envelope"
     if not any(key.verifies(_pae(payload_type, payload), s) for s in signatures):
@@ -202,7 +203,7 @@ def check_sbom(data: bytes) -> str:
         toolkit = properties.get(TOOLKIT_PROPERTY)
         if toolkit in (None, "unknown"):
             continue
-        what = f"the SBOM's {toolkit} component {str(component.get('name'))[:80]}"
+        what = f"the SBOM's {excerpt(toolkit)} component {excerpt(component.get('name'))}"
         evidence = component.get("evidence")
         occurrences = evidence.get("occurrences") if isinstance(evidence, dict) else None
         if not _text(component.get("version")):

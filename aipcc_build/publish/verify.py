@@ -10,7 +10,7 @@ import functools
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from ..errors import InputError
+from ..errors import InputError, excerpt
 from ..image_reference import is_reference, split
 from ..tools.oci_registry import Registry, RegistryRefused, digest_of, side_by_side
 from ..tools.retry import Retry, StillFailing, last_line, with_retries
@@ -160,10 +160,11 @@ def _attestation_problems(client: Registry, path: str, digest: str,
                 predicate = document.get("predicate")
                 verdict = predicate.get("verdict") if isinstance(predicate, dict) else None
                 if digest not in subjects:
+                    named = ", ".join(subjects[:3]) + (", ..." if len(subjects) > 3 else "")
                     why = (f"the verdict attestation's subject is "
-                           f"{', '.join(subjects) or 'nothing'}, not {digest}")
+                           f"{excerpt(named, 240) if subjects else 'nothing'}, not {digest}")
                 elif verdict != "ok":
-                    why = f"the verdict attestation says {verdict}"
+                    why = f"the verdict attestation says {excerpt(verdict)}"
                 else:
                     return problems
         reasons.append(why)
@@ -179,7 +180,8 @@ def _bound(found: Optional[tuple[dict[str, object], bytes]], digest: str) -> str
     subject = found[0].get("subject")
     named = subject.get("digest") if isinstance(subject, dict) else None
     if named != digest:
-        return f"a listed attestation refers to {named or 'nothing'}, not {digest}"
+        return f"a listed attestation refers to {excerpt(named) if named else 'nothing'}, " \
+               f"not {digest}"
     return ""
 
 

@@ -232,3 +232,46 @@ def test_a_registry_busy_past_every_retry_is_each_images_problem(tmp_path: Any) 
                                   f"{image.ref.split('/rel/')[1].replace(':', '/manifests/')}"
                                   f": status {status[:3].decode()} (retry after 1 s)",)
     assert took >= 1.0  # the registry's Retry-After, not the 0.01 s backoff
+
+
+def resigned(world: dict[str, Any], tmp_path: Any, change: Any) -> None:
+    """The verdict envelope's statement changed by CHANGE, signed again by the key."""
+    from aipcc_build.publish.signing import load_signer
+
+    memory = world["memory"]
+    blob = verdict_blob(world)
+    document = json.loads(base64.b64decode(json.loads(memory.blobs[blob])["payload"]))
+    change(document)
+    signer = load_signer(str(tmp_path / "k.key"), str(tmp_path / "pass"))
+    memory.blobs[blob] = attestations.envelope(document, signer)
+
+
+@pytest.mark.parametrize("lie", ["verdict", "subjects", "payload-type", "artifact-subject",
+                                 "sbom-toolkit"])
+def test_what_a_lying_registry_says_is_shown_bounded(world: dict[str, Any], tmp_path: Any,
+                                                     lie: str) -> None:
+    """A verdict of a megabyte, ten thousand subjects, a payload type or an artifact's
+    subject of a megabyte went into the report whole."""
+    huge = "x" * 1000000
+    memory = world["memory"]
+    if lie == "verdict":
+        resigned(world, tmp_path, lambda d: d["predicate"].update(verdict=huge))
+    elif lie == "subjects":
+        resigned(world, tmp_path, lambda d: d.update(subject=[
+            {"digest": {"sha256": f"{n:064x}"}} for n in range(10000)]))
+    elif lie == "sbom-toolkit":
+        memory.blobs[sbom_blob(world)] = json.dumps({
+            "bomFormat": "CycloneDX", "specVersion": "1.6", "components": [
+                {"name": huge, "properties": [{"name": attestations.TOOLKIT_PROPERTY,
+                                                "value": huge}]}]}).encode()
+    elif lie == "payload-type":
+        rewrite_envelope(world, lambda e: json.dumps(dict(e, payloadType=huge)).encode())
+    else:
+        index = json.loads(memory.manifests[referrers_tag(world["digest"])][0])
+        for entry in index["manifests"]:
+            manifest = json.loads(memory.manifests[entry["digest"]][0])
+            manifest["subject"]["digest"] = huge
+            memory.manifests[entry["digest"]] = (json.dumps(manifest).encode(), OCI_MANIFEST)
+    found = problems(world)
+    assert found, found
+    assert sum(len(p) for p in found) < 2000, [p[:200] for p in found]
