@@ -1,51 +1,21 @@
 """`aipcc-build verify`, the program, against a registry on 127.0.0.1 that answers every
 request with the same hostile bytes: a status line of other digits, a Content-Length of
 "²", an upgrade, a manifest nested past the recursion limit, a redirect to a path of its
-own. Each ended in a Python traceback or an exit 2 for an OSError; now exit 1 with the
+own. The first, second and fourth ended in a Python traceback; each is exit 1 with the
 registry named in the report, and no traceback."""
 
 from __future__ import annotations
 
-import contextlib
-import socket
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.support.same_answer import SameAnswer
+
 DEEP = b"[" * 100000 + b"]" * 100000
-
-
-class SameAnswer:
-    """Answers whatever each connection sends first with ANSWER, then closes it."""
-
-    def __init__(self, answer: bytes) -> None:
-        self.answer = answer
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.host = f"127.0.0.1:{self.listener.getsockname()[1]}"
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.listener.accept()
-            except OSError:
-                return
-            with conn, contextlib.suppress(OSError):
-                conn.settimeout(5)
-                conn.recv(65536)
-                conn.sendall(self.answer)
-                conn.shutdown(socket.SHUT_WR)
-
-    def stop(self) -> None:
-        with contextlib.suppress(OSError):
-            self.listener.shutdown(socket.SHUT_RDWR)
-        self.listener.close()
-        self.thread.join(timeout=10)
 
 
 @pytest.fixture(scope="module")

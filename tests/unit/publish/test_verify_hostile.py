@@ -212,7 +212,7 @@ def test_a_registry_busy_past_every_retry_is_each_images_problem(tmp_path: Any) 
     from aipcc_build.publish.signing import write_private_key
     from aipcc_build.publish.verify import VerifyRequest, verify
     from aipcc_build.tools.retry import Retry
-    from tests.unit.cli.test_verify_hostile_registry import SameAnswer
+    from tests.support.same_answer import SameAnswer
 
     write_private_key(str(tmp_path / "k.key"), b"p", n=2)
     status = b"429 Too Many Requests"

@@ -15,6 +15,7 @@ import pytest
 
 from aipcc_build.tools import http1
 from aipcc_build.tools.retry import parse_retry_after
+from tests.support.same_answer import SameAnswer
 from tests.unit.tools.test_http1 import Scripted, connect, serve
 
 __all__ = ["serve"]  # the fixture, used by name
@@ -30,12 +31,28 @@ __all__ = ["serve"]  # the fixture, used by name
     b"HTTP/1.1 100 Continue\r\n\r\n" * 101 + b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
     b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n" + b"T: x\r\n" * 101
     + b"\r\n",
+    # A chunk extension past the bound (a 10 MB chunk-size line: below).
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3;" + b"e" * 70000 + b"\r\n",
+    # A Content-Length past any body sent: the answer ends first.
+    b"HTTP/1.1 200 OK\r\nContent-Length: 99999999999999999999\r\n\r\nab",
 ])
 def test_a_hostile_answer_is_a_bad_answer(serve: list[Scripted], answer: bytes) -> None:
     _, conn = connect(serve, answer, close=True)
     with pytest.raises(http1.BadAnswer):
         conn.request("GET", "/", b"", {}, 1000)
     conn.close()
+
+
+def test_a_chunk_size_line_of_10_mb_without_a_line_break_is_a_bad_answer() -> None:
+    server = SameAnswer(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                        + b"1" * 10_000_000)
+    try:
+        conn = http1.Connection(server.host, 5.0)
+        with pytest.raises(http1.BadAnswer, match="too long"):
+            conn.request("GET", "/", b"", {}, 1000)
+        conn.close()
+    finally:
+        server.stop()
 
 
 def test_a_port_of_other_digits_is_refused_before_connecting() -> None:
