@@ -17,7 +17,7 @@ from ..tools.retry import Retry, StillFailing, last_line, with_retries
 from . import attestations
 from .referrers import list_referrers, read_artifact
 from .release_signing import Registries, instances, signatures, verified_identities
-from .signing import PublicKey, load_public_key
+from .signing import PublicKey, load_public_key, read_payload
 
 # The verdict attestations of one digest read at most (two requests each): a registry
 # listing thousands would hold the check for hours. A release carries one per signing key.
@@ -121,6 +121,12 @@ def _signature_problems(registry: Registry, path: str, digest: str, repository: 
         return [f"{what} is not signed (no sigstore signature of {digest})"]
     identities = verified_identities(pairs, digest, key)
     if not identities:
+        # A signature tag holding another image's signatures (copied, or a registry
+        # serving the wrong attachment): named as such, not as a foreign key.
+        claimed = {c.digest for c in (read_payload(data) for data, _ in pairs) if c}
+        if claimed and digest not in claimed:
+            return [f"{what}'s signatures are of another manifest "
+                    f"({excerpt(', '.join(sorted(claimed)))}), not of {digest}"]
         return [f"{what} is signed, but not by the key {key.path}"]
     wanted = f"{repository}:{tag}" if tag else None
     if wanted is not None and wanted not in identities or wanted is None and not any(
