@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Optional, Union
 
-from ..image_reference import split
+from ..image_reference import is_reference, split
 from ..oci import DOCKER_MANIFEST, DOCKER_MANIFEST_LIST, OCI_INDEX, OCI_MANIFEST
 from . import http1
 from .retry import TransientAnswer, parse_retry_after, transient_status
@@ -52,8 +52,8 @@ def _context(verify: bool) -> ssl.SSLContext:
 def manifest_digest(ref: str, tls_verify: bool = True) -> Union[Optional[str], object]:
     """The digest REF (docker://HOST/REPO:TAG) points at, None when the tag does not exist,
     UNKNOWN when only skopeo can tell."""
-    if not ref.startswith("docker://"):
-        return UNKNOWN
+    if not ref.startswith("docker://") or not is_reference(ref[len("docker://"):]):
+        return UNKNOWN  # a line break or a space would not go into a request line as it is
     repository, tag, digest = split(ref[len("docker://"):])
     # The first component names a registry host when it holds a dot or a port, or is
     # localhost (the rule docker and containers/image follow).
