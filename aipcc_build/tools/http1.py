@@ -56,6 +56,8 @@ def split_host(host: str, default_port: int) -> tuple[str, int]:
         name, _, port = host.partition(":")
     if port and not _decimal(port):
         raise BadAnswer(f"not a port: {port[:20]!r}")  # nothing asked yet: an OSError
+    if not name or not name.isprintable() or " " in name:
+        raise BadAnswer(f"not a host: {name[:40]!r}")
     return name, int(port) if port else default_port
 
 
@@ -87,6 +89,7 @@ class Connection:
     def request(self, method: str, target: str, body: bytes, headers: dict[str, str],
                 max_body: int) -> Response:
         """METHOD TARGET with BODY; the answer, its body read up to MAX_BODY + 1 bytes."""
+        split_host(self.host, 0)  # a host no Host line can carry is no host to ask
         lines = [f"{method} {target} HTTP/1.1", f"Host: {self.host}",
                  "Accept-Encoding: identity"]
         lines += [f"{name}: {value}" for name, value in headers.items()]

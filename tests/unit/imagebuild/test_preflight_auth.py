@@ -57,3 +57,10 @@ def test_an_auth_file_that_is_a_fifo_is_passed_over_not_waited_on(tmp_path: Path
         check_registries([f"{origin.split('://', 1)[1]}/rel/img:1"], False,
                          {"REGISTRY_AUTH_FILE": str(tmp_path / "auth.json")}, timeout=5)
     assert len(WantsLogin.sent) == 1  # asked, found no login to try: the push tells
+
+
+def test_a_registry_host_holding_a_line_break_is_a_check_failure() -> None:
+    from aipcc_build.errors import CheckFailed
+
+    with pytest.raises(CheckFailed, match="does not answer"):
+        check_registries(["registry.example\nInjected: 1/rel/img:1"], False, {}, timeout=1)

@@ -153,3 +153,12 @@ def test_a_quick_answer_after_a_slow_one_on_the_same_connection(
 @pytest.mark.parametrize("header", ["\u00b2", "\u00b9\u00b2", "-1", "1.5", "soon"])
 def test_a_retry_after_that_is_no_number_of_seconds_is_none(header: str) -> None:
     assert parse_retry_after(header) is None
+
+
+@pytest.mark.parametrize("host", ["registry.example\nInjected: 1", "registry example:5000",
+                                  "", ":5000"])
+def test_a_host_no_host_line_can_carry_is_no_host(host: str) -> None:
+    """A line break in the host (a reference's, a --to's) raised ValueError from the
+    request writer: a traceback in the build's registry check."""
+    with pytest.raises(http1.BadAnswer, match="not a (host|port)"):
+        http1.Connection(host, 1.0).request("GET", "/v2/", b"", {}, 10)
