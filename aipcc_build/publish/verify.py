@@ -182,7 +182,7 @@ def _attestation_problems(client: Registry, path: str, digest: str,
 def _bound(found: Optional[tuple[dict[str, object], bytes]], digest: str) -> str:
     """Why an artifact is not a referrer of DIGEST ("" when it is)."""
     if found is None:
-        return "a listed attestation is not in the registry"
+        return "a listed attestation is not in the registry, or is no artifact manifest"
     subject = found[0].get("subject")
     named = subject.get("digest") if isinstance(subject, dict) else None
     if named != digest:

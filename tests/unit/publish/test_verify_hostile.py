@@ -276,3 +276,19 @@ def test_what_a_lying_registry_says_is_shown_bounded(world: dict[str, Any], tmp_
     found = problems(world)
     assert found, found
     assert sum(len(p) for p in found) < 2000, [p[:200] for p in found]
+
+
+def test_a_listed_attestation_that_is_an_index_is_named_no_artifact(
+        world: dict[str, Any]) -> None:
+    """A referrers entry that is an image index (nesting: its manifests listing more)."""
+    memory = world["memory"]
+    tag = referrers_tag(world["digest"])
+    index = json.loads(memory.manifests[tag][0])
+    nested = json.dumps({"schemaVersion": 2, "mediaType": OCI_INDEX,
+                         "manifests": index["manifests"]}).encode()
+    memory.manifests[digest(nested)] = (nested, OCI_INDEX)
+    for entry in index["manifests"]:
+        entry["digest"] = digest(nested)
+    memory.manifests[tag] = (json.dumps(index).encode(), OCI_INDEX)
+    found = problems(world)
+    assert found and all("no artifact manifest" in p for p in found), found
