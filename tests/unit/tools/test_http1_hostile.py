@@ -10,6 +10,8 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -162,3 +164,46 @@ def test_a_host_no_host_line_can_carry_is_no_host(host: str) -> None:
     request writer: a traceback in the build's registry check."""
     with pytest.raises(http1.BadAnswer, match="not a (host|port)"):
         http1.Connection(host, 1.0).request("GET", "/v2/", b"", {}, 10)
+
+
+def test_tls_answers_large_and_kept_alive_read_through_the_paced_reader(
+        tmp_path: Path) -> None:
+    """The reads go through the pace's own raw reader, over TLS too: a 3 MiB body and a
+    second request on the same connection."""
+    import http.server
+    import ssl
+
+    from tests.support.certs import certificates
+    from tests.support.http_server import serving
+
+    certificates(tmp_path / "certs")
+    body = bytes(range(256)) * (3 * 4096)
+    connections: list[int] = []
+
+    class Big(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def setup(self) -> None:
+            connections.append(1)
+            super().setup()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server_side = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_side.load_cert_chain(tmp_path / "certs" / "server.pem",
+                                tmp_path / "certs" / "server-key.pem")
+    client_side = ssl.create_default_context(cafile=str(tmp_path / "certs" / "ca.pem"))
+    with serving(Big, server_side) as origin:
+        conn = http1.Connection(origin.split("://", 1)[1], 5.0, client_side)
+        for _ in range(2):
+            reply = conn.request("GET", "/", b"", {}, len(body))
+            assert (reply.status, reply.body == body, reply.will_close) == (200, True, False)
+        conn.close()
+    assert len(connections) == 1
