@@ -123,8 +123,9 @@ def signatures(registry: Store, path: str, digest: str
         if layer.get("mediaType") != SIMPLE_SIGNING or not isinstance(encoded, str) \
                 or not DIGEST.fullmatch(str(layer.get("digest"))):
             continue
-        try:
-            signed.append((str(layer["digest"]), base64.b64decode(encoded, validate=True)))
+        try:  # as containers/image reads it (Go's StdEncoding: line breaks ignored)
+            signed.append((str(layer["digest"]), base64.b64decode(
+                encoded.replace("\r", "").replace("\n", ""), validate=True)))
         except ValueError:
             continue
     signed = signed[:MAX_SIGNATURES]

@@ -292,3 +292,21 @@ def test_a_listed_attestation_that_is_an_index_is_named_no_artifact(
     memory.manifests[tag] = (json.dumps(index).encode(), OCI_INDEX)
     found = problems(world)
     assert found and all("no artifact manifest" in p for p in found), found
+
+
+@pytest.mark.parametrize("wrap", ["\n", "\r\n"])
+def test_a_signature_annotation_wrapped_in_lines_verifies(world: dict[str, Any],
+                                                          wrap: str) -> None:
+    """containers/image decodes the annotation with Go's StdEncoding, which ignores line
+    breaks: skopeo let such a signature through, verify called the image unsigned."""
+    from aipcc_build.publish.signing import SIGNATURE_ANNOTATION
+
+    memory = world["memory"]
+    tag = signature_tag(world["digest"])
+    attachment = json.loads(memory.manifests[tag][0])
+    for layer in attachment["layers"]:
+        text = layer["annotations"][SIGNATURE_ANNOTATION]
+        layer["annotations"][SIGNATURE_ANNOTATION] = wrap.join(
+            text[i:i + 20] for i in range(0, len(text), 20))
+    memory.manifests[tag] = (json.dumps(attachment).encode(), OCI_MANIFEST)
+    assert problems(world) == ()

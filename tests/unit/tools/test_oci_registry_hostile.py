@@ -207,3 +207,21 @@ def test_a_token_that_is_no_header_value_is_refused(authfile: Path, token: Any) 
             client_of(origin, authfile).get_manifest("rel/img", "1")
     assert "sent no token" in str(refused.value)
     assert len(seen) == 1 and len(tokens) == 1
+
+
+def test_a_manifest_or_blob_whose_bytes_are_not_its_digest_is_refused(
+        authfile: Path) -> None:
+    """A registry serving, under a digest, bytes that hash to another (its
+    Docker-Content-Digest header agreeing with the digest asked)."""
+    def lying(request: http.server.BaseHTTPRequestHandler) -> tuple[int, dict[str, str],
+                                                                    bytes]:
+        asked = request.path.rsplit("/", 1)[1]
+        return 200, {"Docker-Content-Digest": asked,
+                     "Content-Type": "application/vnd.oci.image.manifest.v1+json"}, b"{}"
+
+    with serving(handler(lying, [])) as origin:
+        client = client_of(origin, authfile)
+        with pytest.raises(RegistryRefused, match="a manifest of another digest"):
+            client.get_manifest("rel/img", BLOB_DIGEST)
+        with pytest.raises(RegistryRefused, match="a blob of another digest"):
+            client.get_blob("rel/img", BLOB_DIGEST)
