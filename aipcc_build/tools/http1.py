@@ -13,6 +13,7 @@ each read within the timeout) ends in a timeout too."""
 from __future__ import annotations
 
 import io
+import select
 import socket
 import time
 from typing import TYPE_CHECKING, Optional
@@ -112,6 +113,18 @@ class Connection:
                 return response
             # 100 Continue and the like: the answer follows
         raise BadAnswer(f"more than {MAX_HEADERS} interim (1xx) answers")
+
+    def dropped(self) -> bool:
+        """Whether the server closed this idle connection (or sent what nobody asked
+        for): its socket reads without waiting. Asked before a kept connection is used
+        again, so that a request the server may act on is not written to a dead one."""
+        if self._sock is None:
+            return False
+        try:
+            readable, _, _ = select.select([self._sock], [], [], 0)
+        except (OSError, ValueError):  # closed under us
+            return True
+        return bool(readable)
 
     def _line(self) -> bytes:
         assert self._file is not None

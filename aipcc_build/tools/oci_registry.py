@@ -181,11 +181,19 @@ class Registry:
         with self._idle_lock:
             idle = self._idle.get((scheme, host))
             conn = idle.pop() if idle else None
+        if conn is not None and conn.dropped():
+            conn.close()
+            conn = None
         try:
             if conn is not None:
                 try:
                     response = conn.request(method, target, body, headers, max_body)
                 except (ConnectionResetError, BrokenPipeError):  # http1.Closed among them
+                    # Closed as the request went (the race the check above leaves): sent
+                    # again on a new connection, but a POST, which the server may have
+                    # acted on (an upload started), is not.
+                    if method == "POST":
+                        raise
                     conn.close()
                     conn = None
             if conn is None:

@@ -1,0 +1,105 @@
+"""The registry client's kept-alive connections against servers that close them: closed
+while idle (the next request goes on a new connection, never onto the dead one), and
+closed after reading a request without answering it (a GET or PUT is sent once more on a
+new connection; a POST, which the server may have acted on, is not)."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from aipcc_build.tools.oci_registry import Registry, RegistryRefused
+
+OK = b"HTTP/1.1 202 Accepted\r\nLocation: /v2/rel/img/blobs/uploads/1\r\nContent-Length: 0\r\n\r\n"
+
+
+class Server:
+    """Answers each request with OK, on connections it keeps; SILENT_AFTER: on each
+    connection, the request after that many is read and the connection closed unanswered;
+    IDLE_CLOSE: each connection closed this long after its last answer."""
+
+    def __init__(self, silent_after: int = 0, idle_close: float = 0.0) -> None:
+        self.silent_after, self.idle_close = silent_after, idle_close
+        self.requests: list[bytes] = []
+        self.connections = 0
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.host = f"127.0.0.1:{self.listener.getsockname()[1]}"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            self.connections += 1
+            threading.Thread(target=self._talk, args=(conn,), daemon=True).start()
+
+    def _talk(self, conn: socket.socket) -> None:
+        answered = 0
+        with conn, contextlib.suppress(OSError):
+            data = b""
+            while True:
+                conn.settimeout(self.idle_close or 10)
+                while b"\r\n\r\n" not in data:
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        return
+                    data += chunk
+                head, _, data = data.partition(b"\r\n\r\n")
+                self.requests.append(head.split(b"\r\n", 1)[0])
+                if self.silent_after and answered == self.silent_after:
+                    return
+                conn.sendall(OK)
+                answered += 1
+
+    def stop(self) -> None:
+        with contextlib.suppress(OSError):
+            self.listener.shutdown(socket.SHUT_RDWR)
+        self.listener.close()
+
+
+@pytest.fixture
+def servers() -> Iterator[list[Server]]:
+    made: list[Server] = []
+    yield made
+    for server in made:
+        server.stop()
+
+
+def client(server: Server) -> Registry:
+    made = Registry(server.host, tls_verify=False)
+    made._scheme = "http"  # noqa: SLF001 (the plain-HTTP server: no TLS attempt first)
+    return made
+
+
+@pytest.mark.parametrize("method", ["GET", "POST"])
+def test_a_connection_the_server_closed_while_idle_is_left_for_a_new_one(
+        servers: list[Server], method: str) -> None:
+    server = Server(idle_close=0.2)
+    servers.append(server)
+    registry = client(server)
+    registry.request(method, "/v2/rel/img/blobs/uploads/")
+    time.sleep(0.6)  # the server has closed the kept connection
+    assert registry.request(method, "/v2/rel/img/blobs/uploads/").status == 202
+    assert len(server.requests) == 2 and server.connections == 2
+
+
+@pytest.mark.parametrize(("method", "sent"), [("GET", 3), ("PUT", 3), ("POST", 2)])
+def test_a_request_read_and_left_unanswered_is_sent_again_only_when_idempotent(
+        servers: list[Server], method: str, sent: int) -> None:
+    server = Server(silent_after=1)
+    servers.append(server)
+    registry = client(server)
+    registry.request(method, "/v2/rel/img/blobs/uploads/")
+    if sent == 3:
+        assert registry.request(method, "/v2/rel/img/blobs/uploads/").status == 202
+    else:
+        with pytest.raises(RegistryRefused, match="no answer"):
+            registry.request(method, "/v2/rel/img/blobs/uploads/")
+    assert len(server.requests) == sent
