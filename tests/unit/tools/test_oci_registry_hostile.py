@@ -225,3 +225,50 @@ def test_a_manifest_or_blob_whose_bytes_are_not_its_digest_is_refused(
             client.get_manifest("rel/img", BLOB_DIGEST)
         with pytest.raises(RegistryRefused, match="a blob of another digest"):
             client.get_blob("rel/img", BLOB_DIGEST)
+
+
+class Endless:
+    """A registry whose every answer is 200 with HEAD (a 1 GiB Content-Length, or
+    chunks), then zeros for as long as the client reads."""
+
+    def __init__(self, head: bytes, chunked: bool) -> None:
+        import threading
+
+        self.head, self.chunked, self.sent = head, chunked, 0
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.host = f"127.0.0.1:{self.listener.getsockname()[1]}"
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        import contextlib
+
+        conn, _ = self.listener.accept()
+        block = b"\0" * 65536
+        if self.chunked:
+            block = b"10000\r\n" + block + b"\r\n"
+        with conn, contextlib.suppress(OSError):
+            conn.recv(65536)
+            conn.sendall(self.head)
+            while self.sent < 1 << 30:
+                conn.sendall(block)
+                self.sent += len(block)
+
+    def stop(self) -> None:
+        self.listener.close()
+        self.thread.join(timeout=10)
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["length", "chunked"])
+def test_a_blob_of_a_gigabyte_is_read_no_further_than_the_bound(chunked: bool) -> None:
+    head = (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" if chunked else
+            b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % (1 << 30))
+    server = Endless(head, chunked)
+    try:
+        registry = Registry(server.host, tls_verify=False)
+        registry._scheme = "http"  # noqa: SLF001 (the plain-HTTP server: no TLS attempt)
+        with pytest.raises(RegistryRefused, match="larger than 16777216 bytes"):
+            registry.get_blob("rel/img", BLOB_DIGEST)
+    finally:
+        server.stop()
+    assert server.sent < 64 << 20  # the client stopped reading; the server, sending
