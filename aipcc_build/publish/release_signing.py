@@ -42,6 +42,9 @@ if TYPE_CHECKING:  # the validator's results: not loaded to verify a release
 
 OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
 CREATOR = f"aipcc-build {__version__}"
+# The platforms of an image index taken at most: a release has a handful; an index a
+# registry serves with thousands would hold a check or a signing for hours.
+MAX_PLATFORMS = 64
 
 # The validator on one image: (docker://REPO@DIGEST) -> one verdict per platform.
 Validator = Callable[[str], "list[ImageVerdict]"]
@@ -102,6 +105,9 @@ def instances(registry: Store, path: str, digest: str,
     if not platforms:
         raise RegistryRefused(f"{registry.host}/{path}@{digest} is an image index of no "
                               "platform")
+    if len(platforms) > MAX_PLATFORMS:  # each checked or signed: a few requests apiece
+        raise RegistryRefused(f"{registry.host}/{path}@{digest} is an image index of "
+                              f"{len(platforms)} platforms, more than {MAX_PLATFORMS}")
     return top, platforms
 
 

@@ -310,3 +310,16 @@ def test_a_signature_annotation_wrapped_in_lines_verifies(world: dict[str, Any],
             text[i:i + 20] for i in range(0, len(text), 20))
     memory.manifests[tag] = (json.dumps(attachment).encode(), OCI_MANIFEST)
     assert problems(world) == ()
+
+
+def test_an_index_of_ten_thousand_platforms_is_refused_unread(
+        world: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    memory = world["memory"]
+    entry = {"mediaType": OCI_MANIFEST, "digest": world["digest"], "size": 10}
+    body = json.dumps({"schemaVersion": 2, "mediaType": OCI_INDEX,
+                       "manifests": [entry] * 10000}).encode()
+    memory.manifests["1"] = (body, OCI_INDEX)
+    counting = counted(world, monkeypatch)
+    found = problems(world)
+    assert found and "10000 platforms, more than 64" in found[0], found
+    assert counting.reads < 10
