@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import base64
 import json
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
 
 from .. import __version__
+from ..records import record
 from .signing import PublicKey, Signer
 
 if TYPE_CHECKING:  # the validator's results: not loaded to verify a release
@@ -27,7 +27,7 @@ TOOLKIT_PROPERTY = "aipcc:toolkit"
 RELEASE_PROPERTY = "aipcc:toolkit-release"
 
 
-@dataclass(frozen=True)
+@record
 class Provenance:
     """What the verdict was reached for: the matrix entry and the build."""
 

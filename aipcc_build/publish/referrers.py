@@ -12,10 +12,10 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any, Optional, Protocol
 
 from ..oci import OCI_INDEX, OCI_MANIFEST
+from ..records import field, record
 from ..tools.oci_registry import Reply, digest_of, side_by_side
 
 EMPTY_MEDIA_TYPE = "application/vnd.oci.empty.v1+json"
@@ -44,7 +44,7 @@ class Store(Protocol):
                   ) -> Optional[list[dict[str, Any]]]: ...
 
 
-@dataclass(frozen=True)
+@record
 class Subject:
     repository: str  # path in the registry
     digest: str
@@ -64,7 +64,7 @@ def canonical(document: dict[str, Any]) -> bytes:
     return json.dumps(document, separators=(",", ":"), sort_keys=True).encode()
 
 
-@dataclass(frozen=True)
+@record
 class Artifact:
     """What to hang off a subject: DATA (one layer of MEDIA_TYPE) as ARTIFACT_TYPE."""
 

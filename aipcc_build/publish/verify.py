@@ -7,11 +7,11 @@ as referrers, bound to that digest, the verdict signed by the key and saying ok.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 from typing import Callable, Optional
 
 from ..errors import InputError
 from ..image_reference import is_reference, split
+from ..records import record
 from ..tools.oci_registry import Registry, RegistryRefused, digest_of, side_by_side
 from ..tools.retry import Retry, with_retries
 from . import attestations
@@ -20,7 +20,7 @@ from .release_signing import Registries, instances, signatures, verified_identit
 from .signing import PublicKey, load_public_key
 
 
-@dataclass(frozen=True)
+@record
 class VerifyRequest:
     refs: tuple[str, ...]  # HOST/REPO:TAG or HOST/REPO@DIGEST (docker:// allowed)
     key: Optional[str]  # the PEM public key's path
@@ -29,7 +29,7 @@ class VerifyRequest:
     retry: Retry = Retry()
 
 
-@dataclass(frozen=True)
+@record
 class ImageCheck:
     ref: str
     digest: Optional[str]  # what REF points at, when found
@@ -41,7 +41,7 @@ class ImageCheck:
         return not self.problems
 
 
-@dataclass(frozen=True)
+@record
 class VerifyResult:
     images: tuple[ImageCheck, ...]
 

@@ -12,7 +12,7 @@ timeout."""
 from __future__ import annotations
 
 import socket
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 if TYPE_CHECKING:
     import ssl
@@ -67,7 +67,11 @@ class Connection:
 
     def _open(self) -> None:
         name, port = split_host(self.host, 443 if self.context is not None else 80)
-        sock = socket.create_connection((name, port), self.timeout)
+        # An ASCII name is looked up as bytes (which the look-up takes, typeshed aside): as
+        # text, it is encoded with the `idna` codec, whose import (with `unicodedata` and
+        # `stringprep`) costs more than a request to a registry on this host.
+        looked_up: Any = name.encode() if name.isascii() else name
+        sock = socket.create_connection((looked_up, port), self.timeout)
         try:
             if self.context is not None:
                 sock = self.context.wrap_socket(sock, server_hostname=name)
