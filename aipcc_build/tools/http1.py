@@ -11,12 +11,13 @@ timeout."""
 
 from __future__ import annotations
 
-import socket
-from typing import TYPE_CHECKING, Any, Optional
+import _socket
+import io
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 if TYPE_CHECKING:
+    import socket
     import ssl
-    from io import BufferedReader
 
 MAX_LINE = 65536
 MAX_HEADERS = 100
@@ -54,6 +55,43 @@ def split_host(host: str, default_port: int) -> tuple[str, int]:
     return name, int(port) if port else default_port
 
 
+def _looked_up(name: str) -> Any:
+    """NAME as the address look-up takes it: an ASCII name as bytes (which it takes,
+    typeshed aside). As text, it is encoded with the `idna` codec, whose import (with
+    `unicodedata` and `stringprep`) costs more than a request to a registry on this host."""
+    return name.encode() if name.isascii() else name
+
+
+def _connected(name: str, port: int, timeout: float) -> _socket.socket:
+    """A TCP connection to NAME:PORT, each address the look-up gives tried in turn (as
+    `socket.create_connection` does); the last address's error when none answers."""
+    failure: Optional[OSError] = None
+    for family, kind, proto, _, address in _socket.getaddrinfo(
+            _looked_up(name), port, 0, _socket.SOCK_STREAM):
+        sock = _socket.socket(family, kind, proto)
+        try:
+            sock.settimeout(timeout)
+            sock.connect(address)
+            return sock
+        except OSError as exc:
+            sock.close()
+            failure = exc
+    raise failure or OSError(f"no address for {name}")
+
+
+class _Received(io.RawIOBase):
+    """What a plain connection receives, as the raw stream a buffered reader reads."""
+
+    def __init__(self, sock: _socket.socket) -> None:
+        self._sock = sock
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        return self._sock.recv_into(buffer)
+
+
 class Connection:
     """HOST[:PORT] over TCP, or over TLS with CONTEXT (an ssl.SSLContext)."""
 
@@ -62,19 +100,24 @@ class Connection:
         self.host = host
         self.timeout = timeout
         self.context = context
-        self._sock: Optional[socket.socket] = None
-        self._file: Optional[BufferedReader] = None
+        self._sock: Optional[Union[socket.socket, _socket.socket]] = None
+        self._file: Optional[io.BufferedReader] = None
 
     def _open(self) -> None:
         name, port = split_host(self.host, 443 if self.context is not None else 80)
-        # An ASCII name is looked up as bytes (which the look-up takes, typeshed aside): as
-        # text, it is encoded with the `idna` codec, whose import (with `unicodedata` and
-        # `stringprep`) costs more than a request to a registry on this host.
-        looked_up: Any = name.encode() if name.isascii() else name
-        sock = socket.create_connection((looked_up, port), self.timeout)
+        if self.context is None:
+            # Plain HTTP on the C socket: the `socket` module builds four enums of the C
+            # module's constants at import, more than a request to a registry on this host
+            # costs (`verify` of one image, issue 40). TLS needs `socket`, and loads it.
+            plain = _connected(name, port, self.timeout)
+            self._sock = plain
+            self._file = io.BufferedReader(_Received(plain))
+            return
+        import socket
+
+        sock = socket.create_connection((_looked_up(name), port), self.timeout)
         try:
-            if self.context is not None:
-                sock = self.context.wrap_socket(sock, server_hostname=name)
+            sock = self.context.wrap_socket(sock, server_hostname=name)
         except BaseException:
             sock.close()
             raise

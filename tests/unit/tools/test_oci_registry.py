@@ -165,6 +165,7 @@ def test_a_tls_registry_with_verification_off_is_reached_over_tls(tmp_path: Path
     import ssl
 
     from aipcc_build.tools.registry_http import _PLAIN
+    from tests.support.certs import certificates
     from tests.support.http_server import serving
 
     seen: list[str] = []
@@ -184,7 +185,8 @@ def test_a_tls_registry_with_verification_off_is_reached_over_tls(tmp_path: Path
             self.wfile.write(MANIFEST)
 
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(*self_signed(tmp_path))
+    certificates(tmp_path / "tls")
+    context.load_cert_chain(tmp_path / "tls" / "server.pem", tmp_path / "tls" / "server-key.pem")
     with serving(Handler, context) as origin:
         host = origin[len("https://"):]
         try:
@@ -195,33 +197,6 @@ def test_a_tls_registry_with_verification_off_is_reached_over_tls(tmp_path: Path
             assert host not in _PLAIN
         finally:
             _PLAIN.pop(host, None)
-
-
-def self_signed(tmp_path: Path) -> tuple[str, str]:
-    """(certificate, key) PEM files of a self-signed certificate for 127.0.0.1."""
-    import datetime
-    import ipaddress
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
-            .public_key(key.public_key()).serial_number(1)
-            .not_valid_before(now - datetime.timedelta(days=1))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName(
-                [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
-            .sign(key, hashes.SHA256()))
-    (tmp_path / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    (tmp_path / "key.pem").write_bytes(key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption()))
-    return str(tmp_path / "cert.pem"), str(tmp_path / "key.pem")
 
 
 def test_side_by_side_keeps_the_order_and_raises_the_first_failure() -> None:
