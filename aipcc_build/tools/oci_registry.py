@@ -345,6 +345,11 @@ class Registry:
         unique = list({digest_of(data): data for data in blobs}.values())
         side_by_side([functools.partial(self.put_blob, repository, data) for data in unique])
 
+    @property
+    def referrers_api(self) -> Optional[bool]:
+        """Whether the registry has the referrers API; None until it was asked."""
+        return self._referrers_api
+
     def referrers(self, repository: str, digest: str) -> Optional[list[dict[str, Any]]]:
         """The referrers API's descriptors of DIGEST; None when the registry has no such
         API (it answers 404, as distribution 2.8 does)."""

@@ -147,3 +147,45 @@ def test_a_garbled_verdict_is_named(world: dict[str, Any], tmp_path: Path,
     memory.blobs[manifest["layers"][0]["digest"]] = sealed  # the blob lies about its digest
     found = problems(world)
     assert found and all("verdict" in p or "attestation" in p for p in found), found
+
+
+class ApiUnknown(MemoryRegistry):
+    """A registry not asked yet whether it has the referrers API; API: its answer (None:
+    none, as distribution 2.8). ASKED records what was asked, in order of answer."""
+
+    def __init__(self, api: Optional[list[dict[str, Any]]]) -> None:
+        super().__init__()
+        self.api = api
+        self.referrers_api: Optional[bool] = None
+        self.asked: list[str] = []
+
+    def referrers(self, repository: str, subject: str) -> Optional[list[dict[str, Any]]]:
+        self.asked.append("api")
+        return self.api
+
+    def get_manifest(self, repository: str, reference: str) -> Optional[tuple[bytes, str]]:
+        self.asked.append(reference)
+        return super().get_manifest(repository, reference)
+
+
+@pytest.mark.parametrize("api", [None, [{"digest": "sha256:" + "a" * 64}]])
+def test_a_registry_not_known_to_have_the_referrers_api_is_asked_both_at_once(
+        api: Optional[list[dict[str, Any]]]) -> None:
+    """verify's listing asks the referrers API and the fallback tag side by side while it
+    does not know which the registry has (a request in a row fewer on distribution 2.8);
+    the API's answer wins where there is one."""
+    from aipcc_build.publish.referrers import listing
+
+    subject = "sha256:" + "1" * 64
+    memory = ApiUnknown(api)
+    index = json.dumps({"manifests": [{"digest": "sha256:" + "f" * 64}]}).encode()
+    memory.manifests[referrers_tag(subject)] = (index, OCI_INDEX)
+    found, fallback = listing(memory, "rel/img", subject)
+    assert sorted(memory.asked) == sorted(["api", referrers_tag(subject)])
+    if api is None:
+        assert found == fallback == [{"digest": "sha256:" + "f" * 64}]
+    else:
+        assert (found, fallback) == (api, None)
+    memory.referrers_api, memory.asked = api is not None, []
+    listing(memory, "rel/img", subject)  # known: asked in turn, the tag only without API
+    assert memory.asked == (["api"] if api else ["api", referrers_tag(subject)])
