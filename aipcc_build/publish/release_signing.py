@@ -46,11 +46,13 @@ from .signing import (
 if TYPE_CHECKING:  # the validator's results: not loaded to verify a release
     from ..validate.results import ImageVerdict
 
+    # The validator on one image: (docker://REPO@DIGEST) -> one verdict per platform. A
+    # name for annotations only: made at import, its quoted part was compiled, the first
+    # compile of the process (the parser's start), a fifteenth of a `verify` of one image.
+    Validator = Callable[[str], list[ImageVerdict]]
+
 OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
 CREATOR = f"aipcc-build {__version__}"
-
-# The validator on one image: (docker://REPO@DIGEST) -> one verdict per platform.
-Validator = Callable[[str], "list[ImageVerdict]"]
 
 
 @record

@@ -195,3 +195,20 @@ def test_verify_of_one_image_loads_no_click_dataclasses_ssl_or_socket(tmp_path: 
     # Only the verify path of the command line: no click group, no other command.
     assert sorted(m for m in modules if m.startswith("aipcc_build.cli")) == \
         ["aipcc_build.cli", "aipcc_build.cli.signals", "aipcc_build.cli.verify_args"]
+
+
+def test_the_verify_path_compiles_no_source_at_import() -> None:
+    """No module `verify` loads compiles source text as it is imported (a quoted type in a
+    runtime alias, `Callable[[str], "list[X]"]`, did: the first compile of a process
+    starts the parser, a fifteenth of a `verify` of one image)."""
+    # Source text, not a module's file (compiled from source where no bytecode is cached).
+    code = ("import sys\n"
+            "compiled = []\n"
+            "sys.addaudithook(lambda event, args: compiled.append(args[0])\n"
+            "                 if event == 'compile' and args[1] == '<string>' else None)\n"
+            "import aipcc_build.cli.verify_args, aipcc_build.publish.verify\n"
+            "import aipcc_build.report.verification, aipcc_build.cli.signals\n"
+            "print(compiled)")
+    done = subprocess.run([sys.executable, "-c", code], check=True, text=True,
+                          capture_output=True, timeout=60)
+    assert done.stdout.strip() == "[]"
