@@ -17,7 +17,7 @@ from ..tools.retry import Retry, with_retries
 from . import attestations
 from .referrers import list_referrers, read_artifact
 from .release_signing import Registries, instances, signatures, verified_identities
-from .signing import PublicKey, load_public_key
+from .signing import Payload, PublicKey, load_public_key, read_payload
 
 
 @record
@@ -113,15 +113,27 @@ def _signature_problems(registry: Registry, path: str, digest: str, repository: 
     _, pairs = signatures(registry, path, digest)
     if not pairs:
         return [f"{what} is not signed (no sigstore signature of {digest})"]
+    # The signatures that claim the identity REF stands for are checked first: one by the
+    # key settles it, and the others (each tag's) need no verification of their own.
+    claimed = [(data, signature) for data, signature in pairs
+               if _stands_for(read_payload(data), repository, tag)]
+    if verified_identities(claimed, digest, key):
+        return []
     identities = verified_identities(pairs, digest, key)
     if not identities:
         return [f"{what} is signed, but not by the key {key.path}"]
-    wanted = f"{repository}:{tag}" if tag else None
-    if wanted is not None and wanted not in identities or wanted is None and not any(
-            split(identity)[0] == repository for identity in identities):
-        return [f"{what} was signed as {', '.join(sorted(set(identities)))}, not as "
-                f"{wanted or repository}"]
-    return []
+    return [f"{what} was signed as {', '.join(sorted(set(identities)))}, not as "
+            f"{f'{repository}:{tag}' if tag else repository}"]
+
+
+def _stands_for(claim: Optional[Payload], repository: str, tag: Optional[str]) -> bool:
+    """Whether a signature claiming CLAIM is one of REPOSITORY:TAG by containers/image's
+    default rule (matchRepoDigestOrExact): that tag, or, for a reference by digest, any
+    tag of the repository."""
+    if claim is None:
+        return False
+    identity = claim.docker_reference
+    return identity == f"{repository}:{tag}" if tag else split(identity)[0] == repository
 
 
 def _attestation_problems(client: Registry, path: str, digest: str,

@@ -189,3 +189,41 @@ def test_a_registry_not_known_to_have_the_referrers_api_is_asked_both_at_once(
     memory.referrers_api, memory.asked = api is not None, []
     listing(memory, "rel/img", subject)  # known: asked in turn, the tag only without API
     assert memory.asked == (["api"] if api else ["api", referrers_tag(subject)])
+
+
+def test_only_the_signature_of_the_identity_asked_for_is_verified(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An image released under three tags carries three signatures: a check of one tag
+    verifies that tag's alone (each verification is most of the check's own work); one of
+    another tag signed by no signature still names every identity signed."""
+    from aipcc_build.publish.signing import PublicKey
+
+    (tmp_path / "pass").write_text("p\n")
+    write_private_key(str(tmp_path / "k.key"), b"p", n=1 << 10)
+    memory = MemoryRegistry()
+    image = json.dumps({"schemaVersion": 2, "mediaType": OCI_MANIFEST, "layers": []}).encode()
+    memory.put_manifest("rel/img", "1", image, OCI_MANIFEST)
+    registries = Registries(memory)
+    monkeypatch.setattr(verify_module, "Registries", lambda *args: registries)
+    tags = (f"{HOST}/rel/img:1", f"{HOST}/rel/img:1.0", f"{HOST}/rel/img:latest")
+    sign_release([Released("base/img", f"{HOST}/rel/img@{digest(image)}", digest(image), tags)],
+                 load_signer(str(tmp_path / "k.key"), str(tmp_path / "pass")), "42",
+                 lambda ref: [ImageVerdict(ref, "linux/amd64", expected=Expectation("cpu"))],
+                 registries)  # type: ignore[arg-type]
+    verified: list[bytes] = []
+    real = PublicKey.verifies
+
+    def counted(self: PublicKey, data: bytes, signature: bytes) -> bool:
+        verified.append(data)
+        return real(self, data, signature)
+
+    monkeypatch.setattr(PublicKey, "verifies", counted)
+    key = str(tmp_path / "k.pub")
+    memory.manifests["latest"] = memory.manifests["1"]
+    assert verify(VerifyRequest((f"{HOST}/rel/img:latest",), key)).ok
+    # The tag's signature, and the verdict's DSSE envelope.
+    assert len(verified) == 2 and b"img:latest" in verified[0]
+    memory.manifests["2"] = memory.manifests["1"]
+    found = verify(VerifyRequest((f"{HOST}/rel/img:2",), key)).images[0].problems
+    assert found == (f"the image was signed as {', '.join(sorted(tags))}, not as "
+                     f"{HOST}/rel/img:2",)
