@@ -10,10 +10,12 @@ import io
 import os
 import stat
 from collections.abc import Iterable, Iterator
-from pathlib import Path
-from typing import Any, BinaryIO, Optional, Union, cast
+from typing import TYPE_CHECKING, Any, BinaryIO, Optional, Union, cast
 
 from .patterns import lazy
+
+if TYPE_CHECKING:  # `pathlib` is loaded by the writer: reading a key (`open_regular`) needs none
+    from pathlib import Path
 
 Payload = Union[str, bytes, Iterable[bytes]]
 
@@ -40,6 +42,8 @@ def output(path: Union[str, Path]) -> Iterator[BinaryIO]:
     The first write of this process into a directory removes the temporaries killed
     writers left there. Every file-system error names PATH
     (not the temporary file), so the one place that maps errors says which path failed."""
+    from pathlib import Path
+
     try:
         with _output(Path(path)) as handle:
             yield handle
@@ -63,7 +67,7 @@ def _output(path: Path) -> Iterator[BinaryIO]:
     if path.is_symlink():
         # The link's target is written, in the directory it names: none is made there
         # (a dangling link would otherwise create directories anywhere it points).
-        path = Path(os.path.realpath(path))
+        path = type(path)(os.path.realpath(path))
     else:
         path.parent.mkdir(parents=True, exist_ok=True)
     mode = stat.S_IMODE(found.st_mode) if found is not None else 0o644
@@ -204,7 +208,7 @@ def _remove_stale(path: Path) -> None:
         if _alive(int(parts[1])):
             continue
         with contextlib.suppress(OSError):
-            _remove_if_unlocked(Path(where, name))
+            _remove_if_unlocked(type(path)(where, name))
 
 
 def _alive(pid: int) -> bool:
@@ -309,6 +313,8 @@ def _chunks(data: Payload) -> Iterable[bytes]:
 
 def same_content(path: Union[str, Path], text: str) -> bool:
     """Whether the file at PATH holds exactly TEXT (a missing file does not): drift checks."""
+    from pathlib import Path
+
     try:
         return Path(path).read_text(encoding="utf-8") == text
     except FileNotFoundError:

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import base64
 import json
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
 
 from .. import __version__
 from ..errors import excerpt
 from ..oci import load_json
+from ..records import record
 from .signing import MAX_SIGNATURES, PublicKey, Signer
 
 if TYPE_CHECKING:  # the validator's results: not loaded to verify a release
@@ -30,7 +30,7 @@ _URL_SAFE = str.maketrans("-_", "+/")
 RELEASE_PROPERTY = "aipcc:toolkit-release"
 
 
-@dataclass(frozen=True)
+@record
 class Provenance:
     """What the verdict was reached for: the matrix entry and the build."""
 

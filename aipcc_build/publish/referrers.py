@@ -12,10 +12,10 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any, Optional, Protocol
+from typing import Any, Callable, Optional, Protocol
 
 from ..oci import OCI_INDEX, OCI_MANIFEST, load_json
+from ..records import field, record
 from ..tools.oci_registry import Reply, digest_of, side_by_side
 
 EMPTY_MEDIA_TYPE = "application/vnd.oci.empty.v1+json"
@@ -44,7 +44,7 @@ class Store(Protocol):
                   ) -> Optional[list[dict[str, Any]]]: ...
 
 
-@dataclass(frozen=True)
+@record
 class Subject:
     repository: str  # path in the registry
     digest: str
@@ -64,7 +64,7 @@ def canonical(document: dict[str, Any]) -> bytes:
     return json.dumps(document, separators=(",", ":"), sort_keys=True).encode()
 
 
-@dataclass(frozen=True)
+@record
 class Artifact:
     """What to hang off a subject: DATA (one layer of MEDIA_TYPE) as ARTIFACT_TYPE."""
 
@@ -161,10 +161,22 @@ def listing(registry: Store, repository: str, digest: str
             ) -> tuple[list[dict[str, Any]], Optional[list[dict[str, Any]]]]:
     """(the descriptors of DIGEST's referrers, the entries of its fallback index when they
     were read from the fallback tag: None when the registry has the referrers API)."""
-    found = registry.referrers(repository, digest)
+    found: Optional[list[dict[str, Any]]]
+    entries: Optional[list[dict[str, Any]]] = None
+    if getattr(registry, "referrers_api", False) is None:
+        # Whether the registry has the API is not known yet: the fallback tag is asked
+        # beside it, so that a registry without one (distribution 2.8) costs no request
+        # in a row after the API's 404 (`verify` of an image is a few requests in a row).
+        asked: list[Callable[[], Optional[list[dict[str, Any]]]]] = [
+            functools.partial(registry.referrers, repository, digest),
+            functools.partial(_fallback_entries, registry, repository, digest)]
+        found, entries = side_by_side(asked)
+    else:
+        found = registry.referrers(repository, digest)
     if found is not None:
         return found, None
-    entries = _fallback_entries(registry, repository, digest)
+    if entries is None:
+        entries = _fallback_entries(registry, repository, digest)
     return entries, entries
 
 

@@ -14,14 +14,20 @@ import contextlib
 import functools
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from .. import __version__
 from ..errors import CheckFailed
 from ..image_reference import repository_of
 from ..oci import INDEX_TYPES, OCI_INDEX, OCI_MANIFEST, load_json
-from ..tools.oci_registry import DIGEST, Registry, RegistryRefused, digest_of, side_by_side
+from ..records import record, replace
+from ..tools.oci_registry import (
+    Registry,
+    RegistryRefused,
+    digest_of,
+    is_digest,
+    side_by_side,
+)
 from ..tools.retry import Retry, TransientAnswer, with_retries
 from . import attestations
 from .attestations import Provenance
@@ -40,17 +46,19 @@ from .signing import (
 if TYPE_CHECKING:  # the validator's results: not loaded to verify a release
     from ..validate.results import ImageVerdict
 
+    # The validator on one image: (docker://REPO@DIGEST) -> one verdict per platform. A
+    # name for annotations only: made at import, its quoted part was compiled, the first
+    # compile of the process (the parser's start), a fifteenth of a `verify` of one image.
+    Validator = Callable[[str], list[ImageVerdict]]
+
 OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
 CREATOR = f"aipcc-build {__version__}"
 # The platforms of an image index taken at most: a release has a handful; an index a
 # registry serves with thousands would hold a check or a signing for hours.
 MAX_PLATFORMS = 64
 
-# The validator on one image: (docker://REPO@DIGEST) -> one verdict per platform.
-Validator = Callable[[str], "list[ImageVerdict]"]
 
-
-@dataclass(frozen=True)
+@record
 class Released:
     """One image as promote released it: KEY (the matrix entry), SOURCE (REPO@DIGEST, the
     copy's source), DIGEST, and every DEST (HOST/REPO:TAG) it was released as."""
@@ -64,13 +72,13 @@ class Released:
     manifest: bytes = b""
 
 
-@dataclass
 class Registries:
     """One client per registry host, shared by every image of a run."""
 
-    tls_verify: bool = True
-    authfile: Optional[str] = None
-    clients: dict[str, Registry] = field(default_factory=dict)
+    def __init__(self, tls_verify: bool = True, authfile: Optional[str] = None) -> None:
+        self.tls_verify = tls_verify
+        self.authfile = authfile
+        self.clients: dict[str, Registry] = {}
 
     def of(self, repository: str) -> tuple[Registry, str]:
         """(the client of REPOSITORY's host, its path there)."""
@@ -127,7 +135,7 @@ def signatures(registry: Store, path: str, digest: str
         encoded = annotations.get(SIGNATURE_ANNOTATION) \
             if isinstance(annotations, dict) else None
         if layer.get("mediaType") != SIMPLE_SIGNING or not isinstance(encoded, str) \
-                or not DIGEST.fullmatch(str(layer.get("digest"))):
+                or not is_digest(str(layer.get("digest"))):
             continue
         try:  # as containers/image reads it (Go's StdEncoding: line breaks ignored)
             signed.append((str(layer["digest"]), base64.b64decode(
@@ -221,7 +229,7 @@ def verified_identities(pairs: Sequence[tuple[bytes, bytes]], digest: str,
     return found
 
 
-@dataclass(frozen=True)
+@record
 class SigningResult:
     signatures: int  # written by this run
     attestations: int  # written by this run (SBOM and verdict count apart)

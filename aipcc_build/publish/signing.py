@@ -17,12 +17,12 @@ import base64
 import functools
 import json
 import time
-from dataclasses import dataclass
 from typing import Any, Optional
 
 from ..errors import InputError
 from ..fsutil import NotRegularFile, open_regular
 from ..oci import load_json
+from ..records import record
 
 PRIVATE_KEY_LABELS = ("ENCRYPTED SIGSTORE PRIVATE KEY", "ENCRYPTED COSIGN PRIVATE KEY")
 SIMPLE_SIGNING = "application/vnd.dev.cosign.simplesigning.v1+json"
@@ -299,7 +299,7 @@ def write_private_key(path: str, passphrase: bytes, *, n: int = 1 << 15) -> None
 
 # ---- the simple-signing payload and the sigstore attachment ----
 
-@dataclass(frozen=True)
+@record
 class Payload:
     """What a signature says: the image DIGEST is DOCKER_REFERENCE (HOST/REPO:TAG)."""
 

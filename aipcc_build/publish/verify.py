@@ -7,24 +7,24 @@ as referrers, bound to that digest, the verdict signed by the key and saying ok.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 from typing import Callable, Optional
 
 from ..errors import InputError, excerpt
 from ..image_reference import is_reference, split
+from ..records import record
 from ..tools.oci_registry import Registry, RegistryRefused, digest_of, side_by_side
 from ..tools.retry import Retry, StillFailing, last_line, with_retries
 from . import attestations
 from .referrers import list_referrers, read_artifact
 from .release_signing import Registries, instances, signatures, verified_identities
-from .signing import PublicKey, load_public_key, read_payload
+from .signing import Payload, PublicKey, load_public_key, read_payload
 
 # The verdict attestations of one digest read at most (two requests each): a registry
 # listing thousands would hold the check for hours. A release carries one per signing key.
 MAX_VERDICTS = 16
 
 
-@dataclass(frozen=True)
+@record
 class VerifyRequest:
     refs: tuple[str, ...]  # HOST/REPO:TAG or HOST/REPO@DIGEST (docker:// allowed)
     key: Optional[str]  # the PEM public key's path
@@ -33,7 +33,7 @@ class VerifyRequest:
     retry: Retry = Retry()
 
 
-@dataclass(frozen=True)
+@record
 class ImageCheck:
     ref: str
     digest: Optional[str]  # what REF points at, when found
@@ -45,7 +45,7 @@ class ImageCheck:
         return not self.problems
 
 
-@dataclass(frozen=True)
+@record
 class VerifyResult:
     images: tuple[ImageCheck, ...]
 
@@ -119,21 +119,33 @@ def _signature_problems(registry: Registry, path: str, digest: str, repository: 
     _, pairs = signatures(registry, path, digest)
     if not pairs:
         return [f"{what} is not signed (no sigstore signature of {digest})"]
+    # The signatures that claim the identity REF stands for are checked first: one by the
+    # key settles it, and the others (each tag's) need no verification of their own.
+    claimed = [(data, signature) for data, signature in pairs
+               if _stands_for(read_payload(data), repository, tag)]
+    if verified_identities(claimed, digest, key):
+        return []
     identities = verified_identities(pairs, digest, key)
     if not identities:
         # A signature tag holding another image's signatures (copied, or a registry
         # serving the wrong attachment): named as such, not as a foreign key.
-        claimed = {c.digest for c in (read_payload(data) for data, _ in pairs) if c}
-        if claimed and digest not in claimed:
+        signed_digests = {c.digest for c in (read_payload(data) for data, _ in pairs) if c}
+        if signed_digests and digest not in signed_digests:
             return [f"{what}'s signatures are of another manifest "
-                    f"({excerpt(', '.join(sorted(claimed)))}), not of {digest}"]
+                    f"({excerpt(', '.join(sorted(signed_digests)))}), not of {digest}"]
         return [f"{what} is signed, but not by the key {key.path}"]
-    wanted = f"{repository}:{tag}" if tag else None
-    if wanted is not None and wanted not in identities or wanted is None and not any(
-            split(identity)[0] == repository for identity in identities):
-        return [f"{what} was signed as {', '.join(sorted(set(identities)))}, not as "
-                f"{wanted or repository}"]
-    return []
+    return [f"{what} was signed as {', '.join(sorted(set(identities)))}, not as "
+            f"{f'{repository}:{tag}' if tag else repository}"]
+
+
+def _stands_for(claim: Optional[Payload], repository: str, tag: Optional[str]) -> bool:
+    """Whether a signature claiming CLAIM is one of REPOSITORY:TAG by containers/image's
+    default rule (matchRepoDigestOrExact): that tag, or, for a reference by digest, any
+    tag of the repository."""
+    if claim is None:
+        return False
+    identity = claim.docker_reference
+    return identity == f"{repository}:{tag}" if tag else split(identity)[0] == repository
 
 
 def _attestation_problems(client: Registry, path: str, digest: str,

@@ -12,13 +12,14 @@ each read within the timeout) ends in a timeout too."""
 
 from __future__ import annotations
 
+import _socket
 import io
 import select
-import socket
 import time
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 if TYPE_CHECKING:
+    import socket
     import ssl
 
 MAX_LINE = 65536
@@ -62,6 +63,30 @@ def split_host(host: str, default_port: int) -> tuple[str, int]:
     return name, int(port) if port else default_port
 
 
+def _looked_up(name: str) -> Any:
+    """NAME as the address look-up takes it: an ASCII name as bytes (which it takes,
+    typeshed aside). As text, it is encoded with the `idna` codec, whose import (with
+    `unicodedata` and `stringprep`) costs more than a request to a registry on this host."""
+    return name.encode() if name.isascii() else name
+
+
+def _connected(name: str, port: int, timeout: float) -> _socket.socket:
+    """A TCP connection to NAME:PORT, each address the look-up gives tried in turn (as
+    `socket.create_connection` does); the last address's error when none answers."""
+    failure: Optional[OSError] = None
+    for family, kind, proto, _, address in _socket.getaddrinfo(
+            _looked_up(name), port, 0, _socket.SOCK_STREAM):
+        sock = _socket.socket(family, kind, proto)
+        try:
+            sock.settimeout(timeout)
+            sock.connect(address)
+            return sock
+        except OSError as exc:
+            sock.close()
+            failure = exc
+    raise failure or OSError(f"no address for {name}")
+
+
 class Connection:
     """HOST[:PORT] over TCP, or over TLS with CONTEXT (an ssl.SSLContext)."""
 
@@ -70,21 +95,27 @@ class Connection:
         self.host = host
         self.timeout = timeout
         self.context = context
-        self._sock: Optional[socket.socket] = None
+        self._sock: Optional[Union[socket.socket, _socket.socket]] = None
         self._paced: Optional[_Paced] = None
         self._file: Optional[io.BufferedReader] = None
 
     def _open(self) -> None:
         name, port = split_host(self.host, 443 if self.context is not None else 80)
-        sock = socket.create_connection((name, port), self.timeout)
-        try:
-            if self.context is not None:
-                sock = self.context.wrap_socket(sock, server_hostname=name)
-        except BaseException:
-            sock.close()
-            raise
-        self._sock = sock
-        self._paced = _Paced(sock, self.timeout)
+        if self.context is None:
+            # Plain HTTP on the C socket: the `socket` module builds four enums of the C
+            # module's constants at import, more than a request to a registry on this host
+            # costs (`verify` of one image, issue 40). TLS needs `socket`, and loads it.
+            self._sock = _connected(name, port, self.timeout)
+        else:
+            import socket
+
+            sock = socket.create_connection((_looked_up(name), port), self.timeout)
+            try:
+                self._sock = self.context.wrap_socket(sock, server_hostname=name)
+            except BaseException:
+                sock.close()
+                raise
+        self._paced = _Paced(self._sock, self.timeout)
         self._file = io.BufferedReader(self._paced)
 
     def request(self, method: str, target: str, body: bytes, headers: dict[str, str],
@@ -222,7 +253,7 @@ class _Paced(io.RawIOBase):
     """SOCK's bytes, each read within TIMEOUT seconds, and the answer since `start` at
     MIN_RATE at least (after TIMEOUT): the sum of a trickle's reads is bounded too."""
 
-    def __init__(self, sock: socket.socket, timeout: float) -> None:
+    def __init__(self, sock: Union[socket.socket, _socket.socket], timeout: float) -> None:
         super().__init__()
         self._sock = sock
         self._timeout = timeout

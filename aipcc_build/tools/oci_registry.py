@@ -11,37 +11,39 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import os
-import re
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Callable, Optional, TypeVar
-from urllib.parse import urlencode, urlsplit
+from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar
 
+from ..digest import hexdigest, is_lower_hex
 from ..errors import CheckFailed, InputError
 from ..oci import DOCKER_MANIFEST, DOCKER_MANIFEST_LIST, OCI_INDEX, OCI_MANIFEST, load_json
 from ..patterns import lazy
+from ..records import record
 from . import http1
 from .registry_http import _PLAIN, MAX_MANIFEST, TIMEOUT, _context
 from .retry import TransientAnswer, parse_retry_after, transient_status
 
+if TYPE_CHECKING:
+    from pathlib import Path
+
 ACCEPT = ", ".join((OCI_INDEX, OCI_MANIFEST, DOCKER_MANIFEST_LIST, DOCKER_MANIFEST))
 MAX_BLOB = 16 * 1024 * 1024  # signatures, SBOMs and attestations are small
 MAX_AUTH_FILE = 4 * 1024 * 1024  # a login per registry: a few hundred bytes each
+MAX_BASE = 4096  # the API base's answer (`{}`)
 _CHALLENGE_PARAM = lazy(r'(\w+)="([^"]*)"')
-DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
-# A tag (the distribution grammar), or a digest.
-_REFERENCE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|sha256:[0-9a-f]{64}")
+# What a tag (the distribution grammar: [A-Za-z0-9_][A-Za-z0-9_.-]{0,127}) is made of,
+# checked without compiling a pattern.
+_TAG_FIRST = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
+_TAG_REST = _TAG_FIRST | frozenset(".-")
 
 
 class RegistryRefused(CheckFailed):
     """The registry answered a request with a refusal (exit 1: the registry, not the input)."""
 
 
-@dataclass(frozen=True)
+@record
 class Reply:
     status: int
     headers: dict[str, str]  # names in lower case
@@ -50,6 +52,8 @@ class Reply:
 
 def _auth_files() -> list[Path]:
     """Where containers/image looks for credentials, in its order."""
+    from pathlib import Path
+
     found = []
     if os.environ.get("REGISTRY_AUTH_FILE"):
         found.append(Path(os.environ["REGISTRY_AUTH_FILE"]))
@@ -63,6 +67,8 @@ def _auth_files() -> list[Path]:
 def credentials(host: str, authfile: Optional[str]) -> Optional[str]:
     """The base64 user:password an auth file holds for HOST (AUTHFILE, else the default
     files); None when none does."""
+    from pathlib import Path
+
     for path in [Path(authfile)] if authfile else _auth_files():
         try:
             data = read_auth_file(path)
@@ -103,38 +109,42 @@ def header_login(login: str, host: str, path: str) -> str:
     return login
 
 
-@dataclass
 class Registry:
     """One registry HOST[:PORT]: plain HTTP only when TLS verification is off and it speaks
-    no TLS (as skopeo does)."""
+    no TLS (as skopeo does). A plain class, not a dataclass: `verify` of one image loads
+    no `dataclasses` (with `inspect`, a sixth of what it ran)."""
 
-    host: str
-    tls_verify: bool = True
-    authfile: Optional[str] = None
-    _scheme: Optional[str] = None
-    _basic: Optional[str] = None
-    _tokens: dict[str, str] = field(default_factory=dict)  # scope -> bearer token
-    # Whether the registry has the referrers API (None: not asked yet): a 404 says it has
-    # none for any repository, so the question is asked once.
-    _referrers_api: Optional[bool] = None
-    # Idle open connections ((scheme, host) -> connections), kept alive between requests
-    # and shared by the threads: a run's dozens of small requests to one registry share
-    # a few connections, and a thread started for requests side by side takes one that
-    # an earlier request left rather than connecting (and shaking hands) again.
-    _idle: dict[tuple[str, str], list[http1.Connection]] = field(
-        default_factory=dict, repr=False, compare=False)
-    _idle_lock: threading.Lock = field(default_factory=threading.Lock, repr=False,
-                                       compare=False)
-    # Blobs known to be in a repository (repository, digest): written or found in this run.
-    _blobs: set[tuple[str, str]] = field(default_factory=set, repr=False, compare=False)
-    # Blobs being uploaded now, by a thread the others wait for: distribution 2.8 rewrites
-    # a repository's link to a blob in place at each upload, and a manifest naming that
-    # blob, put meanwhile by another thread, read the half-written link and was refused
-    # (DIGEST_INVALID: the two platforms of one image share the empty config blob).
-    _uploading: dict[tuple[str, str], threading.Event] = field(
-        default_factory=dict, repr=False, compare=False)
-    _blob_lock: threading.Lock = field(default_factory=threading.Lock, repr=False,
-                                       compare=False)
+    def __init__(self, host: str, tls_verify: bool = True,
+                 authfile: Optional[str] = None) -> None:
+        self.host = host
+        self.tls_verify = tls_verify
+        self.authfile = authfile
+        self._scheme: Optional[str] = None
+        self._basic: Optional[str] = None
+        self._tokens: dict[str, str] = {}  # scope -> bearer token
+        # Whether the registry has the referrers API (None: not asked yet): a 404 says it
+        # has none for any repository, so the question is asked once.
+        self._referrers_api: Optional[bool] = None
+        # Idle open connections ((scheme, host) -> connections), kept alive between
+        # requests and shared by the threads: a run's dozens of small requests to one
+        # registry share a few connections, and a thread started for requests side by
+        # side takes one that an earlier request left rather than connecting (and shaking
+        # hands) again.
+        self._idle: dict[tuple[str, str], list[http1.Connection]] = {}
+        self._idle_lock = threading.Lock()
+        # Blobs known to be in a repository (repository, digest): written or found in
+        # this run.
+        self._blobs: set[tuple[str, str]] = set()
+        # Blobs being uploaded now, by a thread the others wait for: distribution 2.8
+        # rewrites a repository's link to a blob in place at each upload, and a manifest
+        # naming that blob, put meanwhile by another thread, read the half-written link
+        # and was refused (DIGEST_INVALID: the two platforms of one image share the empty
+        # config blob).
+        self._uploading: dict[tuple[str, str], threading.Event] = {}
+        self._blob_lock = threading.Lock()
+
+    def __repr__(self) -> str:  # never the credentials
+        return f"Registry({self.host!r}, tls_verify={self.tls_verify})"
 
     def request(self, method: str, target: str, body: bytes = b"",
                 headers: Optional[dict[str, str]] = None, scope: str = "",
@@ -160,19 +170,38 @@ class Registry:
             headers["Authorization"] = f"Bearer {self._tokens[scope]}"
         elif self._basic:
             headers["Authorization"] = f"Basic {self._basic}"
-        # A host the run found plain (registry_http's look-ups, or a thread of this
-        # client) is not asked for TLS first: threads starting together each failed a
-        # TLS handshake before the first answer said which scheme.
-        schemes = [self._scheme] if self._scheme else (
-            ["https"] if self.tls_verify else _PLAIN.get(self.host, ["https", "http"]))
         why = ""
-        for scheme in schemes:
+        for scheme in [self._scheme] if self._scheme else self._schemes():
             try:
                 return self._exchange(scheme, self.host, method, target, body, headers,
                                       max_body, remember=True)
             except OSError as exc:  # http1.BadAnswer too: nonsense is no answer
                 why = str(exc) or type(exc).__name__
         raise RegistryRefused(f"no answer from {self.host}: {why}")
+
+    def _schemes(self) -> list[str]:
+        """The schemes to ask the host in, in order, before it answered: TLS alone with TLS
+        verification on. Off, plain HTTP alone for a host the run found plain
+        (registry_http's look-ups, or a thread of this client: threads starting together
+        each failed a TLS handshake before the first answer said which scheme), or one
+        that answers the API's base, `GET /v2/`, in plain HTTP as a registry does (200, or
+        401 asking for a login): a host speaking TLS there answers that with an alert, a
+        closed connection or a 400, and is asked in TLS, then plain HTTP, as skopeo asks.
+        The base names no repository, tag or credential, and its connection is kept for
+        the requests that follow: a registry reached in plain HTTP costs no TLS attempt
+        (nor `ssl`'s import, a tenth of a `verify` of one image)."""
+        if self.tls_verify:
+            return ["https"]
+        if self.host in _PLAIN:
+            return _PLAIN[self.host]
+        try:
+            base = self._exchange("http", self.host, "GET", "/v2/", b"", {}, MAX_BASE)
+        except (OSError, RegistryRefused):
+            return ["https", "http"]
+        if base.status not in (200, 401):
+            return ["https", "http"]
+        _PLAIN[self.host] = ["http"]
+        return ["http"]
 
     def _exchange(self, scheme: str, host: str, method: str, target: str, body: bytes,
                   headers: dict[str, str], max_body: int, remember: bool = False) -> Reply:
@@ -251,6 +280,8 @@ class Registry:
         if kind != "bearer":
             raise RegistryRefused(f"{self.host} asks for an authentication this client "
                                   f"does not speak: {challenge.split(' ', 1)[0][:40]}")
+        from urllib.parse import urlencode, urlsplit
+
         params = dict(_CHALLENGE_PARAM.findall(challenge))
         realm = urlsplit(params.get("realm", ""))
         if realm.scheme not in ("http", "https") or not realm.netloc:
@@ -306,6 +337,8 @@ class Registry:
         reply = self.request("GET", f"/v2/{repository}/blobs/{digest}",
                              scope=_pull(repository))
         if reply.status in (301, 302, 303, 307, 308):  # to storage: S3, a CDN
+            from urllib.parse import urlsplit
+
             location = urlsplit(reply.headers.get("location", ""))
             target = location.path + (f"?{location.query}" if location.query else "")
             if not location.path:
@@ -350,6 +383,8 @@ class Registry:
         return digest
 
     def _upload(self, repository: str, data: bytes, digest: str) -> None:
+        from urllib.parse import urlencode, urlsplit
+
         start = self.request("POST", f"/v2/{repository}/blobs/uploads/",
                              scope=_push(repository))
         self._expect(start, 202, "POST", f"{repository} (blob upload)")
@@ -367,6 +402,11 @@ class Registry:
         in a row, each waiting for the registry)."""
         unique = list({digest_of(data): data for data in blobs}.values())
         side_by_side([functools.partial(self.put_blob, repository, data) for data in unique])
+
+    @property
+    def referrers_api(self) -> Optional[bool]:
+        """Whether the registry has the referrers API; None until it was asked."""
+        return self._referrers_api
 
     def referrers(self, repository: str, digest: str) -> Optional[list[dict[str, Any]]]:
         """The referrers API's descriptors of DIGEST; None when the registry has no such
@@ -437,7 +477,7 @@ def side_by_side(calls: Sequence[Callable[[], T]]) -> list[T]:
 def _check_reference(reference: str, digest_only: bool = False) -> None:
     """RegistryRefused for a reference no registry can hold (a registry's answer naming a
     digest like `sha256:../x` is not followed)."""
-    if not (DIGEST if digest_only else _REFERENCE).fullmatch(reference):
+    if not (is_digest(reference) or not digest_only and _is_tag(reference)):
         raise RegistryRefused(f"not a {'digest' if digest_only else 'tag or digest'}: "
                               f"{reference[:80]!r}")
 
@@ -446,6 +486,15 @@ def _named(scheme: str, host: str, target: str) -> str:
     """The URL of TARGET on HOST as messages name it: without its query, which holds a
     signed URL's signature or an upload's state."""
     return f"{scheme}://{host}{target.split('?', 1)[0]}"
+
+
+def is_digest(text: str) -> bool:
+    """Whether TEXT is a sha256 digest (`sha256:` and 64 lowercase hex digits)."""
+    return len(text) == 71 and text.startswith("sha256:") and is_lower_hex(text[7:])
+
+
+def _is_tag(text: str) -> bool:
+    return 0 < len(text) <= 128 and text[0] in _TAG_FIRST and _TAG_REST.issuperset(text)
 
 
 def _pull(repository: str) -> str:
@@ -457,7 +506,9 @@ def _push(repository: str) -> str:
 
 
 def digest_of(data: bytes) -> str:
-    return "sha256:" + hashlib.sha256(data).hexdigest()
+    """DATA's digest, hashed without loading OpenSSL (`hashlib`): what this client hashes
+    is small (manifests, signatures, attestations)."""
+    return f"sha256:{hexdigest('sha256', data)}"
 
 
 def _error_text(body: bytes) -> str:

@@ -15,16 +15,18 @@ registry's Retry-After): the caller retries it like any registry call."""
 from __future__ import annotations
 
 import functools
-import hashlib
-import ssl
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Optional, Union
+from typing import TYPE_CHECKING, Optional, Union
 
+from ..digest import hexdigest
 from ..image_reference import is_reference, split
 from ..oci import DOCKER_MANIFEST, DOCKER_MANIFEST_LIST, OCI_INDEX, OCI_MANIFEST
+from ..records import record
 from . import http1
 from .retry import TransientAnswer, parse_retry_after, transient_status
+
+if TYPE_CHECKING:
+    import ssl
 
 UNKNOWN = object()  # ask skopeo
 ACCEPT = ", ".join((OCI_INDEX, OCI_MANIFEST, DOCKER_MANIFEST_LIST, DOCKER_MANIFEST))
@@ -41,6 +43,10 @@ _PLAIN: dict[str, list[str]] = {}
 @functools.lru_cache(maxsize=2)
 def _context(verify: bool) -> ssl.SSLContext:
     # Loading the CA bundle takes tens of milliseconds: once per run, not once per image.
+    # `ssl` is loaded here, by the first request over TLS: a run that reaches its
+    # registries over plain HTTP only never loads it (a tenth of a `verify` of one image).
+    import ssl
+
     if verify:
         return ssl.create_default_context()
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # no CA bundle: nothing is verified
@@ -67,7 +73,7 @@ def manifest_digest(ref: str, tls_verify: bool = True) -> Union[Optional[str], o
     except Unreachable:
         return UNKNOWN
     if answer.status == 200 and len(answer.body) <= MAX_MANIFEST:
-        return "sha256:" + hashlib.sha256(answer.body).hexdigest()
+        return f"sha256:{hexdigest('sha256', answer.body)}"
     if answer.status == 404:
         return None
     if transient_status(answer.status):
@@ -85,6 +91,13 @@ class PlainHTTP(Unreachable):
     with TLS verification on (OpenSSL says only WRONG_VERSION_NUMBER)."""
 
 
+def _tls_failed(exc: OSError) -> bool:
+    """Whether EXC is a TLS error (`ssl` is loaded: a connection over TLS raised it)."""
+    import ssl
+
+    return isinstance(exc, ssl.SSLError)
+
+
 def _speaks_plain_http(host: str, timeout: float) -> bool:
     """Whether HOST answers a plain-HTTP request (any status): asked only after its TLS
     handshake failed, to say why."""
@@ -98,7 +111,7 @@ def _speaks_plain_http(host: str, timeout: float) -> bool:
         conn.close()
 
 
-@dataclass(frozen=True)
+@record
 class Answer:
     url: str
     status: int
@@ -139,7 +152,7 @@ def get(host: str, target: str, tls_verify: bool, timeout: float,
                             response.body[:max_body] if response.status == 200 else b"")
         except OSError as exc:  # ssl.SSLError and http1.BadAnswer among them
             why = str(exc) or type(exc).__name__
-            if isinstance(exc, ssl.SSLError) and scheme == "https" and "http" not in schemes \
+            if scheme == "https" and "http" not in schemes and _tls_failed(exc) \
                     and _speaks_plain_http(host, timeout):
                 raise PlainHTTP(f"{host} speaks plain HTTP, not HTTPS") from None
             continue  # no TLS there (try plain HTTP when allowed), or unreachable

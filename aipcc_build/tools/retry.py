@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass
 from typing import Callable, Optional, TypeVar
 
 from ..errors import ToolError
 from ..patterns import lazy
+from ..records import record
 
 # The container runtime failing to start a container (a RUN step's, `buildah run`'s): crun
 # and runc copy themselves into a sealed memfd at each start, and the kernel refuses the
@@ -129,7 +129,7 @@ class TransientAnswer(ToolError):
 DEFAULT_ATTEMPTS = 5
 
 
-@dataclass(frozen=True)
+@record
 class Retry:
     """ATTEMPTS tries in all; the wait doubles from FIRST seconds up to CAP, and is at
     least what the registry asked for (Retry-After, up to MAX_RETRY_AFTER)."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Optional
 
 from tests.support.layers import member, oci_layout, tar_bytes
 
@@ -123,3 +124,91 @@ def test_the_validation_report_loads_no_final_tree_model() -> None:
     modules = set(subprocess.run([sys.executable, "-c", code], check=True, text=True,
                                  capture_output=True, timeout=60).stdout.split())
     assert "aipcc_build.imagefs.overlay" not in modules
+
+
+def test_verify_of_one_image_loads_no_click_dataclasses_ssl_or_socket(tmp_path: Path) -> None:
+    """`verify` of one signed and attested image, on a registry reached in plain HTTP
+    (issue 40: within 2x of a `skopeo inspect`): no click (its command line is read
+    without), no dataclasses (nor inspect, ast, dis: records and plain classes), no ssl
+    (the registry answered the API's base in plain HTTP: no TLS attempt), no socket
+    module (plain HTTP on the C socket), no hashlib (the built-in sha256), no pathlib nor
+    urllib.parse (no file written, no URL parsed), no idna codec (the host looked up as
+    bytes), no http.client (nor email), no concurrent.futures."""
+    import http.server
+    import json
+
+    from aipcc_build.publish.release_signing import Released, sign_release
+    from aipcc_build.publish.signing import load_signer, write_private_key
+    from aipcc_build.validate.results import Expectation, ImageVerdict
+    from tests.support.http_server import serving
+    from tests.unit.publish.test_verify import OCI_MANIFEST, MemoryRegistry, Registries, digest
+
+    memory = MemoryRegistry()
+
+    class Served(http.server.BaseHTTPRequestHandler):
+        """The distribution API's reads of MEMORY (no referrers API, as distribution 2.8)."""
+
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            kind, reference = self.path.rsplit("/", 2)[-2:]
+            found: Optional[tuple[bytes, str]] = None
+            if self.path == "/v2/":
+                found = (b"{}", "application/json")
+            elif kind == "manifests":
+                found = memory.manifests.get(reference)
+            elif kind == "blobs" and reference in memory.blobs:
+                found = (memory.blobs[reference], "application/octet-stream")
+            body, media_type = found or (b"{}", "application/json")
+            self.send_response(200 if found else 404)
+            self.send_header("Content-Type", media_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    (tmp_path / "pass").write_text("p\n")
+    write_private_key(str(tmp_path / "k.key"), b"p", n=1 << 10)
+    image = json.dumps({"schemaVersion": 2, "mediaType": OCI_MANIFEST, "layers": []}).encode()
+    memory.put_manifest("rel/img", "1", image, OCI_MANIFEST)
+    with serving(Served) as origin:
+        host = origin[len("http://"):]
+        sign_release([Released("base/img", f"{host}/rel/img@{digest(image)}", digest(image),
+                               (f"{host}/rel/img:1",))],
+                     load_signer(str(tmp_path / "k.key"), str(tmp_path / "pass")), "42",
+                     lambda ref: [ImageVerdict(ref, "linux/amd64", expected=Expectation("cpu"))],
+                     Registries(memory))  # type: ignore[arg-type]
+        modules = loaded(tmp_path, "verify", "--no-tls-verify", "--key",
+                         str(tmp_path / "k.pub"), f"{host}/rel/img:1")
+    assert "aipcc_build.publish.verify" in modules  # it ran, and passed (exit 0)
+    # What the interpreter's start loads is not the command's (a `pip install -e`'s path
+    # finder loads pathlib and urllib.parse: bench/common.py measures without it).
+    started = set(subprocess.run([sys.executable, "-c", "import sys; print(*sys.modules)"],
+                                 check=True, capture_output=True, text=True,
+                                 timeout=60).stdout.split())
+    assert not {"click", "dataclasses", "inspect", "ast", "dis", "ssl", "socket", "hashlib",
+                "pathlib", "urllib.parse", "encodings.idna", "http.client", "email",
+                "concurrent.futures"} & (modules - started)
+    assert heavy(modules) == []
+    # Only the verify path of the command line: no click group, no other command.
+    assert sorted(m for m in modules if m.startswith("aipcc_build.cli")) == \
+        ["aipcc_build.cli", "aipcc_build.cli.signals", "aipcc_build.cli.verify_args"]
+
+
+def test_the_verify_path_compiles_no_source_at_import() -> None:
+    """No module `verify` loads compiles source text as it is imported (a quoted type in a
+    runtime alias, `Callable[[str], "list[X]"]`, did: the first compile of a process
+    starts the parser, a fifteenth of a `verify` of one image)."""
+    # Source text, not a module's file (compiled from source where no bytecode is cached).
+    code = ("import sys\n"
+            "compiled = []\n"
+            "sys.addaudithook(lambda event, args: compiled.append(args[0])\n"
+            "                 if event == 'compile' and args[1] == '<string>' else None)\n"
+            "import aipcc_build.cli.verify_args, aipcc_build.publish.verify\n"
+            "import aipcc_build.report.verification, aipcc_build.cli.signals\n"
+            "print(compiled)")
+    done = subprocess.run([sys.executable, "-c", code], check=True, text=True,
+                          capture_output=True, timeout=60)
+    assert done.stdout.strip() == "[]"

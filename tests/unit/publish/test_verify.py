@@ -147,3 +147,86 @@ def test_a_garbled_verdict_is_named(world: dict[str, Any], tmp_path: Path,
     memory.blobs[manifest["layers"][0]["digest"]] = sealed  # the blob lies about its digest
     found = problems(world)
     assert found and all("verdict" in p or "attestation" in p for p in found), found
+
+
+class ApiUnknown(MemoryRegistry):
+    """A registry not asked yet whether it has the referrers API; API: its answer (None:
+    none, as distribution 2.8). ASKED records what was asked, in order of answer."""
+
+    def __init__(self, api: Optional[list[dict[str, Any]]]) -> None:
+        super().__init__()
+        self.api = api
+        self.referrers_api: Optional[bool] = None
+        self.asked: list[str] = []
+
+    def referrers(self, repository: str, subject: str) -> Optional[list[dict[str, Any]]]:
+        self.asked.append("api")
+        return self.api
+
+    def get_manifest(self, repository: str, reference: str) -> Optional[tuple[bytes, str]]:
+        self.asked.append(reference)
+        return super().get_manifest(repository, reference)
+
+
+@pytest.mark.parametrize("api", [None, [{"digest": "sha256:" + "a" * 64}]])
+def test_a_registry_not_known_to_have_the_referrers_api_is_asked_both_at_once(
+        api: Optional[list[dict[str, Any]]]) -> None:
+    """verify's listing asks the referrers API and the fallback tag side by side while it
+    does not know which the registry has (a request in a row fewer on distribution 2.8);
+    the API's answer wins where there is one."""
+    from aipcc_build.publish.referrers import listing
+
+    subject = "sha256:" + "1" * 64
+    memory = ApiUnknown(api)
+    index = json.dumps({"manifests": [{"digest": "sha256:" + "f" * 64}]}).encode()
+    memory.manifests[referrers_tag(subject)] = (index, OCI_INDEX)
+    found, fallback = listing(memory, "rel/img", subject)
+    assert sorted(memory.asked) == sorted(["api", referrers_tag(subject)])
+    if api is None:
+        assert found == fallback == [{"digest": "sha256:" + "f" * 64}]
+    else:
+        assert (found, fallback) == (api, None)
+    memory.referrers_api, memory.asked = api is not None, []
+    listing(memory, "rel/img", subject)  # known: asked in turn, the tag only without API
+    assert memory.asked == (["api"] if api else ["api", referrers_tag(subject)])
+
+
+def test_only_the_signature_of_the_identity_asked_for_is_verified(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An image released under three tags carries three signatures: a check of one tag
+    verifies that tag's alone (each verification is most of the check's own work); one of
+    another tag signed by no signature still names every identity signed."""
+    from aipcc_build.publish.signing import PublicKey
+
+    (tmp_path / "pass").write_text("p\n")
+    write_private_key(str(tmp_path / "k.key"), b"p", n=1 << 10)
+    memory = MemoryRegistry()
+    image = json.dumps({"schemaVersion": 2, "mediaType": OCI_MANIFEST, "layers": []}).encode()
+    memory.put_manifest("rel/img", "1", image, OCI_MANIFEST)
+    registries = Registries(memory)
+    monkeypatch.setattr(verify_module, "Registries", lambda *args: registries)
+    tags = (f"{HOST}/rel/img:1", f"{HOST}/rel/img:1.0", f"{HOST}/rel/img:latest")
+    sign_release([Released("base/img", f"{HOST}/rel/img@{digest(image)}", digest(image), tags)],
+                 load_signer(str(tmp_path / "k.key"), str(tmp_path / "pass")), "42",
+                 lambda ref: [ImageVerdict(ref, "linux/amd64", expected=Expectation("cpu"))],
+                 registries)  # type: ignore[arg-type]
+    verified: list[bytes] = []
+    real = PublicKey.verifies
+
+    def counted(self: PublicKey, data: bytes, signature: bytes) -> bool:
+        verified.append(data)
+        return real(self, data, signature)
+
+    monkeypatch.setattr(PublicKey, "verifies", counted)
+    key = str(tmp_path / "k.pub")
+    memory.manifests["latest"] = memory.manifests["1"]
+    assert verify(VerifyRequest((f"{HOST}/rel/img:latest",), key)).ok
+    # The tag's signature, and the verdict's DSSE envelope (checked side by side: in
+    # either order).
+    assert len(verified) == 2
+    assert sorted(data.startswith(b"DSSEv1 ") for data in verified) == [False, True]
+    assert any(b"img:latest" in data for data in verified if not data.startswith(b"DSSE"))
+    memory.manifests["2"] = memory.manifests["1"]
+    found = verify(VerifyRequest((f"{HOST}/rel/img:2",), key)).images[0].problems
+    assert found == (f"the image was signed as {', '.join(sorted(tags))}, not as "
+                     f"{HOST}/rel/img:2",)

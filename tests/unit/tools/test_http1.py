@@ -173,3 +173,30 @@ def test_hosts_and_ports() -> None:
     assert http1.split_host("[::1]", 80) == ("::1", 80)
     with pytest.raises(http1.BadAnswer):
         http1.split_host("host:port", 80)
+
+
+def test_each_address_of_a_name_is_tried_in_turn(monkeypatch: pytest.MonkeyPatch,
+                                                 serve: list[Scripted]) -> None:
+    """A plain connection (on the C socket, not `socket.create_connection`) tries each
+    address the look-up gives, as create_connection does: the first refuses, the second
+    answers. A name that is ASCII is looked up as bytes (no idna codec)."""
+    import _socket
+
+    server, _ = connect(serve, b"HTTP/1.1 204 No Content\r\n\r\n")
+    port = int(server.host.rsplit(":", 1)[1])
+    asked: list[object] = []
+
+    def addresses(name: object, at: int, *rest: object) -> list[tuple[object, ...]]:
+        asked.append(name)
+        stream = (_socket.AF_INET, _socket.SOCK_STREAM, 6, "")
+        return [(*stream, ("127.0.0.1", 1)), (*stream, ("127.0.0.1", at))]
+
+    monkeypatch.setattr(_socket, "getaddrinfo", addresses)
+    conn = http1.Connection(f"registry.test:{port}", 5.0)
+    assert conn.request("GET", "/v2/", b"", {}, 10).status == 204
+    conn.close()
+    assert asked == [b"registry.test"]
+    refused = http1.Connection("registry.test:1", 5.0)
+    monkeypatch.setattr(_socket, "getaddrinfo", lambda *args: [addresses(*args)[0]])
+    with pytest.raises(ConnectionRefusedError):
+        refused.request("GET", "/v2/", b"", {}, 10)

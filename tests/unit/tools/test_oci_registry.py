@@ -8,6 +8,7 @@ import hashlib
 import http.server
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,8 +24,9 @@ class Server:
     """A registry answering every manifest GET with MANIFEST over HTTP/1.1; CLOSING: it
     drops each connection after its answer without saying so."""
 
-    def __init__(self, closing: bool) -> None:
+    def __init__(self, closing: bool, base_status: int = 200) -> None:
         self.connections = 0
+        self.paths: list[str] = []  # of the plain-HTTP requests read, in order
         self.closing = closing
         server = self
 
@@ -39,6 +41,10 @@ class Server:
                 pass
 
             def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+                server.paths.append(self.path)
+                if self.path == "/v2/" and base_status != 200:
+                    self.send_error(base_status)
+                    return
                 self.send_response(200)
                 self.send_header("Content-Type", OCI_MANIFEST)
                 self.send_header("Content-Length", str(len(MANIFEST)))
@@ -107,21 +113,90 @@ def test_threads_one_after_another_share_one_connection(server: Server) -> None:
     assert server.connections <= (6 if server.closing else 2)
 
 
-def test_a_host_found_plain_is_not_asked_for_tls_again(server: Server) -> None:
-    """A registry the run found speaking plain HTTP (registry_http's look-ups, or another
-    client) gets no TLS attempt first: threads signing at once each failed a handshake."""
+def test_a_plain_registry_gets_no_tls_attempt(server: Server) -> None:
+    """TLS verification off: a host that answers the API's base in plain HTTP as a
+    registry does is asked in plain HTTP alone, on the base's connection (no TLS attempt
+    first, no `ssl` loaded for it); a later client of the run (threads signing at once)
+    asks no base again: the run found the host plain."""
     from aipcc_build.tools.registry_http import _PLAIN
 
     try:
         first = Registry(server.host, tls_verify=False)
         assert first.get_manifest("rel/img", DIGEST) == (MANIFEST, OCI_MANIFEST)
-        assert server.connections == 2  # a TLS attempt, then plain HTTP
+        assert server.paths == ["/v2/", f"/v2/rel/img/manifests/{DIGEST}"]
+        assert server.connections == (2 if server.closing else 1)  # no TLS attempt
         assert _PLAIN[server.host] == ["http"]
         again = Registry(server.host, tls_verify=False)
         assert again.get_manifest("rel/img", DIGEST) == (MANIFEST, OCI_MANIFEST)
-        assert server.connections == 3
+        assert server.paths[2:] == [f"/v2/rel/img/manifests/{DIGEST}"]
     finally:
         _PLAIN.pop(server.host, None)
+
+
+@pytest.mark.parametrize("base_status", [400, 404])
+def test_a_host_not_answering_the_base_as_a_registry_is_asked_in_tls_first(
+        base_status: int) -> None:
+    """A host whose base answers otherwise (a 400: nginx's or Go's answer to plain HTTP
+    on a TLS port) is asked in TLS, then plain HTTP, as skopeo asks."""
+    from aipcc_build.tools.registry_http import _PLAIN
+
+    server = Server(closing=False, base_status=base_status)
+    try:
+        client = Registry(server.host, tls_verify=False)
+        assert client.get_manifest("rel/img", DIGEST) == (MANIFEST, OCI_MANIFEST)
+        assert server.paths == ["/v2/", f"/v2/rel/img/manifests/{DIGEST}"]
+        # The base's, the TLS attempt's (no request read), the manifest's.
+        assert server.connections == 3
+    finally:
+        server.stop()
+        _PLAIN.pop(server.host, None)
+
+
+def test_with_tls_verification_on_nothing_goes_out_in_plain_http(server: Server) -> None:
+    client = Registry(server.host)
+    with pytest.raises(RegistryRefused, match="no answer"):
+        client.get_manifest("rel/img", DIGEST)
+    assert server.paths == []  # a TLS handshake the plain server could not read
+
+
+def test_a_tls_registry_with_verification_off_is_reached_over_tls(tmp_path: Path) -> None:
+    """The base asked in plain HTTP of a host speaking TLS fails (the server reads no
+    request of it): the host is asked in TLS, unverified, as before."""
+    import ssl
+
+    from aipcc_build.tools.registry_http import _PLAIN
+    from tests.support.certs import certificates
+    from tests.support.http_server import serving
+
+    seen: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            seen.append(self.path)
+            self.send_response(200)
+            self.send_header("Content-Type", OCI_MANIFEST)
+            self.send_header("Content-Length", str(len(MANIFEST)))
+            self.end_headers()
+            self.wfile.write(MANIFEST)
+
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    certificates(tmp_path / "tls")
+    context.load_cert_chain(tmp_path / "tls" / "server.pem", tmp_path / "tls" / "server-key.pem")
+    with serving(Handler, context) as origin:
+        host = origin[len("https://"):]
+        try:
+            client = Registry(host, tls_verify=False)
+            assert client.get_manifest("rel/img", DIGEST) == (MANIFEST, OCI_MANIFEST)
+            assert client._scheme == "https"  # noqa: SLF001
+            assert seen == [f"/v2/rel/img/manifests/{DIGEST}"]  # over TLS: no base
+            assert host not in _PLAIN
+        finally:
+            _PLAIN.pop(host, None)
 
 
 def test_side_by_side_keeps_the_order_and_raises_the_first_failure() -> None:
