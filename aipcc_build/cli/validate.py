@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 import click
@@ -77,7 +76,8 @@ def _naming_option(outcome: Outcome) -> Outcome:
 @click.option("--strict-layers", is_flag=True,
               help="Evidence deleted by a later layer is a violation, not a warning.")
 @click.option("--platform", metavar="OS/ARCH", help="Only this platform of an image index.")
-@click.option("--cache-dir", type=LocalPath("directory", Path), metavar="DIR",
+# Paths as strings: a warm validation loads no pathlib (issue 37).
+@click.option("--cache-dir", type=LocalPath("directory"), metavar="DIR",
               help="Layer scan cache (env AIPCC_BUILD_CACHE, default ~/.cache/aipcc-build).")
 @click.option("--pushed", is_flag=True,
               help="With a matrix: validate the images at the references the build pushed "
@@ -89,7 +89,7 @@ def _naming_option(outcome: Outcome) -> Outcome:
               default=COPY_TIMEOUT, show_default=True, metavar="SECONDS",
               help="Stop the copy of an image that cannot be read in place after this long.")
 @click.option("--requirements", "requirements",
-              type=LocalPath("file", Path), metavar="FILE",
+              type=LocalPath("file"), metavar="FILE",
               help="Judge a requirements set instead of images (with --expect): a "
                    "requirements file (resolved by pip, dry run), pip's --report JSON, "
                    "pylock.toml or uv.lock.")
@@ -104,10 +104,10 @@ def validate(context: Context, accelerators: tuple[str, ...], versions: tuple[st
              refs: tuple[str, ...],
              expect: Optional[str], gpu_archs: Optional[str],
              as_json: bool, strict_layers: bool, platform: Optional[str],
-             cache_dir: Optional[Path], pushed: bool, allow_missing: bool,
+             cache_dir: Optional[str], pushed: bool, allow_missing: bool,
              build_id: Optional[str],
              registry: Optional[str], copy_timeout: float, tls_verify: bool = True,
-             requirements: Optional[Path] = None, index_url: Optional[str] = None) -> int:
+             requirements: Optional[str] = None, index_url: Optional[str] = None) -> int:
     """Check that images do not mix accelerator toolkit versions.
 
     REF is any skopeo transport: oci:DIR[:TAG], oci-archive:FILE, docker-archive:FILE,
@@ -166,8 +166,10 @@ def validate(context: Context, accelerators: tuple[str, ...], versions: tuple[st
     return run.exit_code
 
 
-def _requirements(path: Path, expect: Optional[str], index_url: Optional[str],
+def _requirements(path: str, expect: Optional[str], index_url: Optional[str],
                   as_json: bool, images: bool) -> int:
+    from pathlib import Path
+
     from ..report import validation
     from ..validate.requirements import RequirementsRequest, check_requirements
 
@@ -176,6 +178,6 @@ def _requirements(path: Path, expect: Optional[str], index_url: Optional[str],
     expectation = parse_expect(expect)
     if expectation is None:
         raise click.UsageError("--requirements needs --expect (cuda=12.8, rocm=6.4, cpu)")
-    verdict = check_requirements(RequirementsRequest(path, expectation, index_url))
+    verdict = check_requirements(RequirementsRequest(Path(path), expectation, index_url))
     validation.requirements(verdict, as_json)
     return 0 if verdict.ok else 1
