@@ -19,26 +19,21 @@ from .options import (
     resolved_build_id,
     tls_verify_option,
 )
+from .validate_args import GPU_ARCHS_OPTION, expectation_of, report, run_references
 
 if TYPE_CHECKING:
-    from ..validate import Expectation, Outcome
+    from ..validate import Expectation
 
 
 def parse_expect(value: Optional[str]) -> Optional[Expectation]:
     """--expect cuda=12.8 | rocm=6.4 | cpu"""
     if value is None:
         return None
-    from ..validate import Expectation
-
-    accelerator, _, version = value.partition("=")
-    if not accelerator or (accelerator != "cpu" and not version):
+    expectation = expectation_of(value)
+    if expectation is None:
         raise click.BadParameter("expected ACCELERATOR=VERSION (cuda=12.8) or cpu",
                                  param_hint="--expect")
-    return Expectation(accelerator, version or None, source="argument")
-
-
-# The option naming the GPUs to judge against: coverage findings name it as their source.
-GPU_ARCHS_OPTION = "--expect-gpu-archs"
+    return expectation
 
 
 def parse_gpu_archs(value: Optional[str]) -> Optional[tuple[str, ...]]:
@@ -51,15 +46,6 @@ def parse_gpu_archs(value: Optional[str]) -> Optional[tuple[str, ...]]:
         return expected_gpus([a for a in value.split(",") if a.strip()])
     except BadArch as exc:
         raise click.BadParameter(str(exc), param_hint=GPU_ARCHS_OPTION) from None
-
-
-def _naming_option(outcome: Outcome) -> Outcome:
-    """An unreadable image's error with the option that fixes it (--no-tls-verify)."""
-    from ..records import replace
-    from . import option_of_field
-
-    option = option_of_field(outcome.error_field) if outcome.error_field else None
-    return replace(outcome, error=f"{outcome.error} ({option})") if option else outcome
 
 
 @cli.command()
@@ -126,18 +112,6 @@ def validate(context: Context, accelerators: tuple[str, ...], versions: tuple[st
                              bool(refs or matrix_file))
     if index_url is not None:
         raise click.UsageError("--index-url goes with --requirements")
-    from ..records import replace
-    from ..report import validation
-    from ..tools.skopeo import Skopeo
-    from ..validate import Target
-    from ..validate.matrix_run import (
-        LOCAL,
-        PUSHED,
-        MatrixValidation,
-        validate_matrix,
-        validate_references,
-    )
-
     if matrix_file is None and not refs:
         raise click.UsageError("give at least one REF, or --matrix FILE")
     if matrix_file is not None and refs:
@@ -146,24 +120,24 @@ def validate(context: Context, accelerators: tuple[str, ...], versions: tuple[st
         raise click.UsageError("--pushed and --allow-missing go with a matrix (--matrix)")
     expectation = parse_expect(expect)
     archs = parse_gpu_archs(gpu_archs)
-    skopeo = Skopeo(tls_verify=tls_verify, copy_timeout=copy_timeout)
-    if matrix_file is not None:
-        request = MatrixValidation(
-            matrix_path=matrix_file, build_id=resolved_build_id(build_id),
-            filters=make_filters(accelerators, versions, oses, kinds, names),
-            registry=registry, where=PUSHED if pushed else LOCAL, platform=platform,
-            expect=expectation, allow_missing=allow_missing, gpu_archs=archs,
-            gpu_source=GPU_ARCHS_OPTION)
-        run = validate_matrix(request, strict_layers=strict_layers, cache_dir=cache_dir,
-                              skopeo=skopeo)
-    else:
-        run = validate_references([Target(ref, expectation, gpu_archs=archs or (),
-                                          gpu_source=GPU_ARCHS_OPTION) for ref in refs],
-                                  strict_layers=strict_layers, platform=platform,
-                                  cache_dir=cache_dir, skopeo=skopeo)
-    run = replace(run, outcomes=tuple(_naming_option(o) for o in run.outcomes))
-    validation.validation(run, as_json)
-    return run.exit_code
+    if matrix_file is None:
+        # What the common lines run without click too (`validate_args`).
+        return run_references(refs=refs, expect=expectation, gpu_archs=archs,
+                              as_json=as_json, strict_layers=strict_layers,
+                              platform=platform, cache_dir=cache_dir, tls_verify=tls_verify,
+                              copy_timeout=copy_timeout)
+    from ..tools.skopeo import Skopeo
+    from ..validate.matrix_run import LOCAL, PUSHED, MatrixValidation, validate_matrix
+
+    request = MatrixValidation(
+        matrix_path=matrix_file, build_id=resolved_build_id(build_id),
+        filters=make_filters(accelerators, versions, oses, kinds, names),
+        registry=registry, where=PUSHED if pushed else LOCAL, platform=platform,
+        expect=expectation, allow_missing=allow_missing, gpu_archs=archs,
+        gpu_source=GPU_ARCHS_OPTION)
+    run = validate_matrix(request, strict_layers=strict_layers, cache_dir=cache_dir,
+                          skopeo=Skopeo(tls_verify=tls_verify, copy_timeout=copy_timeout))
+    return report(run, as_json)
 
 
 def _requirements(path: str, expect: Optional[str], index_url: Optional[str],

@@ -1,0 +1,182 @@
+"""`aipcc-build validate REF...` without click: the common command lines of `validate` read
+here, so that re-validating an image whose layers are all cached is not mostly the import
+of click and the making of its command (issue 37: a warm validation within 1.2x of
+`aipcc-build --version`, which itself is mostly that import). It reads only what the click
+command reads the same way (its options in any order, `--opt value` and `--opt=value`,
+`--tls-verify=BOOL`) and declines anything else (help, the matrix and its filters,
+`--requirements`, `--expect-gpu-archs`, the global options, deprecated spellings, `--`, a
+value click's types refuse, an option given twice): the click command then reads it, and
+refuses it, as it always has. `run_references` and `report` are what both call."""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Optional
+
+if TYPE_CHECKING:
+    from ..validate import Expectation, Outcome
+    from ..validate.matrix_run import ValidationRun
+
+# The option naming the GPUs to judge against: coverage findings name it as their source.
+GPU_ARCHS_OPTION = "--expect-gpu-archs"
+# click's spellings of --tls-verify's value (options.BOOLEAN_WORDS, which imports click).
+_BOOLEAN_WORDS = {"true": True, "1": True, "yes": True, "false": False, "0": False,
+                  "no": False}
+# Options that take a value, by the parameter they set.
+_VALUES = {"--expect": "expect", "--platform": "platform", "--cache-dir": "cache_dir",
+           "--copy-timeout": "copy_timeout", "--authfile": "authfile"}
+_FLAGS = {"--json": "as_json", "--strict-layers": "strict_layers"}
+
+
+def expectation_of(value: str) -> Optional[Expectation]:
+    """--expect cuda=12.8 | rocm=6.4 | cpu; None when VALUE says none of them."""
+    accelerator, _, version = value.partition("=")
+    if not accelerator or (accelerator != "cpu" and not version):
+        return None
+    from ..validate import Expectation
+
+    return Expectation(accelerator, version or None, source="argument")
+
+
+def parse(args: list[str]) -> Optional[tuple[dict[str, Any], Optional[str]]]:
+    """(the arguments of `run_references`, the --authfile) of ARGS, the words after
+    `validate`; None when the click command must read them."""
+    values: dict[str, Any] = {}
+    refs: list[str] = []
+    rest = iter(args)
+    for arg in rest:
+        if not arg.startswith("-") or arg == "":
+            refs.append(arg)
+            continue
+        name, equals, value = arg.partition("=")
+        if name in _VALUES:
+            if not equals:
+                following = next(rest, None)
+                if following is None or following.startswith("-"):
+                    return None  # click's message (or its reading of it) decides
+                value = following
+            field = _VALUES[name]
+            if field in values or not _accepted(field, value):
+                return None
+            values[field] = value
+        elif name in ("--tls-verify", "--no-tls-verify"):
+            if "tls_verify" in values:
+                return None
+            if equals:
+                if name == "--no-tls-verify" or value.lower() not in _BOOLEAN_WORDS:
+                    return None
+                values["tls_verify"] = _BOOLEAN_WORDS[value.lower()]
+            else:
+                values["tls_verify"] = name == "--tls-verify"
+        elif arg in _FLAGS and _FLAGS[arg] not in values:
+            values[_FLAGS[arg]] = True
+        else:
+            return None
+    if not refs or any(ref.lower() in _BOOLEAN_WORDS for ref in refs):
+        # No REF is click's usage error (or a matrix's run); `--tls-verify yes` its
+        # deprecated spelling.
+        return None
+    from ..tools.skopeo import COPY_TIMEOUT
+
+    expect = values.get("expect")
+    return ({"refs": tuple(refs),
+             "expect": expectation_of(expect) if expect is not None else None,
+             "gpu_archs": None, "as_json": values.get("as_json", False),
+             "strict_layers": values.get("strict_layers", False),
+             "platform": values.get("platform"), "cache_dir": values.get("cache_dir"),
+             "tls_verify": values.get("tls_verify", True),
+             "copy_timeout": float(values.get("copy_timeout", COPY_TIMEOUT))},
+            values.get("authfile"))
+
+
+def _accepted(field: str, value: str) -> bool:
+    """Whether the click command takes VALUE for FIELD as it is."""
+    if field == "expect":
+        return expectation_of(value) is not None
+    if field == "copy_timeout":  # click.FloatRange(min=0, min_open=True)
+        try:
+            seconds = float(value)
+        except ValueError:
+            return False
+        return 0 < seconds < float("inf")
+    if field in ("cache_dir", "authfile"):  # options.LocalPath: "directory" and "file"
+        try:
+            mode = os.stat(value).st_mode
+        except (OSError, ValueError):
+            return value != "" and "\0" not in value
+        wrong = stat.S_ISREG(mode) if field == "cache_dir" else stat.S_ISDIR(mode)
+        return not wrong and os.access(value, os.R_OK)
+    return True
+
+
+def run_references(refs: tuple[str, ...], expect: Optional[Expectation],
+                   gpu_archs: Optional[tuple[str, ...]], as_json: bool, strict_layers: bool,
+                   platform: Optional[str], cache_dir: Optional[str], tls_verify: bool,
+                   copy_timeout: float) -> int:
+    """Validate the images REFS name, report, and the exit code."""
+    from ..tools.skopeo import Skopeo
+    from ..validate import Target
+    from ..validate.matrix_run import validate_references
+
+    skopeo = Skopeo(tls_verify=tls_verify, copy_timeout=copy_timeout)
+    run = validate_references([Target(ref, expect, gpu_archs=gpu_archs or (),
+                                      gpu_source=GPU_ARCHS_OPTION) for ref in refs],
+                              strict_layers=strict_layers, platform=platform,
+                              cache_dir=cache_dir, skopeo=skopeo)
+    return report(run, as_json)
+
+
+def report(run: ValidationRun, as_json: bool) -> int:
+    """RUN reported (an unreadable image's error naming the option that fixes it), and
+    its exit code."""
+    from ..records import replace
+    from ..report import validation
+
+    run = replace(run, outcomes=tuple(_naming_option(o) for o in run.outcomes))
+    validation.validation(run, as_json)
+    return run.exit_code
+
+
+def _naming_option(outcome: Outcome) -> Outcome:
+    """An unreadable image's error with the option that fixes it (--no-tls-verify)."""
+    if not outcome.error_field:
+        return outcome
+    from ..records import replace
+    from . import option_of_field
+
+    option = option_of_field(outcome.error_field)
+    return replace(outcome, error=f"{outcome.error} ({option})") if option else outcome
+
+
+@contextmanager
+def authfile_exported(authfile: Optional[str]) -> Iterator[None]:
+    """REGISTRY_AUTH_FILE set to AUTHFILE while the block runs (skopeo and the registry
+    reads take it from there), as the click command's --authfile sets it."""
+    if authfile is None:
+        yield
+        return
+    before = os.environ.get("REGISTRY_AUTH_FILE")
+    os.environ["REGISTRY_AUTH_FILE"] = authfile
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("REGISTRY_AUTH_FILE", None)
+        else:
+            os.environ["REGISTRY_AUTH_FILE"] = before
+
+
+def fast_main(args: list[str]) -> Optional[int]:
+    """`validate ARGS...` run without click, its exit code; None when click must read ARGS.
+    Errors propagate to `cli.main`, which maps them as for every command."""
+    parsed = parse(args)
+    if parsed is None:
+        return None
+    arguments, authfile = parsed
+    from .signals import handled
+
+    with handled(), authfile_exported(authfile):
+        return run_references(**arguments)
