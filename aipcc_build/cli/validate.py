@@ -19,7 +19,13 @@ from .options import (
     resolved_build_id,
     tls_verify_option,
 )
-from .validate_args import GPU_ARCHS_OPTION, expectation_of, report, run_references
+from .validate_args import (
+    GPU_ARCHS_OPTION,
+    expectation_of,
+    expected_archs,
+    report,
+    run_references,
+)
 
 if TYPE_CHECKING:
     from ..validate import Expectation
@@ -40,10 +46,10 @@ def parse_gpu_archs(value: Optional[str]) -> Optional[tuple[str, ...]]:
     """--expect-gpu-archs sm_80,sm_90,gfx942"""
     if value is None:
         return None
-    from ..toolkit.gpu_archs import BadArch, expected_gpus
+    from ..toolkit.gpu_archs import BadArch
 
     try:
-        return expected_gpus([a for a in value.split(",") if a.strip()])
+        return expected_archs(value)
     except BadArch as exc:
         raise click.BadParameter(str(exc), param_hint=GPU_ARCHS_OPTION) from None
 

@@ -4,7 +4,7 @@ of click and the making of its command (issue 37: a warm validation within 1.2x 
 `aipcc-build --version`, which itself is mostly that import). It reads only what the click
 command reads the same way (its options in any order, `--opt value` and `--opt=value`,
 `--tls-verify=BOOL`) and declines anything else (help, the matrix and its filters,
-`--requirements`, `--expect-gpu-archs`, the global options, deprecated spellings, `--`, a
+`--requirements`, the global options, deprecated spellings, `--`, a
 value click's types refuse, an option given twice): the click command then reads it, and
 refuses it, as it always has. `run_references` and `report` are what both call."""
 
@@ -26,8 +26,10 @@ GPU_ARCHS_OPTION = "--expect-gpu-archs"
 _BOOLEAN_WORDS = {"true": True, "1": True, "yes": True, "false": False, "0": False,
                   "no": False}
 # Options that take a value, by the parameter they set.
-_VALUES = {"--expect": "expect", "--platform": "platform", "--cache-dir": "cache_dir",
-           "--copy-timeout": "copy_timeout", "--authfile": "authfile"}
+_VALUES = {"--expect": "expect", GPU_ARCHS_OPTION: "gpu_archs", "--platform": "platform",
+           "--cache-dir": "cache_dir", "--copy-timeout": "copy_timeout",
+           "--authfile": "authfile"}
+_DECLINED = object()  # a value the click command reads otherwise, or refuses
 _FLAGS = {"--json": "as_json", "--strict-layers": "strict_layers"}
 
 
@@ -39,6 +41,14 @@ def expectation_of(value: str) -> Optional[Expectation]:
     from ..validate import Expectation
 
     return Expectation(accelerator, version or None, source="argument")
+
+
+def expected_archs(value: str) -> tuple[str, ...]:
+    """--expect-gpu-archs sm_80,sm_90,gfx942: the GPUs, in their one order; BadArch for
+    one misspelt."""
+    from ..toolkit.gpu_archs import expected_gpus
+
+    return expected_gpus([a for a in value.split(",") if a.strip()])
 
 
 def parse(args: list[str]) -> Optional[tuple[dict[str, Any], Optional[str]]]:
@@ -59,9 +69,10 @@ def parse(args: list[str]) -> Optional[tuple[dict[str, Any], Optional[str]]]:
                     return None  # click's message (or its reading of it) decides
                 value = following
             field = _VALUES[name]
-            if field in values or not _accepted(field, value):
+            converted = _converted(field, value)
+            if field in values or converted is _DECLINED:
                 return None
-            values[field] = value
+            values[field] = converted
         elif name in ("--tls-verify", "--no-tls-verify"):
             if "tls_verify" in values:
                 return None
@@ -81,35 +92,42 @@ def parse(args: list[str]) -> Optional[tuple[dict[str, Any], Optional[str]]]:
         return None
     from ..tools.skopeo import COPY_TIMEOUT
 
-    expect = values.get("expect")
-    return ({"refs": tuple(refs),
-             "expect": expectation_of(expect) if expect is not None else None,
-             "gpu_archs": None, "as_json": values.get("as_json", False),
+    return ({"refs": tuple(refs), "expect": values.get("expect"),
+             "gpu_archs": values.get("gpu_archs"), "as_json": values.get("as_json", False),
              "strict_layers": values.get("strict_layers", False),
              "platform": values.get("platform"), "cache_dir": values.get("cache_dir"),
              "tls_verify": values.get("tls_verify", True),
-             "copy_timeout": float(values.get("copy_timeout", COPY_TIMEOUT))},
+             "copy_timeout": values.get("copy_timeout", COPY_TIMEOUT)},
             values.get("authfile"))
 
 
-def _accepted(field: str, value: str) -> bool:
-    """Whether the click command takes VALUE for FIELD as it is."""
+def _converted(field: str, value: str) -> Any:
+    """VALUE for FIELD as the click command takes it; _DECLINED when it does not take it
+    as it is."""
     if field == "expect":
-        return expectation_of(value) is not None
+        expectation = expectation_of(value)
+        return _DECLINED if expectation is None else expectation
+    if field == "gpu_archs":
+        from ..toolkit.gpu_archs import BadArch
+
+        try:
+            return expected_archs(value)
+        except BadArch:
+            return _DECLINED
     if field == "copy_timeout":  # click.FloatRange(min=0, min_open=True)
         try:
             seconds = float(value)
         except ValueError:
-            return False
-        return 0 < seconds < float("inf")
+            return _DECLINED
+        return seconds if 0 < seconds < float("inf") else _DECLINED
     if field in ("cache_dir", "authfile"):  # options.LocalPath: "directory" and "file"
         try:
             mode = os.stat(value).st_mode
         except (OSError, ValueError):
-            return value != "" and "\0" not in value
+            return value if value != "" and "\0" not in value else _DECLINED
         wrong = stat.S_ISREG(mode) if field == "cache_dir" else stat.S_ISDIR(mode)
-        return not wrong and os.access(value, os.R_OK)
-    return True
+        return value if not wrong and os.access(value, os.R_OK) else _DECLINED
+    return value
 
 
 def run_references(refs: tuple[str, ...], expect: Optional[Expectation],

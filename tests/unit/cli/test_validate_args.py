@@ -30,7 +30,8 @@ WORDS = ["--json", "--json=1", "--strict-layers", "--expect", "--expect=cuda=12.
          "0", "-1", "1e3", "nan", "inf", "x", "--tls-verify", "--no-tls-verify",
          "--tls-verify=false", "--tls-verify=TRUE", "--tls-verify=maybe", "--tls-verify=",
          "--no-tls-verify=false", "false", "yes", "--authfile", "--authfile=file",
-         "--authfile=dir", "--expect-gpu-archs", "sm_90", "--matrix", "m.yaml",
+         "--authfile=dir", "--expect-gpu-archs", "sm_90,gfx942", "--expect-gpu-archs=sm_9",
+         "--expect-gpu-archs=", "--expect-gpu-archs=,", "sm_90", "--matrix", "m.yaml",
          "--pushed", "--allow-missing", "--requirements", "--index-url", "--accelerator",
          "--only", "--build-id", "--registry", "--", "-", "-h", "--help", "--debug",
          "--jso", "--JSON", REF, "docker://registry.example/a/b:1", "", "x y"]
@@ -75,6 +76,8 @@ def files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     ["--tls-verify=false", REF, "--authfile", "file", "--json"],
     ["--tls-verify=TRUE", "--authfile=missing.json", REF, "--platform="],
     ["--tls-verify", REF],
+    ["--expect", "cuda=12.9", "--expect-gpu-archs", "sm_90,sm_80", REF],
+    [REF, "--expect-gpu-archs=gfx942,sm_90a"],
 ])
 def test_the_common_lines_are_read_as_click_reads_them(
         args: list[str], files: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -90,7 +93,7 @@ def test_the_common_lines_are_read_as_click_reads_them(
     ["--tls-verify=maybe", REF], ["--json=1", REF], ["--json", "--json", REF],
     ["--platform", "a", "--platform", "b", REF], ["--no-tls-verify", "--tls-verify", REF],
     ["--matrix", "m.yaml", REF], ["--pushed", REF], ["--accelerator", "cuda", REF],
-    ["--expect-gpu-archs", "sm_90", REF], ["--requirements", "file", "--expect", "cpu"],
+    ["--expect-gpu-archs", "sm_9", REF], ["--requirements", "file", "--expect", "cpu"],
     ["--copy-timeout", "0", REF], ["--copy-timeout", "nan", REF], ["-", REF],
     ["--jso", REF],
 ])
