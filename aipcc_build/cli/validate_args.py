@@ -4,9 +4,9 @@ of click and the making of its command (issue 37: a warm validation within 1.2x 
 `aipcc-build --version`, which itself is mostly that import). It reads only what the click
 command reads the same way (its options in any order, `--opt value` and `--opt=value`,
 `--tls-verify=BOOL`) and declines anything else (help, the matrix and its filters,
-`--requirements`, the global options, deprecated spellings, `--`, a
-value click's types refuse, an option given twice): the click command then reads it, and
-refuses it, as it always has. `run_references` and `report` are what both call."""
+`--requirements`, the global options, deprecated spellings, `--`, a value click's types
+refuse, an option given twice: `fast_lines`): the click command then reads it, and refuses
+it, as it always has. `run_references` and `report` are what both call."""
 
 from __future__ import annotations
 
@@ -16,20 +16,18 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Optional
 
+from .fast_lines import DECLINED, read_line
+
 if TYPE_CHECKING:
     from ..validate import Expectation, Outcome
     from ..validate.matrix_run import ValidationRun
 
 # The option naming the GPUs to judge against: coverage findings name it as their source.
 GPU_ARCHS_OPTION = "--expect-gpu-archs"
-# click's spellings of --tls-verify's value (options.BOOLEAN_WORDS, which imports click).
-_BOOLEAN_WORDS = {"true": True, "1": True, "yes": True, "false": False, "0": False,
-                  "no": False}
 # Options that take a value, by the parameter they set.
 _VALUES = {"--expect": "expect", GPU_ARCHS_OPTION: "gpu_archs", "--platform": "platform",
            "--cache-dir": "cache_dir", "--copy-timeout": "copy_timeout",
            "--authfile": "authfile"}
-_DECLINED = object()  # a value the click command reads otherwise, or refuses
 _FLAGS = {"--json": "as_json", "--strict-layers": "strict_layers"}
 
 
@@ -53,43 +51,12 @@ def expected_archs(value: str) -> tuple[str, ...]:
 
 def parse(args: list[str]) -> Optional[tuple[dict[str, Any], Optional[str]]]:
     """(the arguments of `run_references`, the --authfile) of ARGS, the words after
-    `validate`; None when the click command must read them."""
-    values: dict[str, Any] = {}
-    refs: list[str] = []
-    rest = iter(args)
-    for arg in rest:
-        if not arg.startswith("-") or arg == "":
-            refs.append(arg)
-            continue
-        name, equals, value = arg.partition("=")
-        if name in _VALUES:
-            if not equals:
-                following = next(rest, None)
-                if following is None or following.startswith("-"):
-                    return None  # click's message (or its reading of it) decides
-                value = following
-            field = _VALUES[name]
-            converted = _converted(field, value)
-            if field in values or converted is _DECLINED:
-                return None
-            values[field] = converted
-        elif name in ("--tls-verify", "--no-tls-verify"):
-            if "tls_verify" in values:
-                return None
-            if equals:
-                if name == "--no-tls-verify" or value.lower() not in _BOOLEAN_WORDS:
-                    return None
-                values["tls_verify"] = _BOOLEAN_WORDS[value.lower()]
-            else:
-                values["tls_verify"] = name == "--tls-verify"
-        elif arg in _FLAGS and _FLAGS[arg] not in values:
-            values[_FLAGS[arg]] = True
-        else:
-            return None
-    if not refs or any(ref.lower() in _BOOLEAN_WORDS for ref in refs):
-        # No REF is click's usage error (or a matrix's run); `--tls-verify yes` its
-        # deprecated spelling.
+    `validate`; None when the click command must read them (with no REF among them: its
+    usage error, or a matrix's run)."""
+    read = read_line(args, _VALUES, _FLAGS, _converted)
+    if read is None:
         return None
+    refs, values = read
     from ..tools.skopeo import COPY_TIMEOUT
 
     return ({"refs": tuple(refs), "expect": values.get("expect"),
@@ -102,31 +69,31 @@ def parse(args: list[str]) -> Optional[tuple[dict[str, Any], Optional[str]]]:
 
 
 def _converted(field: str, value: str) -> Any:
-    """VALUE for FIELD as the click command takes it; _DECLINED when it does not take it
+    """VALUE for FIELD as the click command takes it; DECLINED when it does not take it
     as it is."""
     if field == "expect":
         expectation = expectation_of(value)
-        return _DECLINED if expectation is None else expectation
+        return DECLINED if expectation is None else expectation
     if field == "gpu_archs":
         from ..toolkit.gpu_archs import BadArch
 
         try:
             return expected_archs(value)
         except BadArch:
-            return _DECLINED
+            return DECLINED
     if field == "copy_timeout":  # click.FloatRange(min=0, min_open=True)
         try:
             seconds = float(value)
         except ValueError:
-            return _DECLINED
-        return seconds if 0 < seconds < float("inf") else _DECLINED
+            return DECLINED
+        return seconds if 0 < seconds < float("inf") else DECLINED
     if field in ("cache_dir", "authfile"):  # options.LocalPath: "directory" and "file"
         try:
             mode = os.stat(value).st_mode
         except (OSError, ValueError):
-            return value if value != "" and "\0" not in value else _DECLINED
+            return value if value != "" and "\0" not in value else DECLINED
         wrong = stat.S_ISREG(mode) if field == "cache_dir" else stat.S_ISDIR(mode)
-        return value if not wrong and os.access(value, os.R_OK) else _DECLINED
+        return value if not wrong and os.access(value, os.R_OK) else DECLINED
     return value
 
 

@@ -107,7 +107,7 @@ def test_warm_validate_loads_no_scanner_pool_or_heavy_module(tmp_path: Path) -> 
     # object, no other command.
     assert not {m for m in warm if m.split(".")[0] == "click"}
     assert sorted(m for m in warm if m.startswith("aipcc_build.cli.")) == \
-        ["aipcc_build.cli.signals", "aipcc_build.cli.validate_args"]
+        ["aipcc_build.cli.fast_lines", "aipcc_build.cli.signals", "aipcc_build.cli.validate_args"]
 
 
 def test_each_command_is_loaded_from_the_module_that_defines_it() -> None:
