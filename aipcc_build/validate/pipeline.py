@@ -10,7 +10,6 @@ from ..errors import AipccError, InputError
 from ..imagefs.blobs import LayerJob, TarSplitLayer
 from ..imagefs.image import PlatformImage, open_image
 from ..records import record, replace
-from ..toolkit.gpu_archs import BadArch, expected_gpus
 from ..tools.skopeo import TRANSPORTS, Skopeo
 from .cache import LayerCache, default_cache_dir
 from .gpu_code import coverage_findings, final_device_code
@@ -53,6 +52,8 @@ def gpu_archs_source(spec: ImageSpec) -> str:
 
 def gpu_archs_of(spec: ImageSpec) -> tuple[str, ...]:
     """The GPUs a matrix image's device code must run on: its toolkit entry's gpu_archs."""
+    from ..toolkit.gpu_archs import BadArch, expected_gpus  # a matrix's run: not a warm start
+
     declared = spec.toolkit.gpu_archs if spec.toolkit else ()
     try:
         return expected_gpus(declared)

@@ -89,8 +89,9 @@ def test_warm_validate_loads_no_scanner_pool_or_heavy_module(tmp_path: Path) -> 
     assert not {"aipcc_build.imagefs.tar", "zlib"} & warm
     # An image aipcc-build did not label has no constraints to judge: their module waits.
     assert "aipcc_build.toolkit.constraints" not in warm
-    # Nor, without toolkit evidence, the CUDA component table's module.
-    assert "aipcc_build.toolkit.components" not in warm
+    # Nor, without toolkit evidence, the CUDA component table's module; nor, without device
+    # code or expected GPUs, the table of GPU architectures.
+    assert not {"aipcc_build.toolkit.components", "aipcc_build.toolkit.gpu_archs"} & warm
     assert "concurrent.futures.process" not in warm
     # Nor any outside program: the answer is cached, so no runner and no subprocess; and
     # the handlers are set through `_signal`, without the `signal` module's enums.
