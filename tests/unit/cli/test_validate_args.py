@@ -144,3 +144,21 @@ def test_a_warm_fast_validate_loads_neither_click_nor_rich(tmp_path: Path) -> No
     helped = subprocess.run([sys.executable, "-c", script, "validate", "--help"],
                             capture_output=True, text=True, timeout=60)
     assert "click" in helped.stderr.strip().splitlines()[-1].split()
+
+
+def test_a_matrix_named_in_the_environment_turns_no_ref_away(
+        files: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CI job may export AIPCC_BUILD_MATRIX: the click command still validates the REFs
+    given, as the fast reading does (without REFs, the matrix's run is click's)."""
+    made: list[dict[str, Any]] = []
+
+    def record(**arguments: Any) -> int:
+        made.append(arguments)
+        return 0
+
+    monkeypatch.setattr(validate_command, "run_references", record)
+    monkeypatch.setenv("AIPCC_BUILD_MATRIX", "m.yaml")
+    fast = validate_args.parse([REF, "--json"])
+    cli.main(args=["validate", REF, "--json"], prog_name="aipcc-build", standalone_mode=False)
+    assert fast is not None and made == [fast[0]]
+    assert validate_args.parse(["--json"]) is None
