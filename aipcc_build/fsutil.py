@@ -14,13 +14,15 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Optional, Union, cast
 
 from .patterns import lazy
 
-if TYPE_CHECKING:  # `pathlib` is loaded by the writer: reading a key (`open_regular`) needs none
-    from pathlib import Path
+if TYPE_CHECKING:
+    # Paths as strings within: pathlib (with the urllib.parse and ipaddress it loads) cost
+    # a validation that writes one cache entry as much as the rest of its run (issue 37).
+    StrPath = Union[str, os.PathLike[str]]
 
 Payload = Union[str, bytes, Iterable[bytes]]
 
 
-def write_atomic(path: Union[str, Path], data: Payload) -> None:
+def write_atomic(path: StrPath, data: Payload) -> None:
     """Write DATA (text, bytes, or chunks of bytes) to PATH through `output`."""
     with output(path) as handle:
         for chunk in _chunks(data):
@@ -28,7 +30,7 @@ def write_atomic(path: Union[str, Path], data: Payload) -> None:
 
 
 @contextlib.contextmanager
-def output(path: Union[str, Path]) -> Iterator[BinaryIO]:
+def output(path: StrPath) -> Iterator[BinaryIO]:
     """A binary handle whose content becomes PATH's when the block ends without an error.
 
     A regular file, or a new one, is replaced at once through a temporary file beside it
@@ -42,10 +44,8 @@ def output(path: Union[str, Path]) -> Iterator[BinaryIO]:
     The first write of this process into a directory removes the temporaries killed
     writers left there. Every file-system error names PATH
     (not the temporary file), so the one place that maps errors says which path failed."""
-    from pathlib import Path
-
     try:
-        with _output(Path(path)) as handle:
+        with _output(os.fspath(path)) as handle:
             yield handle
     except OSError as exc:
         if exc.filename == str(path):
@@ -54,9 +54,9 @@ def output(path: Union[str, Path]) -> Iterator[BinaryIO]:
 
 
 @contextlib.contextmanager
-def _output(path: Path) -> Iterator[BinaryIO]:
+def _output(path: str) -> Iterator[BinaryIO]:
     try:
-        found: Optional[os.stat_result] = path.stat()
+        found: Optional[os.stat_result] = os.stat(path)
     except FileNotFoundError:
         found = None
     own = _descriptor(path)
@@ -64,12 +64,12 @@ def _output(path: Path) -> Iterator[BinaryIO]:
         with _into(path, found.st_mode, own) as handle:
             yield handle
         return
-    if path.is_symlink():
+    if os.path.islink(path):
         # The link's target is written, in the directory it names: none is made there
         # (a dangling link would otherwise create directories anywhere it points).
-        path = type(path)(os.path.realpath(path))
-    else:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path = os.path.realpath(path)
+    elif os.path.dirname(path):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
     mode = stat.S_IMODE(found.st_mode) if found is not None else 0o644
     _remove_stale(path)
     fd, tmp = _temporary(path)
@@ -127,7 +127,7 @@ class _Recorded(io.RawIOBase):
         super().close()
 
 
-def _read_back(fd: int, written: _Recorded, path: Path) -> None:
+def _read_back(fd: int, written: _Recorded, path: str) -> None:
     """A write counts once it is read back: the temporary, synced and dropped from the page
     cache where the kernel can (its pages are clean), must hold exactly what was written
     (a disk or a file system that loses bytes without an error is caught here, before the
@@ -146,36 +146,33 @@ def _read_back(fd: int, written: _Recorded, path: Path) -> None:
         size += len(block)
     if size != written.size or found != written.crc:
         raise OSError(errno.EIO, f"read back {size} bytes that differ from the "
-                      f"{written.size} written: not replaced", str(path))
+                      f"{written.size} written: not replaced", path)
 
 
-def _check_renamed(fd: int, path: Path) -> None:
+def _check_renamed(fd: int, path: str) -> None:
     """PATH, after the rename, is the regular file that was written and read back (not
     something another process put there meanwhile)."""
     now, ours = os.stat(path), os.fstat(fd)
     if not stat.S_ISREG(now.st_mode) or (now.st_dev, now.st_ino) != (ours.st_dev,
                                                                       ours.st_ino):
-        raise OSError(errno.EIO, "replaced by another file while it was written", str(path))
+        raise OSError(errno.EIO, "replaced by another file while it was written", path)
 
 
-def _temporary(path: Path) -> tuple[int, str]:
+def _temporary(path: str) -> tuple[int, str]:
     """A new file beside PATH (`.NAME.PID.RANDOM.tmp`), open for writing, made as
     `tempfile.mkstemp` makes one (exclusively, mode 0600, links not followed) without
     loading `tempfile`, which loads shutil, random, bz2 and lzma: as much as the rest of a
     warm validation that writes one cache entry (issue 37)."""
     flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | \
         getattr(os, "O_CLOEXEC", 0)
+    where, name = os.path.split(path)
     for _ in range(100):
-        tmp = str(path.parent / f"{_stem(path)}{os.getpid()}.{os.urandom(6).hex()}.tmp")
+        tmp = os.path.join(where, f".{name[:64]}.{os.getpid()}.{os.urandom(6).hex()}.tmp")
         try:
             return os.open(tmp, flags, 0o600), tmp
         except FileExistsError:
             continue
-    raise FileExistsError(errno.EEXIST, "no free temporary name", str(path.parent))
-
-
-def _stem(path: Path) -> str:
-    return f".{path.name[:64]}."
+    raise FileExistsError(errno.EEXIST, "no free temporary name", where or ".")
 
 
 # The directories this process has cleaned (see _remove_stale): listing a directory of
@@ -184,13 +181,13 @@ def _stem(path: Path) -> str:
 _CLEANED: set[str] = set()
 
 
-def _remove_stale(path: Path) -> None:
+def _remove_stale(path: str) -> None:
     """Remove the temporaries that writers killed mid-write (SIGKILL, a power cut) left in
     PATH's directory, once per process and directory (before the first write there):
     regular files of our naming whose writer's process is gone here and whose lock (held by
     every live writer, wherever its process runs) is free. Anything else of a similar name
     (a link, a directory, another tool's file) is left alone."""
-    where = os.path.abspath(path.parent)
+    where = os.path.abspath(os.path.dirname(path))
     if where in _CLEANED:
         return
     try:
@@ -208,7 +205,7 @@ def _remove_stale(path: Path) -> None:
         if _alive(int(parts[1])):
             continue
         with contextlib.suppress(OSError):
-            _remove_if_unlocked(type(path)(where, name))
+            _remove_if_unlocked(os.path.join(where, name))
 
 
 def _alive(pid: int) -> bool:
@@ -221,7 +218,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _remove_if_unlocked(tmp: Path) -> None:
+def _remove_if_unlocked(tmp: str) -> None:
     fd = os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY |
                  getattr(os, "O_CLOEXEC", 0))
     try:
@@ -241,7 +238,7 @@ def _remove_if_unlocked(tmp: Path) -> None:
         os.close(fd)
 
 
-def _into(path: Path, mode: int, own: Optional[int]) -> BinaryIO:
+def _into(path: str, mode: int, own: Optional[int]) -> BinaryIO:
     """A device, FIFO, pipe or open descriptor opened to be written into as it is (no
     O_TRUNC, no O_CREAT: nothing about the node changes but what it receives; a regular file
     behind /dev/stdout is appended to, as the process's own output is). A block device or a
@@ -250,10 +247,10 @@ def _into(path: Path, mode: int, own: Optional[int]) -> BinaryIO:
     import errno
 
     if stat.S_ISDIR(mode):
-        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
     if not (stat.S_ISCHR(mode) or stat.S_ISFIFO(mode) or stat.S_ISREG(mode)):
         raise OSError(errno.EINVAL, "neither a regular file, a character device nor a FIFO: "
-                      "refused", str(path))
+                      "refused", path)
     if own is not None and own >= 0:
         import sys
 
@@ -266,11 +263,11 @@ def _into(path: Path, mode: int, own: Optional[int]) -> BinaryIO:
 _DESCRIPTOR = lazy(r"^/(?:dev|proc/(self|thread-self|\d+))/fd/(\d+)$")
 
 
-def _descriptor(path: Path) -> Optional[int]:
+def _descriptor(path: str) -> Optional[int]:
     """When PATH names an open descriptor (/dev/stdout -> /proc/self/fd/1): its number if
     it is this process's, else -1; None for any other path. The file behind a descriptor is
     a process's output, which a rename would cut it off from."""
-    link = str(path)
+    link = path
     for _ in range(40):
         match = _DESCRIPTOR.match(os.path.normpath(os.path.abspath(link)))
         if match:
@@ -288,7 +285,7 @@ class NotRegularFile(OSError):
     """An input that must be a regular file is a FIFO, a device, a directory or a socket."""
 
 
-def open_regular(path: Union[str, Path]) -> BinaryIO:
+def open_regular(path: StrPath) -> BinaryIO:
     """PATH opened for reading when it is (or links to) a regular file; NotRegularFile
     (strerror naming the kind) for anything else, without blocking on it: a FIFO without
     a writer would otherwise hang the open, a device would be read forever."""
@@ -311,11 +308,10 @@ def _chunks(data: Payload) -> Iterable[bytes]:
     return data
 
 
-def same_content(path: Union[str, Path], text: str) -> bool:
+def same_content(path: StrPath, text: str) -> bool:
     """Whether the file at PATH holds exactly TEXT (a missing file does not): drift checks."""
-    from pathlib import Path
-
     try:
-        return Path(path).read_text(encoding="utf-8") == text
+        with open(path, encoding="utf-8") as handle:
+            return handle.read() == text
     except FileNotFoundError:
         return False

@@ -2,7 +2,8 @@
 calls one core function and hands the typed result to `report`. This package is the only
 place that knows the options' names: `main` maps error types to exit codes and the request
 and matrix fields errors name to the options that set them. click is imported once a
-command line needs it: the common `verify` lines are read without it (`verify_args`)."""
+command line needs it: the common `verify` and `validate REF...` lines are read without it
+(`verify_args`, `validate_args`)."""
 
 from __future__ import annotations
 
@@ -151,6 +152,10 @@ def _run(argv: Optional[list[str]]) -> object:
             from .verify_args import fast_main
 
             code = fast_main(args[1:])
+        elif args[:1] == ["validate"]:
+            from .validate_args import fast_main as fast_validate
+
+            code = fast_validate(args[1:])
         if code is None:
             code = _click_run(args)
     except Interrupted as exc:

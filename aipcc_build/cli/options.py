@@ -38,21 +38,21 @@ DATE = Date(formats=["%Y-%m-%d"])
 class LocalPath(click.ParamType):
     """A file (KIND "file") or a directory ("directory") of this machine, which need not
     exist, as `click.Path(dir_okay=False)` or `click.Path(file_okay=False)` takes it
-    (refused when one of the other kind, or an unreadable one, is there), given as
-    PATH_TYPE. click.Path looks its name up in a translation catalog as it is defined,
-    and gettext searches the catalogs anew at each look-up: a start of `validate` paid
-    about a million instructions for each of its three (issue 37)."""
+    (refused when one of the other kind, or an unreadable one, is there), given as a
+    string (a warm validation loads no pathlib). click.Path looks its name up in a
+    translation catalog as it is defined, and gettext searches the catalogs anew at each
+    look-up: a start of `validate` paid about a million instructions for each of its three
+    (issue 37)."""
 
-    def __init__(self, kind: str, path_type: Callable[[str], Any] = str) -> None:
+    def __init__(self, kind: str) -> None:
         self.name = kind
-        self.path_type = path_type
 
     def convert(self, value: Any, param: Optional[click.Parameter],
                 ctx: Optional[click.Context]) -> Any:
         try:
             found = os.stat(value)
         except OSError:
-            return self.path_type(value)
+            return value
         shown = click.format_filename(value)
         if self.name == "file" and stat.S_ISDIR(found.st_mode):
             self.fail(f"File {shown!r} is a directory.", param, ctx)
@@ -60,7 +60,7 @@ class LocalPath(click.ParamType):
             self.fail(f"Directory {shown!r} is a file.", param, ctx)
         if not os.access(value, os.R_OK):
             self.fail(f"{self.name.title()} {shown!r} is not readable.", param, ctx)
-        return self.path_type(value)
+        return value
 
     def shell_complete(self, ctx: click.Context, param: click.Parameter,
                        incomplete: str) -> list[Any]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 import click
@@ -20,47 +19,39 @@ from .options import (
     resolved_build_id,
     tls_verify_option,
 )
+from .validate_args import (
+    GPU_ARCHS_OPTION,
+    expectation_of,
+    expected_archs,
+    report,
+    run_references,
+)
 
 if TYPE_CHECKING:
-    from ..validate import Expectation, Outcome
+    from ..validate import Expectation
 
 
 def parse_expect(value: Optional[str]) -> Optional[Expectation]:
     """--expect cuda=12.8 | rocm=6.4 | cpu"""
     if value is None:
         return None
-    from ..validate import Expectation
-
-    accelerator, _, version = value.partition("=")
-    if not accelerator or (accelerator != "cpu" and not version):
+    expectation = expectation_of(value)
+    if expectation is None:
         raise click.BadParameter("expected ACCELERATOR=VERSION (cuda=12.8) or cpu",
                                  param_hint="--expect")
-    return Expectation(accelerator, version or None, source="argument")
-
-
-# The option naming the GPUs to judge against: coverage findings name it as their source.
-GPU_ARCHS_OPTION = "--expect-gpu-archs"
+    return expectation
 
 
 def parse_gpu_archs(value: Optional[str]) -> Optional[tuple[str, ...]]:
     """--expect-gpu-archs sm_80,sm_90,gfx942"""
     if value is None:
         return None
-    from ..toolkit.gpu_archs import BadArch, expected_gpus
+    from ..toolkit.gpu_archs import BadArch
 
     try:
-        return expected_gpus([a for a in value.split(",") if a.strip()])
+        return expected_archs(value)
     except BadArch as exc:
         raise click.BadParameter(str(exc), param_hint=GPU_ARCHS_OPTION) from None
-
-
-def _naming_option(outcome: Outcome) -> Outcome:
-    """An unreadable image's error with the option that fixes it (--no-tls-verify)."""
-    from ..records import replace
-    from . import option_of_field
-
-    option = option_of_field(outcome.error_field) if outcome.error_field else None
-    return replace(outcome, error=f"{outcome.error} ({option})") if option else outcome
 
 
 @cli.command()
@@ -77,7 +68,8 @@ def _naming_option(outcome: Outcome) -> Outcome:
 @click.option("--strict-layers", is_flag=True,
               help="Evidence deleted by a later layer is a violation, not a warning.")
 @click.option("--platform", metavar="OS/ARCH", help="Only this platform of an image index.")
-@click.option("--cache-dir", type=LocalPath("directory", Path), metavar="DIR",
+# Paths as strings: a warm validation loads no pathlib (issue 37).
+@click.option("--cache-dir", type=LocalPath("directory"), metavar="DIR",
               help="Layer scan cache (env AIPCC_BUILD_CACHE, default ~/.cache/aipcc-build).")
 @click.option("--pushed", is_flag=True,
               help="With a matrix: validate the images at the references the build pushed "
@@ -89,7 +81,7 @@ def _naming_option(outcome: Outcome) -> Outcome:
               default=COPY_TIMEOUT, show_default=True, metavar="SECONDS",
               help="Stop the copy of an image that cannot be read in place after this long.")
 @click.option("--requirements", "requirements",
-              type=LocalPath("file", Path), metavar="FILE",
+              type=LocalPath("file"), metavar="FILE",
               help="Judge a requirements set instead of images (with --expect): a "
                    "requirements file (resolved by pip, dry run), pip's --report JSON, "
                    "pylock.toml or uv.lock.")
@@ -104,10 +96,10 @@ def validate(context: Context, accelerators: tuple[str, ...], versions: tuple[st
              refs: tuple[str, ...],
              expect: Optional[str], gpu_archs: Optional[str],
              as_json: bool, strict_layers: bool, platform: Optional[str],
-             cache_dir: Optional[Path], pushed: bool, allow_missing: bool,
+             cache_dir: Optional[str], pushed: bool, allow_missing: bool,
              build_id: Optional[str],
              registry: Optional[str], copy_timeout: float, tls_verify: bool = True,
-             requirements: Optional[Path] = None, index_url: Optional[str] = None) -> int:
+             requirements: Optional[str] = None, index_url: Optional[str] = None) -> int:
     """Check that images do not mix accelerator toolkit versions.
 
     REF is any skopeo transport: oci:DIR[:TAG], oci-archive:FILE, docker-archive:FILE,
@@ -126,18 +118,6 @@ def validate(context: Context, accelerators: tuple[str, ...], versions: tuple[st
                              bool(refs or matrix_file))
     if index_url is not None:
         raise click.UsageError("--index-url goes with --requirements")
-    from ..records import replace
-    from ..report import validation
-    from ..tools.skopeo import Skopeo
-    from ..validate import Target
-    from ..validate.matrix_run import (
-        LOCAL,
-        PUSHED,
-        MatrixValidation,
-        validate_matrix,
-        validate_references,
-    )
-
     if matrix_file is None and not refs:
         raise click.UsageError("give at least one REF, or --matrix FILE")
     if matrix_file is not None and refs:
@@ -146,28 +126,30 @@ def validate(context: Context, accelerators: tuple[str, ...], versions: tuple[st
         raise click.UsageError("--pushed and --allow-missing go with a matrix (--matrix)")
     expectation = parse_expect(expect)
     archs = parse_gpu_archs(gpu_archs)
-    skopeo = Skopeo(tls_verify=tls_verify, copy_timeout=copy_timeout)
-    if matrix_file is not None:
-        request = MatrixValidation(
-            matrix_path=matrix_file, build_id=resolved_build_id(build_id),
-            filters=make_filters(accelerators, versions, oses, kinds, names),
-            registry=registry, where=PUSHED if pushed else LOCAL, platform=platform,
-            expect=expectation, allow_missing=allow_missing, gpu_archs=archs,
-            gpu_source=GPU_ARCHS_OPTION)
-        run = validate_matrix(request, strict_layers=strict_layers, cache_dir=cache_dir,
-                              skopeo=skopeo)
-    else:
-        run = validate_references([Target(ref, expectation, gpu_archs=archs or (),
-                                          gpu_source=GPU_ARCHS_OPTION) for ref in refs],
-                                  strict_layers=strict_layers, platform=platform,
-                                  cache_dir=cache_dir, skopeo=skopeo)
-    run = replace(run, outcomes=tuple(_naming_option(o) for o in run.outcomes))
-    validation.validation(run, as_json)
-    return run.exit_code
+    if matrix_file is None:
+        # What the common lines run without click too (`validate_args`).
+        return run_references(refs=refs, expect=expectation, gpu_archs=archs,
+                              as_json=as_json, strict_layers=strict_layers,
+                              platform=platform, cache_dir=cache_dir, tls_verify=tls_verify,
+                              copy_timeout=copy_timeout)
+    from ..tools.skopeo import Skopeo
+    from ..validate.matrix_run import LOCAL, PUSHED, MatrixValidation, validate_matrix
+
+    request = MatrixValidation(
+        matrix_path=matrix_file, build_id=resolved_build_id(build_id),
+        filters=make_filters(accelerators, versions, oses, kinds, names),
+        registry=registry, where=PUSHED if pushed else LOCAL, platform=platform,
+        expect=expectation, allow_missing=allow_missing, gpu_archs=archs,
+        gpu_source=GPU_ARCHS_OPTION)
+    run = validate_matrix(request, strict_layers=strict_layers, cache_dir=cache_dir,
+                          skopeo=Skopeo(tls_verify=tls_verify, copy_timeout=copy_timeout))
+    return report(run, as_json)
 
 
-def _requirements(path: Path, expect: Optional[str], index_url: Optional[str],
+def _requirements(path: str, expect: Optional[str], index_url: Optional[str],
                   as_json: bool, images: bool) -> int:
+    from pathlib import Path
+
     from ..report import validation
     from ..validate.requirements import RequirementsRequest, check_requirements
 
@@ -176,6 +158,6 @@ def _requirements(path: Path, expect: Optional[str], index_url: Optional[str],
     expectation = parse_expect(expect)
     if expectation is None:
         raise click.UsageError("--requirements needs --expect (cuda=12.8, rocm=6.4, cpu)")
-    verdict = check_requirements(RequirementsRequest(path, expectation, index_url))
+    verdict = check_requirements(RequirementsRequest(Path(path), expectation, index_url))
     validation.requirements(verdict, as_json)
     return 0 if verdict.ok else 1

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import os
 import stat
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
+
+from .fast_lines import DECLINED, read_line
 
 if TYPE_CHECKING:
     from ..publish.verify import VerifyRequest
 
-# click's spellings of --tls-verify's value (options.BOOLEAN_WORDS, which imports click).
-_BOOLEAN_WORDS = {"true": True, "1": True, "yes": True, "false": False, "0": False,
-                  "no": False}
 # The options that take a file (click.Path(dir_okay=False)), by the request field they set.
 _FILES = {"--key": "key", "--authfile": "authfile"}
 
@@ -25,40 +24,10 @@ _FILES = {"--key": "key", "--authfile": "authfile"}
 def parse(args: list[str]) -> Optional[tuple[VerifyRequest, bool]]:
     """(the request, --json) of ARGS, the words after `verify`; None when the click
     command must read them."""
-    values: dict[str, object] = {}
-    refs: list[str] = []
-    rest = iter(args)
-    for arg in rest:
-        if not arg.startswith("-") or arg == "":
-            refs.append(arg)
-            continue
-        name, equals, value = arg.partition("=")
-        if name in _FILES:
-            if not equals:
-                following = next(rest, None)
-                if following is None or following.startswith("-"):
-                    return None  # click's message (or its reading of it) decides
-                value = following
-            field = _FILES[name]
-            if field in values or not _path_accepted(value):
-                return None
-            values[field] = value
-        elif name in ("--tls-verify", "--no-tls-verify"):
-            if "tls_verify" in values:
-                return None
-            if equals:
-                if name == "--no-tls-verify" or value.lower() not in _BOOLEAN_WORDS:
-                    return None
-                values["tls_verify"] = _BOOLEAN_WORDS[value.lower()]
-            else:
-                values["tls_verify"] = name == "--tls-verify"
-        elif arg == "--json" and "as_json" not in values:
-            values["as_json"] = True
-        else:
-            return None
-    if not refs or any(ref.lower() in _BOOLEAN_WORDS for ref in refs):
-        # No REF is click's usage error; `--tls-verify yes` its deprecated spelling.
+    read = read_line(args, _FILES, {"--json": "as_json"}, _file)
+    if read is None:
         return None
+    refs, values = read
     from ..publish.verify import VerifyRequest
 
     key, authfile = values.get("key"), values.get("authfile")
@@ -66,6 +35,10 @@ def parse(args: list[str]) -> Optional[tuple[VerifyRequest, bool]]:
                           tls_verify=bool(values.get("tls_verify", True)),
                           authfile=str(authfile) if authfile is not None else None),
             bool(values.get("as_json", False)))
+
+
+def _file(field: str, value: str) -> Any:
+    return value if _path_accepted(value) else DECLINED
 
 
 def _path_accepted(value: str) -> bool:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any, Optional, Union
 
 from ..digest import hexdigest
@@ -122,7 +121,7 @@ class _Store:
 class _DirStore(_Store):
     """An OCI layout directory (blobs/ALG/HEX) or a skopeo `dir:` (HEX at the top)."""
 
-    def __init__(self, root: Path, flat: bool) -> None:
+    def __init__(self, root: str, flat: bool) -> None:
         self.root = root
         self.flat = flat
 
@@ -130,16 +129,17 @@ class _DirStore(_Store):
         algorithm, _, hexdigest = digest.partition(":")
         if not hexdigest or "/" in digest or ".." in digest:
             raise InputError(f"{self.root}: malformed digest {digest!r}")
-        path = self.root / hexdigest if self.flat else self.root / "blobs" / algorithm / hexdigest
-        if not path.is_file():
+        path = os.path.join(self.root, hexdigest) if self.flat else \
+            os.path.join(self.root, "blobs", algorithm, hexdigest)
+        if not os.path.isfile(path):
             raise InputError(f"{self.root}: blob {digest} is missing")
-        return BlobLocation(str(path))
+        return BlobLocation(path)
 
 
 class _ArchiveStore(_Store):
     """A tar archive holding a layout; members are located once, then read in place."""
 
-    def __init__(self, archive: Path) -> None:
+    def __init__(self, archive: str) -> None:
         self.archive = archive
         import tarfile  # only archives need it; keep it off the warm-cache path
 
@@ -157,7 +157,7 @@ class _ArchiveStore(_Store):
         if name.lstrip("./") not in self.members:
             raise InputError(f"{self.archive}: no {name} in the archive")
         offset, size = self.members[name.lstrip("./")]
-        return BlobLocation(str(self.archive), offset, size)
+        return BlobLocation(self.archive, offset, size)
 
     def location(self, digest: str) -> BlobLocation:
         algorithm, _, hexdigest = digest.partition(":")
@@ -229,6 +229,11 @@ def _from_index(store: _Store, top: Mapping[str, Any], top_digest: Optional[str]
     return images
 
 
+def _read(path: str) -> bytes:
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
 def _split_path(rest: str) -> tuple[str, Optional[str]]:
     """PATH[:REFERENCE] where PATH itself may contain colons: the longest existing prefix."""
     if os.path.exists(rest):
@@ -262,7 +267,7 @@ def _oci(store: _Store, index: Mapping[str, Any], tag: Optional[str], platform: 
     return _from_index(store, top, chosen["digest"], platform, what)
 
 
-def _docker_archive(path: Path, name: Optional[str], platform: Optional[str], what: str
+def _docker_archive(path: str, name: Optional[str], platform: Optional[str], what: str
                     ) -> list[PlatformImage]:
     store = _ArchiveStore(path)
     entries = json.loads(store.read_member("manifest.json"))
@@ -345,10 +350,10 @@ def _copy_with_skopeo(ref: str, transport: str, rest: str, platform: Optional[st
     try:
         images = []
         for number, (source, descriptor) in enumerate(sources):
-            target = Path(tempdir) / str(number)
+            target = os.path.join(tempdir, str(number))
             skopeo.copy(source, f"dir:{target}")
             store = _DirStore(target, flat=True)
-            manifest = json_object((target / "manifest.json").read_bytes(), source)
+            manifest = json_object(_read(os.path.join(target, "manifest.json")), source)
             digest = descriptor["digest"] if descriptor else None
             images.append(_image(store, manifest, digest, descriptor))
         images = [i for i in images if _matches(i.platform, platform)]
@@ -361,7 +366,7 @@ def _copy_with_skopeo(ref: str, transport: str, rest: str, platform: Optional[st
 
 
 def _from_storage(ref: str, reference: str, platform: Optional[str],
-                  metadata_cache: Optional[Path]) -> OpenedImage:
+                  metadata_cache: Optional[str]) -> OpenedImage:
     """A containers-storage image read in place; NotInPlace when it cannot be."""
     from .storage import find_store, read_image
 
@@ -380,7 +385,7 @@ def _from_storage(ref: str, reference: str, platform: Optional[str],
 
 def open_image(ref: str, platform: Optional[str] = None,
                skopeo: Optional[Skopeo] = None,
-               metadata_cache: Optional[Path] = None) -> OpenedImage:
+               metadata_cache: Optional[str] = None) -> OpenedImage:
     """Open REF (any skopeo transport); raises InputError when it cannot be read. What a
     containers-storage image's store lists of it is kept in the directory METADATA_CACHE
     (`storage.read_image`), if given."""
@@ -388,22 +393,21 @@ def open_image(ref: str, platform: Optional[str] = None,
     try:
         if transport == "oci":
             path, tag = _split_path(rest)
-            root = Path(path)
-            store: _Store = _DirStore(root, flat=False)
-            index = json_object((root / "index.json").read_bytes(), f"{root}/index.json")
+            store: _Store = _DirStore(path, flat=False)
+            index = json_object(_read(os.path.join(path, "index.json")), f"{path}/index.json")
             return OpenedImage(ref, _oci(store, index, tag, platform, ref), None)
         if transport == "oci-archive":
             path, tag = _split_path(rest)
-            archive = _ArchiveStore(Path(path))
+            archive = _ArchiveStore(path)
             index = json_object(archive.read_member("index.json"), f"{path}:index.json")
             return OpenedImage(ref, _oci(archive, index, tag, platform, ref), None)
         if transport == "docker-archive":
             path, name = _split_path(rest)
-            return OpenedImage(ref, _docker_archive(Path(path), name, platform, ref), None)
+            return OpenedImage(ref, _docker_archive(path, name, platform, ref), None)
         if transport == "dir":
-            root = Path(rest)
-            manifest = json_object((root / "manifest.json").read_bytes(), f"{root}/manifest.json")
-            image = _image(_DirStore(root, flat=True), manifest, None, None)
+            manifest = json_object(_read(os.path.join(rest, "manifest.json")),
+                                   f"{rest}/manifest.json")
+            image = _image(_DirStore(rest, flat=True), manifest, None, None)
             if not _matches(image.platform, platform):
                 raise InputError(f"{ref}: image is {image.platform}, not {platform}")
             return OpenedImage(ref, [image], None)

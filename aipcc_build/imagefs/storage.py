@@ -31,7 +31,6 @@ import json
 import os
 import sys
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any, Callable, Optional, TypeVar
 
 from ..digest import hexdigest, is_lower_hex
@@ -41,9 +40,11 @@ from .blobs import TarSplitLayer
 
 CONFIG_ENV = "CONTAINERS_STORAGE_CONF"
 DRIVER_ENV = "STORAGE_DRIVER"
-CONFIG_FILES = (Path("/etc/containers/storage.conf"),
-                Path("/usr/share/containers/storage.conf"))
-DEFAULT_GRAPHROOT = Path("/var/lib/containers/storage")
+# Paths as strings, here and below: pathlib's joins were a fifth of reading a store's image,
+# and loading pathlib (with urllib.parse and ipaddress) a third of a warm validation's own
+# cost (issue 37).
+CONFIG_FILES = ("/etc/containers/storage.conf", "/usr/share/containers/storage.conf")
+DEFAULT_GRAPHROOT = "/var/lib/containers/storage"
 # Directories a graph driver keeps under the graphroot: exactly one present names the
 # driver in use when none is configured ("prior driver").
 KNOWN_DRIVERS = ("overlay", "overlay2", "btrfs", "zfs", "vfs", "devicemapper", "aufs")
@@ -62,10 +63,9 @@ class NotInPlace(Exception):
 
 @record
 class Store:
-    graphroot: Path
+    graphroot: str
     driver: str
 
-    # Paths as strings: pathlib's joins were a fifth of reading a store's image (issue 37).
     @property
     def images(self) -> str:
         return os.path.join(self.graphroot, f"{self.driver}-images")
@@ -89,10 +89,10 @@ class StoredImage:
     layers: tuple[tuple[str, TarSplitLayer], ...]
 
 
-def _config_file(environ: Mapping[str, str]) -> Optional[Path]:
+def _config_file(environ: Mapping[str, str]) -> Optional[str]:
     if environ.get(CONFIG_ENV):
-        return Path(environ[CONFIG_ENV])
-    return next((path for path in CONFIG_FILES if path.exists()), None)
+        return environ[CONFIG_ENV]
+    return next((path for path in CONFIG_FILES if os.path.exists(path)), None)
 
 
 def find_store(environ: Mapping[str, str] = os.environ) -> Store:
@@ -101,20 +101,21 @@ def find_store(environ: Mapping[str, str] = os.environ) -> Store:
         raise NotInPlace("rootless storage is not read in place")
     settings: Any = {}
     path = _config_file(environ)
-    if path is not None and path.exists():  # containers/storage ignores a missing file too
+    if path is not None and os.path.exists(path):  # as containers/storage: a missing file
         # Imported here: hosts without the file (and every warm validation on them) skip it.
         if sys.version_info >= (3, 11):
             import tomllib
         else:
             import tomli as tomllib
         try:
-            settings = tomllib.loads(path.read_text()).get("storage") or {}
+            with open(path, encoding="utf-8") as handle:
+                settings = tomllib.loads(handle.read()).get("storage") or {}
         except (OSError, ValueError) as exc:
             raise NotInPlace(f"{path}: {exc}") from exc
     if not isinstance(settings, dict) or not all(
             isinstance(settings.get(key, ""), str) for key in ("graphroot", "driver")):
         raise NotInPlace(f"{path}: [storage] graphroot and driver must be strings")
-    graphroot = Path(settings.get("graphroot") or DEFAULT_GRAPHROOT)
+    graphroot = settings.get("graphroot") or DEFAULT_GRAPHROOT
     driver = environ.get(DRIVER_ENV) or settings.get("driver") or ""
     if not driver:
         present = [name for name in KNOWN_DRIVERS if os.path.isdir(os.path.join(graphroot, name))]
@@ -142,14 +143,12 @@ def _parsed(path: str, data: bytes) -> Any:
         raise NotInPlace(f"{path}: {exc}") from exc
 
 
-def _cache_entry(cache: Path, path: str) -> Path:
-    from ..digest import hexdigest
-
-    return cache / f"v{METADATA_CACHE_FORMAT}" / \
-        f"{hexdigest('sha256', path.encode())}.json"
+def _cache_entry(cache: str, path: str) -> str:
+    return os.path.join(cache, f"v{METADATA_CACHE_FORMAT}",
+                        f"{hexdigest('sha256', path.encode())}.json")
 
 
-def _cached_answers(entry: Path, path: str, data: bytes) -> dict[str, Any]:
+def _cached_answers(entry: str, path: str, data: bytes) -> dict[str, Any]:
     """The answers ENTRY keeps for PATH holding exactly DATA; none when it keeps another
     file's, other bytes, or is not a whole entry (a damaged or foreign file is a miss)."""
     from ..fsutil import open_regular
@@ -173,7 +172,7 @@ def _cached_answers(entry: Path, path: str, data: bytes) -> dict[str, Any]:
     return parsed["answers"]
 
 
-def _answer(path: str, question: str, work: Callable[[Any], T], cache: Optional[Path]) -> T:
+def _answer(path: str, question: str, work: Callable[[Any], T], cache: Optional[str]) -> T:
     """WORK's answer to QUESTION from the parsed metadata file PATH, taken from CACHE (a
     directory) when PATH's bytes are those it was read from; else read now and kept.
     What WORK raises (a name not found, a malformed file) is raised each time, not kept."""
@@ -195,22 +194,34 @@ def _answer(path: str, question: str, work: Callable[[Any], T], cache: Optional[
     # A cache that cannot be written (read-only, full, or not a regular file there) costs
     # only speed.
     with contextlib.suppress(OSError):
-        if entry.exists() and not entry.is_file():
+        if os.path.exists(entry) and not os.path.isfile(entry):
             return answer
         write_atomic(entry, [header, b"\n", data])
     return answer
+
+
+_BASE64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+
+
+def base64_text(data: bytes) -> str:
+    """DATA in standard base64, padded (Go's base64.StdEncoding), for a key of a few
+    dozen bytes: without the base64 module, which loads struct, nor binascii, a library
+    of its own to load (together 0.6 to 1.7 M instructions of a warm validation, issue 37)."""
+    out = []
+    for start in range(0, len(data), 3):
+        chunk = data[start:start + 3]
+        bits = int.from_bytes(chunk + bytes(3 - len(chunk)), "big")
+        shown = len(chunk) + 1
+        out.append("".join(_BASE64[(bits >> shift) & 63] for shift in (18, 12, 6, 0)[:shown]))
+        out.append("=" * (4 - shown))
+    return "".join(out)
 
 
 def _big_data(store: Store, image_id: str, key: str) -> bytes:
     # containers/storage names the file after the key if it is all [0-9a-z.], else "=" and
     # the key in base64.
     plain = all(c == "." or "0" <= c <= "9" or "a" <= c <= "z" for c in key)
-    if plain:
-        name = key
-    else:  # binascii's: the base64 module loads struct as well (issue 37)
-        import binascii
-
-        name = "=" + binascii.b2a_base64(key.encode(), newline=False).decode()
+    name = key if plain else "=" + base64_text(key.encode())
     try:
         with open(os.path.join(store.images, image_id, name), "rb") as handle:
             return handle.read()
@@ -218,7 +229,7 @@ def _big_data(store: Store, image_id: str, key: str) -> bytes:
         raise NotInPlace(f"image {image_id[:12]}: no {key} ({exc.strerror})") from exc
 
 
-def _image_record(store: Store, reference: str, cache: Optional[Path]) -> Mapping[str, Any]:
+def _image_record(store: Store, reference: str, cache: Optional[str]) -> Mapping[str, Any]:
     """The image a full image ID or an exact stored name (registry/path:tag) refers to.
     Short names, ID prefixes and digests are left to containers/image to resolve."""
     return _answer(os.path.join(store.images, "images.json"), f"image {reference}",
@@ -233,7 +244,7 @@ def _find_image(records: Any, reference: str) -> Mapping[str, Any]:
     raise NotInPlace(f"{reference} is not an image ID or a stored name")
 
 
-def _layer_chain(store: Store, top: str, cache: Optional[Path]) -> list[Mapping[str, Any]]:
+def _layer_chain(store: Store, top: str, cache: Optional[str]) -> list[Mapping[str, Any]]:
     return _answer(os.path.join(store.layers, "layers.json"), f"chain {top}",
                    lambda records: _chain(store, records, top), cache)
 
@@ -252,7 +263,7 @@ def _chain(store: Store, listed: Any, top: str) -> list[Mapping[str, Any]]:
     return chain
 
 
-def read_image(store: Store, reference: str, cache: Optional[Path] = None) -> StoredImage:
+def read_image(store: Store, reference: str, cache: Optional[str] = None) -> StoredImage:
     """The config and layers of REFERENCE in STORE, or NotInPlace; what images.json and
     layers.json say of it kept in the directory CACHE, if given. The manifest and config
     are read, and the config checked against its digest, every time."""
@@ -264,7 +275,7 @@ def read_image(store: Store, reference: str, cache: Optional[Path] = None) -> St
         raise NotInPlace(f"unexpected storage metadata ({exc!r})") from exc
 
 
-def _read_image(store: Store, reference: str, cache: Optional[Path]) -> StoredImage:
+def _read_image(store: Store, reference: str, cache: Optional[str]) -> StoredImage:
     record = _image_record(store, reference, cache)
     image_id = str(record["id"])
     manifest = json.loads(_big_data(store, image_id, "manifest"))

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Optional
 
 from ..environment import on_github_actions
-from ..validate.gpu_code import family_of, runs_on, summary
+from ..validate.gpu_code import runs_on, summary
 from .console import emit_json, error, interactive, table, terminal_width, warning
 
 if TYPE_CHECKING:
@@ -63,6 +63,8 @@ def _verdict_record(outcome: Outcome, verdict: ImageVerdict) -> dict[str, Any]:
 
 
 def _device_code_record(code: DeviceCode, archs: Sequence[str]) -> dict[str, Any]:
+    from ..toolkit.gpu_archs import family_of  # only an image with device code gets here
+
     return {"path": code.path, "distribution": code.distribution,
             "sass": list(code.sass), "ptx": list(code.ptx), "gfx": list(code.gfx),
             "evidence": code.detail,

@@ -11,18 +11,23 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from ..digest import is_algorithm, is_lower_hex
 from .results import REFUSED_LAYER, DeviceCode, Evidence, Hazard, IndexSetting, LayerScan
 
+if TYPE_CHECKING:
+    # A cache directory as a string or a path; the warm path loads no pathlib (issue 37:
+    # pathlib and what it loads, urllib.parse and ipaddress, cost a warm validation about
+    # a third of what it runs beyond `aipcc-build --version`).
+    CacheDir = Union[str, os.PathLike[str]]
+
 SCAN_FORMAT = 11
 
 
-def default_cache_dir() -> Path:
+def default_cache_dir() -> str:
     configured = os.environ.get("AIPCC_BUILD_CACHE")
-    return Path(configured) if configured else Path.home() / ".cache" / "aipcc-build"
+    return configured or os.path.join(os.path.expanduser("~"), ".cache", "aipcc-build")
 
 
 def _to_json(scan: LayerScan) -> dict[str, Any]:
@@ -62,24 +67,25 @@ def _from_json(data: dict[str, Any]) -> LayerScan:
 
 
 class LayerCache:
-    def __init__(self, root: Path) -> None:
-        self.dir = root / "validate" / f"layers-v{SCAN_FORMAT}"
+    def __init__(self, root: CacheDir) -> None:
+        self.dir = os.path.join(root, "validate", f"layers-v{SCAN_FORMAT}")
 
-    def _path(self, digest: str) -> Optional[Path]:
+    def _path(self, digest: str) -> Optional[str]:
         # The entry is named by the digest exactly: a digest with anything more (a trailing
         # newline, which a `$` pattern let through) has none.
         algorithm, colon, hex_part = digest.partition(":")
         if not (colon and is_algorithm(algorithm) and 32 <= len(hex_part) <= 128
                 and is_lower_hex(hex_part)):
             return None
-        return self.dir / algorithm / f"{hex_part}.json"
+        return os.path.join(self.dir, algorithm, f"{hex_part}.json")
 
     def get(self, digest: str) -> Optional[LayerScan]:
         path = self._path(digest)
         if path is None:
             return None
         try:
-            data = json.loads(path.read_text())
+            with open(path, "rb") as handle:
+                data = json.loads(handle.read())
             scan = _from_json(data)
         except (OSError, ValueError, KeyError, TypeError):
             return None  # missing or damaged: scan again and overwrite

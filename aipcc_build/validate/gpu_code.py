@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Optional
 
-from ..toolkit.gpu_archs import cuda_code_runs_on, family_of, gfx_code_runs_on, sort_archs
 from .results import VIOLATION, DeviceCode, Finding, LayerScan
 
 if TYPE_CHECKING:  # the report and `--expect-gpu-archs` need no final-tree model
@@ -21,6 +20,8 @@ if TYPE_CHECKING:  # the report and `--expect-gpu-archs` need no final-tree mode
 def runs_on(code: DeviceCode, target: str) -> Optional[str]:
     """The code target of CODE that runs on TARGET, SASS before PTX, the latest of them
     (the one the driver picks); None if none does."""
+    from ..toolkit.gpu_archs import cuda_code_runs_on, family_of, gfx_code_runs_on
+
     if family_of(target) == "rocm":
         return next((g for g in code.gfx if gfx_code_runs_on(g, target)), None)
     found = next((s for s in reversed(code.sass) if cuda_code_runs_on(s, target)), None)
@@ -43,6 +44,10 @@ def final_device_code(scans: Sequence[LayerScan], stack: Stack
 def summary(files: Sequence[DeviceCode]) -> dict[str, dict[str, list[str]]]:
     """{"cuda": {"sass": [...], "ptx": [...]}, "rocm": {"gfx": [...]}}: the union over
     FILES, sorted, absent families and kinds left out."""
+    if not files:  # the usual CPU image: no GPU architecture table loaded for it
+        return {}
+    from ..toolkit.gpu_archs import sort_archs
+
     sass = sort_archs([a for f in files for a in f.sass])
     ptx = sort_archs([a for f in files for a in f.ptx])
     gfx = sort_archs([a for f in files for a in f.gfx])
@@ -69,7 +74,11 @@ def coverage_findings(files: Sequence[tuple[DeviceCode, str]], expected: Sequenc
                       source: str = "expected") -> list[Finding]:
     """A violation for each expected architecture and each library that carries device
     code of its family but none that runs on it (SOURCE says where the list came from)."""
-    findings = []
+    findings: list[Finding] = []
+    if not files:
+        return findings
+    from ..toolkit.gpu_archs import family_of
+
     for target in expected:
         family = family_of(target)
         for code, digest in files:

@@ -5,7 +5,6 @@ missing images, and the result always counts what was validated, skipped and fai
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from ..records import record
@@ -23,6 +22,7 @@ from .results import Expectation
 if TYPE_CHECKING:
     from ..matrix import Filters
     from ..matrix.model import ImageSpec
+    from .cache import CacheDir
 
 # Where the matrix's images are looked for.
 LOCAL = "local"  # containers-storage, tagged as `matrix` tags what it builds
@@ -117,7 +117,7 @@ def _matrix_target(ref: str, name: str, request: MatrixValidation, image: ImageS
 
 
 def validate_matrix(request: MatrixValidation, *, strict_layers: bool = False,
-                    cache_dir: Optional[Path] = None,
+                    cache_dir: Optional[CacheDir] = None,
                     skopeo: Optional[Skopeo] = None) -> ValidationRun:
     """Validate the images REQUEST selects where it says they are."""
     outcomes = validate_targets(matrix_targets(request), strict_layers=strict_layers,
@@ -126,7 +126,7 @@ def validate_matrix(request: MatrixValidation, *, strict_layers: bool = False,
 
 
 def validate_references(targets: Sequence[Target], *, strict_layers: bool = False,
-                        platform: Optional[str] = None, cache_dir: Optional[Path] = None,
+                        platform: Optional[str] = None, cache_dir: Optional[CacheDir] = None,
                         skopeo: Optional[Skopeo] = None) -> ValidationRun:
     """Validate images named by reference (`validate REF...`)."""
     return ValidationRun(tuple(validate_targets(

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from ..errors import AipccError, InputError
 from ..imagefs.blobs import LayerJob, TarSplitLayer
 from ..imagefs.image import PlatformImage, open_image
 from ..records import record, replace
-from ..toolkit.gpu_archs import BadArch, expected_gpus
 from ..tools.skopeo import TRANSPORTS, Skopeo
 from .cache import LayerCache, default_cache_dir
 from .gpu_code import coverage_findings, final_device_code
@@ -37,6 +35,7 @@ if TYPE_CHECKING:
     from ..imagefs.lookup import FileRead
     from ..imagefs.overlay import Stack
     from ..matrix.model import AllowRule, ImageSpec
+    from .cache import CacheDir
 
 
 def expectation_from_spec(spec: ImageSpec) -> tuple[Expectation, tuple[AllowRule, ...]]:
@@ -53,6 +52,8 @@ def gpu_archs_source(spec: ImageSpec) -> str:
 
 def gpu_archs_of(spec: ImageSpec) -> tuple[str, ...]:
     """The GPUs a matrix image's device code must run on: its toolkit entry's gpu_archs."""
+    from ..toolkit.gpu_archs import BadArch, expected_gpus  # a matrix's run: not a warm start
+
     declared = spec.toolkit.gpu_archs if spec.toolkit else ()
     try:
         return expected_gpus(declared)
@@ -191,7 +192,7 @@ def validate_image(
     allow: Sequence[AllowRule] = (),
     strict_layers: bool = False,
     platform: Optional[str] = None,
-    cache_dir: Optional[Path] = None,
+    cache_dir: Optional[CacheDir] = None,
     skopeo: Optional[Skopeo] = None,
     gpu_archs: tuple[str, ...] = (),
     gpu_source: str = "expected",
@@ -202,7 +203,8 @@ def validate_image(
     root = cache_dir or default_cache_dir()
     cache = LayerCache(root)
     with open_image(ref, platform, skopeo,
-                    metadata_cache=root / "validate" / "containers-storage") as opened:
+                    metadata_cache=os.path.join(root, "validate", "containers-storage")
+                    ) as opened:
         jobs: dict[str, LayerJob] = {}
         for image in opened.images:
             for layer in image.layers:
@@ -356,7 +358,7 @@ class Outcome:
 
 
 def validate_targets(targets: Sequence[Target], *, strict_layers: bool = False,
-                     platform: Optional[str] = None, cache_dir: Optional[Path] = None,
+                     platform: Optional[str] = None, cache_dir: Optional[CacheDir] = None,
                      skopeo: Optional[Skopeo] = None) -> list[Outcome]:
     """Validate each target; an unreadable one is an outcome with an error, not a crash."""
     tool = skopeo or Skopeo()
@@ -394,7 +396,7 @@ def with_transport(ref: str, skopeo: Skopeo) -> str:
     return local if skopeo.exists(local) else f"docker://{ref}"
 
 
-def validate_built(spec: ImageSpec, image_id: str, *, cache_dir: Optional[Path] = None,
+def validate_built(spec: ImageSpec, image_id: str, *, cache_dir: Optional[CacheDir] = None,
                    skopeo: Optional[Skopeo] = None) -> Outcome:
     """Validate an image just built into local storage (by ID: its tag may be reused)
     against its matrix cell; layers are read in place (else copied uncompressed), never

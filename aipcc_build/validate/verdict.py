@@ -10,7 +10,6 @@ expectation, and the allowlist turns deliberate exceptions into visible `allowed
 
 from __future__ import annotations
 
-import fnmatch
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -316,7 +315,11 @@ def _rule_matches(rule: AllowRule, finding: Finding) -> bool:
         values = [v for v in (finding.version, finding.component_version) if v]
         if not any(v.startswith(prefix) for v in values for prefix in rule.versions):
             return False
-    return not (rule.path and not fnmatch.fnmatchcase(finding.path, rule.path))
+    if not rule.path:
+        return True
+    import fnmatch  # only a rule with a path needs it: not a warm validation's start
+
+    return fnmatch.fnmatchcase(finding.path, rule.path)
 
 
 def _apply_allowlist(findings: list[Finding], rules: Sequence[AllowRule]

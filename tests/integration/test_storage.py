@@ -218,8 +218,8 @@ def test_store_location_follows_containers_storage(tmp_path: Path) -> None:
     conf = tmp_path / "storage.conf"
     conf.write_text(f'[storage]\ndriver = "overlay"\ngraphroot = "{tmp_path / "g"}"\n')
     env = {"CONTAINERS_STORAGE_CONF": str(conf)}
-    assert find_store(env) == Store(tmp_path / "g", "overlay")
-    assert find_store({**env, "STORAGE_DRIVER": "vfs"}) == Store(tmp_path / "g", "vfs")
+    assert find_store(env) == Store(str(tmp_path / "g"), "overlay")
+    assert find_store({**env, "STORAGE_DRIVER": "vfs"}) == Store(str(tmp_path / "g"), "vfs")
     with pytest.raises(NotInPlace, match="btrfs storage driver"):
         find_store({**env, "STORAGE_DRIVER": "btrfs"})
     conf.write_text(f'[storage]\ngraphroot = "{tmp_path / "g"}"\n')
@@ -288,7 +288,7 @@ def test_store_metadata_is_answered_from_the_cache_only_for_the_bytes_it_was_rea
     name = "localhost/synthetic/cached:1"
     tar = tar_bytes([member("usr/local/cuda-12.9/version.json", VERSION_129)])
     image_id = write_store(graphroot, name, tar, {"os": "linux", "architecture": "amd64"})
-    store = Store(graphroot, "overlay")
+    store = Store(str(graphroot), "overlay")
     cache = tmp_path / "cache"
     parses: list[str] = []
     real_loads = json.loads
@@ -343,13 +343,13 @@ def test_a_damaged_metadata_cache_is_a_miss(tmp_path: Path) -> None:
     name = "localhost/synthetic/damaged:1"
     tar = tar_bytes([member("etc/hostname", b"x")])
     write_store(graphroot, name, tar, {"os": "linux", "architecture": "amd64"})
-    store = Store(graphroot, "overlay")
+    store = Store(str(graphroot), "overlay")
     cache = tmp_path / "cache"
     expected = read_image(store, name, cache)
     entries = sorted((cache / "v1").iterdir())
     assert len(entries) == 2
     listing = graphroot / "overlay-images" / "images.json"
-    entry = storage_module._cache_entry(cache, str(listing))
+    entry = Path(storage_module._cache_entry(str(cache), str(listing)))
     assert entry in entries
     kept = entry.read_bytes()
     header, _, copy = kept.partition(b"\n")

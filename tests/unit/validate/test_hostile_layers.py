@@ -145,8 +145,8 @@ def test_a_cache_entry_of_another_blob_or_scanner_is_ignored(tmp_path: Path) -> 
     cache = LayerCache(tmp_path)
     mine, other = "sha256:" + "a" * 64, "sha256:" + "b" * 64
     cache.put(LayerScan(other, 1))
-    entry = cache.dir / "sha256" / f"{'b' * 64}.json"
-    poisoned = cache.dir / "sha256" / f"{'a' * 64}.json"
+    entry = Path(cache.dir) / "sha256" / f"{'b' * 64}.json"
+    poisoned = Path(cache.dir) / "sha256" / f"{'a' * 64}.json"
     poisoned.write_bytes(entry.read_bytes())  # other's scan, filed under my digest
     assert cache.get(mine) is None
     data = json.loads(entry.read_text())

@@ -234,7 +234,7 @@ def test_cache_round_trip_and_concurrent_writers(tmp_path: Path) -> None:
     assert cached is not None and cached.entries == 7 and cached.evidence[0].release == "12.8"
     leftovers = [p for p in tmp_path.rglob("*") if p.is_file() and not p.name.endswith(".json")]
     assert leftovers == []
-    (LayerCache(tmp_path).dir / "sha256" / f"{'ab' * 32}.json").write_text("{broken")
+    (Path(LayerCache(tmp_path).dir) / "sha256" / f"{'ab' * 32}.json").write_text("{broken")
     assert LayerCache(tmp_path).get(digest) is None
 
 
