@@ -114,3 +114,25 @@ def test_an_image_released_anew_has_only_its_signed_parts_written_after_its_read
     assert [method for method, _ in memory.requests if method == "GET"] == []
     verified = verify(VerifyRequest((f"{HOST}/rel/img:{tags[1]}",), str(tmp_path / "k.pub")))
     assert verified.images[0].problems == ()
+
+
+def test_what_prepare_read_is_taken_once_so_a_retried_signing_reads_again() -> None:
+    memory = RecordingRegistry()
+    drafts = release_signing.Drafts()
+    reads: list[str] = []
+
+    def read(registry: Any, path: str, digest: str) -> tuple[str, str]:
+        reads.append(digest)
+        return path, digest
+
+    drafts.keep("signatures", memory, "rel/img", "sha256:a", read)
+    assert drafts.take("signatures", memory, "rel/img", "sha256:a", read) \
+        == ("rel/img", "sha256:a")
+    assert reads == ["sha256:a"]  # read while it copied, not again
+    # Taken: a retry of the signing (after a 429 half-way) reads what is there now.
+    drafts.take("signatures", memory, "rel/img", "sha256:a", read)
+    assert reads == ["sha256:a", "sha256:a"]
+    # Kept by what it is of: another digest, or the referrers of the same, are read.
+    drafts.keep("signatures", memory, "rel/img", "sha256:b", read)
+    drafts.take("referrers", memory, "rel/img", "sha256:b", read)
+    assert reads[-1] == "sha256:b" and len(reads) == 4
