@@ -168,7 +168,12 @@ def main() -> int:
             if not options.verify_only:
                 figures = [(min(run[i] for run in unsigned_runs),
                             min(run[i] for run in signed_runs)) for i in range(3)]
-                load += f" to {_load()}"
+                # Each signed run against the unsigned run just before it (the two a few
+                # seconds apart, under much the same load): the shortest of each can pair
+                # a lucky unsigned run with an unlucky signed one.
+                paired = sorted(s[0] / u[0] for u, s in zip(unsigned_runs, signed_runs))
+                load += f" to {_load()}; median of the {rounds} runs paired: " \
+                    f"{paired[len(paired) // 2]:.2f}"
                 # The build validated these layers on this machine: its scans are cached.
                 validate = [sys.executable, "-m", "aipcc_build", "validate",
                             "--no-tls-verify",
