@@ -306,9 +306,14 @@ class Registry:
 
     def put_blobs(self, repository: str, blobs: Sequence[bytes]) -> None:
         """Each of BLOBS as a blob of REPOSITORY, side by side (an upload is two requests
-        in a row, each waiting for the registry)."""
-        unique = list({digest_of(data): data for data in blobs}.values())
-        side_by_side([functools.partial(self.put_blob, repository, data) for data in unique])
+        in a row, each waiting for the registry). Those this run sent already start no
+        thread: after promote's read-back most are (uploaded while the image copied), and
+        on a loaded host each thread started waited to be run."""
+        unique = {digest_of(data): data for data in blobs}
+        with self._blob_lock:
+            new = [data for digest, data in unique.items()
+                   if (repository, digest) not in self._blobs]
+        side_by_side([functools.partial(self.put_blob, repository, data) for data in new])
 
     def referrers(self, repository: str, digest: str) -> Optional[list[dict[str, Any]]]:
         """The referrers API's descriptors of DIGEST; None when the registry has no such

@@ -191,3 +191,23 @@ def test_a_failed_upload_leaves_the_blob_to_the_next_put() -> None:
         client.put_blob("rel/img", b"{}")
     client.put_blob("rel/img", b"{}")
     assert not answers
+
+
+def test_blobs_sent_already_start_no_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    # After promote's read-back an image's blobs are mostly up (sent while it copied): a
+    # thread started for each, on a loaded host, waited to be run for nothing.
+    client = Registry("registry.test")
+    sent: list[str] = []
+    client.request = lambda method, target, *a, **k: (  # type: ignore[method-assign]
+        sent.append(method), Reply(202 if method == "POST" else 201,
+                                   {"location": "/u/1"}, b""))[1]
+    client.put_blobs("rel/img", [b"{}", b"payload"])
+    started: list[object] = []
+    real_start = threading.Thread.start
+    monkeypatch.setattr(threading.Thread, "start",
+                        lambda self: (started.append(self), real_start(self))[1])
+    client.put_blobs("rel/img", [b"{}", b"payload", b"envelope"])
+    assert started == []  # the one new blob sent in this thread
+    assert sent == ["POST", "PUT"] * 3
+    client.put_blobs("rel/other", [b"{}", b"payload"])  # another repository's: sent
+    assert len(started) == 1 and len(sent) == 10
