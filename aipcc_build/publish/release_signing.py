@@ -419,8 +419,9 @@ def _prepare(image: Released, verdicts: list[ImageVerdict], registries: Registri
     blobs before the read-back; what is left then is the attachments, the signed verdicts
     and the referrer manifests, a few requests instead of a few dozen. Beside the uploads,
     what the signing reads first (each manifest's sigstore attachment, each platform's
-    referrers) is read now and kept in DRAFTS: after the read-back the signing of the
-    last image, which a signed promote waits for, starts with its writes."""
+    referrers) is read now and kept in DRAFTS, and the uploads of the signed verdicts are
+    begun (an upload session holds nothing): after the read-back the signing of the last
+    image, which a signed promote waits for, starts with its writes, each one request."""
     platforms = [v.digest for v in verdicts if v.digest and v.digest != image.digest] \
         or [image.digest]
     subjects = ([image.digest] if image.digest not in platforms else []) + platforms
@@ -436,11 +437,18 @@ def _prepare(image: Released, verdicts: list[ImageVerdict], registries: Registri
         blobs += [drafts.sbom(_verdict_of(verdicts, digest, len(platforms)), digest,
                               f"{repository}@{digest}") for digest in platforms]
         side_by_side([
-            functools.partial(registry.put_blobs, path, blobs),
+            functools.partial(_upload_ahead, registry, path, blobs, len(platforms)),
             *(functools.partial(drafts.keep, "signatures", registry, path, digest,
                                 signatures) for digest in subjects),
             *(functools.partial(drafts.keep, "referrers", registry, path, digest, listing)
               for digest in platforms)])
+
+
+def _upload_ahead(registry: Registry, path: str, blobs: list[bytes], signed: int) -> None:
+    """BLOBS uploaded to PATH, then the uploads of SIGNED blobs begun (the signed verdicts,
+    one a platform: each is then one request): after BLOBS, which would take them."""
+    registry.put_blobs(path, blobs)
+    registry.open_uploads(path, signed)
 
 
 class PromoteSigning:

@@ -111,6 +111,8 @@ class Registry:
         default_factory=dict, repr=False, compare=False)
     _blob_lock: threading.Lock = field(default_factory=threading.Lock, repr=False,
                                        compare=False)
+    # Upload sessions opened ahead and not used yet (repository -> their locations).
+    _opened: dict[str, list[str]] = field(default_factory=dict, repr=False, compare=False)
 
     def request(self, method: str, target: str, body: bytes = b"",
                 headers: Optional[dict[str, str]] = None, scope: str = "",
@@ -291,18 +293,44 @@ class Registry:
             mine.set()
         return digest
 
-    def _upload(self, repository: str, data: bytes, digest: str) -> None:
+    def open_uploads(self, repository: str, count: int) -> None:
+        """COUNT upload sessions opened in REPOSITORY now (a POST each), for blobs made
+        later: each is then sent with one request, not two (a signed verdict, made after
+        promote's read-back, in the signing the promote waits for). A session not used
+        holds nothing, and the registry purges it with its other stale uploads."""
+        opened = side_by_side([functools.partial(self._start_upload, repository)
+                               for _ in range(count)])
+        with self._blob_lock:
+            self._opened.setdefault(repository, []).extend(opened)
+
+    def _start_upload(self, repository: str) -> str:
+        """A new upload session of REPOSITORY: its location."""
         start = self.request("POST", f"/v2/{repository}/blobs/uploads/",
                              scope=_push(repository))
         self._expect(start, 202, "POST", f"{repository} (blob upload)")
-        location = start.headers.get("location", "")
+        return start.headers.get("location", "")
+
+    def _upload(self, repository: str, data: bytes, digest: str) -> None:
+        with self._blob_lock:
+            opened = self._opened.get(repository)
+            location = opened.pop() if opened else None
+        if location is not None:
+            done = self._finish_upload(repository, location, data, digest)
+            if done.status != 404:  # else the registry dropped the session: a new one
+                self._expect(done, 201, "PUT", f"{repository}@{digest}")
+                return
+        done = self._finish_upload(repository, self._start_upload(repository), data,
+                                   digest)
+        self._expect(done, 201, "PUT", f"{repository}@{digest}")
+
+    def _finish_upload(self, repository: str, location: str, data: bytes,
+                       digest: str) -> Reply:
         parts = urlsplit(location)
         target = (parts.path or location) + "?" + "&".join(
             x for x in (parts.query, urlencode({"digest": digest})) if x)
-        done = self.request("PUT", target, data,
+        return self.request("PUT", target, data,
                             {"Content-Type": "application/octet-stream"},
                             scope=_push(repository))
-        self._expect(done, 201, "PUT", f"{repository}@{digest}")
 
     def put_blobs(self, repository: str, blobs: Sequence[bytes]) -> None:
         """Each of BLOBS as a blob of REPOSITORY, side by side (an upload is two requests

@@ -46,6 +46,9 @@ class RecordingRegistry(MemoryRegistry):
             self.requests.append(("PUT blob", digest(data)))
         return super().put_blob(repository, data)
 
+    def open_uploads(self, repository: str, count: int) -> None:
+        self.requests += [("POST upload", repository)] * count
+
 
 @pytest.fixture
 def signer(tmp_path: Path) -> Any:
@@ -92,8 +95,10 @@ def test_an_image_released_anew_has_only_its_signed_parts_written_after_its_read
     hooks.prepare("base/img")
     # While it copies: blobs alone, none of them signed (a signature is in its
     # attachment's manifest), and no manifest written; what the signing reads first
-    # (each manifest's attachment, each platform's referrers) is read now, once.
-    assert {method for method, _ in memory.requests} == {"PUT blob", "GET"}
+    # (each manifest's attachment, each platform's referrers) is read now, once, and the
+    # uploads of the two signed verdicts begun.
+    assert {method for method, _ in memory.requests} == {"PUT blob", "GET", "POST upload"}
+    assert memory.requests.count(("POST upload", "rel/img")) == 2
     prepared = {blob for method, blob in memory.requests if method == "PUT blob"}
     assert digest(EMPTY) in prepared
     assert all(b"payloadType" not in memory.blobs[blob] for blob in prepared)  # no DSSE
@@ -136,3 +141,18 @@ def test_what_prepare_read_is_taken_once_so_a_retried_signing_reads_again() -> N
     drafts.keep("signatures", memory, "rel/img", "sha256:b", read)
     drafts.take("referrers", memory, "rel/img", "sha256:b", read)
     assert reads[-1] == "sha256:b" and len(reads) == 4
+
+
+def test_the_signed_verdicts_uploads_are_begun_after_the_blobs_that_would_take_them(
+        ) -> None:
+    calls: list[tuple[str, int]] = []
+
+    class Client:
+        def put_blobs(self, path: str, blobs: list[bytes]) -> None:
+            calls.append(("put_blobs", len(blobs)))
+
+        def open_uploads(self, path: str, count: int) -> None:
+            calls.append(("open_uploads", count))
+
+    release_signing._upload_ahead(Client(), "rel/img", [b"a", b"b"], 2)  # type: ignore[arg-type]
+    assert calls == [("put_blobs", 2), ("open_uploads", 2)]

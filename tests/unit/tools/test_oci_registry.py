@@ -211,3 +211,35 @@ def test_blobs_sent_already_start_no_thread(monkeypatch: pytest.MonkeyPatch) -> 
     assert sent == ["POST", "PUT"] * 3
     client.put_blobs("rel/other", [b"{}", b"payload"])  # another repository's: sent
     assert len(started) == 1 and len(sent) == 10
+
+
+def test_an_upload_opened_ahead_sends_its_blob_in_one_request() -> None:
+    client = Registry("registry.test")
+    sent: list[tuple[str, str]] = []
+    sessions = iter(range(1, 10))
+
+    def request(method: str, target: str, *args: Any, **kwargs: Any) -> Reply:
+        sent.append((method, target.split("?")[0]))
+        if method == "POST":
+            return Reply(202, {"location": f"/v2/rel/img/blobs/uploads/{next(sessions)}"},
+                         b"")
+        if target.startswith("/v2/rel/img/blobs/uploads/1?"):  # the registry dropped it
+            return Reply(404, {}, b'{"errors": [{"code": "BLOB_UPLOAD_UNKNOWN"}]}')
+        return Reply(201, {}, b"")
+
+    client.request = request  # type: ignore[method-assign]
+    client.open_uploads("rel/img", 2)
+    assert [method for method, _ in sent] == ["POST", "POST"]
+    sent.clear()
+    client.put_blob("rel/img", b"envelope")  # a session opened ahead: one request
+    assert sent == [("PUT", "/v2/rel/img/blobs/uploads/2")]
+    sent.clear()
+    # A session the registry dropped (purged, restarted): the blob goes up in a new one.
+    client.put_blob("rel/img", b"another")
+    assert sent == [("PUT", "/v2/rel/img/blobs/uploads/1"), ("POST", "/v2/rel/img/blobs/uploads/"),
+                    ("PUT", "/v2/rel/img/blobs/uploads/3")]
+    sent.clear()
+    client.put_blob("rel/img", b"third")  # none left: POST, then PUT
+    assert [method for method, _ in sent] == ["POST", "PUT"]
+    client.put_blob("rel/other", b"x")  # sessions are the repository's own
+    assert [method for method, _ in sent][-2:] == ["POST", "PUT"]
