@@ -14,7 +14,7 @@ import contextlib
 import functools
 import threading
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar
 
 from .. import __version__
 from ..errors import CheckFailed
@@ -31,7 +31,7 @@ from ..tools.oci_registry import (
 from ..tools.retry import Retry, TransientAnswer, with_retries
 from . import attestations
 from .attestations import Provenance
-from .referrers import EMPTY, Store, Subject, canonical
+from .referrers import EMPTY, Store, Subject, canonical, listing
 from .signing import (
     MAX_SIGNATURES,
     SIGNATURE_ANNOTATION,
@@ -56,6 +56,7 @@ CREATOR = f"aipcc-build {__version__}"
 # The platforms of an image index taken at most: a release has a handful; an index a
 # registry serves with thousands would hold a check or a signing for hours.
 MAX_PLATFORMS = 64
+T = TypeVar("T")
 
 
 @record
@@ -152,11 +153,28 @@ class Drafts:
     """The unsigned documents of a run's signatures and attestations (simple-signing
     payloads, SBOMs), each made once: what `prepare` uploads while an image copies is,
     byte for byte, what its signing names after the read-back (a payload holds its time,
-    an SBOM its serial number)."""
+    an SBOM its serial number). And what `prepare` read of the destination for the
+    signing (a manifest's sigstore attachment, a subject's referrers), each taken once:
+    after the read-back the signing only writes; a retry of it reads again."""
 
     def __init__(self) -> None:
         self._made: dict[tuple[str, ...], bytes] = {}
+        self._read: dict[tuple[str, ...], Any] = {}
         self._lock = threading.Lock()
+
+    def keep(self, what: str, registry: Store, path: str, digest: str,
+             read: Callable[[Store, str, str], Any]) -> None:
+        """READ(REGISTRY, PATH, DIGEST), kept for `take` (WHAT: which reading)."""
+        found = read(registry, path, digest)
+        with self._lock:
+            self._read[(what, registry.host, path, digest)] = found
+
+    def take(self, what: str, registry: Store, path: str, digest: str,
+             read: Callable[[Store, str, str], T]) -> T:
+        """What `keep` read, once; else READ(REGISTRY, PATH, DIGEST) now."""
+        with self._lock:
+            found = self._read.pop((what, registry.host, path, digest), None)
+        return read(registry, path, digest) if found is None else found
 
     def payload(self, identity: str, digest: str) -> bytes:
         return self._once(("payload", identity, digest),
@@ -181,7 +199,7 @@ def sign(registry: Registry, path: str, digest: str, identities: Sequence[str],
     number written (none for an identity already signed). DRAFTS: the payloads, when
     some may be uploaded already."""
     drafts = drafts or Drafts()
-    layers, pairs = signatures(registry, path, digest)
+    layers, pairs = drafts.take("signatures", registry, path, digest, signatures)
     public = signer.public_key
     signed = set(verified_identities(pairs, digest, public))
     missing = [identity for identity in dict.fromkeys(identities) if identity not in signed]
@@ -310,10 +328,11 @@ def _attest(registry: Registry, subject: Subject, verdict: ImageVerdict, name: s
     """SUBJECT's SBOM and signed verdict as its referrers, each unless one is there already
     (the verdict: one by the same key saying the same), in one listing and (without a
     referrers API) one write of the fallback index; the number written."""
-    from .referrers import Artifact, listing, push_artifacts, read_artifact
+    from .referrers import Artifact, push_artifacts, read_artifact
 
     document = attestations.statement(verdict, subject.digest, name, provenance)
-    present, fallback = listing(registry, subject.repository, subject.digest)
+    present, fallback = drafts.take("referrers", registry, subject.repository,
+                                    subject.digest, listing)
     same: dict[str, Callable[[bytes], bool]] = {
         attestations.SBOM_MEDIA_TYPE: lambda data: True,
         attestations.VERDICT_ARTIFACT_TYPE: functools.partial(
@@ -414,7 +433,11 @@ def _prepare(image: Released, verdicts: list[ImageVerdict], registries: Registri
     platform's SBOM and the attestations' empty config. Nothing here signs or attests: a
     signature is in its attachment's manifest, not in a blob, and no manifest names these
     blobs before the read-back; what is left then is the attachments, the signed verdicts
-    and the referrer manifests, a few requests instead of a few dozen."""
+    and the referrer manifests, a few requests instead of a few dozen. Beside the uploads,
+    what the signing reads first (each manifest's sigstore attachment, each platform's
+    referrers) is read now and kept in DRAFTS, and the uploads of the signed verdicts are
+    begun (an upload session holds nothing): after the read-back the signing of the last
+    image, which a signed promote waits for, starts with its writes, each one request."""
     platforms = [v.digest for v in verdicts if v.digest and v.digest != image.digest] \
         or [image.digest]
     subjects = ([image.digest] if image.digest not in platforms else []) + platforms
@@ -429,7 +452,19 @@ def _prepare(image: Released, verdicts: list[ImageVerdict], registries: Registri
             blobs += [*payloads, _signatures_config([digest_of(p) for p in payloads])]
         blobs += [drafts.sbom(_verdict_of(verdicts, digest, len(platforms)), digest,
                               f"{repository}@{digest}") for digest in platforms]
-        registry.put_blobs(path, blobs)
+        side_by_side([
+            functools.partial(_upload_ahead, registry, path, blobs, len(platforms)),
+            *(functools.partial(drafts.keep, "signatures", registry, path, digest,
+                                signatures) for digest in subjects),
+            *(functools.partial(drafts.keep, "referrers", registry, path, digest, listing)
+              for digest in platforms)])
+
+
+def _upload_ahead(registry: Registry, path: str, blobs: list[bytes], signed: int) -> None:
+    """BLOBS uploaded to PATH, then the uploads of SIGNED blobs begun (the signed verdicts,
+    one a platform: each is then one request): after BLOBS, which would take them."""
+    registry.put_blobs(path, blobs)
+    registry.open_uploads(path, signed)
 
 
 class PromoteSigning:

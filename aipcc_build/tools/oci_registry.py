@@ -142,6 +142,8 @@ class Registry:
         # config blob).
         self._uploading: dict[tuple[str, str], threading.Event] = {}
         self._blob_lock = threading.Lock()
+        # Upload sessions opened ahead and not used yet (repository -> their locations).
+        self._opened: dict[str, list[str]] = {}
 
     def __repr__(self) -> str:  # never the credentials
         return f"Registry({self.host!r}, tls_verify={self.tls_verify})"
@@ -382,26 +384,57 @@ class Registry:
             mine.set()
         return digest
 
-    def _upload(self, repository: str, data: bytes, digest: str) -> None:
-        from urllib.parse import urlencode, urlsplit
+    def open_uploads(self, repository: str, count: int) -> None:
+        """COUNT upload sessions opened in REPOSITORY now (a POST each), for blobs made
+        later: each is then sent with one request, not two (a signed verdict, made after
+        promote's read-back, in the signing the promote waits for). A session not used
+        holds nothing, and the registry purges it with its other stale uploads."""
+        opened = side_by_side([functools.partial(self._start_upload, repository)
+                               for _ in range(count)])
+        with self._blob_lock:
+            self._opened.setdefault(repository, []).extend(opened)
 
+    def _start_upload(self, repository: str) -> str:
+        """A new upload session of REPOSITORY: its location."""
         start = self.request("POST", f"/v2/{repository}/blobs/uploads/",
                              scope=_push(repository))
         self._expect(start, 202, "POST", f"{repository} (blob upload)")
-        location = start.headers.get("location", "")
+        return start.headers.get("location", "")
+
+    def _upload(self, repository: str, data: bytes, digest: str) -> None:
+        with self._blob_lock:
+            opened = self._opened.get(repository)
+            location = opened.pop() if opened else None
+        if location is not None:
+            done = self._finish_upload(repository, location, data, digest)
+            if done.status != 404:  # else the registry dropped the session: a new one
+                self._expect(done, 201, "PUT", f"{repository}@{digest}")
+                return
+        done = self._finish_upload(repository, self._start_upload(repository), data,
+                                   digest)
+        self._expect(done, 201, "PUT", f"{repository}@{digest}")
+
+    def _finish_upload(self, repository: str, location: str, data: bytes,
+                       digest: str) -> Reply:
+        from urllib.parse import urlencode, urlsplit
+
         parts = urlsplit(location)
         target = (parts.path or location) + "?" + "&".join(
             x for x in (parts.query, urlencode({"digest": digest})) if x)
-        done = self.request("PUT", target, data,
+        return self.request("PUT", target, data,
                             {"Content-Type": "application/octet-stream"},
                             scope=_push(repository))
-        self._expect(done, 201, "PUT", f"{repository}@{digest}")
 
     def put_blobs(self, repository: str, blobs: Sequence[bytes]) -> None:
         """Each of BLOBS as a blob of REPOSITORY, side by side (an upload is two requests
-        in a row, each waiting for the registry)."""
-        unique = list({digest_of(data): data for data in blobs}.values())
-        side_by_side([functools.partial(self.put_blob, repository, data) for data in unique])
+        in a row, each waiting for the registry). Those this run sent already start no
+        thread: after promote's read-back most are (uploaded while the image copied), and
+        on a loaded host each thread started waited to be run."""
+        unique = {digest_of(data): data for data in blobs}
+        with self._blob_lock:
+            new = [data for digest, data in unique.items()
+                   if (repository, digest) not in self._blobs]
+        side_by_side([functools.partial(self.put_blob, repository, data) for data in new])
 
     @property
     def referrers_api(self) -> Optional[bool]:

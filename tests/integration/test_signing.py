@@ -529,8 +529,10 @@ def test_promote_signs_only_what_the_destination_reads_back(
     assert done.returncode == 1, done.stderr
     assert f"{front.host}/lost/base-images/img0:3.0-42 serves nothing" in done.stderr
     assert any(method == "PUT" and "/manifests/" in path for method, path in front.requests)
-    assert [(m, p) for m, p in front.requests
-            if ".sig" in p or "/referrers/" in p or "/manifests/sha256-" in p] == []
+    # Nothing written there: what the signing would read first (the attachments, the
+    # referrers) is only read while the image copies.
+    assert [(m, p) for m, p in front.requests if m != "GET" and (
+        ".sig" in p or "/referrers/" in p or "/manifests/sha256-" in p)] == []
 
 
 def test_a_registry_with_the_referrers_api_gets_no_referrers_tag(

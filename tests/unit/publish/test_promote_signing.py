@@ -1,8 +1,8 @@
 """promote's signing hooks (release_signing.PromoteSigning) against an in-memory registry
 that records every request: what goes up while an image copies is unsigned and named by
-no manifest; after the read-back, only the attachments, the signed verdicts and the
-referrer manifests are written, with the manifest read back not asked for again and the
-fallback index read once. The real registry: tests/integration/test_signing.py."""
+no manifest, and what the signing reads first is read then; after the read-back, only the
+attachments, the signed verdicts and the referrer manifests are written, nothing read.
+The real registry: tests/integration/test_signing.py."""
 
 from __future__ import annotations
 
@@ -45,6 +45,9 @@ class RecordingRegistry(MemoryRegistry):
         if digest(data) not in self.blobs:  # the real client sends a blob once a run
             self.requests.append(("PUT blob", digest(data)))
         return super().put_blob(repository, data)
+
+    def open_uploads(self, repository: str, count: int) -> None:
+        self.requests += [("POST upload", repository)] * count
 
 
 @pytest.fixture
@@ -91,11 +94,18 @@ def test_an_image_released_anew_has_only_its_signed_parts_written_after_its_read
                            retry=Retry())
     hooks.prepare("base/img")
     # While it copies: blobs alone, none of them signed (a signature is in its
-    # attachment's manifest), and no manifest written.
-    assert {method for method, _ in memory.requests} == {"PUT blob"}
-    prepared = {blob for _, blob in memory.requests}
+    # attachment's manifest), and no manifest written; what the signing reads first
+    # (each manifest's attachment, each platform's referrers) is read now, once, and the
+    # uploads of the two signed verdicts begun.
+    assert {method for method, _ in memory.requests} == {"PUT blob", "GET", "POST upload"}
+    assert memory.requests.count(("POST upload", "rel/img")) == 2
+    prepared = {blob for method, blob in memory.requests if method == "PUT blob"}
     assert digest(EMPTY) in prepared
     assert all(b"payloadType" not in memory.blobs[blob] for blob in prepared)  # no DSSE
+    read = [reference for method, reference in memory.requests if method == "GET"]
+    assert sorted(read) == sorted([*(referrers_tag(digest(body)) for body in platforms),
+                                   *(signature_tag(digest(subject))
+                                     for subject in (index, *platforms))])
     memory.requests.clear()
 
     result = hooks.sign(copies, {digest(index): index})
@@ -104,11 +114,45 @@ def test_an_image_released_anew_has_only_its_signed_parts_written_after_its_read
     uploaded = [blob for method, blob in memory.requests if method == "PUT blob"]
     assert sorted(json.loads(memory.blobs[blob])["payloadType"] for blob in uploaded) \
         == [attestations.IN_TOTO_PAYLOAD] * 2  # the two signed verdicts alone
-    read = [reference for method, reference in memory.requests if method == "GET"]
-    assert digest(index) not in read  # read back by promote: not asked for again
-    for body in platforms:
-        assert read.count(referrers_tag(digest(body))) == 1  # listed once, then extended
-    for subject in (index, *platforms):
-        assert read.count(signature_tag(digest(subject))) == 1
+    # After the read-back, writes alone: nothing read again (the manifest promote read
+    # back, the attachments and referrers prepare read), each fallback index extended.
+    assert [method for method, _ in memory.requests if method == "GET"] == []
     verified = verify(VerifyRequest((f"{HOST}/rel/img:{tags[1]}",), str(tmp_path / "k.pub")))
     assert verified.images[0].problems == ()
+
+
+def test_what_prepare_read_is_taken_once_so_a_retried_signing_reads_again() -> None:
+    memory = RecordingRegistry()
+    drafts = release_signing.Drafts()
+    reads: list[str] = []
+
+    def read(registry: Any, path: str, digest: str) -> tuple[str, str]:
+        reads.append(digest)
+        return path, digest
+
+    drafts.keep("signatures", memory, "rel/img", "sha256:a", read)
+    assert drafts.take("signatures", memory, "rel/img", "sha256:a", read) \
+        == ("rel/img", "sha256:a")
+    assert reads == ["sha256:a"]  # read while it copied, not again
+    # Taken: a retry of the signing (after a 429 half-way) reads what is there now.
+    drafts.take("signatures", memory, "rel/img", "sha256:a", read)
+    assert reads == ["sha256:a", "sha256:a"]
+    # Kept by what it is of: another digest, or the referrers of the same, are read.
+    drafts.keep("signatures", memory, "rel/img", "sha256:b", read)
+    drafts.take("referrers", memory, "rel/img", "sha256:b", read)
+    assert reads[-1] == "sha256:b" and len(reads) == 4
+
+
+def test_the_signed_verdicts_uploads_are_begun_after_the_blobs_that_would_take_them(
+        ) -> None:
+    calls: list[tuple[str, int]] = []
+
+    class Client:
+        def put_blobs(self, path: str, blobs: list[bytes]) -> None:
+            calls.append(("put_blobs", len(blobs)))
+
+        def open_uploads(self, path: str, count: int) -> None:
+            calls.append(("open_uploads", count))
+
+    release_signing._upload_ahead(Client(), "rel/img", [b"a", b"b"], 2)  # type: ignore[arg-type]
+    assert calls == [("put_blobs", 2), ("open_uploads", 2)]

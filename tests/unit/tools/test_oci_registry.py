@@ -266,3 +266,55 @@ def test_a_failed_upload_leaves_the_blob_to_the_next_put() -> None:
         client.put_blob("rel/img", b"{}")
     client.put_blob("rel/img", b"{}")
     assert not answers
+
+
+def test_blobs_sent_already_start_no_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    # After promote's read-back an image's blobs are mostly up (sent while it copied): a
+    # thread started for each, on a loaded host, waited to be run for nothing.
+    client = Registry("registry.test")
+    sent: list[str] = []
+    client.request = lambda method, target, *a, **k: (  # type: ignore[method-assign]
+        sent.append(method), Reply(202 if method == "POST" else 201,
+                                   {"location": "/u/1"}, b""))[1]
+    client.put_blobs("rel/img", [b"{}", b"payload"])
+    started: list[object] = []
+    real_start = threading.Thread.start
+    monkeypatch.setattr(threading.Thread, "start",
+                        lambda self: (started.append(self), real_start(self))[1])
+    client.put_blobs("rel/img", [b"{}", b"payload", b"envelope"])
+    assert started == []  # the one new blob sent in this thread
+    assert sent == ["POST", "PUT"] * 3
+    client.put_blobs("rel/other", [b"{}", b"payload"])  # another repository's: sent
+    assert len(started) == 1 and len(sent) == 10
+
+
+def test_an_upload_opened_ahead_sends_its_blob_in_one_request() -> None:
+    client = Registry("registry.test")
+    sent: list[tuple[str, str]] = []
+    sessions = iter(range(1, 10))
+
+    def request(method: str, target: str, *args: Any, **kwargs: Any) -> Reply:
+        sent.append((method, target.split("?")[0]))
+        if method == "POST":
+            return Reply(202, {"location": f"/v2/rel/img/blobs/uploads/{next(sessions)}"},
+                         b"")
+        if target.startswith("/v2/rel/img/blobs/uploads/1?"):  # the registry dropped it
+            return Reply(404, {}, b'{"errors": [{"code": "BLOB_UPLOAD_UNKNOWN"}]}')
+        return Reply(201, {}, b"")
+
+    client.request = request  # type: ignore[method-assign]
+    client.open_uploads("rel/img", 2)
+    assert [method for method, _ in sent] == ["POST", "POST"]
+    sent.clear()
+    client.put_blob("rel/img", b"envelope")  # a session opened ahead: one request
+    assert sent == [("PUT", "/v2/rel/img/blobs/uploads/2")]
+    sent.clear()
+    # A session the registry dropped (purged, restarted): the blob goes up in a new one.
+    client.put_blob("rel/img", b"another")
+    assert sent == [("PUT", "/v2/rel/img/blobs/uploads/1"), ("POST", "/v2/rel/img/blobs/uploads/"),
+                    ("PUT", "/v2/rel/img/blobs/uploads/3")]
+    sent.clear()
+    client.put_blob("rel/img", b"third")  # none left: POST, then PUT
+    assert [method for method, _ in sent] == ["POST", "PUT"]
+    client.put_blob("rel/other", b"x")  # sessions are the repository's own
+    assert [method for method, _ in sent][-2:] == ["POST", "PUT"]
