@@ -5,8 +5,6 @@ makes; and a warm run on the fast path imports neither click nor rich."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any, Optional
 
@@ -18,9 +16,12 @@ from hypothesis import strategies as st
 from aipcc_build.cli import validate as validate_command
 from aipcc_build.cli import validate_args
 from aipcc_build.cli.options import cli
+from tests.support.fast_reading import declines_or_agrees, make_files, run_main
 from tests.support.layers import member, oci_layout, tar_bytes
 
 REF = "oci:layout:tag"
+# The files the words name (a name: its text, or None for a directory).
+FILES = {"file": "{}\n", "dir": None}
 # Words a command line is made of: the options in every spelling, values, references, and
 # what the click command (or the group) reads otherwise or refuses.
 WORDS = ["--json", "--json=1", "--strict-layers", "--expect", "--expect=cuda=12.9",
@@ -61,8 +62,7 @@ def by_click(args: list[str], monkeypatch: pytest.MonkeyPatch
 
 @pytest.fixture
 def files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    (tmp_path / "file").write_text("{}\n")
-    (tmp_path / "dir").mkdir()
+    make_files(tmp_path, FILES)
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
@@ -104,18 +104,7 @@ def test_anything_else_is_left_to_click(args: list[str], files: Path) -> None:
 @settings(max_examples=1500, deadline=None)
 @given(st.lists(st.sampled_from(WORDS), max_size=7))
 def test_the_fast_reading_declines_or_agrees_with_click(args: list[str]) -> None:
-    # The files each word names, in a directory of its own (hypothesis runs the test
-    # many times in one function-scoped fixture's lifetime).
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as tmp, pytest.MonkeyPatch.context() as monkeypatch:
-        files = Path(tmp)
-        (files / "file").write_text("{}\n")
-        (files / "dir").mkdir()
-        monkeypatch.chdir(files)
-        fast = validate_args.parse(args)
-        if fast is not None:
-            assert fast == by_click(args, monkeypatch), args
+    declines_or_agrees(validate_args.parse, by_click, args, FILES)
 
 
 def test_a_warm_fast_validate_loads_neither_click_nor_rich(tmp_path: Path) -> None:
@@ -123,27 +112,17 @@ def test_a_warm_fast_validate_loads_neither_click_nor_rich(tmp_path: Path) -> No
     reports what the click command reports; `validate --help` still reads through click."""
     ref = oci_layout(tmp_path / "image",
                      [tar_bytes([member("usr/lib/libfoo.so.1", b"\x7fELF not really")])])
-    script = ("import sys\n"
-              "from aipcc_build.cli import main\n"
-              "try:\n"
-              "    main(sys.argv[1:])\n"
-              "except SystemExit as exc:\n"
-              "    print(exc.code, ' '.join(sorted(sys.modules)), file=sys.stderr)\n")
     line = ["validate", ref, "--cache-dir", str(tmp_path / "cache"), "--json"]
-    runs = [subprocess.run([sys.executable, "-c", script, *line], capture_output=True,
-                           text=True, timeout=60) for _ in range(2)]
-    code, *modules = runs[1].stderr.strip().splitlines()[-1].split()
-    assert code == "0", runs[1].stderr
-    assert not {m for m in modules if m.split(".")[0] in ("click", "rich")}
+    cold = run_main(*line)[2]
+    code, modules, warm = run_main(*line)
+    assert code == "0", warm.stderr
+    assert not modules & {"click", "rich"}
     # The same report as the click command's (its line with --debug, which only click reads).
-    by_click = subprocess.run([sys.executable, "-c", script, *line, "--debug"],
-                              capture_output=True, text=True, timeout=60)
-    assert "click" in by_click.stderr.strip().splitlines()[-1].split()
-    assert runs[1].stdout == by_click.stdout  # warm both
-    assert runs[0].stdout == runs[1].stdout.replace('"cached_layers": 1', '"cached_layers": 0')
-    helped = subprocess.run([sys.executable, "-c", script, "validate", "--help"],
-                            capture_output=True, text=True, timeout=60)
-    assert "click" in helped.stderr.strip().splitlines()[-1].split()
+    _, clicked, by_click = run_main(*line, "--debug")
+    assert "click" in clicked
+    assert warm.stdout == by_click.stdout  # warm both
+    assert cold.stdout == warm.stdout.replace('"cached_layers": 1', '"cached_layers": 0')
+    assert "click" in run_main("validate", "--help")[1]
 
 
 def test_a_matrix_named_in_the_environment_turns_no_ref_away(

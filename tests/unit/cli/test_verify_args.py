@@ -4,8 +4,6 @@ fast path imports neither click nor rich."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any, Optional
 
@@ -16,8 +14,11 @@ from hypothesis import strategies as st
 
 from aipcc_build.cli import verify_args
 from aipcc_build.cli.options import cli
+from tests.support.fast_reading import declines_or_agrees, make_files, run_main
 
 REF = "registry.example/rel/cuda-12.9-ubi9:3.0-42"
+# The files the words name (a name: its text, or None for a directory).
+FILES = {"k.pub": "key\n", "a.json": "{}\n", "dir": None}
 # Words a command line is made of: the options in every spelling, values, references, and
 # what the click command (or the group) reads otherwise or refuses.
 WORDS = ["--key", "--key=k.pub", "k.pub", "--key=dir", "dir", "--key=", "missing.pub",
@@ -51,9 +52,7 @@ def by_click(args: list[str], monkeypatch: pytest.MonkeyPatch) -> Optional[tuple
 
 @pytest.fixture
 def files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    (tmp_path / "k.pub").write_text("key\n")
-    (tmp_path / "a.json").write_text("{}\n")
-    (tmp_path / "dir").mkdir()
+    make_files(tmp_path, FILES)
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
@@ -90,21 +89,7 @@ def test_anything_else_is_left_to_click(args: list[str], files: Path) -> None:
 @settings(max_examples=1500, deadline=None)
 @given(st.lists(st.sampled_from(WORDS), max_size=7))
 def test_the_fast_reading_declines_or_agrees_with_click(args: list[str]) -> None:
-    # The files each word names, in a directory of its own (hypothesis runs the test
-    # many times in one function-scoped fixture's lifetime).
-    import os
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as tmp, pytest.MonkeyPatch.context() as monkeypatch:
-        files = Path(tmp)
-        (files / "k.pub").write_text("key\n")
-        (files / "a.json").write_text("{}\n")
-        (files / "dir").mkdir()
-        monkeypatch.chdir(files)
-        fast = verify_args.parse(args)
-        if fast is not None:
-            assert fast == by_click(args, monkeypatch), args
-        assert os.getcwd() == str(files)
+    declines_or_agrees(verify_args.parse, by_click, args, FILES)
 
 
 def test_a_fast_verify_loads_neither_click_nor_rich(tmp_path: Path) -> None:
@@ -114,19 +99,9 @@ def test_a_fast_verify_loads_neither_click_nor_rich(tmp_path: Path) -> None:
     from aipcc_build.publish.signing import write_private_key
 
     write_private_key(str(tmp_path / "release.key"), b"p", n=2)
-    script = ("import sys\n"
-              "from aipcc_build.cli import main\n"
-              "try:\n"
-              "    main(sys.argv[1:])\n"
-              "except SystemExit as exc:\n"
-              "    print(exc.code, ' '.join(sorted(sys.modules)), file=sys.stderr)\n")
-    done = subprocess.run([sys.executable, "-c", script, "verify", "--key",
-                           str(tmp_path / "release.pub"), "127.0.0.1:1/rel/x:1", "--json"],
-                          capture_output=True, text=True, timeout=60)
-    code, *modules = done.stderr.strip().splitlines()[-1].split()
+    code, modules, done = run_main("verify", "--key", str(tmp_path / "release.pub"),
+                                   "127.0.0.1:1/rel/x:1", "--json")
     assert code == "1", done.stderr
-    assert not {m for m in modules if m.split(".")[0] in ("click", "rich")}
+    assert not modules & {"click", "rich"}
     assert '"ok": false' in done.stdout
-    helped = subprocess.run([sys.executable, "-c", script, "verify", "--help"],
-                            capture_output=True, text=True, timeout=60)
-    assert "click" in helped.stderr.strip().splitlines()[-1].split()
+    assert "click" in run_main("verify", "--help")[1]

@@ -6,68 +6,47 @@ the registry client reports as no answer, never a hang."""
 
 from __future__ import annotations
 
-import contextlib
 import socket
-import threading
 import time
 from collections.abc import Iterator
 
 import pytest
 
 from aipcc_build.tools import http1
+from tests.support.socket_server import SocketServer, read_head
 
 
-class Scripted:
+class Scripted(SocketServer):
     """A server on 127.0.0.1 that answers the Nth request it reads with ANSWERS[N]
     (then closes the connection when CLOSE), and records what it was sent."""
+
+    concurrent = True
 
     def __init__(self, answers: list[bytes], close: bool = False) -> None:
         self.answers = list(answers)
         self.close = close
         self.requests: list[bytes] = []
-        self.connections = 0
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.host = f"127.0.0.1:{self.listener.getsockname()[1]}"
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
+        super().__init__()
 
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.listener.accept()
-            except OSError:
+    def talk(self, conn: socket.socket) -> None:
+        data = b""
+        while self.answers:
+            read = read_head(conn, data)
+            if read is None:
                 return
-            self.connections += 1
-            threading.Thread(target=self._talk, args=(conn,), daemon=True).start()
-
-    def _talk(self, conn: socket.socket) -> None:
-        with conn:
-            data = b""
-            while self.answers:
-                while b"\r\n\r\n" not in data:
-                    chunk = conn.recv(65536)
-                    if not chunk:
-                        return
-                    data += chunk
-                head, _, data = data.partition(b"\r\n\r\n")
-                length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                               if line.lower().startswith(b"content-length:")), 0)
-                while len(data) < length:
-                    data += conn.recv(65536)
-                self.requests.append(head + b"\r\n\r\n" + data[:length])
-                data = data[length:]
-                conn.sendall(self.answers.pop(0))
-                if self.close:
+            head, data = read
+            length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                           if line.lower().startswith(b"content-length:")), 0)
+            while len(data) < length:
+                chunk = conn.recv(65536)
+                if not chunk:
                     return
-
-    def stop(self) -> None:
-        # close() alone leaves accept() waiting on Linux: the thread would outlive the
-        # test, and later tests would run with a thread (the scan pool then forks through
-        # forkserver).
-        with contextlib.suppress(OSError):
-            self.listener.shutdown(socket.SHUT_RDWR)
-        self.listener.close()
-        self.thread.join(timeout=10)
+                data += chunk
+            self.requests.append(head + b"\r\n\r\n" + data[:length])
+            data = data[length:]
+            conn.sendall(self.answers.pop(0))
+            if self.close:
+                return
 
 
 @pytest.fixture
@@ -76,6 +55,17 @@ def serve() -> Iterator[list[Scripted]]:
     yield servers
     for server in servers:
         server.stop()
+
+
+def gives_up_in_time(host: str, timeout: float, error: type[OSError], most: int) -> None:
+    """A request to HOST, on a connection of TIMEOUT seconds reading at MOST bytes, ends
+    in ERROR well within 5 s."""
+    conn = http1.Connection(host, timeout)
+    start = time.monotonic()
+    with pytest.raises(error):
+        conn.request("GET", "/", b"", {}, most)
+    assert time.monotonic() - start < 5
+    conn.close()
 
 
 def connect(serve: list[Scripted], *answers: bytes, close: bool = False,
@@ -148,12 +138,7 @@ def test_a_closed_connection_and_a_silent_server(serve: list[Scripted]) -> None:
     conn.close()
     silent = socket.create_server(("127.0.0.1", 0))  # the kernel accepts; nobody answers
     try:
-        quiet = http1.Connection(f"127.0.0.1:{silent.getsockname()[1]}", 0.5)
-        start = time.monotonic()
-        with pytest.raises(OSError):
-            quiet.request("GET", "/", b"", {}, 10)
-        assert time.monotonic() - start < 5
-        quiet.close()
+        gives_up_in_time(f"127.0.0.1:{silent.getsockname()[1]}", 0.5, OSError, 10)
     finally:
         silent.close()
 

@@ -23,6 +23,7 @@ from aipcc_build.errors import InputError
 from aipcc_build.tools.oci_registry import Registry, RegistryRefused
 from aipcc_build.tools.retry import TransientAnswer
 from tests.support.http_server import serving
+from tests.support.socket_server import SocketServer
 
 BLOB = b'{"sbom": true}'
 BLOB_DIGEST = "sha256:" + hashlib.sha256(BLOB).hexdigest()
@@ -227,36 +228,23 @@ def test_a_manifest_or_blob_whose_bytes_are_not_its_digest_is_refused(
             client.get_blob("rel/img", BLOB_DIGEST)
 
 
-class Endless:
+class Endless(SocketServer):
     """A registry whose every answer is 200 with HEAD (a 1 GiB Content-Length, or
     chunks), then zeros for as long as the client reads."""
 
     def __init__(self, head: bytes, chunked: bool) -> None:
-        import threading
-
         self.head, self.chunked, self.sent = head, chunked, 0
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.host = f"127.0.0.1:{self.listener.getsockname()[1]}"
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
+        super().__init__()
 
-    def _serve(self) -> None:
-        import contextlib
-
-        conn, _ = self.listener.accept()
+    def talk(self, conn: socket.socket) -> None:
         block = b"\0" * 65536
         if self.chunked:
             block = b"10000\r\n" + block + b"\r\n"
-        with conn, contextlib.suppress(OSError):
-            conn.recv(65536)
-            conn.sendall(self.head)
-            while self.sent < 1 << 30:
-                conn.sendall(block)
-                self.sent += len(block)
-
-    def stop(self) -> None:
-        self.listener.close()
-        self.thread.join(timeout=10)
+        conn.recv(65536)
+        conn.sendall(self.head)
+        while self.sent < 1 << 30:
+            conn.sendall(block)
+            self.sent += len(block)
 
 
 @pytest.mark.parametrize("chunked", [False, True], ids=["length", "chunked"])

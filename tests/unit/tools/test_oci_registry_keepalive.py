@@ -5,63 +5,44 @@ new connection; a POST, which the server may have acted on, is not)."""
 
 from __future__ import annotations
 
-import contextlib
 import socket
-import threading
 import time
 from collections.abc import Iterator
 
 import pytest
 
 from aipcc_build.tools.oci_registry import Registry, RegistryRefused
+from tests.support.socket_server import SocketServer, read_head
 
 OK = b"HTTP/1.1 202 Accepted\r\nLocation: /v2/rel/img/blobs/uploads/1\r\nContent-Length: 0\r\n\r\n"
 
 
-class Server:
+class Server(SocketServer):
     """Answers each request with OK, on connections it keeps; SILENT_AFTER: on each
     connection, the request after that many is read and the connection closed unanswered;
     IDLE_CLOSE: each connection closed this long after its last answer."""
 
+    concurrent = True
+
     def __init__(self, silent_after: int = 0, idle_close: float = 0.0) -> None:
         self.silent_after, self.idle_close = silent_after, idle_close
         self.requests: list[bytes] = []
-        self.connections = 0
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.host = f"127.0.0.1:{self.listener.getsockname()[1]}"
-        threading.Thread(target=self._serve, daemon=True).start()
+        super().__init__()
 
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.listener.accept()
-            except OSError:
-                return
-            self.connections += 1
-            threading.Thread(target=self._talk, args=(conn,), daemon=True).start()
-
-    def _talk(self, conn: socket.socket) -> None:
+    def talk(self, conn: socket.socket) -> None:
         answered = 0
-        with conn, contextlib.suppress(OSError):
-            data = b""
-            while True:
-                conn.settimeout(self.idle_close or 10)
-                while b"\r\n\r\n" not in data:
-                    chunk = conn.recv(65536)
-                    if not chunk:
-                        return
-                    data += chunk
-                head, _, data = data.partition(b"\r\n\r\n")
-                self.requests.append(head.split(b"\r\n", 1)[0])
-                if self.silent_after and answered == self.silent_after:
-                    return
-                conn.sendall(OK)
-                answered += 1
-
-    def stop(self) -> None:
-        with contextlib.suppress(OSError):
-            self.listener.shutdown(socket.SHUT_RDWR)
-        self.listener.close()
+        data = b""
+        while True:
+            conn.settimeout(self.idle_close or 10)
+            read = read_head(conn, data)
+            if read is None:
+                return
+            head, data = read
+            self.requests.append(head.split(b"\r\n", 1)[0])
+            if self.silent_after and answered == self.silent_after:
+                return
+            conn.sendall(OK)
+            answered += 1
 
 
 @pytest.fixture
