@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Callable, Optional
 from ..records import record
 from .kinds import BLOCKDEV, CHARDEV, DIRECTORY, FIFO, GLOBAL, HARDLINK, REGULAR, SYMLINK
 from .paths import NAME_MAX, clean, duplicate_key, engine_name_problem, parent_and_base
-from .symlinks import MAX_HOPS, PATH_MAX, STEPS_PER_LINK, Budget, follow
+from .symlinks import MAX_HOPS, PATH_MAX, STEPS_PER_LINK, Budget, follow, spend
 
 # The reader and the inflaters: only a model that unpacks a layer needs them (a warm
 # judge does not).
@@ -234,8 +234,20 @@ class Unpacker:
     def _parent(self, parent: str, member: str) -> str:
         directory = self._parents.get(parent)
         if directory is None:
-            directory = self._parents[parent] = \
-                _resolve_parent(self.tree, parent, budget=self.budget, member=member) or "/"
+            # Most parents: a directory (or none yet) in a directory already resolved to
+            # itself, which the walk from the root would find (or make) there, at the
+            # same cost to the budget.
+            above = parent.rpartition("/")[0] or "/"
+            node = self.tree.get(parent)
+            if self._parents.get(above) == above and len(parent) < PATH_MAX \
+                    and (node is None or node.kind == DIRECTORY):
+                spend(self.budget, parent.count("/"))
+                if node is None:
+                    self.tree[parent] = Node(DIRECTORY, IMPLIED_DIRECTORY_MODE)
+                directory = self._parents[parent] = parent
+            else:
+                directory = self._parents[parent] = _resolve_parent(
+                    self.tree, parent, budget=self.budget, member=member) or "/"
         return directory
 
     def add(self, entry: TarEntry, name: str) -> Optional[str]:

@@ -58,9 +58,13 @@ _PLAIN_NUMBERS = lazy(rb"(?:[0-7]{7}\0){3}(?:[0-7]{11}\0){2}[0-7]{6}\0 ")
 _PLAIN_DEVICES = lazy(rb"(?:[0-7]{7}\0|\0{8}){2}")
 # From the magic on: a USTAR header with plain device numbers and no prefix, or a GNU one
 # with no times, whose other fields Go does not parse.
-_PLAIN_FORMAT = lazy(
-    rb"ustar\x0000.{64}(?:[0-7]{7}\0|\0{8}){2}\0|ustar  \0.{64}(?:[0-7]{7}\0|\0{8}){2}\0.{11}\0",
-    re.DOTALL)
+_PLAIN_FORMAT_SOURCE = \
+    rb"ustar\x0000.{64}(?:[0-7]{7}\0|\0{8}){2}\0|ustar  \0.{64}(?:[0-7]{7}\0|\0{8}){2}\0.{11}\0"
+_PLAIN_FORMAT = lazy(_PLAIN_FORMAT_SOURCE, re.DOTALL)
+# Both at once from the mode on (the type flag and link name between them), for most
+# headers one match instead of two.
+_PLAIN_HEADER = lazy(rb"(?:[0-7]{7}\0){3}(?:[0-7]{11}\0){2}[0-7]{6}\0 .{101}(?:"
+                     + _PLAIN_FORMAT_SOURCE + b")", re.DOTALL)
 
 # PAX keys of the GNU sparse formats.
 _SPARSE_MAJOR, _SPARSE_MINOR = "GNU.sparse.major", "GNU.sparse.minor"
@@ -492,13 +496,19 @@ class TarWalker:
                                "the archive ends only at two zero blocks (Go's reader "
                                "refuses it: invalid tar header)")
             at = self._offset - BLOCK
-            if _PLAIN_NUMBERS.fullmatch(header, 100, 156):
+            plain = _PLAIN_HEADER.match(header, 100)
+            if plain or _PLAIN_NUMBERS.fullmatch(header, 100, 156):
                 mode, size = int(header[100:107], 8), int(header[124:135], 8)
                 stored = int(header[148:154], 8)
-                # `_checksum_matches`' unsigned sum, inline: most headers end here
-                checked = stored == (adler32(header[:256]) & 0xFFFF) \
-                    + (adler32(header[256:]) & 0xFFFF) + 254 - sum(header[148:156]) \
-                    or _checksum_matches(header, stored)
+                # `_checksum_matches`' unsigned sum, inline: most headers end here. With
+                # no byte above 127 (most headers), the sum of all 512 is below adler32's
+                # modulus: one sum.
+                if header.isascii():
+                    unsigned = (adler32(header) & 0xFFFF) + 255 - sum(header[148:156])
+                else:
+                    unsigned = (adler32(header[:256]) & 0xFFFF) \
+                        + (adler32(header[256:]) & 0xFFFF) + 254 - sum(header[148:156])
+                checked = stored == unsigned or _checksum_matches(header, stored)
             else:
                 checked = _checksum_matches(header)
                 if checked:
@@ -529,7 +539,8 @@ class TarWalker:
             end = name.find(0)
             if end >= 0:
                 name = name[:end]
-            if not (_PLAIN_FORMAT.match(header, 257) and header[508:512] != _STAR_TRAILER):
+            if not ((plain or _PLAIN_FORMAT.match(header, 257))
+                    and header[508:512] != _STAR_TRAILER):
                 prefix = _format_numbers(header, at)
                 if prefix:
                     name = prefix + b"/" + name

@@ -47,7 +47,7 @@ from .elf import (
     runtime_evidence,
     soname_version,
 )
-from .index_config import CONFIG_FILE, CONFIG_FILE_SUFFIXES, settings_from_text
+from .index_config import CONFIG_FILE, settings_from_text
 from .libraries import (
     LIBRARY,
     READ_RUNTIME,
@@ -96,14 +96,15 @@ CANDIDATE_BYTES = re.compile(
     rb"|var/lib/rpm/|usr/lib/sysimage/rpm/|var/lib/dpkg/status(?:$|\.d/)|/nvidia/cu\d"
     rb"|\.libs/|\.so$|/bin/(?:ptxas|nvdisasm|cuobjdump|nvlink|fatbinary)"
     rb"|/build_and_package_info\.py$|/platform/build_info\.py$|/paddle/version/__init__\.py$")
-# ... and pip's and uv's config files, by an endswith (cheaper than one more alternative).
-CANDIDATE_SUFFIXES = CONFIG_FILE_SUFFIXES
-_CANDIDATE = re.compile(
-    r"/usr/local/cuda|/opt/rocm|\.dist-info|\.egg-info|\.so\.\d|/torch/version\.py$|/conda-meta/"
-    r"|/var/lib/rpm/|/usr/lib/sysimage/rpm/|/var/lib/dpkg/status(?:$|\.d/)|/nvidia/cu\d"
-    r"|\.libs/|\.so$|/bin/(?:ptxas|nvdisasm|cuobjdump|nvlink|fatbinary)"
-    r"|/build_and_package_info\.py$|/platform/build_info\.py$|/paddle/version/__init__\.py$|"
-    + CONFIG_FILE.pattern)
+# Every path the detector takes anything from matches this, its first test (and the layer
+# walker's, before it calls it). The alternatives are grouped by their first character: a
+# search tries them only after a "/" or a "." (twice as fast as one flat alternation).
+CANDIDATE = re.compile(
+    r"/(?:usr/local/cuda|opt/rocm|torch/version\.py$|conda-meta/|var/lib/rpm/"
+    r"|usr/lib/sysimage/rpm/|var/lib/dpkg/status(?:$|\.d/)|nvidia/cu\d"
+    r"|bin/(?:ptxas|nvdisasm|cuobjdump|nvlink|fatbinary)|build_and_package_info\.py$"
+    r"|platform/build_info\.py$|paddle/version/__init__\.py$)"
+    r"|\.(?:dist-info|egg-info|so\.\d|libs/|so$)|" + CONFIG_FILE.pattern)
 _DPKG_STATUS = re.compile(r"^/var/lib/dpkg/status(?:\.d/[^/]+)?$")
 # CUDA 13 wheels put their libraries under site-packages/nvidia/cu13/ (the major only).
 _NVIDIA_WHEEL_TREE = re.compile(r"^(.*/nvidia/cu(\d+))(?:/|$)")
@@ -170,7 +171,7 @@ class LayerDetector:
     def visit(self, path: str, kind: str, size: int, link: str = "") -> int:
         """Note what PATH's name says; answer whether its content is wanted. LINK is the
         target of a symbolic (kind "2") or hard link (kind "1")."""
-        if not _CANDIDATE.search(path):
+        if not CANDIDATE.search(path):
             return WANT_NONE
         regular = kind == "0"
         tree = _CUDA_TREE.match(path)

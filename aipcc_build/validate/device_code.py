@@ -206,6 +206,19 @@ class _Container:
     refusal: Optional[str] = None
 
 
+_CONTAINER_FIRST_BYTES = BUNDLE_MAGIC[:1] + COMPRESSED_MAGIC[:1]
+
+
+def _may_start_container(carry: bytes, start: int) -> bool:
+    """Whether a magic may begin in CARRY (the last bytes of the previous piece, from byte
+    START of the file) and run into the next piece: only a fatbinary's first byte at an
+    offset aligned for one, or a bundle's at a page boundary, can begin one."""
+    if FATBIN_MAGIC[0] in carry[-start % FATBIN_ALIGN::FATBIN_ALIGN]:
+        return True
+    page = -start % BUNDLE_ALIGN
+    return page < len(carry) and carry[page] in _CONTAINER_FIRST_BYTES
+
+
 class DeviceCodeReader:
     """Fed a file's bytes in order (`feed`), answers what device code it holds (`finish`)."""
 
@@ -233,8 +246,11 @@ class DeviceCodeReader:
         self.position += len(piece)
         if self._stopped or not piece:
             return
-        self._window_start = self.position - len(piece) - len(self._carry)
-        self._window = self._carry + piece if self._carry else piece
+        carry = self._carry
+        if carry and not _may_start_container(carry, self.position - len(piece) - len(carry)):
+            carry = self._carry = b""  # the piece is searched as it is, not copied
+        self._window_start = self.position - len(piece) - len(carry)
+        self._window = carry + piece if carry else piece
         self._search()
         self._fill()
         self._carry = self._window[-_CARRY:]

@@ -100,15 +100,33 @@ class _Forward:
     def __init__(self, read: Callable[[int], bytes],
                  skip: Optional[Callable[[int], int]]) -> None:
         self.read, self.skip = read, skip
-        self.kept = bytearray()
+        # The prefix as the pieces read, not copied into one buffer (a shared object's
+        # first 16 MiB are mostly code no range is asked of).
+        self.kept: list[bytes] = []
+        self.kept_size = 0
         self.position = 0  # bytes of the file consumed
 
     def _next(self, size: int) -> bytes:
         piece = self.read(size)
-        if len(self.kept) == self.position < KEPT_PREFIX:
-            self.kept.extend(piece[:KEPT_PREFIX - self.position])
+        if self.kept_size == self.position < KEPT_PREFIX:
+            part = piece[:KEPT_PREFIX - self.position]
+            self.kept.append(part)
+            self.kept_size += len(part)
         self.position += len(piece)
         return piece
+
+    def _kept_range(self, offset: int, end: int) -> bytes:
+        """Bytes OFFSET to END of the kept prefix (which holds them)."""
+        parts = []
+        start = 0
+        for piece in self.kept:
+            stop = start + len(piece)
+            if stop > offset:
+                parts.append(piece[max(offset - start, 0):end - start])
+                if stop >= end:
+                    break
+            start = stop
+        return b"".join(parts)
 
     def at(self, offset: int, size: int) -> Optional[bytes]:
         """The SIZE bytes at OFFSET; None past the file's end."""
@@ -119,7 +137,7 @@ class _Forward:
             while self.position < end:
                 if not self._next(min(end - self.position, 1 << 20)):
                     return None
-            return bytes(self.kept[offset:end])
+            return self._kept_range(offset, end)
         if offset < self.position:
             raise ElfLimit(f"its string table lies past the first {KEPT_PREFIX} bytes, "
                            "before its dynamic section")

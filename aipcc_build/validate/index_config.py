@@ -55,8 +55,6 @@ CERT_VARIABLES = ("PIP_CLIENT_CERT", "SSL_CLIENT_CERT")
 # later). Paths as the walker gives them, with a leading "/".
 # The constraints file the renderer writes is read with them (constraints_check).
 CONFIG_FILE = lazy(r"/(?:pip\.conf|pip\.ini|uv\.toml|aipcc-constraints\.txt)$")
-CONFIG_FILE_SUFFIXES = (b"pip.conf", b"pip.ini", b"uv.toml",
-                        b"aipcc-constraints.txt")  # the layer walker's first filter
 # Variables pip and uv read, and whether each holds one URL or a space-separated list.
 # UV_INDEX entries may be named: "name=https://...".
 ENV_VARIABLES = {

@@ -38,8 +38,8 @@ from ..imagefs.tar import (
     TarWalker,
 )
 from .detect import (
+    CANDIDATE,
     CANDIDATE_BYTES,
-    CANDIDATE_SUFFIXES,
     WANT_FILE,
     WANT_MEMORY,
     WANT_PREFIX,
@@ -134,7 +134,7 @@ def _walk(stream: LayerStream, detector: LayerDetector, workdir: Path,
     walker = TarWalker(stream)
     add = unpacker.add
     visit = detector.visit
-    looks_interesting = CANDIDATE_BYTES.search
+    looks_interesting = CANDIDATE.search
     for entries, entry in enumerate(walker, 1):
         kind = entry.kind
         raw = entry.name
@@ -155,11 +155,10 @@ def _walk(stream: LayerStream, detector: LayerDetector, workdir: Path,
                                   f"header claims {entry.size} bytes; rest of layer unread",
                                   severe=True))
             break
-        # Most members are ordinary files no detector cares about: a bytes pattern on
-        # where they land decides it before the detector looks.
+        # Most members are ordinary files no detector cares about: the detector's own
+        # first test on where they land decides it before it is called.
         if kind in _PLAIN_KINDS and not entry.mode & ODD_MODE:
-            landed = path.encode("utf-8", "surrogateescape")
-            if not looks_interesting(landed) and not landed.endswith(CANDIDATE_SUFFIXES):
+            if not looks_interesting(path):
                 continue
             want = visit(path, kind, entry.size)
         else:

@@ -48,7 +48,7 @@ APPLIED: list[tuple[str, Pattern, str]] = [
     ("progress.STEP_LINE", progress.STEP_LINE, "match"),
     ("preflight.CHALLENGE_PARAMETER", preflight.CHALLENGE_PARAMETER, "findall"),
     ("detect.CANDIDATE_BYTES", detect.CANDIDATE_BYTES, "search"),
-    ("detect._CANDIDATE", detect._CANDIDATE, "search"),
+    ("detect.CANDIDATE", detect.CANDIDATE, "search"),
     ("libraries.LIBRARY", libraries.LIBRARY, "search"),
     ("distributions.DIST_INFO", distributions.DIST_INFO, "match"),
     ("distributions.RECORD", distributions.RECORD, "match"),

@@ -161,6 +161,25 @@ def test_every_header_checksum_is_verified_signed_or_unsigned() -> None:
             "caf\u00e9", "after"]
 
 
+def test_a_checksum_off_by_adler32s_modulus_is_refused() -> None:
+    # The walker sums a header with adler32, whose 16-bit sums wrap at 65521: a checksum
+    # that differs from the true sum by exactly that must still be refused, in a header of
+    # ASCII bytes (summed at once) and in one whose bytes sum past the modulus.
+    for name, link in ((b"plain", b""), (b"\xff" * 99, b"\xfe" * 99)):
+        block = bytearray(header(name, size=0, link=link))
+        if link:
+            block[257:] = b"\xff" * 255  # a V7 header: Go reads nothing past the link
+        block = bytearray(resum(block))
+        total = int(block[148:154], 8)
+        assert [e.name for e in TarWalker(io.BytesIO(bytes(block) + AFTER))] == [
+            name, b"after"]
+        for wrong in (total + 65521, total - 65521):
+            if wrong >= 0:
+                block[148:156] = b"%06o\0 " % wrong
+                with pytest.raises(TarError, match="checksum"):
+                    list(TarWalker(io.BytesIO(bytes(block) + AFTER)))
+
+
 def test_the_archive_ends_only_at_two_zero_blocks() -> None:
     member = raw_tar([Member(b"a", data=b"1")], end=False)
     with pytest.raises(TarError, match="two zero blocks"):
