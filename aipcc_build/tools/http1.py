@@ -271,7 +271,10 @@ class _Paced(io.RawIOBase):
         if left <= 0:
             raise TimeoutError(f"the answer comes slower than {MIN_RATE} bytes a second")
         self._sock.settimeout(min(self._timeout, left))
-        received = self._sock.recv_into(buffer)
+        try:
+            received = self._sock.recv_into(buffer)
+        except _socket.timeout:  # Python 3.9's, not yet TimeoutError: one error for both
+            raise TimeoutError("timed out") from None
         self._received += received
         return received
 

@@ -221,7 +221,10 @@ def test_the_verify_path_compiles_no_source_at_import() -> None:
     runtime alias, `Callable[[str], "list[X]"]`, did: the first compile of a process
     starts the parser, a fifteenth of a `verify` of one image)."""
     # Source text, not a module's file (compiled from source where no bytecode is cached).
-    code = ("import sys\n"
+    # functools is loaded first: its cache-info namedtuple compiles its constructor, the
+    # standard library's own compile, which any module using functools (cryptography too)
+    # makes in an installed copy (in the dev venv, the editable install's finder had).
+    code = ("import sys, functools\n"
             "compiled = []\n"
             "sys.addaudithook(lambda event, args: compiled.append(args[0])\n"
             "                 if event == 'compile' and args[1] == '<string>' else None)\n"
