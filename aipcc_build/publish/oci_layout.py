@@ -129,10 +129,14 @@ class LayoutStore:
             media_type = load_json(data).get("mediaType") or media_type
         return data, media_type or OCI_MANIFEST
 
-    def get_blob(self, repository: str, digest: str) -> bytes:
+    def get_blob(self, repository: str, digest: str, max_size: int = MAX_BLOB) -> bytes:
+        """DIGEST's bytes, at most MAX_SIZE of them (InputError naming the file else)."""
         data = self._read(digest)
         if data is None:
             raise InputError(f"the layout has no blob {digest}", file=str(self._blob(digest)))
+        if len(data) > max_size:
+            raise InputError(f"the blob {digest} is larger than {max_size} bytes",
+                             file=str(self._blob(digest)))
         return data
 
     def put_blob(self, repository: str, data: bytes) -> str:

@@ -33,6 +33,7 @@ from . import attestations
 from .attestations import Provenance
 from .referrers import EMPTY, Store, Subject, canonical, listing
 from .signing import (
+    MAX_SIGNATURE_PAYLOAD,
     MAX_SIGNATURES,
     SIGNATURE_ANNOTATION,
     SIMPLE_SIGNING,
@@ -144,8 +145,8 @@ def signatures(registry: Store, path: str, digest: str
         except ValueError:
             continue
     signed = signed[:MAX_SIGNATURES]
-    payloads = side_by_side([functools.partial(registry.get_blob, path, blob)
-                             for blob, _ in signed])
+    payloads = side_by_side([functools.partial(registry.get_blob, path, blob,
+                                               MAX_SIGNATURE_PAYLOAD) for blob, _ in signed])
     return layers, [(data, signature) for data, (_, signature) in zip(payloads, signed)]
 
 

@@ -33,6 +33,10 @@ MAX_KEY_FILE = 64 * 1024
 # ECDSA verification): a registry listing thousands would hold a check for hours. A
 # release's attachment holds one a signing; an envelope one or two.
 MAX_SIGNATURES = 64
+# The largest simple-signing payload read (ours are a few hundred bytes): the payloads of
+# the MAX_SIGNATURES signatures are held at once, and a registry could serve the general
+# blob bound for each.
+MAX_SIGNATURE_PAYLOAD = 64 * 1024
 
 
 class Signer:

@@ -334,10 +334,11 @@ class Registry:
         self._expect(reply, 201, "PUT", f"{repository}:{reference}")
         return reply
 
-    def get_blob(self, repository: str, digest: str) -> bytes:
+    def get_blob(self, repository: str, digest: str, max_size: int = MAX_BLOB) -> bytes:
+        """DIGEST's bytes, at most MAX_SIZE of them (RegistryRefused for a longer answer)."""
         _check_reference(digest, digest_only=True)
         reply = self.request("GET", f"/v2/{repository}/blobs/{digest}",
-                             scope=_pull(repository))
+                             scope=_pull(repository), max_body=max_size)
         if reply.status in (301, 302, 303, 307, 308):  # to storage: S3, a CDN
             from urllib.parse import urlsplit
 
@@ -347,10 +348,11 @@ class Registry:
                 raise RegistryRefused(f"{self.host}/{repository}@{digest}: the registry "
                                       "redirected the blob nowhere (no Location)")
             if location.netloc in ("", self.host):  # the registry's own: with its login
-                reply = self.request("GET", target, scope=_pull(repository))
+                reply = self.request("GET", target, scope=_pull(repository),
+                                     max_body=max_size)
             else:  # another host: never with the registry's login
                 reply = self._elsewhere(location.scheme or "https", location.netloc, target,
-                                        {}, MAX_BLOB, f"{self.host}/{repository}@{digest}'s "
+                                        {}, max_size, f"{self.host}/{repository}@{digest}'s "
                                         "redirect")
         self._expect(reply, 200, "GET", f"{repository}@{digest}")
         if digest_of(reply.body) != digest:

@@ -101,3 +101,16 @@ def test_a_source_layout_blob_that_is_no_regular_file_is_refused_not_waited_on(
     with pytest.raises(InputError, match="not a regular file") as caught:
         store.get_blob("rel/x", digest)
     assert caught.value.file == str(path)
+
+
+def test_a_source_layout_blob_past_the_bound_asked_is_refused(tmp_path: Path) -> None:
+    """A signature's payload is read up to its own bound (64 KiB) from a layout as from a
+    registry: a larger blob is an input error naming the file, not bytes held."""
+    root = tmp_path / "l"
+    _layout(root)
+    store = LayoutStore(root)
+    digest = store.put_blob("rel/x", b"x" * 2048)
+    assert store.get_blob("rel/x", digest, 2048) == b"x" * 2048
+    with pytest.raises(InputError, match="larger than 1024 bytes") as refused:
+        store.get_blob("rel/x", digest, 1024)
+    assert refused.value.file == str(root / "blobs" / "sha256" / digest.partition(":")[2])

@@ -17,7 +17,7 @@ from aipcc_build.publish.referrers import referrers_tag
 from aipcc_build.publish.release_signing import Released, sign_release
 from aipcc_build.publish.signing import load_signer, signature_tag, write_private_key
 from aipcc_build.publish.verify import VerifyRequest, verify
-from aipcc_build.tools.oci_registry import RegistryRefused, Reply
+from aipcc_build.tools.oci_registry import MAX_BLOB, RegistryRefused, Reply
 from aipcc_build.validate.results import Expectation, ImageVerdict
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
@@ -46,9 +46,11 @@ class MemoryRegistry:
         self.manifests[reference] = self.manifests[digest(body)] = (body, media_type)
         return Reply(201, {}, b"")
 
-    def get_blob(self, repository: str, blob: str) -> bytes:
+    def get_blob(self, repository: str, blob: str, max_size: int = MAX_BLOB) -> bytes:
         if blob not in self.blobs:
             raise RegistryRefused(f"{blob}: no such blob")
+        if len(self.blobs[blob]) > max_size:  # as the registry client reads no further
+            raise RegistryRefused(f"{blob}: answer larger than {max_size} bytes")
         return self.blobs[blob]
 
     def put_blob(self, repository: str, data: bytes) -> str:
@@ -230,3 +232,36 @@ def test_only_the_signature_of_the_identity_asked_for_is_verified(
     found = verify(VerifyRequest((f"{HOST}/rel/img:2",), key)).images[0].problems
     assert found == (f"the image was signed as {', '.join(sorted(tags))}, not as "
                      f"{HOST}/rel/img:2",)
+
+
+def test_a_signature_payload_past_its_bound_is_not_read(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The payloads of up to 64 signatures are held at once: each is read up to 64 KiB
+    (ours are a few hundred bytes), not up to the 16 MiB any blob may have. A registry
+    serving a larger one fails the image's check, naming the bound."""
+    from aipcc_build.publish.signing import MAX_SIGNATURE_PAYLOAD, SIGNATURE_ANNOTATION
+
+    (tmp_path / "pass").write_text("p\n")
+    write_private_key(str(tmp_path / "k.key"), b"p", n=1 << 10)
+    memory = MemoryRegistry()
+    image = json.dumps({"schemaVersion": 2, "mediaType": OCI_MANIFEST, "layers": []}).encode()
+    memory.put_manifest("rel/img", "1", image, OCI_MANIFEST)
+    registries = Registries(memory)
+    monkeypatch.setattr(verify_module, "Registries", lambda *args: registries)
+    sign_release([Released("base/img", f"{HOST}/rel/img@{digest(image)}", digest(image),
+                           (f"{HOST}/rel/img:1",))],
+                 load_signer(str(tmp_path / "k.key"), str(tmp_path / "pass")), "42",
+                 lambda ref: [ImageVerdict(ref, "linux/amd64", expected=Expectation("cpu"))],
+                 registries)  # type: ignore[arg-type]
+    attachment, media_type = memory.manifests[signature_tag(digest(image))]
+    document = json.loads(attachment)
+    layer = document["layers"][0]
+    large = b"{" + b" " * MAX_SIGNATURE_PAYLOAD + b"}"
+    memory.blobs[digest(large)] = large
+    document["layers"][0] = {**layer, "digest": digest(large), "size": len(large)}
+    memory.put_manifest("rel/img", signature_tag(digest(image)),
+                        json.dumps(document).encode(), media_type)
+    found = verify(VerifyRequest((f"{HOST}/rel/img:1",), str(tmp_path / "k.pub")))
+    problems = " ".join(found.images[0].problems)
+    assert f"larger than {MAX_SIGNATURE_PAYLOAD} bytes" in problems
+    assert SIGNATURE_ANNOTATION in layer["annotations"]

@@ -83,7 +83,7 @@ class Counting:
         self.reads += 1
         return self.memory.get_manifest(repository, reference)
 
-    def get_blob(self, repository: str, blob: str) -> bytes:
+    def get_blob(self, repository: str, blob: str, max_size: int = 1 << 30) -> bytes:
         self.reads += 1
         return bytes(self.memory.get_blob(repository, blob))
 

@@ -159,14 +159,11 @@ def test_a_blob_too_large_is_refused_without_the_signed_urls_query(authfile: Pat
     """A storage host's answer past the bound (an SBOM of a gigabyte, here of 2 KiB past
     a bound of 1 KiB): refused, naming the URL without its query, which holds the
     storage's signature."""
-    from aipcc_build.tools import oci_registry
-
-    monkeypatch.setattr(oci_registry, "MAX_BLOB", 1024)
     with serving(handler(lambda r: (200, {}, b"x" * 3072), [])) as storage, \
             serving(handler(basic_registry(
                 lambda: f"{storage}/storage/blob?X-Amz-Signature=secret"), [])) as origin, \
             pytest.raises(RegistryRefused) as refused:
-        client_of(origin, authfile).get_blob("rel/img", BLOB_DIGEST)
+        client_of(origin, authfile).get_blob("rel/img", BLOB_DIGEST, 1024)
     assert "larger than 1024 bytes" in str(refused.value)
     assert "secret" not in str(refused.value)
 
