@@ -193,13 +193,10 @@ def test_a_registry_not_known_to_have_the_referrers_api_is_asked_both_at_once(
     assert memory.asked == (["api"] if api else ["api", referrers_tag(subject)])
 
 
-def test_only_the_signature_of_the_identity_asked_for_is_verified(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """An image released under three tags carries three signatures: a check of one tag
-    verifies that tag's alone (each verification is most of the check's own work); one of
-    another tag signed by no signature still names every identity signed."""
-    from aipcc_build.publish.signing import PublicKey
-
+def signed_release(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                   tags: tuple[str, ...]) -> tuple[MemoryRegistry, bytes]:
+    """(the memory registry verify reads, the image's manifest): an image of rel/img
+    released under TAGS, signed with the key tmp_path/k.key (public: k.pub)."""
     (tmp_path / "pass").write_text("p\n")
     write_private_key(str(tmp_path / "k.key"), b"p", n=1 << 10)
     memory = MemoryRegistry()
@@ -207,11 +204,22 @@ def test_only_the_signature_of_the_identity_asked_for_is_verified(
     memory.put_manifest("rel/img", "1", image, OCI_MANIFEST)
     registries = Registries(memory)
     monkeypatch.setattr(verify_module, "Registries", lambda *args: registries)
-    tags = (f"{HOST}/rel/img:1", f"{HOST}/rel/img:1.0", f"{HOST}/rel/img:latest")
     sign_release([Released("base/img", f"{HOST}/rel/img@{digest(image)}", digest(image), tags)],
                  load_signer(str(tmp_path / "k.key"), str(tmp_path / "pass")), "42",
                  lambda ref: [ImageVerdict(ref, "linux/amd64", expected=Expectation("cpu"))],
                  registries)  # type: ignore[arg-type]
+    return memory, image
+
+
+def test_only_the_signature_of_the_identity_asked_for_is_verified(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An image released under three tags carries three signatures: a check of one tag
+    verifies that tag's alone (each verification is most of the check's own work); one of
+    another tag signed by no signature still names every identity signed."""
+    from aipcc_build.publish.signing import PublicKey
+
+    tags = (f"{HOST}/rel/img:1", f"{HOST}/rel/img:1.0", f"{HOST}/rel/img:latest")
+    memory, _ = signed_release(tmp_path, monkeypatch, tags)
     verified: list[bytes] = []
     real = PublicKey.verifies
 
@@ -241,18 +249,7 @@ def test_a_signature_payload_past_its_bound_is_not_read(tmp_path: Path,
     serving a larger one fails the image's check, naming the bound."""
     from aipcc_build.publish.signing import MAX_SIGNATURE_PAYLOAD, SIGNATURE_ANNOTATION
 
-    (tmp_path / "pass").write_text("p\n")
-    write_private_key(str(tmp_path / "k.key"), b"p", n=1 << 10)
-    memory = MemoryRegistry()
-    image = json.dumps({"schemaVersion": 2, "mediaType": OCI_MANIFEST, "layers": []}).encode()
-    memory.put_manifest("rel/img", "1", image, OCI_MANIFEST)
-    registries = Registries(memory)
-    monkeypatch.setattr(verify_module, "Registries", lambda *args: registries)
-    sign_release([Released("base/img", f"{HOST}/rel/img@{digest(image)}", digest(image),
-                           (f"{HOST}/rel/img:1",))],
-                 load_signer(str(tmp_path / "k.key"), str(tmp_path / "pass")), "42",
-                 lambda ref: [ImageVerdict(ref, "linux/amd64", expected=Expectation("cpu"))],
-                 registries)  # type: ignore[arg-type]
+    memory, image = signed_release(tmp_path, monkeypatch, (f"{HOST}/rel/img:1",))
     attachment, media_type = memory.manifests[signature_tag(digest(image))]
     document = json.loads(attachment)
     layer = document["layers"][0]
