@@ -74,6 +74,10 @@ class PublicKey:
         self.path = path
 
     def verifies(self, data: bytes, signature: bytes) -> bool:
+        """Whether SIGNATURE (ASN.1 DER) is this key's ECDSA signature of SHA-256(DATA)."""
+        return self._verifies(data, signature)
+
+    def _verifies(self, data: bytes, signature: bytes) -> bool:
         from cryptography.exceptions import InvalidSignature
 
         try:
@@ -87,6 +91,19 @@ class PublicKey:
 
         return bytes(self._key.public_bytes(serialization.Encoding.PEM,
                                             serialization.PublicFormat.SubjectPublicKeyInfo))
+
+
+class LibcryptoPublicKey(PublicKey):
+    """A P-256 public key verifying through libcrypto (a publish.libcrypto.P256Key)."""
+
+    def _verifies(self, data: bytes, signature: bytes) -> bool:
+        return bool(self._key.verifies(data, signature))
+
+    def pem(self) -> bytes:
+        encoded = base64.b64encode(self._key.der)
+        return b"".join([b"-----BEGIN PUBLIC KEY-----\n",
+                         *(encoded[i:i + 64] + b"\n" for i in range(0, len(encoded), 64)),
+                         b"-----END PUBLIC KEY-----\n"])
 
 
 @functools.cache
@@ -242,13 +259,24 @@ def _scrypt(passphrase: bytes, salt: bytes, n: int, r: int, p: int) -> bytes:
 
 
 def load_public_key(path: str, field: str = "key") -> PublicKey:
-    """The PEM public key of PATH; InputError when it is not an ECDSA P-256 one."""
-    from cryptography.hazmat.primitives.asymmetric import ec
-
+    """The PEM public key of PATH; InputError when it is not an ECDSA P-256 one. A P-256
+    key as cosign and skopeo write it is libcrypto's (see publish.libcrypto) where the
+    system has libcrypto; any other, or without libcrypto, cryptography's."""
     data = _read_small(path, "public key", field)
     body = _pem_body(data, ("PUBLIC KEY",))
-    if body is not None and len(body) == len(P256_SPKI_PREFIX) + 65 \
-            and body.startswith(P256_SPKI_PREFIX):
+    p256 = body is not None and len(body) == len(P256_SPKI_PREFIX) + 65 \
+        and body.startswith(P256_SPKI_PREFIX)
+    # An uncompressed point only: libcrypto also reads a hybrid one (06, 07), which
+    # cryptography refuses.
+    if body is not None and p256 and body[len(P256_SPKI_PREFIX)] == 4:
+        from .libcrypto import p256_key
+
+        native = p256_key(body)
+        if native is not None:
+            return LibcryptoPublicKey(native, path)
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    if body is not None and p256:
         try:
             return PublicKey(ec.EllipticCurvePublicKey.from_encoded_point(
                 ec.SECP256R1(), body[len(P256_SPKI_PREFIX):]), path)

@@ -210,6 +210,14 @@ def test_verify_of_one_image_loads_no_click_dataclasses_ssl_or_socket(tmp_path: 
                 "pathlib", "urllib.parse", "encodings.idna", "http.client", "email",
                 "concurrent.futures"} & (modules - started)
     assert heavy(modules) == []
+    # The signatures checked through the system's libcrypto (publish.libcrypto), without
+    # cryptography's Python layer (typing, enums, its OIDs and hashes: more than the rest
+    # of the check imports), where the system has libcrypto.so.3.
+    from aipcc_build.publish import libcrypto
+
+    if libcrypto.load() is not None:
+        assert "aipcc_build.publish.libcrypto" in modules
+        assert not {m for m in modules if m.split(".")[0] == "cryptography"}
     # Only the verify path of the command line: no click group, no other command.
     assert sorted(m for m in modules if m.startswith("aipcc_build.cli")) == \
         ["aipcc_build.cli", "aipcc_build.cli.fast_lines", "aipcc_build.cli.signals",
