@@ -1,50 +1,63 @@
 """ECDSA P-256 signatures over SHA-256 verified by the system's OpenSSL libcrypto (3.x),
 called through ctypes: what `verify` checks a release's signatures with. Importing
 cryptography's Python layer (which binds the same OpenSSL code) costs more than the rest
-of a check of one image; ctypes and libcrypto, a quarter of that.
+of a check of one image's own code; ctypes and libcrypto, two thirds of that.
 
 Only OpenSSL's stable EVP API is called: the key is read from its DER SubjectPublicKeyInfo
 (`d2i_PUBKEY`, which refuses a point off the curve), its type and group checked, and each
 signature verified by `EVP_DigestVerify` with SHA-256 (the DER signature parsed, and
 re-encoded to refuse any other encoding, by OpenSSL as for cryptography). Every pointer is
 a `c_void_p`, every function has its argument and result types set, everything allocated
-is freed. `load` is None where libcrypto.so.3 cannot be loaded or lacks a function: the
-caller then verifies with cryptography. The library is named by its soname, never looked
-for with `ctypes.util.find_library` (which runs ldconfig or a compiler)."""
+is freed. `load` is None where ctypes is missing or libcrypto.so.3 cannot be loaded or
+lacks a function: the caller then verifies with cryptography. The library is named by its
+soname, never looked for with `ctypes.util.find_library` (which runs ldconfig or a
+compiler). ctypes is imported when libcrypto is first asked for, not with this module."""
 
 from __future__ import annotations
 
-import ctypes
 from typing import Any, Optional
 
 LIBRARY = "libcrypto.so.3"
 EVP_PKEY_EC = 408  # NID_X9_62_id_ecPublicKey: an EC key's type
 P256 = b"prime256v1"  # OpenSSL's name of the group (secp256r1, NIST P-256)
-
-_P = ctypes.c_void_p
-# Each function called: (result type, argument types), as OpenSSL 3's headers declare them.
-FUNCTIONS: dict[str, tuple[Any, list[Any]]] = {
-    "d2i_PUBKEY": (_P, [_P, ctypes.POINTER(ctypes.c_char_p), ctypes.c_long]),
-    "EVP_PKEY_get_base_id": (ctypes.c_int, [_P]),
-    "EVP_PKEY_get_group_name": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_size_t,
-                                               ctypes.POINTER(ctypes.c_size_t)]),
-    "EVP_PKEY_free": (None, [_P]),
-    "EVP_MD_CTX_new": (_P, []),
-    "EVP_MD_CTX_free": (None, [_P]),
-    "EVP_sha256": (_P, []),
-    "EVP_DigestVerifyInit": (ctypes.c_int, [_P, _P, _P, _P, _P]),
-    "EVP_DigestVerify": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_size_t,
-                                        ctypes.c_char_p, ctypes.c_size_t]),
-    "ERR_clear_error": (None, []),
-}
+# The DER SubjectPublicKeyInfo of an ECDSA P-256 key before its point (65 bytes,
+# uncompressed: 04 X Y), as cosign and skopeo write it. The only form read here:
+# d2i_PUBKEY also lets other encodings of a key pass (a BIT STRING's unused-bits count)
+# which cryptography refuses, and only a key's encoding back would tell them apart (more
+# than reading it costs).
+P256_SPKI_PREFIX = bytes.fromhex("3059301306072a8648ce3d020106082a8648ce3d030107034200")
 
 
-def bind(library: str, functions: dict[str, tuple[Any, list[Any]]]) -> Optional[Any]:
-    """LIBRARY loaded with each of FUNCTIONS typed; None when it cannot be loaded or lacks
-    one of them."""
+def functions() -> dict[str, tuple[Any, list[Any]]]:
+    """Each function called: (result type, argument types), as OpenSSL 3's headers
+    declare them. ImportError without ctypes."""
+    import ctypes
+
+    pointer = ctypes.c_void_p
+    return {
+        "d2i_PUBKEY": (pointer, [pointer, ctypes.POINTER(ctypes.c_char_p), ctypes.c_long]),
+        "EVP_PKEY_get_base_id": (ctypes.c_int, [pointer]),
+        "EVP_PKEY_get_group_name": (ctypes.c_int, [pointer, ctypes.c_char_p, ctypes.c_size_t,
+                                                   ctypes.POINTER(ctypes.c_size_t)]),
+        "EVP_PKEY_free": (None, [pointer]),
+        "EVP_MD_CTX_new": (pointer, []),
+        "EVP_MD_CTX_free": (None, [pointer]),
+        "EVP_sha256": (pointer, []),
+        "EVP_DigestVerifyInit": (ctypes.c_int, [pointer] * 5),
+        "EVP_DigestVerify": (ctypes.c_int, [pointer, ctypes.c_char_p, ctypes.c_size_t,
+                                            ctypes.c_char_p, ctypes.c_size_t]),
+        "ERR_clear_error": (None, []),
+    }
+
+
+def bind(library: str, table: dict[str, tuple[Any, list[Any]]]) -> Optional[Any]:
+    """LIBRARY loaded with each function of TABLE typed; None when it cannot be loaded or
+    lacks one of them."""
+    import ctypes
+
     try:
         lib = ctypes.CDLL(library)
-        for name, (result, arguments) in functions.items():
+        for name, (result, arguments) in table.items():
             function = getattr(lib, name)
             function.restype, function.argtypes = result, arguments
     except (OSError, AttributeError):
@@ -58,7 +71,12 @@ _loaded: list[Optional[Any]] = []
 def load() -> Optional[Any]:
     """The system's libcrypto, its functions typed (loaded once); None without it."""
     if not _loaded:
-        _loaded.append(bind(LIBRARY, FUNCTIONS))
+        try:
+            table = functions()
+        except ImportError:  # a Python built without ctypes
+            _loaded.append(None)
+        else:
+            _loaded.append(bind(LIBRARY, table))
     return _loaded[0]
 
 
@@ -89,30 +107,26 @@ class P256Key:
         self._lib.EVP_PKEY_free(self._pkey)
 
 
-def p256_key(der: bytes) -> Optional[P256Key]:
-    """The ECDSA P-256 key of the DER SubjectPublicKeyInfo DER; None without libcrypto, or
-    when libcrypto does not read DER as one (a point off the curve, another key type or
-    curve, bytes past its end)."""
+def p256_key(point: bytes) -> Optional[P256Key]:
+    """The ECDSA P-256 key of POINT (65 bytes, uncompressed: 04 X Y); None without
+    libcrypto, or when POINT is no such point on the curve."""
     lib = load()
-    if lib is None:
+    if lib is None or len(point) != 65 or point[0] != 4:
         return None
-    start = ctypes.c_char_p(der)  # where DER's bytes are; d2i_PUBKEY moves the cursor
+    import ctypes
+
+    der = P256_SPKI_PREFIX + point
     cursor = ctypes.c_char_p(der)
     pkey = lib.d2i_PUBKEY(None, ctypes.byref(cursor), len(der))
     if not pkey:
         lib.ERR_clear_error()
         return None
     key = P256Key(lib, pkey, der)  # from here on, freed with KEY
-    read = _address(cursor) - _address(start)
     name = ctypes.create_string_buffer(64)
     size = ctypes.c_size_t(0)
-    if read != len(der) or lib.EVP_PKEY_get_base_id(pkey) != EVP_PKEY_EC \
+    if lib.EVP_PKEY_get_base_id(pkey) != EVP_PKEY_EC \
             or lib.EVP_PKEY_get_group_name(pkey, name, len(name), ctypes.byref(size)) != 1 \
             or name.value != P256:
         lib.ERR_clear_error()
         return None
     return key
-
-
-def _address(pointer: ctypes.c_char_p) -> int:
-    return ctypes.cast(pointer, ctypes.c_void_p).value or 0

@@ -237,12 +237,6 @@ def load_signer(key_path: str, passphrase_file: Optional[str], *,
     return Signer(None, key_path, pending)
 
 
-# The DER SubjectPublicKeyInfo of an ECDSA P-256 key before its uncompressed point: what
-# cosign and skopeo write. Such a key is read without loading cryptography's serialization
-# (a quarter of what `verify` imports).
-P256_SPKI_PREFIX = bytes.fromhex("3059301306072a8648ce3d020106082a8648ce3d030107034200")
-
-
 def _scrypt(passphrase: bytes, salt: bytes, n: int, r: int, p: int) -> bytes:
     """The 32-byte scrypt key of PASSPHRASE: libsodium's (through PyNaCl), a third faster
     than OpenSSL's on the hosts measured, where PyNaCl's libsodium has it;
@@ -264,14 +258,14 @@ def load_public_key(path: str, field: str = "key") -> PublicKey:
     system has libcrypto; any other, or without libcrypto, cryptography's."""
     data = _read_small(path, "public key", field)
     body = _pem_body(data, ("PUBLIC KEY",))
+    # The P-256 key as cosign and skopeo write it, read without cryptography's
+    # serialization (a quarter of what it imports).
+    from .libcrypto import P256_SPKI_PREFIX, p256_key
+
     p256 = body is not None and len(body) == len(P256_SPKI_PREFIX) + 65 \
         and body.startswith(P256_SPKI_PREFIX)
-    # An uncompressed point only: libcrypto also reads a hybrid one (06, 07), which
-    # cryptography refuses.
-    if body is not None and p256 and body[len(P256_SPKI_PREFIX)] == 4:
-        from .libcrypto import p256_key
-
-        native = p256_key(body)
+    if body is not None and p256:
+        native = p256_key(body[len(P256_SPKI_PREFIX):])
         if native is not None:
             return LibcryptoPublicKey(native, path)
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -283,6 +277,7 @@ def load_public_key(path: str, field: str = "key") -> PublicKey:
         except ValueError:
             raise InputError("not an ECDSA P-256 public key: its point is not on the curve",
                              file=path, field=field) from None
+    from cryptography.exceptions import UnsupportedAlgorithm
     from cryptography.hazmat.primitives.serialization import load_pem_public_key
 
     try:
@@ -290,6 +285,8 @@ def load_public_key(path: str, field: str = "key") -> PublicKey:
     except ValueError:
         raise InputError("not a PEM public key (PUBLIC KEY, as cosign and skopeo write "
                          "it)", file=path, field=field) from None
+    except UnsupportedAlgorithm:  # a key of an algorithm cryptography does not know
+        raise InputError("not an ECDSA P-256 public key", file=path, field=field) from None
     if not isinstance(key, ec.EllipticCurvePublicKey) or key.curve.name != "secp256r1":
         raise InputError("not an ECDSA P-256 public key", file=path, field=field)
     return PublicKey(key, path)

@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 
 from aipcc_build.errors import InputError
 from aipcc_build.publish import libcrypto
+from aipcc_build.publish.libcrypto import P256_SPKI_PREFIX
 from aipcc_build.publish.signing import (
-    P256_SPKI_PREFIX,
     LibcryptoPublicKey,
     PublicKey,
     load_public_key,
@@ -47,7 +47,7 @@ def pem_file(path: Path, der: bytes) -> str:
 
 
 def both(der: bytes) -> tuple[libcrypto.P256Key, PublicKey]:
-    native = libcrypto.p256_key(der)
+    native = libcrypto.p256_key(der[len(P256_SPKI_PREFIX):])
     assert native is not None
     return native, PublicKey(ec.EllipticCurvePublicKey.from_encoded_point(
         ec.SECP256R1(), der[len(P256_SPKI_PREFIX):]), "k")
@@ -159,9 +159,11 @@ def test_an_off_curve_point_is_refused_by_libcrypto_itself(
         signer: ec.EllipticCurvePrivateKey, tmp_path: Path) -> None:
     der = spki(signer.public_key())
     off_curve = der[:-1] + bytes([der[-1] ^ 1])
-    assert libcrypto.p256_key(off_curve) is None
-    assert libcrypto.p256_key(der + b"\0") is None  # bytes past its end
-    assert libcrypto.p256_key(b"") is None and libcrypto.p256_key(der[:40]) is None
+    point = der[len(P256_SPKI_PREFIX):]
+    assert libcrypto.p256_key(point) is not None
+    assert libcrypto.p256_key(off_curve[len(P256_SPKI_PREFIX):]) is None
+    assert libcrypto.p256_key(b"\6" + point[1:]) is None  # hybrid: libcrypto would take it
+    assert libcrypto.p256_key(point + b"\0") is None and libcrypto.p256_key(b"") is None
     with pytest.raises(InputError, match="not an ECDSA P-256 public key: its point is not "
                                          "on the curve"):
         load_public_key(pem_file(tmp_path / "off.pub", off_curve))
@@ -177,12 +179,23 @@ def test_an_off_curve_point_is_refused_by_libcrypto_itself(
 def test_keys_of_other_curves_and_types_are_refused_as_before(
         make: Callable[[], Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     der = spki(make().public_key())
-    assert libcrypto.p256_key(der) is None
     path = pem_file(tmp_path / "other.pub", der)
     message, key = loaded(path)
     assert key is None and "not an ECDSA P-256 public key" in message
     without_libcrypto(monkeypatch)
     assert loaded(path) == (message, None)
+
+
+def test_a_key_of_an_unknown_algorithm_is_refused_as_no_p256_key(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A SubjectPublicKeyInfo naming an algorithm neither library knows (cryptography raised
+    UnsupportedAlgorithm: a traceback from verify, and from mirror --key)."""
+    unknown = bytes.fromhex("3059301306072a0000000000000608000000000000000003420004") \
+        + b"\4" * 64
+    path = pem_file(tmp_path / "unknown.pub", unknown)
+    assert loaded(path) == (f"{path}: key: not an ECDSA P-256 public key", None)
+    without_libcrypto(monkeypatch)
+    assert loaded(path) == (f"{path}: key: not an ECDSA P-256 public key", None)
 
 
 def test_without_libcrypto_cryptography_verifies_with_the_same_answers(
@@ -205,7 +218,65 @@ def test_without_libcrypto_cryptography_verifies_with_the_same_answers(
 
 
 def test_a_library_that_cannot_be_loaded_or_lacks_a_function_is_none() -> None:
-    assert libcrypto.bind("libcrypto-not-here.so.3", libcrypto.FUNCTIONS) is None
-    assert libcrypto.bind(libcrypto.LIBRARY, {**libcrypto.FUNCTIONS,
+    assert libcrypto.bind("libcrypto-not-here.so.3", libcrypto.functions()) is None
+    assert libcrypto.bind(libcrypto.LIBRARY, {**libcrypto.functions(),
                                               "EVP_no_such_function": (None, [])}) is None
-    assert libcrypto.bind(libcrypto.LIBRARY, libcrypto.FUNCTIONS) is not None
+    assert libcrypto.bind(libcrypto.LIBRARY, libcrypto.functions()) is not None
+
+
+@FUZZ
+@given(data=st.data())
+def test_hostile_points_are_refused_or_read_as_cryptography_reads_them(
+        signer: ec.EllipticCurvePrivateKey, data: st.DataObject) -> None:
+    """Any bytes as the point (a valid one's bit-flipped, cut or extended, or random):
+    libcrypto reads a key exactly where cryptography reads an uncompressed point, the
+    same key."""
+    point = spki(signer.public_key())[len(P256_SPKI_PREFIX):]
+    spoiled = data.draw(st.one_of(
+        st.binary(max_size=100),
+        st.builds(lambda tail: b"\4" + tail, st.binary(min_size=64, max_size=64)),
+        st.integers(0, 8 * len(point) - 1).map(
+            lambda bit: point[:bit // 8] + bytes([point[bit // 8] ^ 1 << bit % 8])
+            + point[bit // 8 + 1:]),
+        st.integers(0, len(point) - 1).map(lambda cut: point[:cut]),
+        st.binary(min_size=1, max_size=8).map(lambda extra: point + extra)))
+    native = libcrypto.p256_key(spoiled)
+    try:
+        reference = ec.EllipticCurvePublicKey.from_encoded_point(ec.SECP256R1(), spoiled) \
+            if spoiled[:1] == b"\4" else None
+    except ValueError:
+        reference = None
+    if reference is None:
+        assert native is None
+    else:
+        assert native is not None and native.der == spki(reference)
+
+
+def test_one_key_verifies_from_many_threads_at_once(signer: ec.EllipticCurvePrivateKey
+                                                    ) -> None:
+    """verify checks an image's signatures and attestations side by side, in threads, with
+    one key (each ctypes call lets the others run)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    native, _ = both(spki(signer.public_key()))
+    signatures = [(m, signer.sign(m, ec.ECDSA(hashes.SHA256())))
+                  for m in (bytes([n]) * n for n in range(32))]
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(lambda pair: (native.verifies(*pair),
+                                              native.verifies(pair[0] + b".", pair[1])),
+                                signatures * 8))
+    assert answers == [(True, False)] * len(answers)
+
+
+def test_a_python_without_ctypes_verifies_with_cryptography(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_ctypes() -> dict[str, Any]:
+        raise ImportError("No module named '_ctypes'")
+
+    monkeypatch.setattr(libcrypto, "functions", no_ctypes)
+    monkeypatch.setattr(libcrypto, "_loaded", [])
+    assert libcrypto.load() is None
+    signer = ec.generate_private_key(ec.SECP256R1())
+    key = load_public_key(pem_file(tmp_path / "k.pub", spki(signer.public_key())))
+    assert type(key) is PublicKey
+    assert key.verifies(b"m", signer.sign(b"m", ec.ECDSA(hashes.SHA256())))
