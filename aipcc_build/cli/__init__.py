@@ -185,7 +185,31 @@ def _run(argv: Optional[list[str]]) -> object:
 
         error(os_error_message(exc))
         code = 2
+    except ValueError as exc:
+        # A path holding a NUL byte: open() and os.stat() refuse it with a ValueError, not
+        # an OSError, wherever it is opened (click's path types, a core reader).
+        option = option_holding_nul(args) if "null" in str(exc) else None
+        if option is None or debug:
+            raise
+        from ..report import error
+
+        error(f"{option}: a path cannot hold a NUL byte")
+        code = 2
     return code
+
+
+def option_holding_nul(args: list[str]) -> Optional[str]:
+    """The option of ARGS whose value holds a NUL byte (`--key VALUE` or `--key=VALUE`),
+    or the argument itself; None when no word holds one."""
+    for index, word in enumerate(args):
+        if "\0" not in word:
+            continue
+        name, equals, _ = word.partition("=")
+        if word.startswith("--") and equals:
+            return name
+        before = args[index - 1] if index else ""
+        return before if before.startswith("--") else "a path argument"
+    return None
 
 
 def _click_run(args: list[str]) -> object:
