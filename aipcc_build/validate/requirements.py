@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..errors import InputError
+from ..fsutil import read_regular
 from .results import FAILING, OK, Expectation, Finding
 
 # pip's resolution of a requirements file: a dry run that reports in JSON and downloads
@@ -203,9 +204,10 @@ def read_resolved(path: Path) -> Optional[tuple[Distribution, ...]]:
     None when PATH is a requirements file, which needs resolving first."""
     source = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular(path).decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read the requirements: {exc}", file=source) from None
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise InputError(f"cannot read the requirements: {why}", file=source) from None
     if text.lstrip().startswith("{"):
         try:
             data = json.loads(text)
