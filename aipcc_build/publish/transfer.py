@@ -90,7 +90,7 @@ def release_namespace(to: str, field: str = "to") -> str:
     bare = bare.rstrip("/")
     host, slash, _ = bare.partition("/")
     if to.startswith(_OTHER_TRANSPORTS) or "://" in bare or not host or (
-            not slash and ":" not in host and host != "localhost"):
+            not slash and ":" not in host and host != "localhost") or not to.isprintable():
         raise InputError(f"{quoted(to, always=True)} is not HOST/NAMESPACE or docker://HOST/NAMESPACE",
                          field=field)
     return bare

@@ -69,6 +69,8 @@ def test_verify_quotes_a_reference_holding_a_line_break(cli, tmp_path: Path) -> 
     (["--matrix", MATRIX, "plan", "--changed-since=main\nx"], "main\nx"),
     (["--matrix", MATRIX, "list", "--kind", "a\nb"], "a\nb"),
     (["--matrix", MATRIX, "promote", "--build-id", "1", "--to", "x\ny"], "x\ny"),
+    # refused, not handed to skopeo as a namespace
+    (["--matrix", MATRIX, "promote", "--build-id", "1", "--to", "reg\n/x"], "reg\n/x"),
     (["--matrix", MATRIX, "mirror", "--build-id", "1", "--to", "x\ny"], "x\ny"),
     (["--matrix", MATRIX, "mirror", "--to", "dir:x", BROKEN], BROKEN),  # click's message
     (["--matrix", "/nonexistent/a\nb.yaml", "list"], "/nonexistent/a\nb.yaml"),
