@@ -41,7 +41,7 @@ class InputError(AipccError):
     def __str__(self) -> str:
         where = ""
         if self.file:
-            where = self.file
+            where = quoted(self.file)
             if self.line is not None:
                 where += f":{self.line}"
                 if self.column is not None:
@@ -244,6 +244,14 @@ class ToolMissing(InputError):
         self.program = program
         super().__init__(f"{program} is not installed (install the {program} package; "
                          "the README's first command sets everything up)")
+
+
+def quoted(text: str, *, always: bool = False) -> str:
+    """TEXT, a reference, path or value a user gave, for a one-line message: quoted as
+    Python writes it (`'a\\nb'`) when it holds a control character (a line break would make
+    the message read as two; the quotes keep an escaped line break apart from the two
+    characters `\\n`), or ALWAYS (a message that quotes it anyway); else as it is."""
+    return repr(text) if always or not text.isprintable() else text
 
 
 def excerpt(value: object, limit: int = 80) -> str:

@@ -300,6 +300,13 @@ def open_regular(path: StrPath) -> BinaryIO:
     return os.fdopen(fd, "rb")
 
 
+def read_regular(path: StrPath) -> bytes:
+    """The bytes of PATH, a regular file (`open_regular`: a FIFO or a device where a file
+    a user named is expected is NotRegularFile, not a read that waits or never ends)."""
+    with open_regular(path) as handle:
+        return handle.read()
+
+
 def _chunks(data: Payload) -> Iterable[bytes]:
     if isinstance(data, str):
         return (data.encode(),)

@@ -81,6 +81,8 @@ def os_error_message(exc: OSError) -> str:
     import os
     from pathlib import Path
 
+    from ..errors import quoted
+
     what = exc.strerror or str(exc)
     if not isinstance(exc.filename, (str, bytes, os.PathLike)):
         return what
@@ -91,7 +93,7 @@ def os_error_message(exc: OSError) -> str:
         what = f"{link} is a symbolic link to a missing {os.readlink(link)}"
     elif isinstance(exc, FileExistsError):
         what = "exists and is not a directory"
-    return f"{path}: {what}"
+    return f"{quoted(path)}: {what}"
 
 
 def color(environ: Mapping[str, str]) -> Optional[bool]:
@@ -104,10 +106,15 @@ def color(environ: Mapping[str, str]) -> Optional[bool]:
     return None
 
 
-def usage_message(exc: click.ClickException) -> str:
+def usage_message(exc: click.ClickException, args: list[str]) -> str:
     """A refused command line as one line, with where to read more (not click's usage
-    block)."""
+    block); each word of ARGS holding a control character quoted where click echoes it."""
+    from ..errors import quoted
+
     text = exc.format_message()
+    values = (w.partition("=")[2] if w.startswith("--") and "=" in w else w for w in args)
+    for word in {v for v in values if not v.isprintable()}:
+        text = text.replace(f"'{word}'", word).replace(word, quoted(word))
     context = getattr(exc, "ctx", None)
     if context is not None:
         text += f" (see '{context.command_path} --help')"
@@ -178,7 +185,31 @@ def _run(argv: Optional[list[str]]) -> object:
 
         error(os_error_message(exc))
         code = 2
+    except ValueError as exc:
+        # A path holding a NUL byte: open() and os.stat() refuse it with a ValueError, not
+        # an OSError, wherever it is opened (click's path types, a core reader).
+        option = option_holding_nul(args) if "null" in str(exc) else None
+        if option is None or debug:
+            raise
+        from ..report import error
+
+        error(f"{option}: a path cannot hold a NUL byte")
+        code = 2
     return code
+
+
+def option_holding_nul(args: list[str]) -> Optional[str]:
+    """The option of ARGS whose value holds a NUL byte (`--key VALUE` or `--key=VALUE`),
+    or the argument itself; None when no word holds one."""
+    for index, word in enumerate(args):
+        if "\0" not in word:
+            continue
+        name, equals, _ = word.partition("=")
+        if word.startswith("--") and equals:
+            return name
+        before = args[index - 1] if index else ""
+        return before if before.startswith("--") else "a path argument"
+    return None
 
 
 def _click_run(args: list[str]) -> object:
@@ -205,5 +236,5 @@ def _click_run(args: list[str]) -> object:
         if isinstance(exc, getattr(click.exceptions, "NoArgsIsHelpError", ())):
             sys.stderr.write(exc.format_message() + "\n")  # no command: the help is the answer
         else:
-            error(usage_message(exc))
+            error(usage_message(exc, args))
         return 2

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 import yaml
 
 from ..errors import InputError
+from ..fsutil import read_regular
 from ..matrix import ImageSpec
 from ..toolkit.driver_branches import load_driver_branches
 from ..toolkit.facts import DriverVersion, ToolkitFacts
@@ -168,7 +169,7 @@ def node_from_k8s(facts: ToolkitFacts, path: Union[str, Path]) -> Node:
     """Read a node object (`kubectl get node NAME -o json`, or YAML) and describe its GPU."""
     path = Path(path)
     try:
-        obj = yaml.safe_load(path.read_bytes().decode("utf-8"))  # JSON is YAML
+        obj = yaml.safe_load(read_regular(path).decode("utf-8"))  # JSON is YAML
     except OSError as err:
         raise InputError(f"cannot read node: {err.strerror}", file=str(path)) from None
     except UnicodeDecodeError:

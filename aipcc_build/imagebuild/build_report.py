@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union
 
 from ..errors import InputError, without_credentials
-from ..fsutil import write_atomic
+from ..fsutil import read_regular, write_atomic
 
 if TYPE_CHECKING:
     from ..matrix.model import Product
@@ -261,7 +261,7 @@ def merged_text(files: Sequence[str], field: str = "report") -> str:
 def _document(path: str, field: str) -> dict[str, Any]:
     """The parsed report at PATH: a JSON object with an "images" list, of this schema."""
     try:
-        data = json.loads(Path(path).read_text())
+        data = json.loads(read_regular(path))
     except OSError as exc:
         raise InputError(f"cannot read the build report: {exc.strerror}", file=path,
                          field=field) from None

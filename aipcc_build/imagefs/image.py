@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any, Optional, Union
 
 from ..digest import hexdigest
-from ..errors import InputError
+from ..errors import InputError, quoted
 from ..oci import INDEX_TYPES, OCI_LAYER_TAR, REF_NAME_ANNOTATION
 from ..records import record
 from ..tools.skopeo import Skopeo, json_object, split_transport
@@ -128,11 +128,11 @@ class _DirStore(_Store):
     def location(self, digest: str) -> BlobLocation:
         algorithm, _, hexdigest = digest.partition(":")
         if not hexdigest or "/" in digest or ".." in digest:
-            raise InputError(f"{self.root}: malformed digest {digest!r}")
+            raise InputError(f"{quoted(self.root)}: malformed digest {digest!r}")
         path = os.path.join(self.root, hexdigest) if self.flat else \
             os.path.join(self.root, "blobs", algorithm, hexdigest)
         if not os.path.isfile(path):
-            raise InputError(f"{self.root}: blob {digest} is missing")
+            raise InputError(f"{quoted(self.root)}: blob {digest} is missing")
         return BlobLocation(path)
 
 
@@ -151,11 +151,11 @@ class _ArchiveStore(_Store):
                         name = member.name.lstrip("./")
                         self.members[name] = (member.offset_data, member.size)
         except (tarfile.TarError, OSError) as exc:
-            raise InputError(f"{archive}: not a readable tar archive ({exc})") from exc
+            raise InputError(f"{quoted(archive)}: not a readable tar archive ({exc})") from exc
 
     def member(self, name: str) -> BlobLocation:
         if name.lstrip("./") not in self.members:
-            raise InputError(f"{self.archive}: no {name} in the archive")
+            raise InputError(f"{quoted(self.archive)}: no {name} in the archive")
         offset, size = self.members[name.lstrip("./")]
         return BlobLocation(self.archive, offset, size)
 
@@ -243,7 +243,7 @@ def _split_path(rest: str) -> tuple[str, Optional[str]]:
         if os.path.exists(rest[:cut]):
             return rest[:cut], rest[cut + 1:]
         cut = rest.rfind(":", 0, cut)
-    raise InputError(f"{rest.split(':')[0]}: no such file or directory")
+    raise InputError(f"{quoted(rest.split(':')[0])}: no such file or directory")
 
 
 def _oci_top(index: Mapping[str, Any], tag: Optional[str], what: str) -> Mapping[str, Any]:
@@ -334,7 +334,8 @@ def _copy_with_skopeo(ref: str, transport: str, rest: str, platform: Optional[st
     sources: list[tuple[str, Optional[Mapping[str, Any]]]] = []
     if top.get("mediaType") in INDEX_TYPES or "manifests" in top:
         if transport != "docker":
-            raise InputError(f"{ref}: is an image index; validate its images one by one")
+            raise InputError(f"{quoted(ref)}: is an image index; validate its images one "
+                             "by one")
         repository = repository_of(rest.lstrip("/"))
         for descriptor in top.get("manifests") or []:
             declared = descriptor.get("platform") or {}
@@ -343,7 +344,7 @@ def _copy_with_skopeo(ref: str, transport: str, rest: str, platform: Optional[st
                 continue
             sources.append((f"docker://{repository}@{descriptor['digest']}", descriptor))
         if not sources:
-            raise InputError(f"{ref}: no image for platform {platform}")
+            raise InputError(f"{quoted(ref)}: no image for platform {platform}")
     else:
         sources.append((ref, None))
     tempdir = tempfile.mkdtemp(prefix="aipcc-validate-copy-")
@@ -358,7 +359,7 @@ def _copy_with_skopeo(ref: str, transport: str, rest: str, platform: Optional[st
             images.append(_image(store, manifest, digest, descriptor))
         images = [i for i in images if _matches(i.platform, platform)]
         if not images:
-            raise InputError(f"{ref}: image is not for platform {platform}")
+            raise InputError(f"{quoted(ref)}: image is not for platform {platform}")
         return OpenedImage(ref, images, tempdir, layers_read)
     except BaseException:
         shutil.rmtree(tempdir, ignore_errors=True)
@@ -372,14 +373,14 @@ def _from_storage(ref: str, reference: str, platform: Optional[str],
 
     store = find_store()
     stored = read_image(store, reference, metadata_cache)
-    _checked(stored.config, f"{ref} config")
+    _checked(stored.config, f"{quoted(ref)} config")
     # Local storage keeps layers uncompressed: their digest is their diffID, as in a copy.
     layers = tuple(LayerRef(diff_id, OCI_LAYER_TAR, layer.size,
                             layer)
                    for diff_id, layer in stored.layers)
     image = PlatformImage(_platform_of(stored.config, None), None, stored.config, layers)
     if not _matches(image.platform, platform):
-        raise InputError(f"{ref}: image is not for platform {platform}")
+        raise InputError(f"{quoted(ref)}: image is not for platform {platform}")
     return OpenedImage(ref, [image], None, f"{IN_PLACE} (containers-storage, {store.driver})")
 
 
@@ -394,29 +395,30 @@ def open_image(ref: str, platform: Optional[str] = None,
         if transport == "oci":
             path, tag = _split_path(rest)
             store: _Store = _DirStore(path, flat=False)
-            index = json_object(_read(os.path.join(path, "index.json")), f"{path}/index.json")
-            return OpenedImage(ref, _oci(store, index, tag, platform, ref), None)
+            index = json_object(_read(os.path.join(path, "index.json")),
+                                quoted(f"{path}/index.json"))
+            return OpenedImage(ref, _oci(store, index, tag, platform, quoted(ref)), None)
         if transport == "oci-archive":
             path, tag = _split_path(rest)
             archive = _ArchiveStore(path)
-            index = json_object(archive.read_member("index.json"), f"{path}:index.json")
-            return OpenedImage(ref, _oci(archive, index, tag, platform, ref), None)
+            index = json_object(archive.read_member("index.json"), quoted(f"{path}:index.json"))
+            return OpenedImage(ref, _oci(archive, index, tag, platform, quoted(ref)), None)
         if transport == "docker-archive":
             path, name = _split_path(rest)
-            return OpenedImage(ref, _docker_archive(path, name, platform, ref), None)
+            return OpenedImage(ref, _docker_archive(path, name, platform, quoted(ref)), None)
         if transport == "dir":
             manifest = json_object(_read(os.path.join(rest, "manifest.json")),
-                                   f"{rest}/manifest.json")
+                                   quoted(f"{rest}/manifest.json"))
             image = _image(_DirStore(rest, flat=True), manifest, None, None)
             if not _matches(image.platform, platform):
-                raise InputError(f"{ref}: image is {image.platform}, not {platform}")
+                raise InputError(f"{quoted(ref)}: image is {image.platform}, not {platform}")
             return OpenedImage(ref, [image], None)
     except OSError as exc:
-        raise InputError(f"{ref}: {exc.strerror or exc}") from exc
+        raise InputError(f"{quoted(ref)}: {exc.strerror or exc}") from exc
     except (KeyError, TypeError, ValueError, AttributeError, RecursionError) as exc:
         # A field of the wrong type somewhere in the index or manifest (found by fuzzing),
         # or one nested thousands deep.
-        raise InputError(f"{ref}: malformed image metadata ({exc!r})") from exc
+        raise InputError(f"{quoted(ref)}: malformed image metadata ({exc!r})") from exc
     layers_read = SKOPEO_COPY
     if transport == "containers-storage":
         # Imported here: storage.conf's TOML parser is not needed for other transports.
@@ -429,5 +431,5 @@ def open_image(ref: str, platform: Optional[str] = None,
     if transport in ("docker", "containers-storage"):
         tool = skopeo or Skopeo()
         return _copy_with_skopeo(ref, transport, rest, platform, tool, layers_read)
-    raise InputError(f"{ref}: unsupported transport {transport!r} (use oci:, oci-archive:, "
-                     "docker-archive:, dir:, docker://, containers-storage:)")
+    raise InputError(f"{quoted(ref)}: unsupported transport {transport!r} (use oci:, "
+                     "oci-archive:, docker-archive:, dir:, docker://, containers-storage:)")

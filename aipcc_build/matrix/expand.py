@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Optional
 
-from ..errors import InputError
+from ..errors import InputError, quoted
 from ..suggest import did_you_mean
 from .model import (
     SAFE_NAME,
@@ -114,8 +114,8 @@ def check_filters(matrix: Matrix, images: list[ImageSpec], filters: Filters) -> 
             if value not in names:
                 extra = f" (did you mean '{ALIASES[value]}'?)" if value in ALIASES else \
                     did_you_mean(value, names)
-                raise InputError(f"'{value}' matches nothing in the matrix{extra}",
-                                 file=matrix.path, field=field)
+                raise InputError(f"{quoted(value, always=True)} matches nothing in the "
+                                 f"matrix{extra}", file=matrix.path, field=field)
     for prefix in filters.versions:
         if not any(version_matches(image.version, prefix) for image in images):
             versions = sorted({i.version for i in images if i.version})

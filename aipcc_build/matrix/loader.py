@@ -17,6 +17,7 @@ import yaml
 
 from .. import positioned_yaml
 from ..errors import InputError
+from ..fsutil import read_regular
 from ..image_index_settings import INDEX_AUTH_MODES
 from ..positioned_yaml import shown
 from ..suggest import did_you_mean
@@ -116,7 +117,7 @@ def load(path: str | os.PathLike[str]) -> Matrix:
     """Parse and validate a matrix file; raise InputError at the first problem."""
     file = str(path)
     try:
-        data = Path(file).read_bytes()
+        data = read_regular(file)
     except OSError as exc:
         raise InputError(f"cannot read the matrix file: {exc.strerror}", file=file) from None
     try:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
-from ..errors import CheckFailed, InputError, ToolError
+from ..errors import CheckFailed, InputError, ToolError, quoted
 from ..image_reference import below, repository_of, tag_of
 from ..tools.registry_http import UNKNOWN
 from ..tools.retry import Retry, last_line, with_retries
@@ -99,8 +99,9 @@ def destination(to: str) -> tuple[str, str]:
     try:
         return "docker", release_namespace(to)
     except InputError:
-        raise InputError(f"'{to}' is not HOST/NAMESPACE (or docker://HOST/NAMESPACE), "
-                         "oci-archive:FILE or dir:PATH", field="to") from None
+        raise InputError(f"{quoted(to, always=True)} is not HOST/NAMESPACE (or "
+                         "docker://HOST/NAMESPACE), oci-archive:FILE or dir:PATH",
+                         field="to") from None
 
 
 def images_from_report(entries: Sequence[ReportEntry], source_registry: str) -> list[Image]:

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Optional, TypeVar
 
-from ..errors import InputError, without_credentials
+from ..errors import InputError, quoted, without_credentials
 from ..tools.retry import Retry
 from ..tools.skopeo import Skopeo
 
@@ -72,8 +72,9 @@ def no_credentials(destination: str, field: str = "to") -> str:
     takes none there and echoes the reference in its errors; --authfile holds them."""
     masked = without_credentials(destination)
     if masked != destination:
-        raise InputError(f"'{masked}' holds credentials: they would show in logs and errors; "
-                         "give them in an auth file (--authfile)", field=field)
+        raise InputError(f"{quoted(masked, always=True)} holds credentials: they would "
+                         "show in logs and errors; give them in an auth file (--authfile)",
+                         field=field)
     return destination
 
 
@@ -89,8 +90,8 @@ def release_namespace(to: str, field: str = "to") -> str:
     bare = bare.rstrip("/")
     host, slash, _ = bare.partition("/")
     if to.startswith(_OTHER_TRANSPORTS) or "://" in bare or not host or (
-            not slash and ":" not in host and host != "localhost"):
-        raise InputError(f"'{to}' is not HOST/NAMESPACE or docker://HOST/NAMESPACE",
+            not slash and ":" not in host and host != "localhost") or not to.isprintable():
+        raise InputError(f"{quoted(to, always=True)} is not HOST/NAMESPACE or docker://HOST/NAMESPACE",
                          field=field)
     return bare
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 from typing import Callable, Optional
 
-from ..errors import InputError, excerpt
+from ..errors import InputError, excerpt, quoted
 from ..image_reference import is_reference, split
 from ..records import record
 from ..tools.oci_registry import Registry, RegistryRefused, digest_of, side_by_side
@@ -67,7 +67,7 @@ def verify(request: VerifyRequest) -> VerifyResult:
         plain = ref[len("docker://"):] if ref.startswith("docker://") else ref
         repository, tag, digest = split(plain)
         if not is_reference(plain) or "/" not in repository or not (tag or digest):
-            raise InputError(f"{ref!r} is not HOST/REPOSITORY:TAG or "  # a line break shown
+            raise InputError(f"{quoted(ref, always=True)} is not HOST/REPOSITORY:TAG or "
                              "HOST/REPOSITORY@sha256:DIGEST", field="refs")
         refs.append(plain)
     if not refs:

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Optional
 
 from ..environment import on_github_actions
+from ..errors import quoted
 from ..validate.gpu_code import runs_on, summary
 from .console import emit_json, error, interactive, table, terminal_width, warning
 
@@ -108,7 +109,7 @@ def _annotate(outcome: Outcome, allow_missing: bool) -> None:
              f"{outcome.target.name or outcome.target.ref}: not found ({outcome.target.ref}), "
              "not validated")
     if outcome.error:
-        line("error", f"{outcome.target.ref}: {outcome.error}")
+        line("error", f"{quoted(outcome.target.ref)}: {outcome.error}")
     for verdict in outcome.verdicts:
         where = f"{verdict.ref} ({verdict.platform})"
         if verdict.error:
@@ -156,11 +157,12 @@ def validation(run: ValidationRun, as_json: bool) -> None:
     rows = []
     for outcome in outcomes:
         if outcome.error:
-            error(f"{outcome.target.ref}: {outcome.error}")
+            error(f"{quoted(outcome.target.ref)}: {outcome.error}")
         if outcome.skipped:
             where = "not found" if outcome.target.ref.startswith("docker://") else \
                 "not in local storage"
-            warning(f"{outcome.target.name or outcome.target.ref} ({outcome.target.ref}): "
+            warning(f"{outcome.target.name or quoted(outcome.target.ref)} "
+                    f"({quoted(outcome.target.ref)}): "
                     f"{where}, skipped")
         for verdict in outcome.verdicts:
             rows.append((verdict.ref, verdict.platform, str(verdict.expected or "-"),

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import InputError, ToolError
+from ..errors import InputError, ToolError, quoted
 from .runner import Runner
 
 HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
@@ -79,7 +79,7 @@ class Git:
         except ToolError:
             found = ""
         if not re.fullmatch(r"[0-9a-f]{40,64}", found):
-            raise InputError(f"'{rev}' is not a commit of this repository",
+            raise InputError(f"{quoted(rev, always=True)} is not a commit of this repository",
                              field="changed_since")
         return found
 

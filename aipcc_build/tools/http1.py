@@ -269,7 +269,8 @@ class _Paced(io.RawIOBase):
     def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
         left = self._began + self._timeout + self._received / MIN_RATE - time.monotonic()
         if left <= 0:
-            raise TimeoutError(f"the answer comes slower than {MIN_RATE} bytes a second")
+            raise TimeoutError(f"timed out: the answer comes slower than {MIN_RATE} bytes a "
+                               "second")
         self._sock.settimeout(min(self._timeout, left))
         try:
             received = self._sock.recv_into(buffer)

@@ -4,8 +4,10 @@ sigstore disabled; no skopeo writes OCI 1.1 referrers). Manifests and blobs read
 written by digest, the referrers of a digest read through the referrers API where the
 registry has one. Credentials come from the containers auth file (the one skopeo reads):
 HTTP Basic, or a bearer token from the realm a registry names. Every request has a
-timeout; a 429 or 5xx raises `TransientAnswer` for `tools.retry`, any other refusal
-`RegistryRefused`, which names the URL and never a credential."""
+timeout; a 429 or 5xx raises `TransientAnswer` for `tools.retry`, as does the network
+failing a request that may be sent again (`NetworkFailure`: refused, reset, closed
+unanswered, timed out; a kept connection the server closed is first replaced at once),
+any other refusal `RegistryRefused`, which names the URL and never a credential."""
 
 from __future__ import annotations
 
@@ -23,7 +25,13 @@ from ..patterns import lazy
 from ..records import record
 from . import http1
 from .registry_http import _PLAIN, MAX_MANIFEST, TIMEOUT, _context
-from .retry import TransientAnswer, parse_retry_after, transient_status
+from .retry import (
+    NetworkFailure,
+    TransientAnswer,
+    parse_retry_after,
+    transient_status,
+    transient_text,
+)
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -179,6 +187,8 @@ class Registry:
                                       max_body, remember=True)
             except OSError as exc:  # http1.BadAnswer too: nonsense is no answer
                 why = str(exc) or type(exc).__name__
+        if sent_again(method, target) and transient_text(why):
+            raise NetworkFailure(self._url(target), why)
         raise RegistryRefused(f"no answer from {self.host}: {why}")
 
     def _schemes(self) -> list[str]:
@@ -221,9 +231,8 @@ class Registry:
                     response = conn.request(method, target, body, headers, max_body)
                 except (ConnectionResetError, BrokenPipeError):  # http1.Closed among them
                     # Closed as the request went (the race the check above leaves): sent
-                    # again on a new connection, but a POST, which the server may have
-                    # acted on (an upload started), is not.
-                    if method == "POST":
+                    # again at once on a new connection, when it may be sent again.
+                    if not sent_again(method, target):
                         raise
                     conn.close()
                     conn = None
@@ -259,8 +268,10 @@ class Registry:
         try:
             reply = self._exchange(scheme, host, "GET", target, b"", headers, max_body)
         except OSError as exc:
-            raise RegistryRefused(f"{what} {url} does not answer: "
-                                  f"{str(exc) or type(exc).__name__}") from None
+            why = str(exc) or type(exc).__name__
+            if transient_text(why):
+                raise NetworkFailure(url, f"{what} does not answer: {why}") from None
+            raise RegistryRefused(f"{what} {url} does not answer: {why}") from None
         if transient_status(reply.status):
             raise TransientAnswer(url, reply.status, "",
                                   parse_retry_after(reply.headers.get("retry-after")))
@@ -515,6 +526,17 @@ def _check_reference(reference: str, digest_only: bool = False) -> None:
     if not (is_digest(reference) or not digest_only and _is_tag(reference)):
         raise RegistryRefused(f"not a {'digest' if digest_only else 'tag or digest'}: "
                               f"{reference[:80]!r}")
+
+
+def sent_again(method: str, target: str) -> bool:
+    """Whether METHOD TARGET may be sent again after the network failed it: a GET or HEAD;
+    a PUT, which this client sends only whole (a manifest, or an upload's completion with
+    all its bytes: a second one writes the same); a POST only where it starts a blob
+    upload (a session the first may have opened is left unused: the registry expires
+    it)."""
+    if method in ("GET", "HEAD", "PUT"):
+        return True
+    return method == "POST" and target.split("?", 1)[0].endswith("/blobs/uploads/")
 
 
 def _named(scheme: str, host: str, target: str) -> str:

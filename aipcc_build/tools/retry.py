@@ -23,12 +23,15 @@ from ..records import record
 # start seals. The step never ran: unlike a RUN step that failed, worth running again.
 _RUNTIME_START = r"sealing memfd copy: device or resource busy"
 RUNTIME_START = lazy(_RUNTIME_START, re.IGNORECASE)
-# How containers/image, Go's net stack and Python's http.client word a failure of the
-# network or of the registry. A 5xx status as containers/image words it: "received
+# How containers/image, Go's net stack and Python's sockets and `http1` word a failure of
+# the network or of the registry (`NetworkFailure` carries Python's words: "Connection
+# refused", "Connection reset by peer", "timed out", http1's "the server closed the
+# connection without answering"). A 5xx status as containers/image words it: "received
 # unexpected HTTP status: 503 Service Unavailable", "invalid status code from registry 503
 # (Service Unavailable)", "status 502". And the runtime's start above.
 TRANSIENT = lazy(
     r"connection refused|connection reset|broken pipe|i/o timeout|TLS handshake timeout|"
+    r"\btimed out\b|closed the connection without answering|"
     + _RUNTIME_START + r"|"
     r"no such host|temporary failure in name resolution|server misbehaving|"
     r"unexpected EOF|: EOF\b|request canceled|"
@@ -123,6 +126,16 @@ class TransientAnswer(ToolError):
         after = f" (retry after {wait:g} s)" if wait is not None else ""
         super().__init__(["http", url], 1,
                          f"{url}: status {status}{' ' + reason if reason else ''}{after}")
+
+
+class NetworkFailure(ToolError):
+    """The network failed one of our own HTTP requests, one that may be sent again (the
+    connection refused, reset or closed unanswered, or a timeout): transient when the
+    table says so of WHY, like a skopeo that saw the same. URL is named without its query
+    and with no credential."""
+
+    def __init__(self, url: str, why: str) -> None:
+        super().__init__(["http", url], 1, f"{url}: {why}")
 
 
 # Tries of a copy or a request in all, unless a command's --retries says otherwise.

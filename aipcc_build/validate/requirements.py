@@ -20,11 +20,15 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..errors import InputError
+from ..fsutil import read_regular
 from .results import FAILING, OK, Expectation, Finding
 
 # pip's resolution of a requirements file: a dry run that reports in JSON and downloads
 # only what PEP 658 metadata cannot answer.
 RESOLVE_TIMEOUT = 900.0
+# The longest line of a requirements file read: a requirement with its markers and a few
+# dozen hashes fits many times over (continued lines are lines of their own).
+MAX_REQUIREMENT_LINE = 65536
 # The variables by which pip takes constraints (build constraints: pip 25.3 and later).
 _PIP_CONSTRAINT_SETTINGS = ("PIP_CONSTRAINT", "PIP_BUILD_CONSTRAINT")
 
@@ -203,9 +207,10 @@ def read_resolved(path: Path) -> Optional[tuple[Distribution, ...]]:
     None when PATH is a requirements file, which needs resolving first."""
     source = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular(path).decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read the requirements: {exc}", file=source) from None
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise InputError(f"cannot read the requirements: {why}", file=source) from None
     if text.lstrip().startswith("{"):
         try:
             data = json.loads(text)
@@ -220,7 +225,22 @@ def read_resolved(path: Path) -> Optional[tuple[Distribution, ...]]:
         return _uv_lock(_toml(text, source), source)
     if name == "pylock.toml" or re.match(r"^pylock\.[^.]+\.toml$", name):
         return _pylock(_toml(text, source), source)
+    _lines_bounded(text, source)
     return None
+
+
+def _lines_bounded(text: str, source: str) -> None:
+    """InputError naming the line of TEXT, a requirements file, longer than any
+    requirement is (MAX_REQUIREMENT_LINE): pip would look its megabytes up as a name on
+    the index, and its error would echo them several times over."""
+    start, number = 0, 1
+    while start < len(text):
+        end = text.find("\n", start)
+        end = len(text) if end < 0 else end
+        if end - start > MAX_REQUIREMENT_LINE:
+            raise InputError(f"a line of {end - start} characters: no requirement is longer "
+                             f"than {MAX_REQUIREMENT_LINE}", file=source, line=number)
+        start, number = end + 1, number + 1
 
 
 def parse_report(text: str, source: str) -> tuple[Distribution, ...]:

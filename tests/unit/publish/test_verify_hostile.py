@@ -235,6 +235,32 @@ def test_a_registry_busy_past_every_retry_is_each_images_problem(tmp_path: Any) 
     assert took >= 1.0  # the registry's Retry-After, not the 0.01 s backoff
 
 
+def test_a_registry_that_resets_every_connection_is_each_images_problem(
+        tmp_path: Any) -> None:
+    """A reset connection goes through the same table, backoff and bound as a 429: it
+    failed the command at once (RegistryRefused) where skopeo would have retried."""
+    from aipcc_build.publish.signing import write_private_key
+    from aipcc_build.publish.verify import VerifyRequest, verify
+    from aipcc_build.tools.retry import Retry
+    from tests.unit.tools.test_oci_registry_network import Failing
+
+    write_private_key(str(tmp_path / "k.key"), b"p", n=2)
+    server = Failing("reset", failures=-1)
+    try:
+        result = verify(VerifyRequest((f"{server.host}/rel/a:1",), str(tmp_path / "k.pub"),
+                                      tls_verify=False,
+                                      retry=Retry(attempts=2, first=0.01, cap=0.01)))
+    finally:
+        server.stop()
+    [image] = result.images
+    assert not image.ok
+    [problem] = image.problems
+    assert problem.startswith("the registry kept failing: http")
+    assert f"://{server.host}/v2/rel/a/manifests/1: " in problem
+    assert "Connection reset by peer" in problem
+    assert len(server.requests) >= 2  # the plain-HTTP probe aside, each attempt asked
+
+
 def resigned(world: dict[str, Any], tmp_path: Any, change: Any) -> None:
     """The verdict envelope's statement changed by CHANGE, signed again by the key."""
     from aipcc_build.publish.signing import load_signer

@@ -154,3 +154,29 @@ def test_the_resolution_ignores_the_callers_constraints(tmp_path: Path) -> None:
     check_requirements(RequirementsRequest(path, CUDA128), runner=pip)
     # Empty variables: they override pip.conf's `constraint` as well as the caller's own.
     assert pip.argv[:3] == ["env", "PIP_CONSTRAINT=", "PIP_BUILD_CONSTRAINT="]
+
+
+@pytest.mark.parametrize("text, line", [
+    ("x" * 10_000_000, 1),  # ten megabytes without a newline
+    ("numpy\n" + "y" * 70_000 + "\nrequests\n", 2),
+])
+def test_a_line_longer_than_any_requirement_is_refused_before_pip_runs(
+        tmp_path: Path, text: str, line: int) -> None:
+    """pip looked the 10 MB line up as a name on the index (half a minute, half a
+    gigabyte) and its error, echoed whole, held the line several times over."""
+    path = tmp_path / "requirements.txt"
+    path.write_text(text)
+    pip = FakePip(VLLM_FOR_129)
+    with pytest.raises(InputError, match="no requirement is longer than") as caught:
+        check_requirements(RequirementsRequest(path, CUDA128, None), runner=pip)
+    assert (caught.value.file, caught.value.line) == (str(path), line)
+    assert len(str(caught.value)) < 200
+    assert pip.argv == []  # pip never ran
+
+
+def test_a_long_line_within_the_bound_goes_to_pip(tmp_path: Path) -> None:
+    path = tmp_path / "requirements.txt"
+    path.write_text("vllm " + " ".join(["--hash=sha256:" + "0" * 64] * 100) + "\n")
+    pip = FakePip(VLLM_FOR_129)
+    check_requirements(RequirementsRequest(path, CUDA128, None), runner=pip)
+    assert pip.argv
