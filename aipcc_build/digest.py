@@ -9,8 +9,10 @@ kilobytes. Streams of layers hash through `hashlib` (OpenSSL is faster on gigaby
 from __future__ import annotations
 
 import functools
-import importlib
-from typing import Any, Callable, Optional
+
+TYPE_CHECKING = False  # typing's, without importing it at run time (a `verify`'s start)
+if TYPE_CHECKING:
+    from typing import Any, Callable, Optional
 
 # algorithm -> (module, constructor) of CPython's built-in hashes: `_sha2` from 3.12 on,
 # `_sha256` / `_sha512` before.
@@ -41,7 +43,7 @@ def _builtin(algorithm: str) -> Optional[Callable[[bytes], Any]]:
     up once: a module that is not there is searched for along the whole of sys.path."""
     for module, constructor in _BUILTIN.get(algorithm, ()):
         try:
-            return getattr(importlib.import_module(module), constructor)
+            return getattr(__import__(module), constructor)  # top-level: no importlib
         except (ImportError, AttributeError):
             continue
     return None

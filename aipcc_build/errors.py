@@ -5,9 +5,12 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Sequence
-from typing import Optional
 
 from .patterns import lazy
+
+TYPE_CHECKING = False  # typing's, without importing it at run time (a `verify`'s start)
+if TYPE_CHECKING:
+    from typing import Optional
 
 
 class AipccError(Exception):

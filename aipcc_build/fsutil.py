@@ -10,16 +10,17 @@ import io
 import os
 import stat
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any, BinaryIO, Optional, Union, cast
 
 from .patterns import lazy
 
+TYPE_CHECKING = False  # typing's, without importing it at run time (a `verify`'s start)
 if TYPE_CHECKING:
+    from typing import Any, BinaryIO, Optional, Union
+
     # Paths as strings within: pathlib (with the urllib.parse and ipaddress it loads) cost
     # a validation that writes one cache entry as much as the rest of its run (issue 37).
     StrPath = Union[str, os.PathLike[str]]
-
-Payload = Union[str, bytes, Iterable[bytes]]
+    Payload = Union[str, bytes, Iterable[bytes]]
 
 
 def write_atomic(path: StrPath, data: Payload) -> None:
@@ -80,7 +81,7 @@ def _output(path: str) -> Iterator[BinaryIO]:
             fcntl.flock(fd, fcntl.LOCK_EX)  # held until closed: the temporary is in use
         written = _Recorded(fd)
         with io.BufferedWriter(written) as handle:
-            yield cast(BinaryIO, handle)
+            yield handle  # a BinaryIO
             handle.flush()
             os.fsync(fd)
             _read_back(fd, written, path)

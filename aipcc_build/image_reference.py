@@ -4,9 +4,11 @@ the stages (plain functions: a warm validation imports it, and a class costs sta
 
 from __future__ import annotations
 
-from typing import Optional
-
 from .patterns import lazy
+
+TYPE_CHECKING = False  # typing's, without importing it at run time (a `verify`'s start)
+if TYPE_CHECKING:
+    from typing import Optional
 
 # The distribution reference grammar: [HOST[:PORT]/]PATH[:TAG][@DIGEST], lower-case path.
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"

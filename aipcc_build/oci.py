@@ -3,7 +3,9 @@ the validator, the local-storage reader, the registry client and the mirror's la
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # typing's, without importing it at run time (a `verify`'s start)
+if TYPE_CHECKING:
+    from typing import Any
 
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"

@@ -10,7 +10,10 @@ so every later call is the compiled pattern's own, at its speed.
 from __future__ import annotations
 
 import re
-from typing import Any, AnyStr, cast
+
+TYPE_CHECKING = False  # typing's, without importing it at run time (a `verify`'s start)
+if TYPE_CHECKING:
+    from typing import Any, AnyStr
 
 _METHODS = ("match", "fullmatch", "search", "sub", "subn", "split", "findall", "finditer")
 
@@ -32,4 +35,4 @@ class _Lazy:
 
 def lazy(pattern: AnyStr, flags: int = 0) -> re.Pattern[AnyStr]:
     """PATTERN compiled with FLAGS on its first use."""
-    return cast("re.Pattern[AnyStr]", _Lazy(pattern, flags))
+    return _Lazy(pattern, flags)  # type: ignore[return-value]  # its stand-in

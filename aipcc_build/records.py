@@ -19,15 +19,17 @@ checks it as a frozen dataclass.
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any, Callable, TypeVar, overload
 
+TYPE_CHECKING = False  # typing's, without importing it at run time (a `verify`'s start)
 if TYPE_CHECKING:
+    from typing import Any, Callable, TypeVar, overload
+
     from typing_extensions import dataclass_transform
+
+    T = TypeVar("T")
 else:
     def dataclass_transform(**_: Any) -> Callable[[Any], Any]:
         return lambda function: function
-
-T = TypeVar("T")
 
 
 class _Missing:
@@ -52,13 +54,14 @@ class _FieldSpec:
         self.compare = compare
 
 
-@overload
-def field(*, default: T, repr: bool = True, compare: bool = True) -> T: ...
-@overload
-def field(*, default_factory: Callable[[], T], repr: bool = True, compare: bool = True
-          ) -> T: ...
-@overload
-def field(*, repr: bool = True, compare: bool = True) -> Any: ...
+if TYPE_CHECKING:  # the type checker's: made at run time, they were typing's
+    @overload
+    def field(*, default: T, repr: bool = True, compare: bool = True) -> T: ...
+    @overload
+    def field(*, default_factory: Callable[[], T], repr: bool = True, compare: bool = True
+              ) -> T: ...
+    @overload
+    def field(*, repr: bool = True, compare: bool = True) -> Any: ...
 def field(*, default: Any = _MISSING, default_factory: Any = _MISSING, repr: bool = True,
           compare: bool = True) -> Any:
     """A record field's default, or the factory of a fresh default for each record, and

@@ -10,12 +10,14 @@ from __future__ import annotations
 import functools
 import sys
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Optional
 
 from ..errors import AipccError, InputError, Interrupted
 from ..report.console import masked_streams
 
+TYPE_CHECKING = False  # typing's, without importing it at run time (a `verify`'s start)
 if TYPE_CHECKING:
+    from typing import Optional
+
     import click
 
 # Request fields named unlike the command parameter that sets them; "filters.X" is X.

@@ -14,18 +14,19 @@ import contextlib
 import os
 from collections.abc import Iterator
 from types import FrameType
-from typing import TYPE_CHECKING, Callable, Optional
 
+from ..errors import Interrupted
+
+TYPE_CHECKING = False  # typing's, without importing it at run time (a `verify`'s start)
 if TYPE_CHECKING:
     import signal
+    from typing import Callable, Optional
 else:
     # The C module the `signal` module wraps: the same functions on plain numbers, without
     # the three enums `signal` builds at import (scanning its namespace each time), which
     # cost every warm `aipcc-build validate` more than its check of the cache (issue 37).
     # Handlers get a plain number from either, and restore what either returned.
     import _signal as signal
-
-from ..errors import Interrupted
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 

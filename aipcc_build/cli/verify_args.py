@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import os
 import stat
-from typing import TYPE_CHECKING, Any, Optional
 
 from .fast_lines import DECLINED, read_line
 
+TYPE_CHECKING = False  # typing's, without importing it at run time (a `verify`'s start)
 if TYPE_CHECKING:
+    from typing import Any, Optional
+
     from ..publish.verify import VerifyRequest
 
 # The options that take a file (click.Path(dir_okay=False)), by the request field they set.

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import TYPE_CHECKING, Any, Optional
 
 from .. import __version__
 from ..errors import excerpt
@@ -14,7 +13,10 @@ from ..oci import load_json
 from ..records import record
 from .signing import MAX_SIGNATURES, PublicKey, Signer
 
+TYPE_CHECKING = False  # typing's, without importing it at run time (a `verify`'s start)
 if TYPE_CHECKING:  # the validator's results: not loaded to verify a release
+    from typing import Any, Optional
+
     from ..validate.results import ImageVerdict
 
 SBOM_MEDIA_TYPE = "application/vnd.cyclonedx+json"

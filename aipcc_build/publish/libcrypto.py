@@ -15,7 +15,9 @@ compiler). ctypes is imported when libcrypto is first asked for, not with this m
 
 from __future__ import annotations
 
-from typing import Any, Optional
+TYPE_CHECKING = False  # typing's, without importing it at run time (a `verify`'s start)
+if TYPE_CHECKING:
+    from typing import Any, Optional
 
 LIBRARY = "libcrypto.so.3"
 EVP_PKEY_EC = 408  # NID_X9_62_id_ecPublicKey: an EC key's type

@@ -12,11 +12,16 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Sequence
-from typing import Any, Callable, Optional, Protocol
 
 from ..oci import OCI_INDEX, OCI_MANIFEST, load_json
 from ..records import field, record
 from ..tools.oci_registry import Reply, digest_of, side_by_side
+
+TYPE_CHECKING = False  # typing's, without importing it at run time (a `verify`'s start)
+if TYPE_CHECKING:
+    from typing import Any, Callable, Optional, Protocol
+else:
+    Protocol = object  # a description for the type checker: nothing checks it at run time
 
 EMPTY_MEDIA_TYPE = "application/vnd.oci.empty.v1+json"
 EMPTY = b"{}"

@@ -14,7 +14,6 @@ import contextlib
 import functools
 import threading
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar
 
 from .. import __version__
 from ..errors import CheckFailed
@@ -44,8 +43,13 @@ from .signing import (
     signature_tag,
 )
 
+TYPE_CHECKING = False  # typing's, without importing it at run time (a `verify`'s start)
 if TYPE_CHECKING:  # the validator's results: not loaded to verify a release
+    from typing import Any, Callable, Optional, TypeVar
+
     from ..validate.results import ImageVerdict
+
+    T = TypeVar("T")
 
     # The validator on one image: (docker://REPO@DIGEST) -> one verdict per platform. A
     # name for annotations only: made at import, its quoted part was compiled, the first
@@ -57,7 +61,6 @@ CREATOR = f"aipcc-build {__version__}"
 # The platforms of an image index taken at most: a release has a handful; an index a
 # registry serves with thousands would hold a check or a signing for hours.
 MAX_PLATFORMS = 64
-T = TypeVar("T")
 
 
 @record

@@ -17,12 +17,15 @@ import base64
 import functools
 import json
 import time
-from typing import Any, Optional
 
 from ..errors import InputError
 from ..fsutil import NotRegularFile, open_regular
 from ..oci import load_json
 from ..records import record
+
+TYPE_CHECKING = False  # typing's, without importing it at run time (a `verify`'s start)
+if TYPE_CHECKING:
+    from typing import Any, Optional
 
 PRIVATE_KEY_LABELS = ("ENCRYPTED SIGSTORE PRIVATE KEY", "ENCRYPTED COSIGN PRIVATE KEY")
 SIMPLE_SIGNING = "application/vnd.dev.cosign.simplesigning.v1+json"

@@ -7,7 +7,6 @@ as referrers, bound to that digest, the verdict signed by the key and saying ok.
 from __future__ import annotations
 
 import functools
-from typing import Callable, Optional
 
 from ..errors import InputError, excerpt, quoted
 from ..image_reference import is_reference, split
@@ -18,6 +17,10 @@ from . import attestations
 from .referrers import list_referrers, read_artifact
 from .release_signing import Registries, instances, signatures, verified_identities
 from .signing import Payload, PublicKey, load_public_key, read_payload
+
+TYPE_CHECKING = False  # typing's, without importing it at run time (a `verify`'s start)
+if TYPE_CHECKING:
+    from typing import Callable, Optional
 
 # The verdict attestations of one digest read at most (two requests each): a registry
 # listing thousands would hold the check for hours. A release carries one per signing key.

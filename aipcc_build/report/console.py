@@ -7,10 +7,13 @@ import contextlib
 import os
 import sys
 from collections.abc import Iterator, Sequence
-from typing import Any, Optional, TextIO
 
 from ..environment import in_ci
 from ..errors import without_credentials
+
+TYPE_CHECKING = False  # typing's, without importing it at run time (a `verify`'s start)
+if TYPE_CHECKING:
+    from typing import Any, Optional, TextIO
 
 JSON_SCHEMA = 1
 # The command that regenerates every derived file: what each failed drift check names.

@@ -16,11 +16,12 @@ import _socket
 import io
 import select
 import time
-from typing import TYPE_CHECKING, Any, Optional, Union
 
+TYPE_CHECKING = False  # typing's, without importing it at run time (a `verify`'s start)
 if TYPE_CHECKING:
     import socket
     import ssl
+    from typing import Any, Optional, Union
 
 MAX_LINE = 65536
 MAX_HEADERS = 100  # and at most as many trailers, and interim (1xx) answers before one

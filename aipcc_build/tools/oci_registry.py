@@ -16,7 +16,6 @@ import functools
 import os
 import threading
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar
 
 from ..digest import hexdigest, is_lower_hex
 from ..errors import CheckFailed, InputError
@@ -33,8 +32,12 @@ from .retry import (
     transient_text,
 )
 
+TYPE_CHECKING = False  # typing's, without importing it at run time (a `verify`'s start)
 if TYPE_CHECKING:
     from pathlib import Path
+    from typing import Any, Callable, Optional, TypeVar
+
+    T = TypeVar("T")
 
 ACCEPT = ", ".join((OCI_INDEX, OCI_MANIFEST, DOCKER_MANIFEST_LIST, DOCKER_MANIFEST))
 MAX_BLOB = 16 * 1024 * 1024  # signatures, SBOMs and attestations are small
@@ -481,7 +484,6 @@ class Registry:
                                   f"(status {reply.status}{': ' + why if why else ''})")
 
 
-T = TypeVar("T")
 # Requests side by side at most (an attachment may list many signatures).
 SIDE_BY_SIDE = 8
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Optional, Union
 
 from ..digest import hexdigest
 from ..image_reference import is_reference, split
@@ -25,8 +24,10 @@ from ..records import record
 from . import http1
 from .retry import TransientAnswer, parse_retry_after, transient_status
 
+TYPE_CHECKING = False  # typing's, without importing it at run time (a `verify`'s start)
 if TYPE_CHECKING:
     import ssl
+    from typing import Optional, Union
 
 UNKNOWN = object()  # ask skopeo
 ACCEPT = ", ".join((OCI_INDEX, OCI_MANIFEST, DOCKER_MANIFEST_LIST, DOCKER_MANIFEST))

@@ -11,11 +11,16 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Callable, Optional, TypeVar
 
 from ..errors import ToolError
 from ..patterns import lazy
 from ..records import record
+
+TYPE_CHECKING = False  # typing's, without importing it at run time (a `verify`'s start)
+if TYPE_CHECKING:
+    from typing import Callable, Optional, TypeVar
+
+    T = TypeVar("T")
 
 # The container runtime failing to start a container (a RUN step's, `buildah run`'s): crun
 # and runc copy themselves into a sealed memfd at each start, and the kernel refuses the
@@ -157,7 +162,6 @@ class Retry:
         return backoff if asked is None else max(backoff, min(asked, MAX_RETRY_AFTER))
 
 
-T = TypeVar("T")
 
 
 def with_retries(action: Callable[[], T], retry: Retry, on_retry: Callable[[int, float, str],
