@@ -210,6 +210,11 @@ def test_verify_of_one_image_loads_no_click_dataclasses_ssl_or_socket(tmp_path: 
                 "pathlib", "urllib.parse", "encodings.idna", "http.client", "email",
                 "concurrent.futures"} & (modules - started)
     assert heavy(modules) == []
+    # Nor typing (its names are the type checker's: `TYPE_CHECKING = False` in each module
+    # on the path; 11 M of a check's 133 M instructions), nor importlib with the warnings it
+    # loads (the built-in hashes found with __import__). Not in the interpreter's start
+    # either (without site, as `loaded` runs: the editable finder loads both).
+    assert not {"typing", "importlib", "warnings"} & modules
     # The signatures checked through the system's libcrypto (publish.libcrypto), without
     # cryptography's Python layer (typing, enums, its OIDs and hashes: more than the rest
     # of the check imports), where the system has libcrypto.so.3.
