@@ -215,6 +215,9 @@ def test_verify_of_one_image_loads_no_click_dataclasses_ssl_or_socket(tmp_path: 
     # loads (the built-in hashes found with __import__). Not in the interpreter's start
     # either (without site, as `loaded` runs: the editable finder loads both).
     assert not {"typing", "importlib", "warnings"} & modules
+    # No pattern of its own compiled (json's are the standard library's): the reference is
+    # read with str methods (`image_reference.is_reference`), 2 M instructions less.
+    assert compiled(tmp_path) == set()
     # The signatures checked through the system's libcrypto (publish.libcrypto), without
     # cryptography's Python layer (typing, enums, its OIDs and hashes: more than the rest
     # of the check imports), where the system has libcrypto.so.3.
