@@ -22,6 +22,14 @@ EMPTY_MEDIA_TYPE = "application/vnd.oci.empty.v1+json"
 EMPTY = b"{}"
 
 
+def empty_config() -> dict[str, Any]:
+    """The config descriptor of an artifact that has none (OCI 1.1's empty descriptor, its
+    two bytes inline): every referrer and sigstore attachment of a repository names the
+    one `{}` blob, uploaded once."""
+    return {"mediaType": EMPTY_MEDIA_TYPE, "digest": digest_of(EMPTY), "size": len(EMPTY),
+            "data": "e30="}
+
+
 class Store(Protocol):
     """Where manifests, blobs and tags of repositories are read and written: a registry
     (tools.oci_registry.Registry) or an OCI layout (oci_layout.LayoutStore)."""
@@ -103,8 +111,7 @@ def push_artifacts(registry: Store, subject: Subject, artifacts: list[Artifact],
         manifest: dict[str, Any] = {
             "schemaVersion": 2, "mediaType": OCI_MANIFEST,
             "artifactType": artifact.artifact_type,
-            "config": {"mediaType": EMPTY_MEDIA_TYPE, "digest": digest_of(EMPTY),
-                       "size": len(EMPTY), "data": "e30="},
+            "config": empty_config(),
             "layers": [{"mediaType": artifact.media_type, "digest": digest_of(data),
                         "size": len(data)}],
             "subject": subject.descriptor()}

@@ -31,7 +31,7 @@ from ..tools.oci_registry import (
 from ..tools.retry import Retry, TransientAnswer, with_retries
 from . import attestations
 from .attestations import Provenance
-from .referrers import EMPTY, Store, Subject, canonical, listing
+from .referrers import EMPTY, Store, Subject, canonical, empty_config, listing
 from .signing import (
     MAX_SIGNATURE_PAYLOAD,
     MAX_SIGNATURES,
@@ -52,7 +52,6 @@ if TYPE_CHECKING:  # the validator's results: not loaded to verify a release
     # compile of the process (the parser's start), a fifteenth of a `verify` of one image.
     Validator = Callable[[str], list[ImageVerdict]]
 
-OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
 CREATOR = f"aipcc-build {__version__}"
 # The platforms of an image index taken at most: a release has a handful; an index a
 # registry serves with thousands would hold a check or a signing for hours.
@@ -220,20 +219,15 @@ def sign(registry: Registry, path: str, digest: str, identities: Sequence[str],
 def _put_signatures(registry: Store, path: str, digest: str,
                     layers: list[dict[str, Any]], blobs: Sequence[bytes]) -> None:
     """DIGEST's sigstore attachment, of LAYERS: BLOBS (those of its layers not yet in
-    PATH) and its config uploaded side by side, then its manifest."""
-    config = _signatures_config([x["digest"] for x in layers])
-    registry.put_blobs(path, [*blobs, config])
-    manifest = {"schemaVersion": 2, "mediaType": OCI_MANIFEST,
-                "config": {"mediaType": OCI_CONFIG, "digest": digest_of(config),
-                           "size": len(config)},
+    PATH) and its config uploaded side by side, then its manifest. The config is the
+    empty one every attachment and referrer of the repository shares (OCI 1.1's, for an
+    artifact without one), not one listing the layers as cosign's does: no reader of
+    signatures (containers/image, cosign, verify) looks at it, and one of its own was an
+    upload per signed manifest, a sixth of a signed promote's."""
+    registry.put_blobs(path, [*blobs, EMPTY])
+    manifest = {"schemaVersion": 2, "mediaType": OCI_MANIFEST, "config": empty_config(),
                 "layers": layers}
     registry.put_manifest(path, signature_tag(digest), canonical(manifest), OCI_MANIFEST)
-
-
-def _signatures_config(layers: Sequence[str]) -> bytes:
-    """The config of a sigstore attachment of the layers (digests) LAYERS."""
-    return canonical({"architecture": "", "os": "", "config": {},
-                      "rootfs": {"type": "layers", "diff_ids": list(layers)}})
 
 
 def verified_identities(pairs: Sequence[tuple[bytes, bytes]], digest: str,
@@ -430,8 +424,8 @@ def _prepare(image: Released, verdicts: list[ImageVerdict], registries: Registri
              drafts: Drafts) -> None:
     """The unsigned blobs IMAGE's signing will name, uploaded before its read-back: the
     simple-signing payload of each manifest (the index and each platform, as VERDICTS
-    name them by digest) for each tag, the config of each sigstore attachment, each
-    platform's SBOM and the attestations' empty config. Nothing here signs or attests: a
+    name them by digest) for each tag, each platform's SBOM and the empty config every
+    attachment and attestation names. Nothing here signs or attests: a
     signature is in its attachment's manifest, not in a blob, and no manifest names these
     blobs before the read-back; what is left then is the attachments, the signed verdicts
     and the referrer manifests, a few requests instead of a few dozen. Beside the uploads,
@@ -449,8 +443,7 @@ def _prepare(image: Released, verdicts: list[ImageVerdict], registries: Registri
         registry, path = registries.of(repository)
         blobs = [EMPTY]
         for digest in subjects:
-            payloads = [drafts.payload(identity, digest) for identity in dict.fromkeys(dests)]
-            blobs += [*payloads, _signatures_config([digest_of(p) for p in payloads])]
+            blobs += [drafts.payload(identity, digest) for identity in dict.fromkeys(dests)]
         blobs += [drafts.sbom(_verdict_of(verdicts, digest, len(platforms)), digest,
                               f"{repository}@{digest}") for digest in platforms]
         side_by_side([
