@@ -100,6 +100,9 @@ def test_an_image_released_anew_has_only_its_signed_parts_written_after_its_read
     assert {method for method, _ in memory.requests} == {"PUT blob", "GET", "POST upload"}
     assert memory.requests.count(("POST upload", "rel/img")) == 2
     prepared = {blob for method, blob in memory.requests if method == "PUT blob"}
+    # Each manifest's payload of each tag, each platform's SBOM, and the one empty config
+    # that the attachments and attestations all name: no config of an attachment's own.
+    assert len(prepared) == 3 * len(tags) + 2 + 1
     assert digest(EMPTY) in prepared
     assert all(b"payloadType" not in memory.blobs[blob] for blob in prepared)  # no DSSE
     read = [reference for method, reference in memory.requests if method == "GET"]
@@ -117,6 +120,10 @@ def test_an_image_released_anew_has_only_its_signed_parts_written_after_its_read
     # After the read-back, writes alone: nothing read again (the manifest promote read
     # back, the attachments and referrers prepare read), each fallback index extended.
     assert [method for method, _ in memory.requests if method == "GET"] == []
+    for subject in (index, *platforms):
+        attachment = memory.get_manifest("rel/img", signature_tag(digest(subject)))
+        assert attachment is not None
+        assert json.loads(attachment[0])["config"]["digest"] == digest(EMPTY)
     verified = verify(VerifyRequest((f"{HOST}/rel/img:{tags[1]}",), str(tmp_path / "k.pub")))
     assert verified.images[0].problems == ()
 
