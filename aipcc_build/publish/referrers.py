@@ -16,7 +16,7 @@ from typing import Any, Callable, Optional, Protocol
 
 from ..oci import OCI_INDEX, OCI_MANIFEST, load_json
 from ..records import field, record
-from ..tools.oci_registry import Reply, digest_of, side_by_side
+from ..tools.oci_registry import RegistryRefused, Reply, digest_of, side_by_side
 
 EMPTY_MEDIA_TYPE = "application/vnd.oci.empty.v1+json"
 EMPTY = b"{}"
@@ -72,6 +72,31 @@ def canonical(document: dict[str, Any]) -> bytes:
     return json.dumps(document, separators=(",", ":"), sort_keys=True).encode()
 
 
+def put_tag(registry: Store, repository: str, tag: str, body: bytes,
+            media_type: str) -> None:
+    """BODY written as TAG of REPOSITORY, then read back: a write counts only once the
+    tag serves it. RegistryRefused naming the tag when the registry answered the write
+    but serves another manifest there, or none (a registry that lies, or another writer
+    that replaced the tag meanwhile): a rerun writes it again."""
+    registry.put_manifest(repository, tag, body, media_type)
+    found = registry.get_manifest(repository, tag)
+    if found is None or digest_of(found[0]) != digest_of(body):
+        served = "no manifest" if found is None \
+            else f"another manifest ({digest_of(found[0])})"
+        raise RegistryRefused(f"{registry.host}/{repository}:{tag}: the registry accepted "
+                              f"its write of {digest_of(body)} but serves {served} there")
+
+
+def confirm_digest(registry: Store, repository: str, reply: Reply, digest: str) -> None:
+    """A write by DIGEST, as its REPLY confirms it: the manifest the registry stored is
+    the one its Docker-Content-Digest names (read back by the registry's own hashing of
+    what it received); RegistryRefused when that is another."""
+    stored = reply.headers.get("docker-content-digest")
+    if stored is not None and stored != digest:
+        raise RegistryRefused(f"{registry.host}/{repository}@{digest}: the registry stored "
+                              f"the write as {stored}")
+
+
 @record
 class Artifact:
     """What to hang off a subject: DATA (one layer of MEDIA_TYPE) as ARTIFACT_TYPE."""
@@ -124,6 +149,7 @@ def push_artifacts(registry: Store, subject: Subject, artifacts: list[Artifact],
                             for body in manifests])
     unindexed = []
     for artifact, body, reply in zip(artifacts, manifests, replies):
+        confirm_digest(registry, subject.repository, reply, digest_of(body))
         if "oci-subject" not in reply.headers:
             descriptor = {"mediaType": OCI_MANIFEST, "digest": digest_of(body),
                           "size": len(body), "artifactType": artifact.artifact_type}
@@ -146,8 +172,8 @@ def _add_to_fallback(registry: Store, subject: Subject, descriptors: list[dict[s
     if not new:
         return
     index = {"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": [*manifests, *new]}
-    registry.put_manifest(subject.repository, referrers_tag(subject.digest),
-                          canonical(index), OCI_INDEX)
+    put_tag(registry, subject.repository, referrers_tag(subject.digest), canonical(index),
+            OCI_INDEX)
 
 
 def _fallback_entries(registry: Store, repository: str, digest: str
@@ -242,6 +268,7 @@ def copy_referrers(source: Store, dest: Store, source_path: str, subject: Subjec
             if isinstance(blob, dict) and isinstance(blob.get("digest"), str):
                 dest.put_blob(subject.repository, source.get_blob(source_path, blob["digest"]))
         reply = dest.put_manifest(subject.repository, digest, body, media_type)
+        confirm_digest(dest, subject.repository, reply, digest)
         if "oci-subject" not in reply.headers:
             _add_to_fallback(dest, subject, [{k: v for k, v in descriptor.items()
                                               if k in ("mediaType", "digest", "size",

@@ -31,7 +31,7 @@ from ..tools.oci_registry import (
 from ..tools.retry import Retry, TransientAnswer, with_retries
 from . import attestations
 from .attestations import Provenance
-from .referrers import EMPTY, Store, Subject, canonical, empty_config, listing
+from .referrers import EMPTY, Store, Subject, canonical, empty_config, listing, put_tag
 from .signing import (
     MAX_SIGNATURE_PAYLOAD,
     MAX_SIGNATURES,
@@ -227,7 +227,7 @@ def _put_signatures(registry: Store, path: str, digest: str,
     registry.put_blobs(path, [*blobs, EMPTY])
     manifest = {"schemaVersion": 2, "mediaType": OCI_MANIFEST, "config": empty_config(),
                 "layers": layers}
-    registry.put_manifest(path, signature_tag(digest), canonical(manifest), OCI_MANIFEST)
+    put_tag(registry, path, signature_tag(digest), canonical(manifest), OCI_MANIFEST)
 
 
 def verified_identities(pairs: Sequence[tuple[bytes, bytes]], digest: str,

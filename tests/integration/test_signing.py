@@ -535,6 +535,34 @@ def test_promote_signs_only_what_the_destination_reads_back(
         ".sig" in p or "/referrers/" in p or "/manifests/sha256-" in p)] == []
 
 
+def test_a_signature_tag_the_registry_does_not_keep_leaves_the_release_incomplete(
+        release: dict[str, Any], registries: dict[str, Registry],
+        skopeo118: VerifyingSkopeo) -> None:
+    """A front that answers 201 to the write of each `sha256-<hex>.sig` tag but keeps it
+    under its digest only: the signing reads each tag back, finds it serving nothing,
+    and promote exits 1 naming the image and the tag, no release manifest written; a
+    rerun through the registry itself completes the release."""
+    work = skopeo118.work
+    src = registries["src"].host
+    manifest = work / "release-manifest.json"
+    args = ["--matrix", str(release["matrix"]), "promote", "--report",
+            str(release["report"]), "--no-tls-verify", "--manifest", str(manifest),
+            "--sign-by-sigstore-private-key", str(work / "ours.private"),
+            "--sign-passphrase-file", str(work / "pass")]
+    with FlakyProxy(src, failures=0, lose=(".sig",)) as front:
+        done = run_cli(*args, "--to", f"{front.host}/unkept")
+    assert done.returncode == 1, done.stderr
+    assert "base/img" in done.stderr and "not completely signed" in done.stderr
+    assert ".sig: the registry accepted its write of sha256:" in done.stderr
+    assert "serves no manifest there" in done.stderr and not manifest.exists()
+    assert any(method == "PUT" and path.endswith(".sig") for method, path in front.requests)
+    released = f"{src}/unkept/base-images/img0:3.0-42"
+    assert any("is not signed" in p for p in check(released, skopeo118))
+    completed = run_cli(*args, "--to", f"{src}/unkept")
+    assert completed.returncode == 0, completed.stderr
+    assert check(released, skopeo118) == ()
+
+
 def test_a_registry_with_the_referrers_api_gets_no_referrers_tag(
         pushed: Any, ours: Signer, skopeo118: VerifyingSkopeo, registry: Registry,
         tmp_path: Path) -> None:
