@@ -480,6 +480,14 @@ def test_an_index_and_each_platform_are_signed_and_attested(
         assert JsonStrictValidator(SchemaVersion.V1_6).validate_str(found[1].decode()) is None
 
 
+def signed_promote(release: dict[str, Any], work: Path, manifest: Path) -> list[str]:
+    """The arguments of a signed promote of RELEASE writing MANIFEST (`--to` to add)."""
+    return ["--matrix", str(release["matrix"]), "promote", "--report",
+            str(release["report"]), "--no-tls-verify", "--manifest", str(manifest),
+            "--sign-by-sigstore-private-key", str(work / "ours.private"),
+            "--sign-passphrase-file", str(work / "pass")]
+
+
 def test_a_registry_refusing_a_signature_or_attestation_fails_promote_naming_the_image(
         release: dict[str, Any], registries: dict[str, Registry],
         skopeo118: VerifyingSkopeo) -> None:
@@ -489,10 +497,7 @@ def test_a_registry_refusing_a_signature_or_attestation_fails_promote_naming_the
     work = skopeo118.work
     src = registries["src"].host
     manifest = work / "release-manifest.json"
-    args = ["--matrix", str(release["matrix"]), "promote", "--report",
-            str(release["report"]), "--no-tls-verify", "--manifest", str(manifest),
-            "--sign-by-sigstore-private-key", str(work / "ours.private"),
-            "--sign-passphrase-file", str(work / "pass")]
+    args = signed_promote(release, work, manifest)
     for namespace, refused, missing in (
             ("signature", ".sig", "is not signed"),  # the sigstore attachment
             ("attestation", "/manifests/sha256:", "no verdict attestation")):  # by digest
@@ -545,10 +550,7 @@ def test_a_signature_tag_the_registry_does_not_keep_leaves_the_release_incomplet
     work = skopeo118.work
     src = registries["src"].host
     manifest = work / "release-manifest.json"
-    args = ["--matrix", str(release["matrix"]), "promote", "--report",
-            str(release["report"]), "--no-tls-verify", "--manifest", str(manifest),
-            "--sign-by-sigstore-private-key", str(work / "ours.private"),
-            "--sign-passphrase-file", str(work / "pass")]
+    args = signed_promote(release, work, manifest)
     with FlakyProxy(src, failures=0, lose=(".sig",)) as front:
         done = run_cli(*args, "--to", f"{front.host}/unkept")
     assert done.returncode == 1, done.stderr
