@@ -73,12 +73,15 @@ def canonical(document: dict[str, Any]) -> bytes:
 
 
 def put_tag(registry: Store, repository: str, tag: str, body: bytes,
-            media_type: str) -> None:
-    """BODY written as TAG of REPOSITORY, then read back: a write counts only once the
-    tag serves it. RegistryRefused naming the tag when the registry answered the write
-    but serves another manifest there, or none (a registry that lies, or another writer
-    that replaced the tag meanwhile): a rerun writes it again."""
+            media_type: str, read_back: bool = True) -> None:
+    """BODY written as TAG of REPOSITORY, then read back (unless READ_BACK is false: a
+    caller that reads what it wrote back itself, as mirror does): a write counts only
+    once the tag serves it. RegistryRefused naming the tag when the registry answered
+    the write but serves another manifest there, or none (a registry that lies, or
+    another writer that replaced the tag meanwhile): a rerun writes it again."""
     registry.put_manifest(repository, tag, body, media_type)
+    if not read_back:
+        return
     found = registry.get_manifest(repository, tag)
     if found is None or digest_of(found[0]) != digest_of(body):
         served = "no manifest" if found is None \
@@ -162,9 +165,10 @@ def push_artifacts(registry: Store, subject: Subject, artifacts: list[Artifact],
 
 
 def _add_to_fallback(registry: Store, subject: Subject, descriptors: list[dict[str, Any]],
-                     manifests: Optional[list[dict[str, Any]]] = None) -> None:
+                     manifests: Optional[list[dict[str, Any]]] = None,
+                     read_back: bool = True) -> None:
     """DESCRIPTORS added to SUBJECT's fallback index, whose entries are MANIFESTS when
-    the caller has just read them."""
+    the caller has just read them; the index read back unless READ_BACK is false."""
     if manifests is None:
         manifests = _fallback_entries(registry, subject.repository, subject.digest)
     listed = {m.get("digest") for m in manifests}
@@ -173,7 +177,7 @@ def _add_to_fallback(registry: Store, subject: Subject, descriptors: list[dict[s
         return
     index = {"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": [*manifests, *new]}
     put_tag(registry, subject.repository, referrers_tag(subject.digest), canonical(index),
-            OCI_INDEX)
+            OCI_INDEX, read_back)
 
 
 def _fallback_entries(registry: Store, repository: str, digest: str
@@ -272,6 +276,7 @@ def copy_referrers(source: Store, dest: Store, source_path: str, subject: Subjec
         if "oci-subject" not in reply.headers:
             _add_to_fallback(dest, subject, [{k: v for k, v in descriptor.items()
                                               if k in ("mediaType", "digest", "size",
-                                                       "artifactType", "annotations")}])
+                                                       "artifactType", "annotations")}],
+                             read_back=False)  # mirror reads back what it carried
         copied += 1
     return copied

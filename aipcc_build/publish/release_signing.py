@@ -217,17 +217,20 @@ def sign(registry: Registry, path: str, digest: str, identities: Sequence[str],
 
 
 def _put_signatures(registry: Store, path: str, digest: str,
-                    layers: list[dict[str, Any]], blobs: Sequence[bytes]) -> None:
+                    layers: list[dict[str, Any]], blobs: Sequence[bytes],
+                    read_back: bool = True) -> None:
     """DIGEST's sigstore attachment, of LAYERS: BLOBS (those of its layers not yet in
     PATH) and its config uploaded side by side, then its manifest. The config is the
     empty one every attachment and referrer of the repository shares (OCI 1.1's, for an
     artifact without one), not one listing the layers as cosign's does: no reader of
     signatures (containers/image, cosign, verify) looks at it, and one of its own was an
-    upload per signed manifest, a sixth of a signed promote's."""
+    upload per signed manifest, a sixth of a signed promote's. The attachment's tag is
+    read back (`put_tag`) unless READ_BACK is false."""
     registry.put_blobs(path, [*blobs, EMPTY])
     manifest = {"schemaVersion": 2, "mediaType": OCI_MANIFEST, "config": empty_config(),
                 "layers": layers}
-    put_tag(registry, path, signature_tag(digest), canonical(manifest), OCI_MANIFEST)
+    put_tag(registry, path, signature_tag(digest), canonical(manifest), OCI_MANIFEST,
+            read_back)
 
 
 def verified_identities(pairs: Sequence[tuple[bytes, bytes]], digest: str,
@@ -509,7 +512,8 @@ def carry(source: Store, source_path: str, dest: Store, dest_path: str, digest: 
         missing = [x for x in layers if x not in there]
         if missing:
             _put_signatures(dest, dest_path, subject.digest, there + missing,
-                            [source.get_blob(source_path, str(x["digest"])) for x in missing])
+                            [source.get_blob(source_path, str(x["digest"])) for x in missing],
+                            read_back=False)  # mirror reads back what it carried
             written += 1
     for subject in platforms:
         written += copy_referrers(source, dest, source_path,
