@@ -92,10 +92,14 @@ def put_tag(registry: Store, repository: str, tag: str, body: bytes,
 
 def confirm_digest(registry: Store, repository: str, reply: Reply, digest: str) -> None:
     """A write by DIGEST, as its REPLY confirms it: the manifest the registry stored is
-    the one its Docker-Content-Digest names (read back by the registry's own hashing of
-    what it received); RegistryRefused when that is another."""
+    the one its Docker-Content-Digest names (the registry's own hashing of what it
+    received), or, with no such header, the one a read by DIGEST serves; RegistryRefused
+    when that is another, or none."""
     stored = reply.headers.get("docker-content-digest")
-    if stored is not None and stored != digest:
+    if stored is None:
+        found = registry.get_manifest(repository, digest)
+        stored = "nothing" if found is None else digest_of(found[0])
+    if stored != digest:
         raise RegistryRefused(f"{registry.host}/{repository}@{digest}: the registry stored "
                               f"the write as {stored}")
 

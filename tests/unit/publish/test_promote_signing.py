@@ -242,3 +242,13 @@ def test_a_write_by_digest_stored_as_another_digest_is_refused() -> None:
                        digest(body))
     confirm_digest(MemoryRegistry(), "rel/img",
                    Reply(201, {"docker-content-digest": digest(body)}, b""), digest(body))
+
+
+def test_a_write_by_digest_answered_without_its_digest_is_read_back() -> None:
+    """A registry that names no Docker-Content-Digest is asked what it stores there."""
+    body = b'{"schemaVersion": 2}'
+    registry = MemoryRegistry()
+    with pytest.raises(RegistryRefused, match="stored the write as nothing"):
+        confirm_digest(registry, "rel/img", Reply(201, {}, b""), digest(body))
+    registry.manifests[digest(body)] = (body, "application/vnd.oci.image.manifest.v1+json")
+    confirm_digest(registry, "rel/img", Reply(201, {}, b""), digest(body))
