@@ -2,7 +2,9 @@
 registry, with `--sign-by-sigstore-private-key` against without (shortest of ROUNDS
 alternated runs each, ratio, target <= 1.1; with the CPU time of promote and its skopeo
 processes, and that plus the registries' own, which share this host's cores: the wall
-ratio moves with the machine's load, the work does not);
+ratio moves with the machine's load, the work does not; and the requests the destination
+registry answered, by kind, in the last run of each, from its access log: what signing adds
+is mostly the registry's work of each request);
 and `verify` of one image against `skopeo inspect` of it (shortest of several runs each,
 ratio, target <= 2).
 
@@ -30,6 +32,7 @@ Usage: python bench/signing_speed.py [--payload-mb N] [--platforms 1|2]
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
 import subprocess
@@ -120,9 +123,13 @@ def main() -> int:
         try:
             def fresh(name: str) -> str:
                 (root / name).mkdir()
-                registries.append(Registry(root / name))
+                registries.append(Registry(root / name, access_log=root / f"{name}.log"))
                 registries[-1].start()
+                # The requests of the run from here on (not the start-up's look).
+                started[name] = (root / f"{name}.log").stat().st_size
                 return registries[-1].host
+
+            started: dict[str, int] = {}
 
             src = fresh("src")
             entries = []
@@ -171,15 +178,19 @@ def main() -> int:
                 # Each signed run against the unsigned run just before it (the two a few
                 # seconds apart, under much the same load): the shortest of each can pair
                 # a lucky unsigned run with an unlucky signed one.
-                paired = sorted(s[0] / u[0] for u, s in zip(unsigned_runs, signed_runs))
                 load += f" to {_load()}; median of the {rounds} runs paired: " \
-                    f"{paired[len(paired) // 2]:.2f}"
+                    f"{_paired(unsigned_runs, signed_runs, 0):.2f}"
+                # The CPU figures under load move too (a run's CPU time grows with the
+                # cores' contention): the same pairing of the totals with the registries'.
+                all_paired = _paired(unsigned_runs, signed_runs, 2)
                 # The build validated these layers on this machine: its scans are cached.
                 validate = [sys.executable, "-m", "aipcc_build", "validate",
                             "--no-tls-verify",
                             *[f"docker://{e['reference']}" for e in entries]]
                 subprocess.run(validate, env=env, capture_output=True)
                 validated = _timed_any(validate, env)
+                requests = [_requests(root / f"{name}.log", started[name])
+                            for name in (f"plain{rounds - 1}", f"signed{rounds - 1}")]
             one = f"{signed}/rel/aipcc/base-images/img0:3.0-1"
             verified = subprocess.run([sys.executable, "-m", "aipcc_build", "verify",
                                        "--no-tls-verify", "--key", str(root / "release.pub"),
@@ -201,6 +212,9 @@ def main() -> int:
                 subprocess.run(["buildah", "rmi", "-f", *names], capture_output=True)
     if not options.verify_only:
         _promote_figures(options.base, payload_mb, platforms, figures, validated, load)
+        print(f"CPU time with the registries', median of the {rounds} runs paired: "
+              f"{all_paired:.2f}")
+        _request_figures(*requests)
     print(f"verify of one image: {verify_wall:.3f} s; skopeo inspect of it: "
           f"{inspect_wall:.3f} s; ratio {verify_wall / inspect_wall:.2f} (target <= 2)")
     print(f"in CPU time (user + system): verify {verify_cpu:.3f} s; skopeo inspect "
@@ -229,6 +243,52 @@ def _promote_figures(base: str, payload_mb: int, platforms: int,
     print(f"the build's verdicts attested, not validated again; the validator alone on "
           f"the same images (layer scans cached) takes {validated:.2f} s, "
           f"{validated / unsigned:.2f} of the unsigned promote")
+
+
+def _paired(unsigned: list[tuple[float, float, float]],
+            signed: list[tuple[float, float, float]], figure: int) -> float:
+    """The median ratio of FIGURE of each signed run to the unsigned run just before it."""
+    ratios = sorted(s[figure] / u[figure] for u, s in zip(unsigned, signed))
+    return ratios[len(ratios) // 2]
+
+
+def _requests(log: Path, offset: int) -> collections.Counter[str]:
+    """The requests of the registry's access LOG from OFFSET on, by kind: method and what
+    it asks for (a blob upload's start and end apart, a tag and a digest apart)."""
+    kinds: collections.Counter[str] = collections.Counter()
+    with open(log, "rb") as stream:
+        stream.seek(offset)
+        for line in stream:
+            parts = line.split(b'"', 2)[1].decode(errors="replace").split()
+            if len(parts) < 2 or not parts[1].startswith("/v2/"):
+                continue
+            method, path = parts[0], parts[1].split("?", 1)[0]
+            if "/blobs/uploads/" in path:
+                what = "upload start" if path.endswith("/uploads/") else "upload"
+            elif "/blobs/" in path:
+                what = "blob"
+            elif "/manifests/" in path:
+                reference = path.rsplit("/", 1)[1]
+                what = ("manifest by digest" if reference.startswith("sha256:") else
+                        "signature tag" if reference.endswith(".sig") else
+                        "referrers tag" if reference.startswith("sha256-") else "tag")
+            elif "/referrers/" in path:
+                what = "referrers API"
+            else:
+                what = "other"
+            kinds[f"{method} {what}"] += 1
+    return kinds
+
+
+def _request_figures(unsigned: collections.Counter[str],
+                     signed: collections.Counter[str]) -> None:
+    """The destination's requests of the last unsigned and signed runs, and what signing
+    added, by kind (each costs the registry CPU on this host's cores)."""
+    added = {kind: signed[kind] - unsigned[kind] for kind in sorted(signed | unsigned)
+             if signed[kind] != unsigned[kind]}
+    print(f"requests to the destination registry: {sum(unsigned.values())}; signed: "
+          f"{sum(signed.values())} (" + ", ".join(f"{n:+d} {kind}" for kind, n in
+                                                  added.items()) + ")")
 
 
 def _pushed(reference: str, stamp: str, payload_mb: int, platforms: int,

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from ..oci import OCI_INDEX, OCI_MANIFEST, load_json
 from ..records import field, record
-from ..tools.oci_registry import Reply, digest_of, side_by_side
+from ..tools.oci_registry import RegistryRefused, Reply, digest_of, side_by_side
 
 TYPE_CHECKING = False  # typing's, without importing it at run time (a `verify`'s start)
 if TYPE_CHECKING:
@@ -25,6 +25,14 @@ else:
 
 EMPTY_MEDIA_TYPE = "application/vnd.oci.empty.v1+json"
 EMPTY = b"{}"
+
+
+def empty_config() -> dict[str, Any]:
+    """The config descriptor of an artifact that has none (OCI 1.1's empty descriptor, its
+    two bytes inline): every referrer and sigstore attachment of a repository names the
+    one `{}` blob, uploaded once."""
+    return {"mediaType": EMPTY_MEDIA_TYPE, "digest": digest_of(EMPTY), "size": len(EMPTY),
+            "data": "e30="}
 
 
 class Store(Protocol):
@@ -69,6 +77,38 @@ def canonical(document: dict[str, Any]) -> bytes:
     return json.dumps(document, separators=(",", ":"), sort_keys=True).encode()
 
 
+def put_tag(registry: Store, repository: str, tag: str, body: bytes,
+            media_type: str, read_back: bool = True) -> None:
+    """BODY written as TAG of REPOSITORY, then read back (unless READ_BACK is false: a
+    caller that reads what it wrote back itself, as mirror does): a write counts only
+    once the tag serves it. RegistryRefused naming the tag when the registry answered
+    the write but serves another manifest there, or none (a registry that lies, or
+    another writer that replaced the tag meanwhile): a rerun writes it again."""
+    registry.put_manifest(repository, tag, body, media_type)
+    if not read_back:
+        return
+    found = registry.get_manifest(repository, tag)
+    if found is None or digest_of(found[0]) != digest_of(body):
+        served = "no manifest" if found is None \
+            else f"another manifest ({digest_of(found[0])})"
+        raise RegistryRefused(f"{registry.host}/{repository}:{tag}: the registry accepted "
+                              f"its write of {digest_of(body)} but serves {served} there")
+
+
+def confirm_digest(registry: Store, repository: str, reply: Reply, digest: str) -> None:
+    """A write by DIGEST, as its REPLY confirms it: the manifest the registry stored is
+    the one its Docker-Content-Digest names (the registry's own hashing of what it
+    received), or, with no such header, the one a read by DIGEST serves; RegistryRefused
+    when that is another, or none."""
+    stored = reply.headers.get("docker-content-digest")
+    if stored is None:
+        found = registry.get_manifest(repository, digest)
+        stored = "nothing" if found is None else digest_of(found[0])
+    if stored != digest:
+        raise RegistryRefused(f"{registry.host}/{repository}@{digest}: the registry stored "
+                              f"the write as {stored}")
+
+
 @record
 class Artifact:
     """What to hang off a subject: DATA (one layer of MEDIA_TYPE) as ARTIFACT_TYPE."""
@@ -108,8 +148,7 @@ def push_artifacts(registry: Store, subject: Subject, artifacts: list[Artifact],
         manifest: dict[str, Any] = {
             "schemaVersion": 2, "mediaType": OCI_MANIFEST,
             "artifactType": artifact.artifact_type,
-            "config": {"mediaType": EMPTY_MEDIA_TYPE, "digest": digest_of(EMPTY),
-                       "size": len(EMPTY), "data": "e30="},
+            "config": empty_config(),
             "layers": [{"mediaType": artifact.media_type, "digest": digest_of(data),
                         "size": len(data)}],
             "subject": subject.descriptor()}
@@ -122,6 +161,7 @@ def push_artifacts(registry: Store, subject: Subject, artifacts: list[Artifact],
                             for body in manifests])
     unindexed = []
     for artifact, body, reply in zip(artifacts, manifests, replies):
+        confirm_digest(registry, subject.repository, reply, digest_of(body))
         if "oci-subject" not in reply.headers:
             descriptor = {"mediaType": OCI_MANIFEST, "digest": digest_of(body),
                           "size": len(body), "artifactType": artifact.artifact_type}
@@ -134,9 +174,10 @@ def push_artifacts(registry: Store, subject: Subject, artifacts: list[Artifact],
 
 
 def _add_to_fallback(registry: Store, subject: Subject, descriptors: list[dict[str, Any]],
-                     manifests: Optional[list[dict[str, Any]]] = None) -> None:
+                     manifests: Optional[list[dict[str, Any]]] = None,
+                     read_back: bool = True) -> None:
     """DESCRIPTORS added to SUBJECT's fallback index, whose entries are MANIFESTS when
-    the caller has just read them."""
+    the caller has just read them; the index read back unless READ_BACK is false."""
     if manifests is None:
         manifests = _fallback_entries(registry, subject.repository, subject.digest)
     listed = {m.get("digest") for m in manifests}
@@ -144,8 +185,8 @@ def _add_to_fallback(registry: Store, subject: Subject, descriptors: list[dict[s
     if not new:
         return
     index = {"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": [*manifests, *new]}
-    registry.put_manifest(subject.repository, referrers_tag(subject.digest),
-                          canonical(index), OCI_INDEX)
+    put_tag(registry, subject.repository, referrers_tag(subject.digest), canonical(index),
+            OCI_INDEX, read_back)
 
 
 def _fallback_entries(registry: Store, repository: str, digest: str
@@ -240,9 +281,11 @@ def copy_referrers(source: Store, dest: Store, source_path: str, subject: Subjec
             if isinstance(blob, dict) and isinstance(blob.get("digest"), str):
                 dest.put_blob(subject.repository, source.get_blob(source_path, blob["digest"]))
         reply = dest.put_manifest(subject.repository, digest, body, media_type)
+        confirm_digest(dest, subject.repository, reply, digest)
         if "oci-subject" not in reply.headers:
             _add_to_fallback(dest, subject, [{k: v for k, v in descriptor.items()
                                               if k in ("mediaType", "digest", "size",
-                                                       "artifactType", "annotations")}])
+                                                       "artifactType", "annotations")}],
+                             read_back=False)  # mirror reads back what it carried
         copied += 1
     return copied

@@ -30,7 +30,7 @@ from ..tools.oci_registry import (
 from ..tools.retry import Retry, TransientAnswer, with_retries
 from . import attestations
 from .attestations import Provenance
-from .referrers import EMPTY, Store, Subject, canonical, listing
+from .referrers import EMPTY, Store, Subject, canonical, empty_config, listing, put_tag
 from .signing import (
     MAX_SIGNATURE_PAYLOAD,
     MAX_SIGNATURES,
@@ -56,7 +56,6 @@ if TYPE_CHECKING:  # the validator's results: not loaded to verify a release
     # compile of the process (the parser's start), a fifteenth of a `verify` of one image.
     Validator = Callable[[str], list[ImageVerdict]]
 
-OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
 CREATOR = f"aipcc-build {__version__}"
 # The platforms of an image index taken at most: a release has a handful; an index a
 # registry serves with thousands would hold a check or a signing for hours.
@@ -221,22 +220,20 @@ def sign(registry: Registry, path: str, digest: str, identities: Sequence[str],
 
 
 def _put_signatures(registry: Store, path: str, digest: str,
-                    layers: list[dict[str, Any]], blobs: Sequence[bytes]) -> None:
+                    layers: list[dict[str, Any]], blobs: Sequence[bytes],
+                    read_back: bool = True) -> None:
     """DIGEST's sigstore attachment, of LAYERS: BLOBS (those of its layers not yet in
-    PATH) and its config uploaded side by side, then its manifest."""
-    config = _signatures_config([x["digest"] for x in layers])
-    registry.put_blobs(path, [*blobs, config])
-    manifest = {"schemaVersion": 2, "mediaType": OCI_MANIFEST,
-                "config": {"mediaType": OCI_CONFIG, "digest": digest_of(config),
-                           "size": len(config)},
+    PATH) and its config uploaded side by side, then its manifest. The config is the
+    empty one every attachment and referrer of the repository shares (OCI 1.1's, for an
+    artifact without one), not one listing the layers as cosign's does: no reader of
+    signatures (containers/image, cosign, verify) looks at it, and one of its own was an
+    upload per signed manifest, a sixth of a signed promote's. The attachment's tag is
+    read back (`put_tag`) unless READ_BACK is false."""
+    registry.put_blobs(path, [*blobs, EMPTY])
+    manifest = {"schemaVersion": 2, "mediaType": OCI_MANIFEST, "config": empty_config(),
                 "layers": layers}
-    registry.put_manifest(path, signature_tag(digest), canonical(manifest), OCI_MANIFEST)
-
-
-def _signatures_config(layers: Sequence[str]) -> bytes:
-    """The config of a sigstore attachment of the layers (digests) LAYERS."""
-    return canonical({"architecture": "", "os": "", "config": {},
-                      "rootfs": {"type": "layers", "diff_ids": list(layers)}})
+    put_tag(registry, path, signature_tag(digest), canonical(manifest), OCI_MANIFEST,
+            read_back)
 
 
 def verified_identities(pairs: Sequence[tuple[bytes, bytes]], digest: str,
@@ -433,8 +430,8 @@ def _prepare(image: Released, verdicts: list[ImageVerdict], registries: Registri
              drafts: Drafts) -> None:
     """The unsigned blobs IMAGE's signing will name, uploaded before its read-back: the
     simple-signing payload of each manifest (the index and each platform, as VERDICTS
-    name them by digest) for each tag, the config of each sigstore attachment, each
-    platform's SBOM and the attestations' empty config. Nothing here signs or attests: a
+    name them by digest) for each tag, each platform's SBOM and the empty config every
+    attachment and attestation names. Nothing here signs or attests: a
     signature is in its attachment's manifest, not in a blob, and no manifest names these
     blobs before the read-back; what is left then is the attachments, the signed verdicts
     and the referrer manifests, a few requests instead of a few dozen. Beside the uploads,
@@ -452,8 +449,7 @@ def _prepare(image: Released, verdicts: list[ImageVerdict], registries: Registri
         registry, path = registries.of(repository)
         blobs = [EMPTY]
         for digest in subjects:
-            payloads = [drafts.payload(identity, digest) for identity in dict.fromkeys(dests)]
-            blobs += [*payloads, _signatures_config([digest_of(p) for p in payloads])]
+            blobs += [drafts.payload(identity, digest) for identity in dict.fromkeys(dests)]
         blobs += [drafts.sbom(_verdict_of(verdicts, digest, len(platforms)), digest,
                               f"{repository}@{digest}") for digest in platforms]
         side_by_side([
@@ -519,7 +515,8 @@ def carry(source: Store, source_path: str, dest: Store, dest_path: str, digest: 
         missing = [x for x in layers if x not in there]
         if missing:
             _put_signatures(dest, dest_path, subject.digest, there + missing,
-                            [source.get_blob(source_path, str(x["digest"])) for x in missing])
+                            [source.get_blob(source_path, str(x["digest"])) for x in missing],
+                            read_back=False)  # mirror reads back what it carried
             written += 1
     for subject in platforms:
         written += copy_referrers(source, dest, source_path,

@@ -480,6 +480,14 @@ def test_an_index_and_each_platform_are_signed_and_attested(
         assert JsonStrictValidator(SchemaVersion.V1_6).validate_str(found[1].decode()) is None
 
 
+def signed_promote(release: dict[str, Any], work: Path, manifest: Path) -> list[str]:
+    """The arguments of a signed promote of RELEASE writing MANIFEST (`--to` to add)."""
+    return ["--matrix", str(release["matrix"]), "promote", "--report",
+            str(release["report"]), "--no-tls-verify", "--manifest", str(manifest),
+            "--sign-by-sigstore-private-key", str(work / "ours.private"),
+            "--sign-passphrase-file", str(work / "pass")]
+
+
 def test_a_registry_refusing_a_signature_or_attestation_fails_promote_naming_the_image(
         release: dict[str, Any], registries: dict[str, Registry],
         skopeo118: VerifyingSkopeo) -> None:
@@ -489,10 +497,7 @@ def test_a_registry_refusing_a_signature_or_attestation_fails_promote_naming_the
     work = skopeo118.work
     src = registries["src"].host
     manifest = work / "release-manifest.json"
-    args = ["--matrix", str(release["matrix"]), "promote", "--report",
-            str(release["report"]), "--no-tls-verify", "--manifest", str(manifest),
-            "--sign-by-sigstore-private-key", str(work / "ours.private"),
-            "--sign-passphrase-file", str(work / "pass")]
+    args = signed_promote(release, work, manifest)
     for namespace, refused, missing in (
             ("signature", ".sig", "is not signed"),  # the sigstore attachment
             ("attestation", "/manifests/sha256:", "no verdict attestation")):  # by digest
@@ -533,6 +538,31 @@ def test_promote_signs_only_what_the_destination_reads_back(
     # referrers) is only read while the image copies.
     assert [(m, p) for m, p in front.requests if m != "GET" and (
         ".sig" in p or "/referrers/" in p or "/manifests/sha256-" in p)] == []
+
+
+def test_a_signature_tag_the_registry_does_not_keep_leaves_the_release_incomplete(
+        release: dict[str, Any], registries: dict[str, Registry],
+        skopeo118: VerifyingSkopeo) -> None:
+    """A front that answers 201 to the write of each `sha256-<hex>.sig` tag but keeps it
+    under its digest only: the signing reads each tag back, finds it serving nothing,
+    and promote exits 1 naming the image and the tag, no release manifest written; a
+    rerun through the registry itself completes the release."""
+    work = skopeo118.work
+    src = registries["src"].host
+    manifest = work / "release-manifest.json"
+    args = signed_promote(release, work, manifest)
+    with FlakyProxy(src, failures=0, lose=(".sig",)) as front:
+        done = run_cli(*args, "--to", f"{front.host}/unkept")
+    assert done.returncode == 1, done.stderr
+    assert "base/img" in done.stderr and "not completely signed" in done.stderr
+    assert ".sig: the registry accepted its write of sha256:" in done.stderr
+    assert "serves no manifest there" in done.stderr and not manifest.exists()
+    assert any(method == "PUT" and path.endswith(".sig") for method, path in front.requests)
+    released = f"{src}/unkept/base-images/img0:3.0-42"
+    assert any("is not signed" in p for p in check(released, skopeo118))
+    completed = run_cli(*args, "--to", f"{src}/unkept")
+    assert completed.returncode == 0, completed.stderr
+    assert check(released, skopeo118) == ()
 
 
 def test_a_registry_with_the_referrers_api_gets_no_referrers_tag(

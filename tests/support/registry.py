@@ -23,8 +23,12 @@ class Registry:
     """A docker-registry (distribution) process on 127.0.0.1, storage in a temp dir."""
 
     def __init__(self, root: Path, htpasswd: Path | None = None,
-                 token_realm: str | None = None, token_certs: Path | None = None) -> None:
+                 token_realm: str | None = None, token_certs: Path | None = None,
+                 access_log: Path | None = None) -> None:
         self.root = root
+        # Where the registry's access log goes (a line a request, on its stdout): the
+        # benchmarks count the requests of a run by kind; None: nowhere.
+        self.access_log = access_log
         self.htpasswd = htpasswd  # bcrypt entries: the registry then asks for a login
         # A token service's URL, and the PEM bundle of the certificates its tokens are
         # signed with (distribution will not start without one).
@@ -48,10 +52,11 @@ class Registry:
                f"issuer: test-issuer, rootcertbundle: {self.token_certs}}}}}\n"
                if self.token_realm else "")
         )
-        self.proc = subprocess.Popen(
-            [shutil.which("docker-registry") or "registry", "serve", str(config)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
+        with open(self.access_log or "/dev/null", "ab") as log:
+            self.proc = subprocess.Popen(
+                [shutil.which("docker-registry") or "registry", "serve", str(config)],
+                stdout=log, stderr=subprocess.DEVNULL,
+            )
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             try:

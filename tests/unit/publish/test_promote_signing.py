@@ -12,17 +12,25 @@ from typing import Any, Optional
 
 import pytest
 
+from aipcc_build.errors import CheckFailed
 from aipcc_build.publish import attestations, release_signing
 from aipcc_build.publish import verify as verify_module
-from aipcc_build.publish.referrers import EMPTY, referrers_tag
-from aipcc_build.publish.release_signing import PromoteSigning
+from aipcc_build.publish.referrers import EMPTY, confirm_digest, referrers_tag
+from aipcc_build.publish.release_signing import PromoteSigning, Released, sign_release
 from aipcc_build.publish.signing import load_signer, signature_tag, write_private_key
 from aipcc_build.publish.transfer import Copy
 from aipcc_build.publish.verify import VerifyRequest, verify
-from aipcc_build.tools.oci_registry import Reply
+from aipcc_build.tools.oci_registry import RegistryRefused, Reply
 from aipcc_build.tools.retry import Retry
 from aipcc_build.validate.results import Expectation, ImageVerdict
-from tests.unit.publish.test_verify import HOST, OCI_INDEX, OCI_MANIFEST, MemoryRegistry, digest
+from tests.unit.publish.test_verify import (
+    HOST,
+    OCI_INDEX,
+    OCI_MANIFEST,
+    MemoryRegistry,
+    Registries,
+    digest,
+)
 
 
 class RecordingRegistry(MemoryRegistry):
@@ -100,6 +108,9 @@ def test_an_image_released_anew_has_only_its_signed_parts_written_after_its_read
     assert {method for method, _ in memory.requests} == {"PUT blob", "GET", "POST upload"}
     assert memory.requests.count(("POST upload", "rel/img")) == 2
     prepared = {blob for method, blob in memory.requests if method == "PUT blob"}
+    # Each manifest's payload of each tag, each platform's SBOM, and the one empty config
+    # that the attachments and attestations all name: no config of an attachment's own.
+    assert len(prepared) == 3 * len(tags) + 2 + 1
     assert digest(EMPTY) in prepared
     assert all(b"payloadType" not in memory.blobs[blob] for blob in prepared)  # no DSSE
     read = [reference for method, reference in memory.requests if method == "GET"]
@@ -114,9 +125,19 @@ def test_an_image_released_anew_has_only_its_signed_parts_written_after_its_read
     uploaded = [blob for method, blob in memory.requests if method == "PUT blob"]
     assert sorted(json.loads(memory.blobs[blob])["payloadType"] for blob in uploaded) \
         == [attestations.IN_TOTO_PAYLOAD] * 2  # the two signed verdicts alone
-    # After the read-back, writes alone: nothing read again (the manifest promote read
-    # back, the attachments and referrers prepare read), each fallback index extended.
-    assert [method for method, _ in memory.requests if method == "GET"] == []
+    # After the read-back, writes, and each tag written read back once after its write:
+    # nothing else read again (the manifest promote read back, the attachments and
+    # referrers prepare read), each fallback index extended.
+    written_tags = [*(signature_tag(digest(subject)) for subject in (index, *platforms)),
+                    *(referrers_tag(digest(body)) for body in platforms)]
+    assert sorted(reference for method, reference in memory.requests if method == "GET") \
+        == sorted(written_tags)
+    for tag in written_tags:
+        assert memory.requests.index(("PUT", tag)) < memory.requests.index(("GET", tag))
+    for subject in (index, *platforms):
+        attachment = memory.get_manifest("rel/img", signature_tag(digest(subject)))
+        assert attachment is not None
+        assert json.loads(attachment[0])["config"]["digest"] == digest(EMPTY)
     verified = verify(VerifyRequest((f"{HOST}/rel/img:{tags[1]}",), str(tmp_path / "k.pub")))
     assert verified.images[0].problems == ()
 
@@ -156,3 +177,78 @@ def test_the_signed_verdicts_uploads_are_begun_after_the_blobs_that_would_take_t
 
     release_signing._upload_ahead(Client(), "rel/img", [b"a", b"b"], 2)  # type: ignore[arg-type]
     assert calls == [("put_blobs", 2), ("open_uploads", 2)]
+
+
+class LosingRegistry(MemoryRegistry):
+    """MemoryRegistry that answers 201 to a write of TAG but keeps nothing there (KEEP
+    None) or another manifest (KEEP, bytes): a registry that lies, or another writer that
+    replaced the tag after our write."""
+
+    def __init__(self, tag: str, keep: Optional[bytes]) -> None:
+        super().__init__()
+        self.tag, self.keep, self.losing = tag, keep, True
+
+    def put_manifest(self, repository: str, reference: str, body: bytes,
+                     media_type: str) -> Reply:
+        if not (self.losing and reference == self.tag):
+            return super().put_manifest(repository, reference, body, media_type)
+        if self.keep is not None:
+            self.manifests[reference] = (self.keep, media_type)
+        return Reply(201, {}, b"")
+
+
+@pytest.mark.parametrize(("tag_of", "keep"), [
+    (signature_tag, None), (signature_tag, b'{"schemaVersion": 2, "layers": []}'),
+    (referrers_tag, None), (referrers_tag, b'{"schemaVersion": 2, "manifests": []}')],
+    ids=["signature-lost", "signature-replaced", "referrers-lost", "referrers-replaced"])
+def test_a_tag_written_but_not_read_back_leaves_the_release_incomplete_until_a_rerun(
+        signer: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        tag_of: Any, keep: Optional[bytes]) -> None:
+    image = json.dumps({"schemaVersion": 2, "mediaType": OCI_MANIFEST,
+                        "layers": []}).encode()
+    tag = tag_of(digest(image))
+    memory = LosingRegistry(tag, keep)
+    memory.put_manifest("rel/img", "1", image, OCI_MANIFEST)
+    registries = Registries(memory)
+    monkeypatch.setattr(verify_module, "Registries", lambda *args: registries)
+
+    def ok(ref: str) -> list[ImageVerdict]:
+        return [ImageVerdict(ref, "linux/amd64", expected=Expectation("cpu"))]
+
+    def promote() -> release_signing.SigningResult:
+        return sign_release([Released("base/img", f"{HOST}/rel/img@{digest(image)}",
+                                      digest(image), (f"{HOST}/rel/img:1",))],
+                            signer, "42", ok, registries)  # type: ignore[arg-type]
+
+    with pytest.raises(CheckFailed) as failed:
+        promote()
+    # promote's exit 1 (CheckFailed) names the image and the tag, and says incomplete.
+    message = str(failed.value)
+    assert message.startswith("base/img: ")
+    assert f"{HOST}/rel/img:{tag}" in message
+    assert ("serves no manifest" if keep is None else "serves another manifest") in message
+    assert "not completely signed and attested" in message
+    memory.losing = False  # the registry keeps its tags again: a rerun completes it
+    promote()
+    assert verify(VerifyRequest((f"{HOST}/rel/img:1",), str(tmp_path / "k.pub"))
+                  ).images[0].problems == ()
+
+
+def test_a_write_by_digest_stored_as_another_digest_is_refused() -> None:
+    body = b'{"schemaVersion": 2}'
+    with pytest.raises(RegistryRefused, match="stored the write as sha256:0"):
+        confirm_digest(MemoryRegistry(), "rel/img",
+                       Reply(201, {"docker-content-digest": "sha256:" + "0" * 64}, b""),
+                       digest(body))
+    confirm_digest(MemoryRegistry(), "rel/img",
+                   Reply(201, {"docker-content-digest": digest(body)}, b""), digest(body))
+
+
+def test_a_write_by_digest_answered_without_its_digest_is_read_back() -> None:
+    """A registry that names no Docker-Content-Digest is asked what it stores there."""
+    body = b'{"schemaVersion": 2}'
+    registry = MemoryRegistry()
+    with pytest.raises(RegistryRefused, match="stored the write as nothing"):
+        confirm_digest(registry, "rel/img", Reply(201, {}, b""), digest(body))
+    registry.manifests[digest(body)] = (body, "application/vnd.oci.image.manifest.v1+json")
+    confirm_digest(registry, "rel/img", Reply(201, {}, b""), digest(body))

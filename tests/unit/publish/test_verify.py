@@ -44,7 +44,7 @@ class MemoryRegistry:
     def put_manifest(self, repository: str, reference: str, body: bytes,
                      media_type: str) -> Reply:
         self.manifests[reference] = self.manifests[digest(body)] = (body, media_type)
-        return Reply(201, {}, b"")
+        return Reply(201, {"docker-content-digest": digest(body)}, b"")
 
     def get_blob(self, repository: str, blob: str, max_size: int = MAX_BLOB) -> bytes:
         if blob not in self.blobs:
