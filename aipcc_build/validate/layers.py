@@ -8,6 +8,7 @@ with a severe hazard naming the layer and why, since the engine would not run th
 
 from __future__ import annotations
 
+import gc
 import tempfile
 from pathlib import Path
 from typing import Optional
@@ -129,7 +130,22 @@ def read_by_name(path: str) -> bool:
 def _walk(stream: LayerStream, detector: LayerDetector, workdir: Path,
           hazards: list[Hazard], unpacker: Unpacker) -> int:
     """Unpack the layer's members into the model (`Unpacker`, the engine's rules) and show
-    each to the detector where the engine puts it; the number of members."""
+    each to the detector where the engine puts it; the number of members. The cyclic
+    garbage collector waits until the walk ends: the walk makes a node, an entry and a few
+    strings per member and no cycle, and the collector's passes over the growing tree were
+    4-5% of a walk of 56,000 members (reference counting still frees what the walk
+    drops)."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _walk_members(stream, detector, workdir, hazards, unpacker)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _walk_members(stream: LayerStream, detector: LayerDetector, workdir: Path,
+                  hazards: list[Hazard], unpacker: Unpacker) -> int:
     entries = 0
     walker = TarWalker(stream)
     add = unpacker.add

@@ -4,6 +4,7 @@ disk are bounded."""
 
 from __future__ import annotations
 
+import gc
 import gzip
 import json
 import tarfile
@@ -164,6 +165,23 @@ def test_the_scan_hashes_the_blob_it_reads(tmp_path: Path) -> None:
         f"layer {sha256(CUDA_128)} is refused by the container engine: it does not match "
         f"its digest (its bytes hash to {sha256(CUDA_129)})"]
 
+
+
+@pytest.mark.parametrize("collecting", [True, False])
+def test_a_scan_leaves_the_garbage_collector_as_it_found_it(tmp_path: Path,
+                                                           collecting: bool) -> None:
+    """The walk pauses the cyclic collector; a layer read to its end and one refused in the
+    middle of the walk (a header's checksum) both give it back as it was."""
+    blob = tmp_path / "layer"
+    for layer in (CUDA_129, CUDA_129[:148] + b"7" + CUDA_129[149:]):
+        blob.write_bytes(layer)
+        (gc.enable if collecting else gc.disable)()
+        try:
+            scan = scan_layer(LayerJob(sha256(layer), "", BlobLocation(str(blob))))
+            assert gc.isenabled() is collecting
+        finally:
+            gc.enable()
+        assert (layer == CUDA_129) is not any(h.kind == REFUSED_LAYER for h in scan.hazards)
 
 # ---- issue 16.6: symlink resolution is bounded --------------------------------------------
 
