@@ -120,7 +120,7 @@ def build_matrix(request: MatrixBuild, on_event: Callable[[Event], None],
     preflight.check_requirements(images)
     preflight.check_emulation(plan, request.binfmt_dir)
     if not request.skip_wheel_index_check:
-        preflight.check_wheel_indexes(images)
+        preflight.check_wheel_indexes(images, retry=given.retry)
     elif any(image.wheel_index for image in images):
         on_event(Warned("the wheel indexes were not checked before the builds: an image "
                         "whose index serves nothing fails at its pip step"))
@@ -128,7 +128,7 @@ def build_matrix(request: MatrixBuild, on_event: Callable[[Event], None],
     buildah.check_version(processes)
     if given.push:
         preflight.check_registries([image.reference for image in images], given.tls_verify,
-                                   processes.environ)
+                                   processes.environ, retry=given.retry)
     store = buildah.storage(processes)
     with runs.hold(store) as run_id:
         for container_id, dead_run in runs.remove_dead(processes, store).removed:

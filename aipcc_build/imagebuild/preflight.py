@@ -10,13 +10,21 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from ..errors import CheckFailed, InputError
 from ..matrix import ImageSpec
 from ..matrix.model import parse_quantity
 from ..matrix.platforms import describe, host_platform
 from ..plan import BuildPlan, build_context
+
+if TYPE_CHECKING:
+    from ..tools.registry_http import Answer
+    from ..tools.retry import Retry
+
+# GET(*ARGS), a registry's or an index's answer, asked again while the network fails it:
+# `_asking`'s.
+Ask = Callable[..., "Answer"]
 
 # Where the kernel lists the interpreters it runs foreign binaries with (qemu-aarch64, ...).
 BINFMT_DIR = "/proc/sys/fs/binfmt_misc"
@@ -130,18 +138,22 @@ def emulator_registered(platform: str, binfmt_dir: str = BINFMT_DIR) -> bool:
 
 def check_registries(references: Sequence[str], tls_verify: bool,
                      environ: Mapping[str, str],
-                     timeout: Optional[float] = None) -> None:
+                     timeout: Optional[float] = None, retry: Optional[Retry] = None,
+                     sleep: Optional[Callable[[float], None]] = None) -> None:
     """Before a pushing run builds anything: every registry REFERENCES go to answers
     (`GET /v2/` within TIMEOUT seconds, registry_http's own by default) and, when it asks
     for a login and the auth file has credentials for it, accepts them. CheckFailed naming
     the registry otherwise: a registry that accepts connections and never answers would
-    hold every push for its whole timeout, after the builds."""
+    hold every push for its whole timeout, after the builds. A GET the network failed
+    (reset, refused, timed out) is asked again with RETRY's backoff (`tools.retry`'s
+    default bound)."""
     from ..tools import registry_http
 
     timeout = registry_http.TIMEOUT if timeout is None else timeout
+    ask = _asking(retry, sleep)
     for host in sorted({reference.split("/", 1)[0] for reference in references}):
         try:
-            answer = registry_http.get(host, "/v2/", tls_verify, timeout)
+            answer = ask(registry_http.get, host, "/v2/", tls_verify, timeout)
         except registry_http.PlainHTTP:
             raise CheckFailed(f"the registry {host} speaks plain HTTP, not HTTPS: use it with "
                               "TLS verification off", field="tls_verify") from None
@@ -154,9 +166,29 @@ def check_registries(references: Sequence[str], tls_verify: bool,
         if login is None:
             continue  # buildah may have other ways in (credential helpers): the push tells
         challenge = answer.headers.get("www-authenticate", "")
-        if not _accepts(host, challenge, login, tls_verify, timeout):
+        if not _accepts(host, challenge, login, tls_verify, timeout, ask):
             raise CheckFailed(f"registry {host} does not accept the credentials the auth "
                               "file holds for it", field="registry")
+
+
+def _asking(retry: Optional[Retry], sleep: Optional[Callable[[float], None]]) -> Ask:
+    """A GET's answer, asked again while the network fails it (`NetworkFailure`) through
+    `tools.retry`'s one backoff; Unreachable, saying why, once RETRY's attempts ran out."""
+    import time
+
+    from ..tools.registry_http import Unreachable
+    from ..tools.retry import Retry, StillFailing, with_retries
+
+    bound = retry or Retry()
+
+    def ask(get: Callable[..., Answer], *args: object) -> Answer:
+        try:
+            return with_retries(lambda: get(*args), bound, lambda *_: None,
+                                sleep or time.sleep)
+        except StillFailing as exc:
+            raise Unreachable(f"{exc.stderr} (tried {bound.attempts} times)") from None
+
+    return ask
 
 
 def _auth_of(host: str, environ: Mapping[str, str]) -> Optional[str]:
@@ -182,46 +214,49 @@ def _auth_of(host: str, environ: Mapping[str, str]) -> Optional[str]:
 
 
 def _accepts(host: str, challenge: str, login: str, tls_verify: bool,
-             timeout: float) -> bool:
+             timeout: float, ask: Ask) -> bool:
     """Whether HOST takes LOGIN: Basic on /v2/, or a token from a Bearer realm."""
     import urllib.parse
 
     basic = {"Authorization": f"Basic {login}"}
     if not challenge.lower().startswith("bearer"):
-        return _status(host, "/v2/", tls_verify, timeout, basic) not in (None, 401)
+        return _status(host, "/v2/", tls_verify, timeout, basic, ask) not in (None, 401)
     params = dict(CHALLENGE_PARAMETER.findall(challenge))
     realm = urllib.parse.urlsplit(params.get("realm", ""))
     if not realm.netloc:
         return True  # nothing to ask: the push tells
     query = urllib.parse.urlencode({"service": params.get("service", ""), "account": ""})
     return _status(realm.netloc, f"{realm.path or '/'}?{query}",
-                   tls_verify and realm.scheme == "https", timeout, basic) not in (None, 401, 403)
+                   tls_verify and realm.scheme == "https", timeout, basic, ask
+                   ) not in (None, 401, 403)
 
 
 def _status(host: str, target: str, tls_verify: bool, timeout: float,
-            headers: Mapping[str, str]) -> Optional[int]:
+            headers: Mapping[str, str], ask: Ask) -> Optional[int]:
     """The status of GET TARGET on HOST, None when it does not answer."""
     from ..tools import registry_http
 
     try:
-        return registry_http.get(host, target, tls_verify, timeout, headers).status
+        return ask(registry_http.get, host, target, tls_verify, timeout, headers).status
     except registry_http.Unreachable:
         return None
 
 
-def check_wheel_indexes(images: Sequence[ImageSpec],
-                        timeout: Optional[float] = None) -> None:
+def check_wheel_indexes(images: Sequence[ImageSpec], timeout: Optional[float] = None,
+                        retry: Optional[Retry] = None) -> None:
     """Before the first build: the wheel index each image installs from (`wheel_index`)
     answers. A variant nobody published yet answers 404, and its images would fail minutes
     in, on pip's "No matching distribution found". An index asking for credentials (401,
     403) passes: the build gives them, this check has none. A refusal names the request
-    field that skips the check (a new version tried before its index exists)."""
+    field that skips the check (a new version tried before its index exists). A GET the
+    network failed is asked again with RETRY's backoff, as the registry check does."""
     from urllib.parse import urlsplit
 
     from ..errors import without_credentials
     from ..tools import registry_http
 
     timeout = registry_http.TIMEOUT if timeout is None else timeout
+    ask = _asking(retry, None)
     users: dict[str, list[str]] = {}
     for image in images:
         if image.wheel_index:
@@ -229,7 +264,7 @@ def check_wheel_indexes(images: Sequence[ImageSpec],
     for url, keys in sorted(users.items()):
         what = f"the wheel index {without_credentials(url)} (of {', '.join(keys)})"
         try:
-            answer = registry_http.get_url(url, timeout)
+            answer = ask(registry_http.get_url, url, timeout)
         except registry_http.Unreachable as exc:
             raise CheckFailed(f"{what} does not answer within {timeout:g} s: {exc}",
                               field="wheel_index") from None

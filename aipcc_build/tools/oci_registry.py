@@ -23,7 +23,7 @@ from ..oci import DOCKER_MANIFEST, DOCKER_MANIFEST_LIST, OCI_INDEX, OCI_MANIFEST
 from ..patterns import lazy
 from ..records import record
 from . import http1
-from .registry_http import _PLAIN, MAX_MANIFEST, TIMEOUT, _context
+from .registry_http import _PLAIN, MAX_MANIFEST, TIMEOUT, _context, named
 from .retry import (
     NetworkFailure,
     TransientAnswer,
@@ -174,7 +174,7 @@ class Registry:
         return reply
 
     def _url(self, target: str) -> str:
-        return _named(self._scheme or "https", self.host, target)
+        return named(self._scheme or "https", self.host, target)
 
     def _send(self, method: str, target: str, body: bytes, headers: dict[str, str],
               scope: str, max_body: int) -> Reply:
@@ -249,7 +249,7 @@ class Registry:
             raise
         if len(reply.body) > max_body:
             conn.close()
-            raise RegistryRefused(f"{_named(scheme, host, target)}: answer larger than "
+            raise RegistryRefused(f"{named(scheme, host, target)}: answer larger than "
                                   f"{max_body} bytes")
         if response.will_close:
             conn.close()
@@ -267,7 +267,7 @@ class Registry:
         """GET TARGET on another HOST the registry sent us to (WHAT: to name it by);
         RegistryRefused when it does not answer, TransientAnswer when it is busy. Its
         URL is named without its query (a signed URL's signature is a credential)."""
-        url = _named(scheme, host, target)
+        url = named(scheme, host, target)
         try:
             reply = self._exchange(scheme, host, "GET", target, b"", headers, max_body)
         except OSError as exc:
@@ -539,12 +539,6 @@ def sent_again(method: str, target: str) -> bool:
     if method in ("GET", "HEAD", "PUT"):
         return True
     return method == "POST" and target.split("?", 1)[0].endswith("/blobs/uploads/")
-
-
-def _named(scheme: str, host: str, target: str) -> str:
-    """The URL of TARGET on HOST as messages name it: without its query, which holds a
-    signed URL's signature or an upload's state."""
-    return f"{scheme}://{host}{target.split('?', 1)[0]}"
 
 
 def is_digest(text: str) -> bool:

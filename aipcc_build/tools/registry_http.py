@@ -10,7 +10,9 @@ header alone: a registry or proxy that sends the header for other content cannot
 promote or mirror skip a copy. It sends no credentials: when the registry asks for them
 (401/403), or answers anything unexpected, it returns UNKNOWN and the caller asks skopeo,
 which reads the auth files. A 429 or 5xx answer raises `TransientAnswer` (with the
-registry's Retry-After): the caller retries it like any registry call."""
+registry's Retry-After), and the network failing the GET (refused, reset, closed unanswered,
+timed out) `NetworkFailure`, as `oci_registry` does: the caller retries either through
+`tools.retry`'s `with_retries`, like any registry call."""
 
 from __future__ import annotations
 
@@ -22,7 +24,13 @@ from ..image_reference import is_reference, split
 from ..oci import DOCKER_MANIFEST, DOCKER_MANIFEST_LIST, OCI_INDEX, OCI_MANIFEST
 from ..records import record
 from . import http1
-from .retry import TransientAnswer, parse_retry_after, transient_status
+from .retry import (
+    NetworkFailure,
+    TransientAnswer,
+    parse_retry_after,
+    transient_status,
+    transient_text,
+)
 
 TYPE_CHECKING = False  # typing's, without importing it at run time (a `verify`'s start)
 if TYPE_CHECKING:
@@ -138,9 +146,11 @@ def get(host: str, target: str, tls_verify: bool, timeout: float,
         headers: Optional[Mapping[str, str]] = None, max_body: int = 65536,
         schemes: Optional[list[str]] = None) -> Answer:
     """GET TARGET on HOST (host[:port]) within TIMEOUT seconds per attempt; Unreachable
-    when no scheme answers. SCHEMES: only these (default: https, and plain http too when
-    TLS verification is off)."""
-    why = ""
+    when no scheme answers, NetworkFailure (retried by the caller, through
+    `tools.retry.with_retries`) when the last scheme tried failed as the table of transient
+    errors says a later attempt may cure. SCHEMES: only these (default: https, and plain
+    http too when TLS verification is off)."""
+    why = scheme = ""
     if schemes is None:
         schemes = ["https"] if tls_verify else _PLAIN.get(host, ["https", "http"])
     for scheme in schemes:
@@ -162,4 +172,12 @@ def get(host: str, target: str, tls_verify: bool, timeout: float,
         if scheme == "http" and not tls_verify:
             _PLAIN[host] = ["http"]  # the next look at this host skips the TLS attempt
         return answer
+    if transient_text(why):
+        raise NetworkFailure(named(scheme, host, target), why)
     raise Unreachable(why)
+
+
+def named(scheme: str, host: str, target: str) -> str:
+    """The URL of TARGET on HOST as messages name it: without its query, which holds a
+    signed URL's signature or an upload's state."""
+    return f"{scheme}://{host}{target.split('?', 1)[0]}"

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -44,14 +43,6 @@ class Server(SocketServer):
                 return
             conn.sendall(OK)
             answered += 1
-
-
-@pytest.fixture
-def servers() -> Iterator[list[Server]]:
-    made: list[Server] = []
-    yield made
-    for server in made:
-        server.stop()
 
 
 def client(server: Server) -> Registry:

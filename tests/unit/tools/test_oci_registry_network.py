@@ -11,7 +11,6 @@ import json
 import socket
 import struct
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Callable
 
@@ -68,14 +67,6 @@ class Failing(SocketServer):
             time.sleep(self.stall)
             return
         conn.sendall(OK)
-
-
-@pytest.fixture
-def servers() -> Iterator[list[Failing]]:
-    made: list[Failing] = []
-    yield made
-    for server in made:
-        server.stop()
 
 
 def client(server: Failing, authfile: str = "") -> Registry:
