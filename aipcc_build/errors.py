@@ -79,6 +79,9 @@ class Interrupted(BaseException):
 
 
 STDERR_TAIL_LINES = 20
+# The longest line of an outside program's stderr a ToolError keeps and echoes: a tool
+# printing megabytes without a newline makes no error (log, report, --json) of megabytes.
+MAX_ECHOED_LINE = 1000
 MASK = "***"
 # The options of skopeo, buildah and pulp-cli whose value is a secret.
 _SECRET_OPTION = r"--(?:src-|dest-)?(?:creds|password|registry-token|client-secret|passphrase)"
@@ -225,10 +228,12 @@ class ToolError(AipccError):
         # A password given in a reference is echoed by the tool: never kept, never shown.
         self.command = masked_command(command)
         self.returncode = returncode
-        stderr = without_credentials(stderr)
-        self.stderr = "\n".join(stderr.strip().splitlines()[-STDERR_TAIL_LINES:])
+        # Masked before it is cut: a cut must not leave a secret without what names it.
+        lines = [clipped(line, MAX_ECHOED_LINE) for line in
+                 without_credentials(stderr).strip().splitlines()[-STDERR_TAIL_LINES:]]
+        self.stderr = "\n".join(lines)
         self.timed_out = timed_out
-        tail = "\n".join(stderr.strip().splitlines()[-5:])
+        tail = "\n".join(lines[-5:])
         trouble = registry_trouble(tail) if not timed_out else None
         if trouble is not None:
             said = _TOOL_MESSAGE.findall(tail)
@@ -261,7 +266,10 @@ def excerpt(value: object, limit: int = 80) -> str:
     """VALUE (what an outside document says: a registry's, an attestation's) for a
     one-line message: control characters escaped, at most LIMIT characters and an
     ellipsis; a lying source cannot make a report of megabytes."""
-    text = value if isinstance(value, str) else repr(value)
-    if len(text) > limit:
-        text = text[:limit] + "..."
+    text = clipped(value if isinstance(value, str) else repr(value), limit)
     return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
+
+
+def clipped(text: str, limit: int) -> str:
+    """TEXT, at most LIMIT characters of it and an ellipsis when it is longer."""
+    return text[:limit] + "..." if len(text) > limit else text

@@ -1,9 +1,11 @@
 """The one process runner under every outside program (buildah, skopeo, git, ...).
 
 Argument lists only (never a shell), a timeout on every call, streaming for long-running
-children, and one error family: `ToolMissing` when the program is not installed,
-`ToolError` (the command and the tail of its stderr) when it fails or times out. Each
-wrapper in `tools/` takes a runner as a parameter, so a unit test hands in a recording fake.
+children, a bounded tail of a child's stderr (never all of it: a child printing megabytes
+without a newline holds no megabytes here), and one error family: `ToolMissing` when the
+program is not installed, `ToolError` (the command and the tail of its stderr) when it
+fails or times out. Each wrapper in `tools/` takes a runner as a parameter, so a unit test
+hands in a recording fake.
 
 Every child runs in a process group of its own (a terminal's Ctrl-C does not reach it) and
 is known here while it runs: `stop_children`, called when a signal ends the command, stops
@@ -21,7 +23,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional, Protocol
 
-from ..errors import Interrupted, ToolError, ToolMissing
+from ..errors import STDERR_TAIL_LINES, Interrupted, ToolError, ToolMissing
 from ..records import record
 from . import SHORT_TIMEOUT
 
@@ -226,6 +228,53 @@ def bounded_lines(fd: int, max_line: int = MAX_LINE) -> Iterator[str]:
         yield pending.decode("utf-8", "replace")
 
 
+def stderr_tail(fd: int, lines: int = STDERR_TAIL_LINES, max_line: int = MAX_LINE) -> bytes:
+    """The last LINES lines read from FD until its end, each cut to its first MAX_LINE
+    bytes: what is kept of a child's stderr, whatever it prints."""
+    from collections import deque
+
+    kept: deque[bytes] = deque(maxlen=lines)
+    line = b""  # the line being read: its first MAX_LINE bytes
+    while True:
+        chunk = os.read(fd, _READ)
+        if not chunk:
+            break
+        *ended, rest = chunk.split(b"\n")
+        for part in ended:
+            kept.append(line + part[:max(0, max_line - len(line))])
+            line = b""
+        line += rest[:max(0, max_line - len(line))]
+    if line:
+        kept.append(line)
+    return b"\n".join(kept)
+
+
+class _StderrTail:
+    """A pipe for a child's stderr, read to its end by a thread of its own that keeps only
+    `stderr_tail`'s bound of it."""
+
+    def __init__(self) -> None:
+        self.read_end, self.write_end = os.pipe()
+        self.tail = b""
+        self.reader = threading.Thread(target=self._read, daemon=True, name="stderr tail")
+
+    def started(self) -> None:
+        """The child holds the write end now: only it does."""
+        os.close(self.write_end)
+        self.reader.start()
+
+    def _read(self) -> None:
+        try:
+            self.tail = stderr_tail(self.read_end)
+        finally:
+            os.close(self.read_end)
+
+    def read(self) -> bytes:
+        """The tail, once the child (and all that shares its stderr) closed it."""
+        self.reader.join()
+        return self.tail
+
+
 def _pieces(line: bytes, size: int) -> Iterator[str]:
     for start in range(0, max(len(line), 1), size):
         yield line[start:start + size].decode("utf-8", "replace")
@@ -246,21 +295,28 @@ class ProcessRunner:
 
         argv = [str(part) for part in argv]
         _children.refuse_when_stopped()
+        errors = _StderrTail()
         try:
             child = subprocess.Popen(
                 argv, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self.environ,
+                stdout=subprocess.PIPE, stderr=errors.write_end, env=self.environ,
                 start_new_session=True)
-        except FileNotFoundError:
-            raise ToolMissing(argv[0]) from None
+        except BaseException as exc:
+            os.close(errors.read_end)
+            os.close(errors.write_end)
+            if isinstance(exc, FileNotFoundError):
+                raise ToolMissing(argv[0]) from None
+            raise
+        errors.started()
         _children.add(child.pid)
         try:
-            out, err = child.communicate(stdin, timeout=timeout)
+            out, _ = child.communicate(stdin, timeout=timeout)
+            err = errors.read()
         except subprocess.TimeoutExpired:
             _signal_group(child.pid, signal.SIGKILL)
-            out, err = child.communicate()
+            out, _ = child.communicate()
             raise ToolError(argv, -signal.SIGKILL,
-                            err.decode("utf-8", "replace") +
+                            errors.read().decode("utf-8", "replace") +
                             f"\n(no answer within {timeout:g} s: stopped)",
                             timed_out=True) from None
         except BaseException:  # a signal ended the command (Interrupted): so ends the child
