@@ -269,10 +269,11 @@ class _StderrTail:
         finally:
             os.close(self.read_end)
 
-    def read(self) -> bytes:
-        """The tail, once the child (and all that shares its stderr) closed it."""
-        self.reader.join()
-        return self.tail
+    def read(self, timeout: float) -> Optional[bytes]:
+        """The tail, once the child and all that shares its stderr closed it; None when
+        that is not within TIMEOUT seconds (a process the child left running holds it)."""
+        self.reader.join(timeout)
+        return None if self.reader.is_alive() else self.tail
 
 
 def _pieces(line: bytes, size: int) -> Iterator[str]:
@@ -309,14 +310,19 @@ class ProcessRunner:
             raise
         errors.started()
         _children.add(child.pid)
+        started = time.monotonic()
         try:
             out, _ = child.communicate(stdin, timeout=timeout)
-            err = errors.read()
+            err = errors.read(max(0.0, started + timeout - time.monotonic()))
+            if err is None:  # as communicate waited for its stderr's end, within TIMEOUT
+                raise subprocess.TimeoutExpired(argv, timeout)
         except subprocess.TimeoutExpired:
             _signal_group(child.pid, signal.SIGKILL)
-            out, _ = child.communicate()
+            child.communicate()
+            # What the child printed; nothing when a process it left outside its group holds
+            # its stderr (a second wait for that would be a hang).
             raise ToolError(argv, -signal.SIGKILL,
-                            errors.read().decode("utf-8", "replace") +
+                            (errors.read(1.0) or b"").decode("utf-8", "replace") +
                             f"\n(no answer within {timeout:g} s: stopped)",
                             timed_out=True) from None
         except BaseException:  # a signal ended the command (Interrupted): so ends the child

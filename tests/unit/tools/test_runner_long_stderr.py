@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 import pytest
 
@@ -54,3 +55,14 @@ def test_a_child_past_its_timeout_is_stopped_with_its_stderr_tail() -> None:
                              "time.sleep(60)"], timeout=1)
     assert failed.value.timed_out
     assert failed.value.stderr.splitlines() == ["working", "(no answer within 1 s: stopped)"]
+
+
+def test_a_process_left_holding_stderr_is_a_timeout_not_a_hang() -> None:
+    """The child exits at once but leaves a process that holds its stderr open: the run
+    ends at its timeout, as communicate's wait for that stderr did, not when the
+    leftover does (it is in the child's group, stopped with it)."""
+    started = time.monotonic()
+    with pytest.raises(ToolError) as raised:
+        ProcessRunner().run(["sh", "-c", "sleep 60 >/dev/null & echo left"], timeout=1)
+    assert raised.value.timed_out
+    assert time.monotonic() - started < 30
