@@ -27,7 +27,7 @@ from ..tools.oci_registry import (
     is_digest,
     side_by_side,
 )
-from ..tools.retry import Retry, TransientAnswer, with_retries
+from ..tools.retry import Retry, StillFailing, TransientAnswer, with_retries
 from . import attestations
 from .attestations import Provenance
 from .referrers import EMPTY, Store, Subject, canonical, empty_config, listing, put_tag
@@ -272,9 +272,10 @@ def sign_release(released: Sequence[Released], signer: Signer, build_id: str,
             with_retries(lambda: _sign_image(image, signer, build_id, validator, registries,
                                              written, made),
                          retry or Retry(), on_retry or (lambda n, wait, why: None))
-        except RegistryRefused as exc:
-            raise CheckFailed(f"{image.key}: {exc}: the release is not completely signed "
-                              "and attested; promote again to complete it") from None
+        except (RegistryRefused, StillFailing) as exc:  # refused, or failing past retries
+            raise CheckFailed(f"{image.key}: {exc}: the release is not "
+                              "completely signed and attested; promote again to complete "
+                              "it") from None
         return written[0], written[1]
 
     counts = each(one, list(released), jobs)

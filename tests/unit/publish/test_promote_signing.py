@@ -21,7 +21,7 @@ from aipcc_build.publish.signing import load_signer, signature_tag, write_privat
 from aipcc_build.publish.transfer import Copy
 from aipcc_build.publish.verify import VerifyRequest, verify
 from aipcc_build.tools.oci_registry import RegistryRefused, Reply
-from aipcc_build.tools.retry import Retry
+from aipcc_build.tools.retry import Retry, TransientAnswer
 from aipcc_build.validate.results import Expectation, ImageVerdict
 from tests.unit.publish.test_verify import (
     HOST,
@@ -252,3 +252,42 @@ def test_a_write_by_digest_answered_without_its_digest_is_read_back() -> None:
         confirm_digest(registry, "rel/img", Reply(201, {}, b""), digest(body))
     registry.manifests[digest(body)] = (body, "application/vnd.oci.image.manifest.v1+json")
     confirm_digest(registry, "rel/img", Reply(201, {}, b""), digest(body))
+
+
+class FailingRegistry(MemoryRegistry):
+    """A registry answering 503 to every write of one tag, whatever the retries."""
+
+    def __init__(self, tag: str) -> None:
+        super().__init__()
+        self.tag = tag
+
+    def put_manifest(self, repository: str, reference: str, body: bytes,
+                     media_type: str) -> Reply:
+        if reference == self.tag:
+            raise TransientAnswer(f"http://{HOST}/v2/{repository}/manifests/{reference}",
+                                  503, "Service Unavailable", None)
+        return super().put_manifest(repository, reference, body, media_type)
+
+
+def test_a_signature_write_failing_past_its_retries_leaves_the_release_incomplete(
+        signer: Any) -> None:
+    """A registry that answers 5xx to the signature's write on every attempt: exit 1 (the
+    retries' StillFailing) names the image and says the release is not complete, as a
+    refusal does."""
+    image = json.dumps({"schemaVersion": 2, "mediaType": OCI_MANIFEST,
+                        "layers": []}).encode()
+    memory = FailingRegistry(signature_tag(digest(image)))
+    memory.put_manifest("rel/img", "1", image, OCI_MANIFEST)
+
+    def ok(ref: str) -> list[ImageVerdict]:
+        return [ImageVerdict(ref, "linux/amd64", expected=Expectation("cpu"))]
+
+    with pytest.raises(CheckFailed) as failed:
+        sign_release([Released("base/img", f"{HOST}/rel/img@{digest(image)}",
+                               digest(image), (f"{HOST}/rel/img:1",))],
+                     signer, "42", ok, Registries(memory),  # type: ignore[arg-type]
+                     retry=Retry(attempts=2, first=0.0))
+    message = str(failed.value)
+    assert message.startswith("base/img: ")
+    assert "status 503" in message
+    assert "not completely signed and attested" in message
