@@ -25,11 +25,10 @@ from ..records import record
 from . import http1
 from .registry_http import _PLAIN, MAX_MANIFEST, TIMEOUT, _context, named
 from .retry import (
-    NetworkFailure,
     TransientAnswer,
     parse_retry_after,
+    raise_if_network_failed,
     transient_status,
-    transient_text,
 )
 
 TYPE_CHECKING = False  # typing's, without importing it at run time (a `verify`'s start)
@@ -190,8 +189,8 @@ class Registry:
                                       max_body, remember=True)
             except OSError as exc:  # http1.BadAnswer too: nonsense is no answer
                 why = str(exc) or type(exc).__name__
-        if sent_again(method, target) and transient_text(why):
-            raise NetworkFailure(self._url(target), why)
+        if sent_again(method, target):
+            raise_if_network_failed(self._url(target), why)
         raise RegistryRefused(f"no answer from {self.host}: {why}")
 
     def _schemes(self) -> list[str]:
@@ -272,8 +271,7 @@ class Registry:
             reply = self._exchange(scheme, host, "GET", target, b"", headers, max_body)
         except OSError as exc:
             why = str(exc) or type(exc).__name__
-            if transient_text(why):
-                raise NetworkFailure(url, f"{what} does not answer: {why}") from None
+            raise_if_network_failed(url, why, f"{what} does not answer: ")
             raise RegistryRefused(f"{what} {url} does not answer: {why}") from None
         if transient_status(reply.status):
             raise TransientAnswer(url, reply.status, "",

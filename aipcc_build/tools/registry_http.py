@@ -25,11 +25,10 @@ from ..oci import DOCKER_MANIFEST, DOCKER_MANIFEST_LIST, OCI_INDEX, OCI_MANIFEST
 from ..records import record
 from . import http1
 from .retry import (
-    NetworkFailure,
     TransientAnswer,
     parse_retry_after,
+    raise_if_network_failed,
     transient_status,
-    transient_text,
 )
 
 TYPE_CHECKING = False  # typing's, without importing it at run time (a `verify`'s start)
@@ -172,8 +171,7 @@ def get(host: str, target: str, tls_verify: bool, timeout: float,
         if scheme == "http" and not tls_verify:
             _PLAIN[host] = ["http"]  # the next look at this host skips the TLS attempt
         return answer
-    if transient_text(why):
-        raise NetworkFailure(named(scheme, host, target), why)
+    raise_if_network_failed(named(scheme, host, target), why)
     raise Unreachable(why)
 
 

@@ -143,6 +143,14 @@ class NetworkFailure(ToolError):
         super().__init__(["http", url], 1, f"{url}: {why}")
 
 
+def raise_if_network_failed(url: str, why: str, said: str = "") -> None:
+    """NetworkFailure of URL when WHY (how the network failed one of our own HTTP requests,
+    one that may be sent again) is transient by the table, its message SAID followed by
+    WHY; nothing otherwise: the caller refuses in its own words."""
+    if transient_text(why):
+        raise NetworkFailure(url, said + why) from None
+
+
 # Tries of a copy or a request in all, unless a command's --retries says otherwise.
 DEFAULT_ATTEMPTS = 5
 
