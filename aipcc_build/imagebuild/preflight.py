@@ -220,26 +220,31 @@ def _accepts(host: str, challenge: str, login: str, tls_verify: bool,
 
     basic = {"Authorization": f"Basic {login}"}
     if not challenge.lower().startswith("bearer"):
-        return _status(host, "/v2/", tls_verify, timeout, basic, ask) not in (None, 401)
+        return _status(host, host, "/v2/", tls_verify, timeout, basic, ask) != 401
     params = dict(CHALLENGE_PARAMETER.findall(challenge))
     realm = urllib.parse.urlsplit(params.get("realm", ""))
     if not realm.netloc:
         return True  # nothing to ask: the push tells
     query = urllib.parse.urlencode({"service": params.get("service", ""), "account": ""})
-    return _status(realm.netloc, f"{realm.path or '/'}?{query}",
+    return _status(host, realm.netloc, f"{realm.path or '/'}?{query}",
                    tls_verify and realm.scheme == "https", timeout, basic, ask
-                   ) not in (None, 401, 403)
+                   ) not in (401, 403)
 
 
-def _status(host: str, target: str, tls_verify: bool, timeout: float,
-            headers: Mapping[str, str], ask: Ask) -> Optional[int]:
-    """The status of GET TARGET on HOST, None when it does not answer."""
+def _status(registry: str, host: str, target: str, tls_verify: bool, timeout: float,
+            headers: Mapping[str, str], ask: Ask) -> int:
+    """The status of GET TARGET on HOST (REGISTRY's, or its token service). CheckFailed
+    when it does not answer, as of a registry that does not answer: the network failed,
+    which says nothing of the login."""
     from ..tools import registry_http
 
     try:
         return ask(registry_http.get, host, target, tls_verify, timeout, headers).status
-    except registry_http.Unreachable:
-        return None
+    except registry_http.Unreachable as exc:
+        asked = "" if host == registry else f" (its token service {host})"
+        raise CheckFailed(f"registry {registry}{asked} does not answer within {timeout:g} s "
+                          f"when asked with the auth file's login: {exc}",
+                          field="registry") from None
 
 
 def check_wheel_indexes(images: Sequence[ImageSpec], timeout: Optional[float] = None,
