@@ -10,7 +10,7 @@ from .patterns import lazy
 
 TYPE_CHECKING = False  # typing's, without importing it at run time (a `verify`'s start)
 if TYPE_CHECKING:
-    from typing import Optional
+    from typing import AnyStr, Optional
 
 
 class AipccError(Exception):
@@ -81,7 +81,10 @@ class Interrupted(BaseException):
 STDERR_TAIL_LINES = 20
 # The longest line of an outside program's stderr a ToolError keeps and echoes: a tool
 # printing megabytes without a newline makes no error (log, report, --json) of megabytes.
+# A longer line keeps its beginning and its end (`cut_middle`).
 MAX_ECHOED_LINE = 1000
+# What stands for the middle of a line `cut_middle` cut.
+CUT_MARK = " [...] "
 MASK = "***"
 # The options of skopeo, buildah and pulp-cli whose value is a secret.
 _SECRET_OPTION = r"--(?:src-|dest-)?(?:creds|password|registry-token|client-secret|passphrase)"
@@ -229,7 +232,7 @@ class ToolError(AipccError):
         self.command = masked_command(command)
         self.returncode = returncode
         # Masked before it is cut: a cut must not leave a secret without what names it.
-        lines = [clipped(line, MAX_ECHOED_LINE) for line in
+        lines = [cut_middle(line, MAX_ECHOED_LINE) for line in
                  without_credentials(stderr).strip().splitlines()[-STDERR_TAIL_LINES:]]
         self.stderr = "\n".join(lines)
         self.timed_out = timed_out
@@ -268,6 +271,20 @@ def excerpt(value: object, limit: int = 80) -> str:
     ellipsis; a lying source cannot make a report of megabytes."""
     text = clipped(value if isinstance(value, str) else repr(value), limit)
     return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
+
+
+def cut_middle(text: AnyStr, limit: int) -> AnyStr:
+    """TEXT (an outside program's line, decoded or not), at most LIMIT characters or bytes
+    of it: a longer one keeps its beginning and its end, CUT_MARK between. A program says
+    why it failed at the end of what it printed ("...: 503 Service Unavailable",
+    "connection reset by peer"), where the table of transient errors reads it."""
+    if len(text) <= limit:
+        return text
+    head = max(0, (limit - len(CUT_MARK)) // 2)
+    end = max(0, limit - len(CUT_MARK) - head)
+    if isinstance(text, str):
+        return text[:head] + CUT_MARK + text[len(text) - end:]
+    return text[:head] + CUT_MARK.encode() + text[len(text) - end:]
 
 
 def clipped(text: str, limit: int) -> str:

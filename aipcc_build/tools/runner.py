@@ -23,7 +23,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional, Protocol
 
-from ..errors import STDERR_TAIL_LINES, Interrupted, ToolError, ToolMissing
+from ..errors import STDERR_TAIL_LINES, Interrupted, ToolError, ToolMissing, cut_middle
 from ..records import record
 from . import SHORT_TIMEOUT
 
@@ -229,23 +229,27 @@ def bounded_lines(fd: int, max_line: int = MAX_LINE) -> Iterator[str]:
 
 
 def stderr_tail(fd: int, lines: int = STDERR_TAIL_LINES, max_line: int = MAX_LINE) -> bytes:
-    """The last LINES lines read from FD until its end, each cut to its first MAX_LINE
-    bytes: what is kept of a child's stderr, whatever it prints."""
+    """The last LINES lines read from FD until its end, each longer than MAX_LINE bytes cut
+    to its beginning and its end (`errors.cut_middle`: the end says why a tool failed, and
+    whether the failure is transient): what is kept of a child's stderr, whatever it
+    prints."""
     from collections import deque
 
     kept: deque[bytes] = deque(maxlen=lines)
-    line = b""  # the line being read: its first MAX_LINE bytes
+    line = b""  # the line being read: its first and last MAX_LINE bytes
     while True:
         chunk = os.read(fd, _READ)
         if not chunk:
             break
         *ended, rest = chunk.split(b"\n")
         for part in ended:
-            kept.append(line + part[:max(0, max_line - len(line))])
+            kept.append(cut_middle(line + part, max_line))
             line = b""
-        line += rest[:max(0, max_line - len(line))]
+        line += rest
+        if len(line) > 2 * max_line:  # all that cut_middle keeps of it, and more
+            line = line[:max_line] + line[-max_line:]
     if line:
-        kept.append(line)
+        kept.append(cut_middle(line, max_line))
     return b"\n".join(kept)
 
 
