@@ -10,7 +10,6 @@ from __future__ import annotations
 import copy
 import datetime as dt
 import itertools
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -23,7 +22,13 @@ from ..fsutil import read_regular
 from ..matrix import ImageSpec
 from ..toolkit.driver_branches import load_driver_branches
 from ..toolkit.facts import DriverVersion, ToolkitFacts
-from ..toolkit.gpu_archs import BadArch, code_runs_on, expected_gpus, parse_arch
+from ..toolkit.gpu_archs import (
+    BadArch,
+    code_runs_on,
+    expected_gpus,
+    parse_arch,
+    parse_compute_capability,
+)
 from .table import (
     DEFAULT_WARN_DAYS,
     EOL,
@@ -60,7 +65,6 @@ PAST_EOL = "eol"
 CODE_LACKS_ARCH = "no GPU code for the node"
 
 _VENDOR_NAME = {"nvidia": "NVIDIA", "amd": "AMD"}
-_CC_RE = re.compile(r"^(\d{1,2})\.(\d)$")
 
 
 @dataclass(frozen=True)
@@ -138,10 +142,10 @@ def node_from_flags(
         found = facts.find_gpu(gpu)
         vendor, arch, name, platform = found.vendor, found.arch, found.name, found.platform
     else:
-        arch = str(compute_capability).strip()
-        if not _CC_RE.match(arch):
-            raise InputError(f"{compute_capability!r} is not a compute capability (e.g. 9.0)",
-                             field="compute_capability")
+        try:
+            arch = parse_compute_capability(str(compute_capability).strip())
+        except BadArch as exc:
+            raise InputError(str(exc), field="compute_capability") from None
         vendor, name = "nvidia", None
     parsed = parse_driver(driver) if driver is not None else None
     if vendor == "nvidia" and parsed is None:

@@ -27,8 +27,11 @@ from collections.abc import Iterable, Sequence
 from ..patterns import lazy
 from ..records import record
 
-# Matched whole (fullmatch: a `$` would let a trailing newline through).
-_CUDA = lazy(r"(?:(sm|compute)_([1-9]\d?)(\d)|([1-9]\d?)\.(\d)|([1-9]\d?)(\d))([af]?)")
+# Matched whole (fullmatch: a `$` would let a trailing newline through). A compute
+# capability, MAJOR.MINOR (9.0, 12.1): how a GPU is named, and one spelling of its code.
+_CAPABILITY = r"([1-9]\d?)\.(\d)"
+_CUDA = lazy(r"(?:(sm|compute)_([1-9]\d?)(\d)|" + _CAPABILITY + r"|([1-9]\d?)(\d))([af]?)")
+CAPABILITY = lazy(_CAPABILITY)
 _GFX = lazy(r"gfx(?:(1\d|[6-9])(\d)([0-9a-f])|(1\d|[6-9])(?:-(\d))?-generic)"
             r"((?::[a-z]+[+-])*)")
 _FEATURES = ("xnack", "sramecc")
@@ -105,6 +108,16 @@ def parse_arch(text: str) -> Arch:
         return Arch(spelled, "rocm", "gfx", int(gfx.group(4)),
                     int(gfx.group(5)) if gfx.group(5) else -1, flags=flags)
     raise BadArch(f"{_shown(text)} is not a GPU architecture ({EXAMPLES})")
+
+
+def parse_compute_capability(text: str) -> str:
+    """TEXT read as a GPU's compute capability, MAJOR.MINOR (`9.0`, `12.1`) as
+    `parse_arch` reads that spelling, but a GPU's: no `a` or `f` code suffix, no `sm_90`.
+    Raises BadArch."""
+    spelled = str(text).strip(" ")
+    if CAPABILITY.fullmatch(spelled) is None:
+        raise BadArch(f"{_shown(text)} is not a compute capability (e.g. 9.0)")
+    return spelled
 
 
 def declared_arch(text: str) -> str:

@@ -164,10 +164,33 @@ def test_nvidia_gpu_needs_a_driver(facts: ToolkitFacts) -> None:
     assert message(failure.value).startswith("--driver: ")
 
 
-@pytest.mark.parametrize("cc", ["9", "sm_90", "nine"])
+@pytest.mark.parametrize("cc", ["9", "sm_90", "nine", "90", "9.0a", "10.0f", "9.10",
+                                "100.0"])
 def test_bad_compute_capability(facts: ToolkitFacts, cc: str) -> None:
     with pytest.raises(InputError, match="not a compute capability"):
         node_from_flags(facts, compute_capability=cc, driver="550.54.15")
+
+
+@pytest.mark.parametrize("cc", ["0.5", "09.0", "00.0", "0.0"])
+def test_a_compute_capability_of_major_0_or_a_leading_zero_is_refused(
+        facts: ToolkitFacts, cc: str) -> None:
+    """select's own pattern took these (any one or two digits before the dot), which no
+    GPU has and toolkit.gpu_archs, the one reader of GPU architectures, refuses: select
+    then judged every CUDA image "architecture not supported" instead of refusing the
+    value."""
+    with pytest.raises(InputError, match="not a compute capability") as refused:
+        node_from_flags(facts, compute_capability=cc, driver="550.54.15")
+    assert refused.value.field == "compute_capability"
+
+
+@pytest.mark.parametrize("cc", ["7.0", " 9.0 ", "10.3", "12.1", "99.9"])
+def test_a_compute_capability_is_read_as_gpu_archs_reads_it(facts: ToolkitFacts,
+                                                           cc: str) -> None:
+    from aipcc_build.toolkit.gpu_archs import declared_arch
+
+    node = node_from_flags(facts, compute_capability=cc, driver="550.54.15")
+    assert node.arch == cc.strip()
+    assert declared_arch(node.arch) == "sm_" + cc.strip().replace(".", "")
 
 
 def test_node_without_gpu_labels(facts: ToolkitFacts) -> None:
