@@ -137,8 +137,15 @@ def _signature_problems(registry: Registry, path: str, digest: str, repository: 
             return [f"{what}'s signatures are of another manifest "
                     f"({excerpt(', '.join(sorted(signed_digests)))}), not of {digest}"]
         return [f"{what} is signed, but not by the key {key.path}"]
-    return [f"{what} was signed as {', '.join(sorted(set(identities)))}, not as "
-            f"{f'{repository}:{tag}' if tag else repository}"]
+    signed = sorted(set(identities))
+    wanted = f"{repository}:{tag}" if tag else f"a tag of {repository}"
+    if all(split(identity)[0] != repository for identity in signed):
+        # Signed by the key for other repositories: a copy of a release (a mirror's). What
+        # was checked is the copy at REPOSITORY; the signature names where it was released.
+        return [f"{what} at {repository} was signed as {', '.join(signed)}, not as {wanted}: "
+                "a copy keeps the name it was signed as, which a pull through the mirror's "
+                "registries.conf checks"]
+    return [f"{what} was signed as {', '.join(signed)}, not as {wanted}"]
 
 
 def _stands_for(claim: Optional[Payload], repository: str, tag: Optional[str]) -> bool:

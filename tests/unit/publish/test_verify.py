@@ -129,6 +129,31 @@ def test_a_garbled_signature_attachment_is_unsigned(world: dict[str, Any],
     assert any("not signed" in p for p in found), found
 
 
+@pytest.mark.parametrize("at", ["@DIGEST", ":1"])
+def test_a_copy_at_a_mirror_says_where_it_was_checked_and_the_name_signed(
+        world: dict[str, Any], capsys: pytest.CaptureFixture[str], at: str) -> None:
+    """`mirror` copied the release to another registry, signatures and all: verify of the
+    mirror's own name finds the signature by the key and the attestations, and its one
+    problem says the image at the mirror was signed as the released name. It said "the image
+    was signed as RELEASED, not as MIRROR/repo", as if the reference were the released one
+    signed for another name, and "not as MIRROR/repo" for a reference by digest, which any
+    tag of that repository would pass."""
+    from aipcc_build.report.verification import verified
+
+    mirrored = "mirror.test/site/rel/img"
+    ref = mirrored + at.replace("DIGEST", world["digest"])
+    result = verify(VerifyRequest((ref,), world["key"]))
+    wanted = f"{mirrored}:1" if at == ":1" else f"a tag of {mirrored}"
+    assert result.images[0].problems == (
+        f"the image at {mirrored} was signed as {HOST}/rel/img:1, not as {wanted}: a copy "
+        "keeps the name it was signed as, which a pull through the mirror's registries.conf "
+        "checks",)
+    verified(result, as_json=False)
+    [line] = capsys.readouterr().out.splitlines()
+    assert line.startswith(f"FAILED {ref} ({world['digest']}): the image at {mirrored} was "
+                           f"signed as {HOST}/rel/img:1")
+
+
 @pytest.mark.parametrize("statement_change", [
     {"predicate": ["ok"]}, {"subject": "x"}, {"subject": [{"digest": "sha256:1"}]},
 ])
