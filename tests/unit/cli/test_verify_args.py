@@ -131,6 +131,7 @@ def test_a_fast_verify_loads_neither_click_nor_rich(tmp_path: Path) -> None:
     from aipcc_build.publish.signing import write_private_key
 
     write_private_key(str(tmp_path / "release.key"), b"p", n=2)
+    BusyOnceThenNoImage.busy = True
     with serving(BusyOnceThenNoImage) as origin:
         code, modules, done = run_main("verify", "--no-tls-verify", "--key",
                                        str(tmp_path / "release.pub"),
