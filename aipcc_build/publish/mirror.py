@@ -308,7 +308,7 @@ def _from_build(request: MirrorRelease, build_id: str, runner: Optional[Runner],
     source = request.registry or matrix.registry
     if check is not None:
         check([s.reference for s in specs] + _destination_refs(request.to),
-              request.tls_verify, request.authfile)
+              request.tls_verify, request.authfile, request.retry)
     return images_from_references([(s.key, s.reference) for s in specs], source,
                                   Skopeo(runner), tls_verify=request.tls_verify,
                                   authfile=request.authfile), source
@@ -345,7 +345,7 @@ def _mirror(request: MirrorRequest, runner: Optional[Runner], on_event: Optional
                    if i.source.startswith("docker://")]
         if request.images and (sources or transport == "docker"):
             check(sources + _destination_refs(request.to), request.tls_verify,
-                  request.authfile)
+                  request.authfile, request.retry)
     emit = on_event or (lambda event: None)
     total = len(request.images)
     archive: Optional[Path] = None

@@ -252,7 +252,7 @@ def promote(request: PromoteRequest, runner: Optional[Runner] = None,
     build_id, entries, copies, tags, product = _plan(request, skopeo)
     if check is not None:
         check([str(e.reference) for e in entries] + [c.dest for c in copies],
-              request.tls_verify, request.authfile)
+              request.tls_verify, request.authfile, request.retry)
 
     def digest(pair: tuple[str, str]) -> Optional[str]:
         ref, key = pair

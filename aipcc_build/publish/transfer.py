@@ -96,14 +96,16 @@ def release_namespace(to: str, field: str = "to") -> str:
     return bare
 
 
-# Checks that every registry of REFERENCES answers (TLS_VERIFY, AUTHFILE) before any look.
-RegistryCheck = Callable[[Sequence[str], bool, Optional[str]], None]
+# Checks that every registry of REFERENCES answers (TLS_VERIFY, AUTHFILE) before any look,
+# asking again while the network fails it within the command's RETRY bound.
+RegistryCheck = Callable[[Sequence[str], bool, Optional[str], Retry], None]
 
 
 def registries_answer(references: Sequence[str], tls_verify: bool,
-                      authfile: Optional[str]) -> None:
+                      authfile: Optional[str], retry: Retry) -> None:
     """The build's registry check (`GET /v2/` within seconds, the auth file's login), for a
-    copy: a registry that is down fails now, not after every retry of every look."""
+    copy: a registry that is down fails now, not after every retry of every look. Its GETs
+    are retried within RETRY (the command's --retries), as the build's are."""
     import os
 
     from ..errors import CheckFailed
@@ -111,7 +113,7 @@ def registries_answer(references: Sequence[str], tls_verify: bool,
 
     environ = dict(os.environ, REGISTRY_AUTH_FILE=authfile) if authfile else os.environ
     try:
-        check_registries(references, tls_verify, environ)
+        check_registries(references, tls_verify, environ, retry=retry)
     except CheckFailed as exc:
         # About --to as much as the source registry: only the TLS switch is named.
         raise CheckFailed(str(exc),

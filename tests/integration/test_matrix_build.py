@@ -407,27 +407,33 @@ def test_two_concurrent_runs_of_one_build_id_never_overwrite_each_other(
 
 
 def test_a_registry_that_never_answers_or_refuses_the_login_stops_the_run_before_building(
-        tmp_path: Path, unique_base: tuple[str, str]) -> None:
+        tmp_path: Path, unique_base: tuple[str, str], cli: Any,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 22.17: checked with a short timeout before the first build (it held every push
-    for the whole push timeout, after the builds)."""
+    for the whole push timeout, after the builds). The silent registry's run is in-process,
+    its per-attempt timeout 1 s (registry_http's 10 s, tried twice, waited 21 s)."""
     import socket
 
     import bcrypt
 
+    from aipcc_build.tools import registry_http
     from tests.support.registry import Registry as Real
 
     write_matrix(tmp_path, unique_base[0], {"12.9.1": {"sleep": 0}}, child=False)
-    with socket.socket() as silent:
+    with socket.socket() as silent, monkeypatch.context() as patch:
         silent.bind(("127.0.0.1", 0))
         silent.listen(8)  # connections are accepted by the kernel; nothing ever answers
         host = f"127.0.0.1:{silent.getsockname()[1]}"
+        patch.chdir(tmp_path)
+        patch.setattr(registry_http, "TIMEOUT", 1.0)
         started = time.monotonic()
-        done = aipcc_build(tmp_path, "--matrix", "matrix/test.yaml", "matrix", "--push",
-                           "--registry", f"{host}/ns", "--no-tls-verify")
+        done = cli("--matrix", "matrix/test.yaml", "matrix", "--push",
+                   "--registry", f"{host}/ns", "--no-tls-verify")
         took = time.monotonic() - started
-    assert done.returncode == 1, done.stderr
-    assert f"registry {host} does not answer within 10 s" in done.stderr
-    assert took < 60 and "Traceback" not in done.stderr
+    assert done.code == 1, done.err
+    assert f"registry {host} does not answer within 1 s" in done.err
+    assert "(tried 2 times)" in done.err  # a timeout is asked again, within --retries
+    assert took < 60 and "Traceback" not in done.err
     assert not (tmp_path / "logs").exists()  # nothing was built
 
     htpasswd = tmp_path / "htpasswd"

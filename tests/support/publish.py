@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.http_server import server_thread
 from tests.support.registry import Registry
 
 REPO = Path(__file__).resolve().parents[2]
@@ -222,7 +223,7 @@ class FlakyProxy:
         urllib.request.install_opener(urllib.request.build_opener(NoRedirect))
         self.server = _QuietServer(("127.0.0.1", 0), Handler)
         self.host = f"127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = server_thread(self.server)
 
     def __enter__(self) -> FlakyProxy:
         self.thread.start()

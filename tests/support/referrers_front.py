@@ -9,10 +9,11 @@ import hashlib
 import http.server
 import json
 import re
-import threading
 import urllib.error
 import urllib.request
 from typing import Any
+
+from tests.support.http_server import server_thread
 
 _REFERRERS = re.compile(r"^/v2/(.+)/referrers/(sha256:[0-9a-f]{64})(?:\?.*)?$")
 _MANIFEST = re.compile(r"^/v2/(.+)/manifests/([^/?]+)$")
@@ -100,7 +101,7 @@ class ReferrersFront:
         self.host = f"127.0.0.1:{self.server.server_address[1]}"
 
     def __enter__(self) -> ReferrersFront:
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        server_thread(self.server).start()
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -101,10 +101,19 @@ def test_anything_else_is_left_to_click(args: list[str], files: Path) -> None:
     assert validate_args.parse(args) is None
 
 
+@pytest.fixture(scope="module")
+def files_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """FILES, for every example of the hypothesis test below (which checks they stay)."""
+    where = tmp_path_factory.mktemp("files")
+    make_files(where, FILES)
+    return where
+
+
 @settings(max_examples=1500, deadline=None)
-@given(st.lists(st.sampled_from(WORDS), max_size=7))
-def test_the_fast_reading_declines_or_agrees_with_click(args: list[str]) -> None:
-    declines_or_agrees(validate_args.parse, by_click, args, FILES)
+@given(args=st.lists(st.sampled_from(WORDS), max_size=7))
+def test_the_fast_reading_declines_or_agrees_with_click(args: list[str],
+                                                        files_once: Path) -> None:
+    declines_or_agrees(validate_args.parse, by_click, args, FILES, files_once)
 
 
 def test_a_warm_fast_validate_loads_neither_click_nor_rich(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ fast path imports neither click nor rich."""
 
 from __future__ import annotations
 
+import http.server
 from pathlib import Path
 from typing import Any, Optional
 
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 from aipcc_build.cli import verify_args
 from aipcc_build.cli.options import cli
 from tests.support.fast_reading import declines_or_agrees, make_files, run_main
+from tests.support.http_server import serving
 
 REF = "registry.example/rel/cuda-12.9-ubi9:3.0-42"
 # The files the words name (a name: its text, or None for a directory).
@@ -86,22 +88,56 @@ def test_anything_else_is_left_to_click(args: list[str], files: Path) -> None:
     assert verify_args.parse(args) is None
 
 
+@pytest.fixture(scope="module")
+def files_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """FILES, for every example of the hypothesis test below (which checks they stay)."""
+    where = tmp_path_factory.mktemp("files")
+    make_files(where, FILES)
+    return where
+
+
 @settings(max_examples=1500, deadline=None)
-@given(st.lists(st.sampled_from(WORDS), max_size=7))
-def test_the_fast_reading_declines_or_agrees_with_click(args: list[str]) -> None:
-    declines_or_agrees(verify_args.parse, by_click, args, FILES)
+@given(args=st.lists(st.sampled_from(WORDS), max_size=7))
+def test_the_fast_reading_declines_or_agrees_with_click(args: list[str],
+                                                        files_once: Path) -> None:
+    declines_or_agrees(verify_args.parse, by_click, args, FILES, files_once)
+
+
+class BusyOnceThenNoImage(http.server.BaseHTTPRequestHandler):
+    """A registry over plain HTTP that answers its first manifest request 503 (retried
+    after tools.retry's first wait) and every request after it 404: no such image."""
+
+    busy = True
+
+    def do_GET(self) -> None:
+        status = 404
+        if self.path.startswith("/v2/rel/") and BusyOnceThenNoImage.busy:
+            BusyOnceThenNoImage.busy, status = False, 503
+        self.send_response(status)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    do_HEAD = do_GET
+
+    def log_message(self, *args: object) -> None:
+        pass
 
 
 def test_a_fast_verify_loads_neither_click_nor_rich(tmp_path: Path) -> None:
-    """A run of the common `verify` line (here against a port nothing listens on: exit 1,
-    the image not found) imports neither click nor rich; `verify --help` still reads
-    through click."""
+    """A run of the common `verify` line (here against a registry busy once, then without
+    the image: a retry, then exit 1) imports neither click nor rich; `verify --help` still
+    reads through click. (A port nothing listens on made the same run wait out every retry:
+    15 s.)"""
     from aipcc_build.publish.signing import write_private_key
 
     write_private_key(str(tmp_path / "release.key"), b"p", n=2)
-    code, modules, done = run_main("verify", "--key", str(tmp_path / "release.pub"),
-                                   "127.0.0.1:1/rel/x:1", "--json")
+    BusyOnceThenNoImage.busy = True
+    with serving(BusyOnceThenNoImage) as origin:
+        code, modules, done = run_main("verify", "--no-tls-verify", "--key",
+                                       str(tmp_path / "release.pub"),
+                                       origin.split("//", 1)[1] + "/rel/x:1", "--json")
     assert code == "1", done.stderr
     assert not modules & {"click", "rich"}
-    assert '"ok": false' in done.stdout
+    assert not BusyOnceThenNoImage.busy  # the busy answer was retried
+    assert '"ok": false' in done.stdout and "no such image" in done.stdout
     assert "click" in run_main("verify", "--help")[1]

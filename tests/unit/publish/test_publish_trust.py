@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from aipcc_build.errors import InputError, ToolError
 from aipcc_build.imagebuild import build_report
 from aipcc_build.publish import mirror_config
+from aipcc_build.tools.retry import Retry
 from aipcc_build.tools.skopeo import COPY_TIMEOUT, Skopeo
 from tests.support.fakes import RecordingRunner
 from tests.support.project import REPO
@@ -97,7 +100,8 @@ def test_mirror_report_honours_only(tmp_path: Path) -> None:
 
     checked: list[str] = []
 
-    def check(references: object, tls_verify: bool, authfile: object) -> None:
+    def check(references: object, tls_verify: bool, authfile: object, retry: object
+              ) -> None:
         checked.extend(references)  # type: ignore[call-overload]
         raise CheckFailed("registry 127.0.0.1:9 does not answer")
 
@@ -169,9 +173,20 @@ def test_promote_takes_the_product_from_the_report_never_from_a_default_matrix(
         assert bad.code == 2 and "product" in bad.err and "Traceback" not in bad.err
         assert len(bad.err.strip().splitlines()) == 1
 
-def test_promote_to_a_dead_registry_says_so_before_any_retry(tmp_path: Path, cli) -> None:
+def test_promote_to_a_dead_registry_says_so_before_any_retry(
+        tmp_path: Path, cli, monkeypatch: pytest.MonkeyPatch) -> None:
     """As `matrix` does, promote asks each registry's /v2/ first: a registry that is down
-    ends the run at once (it used to retry every look for 16 s)."""
+    ends the run after the check's tries, before any look is tried again (each used to
+    retry for 16 s). The request's retry bound, which the check keeps to, is two tries
+    here: the default five wait 15 s."""
+    from aipcc_build.publish import promote as promote_module
+
+    real_promote = promote_module.promote
+
+    def with_two_tries(request: Any, **kwargs: Any) -> Any:
+        return real_promote(replace(request, retry=Retry(attempts=2)), **kwargs)
+
+    monkeypatch.setattr(promote_module, "promote", with_two_tries)
     path = tmp_path / "r.json"
     images = [{"key": key, "status": "ok", "digest": DIGEST,
                "reference": f"127.0.0.1:9/aipcc-demo/{key}:1.0-7"} for key in KEYS]
@@ -182,6 +197,7 @@ def test_promote_to_a_dead_registry_says_so_before_any_retry(tmp_path: Path, cli
                "--no-tls-verify")
     assert done.code == 1, done.err
     assert "registry 127.0.0.1:9 does not answer" in done.err
+    assert "(tried 2 times)" in done.err
     assert "retry" not in done.out + done.err
 
 

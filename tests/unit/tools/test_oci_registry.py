@@ -15,6 +15,7 @@ import pytest
 
 from aipcc_build.oci import OCI_MANIFEST
 from aipcc_build.tools.oci_registry import Registry, RegistryRefused, Reply
+from tests.support.http_server import server_thread
 
 MANIFEST = b'{"schemaVersion":2,"mediaType":"' + OCI_MANIFEST.encode() + b'","layers":[]}'
 DIGEST = "sha256:" + hashlib.sha256(MANIFEST).hexdigest()
@@ -54,7 +55,7 @@ class Server:
 
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.host = f"127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread = server_thread(self.httpd)
         self.thread.start()
 
     def stop(self) -> None:
