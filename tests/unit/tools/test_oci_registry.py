@@ -318,3 +318,40 @@ def test_an_upload_opened_ahead_sends_its_blob_in_one_request() -> None:
     assert [method for method, _ in sent] == ["POST", "PUT"]
     client.put_blob("rel/other", b"x")  # sessions are the repository's own
     assert [method for method, _ in sent][-2:] == ["POST", "PUT"]
+
+
+@pytest.mark.parametrize("answer, then", [
+    (201, []),  # mounted: nothing else sent
+    (202, [("PUT", "/v2/rel/b/blobs/uploads/9")]),  # a session instead: the bytes go in it
+    (401, [("POST", "/v2/rel/b/blobs/uploads/"), ("PUT", "/v2/rel/b/blobs/uploads/1")]),
+])
+def test_a_blob_sent_to_another_repository_is_mounted_or_uploaded(
+        answer: int, then: list[tuple[str, str]]) -> None:
+    """A blob this run sent to one repository of the registry goes to another by a
+    cross-repository mount (one request, not two); a registry answering it with an upload
+    session of its own gets the bytes in it, one refusing it a plain upload, and neither
+    is asked to mount again."""
+    client = Registry("registry.test")
+    sent: list[tuple[str, str]] = []
+
+    def request(method: str, target: str, *args: Any, **kwargs: Any) -> Reply:
+        sent.append((method, target.split("&digest=")[0].split("?_")[0]))
+        if method == "POST" and "mount=" in target:
+            return Reply(answer, {"location": "/v2/rel/b/blobs/uploads/9?_state=x"}, b"")
+        if method == "POST":
+            return Reply(202, {"location": "/v2/rel/b/blobs/uploads/1?_state=x"}, b"")
+        return Reply(201, {}, b"")
+
+    client.request = request  # type: ignore[method-assign]
+    client.put_blob("rel/a", b"{}")
+    sent.clear()
+    client.put_blob("rel/b", b"{}")
+    mount = ("POST", f"/v2/rel/b/blobs/uploads/?mount=sha256%3A{hashlib.sha256(b'{}').hexdigest()}"
+                     "&from=rel%2Fa")
+    assert sent == [mount, *then]
+    sent.clear()
+    client.put_blob("rel/c", b"{}")  # asked to mount again only where it mounted
+    if answer == 201:
+        assert len(sent) == 1 and "mount=" in sent[0][1]
+    else:
+        assert [method for method, _ in sent] == ["POST", "PUT"] and "mount" not in sent[0][1]
