@@ -158,6 +158,8 @@ class Registry:
         # Whether the registry answered a cross-repository mount with anything but the
         # blob mounted (it is then not asked again).
         self._no_mount = False
+        # The first upload of each digest in this run (its end, as `_uploading` holds it).
+        self._first_upload: dict[str, threading.Event] = {}
 
     def __repr__(self) -> str:  # never the credentials
         return f"Registry({self.host!r}, tls_verify={self.tls_verify})"
@@ -443,6 +445,14 @@ class Registry:
         mount with an upload session of its own (202) is not asked again; any other
         answer (a login without access to the other repository) leaves the blob to a
         plain upload."""
+        with self._blob_lock:
+            # The first upload of DIGEST in the run waits for none; the others wait for
+            # it (the repositories of a promote send the empty config at once), then
+            # mount what it sent.
+            mine = self._uploading[(repository, digest)]
+            first = self._first_upload.setdefault(digest, mine)
+        if first is not mine:
+            first.wait()
         with self._blob_lock:
             source = None if self._no_mount else next(
                 (other for other, known in self._blobs

@@ -355,3 +355,30 @@ def test_a_blob_sent_to_another_repository_is_mounted_or_uploaded(
         assert len(sent) == 1 and "mount=" in sent[0][1]
     else:
         assert [method for method, _ in sent] == ["POST", "PUT"] and "mount" not in sent[0][1]
+
+
+def test_repositories_sending_one_blob_at_once_upload_it_once_and_mount_it() -> None:
+    """The repositories of a promote send the empty config at once: the first upload is
+    made, the others wait for it and mount what it sent (none waits for another waiter)."""
+    client = Registry("registry.test")
+    sent: list[str] = []
+    release = threading.Event()
+
+    def request(method: str, target: str, *args: Any, **kwargs: Any) -> Reply:
+        sent.append("mount" if "mount=" in target else method)
+        if method == "POST" and "mount=" not in target:
+            release.wait(5)  # the first upload is slow: the others start meanwhile
+            return Reply(202, {"location": "/v2/rel/a/blobs/uploads/1"}, b"")
+        return Reply(201, {}, b"")
+
+    client.request = request  # type: ignore[method-assign]
+    threads = [threading.Thread(target=client.put_blob, args=(f"rel/{name}", b"{}"))
+               for name in "abc"]
+    for thread in threads:
+        thread.start()
+    threads[0].join(0.2)
+    release.set()
+    for thread in threads:
+        thread.join(5)
+        assert not thread.is_alive()
+    assert sorted(sent) == ["POST", "PUT", "mount", "mount"]
