@@ -132,3 +132,119 @@ def p256_key(point: bytes) -> Optional[P256Key]:
         lib.ERR_clear_error()
         return None
     return key
+
+
+def signing_functions() -> dict[str, tuple[Any, list[Any]]]:
+    """The functions a P-256 private key is read and signs with, beside `functions`'s:
+    a table of its own, so that `verify` binds none of them. ImportError without
+    ctypes."""
+    import ctypes
+
+    pointer = ctypes.c_void_p
+    return {
+        **functions(),
+        "d2i_AutoPrivateKey": (pointer, [pointer, ctypes.POINTER(ctypes.c_char_p),
+                                         ctypes.c_long]),
+        "i2d_PUBKEY": (ctypes.c_int, [pointer, ctypes.POINTER(ctypes.c_char_p)]),
+        "EVP_DigestSignInit": (ctypes.c_int, [pointer] * 5),
+        "EVP_DigestSign": (ctypes.c_int, [pointer, ctypes.c_char_p,
+                                          ctypes.POINTER(ctypes.c_size_t), ctypes.c_char_p,
+                                          ctypes.c_size_t]),
+    }
+
+
+_signing: list[Optional[Any]] = []
+
+
+def load_signing() -> Optional[Any]:
+    """libcrypto with `signing_functions` typed (loaded once); None without it."""
+    if not _signing:
+        try:
+            table = signing_functions()
+        except ImportError:
+            _signing.append(None)
+        else:
+            _signing.append(bind(LIBRARY, table))
+    return _signing[0]
+
+
+class P256PrivateKey:
+    """An ECDSA P-256 private key held by libcrypto (an EVP_PKEY, freed with this object):
+    what a signed promote signs with, without importing cryptography's Python layer (a
+    third of the time the key's scrypt takes, holding the interpreter while promote plans
+    and looks: its copies wait for the key)."""
+
+    def __init__(self, lib: Any, pkey: int) -> None:
+        self._lib = lib
+        self._pkey = pkey
+
+    def sign(self, data: bytes) -> bytes:
+        """The ECDSA signature (ASN.1 DER) of SHA-256(DATA); RuntimeError should libcrypto
+        fail (it does not with a key it read)."""
+        import ctypes
+
+        lib = self._lib
+        context = lib.EVP_MD_CTX_new()
+        if not context:
+            raise RuntimeError("libcrypto: no digest context")
+        try:
+            size = ctypes.c_size_t(0)
+            if lib.EVP_DigestSignInit(context, None, lib.EVP_sha256(), None,
+                                      self._pkey) != 1 \
+                    or lib.EVP_DigestSign(context, None, ctypes.byref(size), data,
+                                          len(data)) != 1:
+                raise RuntimeError("libcrypto: ECDSA signing failed")
+            signature = ctypes.create_string_buffer(size.value)
+            if lib.EVP_DigestSign(context, signature, ctypes.byref(size), data,
+                                  len(data)) != 1:
+                raise RuntimeError("libcrypto: ECDSA signing failed")
+            return signature.raw[:size.value]
+        finally:
+            lib.EVP_MD_CTX_free(context)
+            lib.ERR_clear_error()
+
+    def public_key(self) -> Optional[P256Key]:
+        """Its public key (read back from its SubjectPublicKeyInfo, as a key file is)."""
+        import ctypes
+
+        lib = self._lib
+        size = lib.i2d_PUBKEY(self._pkey, None)
+        if size != len(P256_SPKI_PREFIX) + 65:
+            lib.ERR_clear_error()
+            return None
+        buffer = ctypes.create_string_buffer(size)
+        cursor = ctypes.c_char_p(ctypes.addressof(buffer))
+        if lib.i2d_PUBKEY(self._pkey, ctypes.byref(cursor)) != size:
+            lib.ERR_clear_error()
+            return None
+        der = buffer.raw
+        return p256_key(der[len(P256_SPKI_PREFIX):]) \
+            if der.startswith(P256_SPKI_PREFIX) else None
+
+    def __del__(self) -> None:
+        self._lib.EVP_PKEY_free(self._pkey)
+
+
+def p256_private_key(der: bytes) -> Optional[P256PrivateKey]:
+    """The ECDSA P-256 private key of DER (PKCS#8, or another form OpenSSL reads, as
+    cryptography's reading takes); None without libcrypto, or when DER is no P-256 key:
+    the caller reads it with cryptography then, whose refusal names what it is."""
+    lib = load_signing()
+    if lib is None:
+        return None
+    import ctypes
+
+    cursor = ctypes.c_char_p(der)
+    pkey = lib.d2i_AutoPrivateKey(None, ctypes.byref(cursor), len(der))
+    if not pkey:
+        lib.ERR_clear_error()
+        return None
+    key = P256PrivateKey(lib, pkey)  # from here on, freed with KEY
+    name = ctypes.create_string_buffer(64)
+    size = ctypes.c_size_t(0)
+    if lib.EVP_PKEY_get_base_id(pkey) != EVP_PKEY_EC \
+            or lib.EVP_PKEY_get_group_name(pkey, name, len(name), ctypes.byref(size)) != 1 \
+            or name.value != P256 or key.public_key() is None:
+        lib.ERR_clear_error()
+        return None
+    return key

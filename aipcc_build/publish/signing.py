@@ -50,6 +50,7 @@ class Signer:
         self._key = key
         self._pending = pending
         self.path = path
+        self._public: Optional[PublicKey] = None
 
     def ready(self) -> Signer:
         """This signer with its key decrypted; InputError when the key cannot be."""
@@ -58,14 +59,25 @@ class Signer:
         return self
 
     def sign(self, data: bytes) -> bytes:
+        key = self.ready()._key
+        from .libcrypto import P256PrivateKey
+
+        if isinstance(key, P256PrivateKey):
+            return key.sign(data)
         from cryptography.hazmat.primitives import hashes
         from cryptography.hazmat.primitives.asymmetric import ec
 
-        return bytes(self.ready()._key.sign(data, ec.ECDSA(hashes.SHA256())))
+        return bytes(key.sign(data, ec.ECDSA(hashes.SHA256())))
 
     @property
     def public_key(self) -> PublicKey:
-        return PublicKey(self.ready()._key.public_key(), self.path)
+        if self._public is None:  # asked of each manifest signed: made once
+            key = self.ready()._key
+            from .libcrypto import P256PrivateKey
+
+            self._public = LibcryptoPublicKey(key.public_key(), self.path) \
+                if isinstance(key, P256PrivateKey) else PublicKey(key.public_key(), self.path)
+        return self._public
 
     def __repr__(self) -> str:  # never the key
         return f"Signer({self.path!r})"
@@ -198,21 +210,28 @@ def load_signer(key_path: str, passphrase_file: Optional[str], *,
     passphrase = read_passphrase(passphrase_file)
 
     def unseal() -> Any:
-        # scrypt first: it lets other threads run, the imports after it do not (cryptography
-        # takes a third as long to import as scrypt takes), so the plan and looks of the
-        # command run beside most of the decryption.
+        # scrypt first: it lets other threads run, the imports after it do not, so the
+        # plan and looks of the command run beside most of the decryption. The key is
+        # then read by libcrypto where it can (cryptography's Python layer took a third as
+        # long to import as scrypt takes, and the first copy waits for the key).
         secret = _scrypt(passphrase, salt, n, r, p)
-        from cryptography.hazmat.primitives.asymmetric import ec
-        from cryptography.hazmat.primitives.serialization import load_der_private_key
+        from nacl import bindings
         from nacl.exceptions import CryptoError
-        from nacl.secret import SecretBox
 
         try:
-            der = SecretBox(secret).decrypt(ciphertext, nonce)
-        except (CryptoError, ValueError):
+            der = bindings.crypto_secretbox_open(ciphertext, nonce, secret)
+        except (CryptoError, ValueError, TypeError):
             raise InputError("the passphrase does not decrypt the private key (wrong "
                              "passphrase, or a damaged key file)", file=key_path,
                              field=field) from None
+        from .libcrypto import p256_private_key
+
+        native = p256_private_key(der)
+        if native is not None:
+            return native
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.hazmat.primitives.serialization import load_der_private_key
+
         try:
             key = load_der_private_key(der, password=None)
         except ValueError as exc:

@@ -154,6 +154,11 @@ class Registry:
         self._blob_lock = threading.Lock()
         # Upload sessions opened ahead and not used yet (repository -> their locations).
         self._opened: dict[str, list[str]] = {}
+        # Whether the registry answered a cross-repository mount with anything but the
+        # blob mounted (it is then not asked again).
+        self._no_mount = False
+        # The first upload of each digest in this run (its end, as `_uploading` holds it).
+        self._first_upload: dict[str, threading.Event] = {}
 
     def __repr__(self) -> str:  # never the credentials
         return f"Registry({self.host!r}, tls_verify={self.tls_verify})"
@@ -416,6 +421,8 @@ class Registry:
         return start.headers.get("location", "")
 
     def _upload(self, repository: str, data: bytes, digest: str) -> None:
+        if self._mounted(repository, digest):
+            return
         with self._blob_lock:
             opened = self._opened.get(repository)
             location = opened.pop() if opened else None
@@ -427,6 +434,42 @@ class Registry:
         done = self._finish_upload(repository, self._start_upload(repository), data,
                                    digest)
         self._expect(done, 201, "PUT", f"{repository}@{digest}")
+
+    def _mounted(self, repository: str, digest: str) -> bool:
+        """Whether DIGEST, sent to another repository of this registry in this run (the
+        empty config every sigstore attachment and attestation names), is now
+        REPOSITORY's too by one cross-repository mount (a POST naming it), not uploaded
+        (a POST and a PUT, each a write of the registry's). A registry that answers the
+        mount with an upload session of its own (202) is not asked again; any other
+        answer (a login without access to the other repository) leaves the blob to a
+        plain upload."""
+        with self._blob_lock:
+            # The first upload of DIGEST in the run waits for none; the others wait for
+            # it (the repositories of a promote send the empty config at once), then
+            # mount what it sent.
+            mine = self._uploading[(repository, digest)]
+            first = self._first_upload.setdefault(digest, mine)
+        if first is not mine:
+            first.wait()
+        with self._blob_lock:
+            source = None if self._no_mount else next(
+                (other for other, known in self._blobs
+                 if known == digest and other != repository), None)
+        if source is None:
+            return False
+        from urllib.parse import urlencode
+
+        start = self.request("POST", f"/v2/{repository}/blobs/uploads/?" + urlencode(
+            {"mount": digest, "from": source}), scope=_push(repository))
+        if start.status == 201:
+            return True
+        with self._blob_lock:
+            self._no_mount = True
+        if start.status == 202:  # a session instead: the bytes go into it
+            with self._blob_lock:
+                self._opened.setdefault(repository, []).append(
+                    start.headers.get("location", ""))
+        return False
 
     def _finish_upload(self, repository: str, location: str, data: bytes,
                        digest: str) -> Reply:

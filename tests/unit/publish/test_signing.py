@@ -318,3 +318,42 @@ def test_a_key_of_another_algorithm_is_refused_naming_it(tmp_path: Path) -> None
             load_public_key(str(tmp_path / f"{name}.pub"))
     with pytest.raises(InputError, match=r"not a private key: not a regular file \(a directory"):
         load_signer(str(tmp_path), str(tmp_path / "pass"))
+
+
+def test_signing_with_a_cosign_key_imports_no_cryptography(keys: Path) -> None:
+    """The key is read and signs through libcrypto: a signed promote's first copy waits
+    for the key, and cryptography's import took a third as long as its scrypt. The
+    signatures verify with cryptography, and the key's public half is the key file's."""
+    import subprocess
+    import sys
+
+    from aipcc_build.publish import libcrypto
+
+    if libcrypto.load_signing() is None:
+        pytest.skip("no libcrypto.so.3 here")
+    code = ("import sys\n"
+            "from aipcc_build.publish.signing import load_signer\n"
+            "signer = load_signer(sys.argv[1], sys.argv[2], background=True)\n"
+            "print(signer.sign(b'payload').hex(), signer.public_key.pem().hex(),\n"
+            "      signer.public_key.verifies(b'payload', signer.sign(b'payload')),\n"
+            "      any(name.startswith('cryptography') for name in sys.modules))\n")
+    done = subprocess.run([sys.executable, "-c", code, str(keys / "cosign.key"),
+                           str(keys / "pass")], capture_output=True, text=True, timeout=60)
+    signature, pem, verified, imported = done.stdout.split()
+    assert (verified, imported) == ("True", "False"), done.stderr
+    public = load_pem_public_key((keys / "cosign.pub").read_bytes())
+    assert bytes.fromhex(pem) == (keys / "cosign.pub").read_bytes()
+    public.verify(bytes.fromhex(signature), b"payload",  # type: ignore[union-attr,call-arg]
+                  ec.ECDSA(hashes.SHA256()))
+
+
+def test_without_libcrypto_cryptography_signs(keys: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from aipcc_build.publish import libcrypto
+
+    monkeypatch.setattr(libcrypto, "_signing", [None])
+    monkeypatch.setattr(libcrypto, "_loaded", [None])
+    signer = load_signer(str(keys / "cosign.key"), str(keys / "pass"))
+    assert not isinstance(signer._key, libcrypto.P256PrivateKey)
+    assert load_public_key(str(keys / "cosign.pub")).verifies(b"x", signer.sign(b"x"))
+    assert signer.public_key.pem() == (keys / "cosign.pub").read_bytes()

@@ -319,3 +319,67 @@ def test_an_upload_opened_ahead_sends_its_blob_in_one_request() -> None:
     assert [method for method, _ in sent] == ["POST", "PUT"]
     client.put_blob("rel/other", b"x")  # sessions are the repository's own
     assert [method for method, _ in sent][-2:] == ["POST", "PUT"]
+
+
+@pytest.mark.parametrize("answer, then", [
+    (201, []),  # mounted: nothing else sent
+    (202, [("PUT", "/v2/rel/b/blobs/uploads/9")]),  # a session instead: the bytes go in it
+    (401, [("POST", "/v2/rel/b/blobs/uploads/"), ("PUT", "/v2/rel/b/blobs/uploads/1")]),
+])
+def test_a_blob_sent_to_another_repository_is_mounted_or_uploaded(
+        answer: int, then: list[tuple[str, str]]) -> None:
+    """A blob this run sent to one repository of the registry goes to another by a
+    cross-repository mount (one request, not two); a registry answering it with an upload
+    session of its own gets the bytes in it, one refusing it a plain upload, and neither
+    is asked to mount again."""
+    client = Registry("registry.test")
+    sent: list[tuple[str, str]] = []
+
+    def request(method: str, target: str, *args: Any, **kwargs: Any) -> Reply:
+        sent.append((method, target.split("&digest=")[0].split("?_")[0]))
+        if method == "POST" and "mount=" in target:
+            return Reply(answer, {"location": "/v2/rel/b/blobs/uploads/9?_state=x"}, b"")
+        if method == "POST":
+            return Reply(202, {"location": "/v2/rel/b/blobs/uploads/1?_state=x"}, b"")
+        return Reply(201, {}, b"")
+
+    client.request = request  # type: ignore[method-assign]
+    client.put_blob("rel/a", b"{}")
+    sent.clear()
+    client.put_blob("rel/b", b"{}")
+    mount = ("POST", f"/v2/rel/b/blobs/uploads/?mount=sha256%3A{hashlib.sha256(b'{}').hexdigest()}"
+                     "&from=rel%2Fa")
+    assert sent == [mount, *then]
+    sent.clear()
+    client.put_blob("rel/c", b"{}")  # asked to mount again only where it mounted
+    if answer == 201:
+        assert len(sent) == 1 and "mount=" in sent[0][1]
+    else:
+        assert [method for method, _ in sent] == ["POST", "PUT"] and "mount" not in sent[0][1]
+
+
+def test_repositories_sending_one_blob_at_once_upload_it_once_and_mount_it() -> None:
+    """The repositories of a promote send the empty config at once: the first upload is
+    made, the others wait for it and mount what it sent (none waits for another waiter)."""
+    client = Registry("registry.test")
+    sent: list[str] = []
+    release = threading.Event()
+
+    def request(method: str, target: str, *args: Any, **kwargs: Any) -> Reply:
+        sent.append("mount" if "mount=" in target else method)
+        if method == "POST" and "mount=" not in target:
+            release.wait(5)  # the first upload is slow: the others start meanwhile
+            return Reply(202, {"location": "/v2/rel/a/blobs/uploads/1"}, b"")
+        return Reply(201, {}, b"")
+
+    client.request = request  # type: ignore[method-assign]
+    threads = [threading.Thread(target=client.put_blob, args=(f"rel/{name}", b"{}"))
+               for name in "abc"]
+    for thread in threads:
+        thread.start()
+    threads[0].join(0.2)
+    release.set()
+    for thread in threads:
+        thread.join(5)
+        assert not thread.is_alive()
+    assert sorted(sent) == ["POST", "PUT", "mount", "mount"]
