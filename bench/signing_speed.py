@@ -24,9 +24,10 @@ the demo's images are; with `--platforms 2 --payload-mb 8` (the release's CUDA r
 wheels are about that much) the bench is a promote of the demo release's shape.
 
 Usage: python bench/signing_speed.py [--payload-mb N] [--platforms 1|2]
-    [--base busybox|debian] [--verify-only]   (needs buildah, skopeo, docker-registry;
-    --verify-only: one image promoted once, signed, and only the verify figures, in a
-    minute rather than a few)
+    [--base busybox|debian] [--verify-only] [--instructions]   (needs buildah, skopeo,
+    docker-registry; --verify-only: one image promoted once, signed, and only the verify
+    figures, in a minute rather than a few; --instructions: also the instructions one
+    verify executes, valgrind's count, which a loaded machine does not move)
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import REPO, as_installed, payload_image, shortest  # noqa: E402
+from bench.common import REPO, as_installed, instructions, payload_image, shortest  # noqa: E402
 from tests.support.registry import Registry  # noqa: E402
 
 COUNT = 6
@@ -102,6 +103,8 @@ def main() -> int:
                         help="what each image is built on (the demo's: debian)")
     parser.add_argument("--verify-only", action="store_true",
                         help="only the verify figures: one image, one signed promote")
+    parser.add_argument("--instructions", action="store_true",
+                        help="also count the instructions one verify executes (valgrind)")
     options = parser.parse_args()
     count, rounds = (1, 1) if options.verify_only else (COUNT, ROUNDS)
     payload_mb, platforms = options.payload_mb, options.platforms
@@ -205,6 +208,9 @@ def main() -> int:
                                                   f"docker://{one}"], env, repeat=repeat)
             startup, _ = shortest([sys.executable, "-m", "aipcc_build", "--version"], env,
                                   repeat=repeat)
+            verify_count = instructions(
+                [sys.executable, "-m", "aipcc_build", "verify", "--no-tls-verify", "--key",
+                 str(root / "release.pub"), one], env) if options.instructions else None
         finally:
             for registry in registries:
                 registry.stop()
@@ -223,6 +229,8 @@ def main() -> int:
     print(f"of which aipcc-build --version: {startup:.3f} s; the rest, "
           f"{verify_wall - startup:.3f} s, is {(verify_wall - startup) / inspect_wall:.2f} "
           "of skopeo inspect")
+    if verify_count is not None:
+        print(f"instructions of one verify (valgrind): {verify_count / 1e6:.1f} M")
     return 0
 
 
