@@ -9,9 +9,9 @@ the validator runs again on the released digest only where the report has none."
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import functools
-import threading
 from collections.abc import Mapping, Sequence
 
 from .. import __version__
@@ -162,7 +162,7 @@ class Drafts:
     def __init__(self) -> None:
         self._made: dict[tuple[str, ...], bytes] = {}
         self._read: dict[tuple[str, ...], Any] = {}
-        self._lock = threading.Lock()
+        self._lock = _thread.allocate_lock()  # not threading: `verify` imports this module
 
     def keep(self, what: str, registry: Store, path: str, digest: str,
              read: Callable[[Store, str, str], Any]) -> None:

@@ -225,6 +225,10 @@ def test_verify_of_one_image_loads_no_click_dataclasses_ssl_or_socket(tmp_path: 
     # compiles patterns as it loads): documents are read by CPython's own scanner
     # (`oci.load_json`); nor `base64` (2.8 M: binascii decodes, `oci.b64decode`).
     assert not {"re", "enum", "json", "base64"} & modules
+    # Nor `threading` (3% of a check: its classes and start-up state): the requests side by
+    # side run on `_thread`'s threads, the locks are `_thread`'s, and the signal handlers
+    # are set only from the main thread without asking `threading` which that is.
+    assert "threading" not in modules
     # The signatures checked through the system's libcrypto (publish.libcrypto), without
     # cryptography's Python layer (typing, enums, its OIDs and hashes: more than the rest
     # of the check imports), where the system has libcrypto.so.3.
