@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Sequence
 
 from .patterns import lazy
 
 TYPE_CHECKING = False  # typing's, without importing it at run time (a `verify`'s start)
 if TYPE_CHECKING:
+    import re
     from typing import AnyStr, Optional
 
 
@@ -171,6 +171,10 @@ def _masked(text: str, lowered: Optional[str], literals: tuple[str, ...], patter
 
 @functools.cache
 def _compiled(pattern: str) -> re.Pattern[str]:
+    """PATTERN compiled, ignoring case, once in a process; `re` imported then (a message
+    without a literal of any pattern, as most are, needs none)."""
+    import re
+
     return re.compile(pattern, re.IGNORECASE)
 
 
@@ -178,7 +182,9 @@ def masked_command(argv: Sequence[str]) -> list[str]:
     """ARGV with every credential masked, the value of a secret option (`--creds X`) too."""
     masked: list[str] = []
     for arg in argv:
-        secret_value = masked and re.fullmatch(_SECRET_OPTION, masked[-1], re.IGNORECASE)
+        # (the option's pattern starts with `--`: other words are not matched against it)
+        secret_value = masked and masked[-1].startswith("--") and \
+            _compiled(_SECRET_OPTION).fullmatch(masked[-1])
         masked.append(MASK if secret_value else without_credentials(arg))
     return masked
 

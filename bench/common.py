@@ -38,8 +38,12 @@ def _without_editable_finder() -> None:
     (lib / "aipcc-bench.pth").write_text(
         "\n".join([str(REPO), *site.getsitepackages()]) + "\n")
     entry = plain / "bin" / "aipcc-build"
+    # pip's own console-script wrapper (26.x), word for word: what users run.
     entry.write_text(f"#!{plain / 'bin' / 'python'}\nimport sys\n"
-                     "from aipcc_build.cli import main\nsys.exit(main())\n")
+                     "from aipcc_build.cli import main\n"
+                     "if __name__ == '__main__':\n"
+                     "    sys.argv[0] = sys.argv[0].removesuffix('.exe')\n"
+                     "    sys.exit(main())\n")
     entry.chmod(0o755)
     os.environ[_PLAIN_VENV] = str(plain)
     python = str(plain / "bin" / "python")

@@ -8,6 +8,10 @@ is mostly the registry's work of each request);
 and `verify` of one image against `skopeo inspect` of it (shortest of several runs each,
 ratio, target <= 2).
 
+Each aipcc-build command runs as the installed command does: the `aipcc-build` script pip
+writes (bench/common.py's plain venv has one of pip's form), not `python -m aipcc_build`,
+whose runpy start-up no user pays.
+
 Each image is busybox plus a layer of PAYLOAD_MB incompressible bytes of its own, as
 bench/mirror_speed.py makes them; with `--platforms 2` (as the demo release's images are,
 linux/amd64 and linux/arm64) an index of two such images, the second named arm64 in the
@@ -24,9 +28,10 @@ the demo's images are; with `--platforms 2 --payload-mb 8` (the release's CUDA r
 wheels are about that much) the bench is a promote of the demo release's shape.
 
 Usage: python bench/signing_speed.py [--payload-mb N] [--platforms 1|2]
-    [--base busybox|debian] [--verify-only]   (needs buildah, skopeo, docker-registry;
-    --verify-only: one image promoted once, signed, and only the verify figures, in a
-    minute rather than a few)
+    [--base busybox|debian] [--verify-only] [--instructions]   (needs buildah, skopeo,
+    docker-registry; --verify-only: one image promoted once, signed, and only the verify
+    figures, in a minute rather than a few; --instructions: also the instructions one
+    verify executes, valgrind's count, which a loaded machine does not move)
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import REPO, as_installed, payload_image, shortest  # noqa: E402
+from bench.common import REPO, as_installed, installed_script, instructions, payload_image, shortest  # noqa: E402
 from tests.support.registry import Registry  # noqa: E402
 
 COUNT = 6
@@ -102,6 +107,8 @@ def main() -> int:
                         help="what each image is built on (the demo's: debian)")
     parser.add_argument("--verify-only", action="store_true",
                         help="only the verify figures: one image, one signed promote")
+    parser.add_argument("--instructions", action="store_true",
+                        help="also count the instructions one verify executes (valgrind)")
     options = parser.parse_args()
     count, rounds = (1, 1) if options.verify_only else (COUNT, ROUNDS)
     payload_mb, platforms = options.payload_mb, options.platforms
@@ -114,6 +121,7 @@ def main() -> int:
         bases = {"amd64": BASE, "arm64": BASE}
         subprocess.run([str(REPO / "scripts" / "base-image"), BASE], check=True,
                        capture_output=True)
+    cli = installed_script()  # the `aipcc-build` pip writes
     env = as_installed()
     tag = uuid.uuid4().hex[:8]
     names: list[str] = []
@@ -155,8 +163,7 @@ def main() -> int:
                             "import sys; from aipcc_build.publish.signing import "
                             "write_private_key as w; w(sys.argv[1], b'bench')",
                             str(root / "release.key")], env=env, check=True)
-            promote = [sys.executable, "-m", "aipcc_build", "promote", "--no-tls-verify",
-                       "--report", str(report)]
+            promote = [cli, "promote", "--no-tls-verify", "--report", str(report)]
             # Alternated, each into a registry of its own (empty: no blob there yet), the
             # shortest of ROUNDS each: one run of either is at the mercy of the machine.
             unsigned_runs, signed_runs = [], []
@@ -184,27 +191,23 @@ def main() -> int:
                 # cores' contention): the same pairing of the totals with the registries'.
                 all_paired = _paired(unsigned_runs, signed_runs, 2)
                 # The build validated these layers on this machine: its scans are cached.
-                validate = [sys.executable, "-m", "aipcc_build", "validate",
-                            "--no-tls-verify",
+                validate = [cli, "validate", "--no-tls-verify",
                             *[f"docker://{e['reference']}" for e in entries]]
                 subprocess.run(validate, env=env, capture_output=True)
                 validated = _timed_any(validate, env)
                 requests = [_requests(root / f"{name}.log", started[name])
                             for name in (f"plain{rounds - 1}", f"signed{rounds - 1}")]
             one = f"{signed}/rel/aipcc/base-images/img0:3.0-1"
-            verified = subprocess.run([sys.executable, "-m", "aipcc_build", "verify",
-                                       "--no-tls-verify", "--key", str(root / "release.pub"),
-                                       one], env=env, capture_output=True, text=True)
+            verify = [cli, "verify", "--no-tls-verify", "--key", str(root / "release.pub"), one]
+            verified = subprocess.run(verify, env=env, capture_output=True, text=True)
             if verified.returncode != 0:
                 sys.exit(f"verify failed: {verified.stdout}{verified.stderr}")
             repeat = 21 if options.verify_only else 7
-            verify_wall, verify_cpu = shortest(
-                [sys.executable, "-m", "aipcc_build", "verify", "--no-tls-verify", "--key",
-                 str(root / "release.pub"), one], env, repeat=repeat)
+            verify_wall, verify_cpu = shortest(verify, env, repeat=repeat)
             inspect_wall, inspect_cpu = shortest(["skopeo", "inspect", "--tls-verify=false",
                                                   f"docker://{one}"], env, repeat=repeat)
-            startup, _ = shortest([sys.executable, "-m", "aipcc_build", "--version"], env,
-                                  repeat=repeat)
+            startup, _ = shortest([cli, "--version"], env, repeat=repeat)
+            verify_count = instructions(verify, env) if options.instructions else None
         finally:
             for registry in registries:
                 registry.stop()
@@ -223,6 +226,8 @@ def main() -> int:
     print(f"of which aipcc-build --version: {startup:.3f} s; the rest, "
           f"{verify_wall - startup:.3f} s, is {(verify_wall - startup) / inspect_wall:.2f} "
           "of skopeo inspect")
+    if verify_count is not None:
+        print(f"instructions of one verify (valgrind): {verify_count / 1e6:.1f} M")
     return 0
 
 

@@ -160,7 +160,7 @@ def _run(argv: Optional[list[str]]) -> object:
         if args[:1] == ["verify"]:
             from .verify_args import fast_main
 
-            code = fast_main(args[1:])
+            code = fast_main(args[1:], ends_process=argv is None)
         elif args[:1] == ["validate"]:
             from .validate_args import fast_main as fast_validate
 

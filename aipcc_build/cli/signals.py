@@ -57,11 +57,13 @@ def _handle(signum: int, frame: Optional[FrameType]) -> None:
 @contextlib.contextmanager
 def handled() -> Iterator[None]:
     """The handlers in place for the duration of one command; the previous ones after.
-    (Only the main thread may set them: run from another thread, a command has none.)"""
-    import threading
-
+    (Only the main thread may set them, the others' attempt refused with ValueError
+    before any is set: run from another thread, a command has none. Asked so, not through
+    `threading`, which a `verify` does not import.)"""
     global _owner
-    if threading.current_thread() is not threading.main_thread():
+    try:  # SIGINT's handler set to itself: the question, changing nothing
+        signal.signal(SIGNALS[0], signal.getsignal(SIGNALS[0]))
+    except ValueError:
         yield
         return
     _owner = os.getpid()

@@ -4,12 +4,9 @@ Statement v1 in a DSSE envelope. The one module that writes and reads both."""
 
 from __future__ import annotations
 
-import base64
-import json
-
 from .. import __version__
 from ..errors import excerpt
-from ..oci import load_json
+from ..oci import b64decode, load_json
 from ..records import record
 from .signing import MAX_SIGNATURES, PublicKey, Signer
 
@@ -43,6 +40,7 @@ class Provenance:
 def sbom(verdict: ImageVerdict, digest: str, name: str) -> bytes:
     """The CycloneDX document of the toolkit components VERDICT's findings name, each with
     its version, evidence (package, path, layer) and the release it belongs to."""
+    import json
     import uuid
 
     components: dict[tuple[str, str, str], dict[str, Any]] = {}
@@ -120,6 +118,9 @@ def _pae(payload_type: str, payload: bytes) -> bytes:
 
 def envelope(document: dict[str, Any], signer: Signer) -> bytes:
     """DOCUMENT (an in-toto Statement) in a DSSE envelope signed by SIGNER."""
+    import base64
+    import json
+
     payload = json.dumps(document, sort_keys=True, separators=(",", ":")).encode()
     signature = signer.sign(_pae(IN_TOTO_PAYLOAD, payload))
     return json.dumps({"payloadType": IN_TOTO_PAYLOAD,
@@ -167,7 +168,7 @@ def _base64(text: object) -> bytes:
     if not isinstance(text, str):
         raise TypeError("not a string")
     compact = text.replace("\r", "").replace("\n", "").translate(_URL_SAFE)
-    return base64.b64decode(compact + "=" * (-len(compact) % 4), validate=True)
+    return b64decode(compact + "=" * (-len(compact) % 4))
 
 
 def subject_digests(document: dict[str, Any]) -> list[str]:

@@ -10,7 +10,6 @@ read, extended and written again. Readers ask the API first, then the tag."""
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Sequence
 
 from ..oci import OCI_INDEX, OCI_MANIFEST, load_json
@@ -74,6 +73,8 @@ def referrers_tag(digest: str) -> str:
 
 
 def canonical(document: dict[str, Any]) -> bytes:
+    import json
+
     return json.dumps(document, separators=(",", ":"), sort_keys=True).encode()
 
 

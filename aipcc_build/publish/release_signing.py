@@ -9,16 +9,15 @@ the validator runs again on the released digest only where the report has none."
 
 from __future__ import annotations
 
-import base64
+import _thread
 import contextlib
 import functools
-import threading
 from collections.abc import Mapping, Sequence
 
 from .. import __version__
 from ..errors import CheckFailed
 from ..image_reference import repository_of
-from ..oci import INDEX_TYPES, OCI_INDEX, OCI_MANIFEST, load_json
+from ..oci import INDEX_TYPES, OCI_INDEX, OCI_MANIFEST, b64decode, load_json
 from ..records import record, replace
 from ..tools.oci_registry import (
     Registry,
@@ -142,8 +141,8 @@ def signatures(registry: Store, path: str, digest: str
                 or not is_digest(str(layer.get("digest"))):
             continue
         try:  # as containers/image reads it (Go's StdEncoding: line breaks ignored)
-            signed.append((str(layer["digest"]), base64.b64decode(
-                encoded.replace("\r", "").replace("\n", ""), validate=True)))
+            signed.append((str(layer["digest"]), b64decode(
+                encoded.replace("\r", "").replace("\n", ""))))
         except ValueError:
             continue
     signed = signed[:MAX_SIGNATURES]
@@ -163,7 +162,7 @@ class Drafts:
     def __init__(self) -> None:
         self._made: dict[tuple[str, ...], bytes] = {}
         self._read: dict[tuple[str, ...], Any] = {}
-        self._lock = threading.Lock()
+        self._lock = _thread.allocate_lock()  # not threading: `verify` imports this module
 
     def keep(self, what: str, registry: Store, path: str, digest: str,
              read: Callable[[Store, str, str], Any]) -> None:
@@ -201,6 +200,8 @@ def sign(registry: Registry, path: str, digest: str, identities: Sequence[str],
     sigstore attachment, appended to the ones there (one write of the attachment); the
     number written (none for an identity already signed). DRAFTS: the payloads, when
     some may be uploaded already."""
+    import base64
+
     drafts = drafts or Drafts()
     layers, pairs = drafts.take("signatures", registry, path, digest, signatures)
     public = signer.public_key

@@ -13,14 +13,12 @@ skopeo that verifies (Debian 13's)."""
 
 from __future__ import annotations
 
-import base64
 import functools
-import json
 import time
 
 from ..errors import InputError
 from ..fsutil import NotRegularFile, open_regular
-from ..oci import load_json
+from ..oci import b64decode, load_json
 from ..records import record
 
 TYPE_CHECKING = False  # typing's, without importing it at run time (a `verify`'s start)
@@ -115,6 +113,8 @@ class LibcryptoPublicKey(PublicKey):
         return bool(self._key.verifies(data, signature))
 
     def pem(self) -> bytes:
+        import base64
+
         encoded = base64.b64encode(self._key.der)
         return b"".join([b"-----BEGIN PUBLIC KEY-----\n",
                          *(encoded[i:i + 64] + b"\n" for i in range(0, len(encoded), 64)),
@@ -162,8 +162,7 @@ def _pem_body(data: bytes, labels: tuple[str, ...]) -> Optional[bytes]:
         stop = text.find(end, start + len(begin)) if start >= 0 else -1
         if start >= 0 and stop >= 0:
             try:
-                return base64.b64decode("".join(text[start + len(begin):stop].split()),
-                                        validate=True)
+                return b64decode("".join(text[start + len(begin):stop].split()))
             except ValueError:
                 return None
     return None
@@ -183,6 +182,8 @@ def load_signer(key_path: str, passphrase_file: Optional[str], *,
     InputError (one line, exit 2) for a missing, foreign or undecryptable key. BACKGROUND:
     the files are read and checked now, the key decrypted in a thread (scrypt takes a
     tenth of a second, and lets other threads run); `Signer.ready` raises its InputError."""
+    import base64
+
     field = "sign_by_sigstore_private_key"
     data = _read_small(key_path, "private key", field)
     body = _pem_body(data, PRIVATE_KEY_LABELS)
@@ -318,6 +319,8 @@ def write_private_key(path: str, passphrase: bytes, *, n: int = 1 << 15) -> None
     """A new P-256 key pair in cosign's format: PATH (the encrypted private key) and
     PATH with .pub for .key (the public key). For tests and the how-to's first step where
     neither cosign nor a sigstore-enabled skopeo is at hand."""
+    import base64
+    import json
     import os
 
     from cryptography.hazmat.primitives import serialization
@@ -360,6 +363,8 @@ class Payload:
 
 def payload(docker_reference: str, digest: str, creator: str) -> bytes:
     """The simple-signing payload containers/image writes and verifies."""
+    import json
+
     return json.dumps({
         "critical": {"identity": {"docker-reference": docker_reference},
                      "image": {"docker-manifest-digest": digest},

@@ -11,10 +11,10 @@ any other refusal `RegistryRefused`, which names the URL and never a credential.
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import functools
 import os
-import threading
 from collections.abc import Sequence
 
 from ..digest import hexdigest, is_lower_hex
@@ -33,6 +33,7 @@ from .retry import (
 
 TYPE_CHECKING = False  # typing's, without importing it at run time (a `verify`'s start)
 if TYPE_CHECKING:
+    import threading
     from pathlib import Path
     from typing import Any, Callable, Optional, TypeVar
 
@@ -141,7 +142,7 @@ class Registry:
         # side takes one that an earlier request left rather than connecting (and shaking
         # hands) again.
         self._idle: dict[tuple[str, str], list[http1.Connection]] = {}
-        self._idle_lock = threading.Lock()
+        self._idle_lock = _thread.allocate_lock()
         # Blobs known to be in a repository (repository, digest): written or found in
         # this run.
         self._blobs: set[tuple[str, str]] = set()
@@ -151,7 +152,7 @@ class Registry:
         # and was refused (DIGEST_INVALID: the two platforms of one image share the empty
         # config blob).
         self._uploading: dict[tuple[str, str], threading.Event] = {}
-        self._blob_lock = threading.Lock()
+        self._blob_lock = _thread.allocate_lock()
         # Upload sessions opened ahead and not used yet (repository -> their locations).
         self._opened: dict[str, list[str]] = {}
         # Whether the registry answered a cross-repository mount with anything but the
@@ -389,6 +390,8 @@ class Registry:
                 return digest
             pending = self._uploading.get(key)
             if pending is None:
+                import threading  # a write's, not on `verify`'s path
+
                 mine = self._uploading[key] = threading.Event()
         if pending is not None:
             pending.wait()
@@ -532,31 +535,39 @@ SIDE_BY_SIDE = 8
 def side_by_side(calls: Sequence[Callable[[], T]]) -> list[T]:
     """CALLS (requests to registries: each mostly waits for answers), up to SIDE_BY_SIDE
     at once, this thread taking its share; their results in order, the first exception
-    raised once all are done. Plain threads: concurrent.futures costs `verify` more to
-    import than the requests it runs side by side take."""
+    raised once all are done. Threads of `_thread`, each releasing a lock of its own when
+    done, which the caller takes to join it (a wait a signal interrupts, as a Thread's
+    join): concurrent.futures costs `verify` more to import than the requests it runs side
+    by side take, and `threading` (its classes and start-up state) 3% of a `verify`."""
     results: list[Any] = [None] * len(calls)
     failures: list[Optional[BaseException]] = [None] * len(calls)
-    lock = threading.Lock()
+    lock = _thread.allocate_lock()
     pending = iter(range(len(calls)))
 
-    def work() -> None:
-        while True:
-            with lock:
-                index = next(pending, None)
-            if index is None:
-                return
-            try:
-                results[index] = calls[index]()
-            except BaseException as exc:  # raised in the caller's thread below
-                failures[index] = exc
+    def work(done: Optional[_thread.LockType] = None) -> None:
+        try:
+            while True:
+                with lock:
+                    index = next(pending, None)
+                if index is None:
+                    return
+                try:
+                    results[index] = calls[index]()
+                except BaseException as exc:  # raised in the caller's thread below
+                    failures[index] = exc
+        finally:
+            if done is not None:
+                done.release()
 
-    threads = [threading.Thread(target=work, daemon=True)
-               for _ in range(min(len(calls), SIDE_BY_SIDE) - 1)]
-    for thread in threads:
-        thread.start()
+    helpers = []
+    for _ in range(min(len(calls), SIDE_BY_SIDE) - 1):
+        done = _thread.allocate_lock()
+        done.acquire()  # released by the helper as it ends
+        _thread.start_new_thread(work, (done,))
+        helpers.append(done)
     work()
-    for thread in threads:
-        thread.join()
+    for done in helpers:
+        done.acquire()
     for failure in failures:
         if failure is not None:
             raise failure

@@ -9,11 +9,10 @@ connection that broke or timed out, a 5xx answer, or a 429 (too many requests), 
 
 from __future__ import annotations
 
-import re
 import time
 
 from ..errors import ToolError
-from ..patterns import lazy
+from ..patterns import IGNORECASE, lazy
 from ..records import record
 
 TYPE_CHECKING = False  # typing's, without importing it at run time (a `verify`'s start)
@@ -27,7 +26,7 @@ if TYPE_CHECKING:
 # seal (EBUSY) while a page of the copy is briefly pinned, as on a loaded machine; the next
 # start seals. The step never ran: unlike a RUN step that failed, worth running again.
 _RUNTIME_START = r"sealing memfd copy: device or resource busy"
-RUNTIME_START = lazy(_RUNTIME_START, re.IGNORECASE)
+RUNTIME_START = lazy(_RUNTIME_START, IGNORECASE)
 # How containers/image, Go's net stack and Python's sockets and `http1` word a failure of
 # the network or of the registry (`NetworkFailure` carries Python's words: "Connection
 # refused", "Connection reset by peer", "timed out", http1's "the server closed the
@@ -43,7 +42,7 @@ TRANSIENT = lazy(
     r"\b429\b|too ?many ?requests|"
     r"(status|code)\D{0,40}\b5\d\d\b|"
     r"\b5\d\d \(?(internal server error|bad gateway|service unavailable|gateway timeout)",
-    re.IGNORECASE,
+    IGNORECASE,
 )
 # The HTTP answers a later attempt can cure (our own requests: registries, Pulp): too many
 # requests, or the server or a proxy in front of it failing.
@@ -58,7 +57,7 @@ NOT_ACTED_STATUS = frozenset({429, 503})
 
 # A Retry-After a registry sent, as an error message carries it ("retry after 3 s" is how
 # `TransientAnswer` words it).
-_RETRY_AFTER = lazy(r"retry[ -]after:? (\d+(?:\.\d+)?)", re.IGNORECASE)
+_RETRY_AFTER = lazy(r"retry[ -]after:? (\d+(?:\.\d+)?)", IGNORECASE)
 # The longest Retry-After obeyed: a registry asking for more is retried after this long.
 MAX_RETRY_AFTER = 300.0
 
@@ -66,7 +65,7 @@ MAX_RETRY_AFTER = 300.0
 # containers/storage shared with other processes (a CI runner's other jobs): a listing that
 # raced with one of them removing what it listed fails ("reading build containers: container
 # not known"); the next listing is whole.
-STORAGE_RACE = lazy(r"\b(?:container|image|layer) not known\b", re.IGNORECASE)
+STORAGE_RACE = lazy(r"\b(?:container|image|layer) not known\b", IGNORECASE)
 
 
 def storage_race(error: ToolError) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from aipcc_build.patterns import lazy
+from aipcc_build.patterns import IGNORECASE, lazy
 
 
 def test_a_lazy_pattern_answers_as_the_compiled_one() -> None:
@@ -29,3 +29,10 @@ def test_nothing_is_compiled_before_the_first_use_and_once_after() -> None:
     assert bound.__self__ is re.compile(r"never(?:used)")  # the compiled pattern's method
     pattern.match("x")
     assert vars(pattern)["match"] is bound
+
+
+def test_ignorecase_is_res_flag() -> None:
+    """patterns.IGNORECASE (given to a lazy pattern without importing re) is re's flag."""
+    assert IGNORECASE == re.IGNORECASE
+    assert lazy("ab", IGNORECASE).match("AB") is not None
+    assert lazy("ab", IGNORECASE).flags == re.compile("ab", re.IGNORECASE).flags

@@ -60,3 +60,27 @@ def test_each_signal_ends_a_command_alike(signum: int) -> None:
     assert done.stdout.split("\n") == [
         f"told [{signum}]", f"worker {signum}", f"interrupted {128 + signum}", "refused",
         "after True", ""]
+
+
+def test_a_command_run_from_another_thread_sets_no_handler() -> None:
+    # Only the main thread may set handlers: `handled` asks the C module (its ValueError),
+    # not `threading`, which a `verify` does not import, and changes nothing in the asking.
+    import threading
+
+    from aipcc_build.cli import signals
+
+    before = {signum: signal.getsignal(signum) for signum in signals.SIGNALS}
+    inside: list[object] = []
+
+    def command() -> None:
+        with signals.handled():
+            inside.extend(signal.getsignal(signum) for signum in signals.SIGNALS)
+
+    worker = threading.Thread(target=command)
+    worker.start()
+    worker.join(10)
+    assert inside == list(before.values())
+    assert {signum: signal.getsignal(signum) for signum in signals.SIGNALS} == before
+    with signals.handled():  # the main thread's command has them
+        assert all(signal.getsignal(signum) is signals._handle for signum in signals.SIGNALS)
+    assert {signum: signal.getsignal(signum) for signum in signals.SIGNALS} == before

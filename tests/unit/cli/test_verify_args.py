@@ -141,3 +141,29 @@ def test_a_fast_verify_loads_neither_click_nor_rich(tmp_path: Path) -> None:
     assert not BusyOnceThenNoImage.busy  # the busy answer was retried
     assert '"ok": false' in done.stdout and "no such image" in done.stdout
     assert "click" in run_main("verify", "--help")[1]
+
+
+def test_the_collector_waits_for_the_check(files: Path, monkeypatch: pytest.MonkeyPatch
+                                           ) -> None:
+    """The cyclic collector is off while a check runs; back on after it in a process that
+    goes on (tests, a caller of `main(argv)`), and after a line left to click; off for
+    good where the check ends the process (the CLI's own start)."""
+    import gc
+
+    during: list[bool] = []
+
+    def record(request: Any, as_json: bool) -> int:
+        during.append(gc.isenabled())
+        return 0
+
+    monkeypatch.setattr(verify_args, "run", record)
+    assert gc.isenabled()
+    try:
+        assert verify_args.fast_main([REF]) == 0
+        assert during == [False] and gc.isenabled()
+        assert verify_args.fast_main(["--help"], ends_process=True) is None
+        assert gc.isenabled()
+        assert verify_args.fast_main([REF], ends_process=True) == 0
+        assert during == [False, False] and not gc.isenabled()
+    finally:
+        gc.enable()

@@ -278,10 +278,14 @@ def test_blobs_sent_already_start_no_thread(monkeypatch: pytest.MonkeyPatch) -> 
         sent.append(method), Reply(202 if method == "POST" else 201,
                                    {"location": "/u/1"}, b""))[1]
     client.put_blobs("rel/img", [b"{}", b"payload"])
+    import _thread
+
+    from aipcc_build.tools import oci_registry
+
     started: list[object] = []
-    real_start = threading.Thread.start
-    monkeypatch.setattr(threading.Thread, "start",
-                        lambda self: (started.append(self), real_start(self))[1])
+    real_start = _thread.start_new_thread
+    monkeypatch.setattr(oci_registry._thread, "start_new_thread",
+                        lambda *args: (started.append(args), real_start(*args))[1])
     client.put_blobs("rel/img", [b"{}", b"payload", b"envelope"])
     assert started == []  # the one new blob sent in this thread
     assert sent == ["POST", "PUT"] * 3
