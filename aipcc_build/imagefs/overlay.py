@@ -32,13 +32,21 @@ from typing import TYPE_CHECKING, Callable, Optional
 from ..records import record
 from .kinds import BLOCKDEV, CHARDEV, DIRECTORY, FIFO, GLOBAL, HARDLINK, REGULAR, SYMLINK
 from .paths import NAME_MAX, clean, duplicate_key, engine_name_problem, parent_and_base
-from .symlinks import MAX_HOPS, PATH_MAX, STEPS_PER_LINK, Budget, follow, spend
+from .symlinks import (
+    MAX_HOPS,
+    PATH_MAX,
+    STEPS_PER_LINK,
+    Budget,
+    BudgetExceeded,
+    follow,
+    spend,
+)
 
 # The reader and the inflaters: only a model that unpacks a layer needs them (a warm
 # judge does not).
 if TYPE_CHECKING:
     from .stream import LayerStream
-    from .tar import TarEntry
+    from .tar import TarEntry, TarWalker
 
 WHITEOUT = "whiteout"
 IMPLIED_DIRECTORY_MODE = 0o755
@@ -357,6 +365,112 @@ class Unpacker:
         else:  # FIFO, CHARDEV, BLOCKDEV: `place` refused the rest
             tree[where] = Node(kind, mode)
         return where
+
+    def walk(self, walker: TarWalker, shown: Callable[[str], object], odd: int
+             ) -> Iterator[tuple[TarEntry, str, Optional[str]]]:
+        """Place every member WALKER reads, as `add` places it; yield (entry, its name
+        decoded, what `add` answered) for each member but the common one that the caller
+        passes over: a regular file or directory of mode without ODD bits, at a path
+        where SHOWN is false (a detector's first test). `walker.members` counts them all.
+
+        The common member is placed here, in one loop over the headers in the walker's
+        buffer, without a call or an object per member but its node: the Python work of
+        the reader, `add` and the caller's test per member was most of a cold scan's
+        beyond inflating and hashing. It is `add`'s own fast case, taken only where
+        every step of the full path is known to answer as it does here:
+
+        - the header: `PLAIN_FILE_HEADER` (the reader's plain header, type "0", NUL or
+          "5", no link name), not star's, every byte ASCII and its checksum the
+          unsigned sum: the reader's first branch, which reads the name from the header
+          alone (no prefix, no extension record: the reader returns every member with
+          its records applied, so none waits here) and a size of octal digits (below
+          `MAX_MEMBER_SIZE`; a directory's taken as 0);
+        - the name: `add`'s plain name (relative, ASCII, no "//" and no "/.", so no
+          whiteout, opaque marker, "." or ".."; at most 100 bytes, below NAME_MAX), its
+          key not held yet (else the full path refuses it);
+        - the place: the parent already resolved to itself (`_parents`, `add`'s first
+          look), and nothing at the path for a file, nothing or a directory for a
+          directory: the nodes `add` makes, in the same tree, seen set and directory
+          list, with no budget spent (`add` spends none there either).
+
+        Anything else (and any member whose header spans the buffer's end) goes to the
+        reader's and `add`'s full code, which decide it as for every member before this
+        loop existed."""
+        from zlib import adler32
+
+        from .tar import BLOCK, PLAIN_FILE_HEADER, STAR_TRAILER
+
+        common = PLAIN_FILE_HEADER.match
+        tree = self.tree
+        nodes = tree.get
+        seen = self._seen
+        resolved = self._parents.get
+        directories = self._directories
+        while True:
+            buf = walker._buf
+            at = walker._pos + walker._pending  # where the next header starts
+            placed = 0
+            while at + BLOCK <= len(buf) and not walker._stopped:
+                header = buf[at:at + BLOCK]
+                if common(header, 100) is None or header[508:512] == STAR_TRAILER \
+                        or not header.isascii() or int(header[148:154], 8) \
+                        != (adler32(header) & 0xFFFF) + 255 - sum(header[148:156]):
+                    break
+                raw = header[:100]
+                end = raw.find(0)
+                text = (raw if end < 0 else raw[:end]).decode("ascii")
+                relative = text[2:] if text[:2] == "./" else text
+                flag = header[156]
+                made = flag == 53 or (not flag and text[-1:] == "/")  # a directory
+                key = relative.rstrip("/")
+                path = "/" + key
+                if not relative or relative[0] == "/" or "//" in path or "/." in path \
+                        or key in seen:
+                    break
+                parent = path.rpartition("/")[0] or "/"
+                mode = int(header[100:107], 8) & 0o7777
+                if mode & odd or shown(path):
+                    break
+                directory = resolved(parent)
+                if directory is None:  # the first member below it: `add`'s first step
+                    try:
+                        directory = self._parent(parent, path)
+                    except (LayerRefused, BudgetExceeded):
+                        walker.members += placed + 1  # this one was read, as `add` reads it
+                        raise
+                if directory != parent:
+                    break
+                existing = nodes(path)
+                if existing is None:
+                    if made:
+                        node = Node(DIRECTORY, mode)
+                        directories.append(path)
+                        at += BLOCK
+                    else:
+                        node = Node(REGULAR, mode, None, "", path)
+                        size = int(header[124:135], 8)
+                        at += BLOCK + size + (-size % BLOCK)
+                    if tree._children is None:
+                        dict.__setitem__(tree, path, node)
+                    else:
+                        tree[path] = node
+                elif made and existing.kind == DIRECTORY:
+                    existing.mode = mode  # directories merge
+                    directories.append(path)
+                    at += BLOCK
+                else:
+                    break
+                seen.add(key)
+                placed += 1
+            if placed:  # what the reader has not consumed: the members placed here
+                walker._pending = at - walker._pos
+                walker._unread = 0
+                walker.members += placed
+            entry = walker.next_entry()
+            if entry is None:
+                return
+            name = entry.name.decode("utf-8", "surrogateescape")
+            yield entry, name, self.add(entry, name)
 
     def finish(self) -> None:
         """The engine sets each directory member's times after the last member: one a
