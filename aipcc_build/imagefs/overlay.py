@@ -370,8 +370,9 @@ class Unpacker:
              ) -> Iterator[tuple[TarEntry, str, Optional[str]]]:
         """Place every member WALKER reads, as `add` places it; yield (entry, its name
         decoded, what `add` answered) for each member but the common one that the caller
-        passes over: a regular file or directory of mode without ODD bits, at a path
-        where SHOWN is false (a detector's first test). `walker.members` counts them all.
+        passes over: at a path where SHOWN is false (a detector's first test), a regular
+        file or directory of mode without ODD bits, or a symlink whose target has no ".."
+        (it cannot climb out of the image). `walker.members` counts them all.
 
         The common member is placed here, in one loop over the headers in the walker's
         buffer, without a call or an object per member but its node: the Python work of
@@ -379,49 +380,62 @@ class Unpacker:
         beyond inflating and hashing. It is `add`'s own fast case, taken only where
         every step of the full path is known to answer as it does here:
 
-        - the header: `PLAIN_FILE_HEADER` (the reader's plain header, type "0", NUL or
-          "5", no link name), not star's, every byte ASCII and its checksum the
-          unsigned sum: the reader's first branch, which reads the name from the header
-          alone (no prefix, no extension record: the reader returns every member with
-          its records applied, so none waits here) and a size of octal digits (below
-          `MAX_MEMBER_SIZE`; a directory's taken as 0);
+        - the header: `PLAIN_HEADER` (the reader's plain header), of type "0", NUL or "5"
+          with no link name or a symlink ("2") with one, not star's, every byte ASCII and
+          its checksum the unsigned sum: the reader's first branch, which reads the name
+          and link from the header alone (no prefix, no extension record: the reader
+          returns every member with its records applied, so none waits here) and a size
+          of octal digits (below `MAX_MEMBER_SIZE`; a directory's and symlink's taken as
+          0);
         - the name: `add`'s plain name (relative, ASCII, no "//" and no "/.", so no
-          whiteout, opaque marker, "." or ".."; at most 100 bytes, below NAME_MAX), its
-          key not held yet (else the full path refuses it);
+          whiteout, opaque marker, "." or ".."; at most 100 bytes, below NAME_MAX; a link
+          of at most 100, below PATH_MAX), its key not held yet (else the full path
+          refuses it);
         - the place: the parent already resolved to itself (`_parents`, `add`'s first
-          look), and nothing at the path for a file, nothing or a directory for a
-          directory: the nodes `add` makes, in the same tree, seen set and directory
-          list, with no budget spent (`add` spends none there either).
+          look, made by `_parent` for the first member below it), and nothing at the
+          path (a directory may merge with a directory): the nodes `add` makes, in the
+          same tree, seen set, directory list and budget.
 
         Anything else (and any member whose header spans the buffer's end) goes to the
         reader's and `add`'s full code, which decide it as for every member before this
         loop existed."""
-        from zlib import adler32
+        from .tar import BLOCK, PLAIN_HEADER, STAR_TRAILER, adler32
 
-        from .tar import BLOCK, PLAIN_FILE_HEADER, STAR_TRAILER
-
-        common = PLAIN_FILE_HEADER.match
+        plain = PLAIN_HEADER.match
         tree = self.tree
         nodes = tree.get
         seen = self._seen
         resolved = self._parents.get
         directories = self._directories
+        budget = self.budget
         while True:
             buf = walker._buf
             at = walker._pos + walker._pending  # where the next header starts
             placed = 0
             while at + BLOCK <= len(buf) and not walker._stopped:
                 header = buf[at:at + BLOCK]
-                if common(header, 100) is None or header[508:512] == STAR_TRAILER \
+                if plain(header, 100) is None or header[508:512] == STAR_TRAILER \
                         or not header.isascii() or int(header[148:154], 8) \
                         != (adler32(header) & 0xFFFF) + 255 - sum(header[148:156]):
                     break
-                raw = header[:100]
-                end = raw.find(0)
-                text = (raw if end < 0 else raw[:end]).decode("ascii")
-                relative = text[2:] if text[:2] == "./" else text
                 flag = header[156]
-                made = flag == 53 or (not flag and text[-1:] == "/")  # a directory
+                if flag == 50:
+                    kind = SYMLINK
+                    field = header[157:257]
+                    end = field.find(0)
+                    link = (field if end < 0 else field[:end]).decode("ascii")
+                    if not link or ".." in link:
+                        break
+                elif header[157] or not (flag == 48 or flag == 53 or not flag):
+                    break
+                else:
+                    kind = REGULAR if flag != 53 else DIRECTORY
+                field = header[:100]
+                end = field.find(0)
+                text = (field if end < 0 else field[:end]).decode("ascii")
+                if not flag and text[-1:] == "/":
+                    kind = DIRECTORY  # the reader's legacy directory
+                relative = text[2:] if text[:2] == "./" else text
                 key = relative.rstrip("/")
                 path = "/" + key
                 if not relative or relative[0] == "/" or "//" in path or "/." in path \
@@ -429,7 +443,7 @@ class Unpacker:
                     break
                 parent = path.rpartition("/")[0] or "/"
                 mode = int(header[100:107], 8) & 0o7777
-                if mode & odd or shown(path):
+                if (mode & odd and kind != SYMLINK) or shown(path):
                     break
                 directory = resolved(parent)
                 if directory is None:  # the first member below it: `add`'s first step
@@ -442,19 +456,25 @@ class Unpacker:
                     break
                 existing = nodes(path)
                 if existing is None:
-                    if made:
+                    if kind == REGULAR:
+                        node = Node(REGULAR, mode, None, "", path)
+                        size = int(header[124:135], 8)
+                        at += BLOCK + size + (-size % BLOCK)
+                    elif kind == DIRECTORY:
                         node = Node(DIRECTORY, mode)
                         directories.append(path)
                         at += BLOCK
                     else:
-                        node = Node(REGULAR, mode, None, "", path)
-                        size = int(header[124:135], 8)
-                        at += BLOCK + size + (-size % BLOCK)
+                        node = Node(SYMLINK, 0o777, None, link)
+                        if budget is not None:  # each symlink may be followed a few times
+                            budget.left += STEPS_PER_LINK
+                            budget.total += STEPS_PER_LINK
+                        at += BLOCK
                     if tree._children is None:
                         dict.__setitem__(tree, path, node)
                     else:
                         tree[path] = node
-                elif made and existing.kind == DIRECTORY:
+                elif kind == DIRECTORY and existing.kind == DIRECTORY:
                     existing.mode = mode  # directories merge
                     directories.append(path)
                     at += BLOCK

@@ -149,8 +149,10 @@ def _walk_members(stream: LayerStream, detector: LayerDetector, workdir: Path,
     walker = TarWalker(stream)
     visit = detector.visit
     looks_interesting = CANDIDATE.search
-    # The unpacker places the members this loop would pass over (plain files and
-    # directories the detector's first test does not take) without showing them.
+    # The unpacker places the members this loop would pass over without showing them:
+    # those the detector's first test does not take, plain files and directories of no
+    # odd mode, and symlinks whose target has no ".." (`escapes_root` needs one; a
+    # symlink's mode makes no hazard).
     for entry, name, path in unpacker.walk(walker, looks_interesting, ODD_MODE):
         kind = entry.kind
         raw = entry.name
