@@ -32,13 +32,21 @@ from typing import TYPE_CHECKING, Callable, Optional
 from ..records import record
 from .kinds import BLOCKDEV, CHARDEV, DIRECTORY, FIFO, GLOBAL, HARDLINK, REGULAR, SYMLINK
 from .paths import NAME_MAX, clean, duplicate_key, engine_name_problem, parent_and_base
-from .symlinks import MAX_HOPS, PATH_MAX, STEPS_PER_LINK, Budget, follow, spend
+from .symlinks import (
+    MAX_HOPS,
+    PATH_MAX,
+    STEPS_PER_LINK,
+    Budget,
+    BudgetExceeded,
+    follow,
+    spend,
+)
 
 # The reader and the inflaters: only a model that unpacks a layer needs them (a warm
 # judge does not).
 if TYPE_CHECKING:
     from .stream import LayerStream
-    from .tar import TarEntry
+    from .tar import TarEntry, TarWalker
 
 WHITEOUT = "whiteout"
 IMPLIED_DIRECTORY_MODE = 0o755
@@ -357,6 +365,132 @@ class Unpacker:
         else:  # FIFO, CHARDEV, BLOCKDEV: `place` refused the rest
             tree[where] = Node(kind, mode)
         return where
+
+    def walk(self, walker: TarWalker, shown: Callable[[str], object], odd: int
+             ) -> Iterator[tuple[TarEntry, str, Optional[str]]]:
+        """Place every member WALKER reads, as `add` places it; yield (entry, its name
+        decoded, what `add` answered) for each member but the common one that the caller
+        passes over: at a path where SHOWN is false (a detector's first test), a regular
+        file or directory of mode without ODD bits, or a symlink whose target has no ".."
+        (it cannot climb out of the image). `walker.members` counts them all.
+
+        The common member is placed here, in one loop over the headers in the walker's
+        buffer, without a call or an object per member but its node: the Python work of
+        the reader, `add` and the caller's test per member was most of a cold scan's
+        beyond inflating and hashing. It is `add`'s own fast case, taken only where
+        every step of the full path is known to answer as it does here:
+
+        - the header: `PLAIN_HEADER` (the reader's plain header), of type "0", NUL or "5"
+          with no link name or a symlink ("2") with one, not star's, every byte ASCII and
+          its checksum the unsigned sum: the reader's first branch, which reads the name
+          and link from the header alone (no prefix, no extension record: the reader
+          returns every member with its records applied, so none waits here) and a size
+          of octal digits (below `MAX_MEMBER_SIZE`; a directory's and symlink's taken as
+          0);
+        - the name: `add`'s plain name (relative, ASCII, no "//" and no "/.", so no
+          whiteout, opaque marker, "." or ".."; at most 100 bytes, below NAME_MAX; a link
+          of at most 100, below PATH_MAX), its key not held yet (else the full path
+          refuses it);
+        - the place: the parent already resolved to itself (`_parents`, `add`'s first
+          look, made by `_parent` for the first member below it), and nothing at the
+          path (a directory may merge with a directory): the nodes `add` makes, in the
+          same tree, seen set, directory list and budget.
+
+        Anything else (and any member whose header spans the buffer's end) goes to the
+        reader's and `add`'s full code, which decide it as for every member before this
+        loop existed."""
+        from .tar import BLOCK, PLAIN_HEADER, STAR_TRAILER, adler32
+
+        plain = PLAIN_HEADER.match
+        tree = self.tree
+        nodes = tree.get
+        seen = self._seen
+        resolved = self._parents.get
+        directories = self._directories
+        budget = self.budget
+        while True:
+            buf = walker._buf
+            at = walker._pos + walker._pending  # where the next header starts
+            placed = 0
+            while at + BLOCK <= len(buf) and not walker._stopped:
+                header = buf[at:at + BLOCK]
+                if plain(header, 100) is None or header[508:512] == STAR_TRAILER \
+                        or not header.isascii() or int(header[148:154], 8) \
+                        != (adler32(header) & 0xFFFF) + 255 - sum(header[148:156]):
+                    break
+                flag = header[156]
+                if flag == 50:
+                    kind = SYMLINK
+                    field = header[157:257]
+                    end = field.find(0)
+                    link = (field if end < 0 else field[:end]).decode("ascii")
+                    if not link or ".." in link:
+                        break
+                elif header[157] or not (flag == 48 or flag == 53 or not flag):
+                    break
+                else:
+                    kind = REGULAR if flag != 53 else DIRECTORY
+                field = header[:100]
+                end = field.find(0)
+                text = (field if end < 0 else field[:end]).decode("ascii")
+                if not flag and text[-1:] == "/":
+                    kind = DIRECTORY  # the reader's legacy directory
+                relative = text[2:] if text[:2] == "./" else text
+                key = relative.rstrip("/")
+                path = "/" + key
+                if not relative or relative[0] == "/" or "//" in path or "/." in path \
+                        or key in seen:
+                    break
+                parent = path.rpartition("/")[0] or "/"
+                mode = int(header[100:107], 8) & 0o7777
+                if (mode & odd and kind != SYMLINK) or shown(path):
+                    break
+                directory = resolved(parent)
+                if directory is None:  # the first member below it: `add`'s first step
+                    try:
+                        directory = self._parent(parent, path)
+                    except (LayerRefused, BudgetExceeded):
+                        walker.members += placed + 1  # this one was read, as `add` reads it
+                        raise
+                if directory != parent:
+                    break
+                existing = nodes(path)
+                if existing is None:
+                    if kind == REGULAR:
+                        node = Node(REGULAR, mode, None, "", path)
+                        size = int(header[124:135], 8)
+                        at += BLOCK + size + (-size % BLOCK)
+                    elif kind == DIRECTORY:
+                        node = Node(DIRECTORY, mode)
+                        directories.append(path)
+                        at += BLOCK
+                    else:
+                        node = Node(SYMLINK, 0o777, None, link)
+                        if budget is not None:  # each symlink may be followed a few times
+                            budget.left += STEPS_PER_LINK
+                            budget.total += STEPS_PER_LINK
+                        at += BLOCK
+                    if tree._children is None:
+                        dict.__setitem__(tree, path, node)
+                    else:
+                        tree[path] = node
+                elif kind == DIRECTORY and existing.kind == DIRECTORY:
+                    existing.mode = mode  # directories merge
+                    directories.append(path)
+                    at += BLOCK
+                else:
+                    break
+                seen.add(key)
+                placed += 1
+            if placed:  # what the reader has not consumed: the members placed here
+                walker._pending = at - walker._pos
+                walker._unread = 0
+                walker.members += placed
+            entry = walker.next_entry()
+            if entry is None:
+                return
+            name = entry.name.decode("utf-8", "surrogateescape")
+            yield entry, name, self.add(entry, name)
 
     def finish(self) -> None:
         """The engine sets each directory member's times after the last member: one a

@@ -23,7 +23,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from typing import BinaryIO, Callable, Optional, Protocol, Union
-from zlib import adler32
+
+# isal's adler32 (the inflater's library, loaded by a cold scan anyway): a 512-byte header
+# summed in a quarter of zlib's time, the same sums.
+from isal.isal_zlib import adler32
 
 from ..patterns import lazy
 from .kinds import BLOCKDEV, CHARDEV, DIRECTORY, FIFO, GLOBAL, HARDLINK, REGULAR, SYMLINK
@@ -47,14 +50,15 @@ _NO_DATA = frozenset((HARDLINK, SYMLINK, CHARDEV, BLOCKDEV, DIRECTORY, FIFO))
 _HEADER_ONLY = _NO_DATA
 _POSIX_MAGIC = b"ustar\0"
 _GNU_MAGIC = b"ustar  \0"  # magic and version
-_STAR_TRAILER = b"tar\0"
+STAR_TRAILER = b"tar\0"
 _OCTAL = lazy(rb"[0-7]+")
 _DECIMAL = lazy(rb"[+-]?[0-9]+")
 _HIGH_BYTES = bytes(range(0x80, 0x100))
 # Mode, uid, gid, size, mtime and checksum as every common writer puts them (zero-padded
 # octal, a NUL at the end; the checksum's 6 digits, a NUL and a space): one match instead
 # of six parses.
-_PLAIN_NUMBERS = lazy(rb"(?:[0-7]{7}\0){3}(?:[0-7]{11}\0){2}[0-7]{6}\0 ")
+_PLAIN_NUMBERS_SOURCE = rb"(?:[0-7]{7}\0){3}(?:[0-7]{11}\0){2}[0-7]{6}\0 "
+_PLAIN_NUMBERS = lazy(_PLAIN_NUMBERS_SOURCE)
 _PLAIN_DEVICES = lazy(rb"(?:[0-7]{7}\0|\0{8}){2}")
 # From the magic on: a USTAR header with plain device numbers and no prefix, or a GNU one
 # with no times, whose other fields Go does not parse.
@@ -62,9 +66,9 @@ _PLAIN_FORMAT_SOURCE = \
     rb"ustar\x0000.{64}(?:[0-7]{7}\0|\0{8}){2}\0|ustar  \0.{64}(?:[0-7]{7}\0|\0{8}){2}\0.{11}\0"
 _PLAIN_FORMAT = lazy(_PLAIN_FORMAT_SOURCE, re.DOTALL)
 # Both at once from the mode on (the type flag and link name between them), for most
-# headers one match instead of two.
-_PLAIN_HEADER = lazy(rb"(?:[0-7]{7}\0){3}(?:[0-7]{11}\0){2}[0-7]{6}\0 .{101}(?:"
-                     + _PLAIN_FORMAT_SOURCE + b")", re.DOTALL)
+# headers one match instead of two (`overlay.Unpacker.walk` reads the common ones with it).
+PLAIN_HEADER = lazy(_PLAIN_NUMBERS_SOURCE + rb".{101}(?:" + _PLAIN_FORMAT_SOURCE + b")",
+                    re.DOTALL)
 
 # PAX keys of the GNU sparse formats.
 _SPARSE_MAJOR, _SPARSE_MINOR = "GNU.sparse.major", "GNU.sparse.minor"
@@ -249,7 +253,7 @@ def _format_numbers(header: bytes, at: int) -> bytes:
         _number(header[329:337], f"devmajor at byte {at}")
         _number(header[337:345], f"devminor at byte {at}")
     if magic == _POSIX_MAGIC:
-        if header[508:512] == _STAR_TRAILER:
+        if header[508:512] == STAR_TRAILER:
             _number(header[476:488], f"atime at byte {at}")
             _number(header[488:500], f"ctime at byte {at}")
             return _cstring(header[345:476])
@@ -294,6 +298,13 @@ class TarWalker:
         self._filled: Optional[tuple[bytes, int]] = None
         # A sparse member's data comes expanded, its map gone (a tar-split's stream)
         self._expanded: bool = getattr(stream, "sparse_expanded", False)
+        # What x, L and K records say of the next member, and whether any waits for it.
+        self._pax: dict[str, bytes] = {}
+        self._long_name = b""
+        self._long_link = b""
+        self.extended = False
+        self.members = 0  # members returned so far (extension headers are none)
+        self._stopped = False  # the end, or a member too large to pass over, was read
 
     def _refill(self) -> bool:
         """The next chunk as the buffer, the one before used up; False at the end."""
@@ -463,10 +474,18 @@ class TarWalker:
         return None, 0  # unknown versions are not sparse to Go either
 
     def __iter__(self) -> Iterator[TarEntry]:
-        long_name = b""
-        long_link = b""
-        pax: dict[str, bytes] = {}
-        extended = False  # an x, L or K record waits for the next member
+        while True:
+            entry = self.next_entry()
+            if entry is None:
+                return
+            yield entry
+
+    def next_entry(self) -> Optional[TarEntry]:
+        """The next member, its extension headers applied; None at the end of the archive
+        (and after a member too large to pass over: every later header would be
+        misaligned)."""
+        if self._stopped:
+            return None
         while True:
             # The hot path, once per member: plain slicing, no per-field helper calls.
             buf, pos, pending = self._buf, self._pos, self._pending
@@ -488,123 +507,130 @@ class TarWalker:
                 if pos < len(buf) or self._refill():
                     header = self._take(BLOCK)
                 else:
-                    return  # no end-of-archive blocks: tolerated, the data is complete
+                    return None  # no end-of-archive blocks: tolerated, the data is complete
             if header == ZERO_BLOCK:
                 if self._end_of_archive():
-                    return
+                    self._stopped = True
+                    return None
                 raise TarError(f"a zero block, then a header at byte {self._offset - BLOCK}: "
                                "the archive ends only at two zero blocks (Go's reader "
                                "refuses it: invalid tar header)")
-            at = self._offset - BLOCK
-            plain = _PLAIN_HEADER.match(header, 100)
-            if plain or _PLAIN_NUMBERS.fullmatch(header, 100, 156):
-                mode, size = int(header[100:107], 8), int(header[124:135], 8)
-                stored = int(header[148:154], 8)
-                # `_checksum_matches`' unsigned sum, inline: most headers end here. With
-                # no byte above 127 (most headers), the sum of all 512 is below adler32's
-                # modulus: one sum.
-                if header.isascii():
-                    unsigned = (adler32(header) & 0xFFFF) + 255 - sum(header[148:156])
-                else:
-                    unsigned = (adler32(header[:256]) & 0xFFFF) \
-                        + (adler32(header[256:]) & 0xFFFF) + 254 - sum(header[148:156])
-                checked = stored == unsigned or _checksum_matches(header, stored)
+            entry = self._member(header)
+            if entry is not None:
+                self.members += 1
+                return entry
+
+    def _member(self, header: bytes) -> Optional[TarEntry]:
+        """The member whose header HEADER was just read, or None for an extension header
+        (its records kept for the next member)."""
+        at = self._offset - BLOCK
+        plain = PLAIN_HEADER.match(header, 100)
+        if plain or _PLAIN_NUMBERS.fullmatch(header, 100, 156):
+            mode, size = int(header[100:107], 8), int(header[124:135], 8)
+            stored = int(header[148:154], 8)
+            # `_checksum_matches`' unsigned sum, inline: most headers end here. With
+            # no byte above 127 (most headers), the sum of all 512 is below adler32's
+            # modulus: one sum.
+            if header.isascii():
+                unsigned = (adler32(header) & 0xFFFF) + 255 - sum(header[148:156])
             else:
-                checked = _checksum_matches(header)
-                if checked:
-                    mode, size = _v7_numbers(header, at)
-            if not checked:
-                raise TarError(f"bad tar header at byte {at}: its checksum does not match "
-                               "(Go's reader refuses it: invalid tar header)")
-            flag = header[156]
-            kind = chr(flag) if flag else REGULAR
-            mode &= 0o7777
-            if size < 0 and kind not in _HEADER_ONLY:
-                raise TarError(f"negative size {size} in the tar header at byte {at}")
-            if kind in "xLK":
-                if size > MAX_SPECIAL_SIZE:
-                    raise TarError(f"{kind!r} extension header of {size} bytes at byte "
-                                   f"{self._offset}: more than Go's reader takes")
-                _format_numbers(header, at)
-                data = self._member_data(size)
-                if kind == "x":
-                    pax = pax_records(data)
-                elif kind == "L":
-                    long_name = _cstring(data)
-                else:
-                    long_link = _cstring(data)
-                extended = True
-                continue
-            name = header[:100]
-            end = name.find(0)
-            if end >= 0:
-                name = name[:end]
-            if not ((plain or _PLAIN_FORMAT.match(header, 257))
-                    and header[508:512] != _STAR_TRAILER):
-                prefix = _format_numbers(header, at)
-                if prefix:
-                    name = prefix + b"/" + name
-            link = _cstring(header[157:257]) if header[157] else b""
-            if kind == GLOBAL:
-                # Go returns it as a member of its own, its records applied to nothing
-                # (not even the next member); containers/storage still removes what its
-                # name names before it ignores it.
-                if size > MAX_SPECIAL_SIZE:
-                    raise TarError(f"'g' extension header of {size} bytes at byte "
-                                   f"{self._offset}: more than Go's reader takes")
-                pax_records(self._member_data(size))  # Go parses them: malformed, refused
-                pax, long_name, long_link, extended = {}, b"", b"", False
-                yield TarEntry(name, kind, 0, b"", 0)
-                continue
-            sparse: Optional[list[tuple[int, int]]] = None
-            map_bytes = 0
-            if extended:
-                if pax:
-                    name = pax.get("path") or name
-                    link = pax.get("linkpath") or link
-                    if pax.get("size"):
-                        size = _go_int(pax["size"], "size")
-                    _check_pax_numbers(pax)
-                name = long_name or name
-                link = long_link or link
-                if pax:
-                    if not flag and name.endswith(b"/"):
-                        kind = DIRECTORY  # Go decides this before the sparse records
-                    sparse, map_bytes, size = self._pax_sparse(pax, kind, size, name)
-                    if sparse is not None:
-                        name = pax.get(_SPARSE_NAME) or name
-                long_name = long_link = b""
-                pax = {}
-                extended = False
-            if not flag and name.endswith(b"/"):
-                kind = DIRECTORY  # legacy archives mark directories with a trailing slash
-            if kind in _NO_DATA:
-                size = 0  # these carry no data blocks, whatever the header says
-            elif size < 0:
-                raise TarError(f"negative size {size} for {name!r} (a PAX size)")
-            if sparse is not None and self._expanded:
-                # The file itself in place of its data regions (and map), then the padding
-                # of the data the member holds in the tar.
-                real = sparse[-1][0]
-                self._unread = real
-                self._pending = real + (-size % BLOCK)
-                yield TarEntry(name, kind, real, link, mode)
-                continue
-            if sparse is not None:
-                physical = size
-                logical = sum(length for _, length in sparse)
-                self._unread = logical
-                self._pending = physical - map_bytes + (-physical % BLOCK)
-                self._sparse = sparse
-                yield TarEntry(name, kind, sparse[-1][0], link, mode, sparse)
-                continue
-            if size > MAX_MEMBER_SIZE:
-                # Skipping is impossible and every later header would be misaligned.
-                yield TarEntry(name, kind, size, link, mode)
-                return
-            self._unread = size
-            self._pending = size + (-size % BLOCK)
-            yield TarEntry(name, kind, size, link, mode)
+                unsigned = (adler32(header[:256]) & 0xFFFF) \
+                    + (adler32(header[256:]) & 0xFFFF) + 254 - sum(header[148:156])
+            checked = stored == unsigned or _checksum_matches(header, stored)
+        else:
+            checked = _checksum_matches(header)
+            if checked:
+                mode, size = _v7_numbers(header, at)
+        if not checked:
+            raise TarError(f"bad tar header at byte {at}: its checksum does not match "
+                           "(Go's reader refuses it: invalid tar header)")
+        flag = header[156]
+        kind = chr(flag) if flag else REGULAR
+        mode &= 0o7777
+        if size < 0 and kind not in _HEADER_ONLY:
+            raise TarError(f"negative size {size} in the tar header at byte {at}")
+        if kind in "xLK":
+            if size > MAX_SPECIAL_SIZE:
+                raise TarError(f"{kind!r} extension header of {size} bytes at byte "
+                               f"{self._offset}: more than Go's reader takes")
+            _format_numbers(header, at)
+            data = self._member_data(size)
+            if kind == "x":
+                self._pax = pax_records(data)
+            elif kind == "L":
+                self._long_name = _cstring(data)
+            else:
+                self._long_link = _cstring(data)
+            self.extended = True
+            return None
+        name = header[:100]
+        end = name.find(0)
+        if end >= 0:
+            name = name[:end]
+        if not ((plain or _PLAIN_FORMAT.match(header, 257))
+                and header[508:512] != STAR_TRAILER):
+            prefix = _format_numbers(header, at)
+            if prefix:
+                name = prefix + b"/" + name
+        link = _cstring(header[157:257]) if header[157] else b""
+        if kind == GLOBAL:
+            # Go returns it as a member of its own, its records applied to nothing
+            # (not even the next member); containers/storage still removes what its
+            # name names before it ignores it.
+            if size > MAX_SPECIAL_SIZE:
+                raise TarError(f"'g' extension header of {size} bytes at byte "
+                               f"{self._offset}: more than Go's reader takes")
+            pax_records(self._member_data(size))  # Go parses them: malformed, refused
+            self._pax, self._long_name, self._long_link, self.extended = {}, b"", b"", False
+            return TarEntry(name, kind, 0, b"", 0)
+        sparse: Optional[list[tuple[int, int]]] = None
+        map_bytes = 0
+        if self.extended:
+            pax = self._pax
+            if pax:
+                name = pax.get("path") or name
+                link = pax.get("linkpath") or link
+                if pax.get("size"):
+                    size = _go_int(pax["size"], "size")
+                _check_pax_numbers(pax)
+            name = self._long_name or name
+            link = self._long_link or link
+            if pax:
+                if not flag and name.endswith(b"/"):
+                    kind = DIRECTORY  # Go decides this before the sparse records
+                sparse, map_bytes, size = self._pax_sparse(pax, kind, size, name)
+                if sparse is not None:
+                    name = pax.get(_SPARSE_NAME) or name
+            self._long_name = self._long_link = b""
+            self._pax = {}
+            self.extended = False
+        if not flag and name.endswith(b"/"):
+            kind = DIRECTORY  # legacy archives mark directories with a trailing slash
+        if kind in _NO_DATA:
+            size = 0  # these carry no data blocks, whatever the header says
+        elif size < 0:
+            raise TarError(f"negative size {size} for {name!r} (a PAX size)")
+        if sparse is not None and self._expanded:
+            # The file itself in place of its data regions (and map), then the padding
+            # of the data the member holds in the tar.
+            real = sparse[-1][0]
+            self._unread = real
+            self._pending = real + (-size % BLOCK)
+            return TarEntry(name, kind, real, link, mode)
+        if sparse is not None:
+            physical = size
+            logical = sum(length for _, length in sparse)
+            self._unread = logical
+            self._pending = physical - map_bytes + (-physical % BLOCK)
+            self._sparse = sparse
+            return TarEntry(name, kind, sparse[-1][0], link, mode, sparse)
+        if size > MAX_MEMBER_SIZE:
+            # Skipping is impossible and every later header would be misaligned.
+            self._stopped = True
+            return TarEntry(name, kind, size, link, mode)
+        self._unread = size
+        self._pending = size + (-size % BLOCK)
+        return TarEntry(name, kind, size, link, mode)
 
     def _end_of_archive(self) -> bool:
         """After a zero block: whether a second one (or the end of the stream) follows,

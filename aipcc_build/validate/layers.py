@@ -146,16 +146,16 @@ def _walk(stream: LayerStream, detector: LayerDetector, workdir: Path,
 
 def _walk_members(stream: LayerStream, detector: LayerDetector, workdir: Path,
                   hazards: list[Hazard], unpacker: Unpacker) -> int:
-    entries = 0
     walker = TarWalker(stream)
-    add = unpacker.add
     visit = detector.visit
     looks_interesting = CANDIDATE.search
-    for entries, entry in enumerate(walker, 1):
+    # The unpacker places the members this loop would pass over without showing them:
+    # those the detector's first test does not take, plain files and directories of no
+    # odd mode, and symlinks whose target has no ".." (`escapes_root` needs one; a
+    # symlink's mode makes no hazard).
+    for entry, name, path in unpacker.walk(walker, looks_interesting, ODD_MODE):
         kind = entry.kind
         raw = entry.name
-        name = raw.decode("utf-8", "surrogateescape")
-        path = add(entry, name)
         if path is None:
             continue  # a whiteout, an opaque marker, a global header, the root
         if raw[:1] == b"/" or b".." in raw:
@@ -200,12 +200,12 @@ def _walk_members(stream: LayerStream, detector: LayerDetector, workdir: Path,
         elif want == WANT_PREFIX:
             detector.content_prefix(path, walker.read_more, walker.skip_more)
         elif want == WANT_FILE:
-            target_file = workdir / f"{entries}-{parent_and_base(path)[1]}"
+            target_file = workdir / f"{walker.members}-{parent_and_base(path)[1]}"
             with open(target_file, "wb") as out:
                 walker.copy_data(out)
             detector.content_file(path, target_file)
     unpacker.finish()
-    return entries
+    return walker.members
 
 
 def _kept(tree: Tree) -> tuple[list[str], list[str], list[tuple[str, str, str]], list[str],
