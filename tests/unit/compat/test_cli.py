@@ -131,7 +131,10 @@ def test_select_flags_and_node_file_agree(capsys: pytest.CaptureFixture[str]) ->
 
 
 def test_select_text_marks_minor_version_compatibility(
-        capsys: pytest.CaptureFixture[str]) -> None:
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    # The lines fit the terminal's width: pin the one this test's first assertion assumes
+    # (a pipe's 120) rather than take whatever terminal, COLUMNS or xdist worker runs it.
+    monkeypatch.setenv("COLUMNS", "120")
     code, out, _ = run(capsys, "select", "--gpu", "H100", "--driver", "550.54.15",
                        "--accelerator", "cuda", "--today", "2025-09-01")
     assert code == 0
