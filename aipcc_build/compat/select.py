@@ -234,7 +234,11 @@ def _nvidia_node(facts: ToolkitFacts, labels: Mapping[str, str], source: str, fi
     product = labels.get(_NVIDIA_PRODUCT)
     major, minor = (labels.get(key) for key in _NVIDIA_COMPUTE)
     if major is not None and minor is not None:
-        arch = f"{major}.{minor}"
+        try:  # read as --compute-capability is: no major of 0, no leading zero
+            arch = parse_compute_capability(f"{major}.{minor}")
+        except BadArch as exc:
+            raise InputError(f"nvidia.com/gpu.compute.major/minor: {exc}", file=file,
+                             field="metadata.labels") from None
         gpu = product
     elif product:
         found = facts.find_gpu(product)

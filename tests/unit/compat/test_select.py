@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -191,6 +192,28 @@ def test_a_compute_capability_is_read_as_gpu_archs_reads_it(facts: ToolkitFacts,
     node = node_from_flags(facts, compute_capability=cc, driver="550.54.15")
     assert node.arch == cc.strip()
     assert declared_arch(node.arch) == "sm_" + cc.strip().replace(".", "")
+
+
+@pytest.mark.parametrize(("major", "minor"), [("0", "5"), ("09", "0"), ("00", "0"),
+                                              ("9", "10"), ("9", ""), ("nine", "0")])
+def test_compute_capability_labels_are_read_as_the_option_is(
+        cli, facts: ToolkitFacts, tmp_path: Path, major: str, minor: str) -> None:
+    """The node's nvidia.com/gpu.compute.major/minor labels went into the node as they
+    were, without the check --compute-capability gets: a major of 0 or with a leading zero
+    was not refused, and select judged every CUDA image "architecture not supported"."""
+    node_file = tmp_path / "node.json"
+    node_file.write_text(json.dumps({"metadata": {"name": "gpu-1", "labels": {
+        "nvidia.com/gpu.compute.major": major, "nvidia.com/gpu.compute.minor": minor,
+        "nvidia.com/cuda.driver.major": "550", "nvidia.com/cuda.driver.minor": "54",
+        "nvidia.com/cuda.driver.rev": "15"}}}))
+    with pytest.raises(InputError, match="not a compute capability") as refused:
+        node_from_k8s(facts, node_file)
+    assert refused.value.file == str(node_file)
+    assert "nvidia.com/gpu.compute.major/minor" in refused.value.message
+    answer = cli("--matrix", str(DATA / "matrix-13.yaml"), "select", "--node", str(node_file))
+    assert answer.code == 2
+    assert "nvidia.com/gpu.compute.major/minor" in answer.err
+    assert "Traceback" not in answer.err
 
 
 def test_node_without_gpu_labels(facts: ToolkitFacts) -> None:
