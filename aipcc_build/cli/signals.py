@@ -58,19 +58,26 @@ def _handle(signum: int, frame: Optional[FrameType]) -> None:
 def handled() -> Iterator[None]:
     """The handlers in place for the duration of one command; the previous ones after.
     (Only the main thread may set them, the others' attempt refused with ValueError
-    before any is set: run from another thread, a command has none. Asked so, not through
-    `threading`, which a `verify` does not import.)"""
+    before any is set: run from another thread, a command has none. Asked so, by setting
+    the first, not through `threading`, which a `verify` does not import.)
+    A signal whose handler was set outside Python (an embedding program, a C extension:
+    `getsignal` says None) keeps it: Python cannot put such a handler back, and SIG_DFL in
+    its place would change what the process does on that signal after the command."""
     global _owner
-    try:  # SIGINT's handler set to itself: the question, changing nothing
-        signal.signal(SIGNALS[0], signal.getsignal(SIGNALS[0]))
-    except ValueError:
+    ours = [signum for signum in SIGNALS if signal.getsignal(signum) is not None]
+    if not ours:
         yield
         return
     _owner = os.getpid()
-    _received.clear()
-    _raised.clear()
-    previous = {signum: signal.signal(signum, _handle) for signum in SIGNALS}
+    try:  # the question: only the main thread may set a handler
+        previous = {ours[0]: signal.signal(ours[0], _handle)}
+    except ValueError:
+        yield
+        return
     try:
+        _received.clear()
+        _raised.clear()
+        previous.update((signum, signal.signal(signum, _handle)) for signum in ours[1:])
         yield
     finally:
         for signum, handler in previous.items():

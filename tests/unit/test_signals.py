@@ -84,3 +84,35 @@ def test_a_command_run_from_another_thread_sets_no_handler() -> None:
     with signals.handled():  # the main thread's command has them
         assert all(signal.getsignal(signum) is signals._handle for signum in signals.SIGNALS)
     assert {signum: signal.getsignal(signum) for signum in signals.SIGNALS} == before
+
+
+@pytest.mark.parametrize("outside", [signal.SIGINT, signal.SIGTERM],
+                         ids=lambda s: signal.Signals(s).name)
+def test_a_handler_set_outside_python_is_left_in_place(monkeypatch: pytest.MonkeyPatch,
+                                                         outside: int) -> None:
+    """`getsignal` says None for a handler set outside Python (an embedding program, a C
+    extension): `signal.signal` cannot put it back (TypeError for None), so `handled`
+    leaves that signal alone rather than replace what it cannot restore; SIG_DFL in its
+    place would change what the process does on that signal after the command. Asking
+    `signal.signal(SIGINT, getsignal(SIGINT))` raised the TypeError: a traceback."""
+    from aipcc_build.cli import signals
+
+    table: dict[int, object] = {signum: signal.SIG_DFL for signum in signals.SIGNALS}
+    table[outside] = None
+    set_: list[tuple[int, object]] = []
+
+    def set_handler(signum: int, handler: object) -> object:
+        if handler is None:
+            raise TypeError("signal handler must be signal.SIG_IGN, signal.SIG_DFL, or a "
+                            "callable object")
+        set_.append((signum, handler))
+        table[signum], old = handler, table[signum]
+        return old
+
+    monkeypatch.setattr(signals.signal, "getsignal", table.get)
+    monkeypatch.setattr(signals.signal, "signal", set_handler)
+    others = [signum for signum in signals.SIGNALS if signum != outside]
+    with signals.handled():
+        assert [table[signum] for signum in others] == [signals._handle] * len(others)
+    assert table == {**{signum: signal.SIG_DFL for signum in others}, outside: None}
+    assert outside not in {signum for signum, _ in set_}
