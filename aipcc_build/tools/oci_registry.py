@@ -468,8 +468,7 @@ class Registry:
             return True
         with self._blob_lock:
             self._no_mount = True
-        if start.status == 202:  # a session instead: the bytes go into it
-            with self._blob_lock:
+            if start.status == 202:  # a session instead: the bytes go into it
                 self._opened.setdefault(repository, []).append(
                     start.headers.get("location", ""))
         return False
