@@ -101,13 +101,28 @@ def confirm_digest(registry: Store, repository: str, reply: Reply, digest: str) 
     the one its Docker-Content-Digest names (the registry's own hashing of what it
     received), or, with no such header, the one a read by DIGEST serves; RegistryRefused
     when that is another, or none."""
+    if reply.headers.get("docker-content-digest") is None:
+        read_back_digest(registry, repository, digest)
+    else:
+        _check_stored_as(registry, repository, reply, digest)
+
+
+def _check_stored_as(registry: Store, repository: str, reply: Reply, digest: str) -> None:
+    """RegistryRefused when REPLY's Docker-Content-Digest names another digest than the
+    DIGEST written."""
     stored = reply.headers.get("docker-content-digest")
-    if stored is None:
-        found = registry.get_manifest(repository, digest)
-        stored = "nothing" if found is None else digest_of(found[0])
-    if stored != digest:
+    if stored is not None and stored != digest:
         raise RegistryRefused(f"{registry.host}/{repository}@{digest}: the registry stored "
                               f"the write as {stored}")
+
+
+def read_back_digest(registry: Store, repository: str, digest: str) -> None:
+    """The manifest just written as DIGEST read back: RegistryRefused when the registry
+    serves nothing there (it answered the write and kept nothing). A read by digest is
+    refused by the client when the bytes served hash to anything else."""
+    if registry.get_manifest(repository, digest) is None:
+        raise RegistryRefused(f"{registry.host}/{repository}@{digest}: the registry stored "
+                              "the write as nothing")
 
 
 @record
@@ -138,9 +153,11 @@ def push_artifact(registry: Store, subject: Subject, artifact_type: str,
 def push_artifacts(registry: Store, subject: Subject, artifacts: list[Artifact],
                    fallback: Optional[list[dict[str, Any]]] = None) -> list[str]:
     """Each of ARTIFACTS as a referrer of SUBJECT, without looking for one there; their
-    manifests' digests. Where the registry has no referrers API, one write of the
-    fallback index lists them all: FALLBACK, its entries as `listing` just read them
-    (not read again), else as the registry serves it now."""
+    manifests' digests. Each manifest counts once it is read back by its digest (a 201
+    and the registry's Docker-Content-Digest say what it hashed, not that it keeps it).
+    Where the registry has no referrers API, one write of the fallback index then lists
+    them all: FALLBACK, its entries as `listing` just read them (not read again), else as
+    the registry serves it now."""
     if not artifacts:
         return []
     manifests = []
@@ -162,13 +179,17 @@ def push_artifacts(registry: Store, subject: Subject, artifacts: list[Artifact],
                             for body in manifests])
     unindexed = []
     for artifact, body, reply in zip(artifacts, manifests, replies):
-        confirm_digest(registry, subject.repository, reply, digest_of(body))
+        _check_stored_as(registry, subject.repository, reply, digest_of(body))
         if "oci-subject" not in reply.headers:
             descriptor = {"mediaType": OCI_MANIFEST, "digest": digest_of(body),
                           "size": len(body), "artifactType": artifact.artifact_type}
             if artifact.annotations:
                 descriptor["annotations"] = dict(artifact.annotations)
             unindexed.append(descriptor)
+    # Read back before the fallback index names them: an index entry of a manifest the
+    # registry did not keep would stay there, and fail every `verify` after a rerun.
+    side_by_side([functools.partial(read_back_digest, registry, subject.repository,
+                                    digest_of(body)) for body in manifests])
     if unindexed:
         _add_to_fallback(registry, subject, unindexed, fallback)
     return [digest_of(body) for body in manifests]

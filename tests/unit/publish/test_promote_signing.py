@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import pytest
 
@@ -125,15 +125,20 @@ def test_an_image_released_anew_has_only_its_signed_parts_written_after_its_read
     uploaded = [blob for method, blob in memory.requests if method == "PUT blob"]
     assert sorted(json.loads(memory.blobs[blob])["payloadType"] for blob in uploaded) \
         == [attestations.IN_TOTO_PAYLOAD] * 2  # the two signed verdicts alone
-    # After the read-back, writes, and each tag written read back once after its write:
-    # nothing else read again (the manifest promote read back, the attachments and
-    # referrers prepare read), each fallback index extended.
+    # After the read-back, writes, and each manifest written read back once after its
+    # write (each tag, and each attestation's manifest by its digest): nothing else read
+    # again (the manifest promote read back, the attachments and referrers prepare read),
+    # each fallback index extended.
     written_tags = [*(signature_tag(digest(subject)) for subject in (index, *platforms)),
                     *(referrers_tag(digest(body)) for body in platforms)]
+    by_digest = [reference for method, reference in memory.requests
+                 if method == "PUT" and reference.startswith("sha256:")]
+    assert len(by_digest) == 4  # each platform's SBOM and verdict
     assert sorted(reference for method, reference in memory.requests if method == "GET") \
-        == sorted(written_tags)
-    for tag in written_tags:
-        assert memory.requests.index(("PUT", tag)) < memory.requests.index(("GET", tag))
+        == sorted(written_tags + by_digest)
+    for written in written_tags + by_digest:
+        assert memory.requests.index(("PUT", written)) \
+            < memory.requests.index(("GET", written))
     for subject in (index, *platforms):
         attachment = memory.get_manifest("rel/img", signature_tag(digest(subject)))
         assert attachment is not None
@@ -179,6 +184,29 @@ def test_the_signed_verdicts_uploads_are_begun_after_the_blobs_that_would_take_t
     assert calls == [("put_blobs", 2), ("open_uploads", 2)]
 
 
+# One platform's manifest, released as {HOST}/rel/img:1 (one_image_signing).
+SINGLE = json.dumps({"schemaVersion": 2, "mediaType": OCI_MANIFEST, "layers": []}).encode()
+
+
+def one_image_signing(memory: MemoryRegistry, signer: Any, monkeypatch: pytest.MonkeyPatch
+                      ) -> Callable[[], release_signing.SigningResult]:
+    """SINGLE tagged 1 in MEMORY (verify reads it there too), and the signing of it as
+    promote runs it once the tag is read back (sign_release), to call."""
+    memory.put_manifest("rel/img", "1", SINGLE, OCI_MANIFEST)
+    registries = Registries(memory)
+    monkeypatch.setattr(verify_module, "Registries", lambda *args: registries)
+
+    def ok(ref: str) -> list[ImageVerdict]:
+        return [ImageVerdict(ref, "linux/amd64", expected=Expectation("cpu"))]
+
+    def promote() -> release_signing.SigningResult:
+        return sign_release([Released("base/img", f"{HOST}/rel/img@{digest(SINGLE)}",
+                                      digest(SINGLE), (f"{HOST}/rel/img:1",))],
+                            signer, "42", ok, registries)  # type: ignore[arg-type]
+
+    return promote
+
+
 class LosingRegistry(MemoryRegistry):
     """MemoryRegistry that answers 201 to a write of TAG but keeps nothing there (KEEP
     None) or another manifest (KEEP, bytes): a registry that lies, or another writer that
@@ -204,22 +232,9 @@ class LosingRegistry(MemoryRegistry):
 def test_a_tag_written_but_not_read_back_leaves_the_release_incomplete_until_a_rerun(
         signer: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         tag_of: Any, keep: Optional[bytes]) -> None:
-    image = json.dumps({"schemaVersion": 2, "mediaType": OCI_MANIFEST,
-                        "layers": []}).encode()
-    tag = tag_of(digest(image))
+    tag = tag_of(digest(SINGLE))
     memory = LosingRegistry(tag, keep)
-    memory.put_manifest("rel/img", "1", image, OCI_MANIFEST)
-    registries = Registries(memory)
-    monkeypatch.setattr(verify_module, "Registries", lambda *args: registries)
-
-    def ok(ref: str) -> list[ImageVerdict]:
-        return [ImageVerdict(ref, "linux/amd64", expected=Expectation("cpu"))]
-
-    def promote() -> release_signing.SigningResult:
-        return sign_release([Released("base/img", f"{HOST}/rel/img@{digest(image)}",
-                                      digest(image), (f"{HOST}/rel/img:1",))],
-                            signer, "42", ok, registries)  # type: ignore[arg-type]
-
+    promote = one_image_signing(memory, signer, monkeypatch)
     with pytest.raises(CheckFailed) as failed:
         promote()
     # promote's exit 1 (CheckFailed) names the image and the tag, and says incomplete.
@@ -229,6 +244,46 @@ def test_a_tag_written_but_not_read_back_leaves_the_release_incomplete_until_a_r
     assert ("serves no manifest" if keep is None else "serves another manifest") in message
     assert "not completely signed and attested" in message
     memory.losing = False  # the registry keeps its tags again: a rerun completes it
+    promote()
+    assert verify(VerifyRequest((f"{HOST}/rel/img:1",), str(tmp_path / "k.pub"))
+                  ).images[0].problems == ()
+
+
+class DroppingRegistry(MemoryRegistry):
+    """MemoryRegistry that answers a write by digest of an artifact of ARTIFACT_TYPE as
+    distribution does (201, its Docker-Content-Digest the digest of the bytes sent) but
+    keeps nothing: a registry that loses what it acknowledged."""
+
+    def __init__(self, artifact_type: str) -> None:
+        super().__init__()
+        self.artifact_type, self.dropping = artifact_type, True
+
+    def put_manifest(self, repository: str, reference: str, body: bytes,
+                     media_type: str) -> Reply:
+        if self.dropping and reference.startswith("sha256:") \
+                and json.loads(body).get("artifactType") == self.artifact_type:
+            return Reply(201, {"docker-content-digest": digest(body)}, b"")
+        return super().put_manifest(repository, reference, body, media_type)
+
+
+@pytest.mark.parametrize("artifact_type", [attestations.SBOM_MEDIA_TYPE,
+                                           attestations.VERDICT_ARTIFACT_TYPE],
+                         ids=["sbom", "verdict"])
+def test_an_attestation_acknowledged_but_not_kept_leaves_the_release_incomplete(
+        signer: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        artifact_type: str) -> None:
+    """An attestation's manifest, written by its digest, counts once it is read back: the
+    registry's 201 and its Docker-Content-Digest say what it hashed, not that it keeps
+    it. Exit 1 (CheckFailed) naming the image and the digest; a rerun completes it."""
+    memory = DroppingRegistry(artifact_type)
+    promote = one_image_signing(memory, signer, monkeypatch)
+    with pytest.raises(CheckFailed) as failed:
+        promote()
+    message = str(failed.value)
+    assert message.startswith("base/img: ") and f"{HOST}/rel/img@sha256:" in message
+    assert "stored the write as nothing" in message
+    assert "not completely signed and attested" in message
+    memory.dropping = False  # the registry keeps what it is sent again: a rerun completes
     promote()
     assert verify(VerifyRequest((f"{HOST}/rel/img:1",), str(tmp_path / "k.pub"))
                   ).images[0].problems == ()
