@@ -3,8 +3,9 @@ registry, with `--sign-by-sigstore-private-key` against without (shortest of ROU
 alternated runs each, ratio, target <= 1.1; with the CPU time of promote and its skopeo
 processes, and that plus the registries' own, which share this host's cores: the wall
 ratio moves with the machine's load, the work does not; and the requests the destination
-registry answered, by kind, in the last run of each, from its access log: what signing adds
-is mostly the registry's work of each request);
+registry answered, by kind, in the last run of each, from its access log, with the CPU time
+the destination registry spent: what signing adds is mostly the registry's work of each
+request);
 and `verify` of one image against `skopeo inspect` of it (shortest of several runs each,
 ratio, target <= 2).
 
@@ -71,15 +72,16 @@ def registry_cpu(registry: Registry) -> float:
 
 
 def with_registries(argv: list[str], env: dict[str, str], registries: list[Registry]
-                    ) -> tuple[float, float, float]:
-    """(wall, CPU, CPU with the registries') of ARGV (`timed`): the last adds what
-    REGISTRIES (the source and the run's destination) spent meanwhile. On this host the
-    registries share the two cores with promote, so the wall time of a signed promote
-    counts the registry's work of each upload; this total is that work whatever else the
-    machine runs."""
-    before = sum(registry_cpu(r) for r in registries)
+                    ) -> tuple[float, float, float, float]:
+    """(wall, CPU, CPU with the registries', the destination's alone) of ARGV (`timed`):
+    the third adds what REGISTRIES (the source, then the run's destination) spent
+    meanwhile. On this host the registries share the two cores with promote, so the wall
+    time of a signed promote counts the registry's work of each upload; this total is
+    that work whatever else the machine runs."""
+    before = [registry_cpu(r) for r in registries]
     wall, cpu = timed(argv, env)
-    return wall, cpu, cpu + sum(registry_cpu(r) for r in registries) - before
+    spent = [registry_cpu(r) - b for r, b in zip(registries, before)]
+    return wall, cpu, cpu + sum(spent), spent[-1]
 
 
 def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
@@ -181,7 +183,7 @@ def main() -> int:
                     env, registries[:1] + registries[-1:]))
             if not options.verify_only:
                 figures = [(min(run[i] for run in unsigned_runs),
-                            min(run[i] for run in signed_runs)) for i in range(3)]
+                            min(run[i] for run in signed_runs)) for i in range(4)]
                 # Each signed run against the unsigned run just before it (the two a few
                 # seconds apart, under much the same load): the shortest of each can pair
                 # a lucky unsigned run with an unlucky signed one.
@@ -217,7 +219,7 @@ def main() -> int:
         _promote_figures(options.base, payload_mb, platforms, figures, validated, load)
         print(f"CPU time with the registries', median of the {rounds} runs paired: "
               f"{all_paired:.2f}")
-        _request_figures(*requests)
+        _request_figures(*requests, figures[3])
     print(f"verify of one image: {verify_wall:.3f} s; skopeo inspect of it: "
           f"{inspect_wall:.3f} s; ratio {verify_wall / inspect_wall:.2f} (target <= 2)")
     print(f"in CPU time (user + system): verify {verify_cpu:.3f} s; skopeo inspect "
@@ -234,7 +236,8 @@ def main() -> int:
 def _promote_figures(base: str, payload_mb: int, platforms: int,
                      figures: list[tuple[float, float]], validated: float,
                      load: str) -> None:
-    (unsigned, signed_run), (unsigned_cpu, signed_cpu), (unsigned_all, signed_all) = figures
+    (unsigned, signed_run), (unsigned_cpu, signed_cpu), (unsigned_all, signed_all) = \
+        figures[:3]
     print(f"promote of {COUNT} images ({base} + {payload_mb} MB each, {platforms} "
           f"platform{'s' if platforms > 1 else ''}) into an empty "
           f"registry, shortest of {ROUNDS}: {unsigned:.2f} s; signed and attested: "
@@ -286,14 +289,22 @@ def _requests(log: Path, offset: int) -> collections.Counter[str]:
 
 
 def _request_figures(unsigned: collections.Counter[str],
-                     signed: collections.Counter[str]) -> None:
+                     signed: collections.Counter[str],
+                     destination_cpu: tuple[float, float]) -> None:
     """The destination's requests of the last unsigned and signed runs, and what signing
-    added, by kind (each costs the registry CPU on this host's cores)."""
+    added, by kind (each costs the registry CPU on this host's cores); and the CPU the
+    destination registry spent (the shortest of each): what the added requests cost it,
+    which no client can save once the requests are at their least."""
     added = {kind: signed[kind] - unsigned[kind] for kind in sorted(signed | unsigned)
              if signed[kind] != unsigned[kind]}
     print(f"requests to the destination registry: {sum(unsigned.values())}; signed: "
           f"{sum(signed.values())} (" + ", ".join(f"{n:+d} {kind}" for kind, n in
                                                   added.items()) + ")")
+    extra = destination_cpu[1] - destination_cpu[0]
+    more = sum(signed.values()) - sum(unsigned.values())
+    print(f"the destination registry's own CPU time: {destination_cpu[0]:.2f} s; signed: "
+          f"{destination_cpu[1]:.2f} s ({extra:+.2f} s, "
+          f"{1000 * extra / max(more, 1):.1f} ms a request signing adds)")
 
 
 def _pushed(reference: str, stamp: str, payload_mb: int, platforms: int,
