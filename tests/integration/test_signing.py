@@ -540,27 +540,39 @@ def test_promote_signs_only_what_the_destination_reads_back(
         ".sig" in p or "/referrers/" in p or "/manifests/sha256-" in p)] == []
 
 
-def test_a_signature_tag_the_registry_does_not_keep_leaves_the_release_incomplete(
+# An SBOM's manifest, as the signing writes it (canonical JSON).
+SBOM_MANIFEST = f'"artifactType":"{attestations.SBOM_MEDIA_TYPE}"'.encode()
+
+
+@pytest.mark.parametrize(("front", "said", "written", "missing"), [
+    ({"lose": (".sig",)}, ".sig: the registry accepted its write of sha256:", ".sig",
+     "is not signed"),
+    ({"drop": (SBOM_MANIFEST,)}, "the registry stored the write as nothing",
+     "/manifests/sha256:", "no SBOM")], ids=["signature-tag", "sbom-by-digest"])
+def test_a_write_the_registry_does_not_keep_leaves_the_release_incomplete(
         release: dict[str, Any], registries: dict[str, Registry],
-        skopeo118: VerifyingSkopeo) -> None:
+        skopeo118: VerifyingSkopeo, front: dict[str, Any], said: str, written: str,
+        missing: str) -> None:
     """A front that answers 201 to the write of each `sha256-<hex>.sig` tag but keeps it
-    under its digest only: the signing reads each tag back, finds it serving nothing,
-    and promote exits 1 naming the image and the tag, no release manifest written; a
-    rerun through the registry itself completes the release."""
+    under its digest only, or to the write of each SBOM's manifest by its digest (with the
+    registry's Docker-Content-Digest) but keeps nothing: the signing reads each back,
+    finds nothing, and promote exits 1 naming the image and the write, no release
+    manifest written; a rerun through the registry itself completes the release."""
     work = skopeo118.work
     src = registries["src"].host
     manifest = work / "release-manifest.json"
+    manifest.unlink(missing_ok=True)  # the session's work directory: another test's
     args = signed_promote(release, work, manifest)
-    with FlakyProxy(src, failures=0, lose=(".sig",)) as front:
-        done = run_cli(*args, "--to", f"{front.host}/unkept")
+    namespace = f"unkept-{uuid.uuid4().hex[:6]}"
+    with FlakyProxy(src, failures=0, **front) as proxy:
+        done = run_cli(*args, "--to", f"{proxy.host}/{namespace}")
     assert done.returncode == 1, done.stderr
     assert "base/img" in done.stderr and "not completely signed" in done.stderr
-    assert ".sig: the registry accepted its write of sha256:" in done.stderr
-    assert "serves no manifest there" in done.stderr and not manifest.exists()
-    assert any(method == "PUT" and path.endswith(".sig") for method, path in front.requests)
-    released = f"{src}/unkept/base-images/img0:3.0-42"
-    assert any("is not signed" in p for p in check(released, skopeo118))
-    completed = run_cli(*args, "--to", f"{src}/unkept")
+    assert said in done.stderr and not manifest.exists()
+    assert any(method == "PUT" and written in path for method, path in proxy.requests)
+    released = f"{src}/{namespace}/base-images/img0:3.0-42"
+    assert any(missing in p for p in check(released, skopeo118)), check(released, skopeo118)
+    completed = run_cli(*args, "--to", f"{src}/{namespace}")
     assert completed.returncode == 0, completed.stderr
     assert check(released, skopeo118) == ()
 

@@ -110,8 +110,10 @@ class FlakyProxy:
     holds one of these fragments. PATH: only requests whose path holds it are failed.
     DIGEST_ONLY: a manifest written under a tag is stored under its digest only, and the
     write answered as the registry answers it (201): a front that loses tags; LOSE: only
-    the tags holding one of these fragments are lost. REQUESTS records (method, path) of
-    every request."""
+    the tags holding one of these fragments are lost. DROP: a manifest written by digest
+    whose bytes hold one of these fragments is answered as distribution answers it (201,
+    Docker-Content-Digest of the bytes) and kept nowhere: a front that loses what it
+    acknowledged. REQUESTS records (method, path) of every request."""
 
     def __init__(self, upstream: str, failures: int, status: int = 503,
                  retry_after: int | None = None,
@@ -119,9 +121,9 @@ class FlakyProxy:
                  lie: tuple[str, str] | None = None,
                  hang: tuple[str, ...] = (), hang_paths: tuple[str, ...] = (),
                  path: str | None = None, digest_only: bool = False,
-                 lose: tuple[str, ...] = ()) -> None:
+                 lose: tuple[str, ...] = (), drop: tuple[bytes, ...] = ()) -> None:
         self.upstream, self.failures, self.seen = upstream, failures, 0
-        self.digest_only, self.lose = digest_only, lose
+        self.digest_only, self.lose, self.drop = digest_only, lose, drop
         self.path = path
         self.lie = lie
         self.hang, self.hang_paths, self.released = hang, hang_paths, threading.Event()
@@ -162,6 +164,17 @@ class FlakyProxy:
                     return
                 data = self._body()
                 target = self.path
+                if self.command == "PUT" and "/manifests/sha256:" in target and any(
+                        fragment in (data or b"") for fragment in proxy.drop):
+                    import hashlib
+
+                    proxy.answered.append((time.monotonic(), 201))
+                    self.send_response(201)
+                    self.send_header("Docker-Content-Digest", "sha256:" + hashlib.sha256(
+                        data or b"").hexdigest())
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 lost = proxy.digest_only or any(part in target for part in proxy.lose)
                 if lost and self.command == "PUT" and "/manifests/" in target \
                         and "/manifests/sha256:" not in target:
