@@ -8,7 +8,7 @@ kilobytes. Streams of layers hash through `hashlib` (OpenSSL is faster on gigaby
 
 from __future__ import annotations
 
-import functools
+from .functional import cache
 
 TYPE_CHECKING = False  # typing's, without importing it at run time (a `verify`'s start)
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ def is_algorithm(text: str) -> bool:
     return bool(text) and _ALGORITHM.issuperset(text)
 
 
-@functools.cache
+@cache
 def _builtin(algorithm: str) -> Optional[Callable[[bytes], Any]]:
     """The built-in hash constructor of ALGORITHM, None when the interpreter has none. Looked
     up once: a module that is not there is searched for along the whole of sys.path."""

@@ -3,10 +3,9 @@ being built, and which engine it is. The one place that knows those variable nam
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 TYPE_CHECKING = False  # typing's, without importing it at run time (a `verify`'s start)
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from typing import Optional
 
 CI_BUILD_ID_VARIABLES = ("BUILD_ID", "CI_PIPELINE_IID", "GITHUB_RUN_NUMBER")

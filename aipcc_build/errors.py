@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Sequence
-
+from .functional import cache
 from .patterns import lazy
 
 TYPE_CHECKING = False  # typing's, without importing it at run time (a `verify`'s start)
 if TYPE_CHECKING:
     import re
+    from collections.abc import Sequence
     from typing import AnyStr, Optional
 
 
@@ -169,7 +168,7 @@ def _masked(text: str, lowered: Optional[str], literals: tuple[str, ...], patter
     return _compiled(pattern).sub(lambda match: match.group(1) + MASK, text)
 
 
-@functools.cache
+@cache
 def _compiled(pattern: str) -> re.Pattern[str]:
     """PATTERN compiled, ignoring case, once in a process; `re` imported then (a message
     without a literal of any pattern, as most are, needs none)."""

@@ -4,17 +4,17 @@ must be regular ones (keys, wheels), which never blocks on a FIFO or a device.""
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import io
 import os
 import stat
-from collections.abc import Iterable, Iterator
 
+from .functional import contextmanager, suppress
 from .patterns import lazy
 
 TYPE_CHECKING = False  # typing's, without importing it at run time (a `verify`'s start)
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator
     from typing import Any, BinaryIO, Optional, Union
 
     # Paths as strings within: pathlib (with the urllib.parse and ipaddress it loads) cost
@@ -30,7 +30,7 @@ def write_atomic(path: StrPath, data: Payload) -> None:
             handle.write(chunk)
 
 
-@contextlib.contextmanager
+@contextmanager
 def output(path: StrPath) -> Iterator[BinaryIO]:
     """A binary handle whose content becomes PATH's when the block ends without an error.
 
@@ -54,7 +54,7 @@ def output(path: StrPath) -> Iterator[BinaryIO]:
         raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from None
 
 
-@contextlib.contextmanager
+@contextmanager
 def _output(path: str) -> Iterator[BinaryIO]:
     try:
         found: Optional[os.stat_result] = os.stat(path)
@@ -75,7 +75,7 @@ def _output(path: str) -> Iterator[BinaryIO]:
     _remove_stale(path)
     fd, tmp = _temporary(path)
     try:
-        with contextlib.suppress(OSError):  # a file system without locks: the pid tells
+        with suppress(OSError):  # a file system without locks: the pid tells
             import fcntl  # only where a file is written: not on a read-only start
 
             fcntl.flock(fd, fcntl.LOCK_EX)  # held until closed: the temporary is in use
@@ -89,7 +89,7 @@ def _output(path: str) -> Iterator[BinaryIO]:
             os.replace(tmp, path)
             _check_renamed(fd, path)
     except BaseException:
-        with contextlib.suppress(FileNotFoundError):
+        with suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
 
@@ -136,7 +136,7 @@ def _read_back(fd: int, written: _Recorded, path: str) -> None:
     import zlib
 
     if hasattr(os, "posix_fadvise"):
-        with contextlib.suppress(OSError):
+        with suppress(OSError):
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
     found = size = 0
     while True:
@@ -205,7 +205,7 @@ def _remove_stale(path: str) -> None:
             continue
         if _alive(int(parts[1])):
             continue
-        with contextlib.suppress(OSError):
+        with suppress(OSError):
             _remove_if_unlocked(os.path.join(where, name))
 
 

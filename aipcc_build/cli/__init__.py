@@ -7,15 +7,15 @@ command line needs it: the common `verify` and `validate REF...` lines are read 
 
 from __future__ import annotations
 
-import functools
 import sys
-from collections.abc import Mapping
 
 from ..errors import AipccError, InputError, Interrupted
+from ..functional import cache
 from ..report.console import masked_streams
 
 TYPE_CHECKING = False  # typing's, without importing it at run time (a `verify`'s start)
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from typing import Optional
 
     import click
@@ -27,7 +27,7 @@ FIELD_PARAMETERS = {"report": "report_path", "junit": "junit_path", "vars": "var
 MATRIX_KEYS = frozenset({"platforms", "registry", "output", "templates"})
 
 
-@functools.cache
+@cache
 def options_by_parameter() -> dict[str, str]:
     """Each command parameter's name -> how a user writes it: its long option (with the
     value's form where it is NAME=VALUE), or an argument's metavar. Read from the commands

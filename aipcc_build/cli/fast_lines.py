@@ -5,10 +5,9 @@ for the click command to read (or refuse) as it always has."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 TYPE_CHECKING = False  # typing's, without importing it at run time (a `verify`'s start)
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from typing import Any, Callable, Optional
 
 # click's spellings of --tls-verify's value (options.BOOLEAN_WORDS, which imports click).

@@ -10,16 +10,16 @@ instead, with `stopping`, to be told: its callback runs and nothing is raised.""
 
 from __future__ import annotations
 
-import contextlib
 import os
-from collections.abc import Iterator
-from types import FrameType
 
 from ..errors import Interrupted
+from ..functional import contextmanager
 
 TYPE_CHECKING = False  # typing's, without importing it at run time (a `verify`'s start)
 if TYPE_CHECKING:
     import signal
+    from collections.abc import Iterator
+    from types import FrameType
     from typing import Callable, Optional
 else:
     # The C module the `signal` module wraps: the same functions on plain numbers, without
@@ -54,7 +54,7 @@ def _handle(signum: int, frame: Optional[FrameType]) -> None:
         raise Interrupted(signum)
 
 
-@contextlib.contextmanager
+@contextmanager
 def handled() -> Iterator[None]:
     """The handlers in place for the duration of one command; the previous ones after.
     (Only the main thread may set them, the others' attempt refused with ValueError
@@ -88,7 +88,7 @@ def handled() -> Iterator[None]:
             restart_children()
 
 
-@contextlib.contextmanager
+@contextmanager
 def stopping(on_stop: Callable[[int], None]) -> Iterator[list[int]]:
     """Within: a signal calls ON_STOP (the command stops its own work) instead of raising;
     yields the signals received, first first."""

@@ -9,15 +9,14 @@ read, extended and written again. Readers ask the API first, then the tag."""
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Sequence
-
+from ..functional import partial
 from ..oci import OCI_INDEX, OCI_MANIFEST, load_json
 from ..records import field, record
 from ..tools.oci_registry import RegistryRefused, Reply, digest_of, side_by_side
 
 TYPE_CHECKING = False  # typing's, without importing it at run time (a `verify`'s start)
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from typing import Any, Callable, Optional, Protocol
 else:
     Protocol = object  # a description for the type checker: nothing checks it at run time
@@ -174,7 +173,7 @@ def push_artifacts(registry: Store, subject: Subject, artifacts: list[Artifact],
             manifest["annotations"] = dict(artifact.annotations)
         manifests.append(canonical(manifest))
     registry.put_blobs(subject.repository, [EMPTY, *(a.data for a in artifacts)])
-    replies = side_by_side([functools.partial(registry.put_manifest, subject.repository,
+    replies = side_by_side([partial(registry.put_manifest, subject.repository,
                                               digest_of(body), body, OCI_MANIFEST)
                             for body in manifests])
     unindexed = []
@@ -236,8 +235,8 @@ def listing(registry: Store, repository: str, digest: str
         # beside it, so that a registry without one (distribution 2.8) costs no request
         # in a row after the API's 404 (`verify` of an image is a few requests in a row).
         asked: list[Callable[[], Optional[list[dict[str, Any]]]]] = [
-            functools.partial(registry.referrers, repository, digest),
-            functools.partial(_fallback_entries, registry, repository, digest)]
+            partial(registry.referrers, repository, digest),
+            partial(_fallback_entries, registry, repository, digest)]
         found, entries = side_by_side(asked)
     else:
         found = registry.referrers(repository, digest)

@@ -10,12 +10,10 @@ the validator runs again on the released digest only where the report has none."
 from __future__ import annotations
 
 import _thread
-import contextlib
-import functools
-from collections.abc import Mapping, Sequence
 
 from .. import __version__
 from ..errors import CheckFailed
+from ..functional import partial, suppress
 from ..image_reference import repository_of
 from ..oci import INDEX_TYPES, OCI_INDEX, OCI_MANIFEST, b64decode, load_json
 from ..records import record, replace
@@ -44,6 +42,7 @@ from .signing import (
 
 TYPE_CHECKING = False  # typing's, without importing it at run time (a `verify`'s start)
 if TYPE_CHECKING:  # the validator's results: not loaded to verify a release
+    from collections.abc import Mapping, Sequence
     from typing import Any, Callable, Optional, TypeVar
 
     from ..validate.results import ImageVerdict
@@ -146,7 +145,7 @@ def signatures(registry: Store, path: str, digest: str
         except ValueError:
             continue
     signed = signed[:MAX_SIGNATURES]
-    payloads = side_by_side([functools.partial(registry.get_blob, path, blob,
+    payloads = side_by_side([partial(registry.get_blob, path, blob,
                                                MAX_SIGNATURE_PAYLOAD) for blob, _ in signed])
     return layers, [(data, signature) for data, (_, signature) in zip(payloads, signed)]
 
@@ -300,9 +299,9 @@ def _sign_image(image: Released, signer: Signer, build_id: str, validator: Valid
         # Each manifest's signatures (the index's and each platform's: attachments of
         # their own) and each platform's attestations, all side by side.
         work: list[Callable[[], int]] = [
-            *(functools.partial(sign, registry, path, subject.digest, dests, signer, drafts)
+            *(partial(sign, registry, path, subject.digest, dests, signer, drafts)
               for subject in subjects),
-            *(functools.partial(_attest, registry, subject,
+            *(partial(_attest, registry, subject,
                                 _verdict_of(verdicts, subject.digest, len(platforms)),
                                 f"{repository}@{subject.digest}", provenance, signer, drafts)
               for subject in platforms)]
@@ -338,7 +337,7 @@ def _attest(registry: Registry, subject: Subject, verdict: ImageVerdict, name: s
                                     subject.digest, listing)
     same: dict[str, Callable[[bytes], bool]] = {
         attestations.SBOM_MEDIA_TYPE: lambda data: True,
-        attestations.VERDICT_ARTIFACT_TYPE: functools.partial(
+        attestations.VERDICT_ARTIFACT_TYPE: partial(
             _same_verdict, document=document, key=signer.public_key)}
 
     def there(artifact_type: str) -> bool:
@@ -455,10 +454,10 @@ def _prepare(image: Released, verdicts: list[ImageVerdict], registries: Registri
         blobs += [drafts.sbom(_verdict_of(verdicts, digest, len(platforms)), digest,
                               f"{repository}@{digest}") for digest in platforms]
         side_by_side([
-            functools.partial(_upload_ahead, registry, path, blobs, len(platforms)),
-            *(functools.partial(drafts.keep, "signatures", registry, path, digest,
+            partial(_upload_ahead, registry, path, blobs, len(platforms)),
+            *(partial(drafts.keep, "signatures", registry, path, digest,
                                 signatures) for digest in subjects),
-            *(functools.partial(drafts.keep, "referrers", registry, path, digest, listing)
+            *(partial(drafts.keep, "referrers", registry, path, digest, listing)
               for digest in platforms)])
 
 
@@ -489,7 +488,7 @@ class PromoteSigning:
         and a payload holds its time, so its blobs would be new ones for nothing. Best
         effort: what fails here is uploaded again, or reported, by `sign`."""
         image = self._by_key[key]
-        with contextlib.suppress(CheckFailed, TransientAnswer, OSError):
+        with suppress(CheckFailed, TransientAnswer, OSError):
             _prepare(image, self._verdicts(f"docker://{image.source}"), self._registries,
                      self._drafts)
 

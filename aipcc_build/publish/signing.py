@@ -13,11 +13,11 @@ skopeo that verifies (Debian 13's)."""
 
 from __future__ import annotations
 
-import functools
 import time
 
 from ..errors import InputError
 from ..fsutil import NotRegularFile, open_regular
+from ..functional import cache
 from ..oci import b64decode, load_json
 from ..records import record
 
@@ -121,7 +121,7 @@ class LibcryptoPublicKey(PublicKey):
                          b"-----END PUBLIC KEY-----\n"])
 
 
-@functools.cache
+@cache
 def _ecdsa_sha256() -> Any:
     """cryptography's ECDSA over SHA-256, for verifying, made without ECDSA's constructor:
     that loads cryptography's whole OpenSSL backend (its ciphers, RSA, `random`: a

@@ -6,9 +6,8 @@ as referrers, bound to that digest, the verdict signed by the key and saying ok.
 
 from __future__ import annotations
 
-import functools
-
 from ..errors import InputError, excerpt, quoted
+from ..functional import partial
 from ..image_reference import is_reference, split
 from ..records import record
 from ..tools.oci_registry import Registry, RegistryRefused, digest_of, side_by_side
@@ -89,7 +88,7 @@ def verify(request: VerifyRequest) -> VerifyResult:
     # The first alone (its registry's scheme and login learnt once), the others side by
     # side: each is a few requests in a row.
     first = checked(refs[0])
-    return VerifyResult((first, *side_by_side([functools.partial(checked, ref)
+    return VerifyResult((first, *side_by_side([partial(checked, ref)
                                                for ref in refs[1:]])))
 
 
@@ -107,10 +106,10 @@ def _check(ref: str, key: PublicKey, registries: Registries) -> ImageCheck:
             what = "the image"
         else:
             what = "the index" if subject is top else f"platform manifest {subject.digest}"
-        checks.append(functools.partial(_signature_problems, registry, path, subject.digest,
+        checks.append(partial(_signature_problems, registry, path, subject.digest,
                                         repository, tag, key, what))
     for subject in platforms:
-        checks.append(functools.partial(_attestation_problems, registry, subject.repository,
+        checks.append(partial(_attestation_problems, registry, subject.repository,
                                         subject.digest, key))
     # Each check is a few requests in a row: side by side, they take as long as one.
     problems = [p for found in side_by_side(checks) for p in found]
@@ -166,7 +165,7 @@ def _attestation_problems(client: Registry, path: str, digest: str,
     verdicts = [r for r in referrers
                 if r.get("artifactType") == attestations.VERDICT_ARTIFACT_TYPE][:MAX_VERDICTS]
     # The SBOM and the verdicts read side by side: each is two requests in a row.
-    read = side_by_side([functools.partial(read_artifact, client, path,
+    read = side_by_side([partial(read_artifact, client, path,
                                            str(descriptor.get("digest")))
                          for descriptor in [*sboms[:1], *verdicts]])
     if not sboms:

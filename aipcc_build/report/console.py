@@ -3,16 +3,16 @@ machines. Data goes to stdout, messages to stderr. The one place that decides it
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
-from collections.abc import Iterator, Sequence
 
 from ..environment import in_ci
 from ..errors import without_credentials
+from ..functional import contextmanager
 
 TYPE_CHECKING = False  # typing's, without importing it at run time (a `verify`'s start)
 if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
     from typing import Any, Optional, TextIO
 
 JSON_SCHEMA = 1
@@ -68,7 +68,7 @@ class _Masked:
         return getattr(self.stream, name)
 
 
-@contextlib.contextmanager
+@contextmanager
 def masked_streams() -> Iterator[None]:
     """Within: whatever any part of a command prints to stdout or stderr (messages, errors,
     tables, JSON, a tool's output passed on) is shown with its credentials masked."""

@@ -12,13 +12,11 @@ any other refusal `RegistryRefused`, which names the URL and never a credential.
 from __future__ import annotations
 
 import _thread
-import contextlib
-import functools
 import os
-from collections.abc import Sequence
 
 from ..digest import hexdigest, is_lower_hex
 from ..errors import CheckFailed, InputError
+from ..functional import partial, suppress
 from ..oci import DOCKER_MANIFEST, DOCKER_MANIFEST_LIST, OCI_INDEX, OCI_MANIFEST, load_json
 from ..patterns import lazy
 from ..records import record
@@ -34,6 +32,7 @@ from .retry import (
 TYPE_CHECKING = False  # typing's, without importing it at run time (a `verify`'s start)
 if TYPE_CHECKING:
     import threading
+    from collections.abc import Sequence
     from pathlib import Path
     from typing import Any, Callable, Optional, TypeVar
 
@@ -341,7 +340,7 @@ class Registry:
             raise RegistryRefused(f"{self.host}/{repository}@{reference}: the registry "
                                   "sent a manifest of another digest")
         media_type = reply.headers.get("content-type", "").split(";")[0].strip()
-        with contextlib.suppress(ValueError, AttributeError):
+        with suppress(ValueError, AttributeError):
             media_type = load_json(reply.body).get("mediaType") or media_type
         return reply.body, media_type
 
@@ -411,7 +410,7 @@ class Registry:
         later: each is then sent with one request, not two (a signed verdict, made after
         promote's read-back, in the signing the promote waits for). A session not used
         holds nothing, and the registry purges it with its other stale uploads."""
-        opened = side_by_side([functools.partial(self._start_upload, repository)
+        opened = side_by_side([partial(self._start_upload, repository)
                                for _ in range(count)])
         with self._blob_lock:
             self._opened.setdefault(repository, []).extend(opened)
@@ -493,7 +492,7 @@ class Registry:
         with self._blob_lock:
             new = [data for digest, data in unique.items()
                    if (repository, digest) not in self._blobs]
-        side_by_side([functools.partial(self.put_blob, repository, data) for data in new])
+        side_by_side([partial(self.put_blob, repository, data) for data in new])
 
     @property
     def referrers_api(self) -> Optional[bool]:

@@ -16,10 +16,8 @@ timed out) `NetworkFailure`, as `oci_registry` does: the caller retries either t
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Mapping
-
 from ..digest import hexdigest
+from ..functional import cache
 from ..image_reference import is_reference, split
 from ..oci import DOCKER_MANIFEST, DOCKER_MANIFEST_LIST, OCI_INDEX, OCI_MANIFEST
 from ..records import record
@@ -34,6 +32,7 @@ from .retry import (
 TYPE_CHECKING = False  # typing's, without importing it at run time (a `verify`'s start)
 if TYPE_CHECKING:
     import ssl
+    from collections.abc import Mapping
     from typing import Optional, Union
 
 UNKNOWN = object()  # ask skopeo
@@ -48,7 +47,7 @@ MAX_MANIFEST = 4 * 1024 * 1024
 _PLAIN: dict[str, list[str]] = {}
 
 
-@functools.lru_cache(maxsize=2)
+@cache  # one context of each kind (verified or not)
 def _context(verify: bool) -> ssl.SSLContext:
     # Loading the CA bundle takes tens of milliseconds: once per run, not once per image.
     # `ssl` is loaded here, by the first request over TLS: a run that reaches its

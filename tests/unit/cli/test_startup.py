@@ -229,6 +229,11 @@ def test_verify_of_one_image_loads_no_click_dataclasses_ssl_or_socket(tmp_path: 
     # side run on `_thread`'s threads, the locks are `_thread`'s, and the signal handlers
     # are set only from the main thread without asking `threading` which that is.
     assert "threading" not in modules
+    # Nor functools, contextlib or collections (with keyword, operator and reprlib): 13 M
+    # of a check's 89.5 M instructions, functools' namedtuple compiling its constructor.
+    # `functional` gives the path cache, partial, contextmanager and suppress.
+    assert not {"functools", "contextlib", "collections", "keyword", "operator",
+                "reprlib"} & modules
     # The signatures checked through the system's libcrypto (publish.libcrypto), without
     # cryptography's Python layer (typing, enums, its OIDs and hashes: more than the rest
     # of the check imports), where the system has libcrypto.so.3.

@@ -13,7 +13,7 @@ def test_toolkit_loads_no_stage() -> None:
     loaded = _loaded("aipcc_build.toolkit.components, aipcc_build.toolkit.facts, "
                      "aipcc_build.toolkit.gpu_archs")
     assert {m.split(".")[1] for m in loaded} <= {"toolkit", "errors", "suggest", "patterns",
-                                                  "records"}
+                                                  "records", "functional"}
 
 def test_render_reads_the_component_table_without_the_validator() -> None:
     loaded = _loaded("aipcc_build.render")
