@@ -62,9 +62,13 @@ def handled() -> Iterator[None]:
     the first, not through `threading`, which a `verify` does not import.)
     A signal whose handler was set outside Python (an embedding program, a C extension:
     `getsignal` says None) keeps it: Python cannot put such a handler back, and SIG_DFL in
-    its place would change what the process does on that signal after the command."""
+    its place would change what the process does on that signal after the command.
+    A signal ignored (SIG_IGN) stays ignored: whoever started us (`nohup`, a CI runner's
+    background job) asked that it not end the command, as Python leaves an ignored SIGINT
+    without its KeyboardInterrupt."""
     global _owner
-    ours = [signum for signum in SIGNALS if signal.getsignal(signum) is not None]
+    ours = [signum for signum in SIGNALS
+            if signal.getsignal(signum) not in (None, signal.SIG_IGN)]
     if not ours:
         yield
         return

@@ -396,10 +396,9 @@ def _mirror(request: MirrorRequest, runner: Optional[Runner], on_event: Optional
                     request.retry, on_retry, sleep)
             else:
                 found = present.get(f"{image.path}:{image.tag}")
-                damaged = oci_layout.damaged_blobs(work, image.digest, hash_bytes=False) \
-                    if found == image.digest else []
-                if damaged:  # copied again: the ref stays until the copy replaces it
-                    oci_layout.discard_blobs(work, damaged)
+                damaged = found == image.digest and \
+                    bool(oci_layout.damaged_blobs(work, image.digest))
+                if damaged:  # copied again: the ref stays, its blobs replaced atomically
                     found = None
 
             def copy(to: str) -> None:
@@ -412,7 +411,7 @@ def _mirror(request: MirrorRequest, runner: Optional[Runner], on_event: Optional
                 if transport == "docker":
                     copy(dest)
                 else:
-                    _copy_into_layout(image, work, copy)
+                    _copy_into_layout(image, work, copy, damaged)
             if request.trust.carry:
                 there = Place(f"{location}/{image.path}") if transport == "docker" \
                     else Place(image.path, work)
@@ -474,22 +473,25 @@ def _mirror(request: MirrorRequest, runner: Optional[Runner], on_event: Optional
     return MirrorResult(tuple(outcomes), tuple(written))
 
 
-def _copy_into_layout(image: Image, layout: Path, copy: Callable[[str], None]) -> None:
+def _copy_into_layout(image: Image, layout: Path, copy: Callable[[str], None],
+                      damaged: bool = False) -> None:
     """IMAGE copied into LAYOUT through a stage (its index.json is only ever replaced
-    whole) and its blobs read back before its ref is set: a blob found there under its
-    name with other bytes, which skopeo takes without reading, is removed and copied
-    again once; still other bytes, the image fails."""
+    whole) and its blobs read back before its ref is set. A blob found there under its
+    name with other bytes (DAMAGED: found so before), which skopeo takes without reading,
+    is copied again into a stage of its own blobs and put in place of the damaged file in
+    one rename (`oci_layout.replace_blobs`); still other bytes, the image fails."""
     name = f"{image.path}:{image.tag}"
-    damaged: list[str] = []
-    for _ in range(2):
-        with oci_layout.staging(layout) as stage:
+    bad: list[str] = []
+    for shared in (False,) if damaged else (True, False):
+        with oci_layout.staging(layout, shared=shared) as stage:
             copy(f"oci:{stage}:{name}")
-            damaged = oci_layout.damaged_blobs(layout, image.digest)
-            if not damaged:
+            if not shared:
+                oci_layout.replace_blobs(stage, layout)
+            bad = oci_layout.damaged_blobs(layout, image.digest)
+            if not bad:
                 oci_layout.adopt(stage, layout, name)
                 return
-        oci_layout.discard_blobs(layout, damaged)
-    raise CheckFailed(f"{layout}: {name}: the blobs {', '.join(damaged)} do not read back "
+    raise CheckFailed(f"{layout}: {name}: the blobs {', '.join(bad)} do not read back "
                       "with the bytes copied")
 
 

@@ -264,11 +264,13 @@ def _holds(path: Path, digest: str) -> bool:
     return hasher.hexdigest() == want
 
 
-def damaged_blobs(layout: Path, digest: str, *, hash_bytes: bool = True) -> list[str]:
+def damaged_blobs(layout: Path, digest: str) -> list[str]:
     """The blobs of the image DIGEST in LAYOUT (its manifest, or its index and each
-    platform's, their configs and layers) that are missing or hold other bytes (with
-    HASH_BYTES unset: of another size). What skopeo finds there under a blob's name it
-    takes as that blob without reading it."""
+    platform's, their configs and layers) that are missing or hold other bytes, each
+    hashed: what skopeo finds there under a blob's name it takes as that blob without
+    reading it, and a file of the right size with other bytes (a damaged or tampered
+    layout) was taken by its size alone and published. InputError naming the path where
+    a blob's name is no regular file (a link, a directory, a device)."""
     damaged: list[str] = []
     seen: set[str] = set()
 
@@ -278,13 +280,7 @@ def damaged_blobs(layout: Path, digest: str, *, hash_bytes: bool = True) -> list
             return
         seen.add(blob)
         path = layout / "blobs" / "sha256" / blob.partition(":")[2]
-        if hash_bytes or manifest:
-            good = _holds(path, blob)
-        else:
-            size = descriptor.get("size")
-            good = path.is_file() and (not isinstance(size, int)
-                                       or os.lstat(path).st_size == size)
-        if not good:
+        if not _holds(path, blob):
             damaged.append(blob)
             return
         if manifest:
@@ -302,12 +298,23 @@ def damaged_blobs(layout: Path, digest: str, *, hash_bytes: bool = True) -> list
     return damaged
 
 
-def discard_blobs(layout: Path, digests: Sequence[str]) -> None:
-    """The files under DIGESTS' names removed (they do not hold those blobs): a copy writes
-    them again."""
-    for digest in digests:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(layout / "blobs" / "sha256" / digest.partition(":")[2])
+def replace_blobs(stage: Path, layout: Path) -> None:
+    """The blobs a copy wrote into STAGE (a stage of its own blobs) moved into LAYOUT where
+    LAYOUT has none under their names or a regular file of other bytes, each read back in
+    the stage first and moved in one rename: a reader sees the damaged file or the blob,
+    never a missing one. A link, a directory or a device under a blob's name is refused
+    (InputError naming it), never replaced. This changes no publication: a blob's name is
+    its content's digest, so the only bytes it may hold are the ones published under it;
+    a file with others is no blob of it, and the rename puts back what was published."""
+    for entry in sorted(os.listdir(stage / "blobs" / "sha256")):
+        digest = f"sha256:{entry}"
+        there = layout / "blobs" / "sha256" / entry
+        if not _SHA256.fullmatch(digest) or _holds(there, digest):
+            continue
+        copied = stage / "blobs" / "sha256" / entry
+        if not _holds(copied, digest):
+            raise CheckFailed(f"{copied}: the blob {digest} does not read back as copied")
+        os.replace(copied, there)
 
 
 @contextlib.contextmanager
@@ -334,12 +341,13 @@ def locked(layout: Path) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def staging(layout: Path) -> Iterator[Path]:
+def staging(layout: Path, *, shared: bool = True) -> Iterator[Path]:
     """A layout inside LAYOUT for skopeo to copy one image into, sharing LAYOUT's blobs/
     (skopeo writes a blob through a temporary file it renames, but index.json in place:
-    killed while it writes, it would leave LAYOUT's index half written). `adopt` moves the
-    ref into LAYOUT's index.json, atomically; a stage a killed run left is removed by the
-    next one (`locked`)."""
+    killed while it writes, it would leave LAYOUT's index half written), or, not SHARED,
+    with blobs of its own (every blob written again there: `replace_blobs`). `adopt` moves
+    the ref into LAYOUT's index.json, atomically; a stage a killed run left is removed by
+    the next one (`locked`)."""
     import tempfile
 
     (layout / "blobs" / "sha256").mkdir(parents=True, exist_ok=True)
@@ -347,7 +355,10 @@ def staging(layout: Path) -> Iterator[Path]:
         _write(layout / "oci-layout", LAYOUT_VERSION)
     stage = Path(tempfile.mkdtemp(prefix=_STAGE_PREFIX, dir=layout))
     try:
-        os.symlink(os.path.join("..", "blobs"), stage / "blobs")
+        if shared:
+            os.symlink(os.path.join("..", "blobs"), stage / "blobs")
+        else:
+            (stage / "blobs" / "sha256").mkdir(parents=True)
         write_atomic(stage / "oci-layout", LAYOUT_VERSION)
         yield stage
     finally:

@@ -2,10 +2,12 @@
 
 Argument lists only (never a shell), a timeout on every call, streaming for long-running
 children, a bounded tail of a child's stderr (never all of it: a child printing megabytes
-without a newline holds no megabytes here), and one error family: `ToolMissing` when the
-program is not installed, `ToolError` (the command and the tail of its stderr) when it
-fails or times out. Each wrapper in `tools/` takes a runner as a parameter, so a unit test
-hands in a recording fake.
+without a newline holds no megabytes here), a bound on the stdout a call reads (a child
+printing more is stopped and its call fails: never a truncated answer parsed), and one
+error family: `ToolMissing` when the program is not installed, `ToolError` (the command
+and the tail of its stderr) when it fails, times out or prints more than its bound. Each
+wrapper in `tools/` takes a runner as a parameter, so a unit test hands in a recording
+fake.
 
 Every child runs in a process group of its own (a terminal's Ctrl-C does not reach it) and
 is known here while it runs: `stop_children`, called when a signal ends the command, stops
@@ -35,6 +37,11 @@ LineSink = Callable[[str], None]
 # newlines is cut into lines of this many bytes, so what is held stays bounded.
 MAX_LINE = 64 * 1024
 _READ = 64 * 1024
+# The most stdout a call reads (`run`'s MAX_STDOUT): every answer parsed from a program
+# (a manifest or image config from skopeo, buildah's listings, git's) is far smaller; a
+# caller that reads more says so. A program printing gigabytes (a lying tool, a runaway
+# log) would otherwise fill memory.
+MAX_STDOUT = 16 * 1024 * 1024
 # How long a child stopped with SIGTERM has to clean up (skopeo its blobs, buildah its
 # working container) before its group is killed.
 STOP_GRACE = 5.0
@@ -123,7 +130,8 @@ class Runner(Protocol):
     """What the tool wrappers need from a runner; `ProcessRunner` is the real one."""
 
     def run(self, argv: Sequence[str], *, timeout: float = SHORT_TIMEOUT,
-            check: bool = True, stdin: Optional[bytes] = None) -> Completed: ...
+            check: bool = True, stdin: Optional[bytes] = None,
+            max_stdout: int = MAX_STDOUT) -> Completed: ...
 
     def start(self, argv: Sequence[str]) -> Process: ...
 
@@ -253,31 +261,52 @@ def stderr_tail(fd: int, lines: int = STDERR_TAIL_LINES, max_line: int = MAX_LIN
     return b"\n".join(kept)
 
 
-class _StderrTail:
-    """A pipe for a child's stderr, read to its end by a thread of its own that keeps only
-    `stderr_tail`'s bound of it."""
+def read_at_most(fd: int, limit: int) -> Optional[bytes]:
+    """All read from FD until its end; None as soon as it gave more than LIMIT bytes (read
+    in chunks: no more than LIMIT and a chunk is held; the rest is left unread)."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        chunk = os.read(fd, _READ)
+        if not chunk:
+            return b"".join(chunks)
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
 
-    def __init__(self) -> None:
+
+class _Pipe:
+    """A pipe for a child's stdout or stderr, read to its end by a thread of its own:
+    READ, given the read end, returns what is kept of it (a bounded part, or None)."""
+
+    def __init__(self, read: Callable[[int], Optional[bytes]], name: str) -> None:
         self.read_end, self.write_end = os.pipe()
-        self.tail = b""
-        self.reader = threading.Thread(target=self._read, daemon=True, name="stderr tail")
+        self.kept: Optional[bytes] = None
+        self._reader = read
+        self.reader = threading.Thread(target=self._read, daemon=True, name=name)
 
     def started(self) -> None:
         """The child holds the write end now: only it does."""
         os.close(self.write_end)
         self.reader.start()
 
+    def close(self) -> None:
+        """No child was started."""
+        os.close(self.read_end)
+        os.close(self.write_end)
+
     def _read(self) -> None:
         try:
-            self.tail = stderr_tail(self.read_end)
+            self.kept = self._reader(self.read_end)
         finally:
             os.close(self.read_end)
 
-    def read(self, timeout: float) -> Optional[bytes]:
-        """The tail, once the child and all that shares its stderr closed it; None when
-        that is not within TIMEOUT seconds (a process the child left running holds it)."""
+    def ended(self, timeout: float) -> bool:
+        """Whether the child and all that shares the pipe closed it within TIMEOUT seconds
+        (a process the child left running may hold it)."""
         self.reader.join(timeout)
-        return None if self.reader.is_alive() else self.tail
+        return not self.reader.is_alive()
 
 
 def _pieces(line: bytes, size: int) -> Iterator[str]:
@@ -292,41 +321,54 @@ class ProcessRunner:
         self.environ = dict(os.environ if environ is None else environ)
 
     def run(self, argv: Sequence[str], *, timeout: float = SHORT_TIMEOUT,
-            check: bool = True, stdin: Optional[bytes] = None) -> Completed:
-        """Run to completion; ToolError on a non-zero exit (when CHECK) or a timeout."""
+            check: bool = True, stdin: Optional[bytes] = None,
+            max_stdout: int = MAX_STDOUT) -> Completed:
+        """Run to completion; ToolError on a non-zero exit (when CHECK), a timeout, or more
+        than MAX_STDOUT bytes printed on stdout (whatever CHECK: the child is stopped)."""
         # Imported on the first call: a run that starts no program (a validation served
         # from the cache, a mirror with nothing to copy) does not load subprocess.
         import subprocess
 
         argv = [str(part) for part in argv]
         _children.refuse_when_stopped()
-        errors = _StderrTail()
+
+        def read_stdout(fd: int) -> Optional[bytes]:
+            out = read_at_most(fd, max_stdout)
+            if out is None:  # printed past its bound: stopped, its call fails below
+                _signal_group(child.pid, signal.SIGKILL)
+            return out
+
+        output = _Pipe(read_stdout, "stdout")
+        errors = _Pipe(stderr_tail, "stderr tail")
         try:
             child = subprocess.Popen(
                 argv, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                stdout=subprocess.PIPE, stderr=errors.write_end, env=self.environ,
+                stdout=output.write_end, stderr=errors.write_end, env=self.environ,
                 start_new_session=True)
         except BaseException as exc:
-            os.close(errors.read_end)
-            os.close(errors.write_end)
+            output.close()
+            errors.close()
             if isinstance(exc, FileNotFoundError):
                 raise ToolMissing(argv[0]) from None
             raise
+        output.started()
         errors.started()
         _children.add(child.pid)
         started = time.monotonic()
         try:
-            out, _ = child.communicate(stdin, timeout=timeout)
-            err = errors.read(max(0.0, started + timeout - time.monotonic()))
-            if err is None:  # as communicate waited for its stderr's end, within TIMEOUT
+            child.communicate(stdin, timeout=timeout)
+            # As communicate waited for the ends of stdout and stderr, within TIMEOUT.
+            if not all(pipe.ended(max(0.0, started + timeout - time.monotonic()))
+                       for pipe in (output, errors)):
                 raise subprocess.TimeoutExpired(argv, timeout)
         except subprocess.TimeoutExpired:
             _signal_group(child.pid, signal.SIGKILL)
             child.communicate()
             # What the child printed; nothing when a process it left outside its group holds
             # its stderr (a second wait for that would be a hang).
+            errors.ended(1.0)
             raise ToolError(argv, -signal.SIGKILL,
-                            (errors.read(1.0) or b"").decode("utf-8", "replace") +
+                            (errors.kept or b"").decode("utf-8", "replace") +
                             f"\n(no answer within {timeout:g} s: stopped)",
                             timed_out=True) from None
         except BaseException:  # a signal ended the command (Interrupted): so ends the child
@@ -336,7 +378,12 @@ class ProcessRunner:
             _children.discard(child.pid)
         # A child that a signal's stop_children ended (in a worker thread): not its error.
         _children.refuse_when_stopped()
-        done = Completed(tuple(argv), child.returncode, out, err)
+        err = errors.kept or b""
+        if output.kept is None:
+            raise ToolError(argv, child.returncode, err.decode("utf-8", "replace") +
+                            f"\n(printed more than {max_stdout} bytes on its standard "
+                            "output, more than is read of it: stopped)")
+        done = Completed(tuple(argv), child.returncode, output.kept, err)
         if check and done.returncode != 0:
             raise ToolError(argv, done.returncode, done.error_text)
         return done

@@ -26,6 +26,10 @@ from .results import FAILING, OK, Expectation, Finding
 # pip's resolution of a requirements file: a dry run that reports in JSON and downloads
 # only what PEP 658 metadata cannot answer.
 RESOLVE_TIMEOUT = 900.0
+# The most of pip's report read: it holds every distribution's whole metadata, long
+# descriptions included, and a few hundred distributions with long READMEs pass the
+# runner's default bound.
+MAX_PIP_REPORT = 256 * 1024 * 1024
 # The longest line of a requirements file read: a requirement with its markers and a few
 # dozen hashes fits many times over (continued lines are lines of their own).
 MAX_REQUIREMENT_LINE = 65536
@@ -301,7 +305,8 @@ def resolve(path: Path, index_url: Optional[str], runner: Any = None
     if index_url:
         argv += ["--index-url", index_url]
     try:
-        done = (runner or ProcessRunner()).run(argv, timeout=RESOLVE_TIMEOUT)
+        done = (runner or ProcessRunner()).run(argv, timeout=RESOLVE_TIMEOUT,
+                                               max_stdout=MAX_PIP_REPORT)
     except ToolError as exc:
         raise InputError(f"pip cannot resolve the requirements: {exc}", file=str(path)) \
             from None

@@ -28,6 +28,7 @@ from aipcc_build.render import apply, render_all
 from aipcc_build.tools import buildah
 from aipcc_build.tools.runner import ProcessRunner
 from tests.support.layers import buildah_json
+from tests.support.processes import default_signals
 
 from .test_matrix_build import _env, write_matrix
 
@@ -137,7 +138,8 @@ class Run:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "aipcc_build", "--matrix", "matrix/test.yaml", "matrix",
              "--jobs", "1", "--registry", f"{namespace}/{root.name}"],
-            cwd=root, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            cwd=root, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            preexec_fn=default_signals)
         log = root / "logs" / "base" / "cuda-12.8-bb.log"
         deadline = time.monotonic() + 60
         while not (log.exists() and "start" in log.read_text().split("RUN echo start")[-1]):

@@ -25,6 +25,7 @@ import pytest
 from aipcc_build.matrix import load
 from aipcc_build.render import apply, render_all
 from tests.support.layers import buildah_json
+from tests.support.processes import default_signals
 
 pytestmark = pytest.mark.integration
 
@@ -191,7 +192,8 @@ def test_interrupting_a_four_way_build_leaves_nothing_behind(
     proc = subprocess.Popen(
         [sys.executable, "-m", "aipcc_build", "--matrix", "matrix/test.yaml", "matrix",
          "--jobs", "4", "--registry", namespace],
-        cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=default_signals)
     logs = [tmp_path / "logs" / "base" / f"cuda-12.{minor}-bb.log" for minor in range(4)]
     deadline = time.monotonic() + 60
     # Wait until all four builds are inside their RUN step.

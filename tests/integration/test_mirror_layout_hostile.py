@@ -136,6 +136,26 @@ def test_a_blob_with_other_bytes_is_copied_again_not_taken(tmp_path: Path, cli) 
     assert assert_whole(dest) == {REF: digest}
 
 
+def test_a_rerun_over_a_blob_of_the_right_size_with_other_bytes_copies_it_again(
+        tmp_path: Path, cli) -> None:
+    """A rerun took a blob by its size alone: a layer of the right size with other bytes (a
+    damaged or tampered layout) was kept, the image 'already there' and the layout, or the
+    archive packed from it, published with it. Now hashed, copied again by the real skopeo
+    and put in place in one rename; a directory under its name is refused, naming it."""
+    src = tmp_path / "src"
+    digest, layer = source(src)
+    dest = tmp_path / "dest"
+    assert mirror(cli, src, f"dir:{dest}").code == 0
+    blob(dest, layer).write_bytes(b"T" * blob(dest, layer).stat().st_size)
+    again = mirror(cli, src, f"dir:{dest}")
+    assert again.code == 0 and "1 copied" in again.err, again.err
+    assert assert_whole(dest) == {REF: digest}
+    blob(dest, layer).unlink()
+    blob(dest, layer).mkdir()
+    one_line_refusal(mirror(cli, src, f"dir:{dest}"), 2, str(blob(dest, layer)))
+    assert blob(dest, layer).is_dir()
+
+
 def test_a_rerun_into_a_complete_layout_rewrites_nothing(tmp_path: Path, cli) -> None:
     src = tmp_path / "src"
     digest, _ = source(src)

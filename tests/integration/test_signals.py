@@ -2,10 +2,12 @@
 and index alike, mid-work: real skopeo children stalled on a registry that stops answering,
 an index source that never answers. Afterwards no child of the run is alive, the temporary
 directories it made are gone, and the exit code is 128 + the signal (matrix: see
-test_matrix_build's interrupted four-way build)."""
+test_matrix_build's interrupted four-way build). A signal ignored when the command starts
+(`nohup`) does not end it."""
 
 from __future__ import annotations
 
+import http.server
 import os
 import signal
 import socket
@@ -20,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.processes import command_line, descendants
+from tests.support.processes import command_line, default_signals, descendants
 from tests.support.publish import REPO, FlakyProxy
 
 pytestmark = pytest.mark.integration
@@ -43,7 +45,8 @@ def interrupt(args: list[str], signum: int, tmp: Path, ready: Callable[[dict[int
     env = dict(os.environ, PYTHONPATH=str(REPO), TMPDIR=str(tmp))
     env.pop("REGISTRY_AUTH_FILE", None)
     proc = subprocess.Popen([sys.executable, "-m", "aipcc_build", *args], cwd=cwd, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=default_signals)
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -166,3 +169,84 @@ def test_index_removes_the_copy_of_a_source_that_never_answers(
         lambda c: any(n.startswith("aipcc-index-source-") for n in os.listdir(tmp))),
         signum, tmp)
     assert not (tmp_path / "root").exists()
+
+
+class HeldIndex(http.server.ThreadingHTTPServer):
+    """A simple index on 127.0.0.1 of one project with no file, whose root page is answered
+    only once RELEASED is set."""
+
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        self.released = threading.Event()
+        held = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                if self.path == "/simple/":
+                    held.released.wait(60)
+                    body = b'<a href="foo/">foo</a>'
+                else:
+                    body = b"<html></html>"
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        super().__init__(("127.0.0.1", 0), Handler)
+
+
+@pytest.mark.parametrize("signum", SIGNALS, ids=lambda s: signal.Signals(s).name)
+def test_a_signal_ignored_at_the_start_does_not_end_the_command(tmp_path: Path,
+                                                                 signum: int) -> None:
+    """`nohup aipcc-build ...` (SIGHUP ignored), a CI runner's background job (SIGINT): the
+    installed console script, signalled mid-work, keeps on and finishes. Its handler was
+    set over the SIG_IGN it started with, and the signal ended it (128 + the signal)."""
+    script = Path(sys.executable).with_name("aipcc-build")
+    assert script.is_file(), f"{script}: the console script is not installed"
+    (tmp_path / "templates").mkdir()
+    (tmp_path / "templates" / "app.j2").write_text("FROM {{ os_from }}\n")
+    (tmp_path / "matrix.yaml").write_text(INDEX_MATRIX)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+
+    def ignoring() -> None:
+        default_signals()
+        signal.signal(signum, signal.SIG_IGN)
+
+    env = dict(os.environ, TMPDIR=str(tmp))
+    with HeldIndex() as server:
+        serving = threading.Thread(target=server.serve_forever, daemon=True)
+        serving.start()
+        try:
+            proc = subprocess.Popen(
+                [str(script), "--matrix", str(tmp_path / "matrix.yaml"), "index",
+                 str(tmp_path / "root"),
+                 f"cpu-debian=http://127.0.0.1:{server.server_address[1]}/simple/"],
+                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                preexec_fn=ignoring)
+            try:
+                deadline = time.monotonic() + 60
+                while not any(n.startswith("aipcc-index-source-") for n in os.listdir(tmp)):
+                    assert proc.poll() is None, proc.communicate()[1]
+                    assert time.monotonic() < deadline, "never got mid-work"
+                    time.sleep(0.1)
+                proc.send_signal(signum)
+                time.sleep(0.3)  # a handler, had one been set, has run by now
+                server.released.set()
+                _, stderr = proc.communicate(timeout=60)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+        finally:
+            server.released.set()
+            server.shutdown()
+    assert proc.returncode == 0, stderr
+    assert "stopped by" not in stderr
+    assert (tmp_path / "root" / "2.1" / "cpu-debian").exists()
+    assert sorted(os.listdir(tmp)) == []

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.processes import default_signals
+
 REPO = Path(__file__).resolve().parents[2]
 
 SESSION = '''
@@ -51,7 +53,8 @@ def test_sigterm_tears_the_session_fixtures_down(tmp_path: Path, plugin: bool) -
             *(["-p", "tests.support.sigterm"] if plugin else []), str(tmp_path)]
     pytest_run = subprocess.Popen(
         args, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        env={**os.environ, "SERVER_PID": str(pid_file), "PYTHONPATH": str(REPO)})
+        env={**os.environ, "SERVER_PID": str(pid_file), "PYTHONPATH": str(REPO)},
+        preexec_fn=default_signals)
     try:
         deadline = time.monotonic() + 60
         while not (pid_file.exists() and pid_file.read_text()):

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Callable, Optional
 
 from aipcc_build.errors import ToolError
-from aipcc_build.tools.runner import Completed
+from aipcc_build.tools.runner import MAX_STDOUT, Completed
 
 Answer = Callable[[list[str]], tuple[int, bytes, bytes]]
 
@@ -20,7 +20,7 @@ class RecordingRunner:
         self.calls: list[list[str]] = []
 
     def run(self, argv: Sequence[str], *, timeout: float = 120.0, check: bool = True,
-            stdin: Optional[bytes] = None) -> Completed:
+            stdin: Optional[bytes] = None, max_stdout: int = MAX_STDOUT) -> Completed:
         self.calls.append(list(argv))
         code, out, err = self.answer(list(argv))
         done = Completed(tuple(argv), code, out, err)

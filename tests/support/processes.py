@@ -4,6 +4,7 @@ and buildah run in process groups and sessions of their own)."""
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 
@@ -35,3 +36,13 @@ def command_line(pid: int) -> str:
             errors="replace")
     except OSError:
         return ""
+
+
+def default_signals() -> None:
+    """A `preexec_fn`: SIGINT, SIGTERM and SIGHUP at their defaults in the child, whatever
+    this process ignores. A child inherits SIG_IGN across exec, `subprocess`'s
+    restore_signals resets only SIGPIPE, SIGXFZ and SIGXFSZ, and an ignored signal stays
+    ignored by the command (cli/signals.py): a test that signals a child it started from
+    a pytest run under `nohup` or a CI runner's background job would signal nothing."""
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)

@@ -1,7 +1,8 @@
 """The one signal mechanism (aipcc_build/cli/signals.py), in a child Python: SIGINT, SIGTERM
 and SIGHUP each raise Interrupted (exit 128 + the signal) and stop the runner's children;
 within `stopping` the command's callback is called instead; a forked worker that inherited
-the handler dies of the signal as it would without it."""
+the handler dies of the signal as it would without it; a signal ignored when the command
+starts stays ignored."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from tests.support.processes import default_signals
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -55,11 +58,44 @@ print("after", signal.getsignal(signum) is not signals._handle, flush=True)
                          ids=lambda s: signal.Signals(s).name)
 def test_each_signal_ends_a_command_alike(signum: int) -> None:
     done = subprocess.run([sys.executable, "-c", SCRIPT, str(int(signum))], capture_output=True,
-                          text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(REPO)})
+                          text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(REPO)},
+                          preexec_fn=default_signals)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n") == [
         f"told [{signum}]", f"worker {signum}", f"interrupted {128 + signum}", "refused",
         "after True", ""]
+
+
+IGNORED = """
+import os, signal, sys, time
+from aipcc_build.cli import signals
+
+signum = int(sys.argv[1])
+signal.signal(signum, signal.SIG_IGN)
+with signals.handled():
+    print("ignored", signal.getsignal(signum) == signal.SIG_IGN, flush=True)
+    print("others", all(signal.getsignal(other) is signals._handle
+                        for other in signals.SIGNALS if other != signum), flush=True)
+    os.kill(os.getpid(), signum)
+    time.sleep(0.1)
+    print("survived", flush=True)
+print("after", signal.getsignal(signum) == signal.SIG_IGN, flush=True)
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP],
+                         ids=lambda s: signal.Signals(s).name)
+def test_a_signal_ignored_at_the_start_stays_ignored(signum: int) -> None:
+    """`nohup` ignores SIGHUP, a CI runner SIGINT for a background job: the command was
+    told not to end on it, as Python leaves an ignored SIGINT without KeyboardInterrupt.
+    `handled` set its handler anyway, and the signal ended the command (exit 128 + it)."""
+    done = subprocess.run([sys.executable, "-c", IGNORED, str(int(signum))],
+                          capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(REPO)},
+                          preexec_fn=default_signals)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n") == ["ignored True", "others True", "survived",
+                                        "after True", ""]
 
 
 def test_a_command_run_from_another_thread_sets_no_handler() -> None:

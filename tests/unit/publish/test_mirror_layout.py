@@ -114,3 +114,73 @@ def test_a_source_layout_blob_past_the_bound_asked_is_refused(tmp_path: Path) ->
     with pytest.raises(InputError, match="larger than 1024 bytes") as refused:
         store.get_blob("rel/x", digest, 1024)
     assert refused.value.file == str(root / "blobs" / "sha256" / digest.partition(":")[2])
+
+
+def _blob(root: Path, digest: str) -> Path:
+    return root / "blobs" / "sha256" / digest.partition(":")[2]
+
+
+def _layer_of(root: Path, manifest: str) -> str:
+    return str(json.loads(_blob(root, manifest).read_bytes())["layers"][0]["digest"])
+
+
+def test_a_blob_of_the_right_size_with_other_bytes_is_damaged(tmp_path: Path) -> None:
+    """A rerun took a blob by its size alone: a damaged or tampered file of the same size
+    was kept and the layout published with it."""
+    dest = tmp_path / "dest"
+    manifest = _layout(dest)
+    layer = _blob(dest, _layer_of(dest, manifest))
+    assert oci_layout.damaged_blobs(dest, manifest) == []
+    layer.write_bytes(b"L" * layer.stat().st_size)
+    assert oci_layout.damaged_blobs(dest, manifest) == [_layer_of(dest, manifest)]
+
+
+def test_a_rerun_over_a_blob_of_the_right_size_replaces_it_in_one_rename(
+        tmp_path: Path) -> None:
+    """The copy goes into a stage of its own blobs, and the damaged file is replaced by a
+    rename: the ref stays, and a reader sees the damaged file or the blob, never none."""
+    src, dest = tmp_path / "src", tmp_path / "dest"
+    manifest = _layout(src)
+    _layout(dest)
+    layer = _blob(dest, _layer_of(dest, manifest))
+    layer.write_bytes(b"L" * layer.stat().st_size)
+    damaged = layer.stat().st_ino
+
+    def copy_from_src(argv: list[str]) -> tuple[int, bytes, bytes]:
+        stage = Path(argv[-1][len("oci:"):].rsplit(":", 2)[0])
+        assert not (stage / "blobs").is_symlink()  # its own blobs: none taken by name
+        for blob in (src / "blobs" / "sha256").iterdir():
+            (stage / "blobs" / "sha256" / blob.name).write_bytes(blob.read_bytes())
+        (stage / "index.json").write_bytes((src / "index.json").read_bytes())
+        return 0, b"", b""
+
+    image = Image("rel/x", "rel/x", "1", manifest, f"oci:{src}:rel/x:1")
+    result = mirror(MirrorRequest(images=(image,), to=f"dir:{dest}",
+                                  source_registry="quay.io/aipcc"),
+                    RecordingRunner(copy_from_src), sleep=lambda _: None)
+    assert [o.status for o in result.outcomes] == ["copied"], result.outcomes
+    assert layer.read_bytes() == b"layer" and layer.stat().st_ino != damaged
+    assert oci_layout.damaged_blobs(dest, manifest) == []
+    assert oci_layout.refs(dest) == {"rel/x:1": manifest}
+
+
+@pytest.mark.parametrize("node", ["link", "directory"])
+def test_a_blob_name_that_is_no_regular_file_is_refused_never_replaced(
+        tmp_path: Path, node: str) -> None:
+    dest, stage = tmp_path / "dest", tmp_path / "dest" / ".aipcc-stage-x"
+    manifest = _layout(dest)
+    layer = _blob(dest, _layer_of(dest, manifest))
+    (stage / "blobs" / "sha256").mkdir(parents=True)
+    _blob(stage, _layer_of(dest, manifest)).write_bytes(b"layer")
+    layer.unlink()
+    if node == "link":
+        (tmp_path / "outside").write_bytes(b"layer")
+        layer.symlink_to(tmp_path / "outside")
+    else:
+        layer.mkdir()
+    for check in (lambda: oci_layout.damaged_blobs(dest, manifest),
+                  lambda: oci_layout.replace_blobs(stage, dest)):
+        with pytest.raises(InputError, match="not a regular file") as refused:
+            check()
+        assert refused.value.file == str(layer)
+    assert layer.is_symlink() if node == "link" else layer.is_dir()

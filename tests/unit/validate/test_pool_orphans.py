@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+from tests.support.processes import default_signals
+
 REPO = Path(__file__).resolve().parents[3]
 
 SCRIPT = """
@@ -36,7 +38,8 @@ def _alive(pid: int) -> bool:
 
 def test_sigterm_ends_the_validator_workers_too() -> None:
     proc = subprocess.Popen([sys.executable, "-c", SCRIPT], stdout=subprocess.PIPE, text=True,
-                            cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+                            cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+                            preexec_fn=default_signals)
     assert proc.stdout is not None
     workers = [int(pid) for pid in proc.stdout.readline().split()]
     assert len(workers) == 2 and all(_alive(pid) for pid in workers)

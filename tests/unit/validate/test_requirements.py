@@ -82,7 +82,7 @@ class FakePip:
         self.argv: list[str] = []
 
     def run(self, argv: list[str], *, timeout: float = 0, check: bool = True,
-            stdin: bytes | None = None) -> Completed:
+            stdin: bytes | None = None, max_stdout: int = 0) -> Completed:
         self.argv = list(argv)
         return Completed(tuple(argv), 0, json.dumps(self.answer).encode(), b"")
 
