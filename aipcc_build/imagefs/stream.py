@@ -29,7 +29,11 @@ from .tarsplit import TarSplitError, TarSplitStream
 class _WindowHash:
     """The digest of a window of a file, computed in a thread of its own with positional
     reads on the caller's descriptor (no second open, no shared offset): the thread that
-    inflates the blob then only inflates, and the hash runs on another core."""
+    inflates the blob then only inflates, and the hash runs on another core. Reading the
+    blob once instead, hashing what the inflating thread reads in that thread, spared
+    0.15-0.2 s of system time on bench/layer_reader.py's 0.9 GB of layers and cost 0.2-0.4 s
+    more user time (paired runs); hashing the tar there too, each block as it is inflated,
+    cost more still."""
 
     def __init__(self, fd: int, start: int, end: int, algorithm: str) -> None:
         self.algorithm = algorithm
