@@ -187,8 +187,8 @@ def push_artifacts(registry: Store, subject: Subject, artifacts: list[Artifact],
             unindexed.append(descriptor)
     # Read back before the fallback index names them: an index entry of a manifest the
     # registry did not keep would stay there, and fail every `verify` after a rerun.
-    side_by_side([functools.partial(read_back_digest, registry, subject.repository,
-                                    digest_of(body)) for body in manifests])
+    side_by_side([partial(read_back_digest, registry, subject.repository,
+                          digest_of(body)) for body in manifests])
     if unindexed:
         _add_to_fallback(registry, subject, unindexed, fallback)
     return [digest_of(body) for body in manifests]
