@@ -138,7 +138,7 @@ def test_a_closed_connection_and_a_silent_server(serve: list[Scripted]) -> None:
     conn.close()
     silent = socket.create_server(("127.0.0.1", 0))  # the kernel accepts; nobody answers
     try:
-        gives_up_in_time(f"127.0.0.1:{silent.getsockname()[1]}", 0.5, OSError, 10)
+        gives_up_in_time(f"127.0.0.1:{silent.getsockname()[1]}", 0.25, OSError, 10)
     finally:
         silent.close()
 

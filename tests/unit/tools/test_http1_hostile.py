@@ -103,21 +103,21 @@ class Trickle(SocketServer):
 @pytest.fixture(params=[b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n",
                         b"HTTP/1.1 200 OK\r\nX-Slow: "], ids=["body", "header"])
 def trickle(request: pytest.FixtureRequest) -> Iterator[Trickle]:
-    server = Trickle(request.param, 0.1)
+    server = Trickle(request.param, 0.025)
     yield server
     server.stop()
 
 
 def test_an_answer_trickled_a_byte_at_a_time_times_out(trickle: Trickle) -> None:
-    """Each byte comes well within the timeout (0.1 s of 1 s): only a bound on the whole
+    """Each byte comes well within the timeout (0.025 s of 0.25 s): only a bound on the whole
     answer ends the wait (it took as long as the server kept sending)."""
-    gives_up_in_time(trickle.host, 1.0, TimeoutError, 1000000)
+    gives_up_in_time(trickle.host, 0.25, TimeoutError, 1000000)
 
 
 def test_a_server_stalling_mid_body_times_out() -> None:
     server = Trickle(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nhalf", 60.0)
     try:
-        gives_up_in_time(server.host, 0.5, TimeoutError, 1000)
+        gives_up_in_time(server.host, 0.25, TimeoutError, 1000)
     finally:
         server.stop()
 

@@ -116,7 +116,7 @@ def test_a_server_that_stalls_times_out(tmp_path: Path) -> None:
     try:
         start = time.monotonic()
         with pytest.raises(PulpUnreachable, match="cannot reach Pulp"):
-            client(f"http://127.0.0.1:{listener.getsockname()[1]}", timeout=0.3).get("x/")
+            client(f"http://127.0.0.1:{listener.getsockname()[1]}", timeout=0.1).get("x/")
         assert time.monotonic() - start < 10
     finally:
         listener.close()
