@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -98,6 +99,25 @@ def test_a_signal_ignored_at_the_start_stays_ignored(signum: int) -> None:
                                         "after True", ""]
 
 
+@pytest.fixture
+def python_defaults() -> Iterator[None]:
+    """Each signal `handled` takes at Python's own default in this process, then as it was:
+    a test run as a background job of a shell without job control (CI's side tox
+    environments in the Makefile) starts with SIGINT ignored, which `handled` leaves be."""
+    from aipcc_build.cli import signals
+
+    before = {signum: signal.getsignal(signum) for signum in signals.SIGNALS}
+    for signum in signals.SIGNALS:
+        signal.signal(signum, signal.default_int_handler if signum == signal.SIGINT
+                      else signal.SIG_DFL)
+    try:
+        yield
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
+
+
+@pytest.mark.usefixtures("python_defaults")
 def test_a_command_run_from_another_thread_sets_no_handler() -> None:
     # Only the main thread may set handlers: `handled` asks the C module (its ValueError),
     # not `threading`, which a `verify` does not import, and changes nothing in the asking.
