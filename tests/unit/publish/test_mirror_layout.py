@@ -164,9 +164,11 @@ def test_a_rerun_over_a_blob_of_the_right_size_replaces_it_in_one_rename(
     assert oci_layout.refs(dest) == {"rel/x:1": manifest}
 
 
-@pytest.mark.parametrize("node", ["link", "directory"])
+@pytest.mark.parametrize("node", ["link", "directory", "fifo"])
 def test_a_blob_name_that_is_no_regular_file_is_refused_never_replaced(
         tmp_path: Path, node: str) -> None:
+    """A rerun hashes the blobs already there: one that is no regular file is refused,
+    never followed, waited on (a FIFO's open) or replaced."""
     dest, stage = tmp_path / "dest", tmp_path / "dest" / ".aipcc-stage-x"
     manifest = _layout(dest)
     layer = _blob(dest, _layer_of(dest, manifest))
@@ -176,6 +178,8 @@ def test_a_blob_name_that_is_no_regular_file_is_refused_never_replaced(
     if node == "link":
         (tmp_path / "outside").write_bytes(b"layer")
         layer.symlink_to(tmp_path / "outside")
+    elif node == "fifo":
+        os.mkfifo(layer)
     else:
         layer.mkdir()
     for check in (lambda: oci_layout.damaged_blobs(dest, manifest),
@@ -183,4 +187,5 @@ def test_a_blob_name_that_is_no_regular_file_is_refused_never_replaced(
         with pytest.raises(InputError, match="not a regular file") as refused:
             check()
         assert refused.value.file == str(layer)
-    assert layer.is_symlink() if node == "link" else layer.is_dir()
+    assert {"link": layer.is_symlink, "directory": layer.is_dir,
+            "fifo": layer.is_fifo}[node]()
