@@ -1,4 +1,4 @@
-"""Benchmark signing and attesting: `promote` of a release of COUNT images into an empty
+"""Benchmark signing and attesting: `promote` of a release of the demo's shape into an empty
 registry, with `--sign-by-sigstore-private-key` against without (shortest of ROUNDS
 alternated runs each, ratio, target <= 1.1; with the CPU time of promote and its skopeo
 processes, and that plus the registries' own, which share this host's cores: the wall
@@ -13,26 +13,27 @@ Each aipcc-build command runs as the installed command does: the `aipcc-build` s
 writes (bench/common.py's plain venv has one of pip's form), not `python -m aipcc_build`,
 whose runpy start-up no user pays.
 
-Each image is busybox plus a layer of PAYLOAD_MB incompressible bytes of its own, as
-bench/mirror_speed.py makes them; with `--platforms 2` (as the demo release's images are,
-linux/amd64 and linux/arm64) an index of two such images, the second named arm64 in the
-index, each platform with its own verdict in the report: three manifests to sign per image
-(the index and each platform) and two to attest. The report records each image's verdict
+The release is the demo's (matrix/demo.yaml): as many images as its matrix expands to,
+each of its platforms, its product's name, version and moving tags (each tag promote moves
+is one more identity each manifest is signed for; `--moving-tags` adds some, as a release
+that moves `{version}` and `latest` does). Each platform is the demo's base image (Debian 12
+from scripts/base-os, amd64 and arm64: one large layer every image of the release shares;
+`--base busybox`: busybox, amd64 inside whatever the index says) plus a layer of PAYLOAD_MB
+incompressible bytes of its own, as bench/mirror_speed.py makes them (the release's CUDA
+runtime wheels are about that much); with two platforms an index of the two, each platform
+with its own verdict in the report: three manifests to sign per image (the index and each
+platform) and two to attest. The report records each image's verdict
 as the build's gate writes it (the validator run on the pushed image), so the signed
 promote attests that verdict and does not validate again; the bench also says how long
 the validator alone takes on the same images (what a report without verdicts costs the
 signed promote).
 
-`--base debian` builds each platform on the demo's own base image (Debian 12 from
-scripts/base-os, amd64 and arm64: one large layer every image of the release shares), as
-the demo's images are; with `--platforms 2 --payload-mb 8` (the release's CUDA runtime
-wheels are about that much) the bench is a promote of the demo release's shape.
-
 Usage: python bench/signing_speed.py [--payload-mb N] [--platforms 1|2]
-    [--base busybox|debian] [--verify-only] [--instructions]   (needs buildah, skopeo,
-    docker-registry; --verify-only: one image promoted once, signed, and only the verify
-    figures, in a minute rather than a few; --instructions: also the instructions one
-    verify executes, valgrind's count, which a loaded machine does not move)
+    [--base busybox|debian] [--moving-tags TAG ...] [--verify-only] [--instructions]
+    (needs buildah, skopeo, docker-registry; the defaults are the demo release's;
+    --verify-only: one image promoted once, signed, and only the verify figures, in a
+    minute rather than a few; --instructions: also the instructions one verify executes,
+    valgrind's count, which a loaded machine does not move)
 """
 
 from __future__ import annotations
@@ -47,20 +48,20 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import REPO, as_installed, installed_script, instructions, payload_image, shortest  # noqa: E402
 from tests.support.registry import Registry  # noqa: E402
 
-COUNT = 6
 ROUNDS = 3
-PAYLOAD_MB = 16
+PAYLOAD_MB = 8
+DEMO = REPO / "matrix" / "demo.yaml"
 BASE = "localhost/aipcc-demo/busybox:latest"
 # The demo's base image of each platform (scripts/base-os [--arch arm64]).
 DEBIAN = {"amd64": "localhost/aipcc/debian:bookworm",
           "arm64": "localhost/aipcc/debian:bookworm-arm64"}
-PRODUCT = {"name": "aipcc", "version": "3.0", "moving_tags": ["{version}", "latest"]}
 
 
 def registry_cpu(registry: Registry) -> float:
@@ -103,16 +104,21 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--payload-mb", type=int, default=PAYLOAD_MB,
                         help="incompressible MB in each image's own layer")
-    parser.add_argument("--platforms", type=int, choices=(1, 2), default=1,
-                        help="platforms of each image (the demo release's have 2)")
-    parser.add_argument("--base", choices=("busybox", "debian"), default="busybox",
+    product, count, demo_platforms = _demo_release()
+    parser.add_argument("--platforms", type=int, choices=(1, 2), default=demo_platforms,
+                        help=f"platforms of each image (the demo release's: {demo_platforms})")
+    parser.add_argument("--base", choices=("busybox", "debian"), default="debian",
                         help="what each image is built on (the demo's: debian)")
+    parser.add_argument("--moving-tags", nargs="*", default=product["moving_tags"],
+                        metavar="TAG", help="tags promote moves besides the immutable one "
+                        f"(the demo release's: {product['moving_tags'] or 'none'})")
     parser.add_argument("--verify-only", action="store_true",
                         help="only the verify figures: one image, one signed promote")
     parser.add_argument("--instructions", action="store_true",
                         help="also count the instructions one verify executes (valgrind)")
     options = parser.parse_args()
-    count, rounds = (1, 1) if options.verify_only else (COUNT, ROUNDS)
+    product["moving_tags"] = options.moving_tags
+    count, rounds = (1, 1) if options.verify_only else (count, ROUNDS)
     payload_mb, platforms = options.payload_mb, options.platforms
     if options.base == "debian":
         bases = DEBIAN
@@ -144,7 +150,7 @@ def main() -> int:
             src = fresh("src")
             entries = []
             for index in range(count):
-                reference = f"{src}/aipcc/base-images/img{index}:3.0-1"
+                reference = f"{src}/aipcc/base-images/img{index}:{product['version']}-1"
                 entries += _pushed(reference, f"{tag}-{index}", payload_mb, platforms,
                                    bases, names)
             cache = root / "cache"
@@ -159,7 +165,7 @@ def main() -> int:
                                     or record["platform"]}
             report = root / "report.json"
             report.write_text(json.dumps({"schema": 1, "build_id": "1", "registry": src,
-                                          "product": PRODUCT, "images": entries}))
+                                          "product": product, "images": entries}))
             (root / "pass").write_text("bench\n")
             subprocess.run([sys.executable, "-c",
                             "import sys; from aipcc_build.publish.signing import "
@@ -199,7 +205,7 @@ def main() -> int:
                 validated = _timed_any(validate, env)
                 requests = [_requests(root / f"{name}.log", started[name])
                             for name in (f"plain{rounds - 1}", f"signed{rounds - 1}")]
-            one = f"{signed}/rel/aipcc/base-images/img0:3.0-1"
+            one = f"{signed}/rel/aipcc/base-images/img0:{product['version']}-1"
             verify = [cli, "verify", "--no-tls-verify", "--key", str(root / "release.pub"), one]
             verified = subprocess.run(verify, env=env, capture_output=True, text=True)
             if verified.returncode != 0:
@@ -216,7 +222,8 @@ def main() -> int:
             if names:
                 subprocess.run(["buildah", "rmi", "-f", *names], capture_output=True)
     if not options.verify_only:
-        _promote_figures(options.base, payload_mb, platforms, figures, validated, load)
+        _promote_figures(count, options.base, payload_mb, platforms, options.moving_tags,
+                         figures, validated, load)
         print(f"CPU time with the registries', median of the {rounds} runs paired: "
               f"{all_paired:.2f}")
         _request_figures(*requests, figures[3])
@@ -233,13 +240,14 @@ def main() -> int:
     return 0
 
 
-def _promote_figures(base: str, payload_mb: int, platforms: int,
-                     figures: list[tuple[float, float]], validated: float,
-                     load: str) -> None:
+def _promote_figures(count: int, base: str, payload_mb: int, platforms: int,
+                     moving_tags: list[str], figures: list[tuple[float, float]],
+                     validated: float, load: str) -> None:
     (unsigned, signed_run), (unsigned_cpu, signed_cpu), (unsigned_all, signed_all) = \
         figures[:3]
-    print(f"promote of {COUNT} images ({base} + {payload_mb} MB each, {platforms} "
-          f"platform{'s' if platforms > 1 else ''}) into an empty "
+    print(f"promote of {count} images ({base} + {payload_mb} MB each, {platforms} "
+          f"platform{'s' if platforms > 1 else ''}, moving tags: "
+          f"{' '.join(moving_tags) or 'none'}) into an empty "
           f"registry, shortest of {ROUNDS}: {unsigned:.2f} s; signed and attested: "
           f"{signed_run:.2f} s; ratio {signed_run / unsigned:.2f} (target <= 1.1; "
           f"load average {load})")
@@ -251,6 +259,19 @@ def _promote_figures(base: str, payload_mb: int, platforms: int,
     print(f"the build's verdicts attested, not validated again; the validator alone on "
           f"the same images (layer scans cached) takes {validated:.2f} s, "
           f"{validated / unsigned:.2f} of the unsigned promote")
+
+
+def _demo_release() -> tuple[dict[str, Any], int, int]:
+    """The demo release's product (name, version, moving tags), how many images its matrix
+    expands to, and how many platforms each has."""
+    from aipcc_build.matrix.expand import expand_all
+    from aipcc_build.matrix.loader import load
+
+    matrix = load(DEMO)
+    images = expand_all(matrix, build_id="1", registry=None)
+    product = {"name": matrix.product.name, "version": matrix.product.version,
+               "moving_tags": list(matrix.product.moving_tags)}
+    return product, len(images), max(len(image.platforms) for image in images)
 
 
 def _paired(unsigned: list[tuple[float, float, float]],
