@@ -23,6 +23,10 @@ STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 # The predicate type names the document this module writes (version 1 of it).
 VERDICT_PREDICATE = "https://aipcc.ai/attestations/toolkit-verdict/v1"
 VERDICT_ARTIFACT_TYPE = "application/vnd.aipcc.toolkit-verdict.v1+json"
+# The largest verdict envelope read (ours are a few kilobytes: a statement names at most
+# 50 problems): a check reads up to verify.MAX_VERDICTS of them at once, and a registry
+# could serve the registry client's general bound, 16 MiB, for each.
+MAX_VERDICT_ENVELOPE = 1024 * 1024
 PREDICATE_ANNOTATION = "in-toto.io/predicate-type"
 TOOLKIT_PROPERTY = "aipcc:toolkit"
 _URL_SAFE = str.maketrans("-_", "+/")

@@ -256,9 +256,10 @@ def list_referrers(registry: Store, repository: str, digest: str,
             or m.get("artifactType") == artifact_type]
 
 
-def read_artifact(registry: Store, repository: str, digest: str
-                  ) -> Optional[tuple[dict[str, Any], bytes]]:
-    """(the artifact manifest, its first layer's bytes); None when it is no artifact."""
+def read_artifact(registry: Store, repository: str, digest: str,
+                  max_size: Optional[int] = None) -> Optional[tuple[dict[str, Any], bytes]]:
+    """(the artifact manifest, its first layer's bytes: at most MAX_SIZE of them, else the
+    registry client's bound); None when it is no artifact."""
     if not digest.startswith("sha256:"):
         return None
     found = registry.get_manifest(repository, digest)
@@ -272,7 +273,9 @@ def read_artifact(registry: Store, repository: str, digest: str
     if not isinstance(manifest, dict) or not isinstance(blob, str) \
             or not blob.startswith("sha256:"):
         return None
-    return manifest, registry.get_blob(repository, blob)
+    if max_size is None:
+        return manifest, registry.get_blob(repository, blob)
+    return manifest, registry.get_blob(repository, blob, max_size)
 
 
 def copy_referrers(source: Store, dest: Store, source_path: str, subject: Subject

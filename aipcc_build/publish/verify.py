@@ -165,9 +165,10 @@ def _attestation_problems(client: Registry, path: str, digest: str,
     verdicts = [r for r in referrers
                 if r.get("artifactType") == attestations.VERDICT_ARTIFACT_TYPE][:MAX_VERDICTS]
     # The SBOM and the verdicts read side by side: each is two requests in a row.
-    read = side_by_side([partial(read_artifact, client, path,
-                                           str(descriptor.get("digest")))
-                         for descriptor in [*sboms[:1], *verdicts]])
+    read = side_by_side([
+        *(partial(read_artifact, client, path, str(d.get("digest"))) for d in sboms[:1]),
+        *(partial(read_artifact, client, path, str(d.get("digest")),
+                  attestations.MAX_VERDICT_ENVELOPE) for d in verdicts)])
     if not sboms:
         problems.append(f"{digest} has no SBOM attestation")
     for found in read[:len(sboms[:1])]:

@@ -349,3 +349,13 @@ def test_an_index_of_ten_thousand_platforms_is_refused_unread(
     found = problems(world)
     assert found and "10000 platforms, more than 64" in found[0], found
     assert counting.reads < 10
+
+
+def test_a_verdict_envelope_past_its_bound_is_a_problem_unread(world: dict[str, Any]) -> None:
+    """A registry serving a verdict blob larger than any verdict envelope (ours are a few
+    kilobytes) is refused at MAX_VERDICT_ENVELOPE bytes, not at the client's 16 MiB bound
+    for any blob: a check reads up to MAX_VERDICTS of them at once."""
+    memory = world["memory"]
+    memory.blobs[verdict_blob(world)] = b" " * (attestations.MAX_VERDICT_ENVELOPE + 1)
+    found = problems(world)
+    assert found and f"larger than {attestations.MAX_VERDICT_ENVELOPE} bytes" in found[0], found
