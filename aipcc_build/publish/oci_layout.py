@@ -443,15 +443,19 @@ def unpack(archive: Path, into: Path) -> None:
     """ARCHIVE extracted INTO (its members of one name: the last wins, as in skopeo's
     reader, which extracts too). Only regular files and directories are made, each through
     tarfile's `data` filter (a member leaving INTO is refused); a link, a device or a FIFO
-    is dropped, never made nor followed, as is a directory under a blob's name: that blob
-    is then missing, and copied again."""
+    is dropped, never made nor followed, as is a directory under a blob's name, and what a
+    member of its name made before goes too: that blob is then missing, and copied again."""
     import tarfile
 
     def regular(member: tarfile.TarInfo, path: str) -> Optional[tarfile.TarInfo]:
-        if not (member.isreg() or member.isdir()) or \
-                (member.isdir() and _blob_member(member.name) is not None):
-            return None
-        return tarfile.data_filter(member, path)
+        if member.isreg() or (member.isdir() and _blob_member(member.name) is None):
+            return tarfile.data_filter(member, path)
+        name = _member_path(member.name)
+        if name is not None:  # what a member of its name made before goes: the last wins
+            with contextlib.suppress(FileNotFoundError, IsADirectoryError,
+                                     NotADirectoryError):
+                os.unlink(os.path.join(path, name))
+        return None
 
     into.mkdir(parents=True, exist_ok=True)
     try:
@@ -464,10 +468,17 @@ def unpack(archive: Path, into: Path) -> None:
 _BLOB_MEMBER = re.compile(r"blobs/sha256/([0-9a-f]{64})")
 
 
+def _member_path(name: str) -> Optional[str]:
+    """The path a tar member of NAME extracts to below the layout (`./`, `//` or a leading
+    `/` read as extraction reads them); None when it leaves the layout (`..`)."""
+    path = posixpath.normpath(name.lstrip("/"))
+    return None if path == ".." or path.startswith("../") else path
+
+
 def _blob_member(name: str) -> Optional[str]:
-    """The hex digest of the blob a tar member of NAME is (`blobs/sha256/<hex>`, with
-    `./`, `//` or a leading `/` as extraction reads them), else None."""
-    found = _BLOB_MEMBER.fullmatch(posixpath.normpath(name.lstrip("/")))
+    """The hex digest of the blob a tar member of NAME is (`blobs/sha256/<hex>`), else
+    None."""
+    found = _BLOB_MEMBER.fullmatch(_member_path(name) or "")
     return found.group(1) if found else None
 
 
@@ -488,8 +499,7 @@ def archive_damaged(archive: Path, digests: Sequence[str]) -> list[str]:
         handle = open_regular(archive)
         with handle, tarfile.open(fileobj=handle, mode="r|*") as tar:
             for member in tar:
-                path = posixpath.normpath(member.name.lstrip("/"))
-                if path == ".." or path.startswith("../"):
+                if _member_path(member.name) is None:
                     raise InputError(f"not an OCI archive: the member {member.name!r} "
                                      "leaves the layout", file=str(archive))
                 blob = _blob_member(member.name)
