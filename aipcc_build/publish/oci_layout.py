@@ -25,7 +25,6 @@ from typing import Any, BinaryIO, Optional
 
 from ..errors import CheckFailed, InputError
 from ..fsutil import NotRegularFile, open_regular, output, same_content, write_atomic
-from ..functional import partial
 from ..oci import OCI_MANIFEST, REF_NAME_ANNOTATION, load_json
 from ..tools.oci_registry import MAX_BLOB, Reply, digest_of
 from ..tools.registry_http import MAX_MANIFEST
@@ -486,7 +485,7 @@ def archive_damaged(archive: Path, digests: Sequence[str]) -> list[str]:
     """The blobs the images DIGESTS need in ARCHIVE (each index, its manifests, their
     configs and layers) that it does not hold as a regular member of those bytes under
     their name, the last member of a name counting (skopeo's reader extracts the tar:
-    the last one wins). Read once as a stream, nothing extracted: each blob hashed in
+    the last one wins). Read once, front to back, nothing extracted: each blob hashed in
     chunks, only JSON blobs up to MAX_MANIFEST (manifests, indexes) kept for the walk.
     InputError naming ARCHIVE when it is no tar, is cut short inside a member (a
     truncated copy, a member declaring more bytes than follow), or a member's path leaves
@@ -495,9 +494,11 @@ def archive_damaged(archive: Path, digests: Sequence[str]) -> list[str]:
 
     holds: dict[str, bool] = {}
     documents: dict[str, bytes] = {}
+    chunk = bytearray(1 << 20)  # one buffer read into: bounded, no allocation per chunk
+    view = memoryview(chunk)
     try:
         handle = open_regular(archive)
-        with handle, tarfile.open(fileobj=handle, mode="r|*") as tar:
+        with handle, tarfile.open(fileobj=handle) as tar:
             for member in tar:
                 if _member_path(member.name) is None:
                     raise InputError(f"not an OCI archive: the member {member.name!r} "
@@ -507,14 +508,18 @@ def archive_damaged(archive: Path, digests: Sequence[str]) -> list[str]:
                     continue
                 holds[blob] = False
                 documents.pop(blob, None)
-                content = tar.extractfile(member) if member.isreg() else None
+                # An io.BufferedReader (typed IO[bytes], without its readinto).
+                content: Any = tar.extractfile(member) if member.isreg() else None
                 if content is None:  # a link, a device, a FIFO: no blob
                     continue
                 hasher, kept = hashlib.sha256(), bytearray()
-                for chunk in iter(partial(content.read, 1 << 20), b""):
-                    hasher.update(chunk)
+                while True:
+                    size = content.readinto(chunk)
+                    if not size:
+                        break
+                    hasher.update(view[:size])
                     if member.size <= MAX_MANIFEST:
-                        kept += chunk
+                        kept += view[:size]
                 holds[blob] = hasher.hexdigest() == blob
                 if holds[blob] and kept.lstrip()[:1] == b"{":
                     documents[blob] = bytes(kept)
