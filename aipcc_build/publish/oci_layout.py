@@ -465,6 +465,11 @@ def unpack(archive: Path, into: Path) -> None:
 
 
 _BLOB_MEMBER = re.compile(r"blobs/sha256/([0-9a-f]{64})")
+# The JSON blobs `archive_damaged` keeps for its walk, at most, all told (a release's
+# manifests and indexes are a few kilobytes each): an archive of many JSON blobs of up to
+# MAX_MANIFEST each is not held whole; past it, what is not kept counts as damaged (the
+# archive is then unpacked and completed, its blobs hashed on disk).
+MAX_KEPT = 64 * 1024 * 1024
 
 
 def _member_path(name: str) -> Optional[str]:
@@ -486,7 +491,8 @@ def archive_damaged(archive: Path, digests: Sequence[str]) -> list[str]:
     configs and layers) that it does not hold as a regular member of those bytes under
     their name, the last member of a name counting (skopeo's reader extracts the tar:
     the last one wins). Read once, front to back, nothing extracted: each blob hashed in
-    chunks, only JSON blobs up to MAX_MANIFEST (manifests, indexes) kept for the walk.
+    chunks, only JSON blobs up to MAX_MANIFEST (manifests, indexes) kept for the walk,
+    MAX_KEPT of them all told.
     InputError naming ARCHIVE when it is no tar, is cut short inside a member (a
     truncated copy, a member declaring more bytes than follow), or a member's path leaves
     the layout (`..`)."""
@@ -494,6 +500,7 @@ def archive_damaged(archive: Path, digests: Sequence[str]) -> list[str]:
 
     holds: dict[str, bool] = {}
     documents: dict[str, bytes] = {}
+    kept_total = 0
     chunk = bytearray(1 << 20)  # one buffer read into: bounded, no allocation per chunk
     view = memoryview(chunk)
     try:
@@ -521,8 +528,10 @@ def archive_damaged(archive: Path, digests: Sequence[str]) -> list[str]:
                     if member.size <= MAX_MANIFEST:
                         kept += view[:size]
                 holds[blob] = hasher.hexdigest() == blob
-                if holds[blob] and kept.lstrip()[:1] == b"{":
+                if holds[blob] and kept.lstrip()[:1] == b"{" \
+                        and kept_total + len(kept) <= MAX_KEPT:
                     documents[blob] = bytes(kept)
+                    kept_total += len(kept)
     except (tarfile.TarError, EOFError, NotRegularFile) as exc:
         raise InputError(f"not an OCI archive: {exc}", file=str(archive)) from None
     damaged: list[str] = []

@@ -113,6 +113,15 @@ def test_a_manifest_past_the_bound_kept_fails_closed(tmp_path: Path,
     assert oci_layout.archive_damaged(archive, [manifest]) == [manifest]
 
 
+def test_json_past_the_total_kept_fails_closed(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """An archive of many JSON blobs is not held whole: past MAX_KEPT all told, a manifest
+    not kept counts as damaged, as one past MAX_MANIFEST does."""
+    archive, manifest, _ = _archive(tmp_path)
+    monkeypatch.setattr(oci_layout, "MAX_KEPT", 16)
+    assert oci_layout.archive_damaged(archive, [manifest]) == [manifest]
+
+
 @pytest.mark.parametrize("kind", ["symlink", "hardlink", "fifo", "device", "directory"])
 def test_a_member_that_is_no_regular_file_under_a_blob_s_name_is_no_blob(
         tmp_path: Path, kind: str) -> None:
