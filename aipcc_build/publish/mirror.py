@@ -361,14 +361,15 @@ def _mirror(request: MirrorRequest, runner: Optional[Runner], on_event: Optional
             if not work.exists():
                 present = oci_layout.archive_refs(archive)
                 wanted = {f"{i.path}:{i.tag}": i.digest for i in request.images}
-                if present and all(present.get(r) == d for r, d in wanted.items()):
-                    # Nothing new: the archive stays as it is, untouched.
+                if present and all(present.get(r) == d for r, d in wanted.items()) and \
+                        not oci_layout.archive_damaged(archive, sorted(set(wanted.values()))):
+                    # Nothing new, every blob read back: the archive stays untouched.
                     outcomes = [Outcome(i, f"{request.to}:{i.path}:{i.tag}", "skipped")
                                 for i in request.images]
                     for n, o in enumerate(outcomes, 1):
                         emit(Event(o.image.key, "skipped", o.dest, index=n, total=total))
                     return MirrorResult(tuple(outcomes), ())
-                if present:
+                if present:  # images to add, or damaged blobs: completed as a layout is
                     oci_layout.unpack(archive, work)
         oci_layout.check_destination(work)
         work.mkdir(parents=True, exist_ok=True)

@@ -15,10 +15,11 @@ import contextlib
 import hashlib
 import json
 import os
+import posixpath
 import re
 import shutil
 import stat
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO, Optional
 
@@ -26,6 +27,7 @@ from ..errors import CheckFailed, InputError
 from ..fsutil import NotRegularFile, open_regular, output, same_content, write_atomic
 from ..oci import OCI_MANIFEST, REF_NAME_ANNOTATION, load_json
 from ..tools.oci_registry import MAX_BLOB, Reply, digest_of
+from ..tools.registry_http import MAX_MANIFEST
 
 META = "aipcc-mirror.json"
 META_SCHEMA = 1
@@ -271,6 +273,19 @@ def damaged_blobs(layout: Path, digest: str) -> list[str]:
     reading it, and a file of the right size with other bytes (a damaged or tampered
     layout) was taken by its size alone and published. InputError naming the path where
     a blob's name is no regular file (a link, a directory, a device)."""
+    def path(blob: str) -> Path:
+        return layout / "blobs" / "sha256" / blob.partition(":")[2]
+
+    return _damaged(digest, lambda blob: _holds(path(blob), blob),
+                    lambda blob: path(blob).read_bytes())
+
+
+def _damaged(digest: str, holds: Callable[[str], bool],
+             document: Callable[[str], Optional[bytes]]) -> list[str]:
+    """The blobs of the image DIGEST (walked from its manifest or index through each
+    platform's to their configs and layers) that HOLDS says are missing or other bytes;
+    DOCUMENT gives a manifest's or an index's bytes (None: not kept, so damaged: a check
+    that walked nothing below it is no pass)."""
     damaged: list[str] = []
     seen: set[str] = set()
 
@@ -279,18 +294,21 @@ def damaged_blobs(layout: Path, digest: str) -> list[str]:
         if not isinstance(blob, str) or blob in seen or not _SHA256.fullmatch(blob):
             return
         seen.add(blob)
-        path = layout / "blobs" / "sha256" / blob.partition(":")[2]
-        if not _holds(path, blob):
+        if not holds(blob):
             damaged.append(blob)
             return
         if manifest:
             with contextlib.suppress(ValueError, OSError):
-                document = load_json(path.read_bytes())
-                if isinstance(document, dict):
-                    for child in document.get("manifests") or []:
+                data = document(blob)
+                if data is None:  # not read: what it names is not known to be there
+                    damaged.append(blob)
+                    return
+                parsed = load_json(data)
+                if isinstance(parsed, dict):
+                    for child in parsed.get("manifests") or []:
                         if isinstance(child, dict):
                             walk(child, True)
-                    for child in [document.get("config")] + list(document.get("layers") or []):
+                    for child in [parsed.get("config")] + list(parsed.get("layers") or []):
                         if isinstance(child, dict):
                             walk(child, False)
 
@@ -421,14 +439,108 @@ def write_meta(layout: Path, registry: str) -> None:
 
 
 def unpack(archive: Path, into: Path) -> None:
+    """ARCHIVE extracted INTO (its members of one name: the last wins, as in skopeo's
+    reader, which extracts too). Only regular files and directories are made, each through
+    tarfile's `data` filter (a member leaving INTO is refused); a link, a device or a FIFO
+    is dropped, never made nor followed, as is a directory under a blob's name, and what a
+    member of its name made before goes too: that blob is then missing, and copied again."""
     import tarfile
+
+    def regular(member: tarfile.TarInfo, path: str) -> Optional[tarfile.TarInfo]:
+        if member.isreg() or (member.isdir() and _blob_member(member.name) is None):
+            return tarfile.data_filter(member, path)
+        name = _member_path(member.name)
+        if name is not None:  # what a member of its name made before goes: the last wins
+            with contextlib.suppress(FileNotFoundError, IsADirectoryError,
+                                     NotADirectoryError):
+                os.unlink(os.path.join(path, name))
+        return None
 
     into.mkdir(parents=True, exist_ok=True)
     try:
         with tarfile.open(archive) as tar:
-            tar.extractall(into, filter="data")
+            tar.extractall(into, filter=regular)
     except tarfile.TarError as exc:
         raise InputError(f"not an OCI archive: {exc}", file=str(archive)) from None
+
+
+_BLOB_MEMBER = re.compile(r"blobs/sha256/([0-9a-f]{64})")
+# The JSON blobs `archive_damaged` keeps for its walk, at most, all told (a release's
+# manifests and indexes are a few kilobytes each): an archive of many JSON blobs of up to
+# MAX_MANIFEST each is not held whole; past it, what is not kept counts as damaged (the
+# archive is then unpacked and completed, its blobs hashed on disk).
+MAX_KEPT = 64 * 1024 * 1024
+
+
+def _member_path(name: str) -> Optional[str]:
+    """The path a tar member of NAME extracts to below the layout (`./`, `//` or a leading
+    `/` read as extraction reads them); None when it leaves the layout (`..`)."""
+    path = posixpath.normpath(name.lstrip("/"))
+    return None if path == ".." or path.startswith("../") else path
+
+
+def _blob_member(name: str) -> Optional[str]:
+    """The hex digest of the blob a tar member of NAME is (`blobs/sha256/<hex>`), else
+    None."""
+    found = _BLOB_MEMBER.fullmatch(_member_path(name) or "")
+    return found.group(1) if found else None
+
+
+def archive_damaged(archive: Path, digests: Sequence[str]) -> list[str]:
+    """The blobs the images DIGESTS need in ARCHIVE (each index, its manifests, their
+    configs and layers) that it does not hold as a regular member of those bytes under
+    their name, the last member of a name counting (skopeo's reader extracts the tar:
+    the last one wins). Read once, front to back, nothing extracted: each blob hashed in
+    chunks, only JSON blobs up to MAX_MANIFEST (manifests, indexes) kept for the walk,
+    MAX_KEPT of them all told.
+    InputError naming ARCHIVE when it is no tar, is cut short inside a member (a
+    truncated copy, a member declaring more bytes than follow), or a member's path leaves
+    the layout (`..`)."""
+    import tarfile
+
+    holds: dict[str, bool] = {}
+    documents: dict[str, bytes] = {}
+    kept_total = 0
+    chunk = bytearray(1 << 20)  # one buffer read into: bounded, no allocation per chunk
+    view = memoryview(chunk)
+    try:
+        handle = open_regular(archive)
+        with handle, tarfile.open(fileobj=handle) as tar:
+            for member in tar:
+                if _member_path(member.name) is None:
+                    raise InputError(f"not an OCI archive: the member {member.name!r} "
+                                     "leaves the layout", file=str(archive))
+                blob = _blob_member(member.name)
+                if blob is None:
+                    continue
+                holds[blob] = False
+                documents.pop(blob, None)
+                # An io.BufferedReader (typed IO[bytes], without its readinto).
+                content: Any = tar.extractfile(member) if member.isreg() else None
+                if content is None:  # a link, a device, a FIFO: no blob
+                    continue
+                hasher, kept = hashlib.sha256(), bytearray()
+                while True:
+                    size = content.readinto(chunk)
+                    if not size:
+                        break
+                    hasher.update(view[:size])
+                    if member.size <= MAX_MANIFEST:
+                        kept += view[:size]
+                holds[blob] = hasher.hexdigest() == blob
+                if holds[blob] and kept.lstrip()[:1] == b"{" \
+                        and kept_total + len(kept) <= MAX_KEPT:
+                    documents[blob] = bytes(kept)
+                    kept_total += len(kept)
+    except (tarfile.TarError, EOFError, NotRegularFile) as exc:
+        raise InputError(f"not an OCI archive: {exc}", file=str(archive)) from None
+    damaged: list[str] = []
+    for digest in digests:
+        damaged += [blob for blob in _damaged(digest,
+                                              lambda b: holds.get(b[len("sha256:"):], False),
+                                              lambda b: documents.get(b[len("sha256:"):]))
+                    if blob not in damaged]
+    return damaged
 
 
 def pack(layout: Path, archive: Path) -> None:

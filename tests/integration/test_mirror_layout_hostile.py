@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import json
 import os
 import signal
 import subprocess
 import sys
+import tarfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
@@ -172,9 +175,82 @@ def test_a_rerun_into_a_complete_layout_rewrites_nothing(tmp_path: Path, cli) ->
     assert files() == before  # aipcc-mirror.json was rewritten at every run
     archive = tmp_path / "release.tar"
     assert cli("mirror", "--from", f"dir:{src}", "--to", f"oci-archive:{archive}").code == 0
-    stamp = archive.stat().st_ino, archive.stat().st_mtime_ns
+    stamp = archive.stat().st_ino, archive.stat().st_mtime_ns, archive.read_bytes()
+    again = cli("mirror", "--from", f"dir:{src}", "--to", f"oci-archive:{archive}")
+    assert again.code == 0 and "1 already there" in again.err, again.err
+    assert (archive.stat().st_ino, archive.stat().st_mtime_ns, archive.read_bytes()) == stamp
+
+
+def rewritten(archive: Path, change: Callable[[tarfile.TarInfo, bytes], Optional[bytes]]
+              ) -> None:
+    """ARCHIVE written again, each regular member's bytes as CHANGE gives them (same
+    member, other bytes; None: the member as it was)."""
+    with tarfile.open(archive) as tar:
+        members = [(m, tar.extractfile(m).read() if m.isreg() else None)  # type: ignore[union-attr]
+                   for m in tar.getmembers()]
+    with tarfile.open(archive, "w") as tar:
+        for member, data in members:
+            if data is not None:
+                data = change(member, data) or data
+                member.size = len(data)
+            tar.addfile(member, io.BytesIO(data) if data is not None else None)
+
+
+@pytest.mark.parametrize("damage", ["other bytes", "link out"])
+def test_a_rerun_over_an_archive_with_a_damaged_layer_copies_it_again(
+        tmp_path: Path, cli, damage: str) -> None:
+    """A rerun into an archive whose index.json lists the image at its digest was
+    'skipped' whatever its blobs held: a layer changed after the archive was written (or a
+    link in its place, to outside) went to the site. Now its blobs are read back: the
+    layer is copied again by the real skopeo, and the real skopeo reads the archive."""
+    src = tmp_path / "src"
+    digest, layer = source(src)
+    archive = tmp_path / "release.tar"
     assert cli("mirror", "--from", f"dir:{src}", "--to", f"oci-archive:{archive}").code == 0
-    assert (archive.stat().st_ino, archive.stat().st_mtime_ns) == stamp
+    name = f"blobs/sha256/{layer.partition(':')[2]}"
+    if damage == "other bytes":
+        rewritten(archive, lambda m, data: b"D" * len(data) if m.name == name else None)
+    else:
+        with tarfile.open(archive, "a") as tar:  # the last member of a name wins
+            link = tarfile.TarInfo(name)
+            link.type, link.linkname = tarfile.SYMTYPE, "../../../outside"
+            tar.addfile(link)
+    again = cli("mirror", "--from", f"dir:{src}", "--to", f"oci-archive:{archive}")
+    assert again.code == 0 and "1 copied" in again.err, again.err
+    with tarfile.open(archive) as tar:
+        for member in tar.getmembers():
+            if member.isreg() and member.name.startswith("blobs/sha256/"):
+                data = tar.extractfile(member).read()  # type: ignore[union-attr]
+                assert hashlib.sha256(data).hexdigest() == member.name.rpartition("/")[2]
+    subprocess.run(["skopeo", "copy", f"oci-archive:{archive}:{REF}",
+                    f"dir:{tmp_path / 'read'}"], check=True, capture_output=True, timeout=120)
+    assert blob(src, layer).read_bytes() == (tmp_path / "read" / layer.partition(":")[2]
+                                             ).read_bytes()
+    assert not os.path.lexists(tmp_path / "outside")
+
+
+@pytest.mark.parametrize("damage", ["not a tar", "cut inside a member", "leaves the layout"])
+def test_a_rerun_over_a_malformed_archive_is_refused_naming_it(tmp_path: Path, cli,
+                                                               damage: str) -> None:
+    src = tmp_path / "src"
+    source(src)
+    archive = tmp_path / "release.tar"
+    assert cli("mirror", "--from", f"dir:{src}", "--to", f"oci-archive:{archive}").code == 0
+    if damage == "not a tar":
+        archive.write_text("my notes\n")
+    elif damage == "cut inside a member":
+        archive.write_bytes(archive.read_bytes()[:archive.read_bytes().index(b"small layer")
+                                                 + 50])
+    else:
+        with tarfile.open(archive, "a") as tar:
+            escaping = tarfile.TarInfo("blobs/../../escaped")
+            escaping.size = 1
+            tar.addfile(escaping, io.BytesIO(b"x"))
+    before = archive.read_bytes()
+    done = cli("mirror", "--from", f"dir:{src}", "--to", f"oci-archive:{archive}")
+    one_line_refusal(done, 2, str(archive), "not an OCI archive")
+    assert archive.read_bytes() == before
+    assert not (tmp_path / "escaped").exists() and not Path(f"{archive}.partial").exists()
 
 
 @contextlib.contextmanager
