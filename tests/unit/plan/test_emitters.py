@@ -8,7 +8,6 @@ import re
 from pathlib import Path
 
 import pytest
-import yaml
 
 from aipcc_build.matrix import expand, load
 from aipcc_build.plan.emit.github import GITHUB_OUTPUT_LIMIT
@@ -75,7 +74,7 @@ def test_github_workflow_schema_check_can_fail(tmp_path):
 
 
 def test_shipped_workflow_runs_one_job_per_image_with_dependents_later():
-    workflow = yaml.safe_load((REPO / "docs/ci/github-actions.yml").read_text())
+    workflow = tekton_schema.load((REPO / "docs/ci/github-actions.yml").read_text())
     jobs = workflow["jobs"]
     assert jobs["build"]["strategy"]["matrix"] == \
         "${{ fromJSON(needs.plan.outputs.plan).wave1 }}"
@@ -95,7 +94,7 @@ def test_shipped_workflow_runs_one_job_per_image_with_dependents_later():
 
 
 def test_shipped_workflow_builds_pull_requests_to_their_own_tags_and_forks_without_pushing():
-    workflow = yaml.safe_load((REPO / "docs/ci/github-actions.yml").read_text())
+    workflow = tekton_schema.load((REPO / "docs/ci/github-actions.yml").read_text())
     jobs = workflow["jobs"]
     uses = [step["uses"] for job in jobs.values() for step in job["steps"] if "uses" in step]
     # The current major versions (checkout 6, upload-artifact and download-artifact 7, one
@@ -170,8 +169,8 @@ def test_plan_carries_its_options_into_every_job(shipped, cli):
 def test_a_platform_filter_of_plan_applies_to_every_job_it_emits(cli):
     """One job per multi-platform image, keyed kind/name; plan's --platform narrows what
     each job builds (a CI run without emulated arm64 builds)."""
-    everything = yaml.safe_load(plan(cli, REPO / "matrix/demo.yaml", "--format", "gitlab").out)
-    narrowed = yaml.safe_load(plan(cli, REPO / "matrix/demo.yaml", "--format", "gitlab",
+    everything = tekton_schema.load(plan(cli, REPO / "matrix/demo.yaml", "--format", "gitlab").out)
+    narrowed = tekton_schema.load(plan(cli, REPO / "matrix/demo.yaml", "--format", "gitlab",
                                    "--platform", "linux/amd64").out)
     assert everything.keys() == narrowed.keys()
     job = "build:runtime/cuda-12.8-debian"
@@ -247,7 +246,7 @@ def test_gitlab_child_pipeline_validates_and_mirrors_the_dag(shipped, cli, tmp_p
     result = check_jsonschema("--builtin-schema", "vendor.gitlab-ci", str(tmp_path / "child.yml"))
     assert result.returncode == 0, result.stdout + result.stderr
 
-    document = yaml.safe_load(output)
+    document = tekton_schema.load(output)
     jobs = {name: job for name, job in document.items()
             if isinstance(job, dict) and "script" in job}
     images = expand(load(matrix_path))
@@ -272,7 +271,7 @@ def test_gitlab_empty_plan_is_a_valid_pipeline(shipped, cli, tmp_path):
     (tmp_path / "child.yml").write_text(result.out)
     assert check_jsonschema("--builtin-schema", "vendor.gitlab-ci",
                             str(tmp_path / "child.yml")).returncode == 0
-    assert list(yaml.safe_load(result.out)) == ["stages", "variables", "default",
+    assert list(tekton_schema.load(result.out)) == ["stages", "variables", "default",
                                                 "nothing-to-build"]
 
 
@@ -280,7 +279,7 @@ def test_gitlab_parent_example_validates_and_triggers_the_artifact():
     path = REPO / "docs/ci/gitlab-ci.yml"
     result = check_jsonschema("--builtin-schema", "vendor.gitlab-ci", str(path))
     assert result.returncode == 0, result.stdout + result.stderr
-    document = yaml.safe_load(path.read_text())
+    document = tekton_schema.load(path.read_text())
     trigger = document["build"]["trigger"]
     assert trigger["strategy"] == "depend"
     assert trigger["include"] == [{"artifact": "child-pipeline.yml", "job": "plan"}]
@@ -412,7 +411,7 @@ def test_tekton_pipelinerun_structure(tekton_repo, cli):
     matrix_path = tekton_repo / "matrix/aipcc.yaml"
     output = plan(cli, matrix_path, "--format", "tekton", "--build-id", "175").out
     assert tekton_schema.errors(output) == []
-    document = yaml.safe_load(output)
+    document = tekton_schema.load(output)
     assert DNS_LABEL.match(document["metadata"]["generateName"].rstrip("-"))
     params = {p["name"]: p["value"] for p in document["spec"]["params"]}
     assert params == {"git-url": "https://git.example.com/aipcc/images.git",
@@ -449,7 +448,7 @@ def test_demo_tekton_fetches_its_context_before_the_build(repo, cli):
     output = plan(cli, repo / "matrix/demo.yaml", "--format", "tekton", "--allow-loopback",
                   "--platform", "linux/arm64").out
     assert tekton_schema.errors(output) == []
-    tasks = {t["name"]: t for t in yaml.safe_load(output)["spec"]["pipelineSpec"]["tasks"]}
+    tasks = {t["name"]: t for t in tekton_schema.load(output)["spec"]["pipelineSpec"]["tasks"]}
     fetch = tasks["base-cpu-debian-fetch"]
     assert "scripts/demo-wheel-index-serve" in fetch["taskSpec"]["steps"][0]["script"]
     params = {p["name"]: p["value"] for p in tasks["base-cpu-debian-build"]["params"]}
@@ -460,7 +459,7 @@ def test_demo_tekton_fetches_its_context_before_the_build(repo, cli):
         "runtime-cpu-debian-fetch", "base-cpu-debian-validate"]
     # One platform: built on an arm64 node, and checked to be arm64; no join.
     pinned = {entry["pipelineTaskName"]: entry["podTemplate"]["nodeSelector"]
-              for entry in yaml.safe_load(output)["spec"]["taskRunSpecs"]}
+              for entry in tekton_schema.load(output)["spec"]["taskRunSpecs"]}
     assert pinned["base-cpu-debian-build"] == {"kubernetes.io/arch": "arm64"}
     validate = {p["name"]: p["value"] for p in tasks["base-cpu-debian-validate"]["params"]}
     assert validate["PLATFORM"] == "linux/arm64" and "base-cpu-debian-join" not in tasks
@@ -482,7 +481,7 @@ def test_tekton_pins_each_platform_to_its_nodes_then_joins_them_with_buildah(rep
     output = plan(cli, matrix_path, "--format", "tekton", "--build-id", "9",
                   "--allow-loopback").out
     assert tekton_schema.errors(output) == []
-    document = yaml.safe_load(output)
+    document = tekton_schema.load(output)
     by_key = check_tekton_document(document, matrix_path, "9")
     assert all(len(builds) == 2 for builds in by_key.values())
     tasks = {t["name"]: t for t in document["spec"]["pipelineSpec"]["tasks"]}
@@ -535,7 +534,7 @@ def test_tekton_names_stay_valid_and_unique_when_long(tmp_path, cli):
     git(tmp_path, "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q",
         "--allow-empty", "-m", "x")
     output = plan(cli, path, "--format", "tekton", "--allow-uncommitted").out
-    names = [t["name"] for t in yaml.safe_load(output)["spec"]["pipelineSpec"]["tasks"]]
+    names = [t["name"] for t in tekton_schema.load(output)["spec"]["pipelineSpec"]["tasks"]]
     assert len(names) == len(set(names)) == 4 * 3  # clone, build, validate per image
     for name in names:
         assert DNS_LABEL.match(name) and len(name) <= 63, name
@@ -551,7 +550,7 @@ def test_tekton_names_of_an_image_of_several_platforms_stay_labels_when_long(tmp
         "--allow-empty", "-m", "x")
     output = plan(cli, path, "--format", "tekton", "--allow-uncommitted").out
     assert tekton_schema.errors(output) == []
-    names = [t["name"] for t in yaml.safe_load(output)["spec"]["pipelineSpec"]["tasks"]]
+    names = [t["name"] for t in tekton_schema.load(output)["spec"]["pipelineSpec"]["tasks"]]
     # Per image: clone, build and validate per platform, and a join.
     assert len(names) == len(set(names)) == 2 * (3 * 2 + 1)
     assert any(name.endswith("-validate-ppc64le") for name in names)

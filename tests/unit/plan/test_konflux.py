@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from aipcc_build.matrix import expand, load
 from aipcc_build.matrix.model import default_bundles
@@ -47,7 +46,7 @@ ORIGIN = "https://git.example.com/aipcc/images.git"
 @cache
 def reference() -> dict[str, dict[str, Any]]:
     """The reference pipeline's tasks by name."""
-    pipeline = yaml.safe_load(REFERENCE.read_text())
+    pipeline = tekton_schema.load(REFERENCE.read_text())
     return {task["name"]: task for task in pipeline["spec"]["tasks"]}
 
 
@@ -60,7 +59,7 @@ def definition(name: str, version: str) -> dict[str, Any]:
     assert len(found) <= 1, found
     if not found:
         return _interface(name, version)
-    task = yaml.safe_load(found[0].read_text())
+    task = tekton_schema.load(found[0].read_text())
     assert task["kind"] == "Task" and task["metadata"]["name"] == name
     label = task["metadata"]["labels"]["app.kubernetes.io/version"]
     assert label == version or label.startswith(f"{version}."), (name, label)
@@ -72,7 +71,7 @@ def _interface(name: str, version: str) -> dict[str, Any]:
     spec: a param without a default is required, a workspace not optional is required."""
     path = INTERFACES / f"{name}-{version}.yaml"
     assert path.exists(), f"no definition of {name} {version} in tests/data/konflux"
-    names = yaml.safe_load(path.read_text())
+    names = tekton_schema.load(path.read_text())
     assert names["task"] == name and names["version"].startswith(f"{version}."), path
     return {
         "params": [{"name": n} for n in names["required_params"]]
@@ -179,14 +178,15 @@ def _results_of(name: str) -> frozenset[str]:
     return frozenset(r["name"] for r in spec.get("results", []))
 
 
-def required_by_conforma() -> list[Any]:
+@cache
+def required_by_conforma() -> tuple[Any, ...]:
     """The required-task entries of the latest rules in force (a list: one of them)."""
-    data = yaml.safe_load(REQUIRED_TASKS.read_text())
+    data = tekton_schema.load(REQUIRED_TASKS.read_text())
     entries = []
     for rules in (data["pipeline-required-tasks"]["docker"], data["required-tasks"]):
         latest = max(rules, key=lambda rule: rule["effective_on"])
         entries += latest["tasks"]
-    return entries
+    return tuple(entries)  # kept for every test (@cache): read, never changed
 
 
 def two_platform_matrix(repo: Path) -> Path:
@@ -261,7 +261,7 @@ def test_two_platforms_build_in_one_matrix_task_joined_by_the_index(kx_repo, cli
     document = check_against_konflux(text)
     given = {p["name"]: p["value"] for p in document["spec"]["params"]}
     assert given["build-platforms"] == ["linux/x86_64", "linux/arm64"]
-    rocm = yaml.safe_load(files[".tekton/aipcc-3-0-builder-rocm-6-4-ubi9-push.yaml"])
+    rocm = tekton_schema.load(files[".tekton/aipcc-3-0-builder-rocm-6-4-ubi9-push.yaml"])
     assert {"name": "build-platforms", "value": ["linux/x86_64"]} in rocm["spec"]["params"]
 
 
@@ -282,9 +282,9 @@ def test_per_platform_containerfiles_get_a_build_task_each(kx_repo, cli):
 
 def test_tenant_manifests_and_the_snapshot_pipeline(kx_repo, cli):
     files = generate(cli, kx_repo / "matrix/aipcc.yaml")
-    application = yaml.safe_load(files["konflux/tenant/application.yaml"])
+    application = tekton_schema.load(files["konflux/tenant/application.yaml"])
     assert application["kind"] == "Application" and application["metadata"]["name"] == "aipcc-3-0"
-    component = yaml.safe_load(
+    component = tekton_schema.load(
         files["konflux/tenant/component-aipcc-3-0-base-cuda-12-8-el9-6.yaml"])
     assert component["apiVersion"] == "appstudio.redhat.com/v1alpha1"
     assert component["spec"]["application"] == "aipcc-3-0"
@@ -292,7 +292,7 @@ def test_tenant_manifests_and_the_snapshot_pipeline(kx_repo, cli):
     assert component["spec"]["source"]["git"]["url"] == ORIGIN
     # A new base image opens an update of the devel image built FROM it.
     assert component["spec"]["build-nudges-ref"] == ["aipcc-3-0-devel-cuda-12-8-el9-6"]
-    scenario = yaml.safe_load(files["konflux/tenant/integration-test-scenario.yaml"])
+    scenario = tekton_schema.load(files["konflux/tenant/integration-test-scenario.yaml"])
     assert scenario["apiVersion"] == "appstudio.redhat.com/v1beta2"
     assert scenario["spec"]["application"] == "aipcc-3-0"
     ref = scenario["spec"]["resolverRef"]
@@ -300,7 +300,7 @@ def test_tenant_manifests_and_the_snapshot_pipeline(kx_repo, cli):
     params = {p["name"]: p["value"] for p in ref["params"]}
     assert params == {"url": ORIGIN, "revision": "main",
                       "pathInRepo": "konflux/pipelines/validate-snapshot.yaml"}
-    pipeline = yaml.safe_load(files[params["pathInRepo"]])
+    pipeline = tekton_schema.load(files[params["pathInRepo"]])
     assert pipeline["kind"] == "Pipeline"
     assert {"name": "SNAPSHOT", "type": "string"}.items() <= pipeline["spec"]["params"][0].items()
     as_run = {"apiVersion": "tekton.dev/v1", "kind": "PipelineRun",
@@ -333,7 +333,7 @@ def test_bundles_come_from_the_matrix(kx_repo, cli):
         "registry: quay.io/aipcc",
         f"registry: quay.io/aipcc\nci: {{bundles: {{buildah-remote-oci-ta: '{pinned}'}}}}", 1))
     files = generate(cli, matrix)
-    document = yaml.safe_load(files[".tekton/aipcc-3-0-base-cpu-el9-6-push.yaml"])
+    document = tekton_schema.load(files[".tekton/aipcc-3-0-base-cpu-el9-6-push.yaml"])
     build = next(t for t in document["spec"]["pipelineSpec"]["tasks"]
                  if t["name"] == "build-images")
     assert bundle(build) == ("buildah-remote-oci-ta", pinned)
@@ -454,11 +454,12 @@ def test_the_bundle_file_pins_what_build_definitions_publishes():
     none for, the one build-service's own build pins."""
     pinned_by_build_service = {
         bundle(task)[0]: bundle(task)[1] for task in
-        yaml.safe_load(BUILD_SERVICE_PUSH.read_text())["spec"]["pipelineSpec"]["tasks"]}
+        tekton_schema.load(BUILD_SERVICE_PUSH.read_text())["spec"]["pipelineSpec"]["tasks"]}
     for task, version in versions().items():
         published = DEFINITIONS / "bundles" / f"{task}-{version}.yaml"
         if published.exists():
-            assert default_bundles()[task] == yaml.safe_load(published.read_text())["task_bundle"]
+            assert default_bundles()[task] == tekton_schema.load(
+                published.read_text())["task_bundle"]
         else:
             assert task == "ecosystem-cert-preflight-checks"
             assert default_bundles()[task] == pinned_by_build_service[task]
@@ -470,10 +471,11 @@ def test_the_certification_check_runs_as_in_konflux_reference_pipeline(kx_repo, 
     """ecosystem-cert-preflight-checks: per platform of the index, after it, skipped with
     the other checks, exactly as the reference pipeline and build-service's build call it."""
     files = generate(cli, kx_repo / "matrix/aipcc.yaml")
-    ours = next(t for t in yaml.safe_load(files[".tekton/aipcc-3-0-base-cpu-el9-6-push.yaml"])[
+    ours = next(t for t in tekton_schema.load(files[".tekton/aipcc-3-0-base-cpu-el9-6-push.yaml"])[
         "spec"]["pipelineSpec"]["tasks"] if t["name"] == "ecosystem-cert-preflight-checks")
     build_service = next(
-        t for t in yaml.safe_load(BUILD_SERVICE_PUSH.read_text())["spec"]["pipelineSpec"]["tasks"]
+        t for t in tekton_schema.load(
+            BUILD_SERVICE_PUSH.read_text())["spec"]["pipelineSpec"]["tasks"]
         if t["name"] == "ecosystem-cert-preflight-checks")
     upstream = reference()["ecosystem-cert-preflight-checks"]
     assert bundle(ours) == bundle(build_service)
@@ -506,11 +508,11 @@ def test_a_dependent_builds_from_its_parent_by_digest_and_a_nudge_is_no_drift(kx
         assert f'"{args_file}".pathChanged()' in cel
         assert "build.appstudio.openshift.io/build-nudge-files" not in (
             document["metadata"]["annotations"])
-    push = yaml.safe_load(files[f".tekton/{parent}-push.yaml"])
+    push = tekton_schema.load(files[f".tekton/{parent}-push.yaml"])
     nudge_files = push["metadata"]["annotations"]["build.appstudio.openshift.io/build-nudge-files"]
     # Renovate's fileMatch, a JavaScript regular expression (no escaped '-'): that file only.
     assert nudge_files == f"^{args_file.replace('.', chr(92) + '.')}$"
-    pull_request = yaml.safe_load(files[f".tekton/{parent}-pull-request.yaml"])
+    pull_request = tekton_schema.load(files[f".tekton/{parent}-pull-request.yaml"])
     assert "build.appstudio.openshift.io/build-nudge-files" not in (
         pull_request["metadata"]["annotations"])
     # The parent's push build lands: its nudge rewrites the pin in that one file.
@@ -556,10 +558,10 @@ def test_the_matrix_names_the_repository_and_a_clone_without_origin_passes_the_c
     url = "https://github.com/aipcc/aipcc-build.git"
     assert f"source_url: {url}" in (repo / "matrix/aipcc.yaml").read_text()
     files = generate(cli, repo / "matrix/aipcc.yaml")
-    component = yaml.safe_load(
+    component = tekton_schema.load(
         files["konflux/tenant/component-aipcc-3-0-base-cuda-12-8-el9-6.yaml"])
     assert component["spec"]["source"]["git"]["url"] == url
-    scenario = yaml.safe_load(files["konflux/tenant/integration-test-scenario.yaml"])
+    scenario = tekton_schema.load(files["konflux/tenant/integration-test-scenario.yaml"])
     assert {"name": "url", "value": url} in scenario["spec"]["resolverRef"]["params"]
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "konflux files")

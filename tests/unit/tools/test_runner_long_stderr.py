@@ -83,9 +83,9 @@ def test_a_child_past_its_timeout_is_stopped_with_its_stderr_tail() -> None:
     with pytest.raises(ToolError) as failed:
         ProcessRunner().run([sys.executable, "-c", "import sys, time; "
                              "sys.stderr.write('working\\n'); sys.stderr.flush(); "
-                             "time.sleep(60)"], timeout=1)
+                             "time.sleep(60)"], timeout=0.5)
     assert failed.value.timed_out
-    assert failed.value.stderr.splitlines() == ["working", "(no answer within 1 s: stopped)"]
+    assert failed.value.stderr.splitlines() == ["working", "(no answer within 0.5 s: stopped)"]
 
 
 def test_a_process_left_holding_stderr_is_a_timeout_not_a_hang() -> None:
@@ -94,6 +94,6 @@ def test_a_process_left_holding_stderr_is_a_timeout_not_a_hang() -> None:
     leftover does (it is in the child's group, stopped with it)."""
     started = time.monotonic()
     with pytest.raises(ToolError) as raised:
-        ProcessRunner().run(["sh", "-c", "sleep 60 >/dev/null & echo left"], timeout=1)
+        ProcessRunner().run(["sh", "-c", "sleep 60 >/dev/null & echo left"], timeout=0.3)
     assert raised.value.timed_out
     assert time.monotonic() - started < 30
