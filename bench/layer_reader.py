@@ -30,11 +30,9 @@ Run: python bench/layer_reader.py [--layout DIR] [--before COMMIT] [--repeat N]
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from common import as_installed, shortest
@@ -151,18 +149,14 @@ def main() -> int:
 def _cold_validate(layout: Path, env: dict[str, str], repeat: int) -> tuple[float, float]:
     """(wall, CPU) of `aipcc-build validate` of LAYOUT with an empty scan cache, the
     shortest of REPEAT runs each, as every other figure here is taken."""
-    walls, cpus = [], []
+    runs = []
     for _ in range(repeat):
         with tempfile.TemporaryDirectory(prefix="aipcc-bench-cache-") as cache:
-            cold = [sys.executable, "-m", "aipcc_build", "validate", f"oci:{layout}",
-                    "--expect", "cpu", "--cache-dir", cache]
-            start = time.perf_counter()
-            proc = subprocess.Popen(cold, env=env, stdout=subprocess.DEVNULL)
-            _, _, usage = os.wait4(proc.pid, 0)
-            walls.append(time.perf_counter() - start)
-            # The validator's scans run in processes of its own: its children's time too.
-            cpus.append(usage.ru_utime + usage.ru_stime)
-    return min(walls), min(cpus)
+            # `shortest` counts the validator's scan processes' CPU time too.
+            runs.append(shortest([sys.executable, "-m", "aipcc_build", "validate",
+                                  f"oci:{layout}", "--expect", "cpu", "--cache-dir", cache],
+                                 env, repeat=1))
+    return min(wall for wall, _ in runs), min(cpu for _, cpu in runs)
 
 
 if __name__ == "__main__":

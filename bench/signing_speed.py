@@ -216,7 +216,7 @@ def main() -> int:
             # What each asks of the registry (one run), and the registry's CPU time a run
             # (the mean over the runs timed): on this host the registry's work shares the
             # cores, and it is what the wall time of the check mostly counts.
-            asked = [_asked(command, env, registries[-1], root / f"{signed_name}.log")
+            asked = [_asked(command, env, root / f"{signed_name}.log")
                      for command in (verify, inspect)]
             verify_wall, verify_cpu, verify_registry = _timed_with(
                 verify, env, registries[-1], repeat)
@@ -272,8 +272,8 @@ def _promote_figures(count: int, base: str, payload_mb: int, platforms: int,
           f"{validated / unsigned:.2f} of the unsigned promote")
 
 
-def _asked(command: list[str], env: dict[str, str], registry: Registry, log: Path) -> int:
-    """The requests one run of COMMAND makes to REGISTRY (its access LOG)."""
+def _asked(command: list[str], env: dict[str, str], log: Path) -> int:
+    """The requests one run of COMMAND makes to the registry whose access LOG is LOG."""
     offset = log.stat().st_size
     subprocess.run(command, env=env, stdout=subprocess.DEVNULL, check=True)
     return sum(_requests(log, offset).values())

@@ -259,11 +259,25 @@ def _holds(path: Path, digest: str) -> bool:
     if handle is None:
         return False
     algorithm, _, want = digest.partition(":")
-    hasher = hashlib.new(algorithm)
     with handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            hasher.update(chunk)
-    return hasher.hexdigest() == want
+        return _hashed(handle, algorithm)[0] == want
+
+
+def _hashed(stream: Any, algorithm: str, keep: int = 0) -> tuple[str, bytes]:
+    """(the hex digest under ALGORITHM of what STREAM holds, its bytes when they are at
+    most KEEP, else b""), read in 1 MiB chunks into one buffer."""
+    hasher = hashlib.new(algorithm)
+    chunk = bytearray(1 << 20)
+    view = memoryview(chunk)
+    kept = bytearray()
+    while size := stream.readinto(chunk):
+        hasher.update(view[:size])
+        if len(kept) + size <= keep:
+            kept += view[:size]
+        else:
+            keep = 0
+            kept.clear()
+    return hasher.hexdigest(), bytes(kept)
 
 
 def damaged_blobs(layout: Path, digest: str) -> list[str]:
@@ -501,8 +515,6 @@ def archive_damaged(archive: Path, digests: Sequence[str]) -> list[str]:
     holds: dict[str, bool] = {}
     documents: dict[str, bytes] = {}
     kept_total = 0
-    chunk = bytearray(1 << 20)  # one buffer read into: bounded, no allocation per chunk
-    view = memoryview(chunk)
     try:
         handle = open_regular(archive)
         with handle, tarfile.open(fileobj=handle) as tar:
@@ -519,15 +531,8 @@ def archive_damaged(archive: Path, digests: Sequence[str]) -> list[str]:
                 content: Any = tar.extractfile(member) if member.isreg() else None
                 if content is None:  # a link, a device, a FIFO: no blob
                     continue
-                hasher, kept = hashlib.sha256(), bytearray()
-                while True:
-                    size = content.readinto(chunk)
-                    if not size:
-                        break
-                    hasher.update(view[:size])
-                    if member.size <= MAX_MANIFEST:
-                        kept += view[:size]
-                holds[blob] = hasher.hexdigest() == blob
+                found, kept = _hashed(content, "sha256", MAX_MANIFEST)
+                holds[blob] = found == blob
                 if holds[blob] and kept.lstrip()[:1] == b"{" \
                         and kept_total + len(kept) <= MAX_KEPT:
                     documents[blob] = bytes(kept)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from ..functional import partial
 from ..oci import OCI_INDEX, OCI_MANIFEST, load_json
 from ..records import field, record
-from ..tools.oci_registry import RegistryRefused, Reply, digest_of, side_by_side
+from ..tools.oci_registry import MAX_BLOB, RegistryRefused, Reply, digest_of, side_by_side
 
 TYPE_CHECKING = False  # typing's, without importing it at run time (a `verify`'s start)
 if TYPE_CHECKING:
@@ -257,9 +257,9 @@ def list_referrers(registry: Store, repository: str, digest: str,
 
 
 def read_artifact(registry: Store, repository: str, digest: str,
-                  max_size: Optional[int] = None) -> Optional[tuple[dict[str, Any], bytes]]:
-    """(the artifact manifest, its first layer's bytes: at most MAX_SIZE of them, else the
-    registry client's bound); None when it is no artifact."""
+                  max_size: int = MAX_BLOB) -> Optional[tuple[dict[str, Any], bytes]]:
+    """(the artifact manifest, its first layer's bytes: at most MAX_SIZE of them); None
+    when it is no artifact."""
     if not digest.startswith("sha256:"):
         return None
     found = registry.get_manifest(repository, digest)
@@ -273,8 +273,6 @@ def read_artifact(registry: Store, repository: str, digest: str,
     if not isinstance(manifest, dict) or not isinstance(blob, str) \
             or not blob.startswith("sha256:"):
         return None
-    if max_size is None:
-        return manifest, registry.get_blob(repository, blob)
     return manifest, registry.get_blob(repository, blob, max_size)
 
 
